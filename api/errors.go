@@ -1,0 +1,66 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Error codes. Every error the API returns carries one of these, and the
+// HTTP status that goes with it.
+const (
+	CodeInvalid      = "invalid"      // 400: the request is malformed or a value is out of range
+	CodeUnauthorized = "unauthorized" // 401: missing or wrong token
+	CodeNotFound     = "not_found"    // 404: no such sandbox, run, image or file
+	CodeConflict     = "conflict"     // 409: the name is taken, or the sandbox is in the wrong state
+	CodeTooLarge     = "too_large"    // 413: the body is over the limit
+	CodeUnavailable  = "unavailable"  // 503: den or the sandbox cannot serve this right now
+	CodeInternal     = "internal"     // 500: a bug or a host failure; see dend's log
+)
+
+// Error is the body of every non-2xx response: {"error": {...}}.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Hint    string `json:"hint,omitempty"` // how to fix it
+}
+
+func (e *Error) Error() string {
+	if e.Hint != "" {
+		return fmt.Sprintf("%s (hint: %s)", e.Message, e.Hint)
+	}
+	return e.Message
+}
+
+// ErrorBody is the envelope of an error response.
+type ErrorBody struct {
+	Error *Error `json:"error"`
+}
+
+// Duration is a time.Duration that travels as a Go duration string
+// ("30s", "1m30s") and also accepts a number of seconds.
+type Duration time.Duration
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("invalid duration %q: use a form like 30s or 5m", s)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err != nil {
+		return fmt.Errorf("invalid duration %s: use a string like \"30s\" or a number of seconds", b)
+	}
+	*d = Duration(secs * float64(time.Second))
+	return nil
+}

@@ -1,0 +1,42 @@
+package api
+
+// The exec stream is a WebSocket at GET /v1/sandboxes/{name}/exec/ws.
+//
+// The client sends one text message first: an ExecRequest as JSON. After
+// that, each binary message in either direction is a frame: one byte of
+// FrameKind followed by the payload.
+//
+//	server → client: FrameStdout, FrameStderr (output bytes),
+//	                 FrameStarted (JSON Run), FrameExit (JSON Run, last)
+//	                 FrameError (JSON Error, last)
+//	client → server: FrameStdin (bytes), FrameStdinEOF (empty),
+//	                 FrameResize (JSON Resize), FrameSignal (JSON SignalRequest)
+//
+// Output is delivered in order and completely: the server sends FrameExit
+// only after every byte the command wrote.
+type FrameKind byte
+
+// Frame kinds of the exec stream.
+const (
+	FrameStdout   FrameKind = 1
+	FrameStderr   FrameKind = 2
+	FrameStarted  FrameKind = 3
+	FrameExit     FrameKind = 4
+	FrameError    FrameKind = 5
+	FrameStdin    FrameKind = 10
+	FrameStdinEOF FrameKind = 11
+	FrameResize   FrameKind = 12
+	FrameSignal   FrameKind = 13
+)
+
+// Resize is the payload of FrameResize.
+type Resize struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
+}
+
+// Log streams, for GET /v1/sandboxes/{name}/runs/{run}/logs?stream=.
+const (
+	StreamStdout = "stdout"
+	StreamStderr = "stderr"
+)

@@ -1,0 +1,205 @@
+// Package api holds den's wire types: the JSON bodies of the REST API under
+// /v1, the frames of the exec stream, and the error envelope. It imports
+// nothing internal, so the daemon, the Go SDK and third-party clients share
+// one definition. The routes themselves are described in openapi.yaml.
+package api
+
+import "time"
+
+// Version is the API prefix every route lives under.
+const Version = "v1"
+
+// Sandbox states as they appear on the wire.
+const (
+	StateCreating   = "creating"
+	StateRunning    = "running"
+	StatePaused     = "paused"
+	StateHibernated = "hibernated"
+	StateStopped    = "stopped"
+	StateError      = "error"
+	StateDestroyed  = "destroyed"
+)
+
+// CreateSandboxRequest is the body of POST /v1/sandboxes.
+type CreateSandboxRequest struct {
+	Name   string            `json:"name"`
+	Image  string            `json:"image,omitempty"`  // default "debian"
+	CPUs   float64           `json:"cpus,omitempty"`   // default 1
+	Memory string            `json:"memory,omitempty"` // e.g. "512M", "2G"; default 1G
+	Env    map[string]string `json:"env,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Sandbox is the durable record of one sandbox.
+type Sandbox struct {
+	ID          string            `json:"id"`
+	Name        string            `json:"name"`
+	Image       string            `json:"image"`
+	CPUs        float64           `json:"cpus"`
+	MemoryBytes int64             `json:"memory_bytes"`
+	Env         map[string]string `json:"env,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	State       string            `json:"state"`
+	Reason      string            `json:"reason,omitempty"` // why it is in error, or why it stopped
+	Generation  int64             `json:"generation"`
+	Address     string            `json:"address,omitempty"` // private in-sandbox address
+	CreatedAt   time.Time         `json:"created_at"`
+	UpdatedAt   time.Time         `json:"updated_at"`
+}
+
+// SandboxList is the body of GET /v1/sandboxes.
+type SandboxList struct {
+	Sandboxes []Sandbox `json:"sandboxes"`
+}
+
+// Event is one entry of a sandbox's history.
+type Event struct {
+	Seq        int64     `json:"seq"`
+	Time       time.Time `json:"time"`
+	Type       string    `json:"type"` // created, started, stopped, lost, error, destroyed, ...
+	From       string    `json:"from,omitempty"`
+	To         string    `json:"to,omitempty"`
+	Generation int64     `json:"generation"`
+	Message    string    `json:"message,omitempty"`
+}
+
+// EventList is the body of GET /v1/sandboxes/{name}/events.
+type EventList struct {
+	Events []Event `json:"events"`
+}
+
+// ExecRequest starts a command in a sandbox. It is the body of
+// POST /v1/sandboxes/{name}/exec (detached runs) and the first message of
+// the exec WebSocket (attached runs).
+type ExecRequest struct {
+	Argv    []string          `json:"argv"`
+	Env     map[string]string `json:"env,omitempty"`
+	Cwd     string            `json:"cwd,omitempty"`  // default: the image's working dir, else /
+	User    string            `json:"user,omitempty"` // name, uid or uid:gid; default root
+	Stdin   bool              `json:"stdin,omitempty"`
+	TTY     bool              `json:"tty,omitempty"`
+	Rows    uint16            `json:"rows,omitempty"`
+	Cols    uint16            `json:"cols,omitempty"`
+	Timeout Duration          `json:"timeout,omitempty"` // 0: none; the whole process tree is killed when it passes
+	Detach  bool              `json:"detach,omitempty"`
+}
+
+// Run statuses.
+const (
+	RunRunning  = "running"
+	RunExited   = "exited"    // ended on its own; ExitCode says how
+	RunKilled   = "killed"    // ended by a signal
+	RunTimedOut = "timed_out" // killed because its timeout passed
+	RunLost     = "lost"      // its sandbox stopped or vanished before it ended
+)
+
+// Run is the record of one command.
+type Run struct {
+	ID         string     `json:"id"`
+	Sandbox    string     `json:"sandbox"`
+	Generation int64      `json:"generation"`
+	Argv       []string   `json:"argv"`
+	Cwd        string     `json:"cwd,omitempty"`
+	EnvNames   []string   `json:"env_names,omitempty"`
+	User       string     `json:"user,omitempty"`
+	TTY        bool       `json:"tty,omitempty"`
+	Detached   bool       `json:"detached,omitempty"`
+	Status     string     `json:"status"`
+	ExitCode   *int       `json:"exit_code,omitempty"`
+	Signal     string     `json:"signal,omitempty"`
+	StartedAt  time.Time  `json:"started_at"`
+	EndedAt    *time.Time `json:"ended_at,omitempty"`
+	StdoutSize int64      `json:"stdout_bytes"`
+	StderrSize int64      `json:"stderr_bytes"`
+}
+
+// RunList is the body of GET /v1/sandboxes/{name}/runs.
+type RunList struct {
+	Runs []Run `json:"runs"`
+}
+
+// SignalRequest is the body of POST /v1/sandboxes/{name}/runs/{run}/signal.
+type SignalRequest struct {
+	Signal string `json:"signal"` // e.g. "TERM", "KILL", "INT" or a number
+}
+
+// FileInfo describes one file inside a sandbox.
+type FileInfo struct {
+	Name    string    `json:"name"`
+	Path    string    `json:"path"`
+	Size    int64     `json:"size"`
+	Mode    uint32    `json:"mode"` // permission bits
+	Type    string    `json:"type"` // file, dir, symlink, other
+	ModTime time.Time `json:"mod_time"`
+	Target  string    `json:"target,omitempty"` // symlink target
+}
+
+// FileList is the body of GET /v1/sandboxes/{name}/files?op=list.
+type FileList struct {
+	Files []FileInfo `json:"files"`
+}
+
+// MkdirRequest is the body of POST /v1/sandboxes/{name}/files/mkdir.
+type MkdirRequest struct {
+	Path    string `json:"path"`
+	Parents bool   `json:"parents,omitempty"`
+	Mode    uint32 `json:"mode,omitempty"` // default 0755
+}
+
+// MoveRequest is the body of POST /v1/sandboxes/{name}/files/move.
+type MoveRequest struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// Image is a base root filesystem sandboxes are created from.
+type Image struct {
+	Name      string    `json:"name"`
+	Source    string    `json:"source"` // builtin, imported, pulled
+	Ref       string    `json:"ref,omitempty"`
+	Digest    string    `json:"digest,omitempty"`
+	SizeBytes int64     `json:"size_bytes"`
+	Env       []string  `json:"env,omitempty"`
+	Cwd       string    `json:"cwd,omitempty"`
+	User      string    `json:"user,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// ImageList is the body of GET /v1/images.
+type ImageList struct {
+	Images []Image `json:"images"`
+}
+
+// BuildImageRequest is the body of POST /v1/images/build. Name is one of
+// the built-in recipes: "debian" or "busybox".
+type BuildImageRequest struct {
+	Name  string `json:"name"`
+	Force bool   `json:"force,omitempty"` // rebuild even if present
+}
+
+// PullImageRequest is the body of POST /v1/images/pull.
+type PullImageRequest struct {
+	Ref      string `json:"ref"`
+	Name     string `json:"name,omitempty"`     // default: derived from ref
+	Insecure bool   `json:"insecure,omitempty"` // plain HTTP registry
+}
+
+// Progress is one line of the NDJSON stream that long image operations
+// return. The last line has Done set, and either Image or Error.
+type Progress struct {
+	Phase   string `json:"phase"`             // e.g. "download", "extract", "bootstrap"
+	Message string `json:"message,omitempty"` // human text
+	Current int64  `json:"current,omitempty"` // bytes or steps done
+	Total   int64  `json:"total,omitempty"`   // 0 when unknown
+	Done    bool   `json:"done,omitempty"`
+	Image   *Image `json:"image,omitempty"`
+	Error   *Error `json:"error,omitempty"`
+}
+
+// Health is the body of GET /v1/health.
+type Health struct {
+	Status       string `json:"status"` // "ok"
+	Version      string `json:"version"`
+	RunscVersion string `json:"runsc_version"`
+	Storage      string `json:"storage"` // btrfs or copy
+}

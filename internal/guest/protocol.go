@@ -1,0 +1,79 @@
+// Package guest is the host side of the den-init protocol: the wire types
+// and the Client that dend uses to start processes, read their output by
+// byte offset, and work with files inside a sandbox. PROTOCOL.md beside
+// this file describes the protocol; cmd/den-init serves it (see
+// internal/initd).
+package guest
+
+import "time"
+
+// Port is the TCP port den-init listens on, on the sandbox's private address.
+const Port = 49900
+
+// Environment variables dend passes to den-init.
+const (
+	EnvToken = "DEN_INIT_TOKEN" // bearer token for this instance; removed from children's environment
+	EnvAddr  = "DEN_INIT_ADDR"  // listen address, default ":49900"
+)
+
+// ProcSpec is the body of POST /v1/procs.
+type ProcSpec struct {
+	Argv    []string      `json:"argv"`
+	Env     []string      `json:"env,omitempty"`  // KEY=VALUE, the whole environment
+	Cwd     string        `json:"cwd,omitempty"`  // default /
+	User    string        `json:"user,omitempty"` // name, uid, or uid:gid; default root
+	TTY     bool          `json:"tty,omitempty"`
+	Rows    uint16        `json:"rows,omitempty"`
+	Cols    uint16        `json:"cols,omitempty"`
+	Stdin   bool          `json:"stdin,omitempty"`   // keep a stdin pipe open; else stdin is /dev/null
+	Timeout time.Duration `json:"timeout,omitempty"` // kill the whole process tree after this long; 0 = never
+}
+
+// ProcStatus describes one process den-init started.
+type ProcStatus struct {
+	ID         string     `json:"id"`
+	PID        int        `json:"pid"`
+	Argv       []string   `json:"argv"`
+	Running    bool       `json:"running"`
+	ExitCode   int        `json:"exit_code"`        // valid when !Running; -1 when killed by a signal
+	Signal     string     `json:"signal,omitempty"` // e.g. "KILL" when killed by a signal
+	TimedOut   bool       `json:"timed_out,omitempty"`
+	StartedAt  time.Time  `json:"started_at"`
+	EndedAt    *time.Time `json:"ended_at,omitempty"`
+	StdoutSize int64      `json:"stdout_size"` // bytes written so far
+	StderrSize int64      `json:"stderr_size"`
+}
+
+// Frame kinds of GET /v1/procs/{id}/stream. Each frame is one kind byte, a
+// 4-byte big-endian payload length, and the payload. The stream ends with
+// one FrameExit whose payload is the JSON ProcStatus, sent only after every
+// output byte.
+const (
+	FrameStdout byte = 1
+	FrameStderr byte = 2
+	FrameExit   byte = 3
+)
+
+// FileInfo describes a file inside the sandbox.
+type FileInfo struct {
+	Name    string    `json:"name"`
+	Path    string    `json:"path"`
+	Size    int64     `json:"size"`
+	Mode    uint32    `json:"mode"` // permission bits only
+	Type    string    `json:"type"` // file, dir, symlink, other
+	ModTime time.Time `json:"mod_time"`
+	Target  string    `json:"target,omitempty"`
+}
+
+// Info is the body of GET /v1/ping.
+type Info struct {
+	Version string    `json:"version"`
+	BootID  string    `json:"boot_id"` // random per den-init start; changes when the instance changes
+	Started time.Time `json:"started"`
+}
+
+// Error is the body of every non-2xx answer from den-init.
+type Error struct {
+	Code    string `json:"code"` // invalid, not_found, conflict, too_large, unavailable, internal
+	Message string `json:"message"`
+}

@@ -1,0 +1,144 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+	"net/netip"
+	"syscall"
+	"time"
+
+	"github.com/den-dev/den/internal/guest"
+)
+
+// Store keeps sandboxes, their history, runs and images. Every state change
+// goes through UpdateSandbox, which checks Version and appends the event in
+// the same transaction, so no change is lost and none is applied twice.
+type Store interface {
+	// CreateSandbox inserts sb (Version 1) and its first event. It fails
+	// with ErrConflict when a sandbox that is not destroyed has the name.
+	CreateSandbox(ctx context.Context, sb *Sandbox, ev Event) error
+	// GetSandbox finds a sandbox by id, or by name among those not
+	// destroyed. ErrNotFound when there is none.
+	GetSandbox(ctx context.Context, ref string) (*Sandbox, error)
+	// ListSandboxes returns the sandboxes that are not destroyed, oldest first.
+	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
+	// UpdateSandbox writes sb if its Version is still the stored one, bumps
+	// sb.Version and sb.UpdatedAt, and appends ev. ErrConflict when stale.
+	UpdateSandbox(ctx context.Context, sb *Sandbox, ev Event) error
+	// Events returns a sandbox's history, oldest first.
+	Events(ctx context.Context, sandboxID string) ([]Event, error)
+
+	CreateRun(ctx context.Context, r *Run) error
+	UpdateRun(ctx context.Context, r *Run) error
+	GetRun(ctx context.Context, sandboxID, runID string) (*Run, error)
+	// ListRuns returns a sandbox's runs, newest first, at most limit (0: all).
+	ListRuns(ctx context.Context, sandboxID string, limit int) ([]*Run, error)
+	// RunningRuns returns every run still marked running, in any sandbox.
+	RunningRuns(ctx context.Context) ([]*Run, error)
+
+	// PutImage inserts or replaces an image record.
+	PutImage(ctx context.Context, im *Image) error
+	GetImage(ctx context.Context, name string) (*Image, error)
+	ListImages(ctx context.Context) ([]*Image, error)
+	DeleteImage(ctx context.Context, name string) error
+}
+
+// Volumes is the storage pool: root filesystems as copy-on-write volumes.
+type Volumes interface {
+	// Snapshot makes a new volume key from parent; read-only if asked.
+	Snapshot(ctx context.Context, parent, key string, readonly bool) (path string, err error)
+	// Remove deletes a volume; ErrNotFound when it does not exist.
+	Remove(ctx context.Context, key string) error
+	// Path is where the volume key lives on the host.
+	Path(key string) string
+}
+
+// Instance is what the engine needs to boot one incarnation.
+type Instance struct {
+	ID          string // <sandbox>-g<generation>
+	Hostname    string
+	Rootfs      string   // host path of the writable root filesystem
+	Netns       string   // path of the network namespace
+	Env         []string // den-init's environment
+	CPUs        float64
+	MemoryBytes int64
+}
+
+// InstanceState is what the engine says about an instance.
+type InstanceState string
+
+// Instance states.
+const (
+	InstanceRunning InstanceState = "running"
+	InstancePaused  InstanceState = "paused"
+	InstanceStopped InstanceState = "stopped" // exists but its processes are gone
+	InstanceMissing InstanceState = "missing" // the engine does not know it
+)
+
+// Runtime runs instances: one gVisor sandbox each. An instance is created
+// by Start, lives on after dend exits, and is removed by Destroy.
+type Runtime interface {
+	Start(ctx context.Context, inst Instance) error
+	State(ctx context.Context, id string) (InstanceState, error)
+	// Destroy kills the instance and removes the engine's record of it.
+	// Destroying a missing instance is not an error.
+	Destroy(ctx context.Context, id string) error
+	// List returns the ids of every instance the engine knows.
+	List(ctx context.Context) ([]string, error)
+	Version() string
+}
+
+// Attachment is a sandbox's place on the host network.
+type Attachment struct {
+	Netns string     // path of the namespace
+	Host  netip.Addr // host end of the link
+	Guest netip.Addr // the sandbox's private address, where den-init listens
+}
+
+// Network gives each sandbox its own namespace and link to the host.
+type Network interface {
+	// Attach creates (or finds) the namespace and link for a sandbox in
+	// slot, with the addresses configured. Idempotent.
+	Attach(ctx context.Context, sandboxID string, slot int) (Attachment, error)
+	// Detach removes them. Detaching what is not there is not an error.
+	Detach(ctx context.Context, sandboxID string) error
+	// Addr returns the addresses of slot without touching the host.
+	Addr(slot int) (host, guest netip.Addr)
+	// Slots is how many sandboxes the address range holds.
+	Slots() int
+}
+
+// Guest is a connection to den-init inside one instance.
+type Guest interface {
+	Ping(ctx context.Context) (guest.Info, error)
+	Start(ctx context.Context, spec guest.ProcSpec) (guest.ProcStatus, error)
+	// Stream calls fn with output from the given offsets on, in order,
+	// until the process ends and all of it was delivered; it then returns
+	// the final status.
+	Stream(ctx context.Context, id string, stdoutFrom, stderrFrom int64, fn func(kind byte, p []byte) error) (guest.ProcStatus, error)
+	Status(ctx context.Context, id string) (guest.ProcStatus, error)
+	Stdin(ctx context.Context, id string, r io.Reader) error
+	Signal(ctx context.Context, id string, sig syscall.Signal) error
+	Resize(ctx context.Context, id string, rows, cols uint16) error
+	Ack(ctx context.Context, id string, stdout, stderr int64) error
+	Release(ctx context.Context, id string) error
+	Shutdown(ctx context.Context, grace time.Duration) error
+
+	Stat(ctx context.Context, path string) (guest.FileInfo, error)
+	ReadDir(ctx context.Context, path string) ([]guest.FileInfo, error)
+	ReadFile(ctx context.Context, path string) (io.ReadCloser, guest.FileInfo, error)
+	WriteFile(ctx context.Context, path string, mode uint32, r io.Reader) error
+	Mkdir(ctx context.Context, path string, parents bool, mode uint32) error
+	Remove(ctx context.Context, path string, recursive bool) error
+	Move(ctx context.Context, from, to string) error
+	ReadTar(ctx context.Context, path string) (io.ReadCloser, error)
+	WriteTar(ctx context.Context, dir string, r io.Reader) error
+}
+
+// GuestDialer returns a Guest for den-init at addr with token.
+type GuestDialer func(addr netip.AddrPort, token string) Guest
+
+// Images finds base images, building a built-in one on first use.
+type Images interface {
+	Ensure(ctx context.Context, name string) (*Image, error)
+}

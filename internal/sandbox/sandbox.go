@@ -1,0 +1,176 @@
+// Package sandbox is den's domain: what a sandbox is, the states it moves
+// through, the records kept about it, and the Service that carries out every
+// verb. It declares the ports it needs from the outside world (Store,
+// Volumes, Runtime, Network, Guest, Images) as small interfaces; adapters in
+// other packages implement them, and this package imports none of them.
+package sandbox
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"time"
+
+	"github.com/den-dev/den/internal/errdefs"
+)
+
+// Spec is what the user asked for. It does not change over a sandbox's life
+// in this version.
+type Spec struct {
+	Image       string            `json:"image"`
+	CPUs        float64           `json:"cpus"`
+	MemoryBytes int64             `json:"memory_bytes"`
+	Env         map[string]string `json:"env,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+}
+
+// Sandbox is the durable record of one sandbox. Identity (ID, Name) is kept
+// apart from incarnation (Generation, Token): every boot is a new instance
+// with a higher generation.
+type Sandbox struct {
+	ID         string
+	Name       string
+	Spec       Spec
+	State      State
+	Reason     string // why it is in error, or why it stopped on its own
+	Generation int64  // grows with every new instance; 0 before the first boot
+	Version    int64  // optimistic-concurrency counter, bumped by every update
+	Node       string // host that owns it
+	Slot       int    // network slot: which private address pair it uses
+	Token      string // den-init token of the current instance
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// InstanceID is the engine's name for the sandbox's current incarnation.
+func (sb *Sandbox) InstanceID() string {
+	return fmt.Sprintf("%s-g%d", sb.ID, sb.Generation)
+}
+
+// VolumeKey is the storage key of the sandbox's root filesystem.
+func (sb *Sandbox) VolumeKey() string { return "sandboxes/" + sb.ID }
+
+// Event is one line of a sandbox's history.
+type Event struct {
+	SandboxID  string
+	Seq        int64 // set by the store
+	Time       time.Time
+	Type       string
+	From, To   State
+	Generation int64
+	Message    string
+}
+
+// Event types.
+const (
+	EventCreated   = "created"
+	EventStarted   = "started"
+	EventStopped   = "stopped"
+	EventLost      = "lost"     // the instance vanished without den stopping it
+	EventAttached  = "attached" // dend restarted and found the instance alive
+	EventFailed    = "failed"
+	EventDestroyed = "destroyed"
+)
+
+// RunStatus is where a run is.
+type RunStatus string
+
+// Run statuses, as on the wire.
+const (
+	RunRunning  RunStatus = "running"
+	RunExited   RunStatus = "exited"
+	RunKilled   RunStatus = "killed"
+	RunTimedOut RunStatus = "timed_out"
+	RunLost     RunStatus = "lost"
+)
+
+// Run is the record of one command. Secret values are never kept: only the
+// names of the environment variables it was given.
+type Run struct {
+	ID         string
+	SandboxID  string
+	Generation int64
+	GuestID    string // den-init's id for the process
+	Argv       []string
+	Cwd        string
+	EnvNames   []string
+	User       string
+	TTY        bool
+	Detached   bool
+	Status     RunStatus
+	ExitCode   *int
+	Signal     string
+	StartedAt  time.Time
+	EndedAt    *time.Time
+	StdoutSize int64
+	StderrSize int64
+}
+
+// Image is a base root filesystem.
+type Image struct {
+	Name      string
+	Source    string // builtin, imported, pulled
+	Ref       string
+	Digest    string
+	SizeBytes int64
+	Env       []string // KEY=VALUE from the image config
+	Cwd       string
+	User      string
+	CreatedAt time.Time
+}
+
+// VolumeKey is the storage key of the image's read-only root filesystem.
+func (im *Image) VolumeKey() string { return "images/" + im.Name }
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// ValidateName checks a sandbox or image name: 1-63 lowercase letters,
+// digits and inner dashes, so it can serve as a host name.
+func ValidateName(kind, name string) error {
+	if nameRE.MatchString(name) {
+		return nil
+	}
+	err := errdefs.Invalid("invalid %s name %q", kind, name)
+	return errdefs.WithHint(err, "use 1-63 lowercase letters, digits and dashes, starting and ending with a letter or digit")
+}
+
+var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Limits on a spec.
+const (
+	MinMemory = 64 << 20
+	MaxCPUs   = 64
+)
+
+// Validate checks a spec after defaults have been applied.
+func (s *Spec) Validate() error {
+	if err := ValidateName("image", s.Image); err != nil {
+		return err
+	}
+	if s.CPUs <= 0 || s.CPUs > MaxCPUs {
+		return errdefs.WithHint(errdefs.Invalid("invalid cpus %g", s.CPUs), fmt.Sprintf("use a number above 0 and at most %d, e.g. 0.5 or 2", MaxCPUs))
+	}
+	if s.MemoryBytes < MinMemory {
+		return errdefs.WithHint(errdefs.Invalid("invalid memory %d bytes: below the 64M minimum", s.MemoryBytes), "use a size like 512M or 2G")
+	}
+	for _, k := range sortedKeys(s.Env) {
+		if !envKeyRE.MatchString(k) {
+			return errdefs.WithHint(errdefs.Invalid("invalid environment variable name %q", k), "use letters, digits and underscores, not starting with a digit")
+		}
+	}
+	for _, k := range sortedKeys(s.Labels) {
+		if k == "" || len(k) > 63 || len(s.Labels[k]) > 255 {
+			return errdefs.WithHint(errdefs.Invalid("invalid label %q", k), "label keys are 1-63 characters, values at most 255")
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
