@@ -123,7 +123,12 @@ type Guest interface {
 	Ack(ctx context.Context, id string, stdout, stderr int64) error
 	Release(ctx context.Context, id string) error
 	Shutdown(ctx context.Context, grace time.Duration) error
+	Files
+}
 
+// Files is the file system inside a running sandbox, as den-init serves it.
+// Paths are absolute paths inside the sandbox.
+type Files interface {
 	Stat(ctx context.Context, path string) (guest.FileInfo, error)
 	ReadDir(ctx context.Context, path string) ([]guest.FileInfo, error)
 	ReadFile(ctx context.Context, path string) (io.ReadCloser, guest.FileInfo, error)

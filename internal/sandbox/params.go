@@ -1,0 +1,91 @@
+package sandbox
+
+import (
+	"strings"
+	"time"
+
+	"github.com/docker/go-units"
+
+	"github.com/den-dev/den/internal/errdefs"
+)
+
+// Defaults for a new sandbox.
+const (
+	DefaultImage  = "debian"
+	DefaultCPUs   = 1.0
+	DefaultMemory = 1 << 30
+)
+
+// CreateParams is what a caller asks for when creating a sandbox.
+type CreateParams struct {
+	Name        string
+	Image       string  // default DefaultImage
+	CPUs        float64 // default DefaultCPUs
+	MemoryBytes int64   // default DefaultMemory
+	Env         map[string]string
+	Labels      map[string]string
+}
+
+// ExecParams is what a caller asks for when running a command.
+type ExecParams struct {
+	Argv    []string
+	Env     map[string]string
+	Cwd     string
+	User    string
+	TTY     bool
+	Stdin   bool
+	Rows    uint16
+	Cols    uint16
+	Timeout time.Duration
+	Detach  bool
+}
+
+// MaxArgvBytes bounds a command line.
+const MaxArgvBytes = 128 << 10
+
+// Validate checks an exec request.
+func (p *ExecParams) Validate() error {
+	if len(p.Argv) == 0 || p.Argv[0] == "" {
+		return errdefs.WithHint(errdefs.Invalid("no command given"), "pass the command after --, e.g. `den exec NAME -- ls -l`")
+	}
+	n := 0
+	for _, a := range p.Argv {
+		n += len(a) + 1
+		if strings.ContainsRune(a, 0) {
+			return errdefs.Invalid("command argument contains a NUL byte")
+		}
+	}
+	if n > MaxArgvBytes {
+		return errdefs.TooLarge("command line is %d bytes, over the %d limit", n, MaxArgvBytes)
+	}
+	if p.Cwd != "" && !strings.HasPrefix(p.Cwd, "/") {
+		return errdefs.WithHint(errdefs.Invalid("working directory %q is not absolute", p.Cwd), "use an absolute path inside the sandbox, e.g. /root")
+	}
+	if p.Timeout < 0 {
+		return errdefs.Invalid("negative timeout %s", p.Timeout)
+	}
+	for _, k := range sortedKeys(p.Env) {
+		if !envKeyRE.MatchString(k) {
+			return errdefs.WithHint(errdefs.Invalid("invalid environment variable name %q", k), "use letters, digits and underscores, not starting with a digit")
+		}
+	}
+	return nil
+}
+
+// ParseMemory reads a size like "512M", "2G" or "1073741824" (bytes).
+// Units are binary: 1G is 1024³ bytes.
+func ParseMemory(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := units.RAMInBytes(s)
+	if err != nil || n <= 0 {
+		return 0, errdefs.WithHint(errdefs.Invalid("invalid memory size %q", s), "use a size like 512M or 2G")
+	}
+	return n, nil
+}
+
+// FormatBytes renders a byte count for people.
+func FormatBytes(n int64) string {
+	return units.BytesSize(float64(n))
+}
