@@ -1,0 +1,195 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/den-dev/den/api"
+)
+
+// Error classes. Every *Error matches exactly one of them with errors.Is,
+// by its code; an internal error matches none.
+var (
+	ErrInvalid      = errors.New("invalid request")
+	ErrUnauthorized = errors.New("unauthorized")
+	ErrNotFound     = errors.New("not found")
+	ErrConflict     = errors.New("conflict")
+	ErrTooLarge     = errors.New("too large")
+	ErrUnavailable  = errors.New("unavailable")
+)
+
+var classByCode = map[string]error{
+	api.CodeInvalid:      ErrInvalid,
+	api.CodeUnauthorized: ErrUnauthorized,
+	api.CodeNotFound:     ErrNotFound,
+	api.CodeConflict:     ErrConflict,
+	api.CodeTooLarge:     ErrTooLarge,
+	api.CodeUnavailable:  ErrUnavailable,
+}
+
+var codeByStatus = map[int]string{
+	http.StatusBadRequest:            api.CodeInvalid,
+	http.StatusUnauthorized:          api.CodeUnauthorized,
+	http.StatusNotFound:              api.CodeNotFound,
+	http.StatusMethodNotAllowed:      api.CodeInvalid,
+	http.StatusConflict:              api.CodeConflict,
+	http.StatusRequestEntityTooLarge: api.CodeTooLarge,
+	http.StatusServiceUnavailable:    api.CodeUnavailable,
+	http.StatusBadGateway:            api.CodeUnavailable,
+	http.StatusGatewayTimeout:        api.CodeUnavailable,
+}
+
+var statusByCode = map[string]int{
+	api.CodeInvalid:      http.StatusBadRequest,
+	api.CodeUnauthorized: http.StatusUnauthorized,
+	api.CodeNotFound:     http.StatusNotFound,
+	api.CodeConflict:     http.StatusConflict,
+	api.CodeTooLarge:     http.StatusRequestEntityTooLarge,
+	api.CodeUnavailable:  http.StatusServiceUnavailable,
+	api.CodeInternal:     http.StatusInternalServerError,
+}
+
+// Error is an error reported by dend, or a failure to reach it. It wraps
+// the wire error (errors.As with *api.Error works) and adds the HTTP
+// status. StatusCode is 0 when dend could not be reached at all, and for
+// errors that arrived in-band (an exec stream's error frame or the last
+// line of an image progress stream), in which case it is derived from the
+// code.
+//
+// Its text is the message alone; the hint, a suggestion for how to fix it,
+// is in Hint (see also the Hint function).
+type Error struct {
+	StatusCode int
+	API        *api.Error
+	err        error // the transport error, for connection failures
+}
+
+// Code is the wire error code, one of the api.Code constants.
+func (e *Error) Code() string { return e.API.Code }
+
+// Message is the human message without the hint.
+func (e *Error) Message() string { return e.API.Message }
+
+// Hint is how to fix it, or "".
+func (e *Error) Hint() string { return e.API.Hint }
+
+func (e *Error) Error() string { return e.API.Message }
+
+// Unwrap returns the wire error and, for connection failures, the
+// transport error.
+func (e *Error) Unwrap() []error {
+	if e.err != nil {
+		return []error{e.API, e.err}
+	}
+	return []error{e.API}
+}
+
+// Is reports whether target is the class of e (ErrNotFound and so on).
+func (e *Error) Is(target error) bool {
+	c, ok := classByCode[e.API.Code]
+	return ok && c == target
+}
+
+// Hint returns the hint of the first *Error in err's chain, or "".
+func Hint(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Hint()
+	}
+	return ""
+}
+
+// IsNotFound reports whether err says the sandbox, run, image or file does
+// not exist.
+func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// IsConflict reports whether err says the name is taken or the sandbox is in
+// the wrong state.
+func IsConflict(err error) bool { return errors.Is(err, ErrConflict) }
+
+// IsInvalid reports whether err says the request was malformed.
+func IsInvalid(err error) bool { return errors.Is(err, ErrInvalid) }
+
+// IsUnavailable reports whether err says dend, or the sandbox, cannot serve
+// the request right now, including when dend cannot be reached.
+func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
+
+// IsUnauthorized reports whether err says the token is missing or wrong.
+func IsUnauthorized(err error) bool { return errors.Is(err, ErrUnauthorized) }
+
+// fromAPI wraps an in-band wire error.
+func fromAPI(e *api.Error) *Error {
+	if e == nil {
+		e = &api.Error{Code: api.CodeInternal, Message: "dend reported an error without details"}
+	}
+	if e.Code == "" {
+		e.Code = api.CodeInternal
+	}
+	return &Error{StatusCode: statusByCode[e.Code], API: e}
+}
+
+// maxErrorBody bounds how much of an error response is read.
+const maxErrorBody = 64 << 10
+
+// decodeError turns a non-2xx response into an *Error. It reads (part of)
+// the body but does not close it.
+func decodeError(resp *http.Response) *Error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var env api.ErrorBody
+	if err := json.Unmarshal(body, &env); err == nil && env.Error != nil && env.Error.Message != "" {
+		if env.Error.Code == "" {
+			env.Error.Code = codeForStatus(resp.StatusCode)
+		}
+		return &Error{StatusCode: resp.StatusCode, API: env.Error}
+	}
+	// Not one of dend's error bodies: a proxy, or something else entirely.
+	msg := fmt.Sprintf("%s (HTTP %d)", strings.ToLower(http.StatusText(resp.StatusCode)), resp.StatusCode)
+	if text := strings.TrimSpace(string(body)); text != "" && len(text) < 200 && !strings.ContainsAny(text, "<{") {
+		msg += ": " + text
+	}
+	e := &api.Error{Code: codeForStatus(resp.StatusCode), Message: msg}
+	if resp.StatusCode == http.StatusUnauthorized {
+		e.Hint = "set DEN_TOKEN to the token dend was started with"
+	}
+	return &Error{StatusCode: resp.StatusCode, API: e}
+}
+
+func codeForStatus(status int) string {
+	if c, ok := codeByStatus[status]; ok {
+		return c
+	}
+	return api.CodeInternal
+}
+
+// connError reports that dend could not be reached at all.
+func (c *Client) connError(err error) *Error {
+	e := &api.Error{Code: api.CodeUnavailable}
+	if c.socket != "" {
+		e.Message = fmt.Sprintf("cannot connect to dend at %s: %s", c.socket, rootCause(err))
+		e.Hint = "is dend running? start it with `make run`, or point --socket/DEN_SOCKET at its socket"
+		if errors.Is(err, os.ErrPermission) {
+			e.Hint = "the socket is only for root: run den as root (e.g. with sudo)"
+		}
+	} else {
+		e.Message = fmt.Sprintf("cannot connect to dend at %s: %s", c.base.Host, rootCause(err))
+		e.Hint = "is dend listening there? check DEN_HOST, or use the local socket"
+	}
+	return &Error{API: e, err: err}
+}
+
+// rootCause strips the layers net/http and net add ("Get ...: dial unix
+// ...: connect: ") down to the system's words, e.g. "connection refused".
+func rootCause(err error) string {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err.Error()
+		}
+		err = u
+	}
+}

@@ -1,0 +1,69 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/den-dev/den/api"
+)
+
+// CreateSandbox creates and starts a sandbox.
+func (c *Client) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+	var sb api.Sandbox
+	if err := c.do(ctx, http.MethodPost, "/sandboxes", nil, req, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
+// ListSandboxes returns every sandbox.
+func (c *Client) ListSandboxes(ctx context.Context) ([]api.Sandbox, error) {
+	var l api.SandboxList
+	if err := c.do(ctx, http.MethodGet, "/sandboxes", nil, nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Sandboxes, nil
+}
+
+// GetSandbox returns one sandbox by name or id.
+func (c *Client) GetSandbox(ctx context.Context, name string) (*api.Sandbox, error) {
+	return c.sandboxCall(ctx, http.MethodGet, sandboxPath(name))
+}
+
+// StartSandbox starts a stopped sandbox as a new generation.
+func (c *Client) StartSandbox(ctx context.Context, name string) (*api.Sandbox, error) {
+	return c.sandboxCall(ctx, http.MethodPost, sandboxPath(name, "start"))
+}
+
+// StopSandbox stops a sandbox, keeping its filesystem.
+func (c *Client) StopSandbox(ctx context.Context, name string) (*api.Sandbox, error) {
+	return c.sandboxCall(ctx, http.MethodPost, sandboxPath(name, "stop"))
+}
+
+func (c *Client) sandboxCall(ctx context.Context, method, path string) (*api.Sandbox, error) {
+	var sb api.Sandbox
+	if err := c.do(ctx, method, path, nil, nil, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
+// RemoveSandbox destroys a sandbox and its files. Without force, a running
+// sandbox is refused with a conflict.
+func (c *Client) RemoveSandbox(ctx context.Context, name string, force bool) error {
+	var q url.Values
+	if force {
+		q = url.Values{"force": {"true"}}
+	}
+	return c.do(ctx, http.MethodDelete, sandboxPath(name), q, nil, nil)
+}
+
+// Events returns a sandbox's history, oldest first.
+func (c *Client) Events(ctx context.Context, name string) ([]api.Event, error) {
+	var l api.EventList
+	if err := c.do(ctx, http.MethodGet, sandboxPath(name, "events"), nil, nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Events, nil
+}
