@@ -1,0 +1,55 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/client"
+)
+
+// Create a sandbox, run a command in it attached, and read a file back.
+func Example() {
+	ctx := context.Background()
+	c, err := client.FromEnv() // DEN_SOCKET, or DEN_HOST + DEN_TOKEN
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	if _, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "web", Image: "debian"}); err != nil && !client.IsConflict(err) {
+		log.Fatalf("%v (hint: %s)", err, client.Hint(err))
+	}
+
+	run, err := c.Exec(ctx, "web", api.ExecRequest{Argv: []string{"sh", "-c", "echo hi > /tmp/hi; uname -a"}},
+		client.ExecIO{Stdout: os.Stdout, Stderr: os.Stderr})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if run.ExitCode != nil {
+		fmt.Println("exit code:", *run.ExitCode)
+	}
+
+	f, err := c.ReadFile(ctx, "web", "/tmp/hi")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	_, _ = os.Stdout.ReadFrom(f)
+}
+
+// Build a built-in image, printing its progress.
+func ExampleClient_BuildImage() {
+	c, err := client.New(client.WithSocket(client.DefaultSocket))
+	if err != nil {
+		log.Fatal(err)
+	}
+	img, err := c.BuildImage(context.Background(), api.BuildImageRequest{Name: "debian"}, func(p api.Progress) {
+		fmt.Printf("%s: %s %d/%d\n", p.Phase, p.Message, p.Current, p.Total)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("built", img.Name)
+}
