@@ -25,6 +25,9 @@ type Store interface {
 	// UpdateSandbox writes sb if its Version is still the stored one, bumps
 	// sb.Version and sb.UpdatedAt, and appends ev. ErrConflict when stale.
 	UpdateSandbox(ctx context.Context, sb *Sandbox, ev Event) error
+	// DeleteSandbox erases a sandbox's record, history and runs. It is only
+	// for undoing a create that failed: destroyed sandboxes keep their record.
+	DeleteSandbox(ctx context.Context, id string) error
 	// Events returns a sandbox's history, oldest first.
 	Events(ctx context.Context, sandboxID string) ([]Event, error)
 

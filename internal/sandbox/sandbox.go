@@ -22,6 +22,16 @@ type Spec struct {
 	MemoryBytes int64             `json:"memory_bytes"`
 	Env         map[string]string `json:"env,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
+	// Base is the image's configuration at create time, so a sandbox keeps
+	// working the same if its image is later removed or rebuilt.
+	Base *ImageConfig `json:"base,omitempty"`
+}
+
+// ImageConfig is the part of an image's configuration commands inherit.
+type ImageConfig struct {
+	Env  []string `json:"env,omitempty"`
+	Cwd  string   `json:"cwd,omitempty"`
+	User string   `json:"user,omitempty"`
 }
 
 // Sandbox is the durable record of one sandbox. Identity (ID, Name) is kept

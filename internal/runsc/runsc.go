@@ -1,0 +1,229 @@
+// Package runsc runs den's sandbox instances with gVisor's runsc CLI: one
+// gVisor sandbox per instance, booted from an OCI bundle den writes, with
+// one fixed set of global flags that later checkpoint and restore reuse
+// unchanged.
+package runsc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+// Config says where runsc and its files live.
+type Config struct {
+	Binary    string // path of the pinned runsc
+	Root      string // runsc --root: engine state, e.g. /run/den/runsc
+	BundleDir string // one OCI bundle directory per instance
+	LogDir    string // one log file per instance: den-init's stdout and stderr
+	InitDir   string // host directory holding den-init, mounted read-only at /.den
+	Platform  string // default systrap
+	Debug     bool   // pass --debug --debug-log to runsc
+}
+
+// Runtime is the sandbox.Runtime over the runsc CLI.
+type Runtime struct {
+	cfg     Config
+	log     *slog.Logger
+	version string
+}
+
+var _ sandbox.Runtime = (*Runtime)(nil)
+
+// New checks the binary and reads its version.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Runtime, error) {
+	if cfg.Platform == "" {
+		cfg.Platform = "systrap"
+	}
+	for _, d := range []string{cfg.Root, cfg.BundleDir, cfg.LogDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("creating runsc directory: %w", err)
+		}
+	}
+	out, err := exec.CommandContext(ctx, cfg.Binary, "--version").Output()
+	if err != nil {
+		return nil, errdefs.WithHint(
+			errdefs.Unavailable("runsc at %s does not run: %v", cfg.Binary, err),
+			"run `make setup` to build the pinned runsc")
+	}
+	v := strings.TrimPrefix(strings.SplitN(string(out), "\n", 2)[0], "runsc version ")
+	if v == "" || strings.Contains(v, "VERSION_MISSING") {
+		return nil, errdefs.WithHint(
+			errdefs.Unavailable("runsc at %s carries no version stamp", cfg.Binary),
+			"checkpoints are only valid for one exact runsc version; rebuild it with `make setup`")
+	}
+	return &Runtime{cfg: cfg, log: log, version: v}, nil
+}
+
+// Version is the exact runsc version string, recorded in checkpoints.
+func (r *Runtime) Version() string { return r.version }
+
+// globalFlags are the same for every verb on an instance: restore refuses
+// an instance whose flags changed since it was created.
+func (r *Runtime) globalFlags(id string) []string {
+	f := []string{
+		"--root=" + r.cfg.Root,
+		"--platform=" + r.cfg.Platform,
+		"--network=sandbox",
+		"--overlay2=none",
+		"--host-uds=none",
+	}
+	if r.cfg.Debug && id != "" {
+		f = append(f, "--debug", "--debug-log="+filepath.Join(r.cfg.LogDir, id+".runsc."))
+	}
+	return f
+}
+
+func (r *Runtime) command(ctx context.Context, id string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, r.cfg.Binary, append(r.globalFlags(id), args...)...)
+}
+
+// run executes a runsc verb and returns its stdout; failures carry stderr.
+func (r *Runtime) run(ctx context.Context, id string, args ...string) ([]byte, error) {
+	cmd := r.command(ctx, id, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("runsc %s: %w: %s", args[0], err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// Start writes the instance's bundle and boots it detached. It returns once
+// runsc reports the container started; den-init may still be coming up.
+func (r *Runtime) Start(ctx context.Context, inst sandbox.Instance) error {
+	bundle := filepath.Join(r.cfg.BundleDir, inst.ID)
+	if err := os.MkdirAll(bundle, 0o700); err != nil {
+		return fmt.Errorf("creating bundle for %s: %w", inst.ID, err)
+	}
+	spec, err := json.Marshal(r.spec(inst))
+	if err != nil {
+		return fmt.Errorf("encoding spec for %s: %w", inst.ID, err)
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), spec, 0o600); err != nil {
+		return fmt.Errorf("writing spec for %s: %w", inst.ID, err)
+	}
+	logPath := filepath.Join(r.cfg.LogDir, inst.ID+".log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening instance log: %w", err)
+	}
+	defer logf.Close()
+	before, _ := logf.Seek(0, 2)
+
+	// The sandbox inherits runsc's stdout and stderr: den-init's log.
+	cmd := r.command(ctx, inst.ID, "run", "--detach", "--bundle", bundle, inst.ID)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("booting instance %s: %w: %s", inst.ID, err, tail(logPath, before))
+	}
+	return nil
+}
+
+// tail returns what runsc wrote to the log after offset, for error text.
+func tail(path string, offset int64) string {
+	b, err := os.ReadFile(path)
+	if err != nil || int64(len(b)) <= offset {
+		return "no output"
+	}
+	s := strings.TrimSpace(string(b[offset:]))
+	if len(s) > 2000 {
+		s = s[len(s)-2000:]
+	}
+	return s
+}
+
+type stateJSON struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Pid    int    `json:"pid"`
+}
+
+// State asks runsc where an instance is.
+func (r *Runtime) State(ctx context.Context, id string) (sandbox.InstanceState, error) {
+	out, err := r.run(ctx, id, "state", id)
+	if err != nil {
+		if isMissing(err) {
+			return sandbox.InstanceMissing, nil
+		}
+		return "", fmt.Errorf("reading state of %s: %w", id, err)
+	}
+	var st stateJSON
+	if err := json.Unmarshal(out, &st); err != nil {
+		return "", fmt.Errorf("decoding state of %s: %w", id, err)
+	}
+	switch st.Status {
+	case "running", "created":
+		return sandbox.InstanceRunning, nil
+	case "paused":
+		return sandbox.InstancePaused, nil
+	default:
+		return sandbox.InstanceStopped, nil
+	}
+}
+
+func isMissing(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "does not exist") || strings.Contains(s, "not found") ||
+		strings.Contains(s, "no such file or directory")
+}
+
+// Destroy kills an instance and removes every trace runsc keeps of it.
+func (r *Runtime) Destroy(ctx context.Context, id string) error {
+	// delete --force kills the sandbox and waits for it.
+	if _, err := r.run(ctx, id, "delete", "--force", id); err != nil && !isMissing(err) {
+		return fmt.Errorf("destroying instance %s: %w", id, err)
+	}
+	if err := os.RemoveAll(filepath.Join(r.cfg.BundleDir, id)); err != nil {
+		return fmt.Errorf("removing bundle of %s: %w", id, err)
+	}
+	return nil
+}
+
+// RemoveLog deletes an instance's log once it is of no more use.
+func (r *Runtime) RemoveLog(id string) {
+	os.Remove(filepath.Join(r.cfg.LogDir, id+".log"))
+}
+
+// List returns every instance runsc knows under den's root.
+func (r *Runtime) List(ctx context.Context) ([]string, error) {
+	out, err := r.run(ctx, "", "list", "--format=json")
+	if err != nil {
+		return nil, fmt.Errorf("listing instances: %w", err)
+	}
+	var all []stateJSON
+	if len(bytes.TrimSpace(out)) > 0 && !bytes.Equal(bytes.TrimSpace(out), []byte("null")) {
+		if err := json.Unmarshal(out, &all); err != nil {
+			return nil, fmt.Errorf("decoding instance list: %w", err)
+		}
+	}
+	ids := make([]string, 0, len(all))
+	for _, s := range all {
+		ids = append(ids, s.ID)
+	}
+	return ids, nil
+}
+
+// SandboxPIDs returns the host pids of an instance's sentry and gofer, for
+// measuring its memory. It is best effort.
+func (r *Runtime) SandboxPIDs(ctx context.Context, id string) ([]int, error) {
+	out, err := r.run(ctx, id, "state", id)
+	if err != nil {
+		return nil, err
+	}
+	var st stateJSON
+	if err := json.Unmarshal(out, &st); err != nil {
+		return nil, err
+	}
+	return []int{st.Pid}, nil
+}

@@ -1,0 +1,136 @@
+package runsc
+
+import (
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+// The OCI runtime spec, as much of it as den writes. Restore checks mounts,
+// args, cwd, user, capabilities and namespaces against the checkpoint, so
+// everything here must depend only on the instance, never on the moment.
+
+type ociSpec struct {
+	Version  string     `json:"ociVersion"`
+	Process  ociProcess `json:"process"`
+	Root     ociRoot    `json:"root"`
+	Hostname string     `json:"hostname"`
+	Mounts   []ociMount `json:"mounts"`
+	Linux    ociLinux   `json:"linux"`
+}
+
+type ociProcess struct {
+	Args         []string        `json:"args"`
+	Env          []string        `json:"env"`
+	Cwd          string          `json:"cwd"`
+	User         ociUser         `json:"user"`
+	Capabilities ociCapabilities `json:"capabilities"`
+	Rlimits      []ociRlimit     `json:"rlimits,omitempty"`
+}
+
+type ociUser struct {
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+}
+
+type ociCapabilities struct {
+	Bounding  []string `json:"bounding"`
+	Effective []string `json:"effective"`
+	Permitted []string `json:"permitted"`
+}
+
+type ociRlimit struct {
+	Type string `json:"type"`
+	Hard uint64 `json:"hard"`
+	Soft uint64 `json:"soft"`
+}
+
+type ociRoot struct {
+	Path     string `json:"path"`
+	Readonly bool   `json:"readonly"`
+}
+
+type ociMount struct {
+	Destination string   `json:"destination"`
+	Type        string   `json:"type"`
+	Source      string   `json:"source"`
+	Options     []string `json:"options,omitempty"`
+}
+
+type ociLinux struct {
+	Namespaces  []ociNamespace `json:"namespaces"`
+	CgroupsPath string         `json:"cgroupsPath"`
+	Resources   *ociResources  `json:"resources,omitempty"`
+}
+
+type ociNamespace struct {
+	Type string `json:"type"`
+	Path string `json:"path,omitempty"`
+}
+
+type ociResources struct {
+	Memory *ociMemory `json:"memory,omitempty"`
+	CPU    *ociCPU    `json:"cpu,omitempty"`
+}
+
+type ociMemory struct {
+	Limit int64 `json:"limit"`
+}
+
+type ociCPU struct {
+	Quota  int64  `json:"quota"`
+	Period uint64 `json:"period"`
+}
+
+// capabilities root holds inside a sandbox: what a Linux container usually
+// gets, enough for package managers and for den-init to switch users.
+var capabilities = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD",
+	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",
+	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
+	"CAP_SYS_PTRACE",
+}
+
+// InitPath is where den-init appears inside every sandbox.
+const InitPath = "/.den/den-init"
+
+const cpuPeriod = 100000
+
+func (r *Runtime) spec(inst sandbox.Instance) ociSpec {
+	var res ociResources
+	if inst.MemoryBytes > 0 {
+		res.Memory = &ociMemory{Limit: inst.MemoryBytes}
+	}
+	if inst.CPUs > 0 {
+		res.CPU = &ociCPU{Quota: int64(inst.CPUs * cpuPeriod), Period: cpuPeriod}
+	}
+	return ociSpec{
+		Version: "1.0.2",
+		Process: ociProcess{
+			Args: []string{InitPath},
+			Env:  inst.Env,
+			Cwd:  "/",
+			User: ociUser{UID: 0, GID: 0},
+			Capabilities: ociCapabilities{
+				Bounding: capabilities, Effective: capabilities, Permitted: capabilities,
+			},
+			Rlimits: []ociRlimit{{Type: "RLIMIT_NOFILE", Hard: 1 << 20, Soft: 1 << 20}},
+		},
+		Root:     ociRoot{Path: inst.Rootfs},
+		Hostname: inst.Hostname,
+		Mounts: []ociMount{
+			{Destination: "/proc", Type: "proc", Source: "proc"},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
+			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+			{Destination: "/.den", Type: "bind", Source: r.cfg.InitDir, Options: []string{"rbind", "ro"}},
+		},
+		Linux: ociLinux{
+			Namespaces: []ociNamespace{
+				{Type: "pid"}, {Type: "ipc"}, {Type: "uts"}, {Type: "mount"},
+				{Type: "network", Path: inst.Netns},
+			},
+			CgroupsPath: "/den/" + inst.ID,
+			Resources:   &res,
+		},
+	}
+}

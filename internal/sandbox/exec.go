@@ -1,0 +1,243 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
+)
+
+// defaultPath is PATH when neither the image nor the caller sets one.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Exec starts a command in a running sandbox and returns its run at once.
+// den collects its output to the host until it ends, whether or not anyone
+// is attached; Logs reads it from any offset.
+func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (*Run, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	sb, unlock, err := s.useSandbox(ctx, ref, "exec in")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	base := sb.Spec.Base
+	if base == nil {
+		base = &ImageConfig{}
+	}
+	cwd := firstNonEmpty(p.Cwd, base.Cwd, "/")
+	user := firstNonEmpty(p.User, base.User)
+	g := s.guestFor(sb)
+	st, err := g.Start(ctx, guest.ProcSpec{
+		Argv: p.Argv, Env: mergeEnv(base.Env, sb.Spec.Env, p.Env), Cwd: cwd, User: user,
+		TTY: p.TTY, Rows: p.Rows, Cols: p.Cols, Stdin: p.Stdin, Timeout: p.Timeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting %q in sandbox %q: %w", p.Argv[0], sb.Name, err)
+	}
+	run := &Run{
+		ID: newID(12), SandboxID: sb.ID, Generation: sb.Generation, GuestID: st.ID,
+		Argv: p.Argv, Cwd: cwd, EnvNames: sortedKeys(p.Env), User: user, TTY: p.TTY,
+		Detached: p.Detach, Status: RunRunning, StartedAt: st.StartedAt.UTC(),
+	}
+	if run.StartedAt.IsZero() {
+		run.StartedAt = s.cfg.Now().UTC()
+	}
+	if err := s.cfg.Store.CreateRun(ctx, run); err != nil {
+		// Without a record nobody could ever see this process: end it.
+		g.Signal(context.WithoutCancel(ctx), st.ID, syscall.SIGKILL)
+		return nil, fmt.Errorf("recording run in sandbox %q: %w", sb.Name, err)
+	}
+	if err := s.collect(sb, run, g, 0, 0); err != nil {
+		return nil, err
+	}
+	return run.clone(), nil
+}
+
+// useSandbox finds a running sandbox and holds its lifecycle lock shared,
+// so it cannot stop under the caller.
+func (s *Service) useSandbox(ctx context.Context, ref, action string) (*Sandbox, func(), error) {
+	sb, err := s.Get(ctx, ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := s.lock(sb.ID)
+	l.RLock()
+	if sb, err = s.cfg.Store.GetSandbox(ctx, sb.ID); err != nil {
+		l.RUnlock()
+		return nil, nil, err
+	}
+	if err := require(sb, action, StateRunning); err != nil {
+		l.RUnlock()
+		return nil, nil, err
+	}
+	return sb, l.RUnlock, nil
+}
+
+// Runs lists a sandbox's runs, newest first.
+func (s *Service) Runs(ctx context.Context, ref string, limit int) ([]*Run, error) {
+	if limit < 0 {
+		return nil, errdefs.Invalid("negative limit %d", limit)
+	}
+	sb, err := s.Get(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := s.cfg.Store.ListRuns(ctx, sb.ID, limit)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range runs {
+		runs[i] = s.live(r)
+	}
+	return runs, nil
+}
+
+// Run returns one run, with its output sizes up to the moment.
+func (s *Service) Run(ctx context.Context, ref, runID string) (*Run, error) {
+	sb, err := s.Get(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.cfg.Store.GetRun(ctx, sb.ID, runID)
+	if err != nil {
+		return nil, err
+	}
+	return s.live(r), nil
+}
+
+// live overlays what the collector knows on a stored run.
+func (s *Service) live(r *Run) *Run {
+	s.mu.Lock()
+	o := s.outputs[r.ID]
+	s.mu.Unlock()
+	if o == nil {
+		return r
+	}
+	return o.snapshot()
+}
+
+// activeRun returns a run that is still going, with its den-init client.
+func (s *Service) activeRun(ctx context.Context, ref, runID, action string) (*Run, Guest, func(), error) {
+	sb, unlock, err := s.useSandbox(ctx, ref, action)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r, err := s.cfg.Store.GetRun(ctx, sb.ID, runID)
+	if err != nil {
+		unlock()
+		return nil, nil, nil, err
+	}
+	if r = s.live(r); r.Status != RunRunning || r.Generation != sb.Generation {
+		unlock()
+		return nil, nil, nil, errdefs.Conflict("run %s has ended (%s)", runID, r.Status)
+	}
+	return r, s.guestFor(sb), unlock, nil
+}
+
+// Stdin streams r to a run's standard input and closes it at EOF. The run
+// must have been started with stdin.
+func (s *Service) Stdin(ctx context.Context, ref, runID string, r io.Reader) error {
+	run, g, unlock, err := s.activeRun(ctx, ref, runID, "send input in")
+	if err != nil {
+		return err
+	}
+	unlock() // input may flow for a long time; the run's end stops it.
+	return g.Stdin(ctx, run.GuestID, r)
+}
+
+// Resize changes a TTY run's window size.
+func (s *Service) Resize(ctx context.Context, ref, runID string, rows, cols uint16) error {
+	if rows == 0 || cols == 0 {
+		return errdefs.Invalid("invalid window size %dx%d", rows, cols)
+	}
+	run, g, unlock, err := s.activeRun(ctx, ref, runID, "resize a terminal in")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return g.Resize(ctx, run.GuestID, rows, cols)
+}
+
+// Signal sends a signal, by name ("TERM", "SIGKILL") or number, to a run's
+// process group.
+func (s *Service) Signal(ctx context.Context, ref, runID, sig string) error {
+	n, err := ParseSignal(sig)
+	if err != nil {
+		return err
+	}
+	run, g, unlock, err := s.activeRun(ctx, ref, runID, "signal a run in")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return g.Signal(ctx, run.GuestID, n)
+}
+
+// ParseSignal reads "TERM", "SIGTERM", "term" or "15".
+func ParseSignal(sig string) (syscall.Signal, error) {
+	if n, err := strconv.Atoi(sig); err == nil {
+		if n > 0 && n < 65 {
+			return syscall.Signal(n), nil
+		}
+	} else {
+		name := strings.ToUpper(sig)
+		if !strings.HasPrefix(name, "SIG") {
+			name = "SIG" + name
+		}
+		if n := unix.SignalNum(name); n != 0 {
+			return n, nil
+		}
+	}
+	return 0, errdefs.WithHint(errdefs.Invalid("unknown signal %q", sig), "use a name like TERM, KILL, INT, HUP or a number from 1 to 64")
+}
+
+// Files returns the file system of a running sandbox.
+func (s *Service) Files(ctx context.Context, ref string) (Files, error) {
+	sb, unlock, err := s.useSandbox(ctx, ref, "access files of")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return s.guestFor(sb), nil
+}
+
+// mergeEnv layers environments, later ones winning, into KEY=VALUE form.
+func mergeEnv(image []string, layers ...map[string]string) []string {
+	env := map[string]string{"PATH": defaultPath}
+	for _, kv := range image {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	for _, l := range layers {
+		for k, v := range l {
+			env[k] = v
+		}
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func firstNonEmpty(v ...string) string {
+	for _, s := range v {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

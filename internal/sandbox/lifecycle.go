@@ -1,0 +1,293 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
+)
+
+// cleanupTimeout bounds undo work that runs after the caller gave up.
+const cleanupTimeout = 30 * time.Second
+
+// Create makes a sandbox from an image and boots it. On any failure it
+// undoes everything it did: no volume, namespace, instance or record is
+// left behind.
+func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) {
+	spec := Spec{Image: p.Image, CPUs: p.CPUs, MemoryBytes: p.MemoryBytes, Env: p.Env, Labels: p.Labels}
+	if spec.Image == "" {
+		spec.Image = DefaultImage
+	}
+	if spec.CPUs == 0 {
+		spec.CPUs = DefaultCPUs
+	}
+	if spec.MemoryBytes == 0 {
+		spec.MemoryBytes = DefaultMemory
+	}
+	if err := ValidateName("sandbox", p.Name); err != nil {
+		return nil, err
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	// Refuse a taken name before building an image for it.
+	if _, err := s.cfg.Store.GetSandbox(ctx, p.Name); err == nil {
+		return nil, errdefs.WithHint(errdefs.Conflict("sandbox name %q is already in use", p.Name),
+			fmt.Sprintf("choose another name, or remove the old one with `den rm -f %s`", p.Name))
+	} else if !errors.Is(err, errdefs.ErrNotFound) {
+		return nil, err
+	}
+	im, err := s.cfg.Images.Ensure(ctx, spec.Image)
+	if err != nil {
+		return nil, fmt.Errorf("preparing image %q: %w", spec.Image, err)
+	}
+	spec.Base = &ImageConfig{Env: im.Env, Cwd: im.Cwd, User: im.User}
+
+	now := s.cfg.Now().UTC()
+	sb := &Sandbox{
+		ID: newID(12), Name: p.Name, Spec: spec, State: StateCreating,
+		Generation: 1, Token: newToken(), Node: s.cfg.Node, CreatedAt: now, UpdatedAt: now,
+	}
+	if sb.Slot, err = s.allocSlot(sb.ID); err != nil {
+		return nil, err
+	}
+	l := s.lock(sb.ID)
+	l.Lock()
+	defer l.Unlock()
+
+	ev := Event{SandboxID: sb.ID, Time: now, Type: EventCreated, To: StateCreating, Generation: sb.Generation, Message: "from image " + spec.Image}
+	if err := s.cfg.Store.CreateSandbox(ctx, sb, ev); err != nil {
+		s.releaseSlot(sb.Slot)
+		return nil, fmt.Errorf("creating sandbox %q: %w", p.Name, err)
+	}
+	if err := s.createInstance(ctx, sb, im); err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		s.undoCreate(cctx, sb)
+		return nil, fmt.Errorf("creating sandbox %q: %w", p.Name, err)
+	}
+	return sb, nil
+}
+
+func (s *Service) createInstance(ctx context.Context, sb *Sandbox, im *Image) error {
+	if _, err := s.cfg.Volumes.Snapshot(ctx, im.VolumeKey(), sb.VolumeKey(), false); err != nil {
+		return fmt.Errorf("making its root filesystem: %w", err)
+	}
+	if err := s.startInstance(ctx, sb); err != nil {
+		return err
+	}
+	return s.transition(ctx, sb, StateRunning, EventStarted, fmt.Sprintf("generation %d booted", sb.Generation))
+}
+
+// undoCreate removes every trace of a sandbox whose creation failed.
+func (s *Service) undoCreate(ctx context.Context, sb *Sandbox) {
+	s.halt(ctx, sb, 0)
+	if err := s.cfg.Volumes.Remove(ctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		s.log.Error("undoing create: removing volume", "sandbox", sb.Name, "err", err)
+	}
+	if err := s.cfg.Store.DeleteSandbox(ctx, sb.ID); err != nil {
+		s.log.Error("undoing create: removing record", "sandbox", sb.Name, "err", err)
+	}
+	s.releaseSlot(sb.Slot)
+}
+
+// startInstance boots the current generation and waits for den-init.
+func (s *Service) startInstance(ctx context.Context, sb *Sandbox) (err error) {
+	att, err := s.cfg.Network.Attach(ctx, sb.ID, sb.Slot)
+	if err != nil {
+		return fmt.Errorf("attaching network: %w", err)
+	}
+	inst := Instance{
+		ID:          sb.InstanceID(),
+		Hostname:    sb.Name,
+		Rootfs:      s.cfg.Volumes.Path(sb.VolumeKey()),
+		Netns:       att.Netns,
+		Env:         append([]string{guest.EnvToken + "=" + sb.Token}, s.cfg.InitEnv...),
+		CPUs:        sb.Spec.CPUs,
+		MemoryBytes: sb.Spec.MemoryBytes,
+	}
+	if err := s.cfg.Runtime.Start(ctx, inst); err != nil {
+		s.halt(context.WithoutCancel(ctx), sb, 0)
+		return err
+	}
+	if err := s.waitReady(ctx, sb); err != nil {
+		s.halt(context.WithoutCancel(ctx), sb, 0)
+		return err
+	}
+	return nil
+}
+
+// waitReady polls den-init until it answers or BootTimeout passes.
+func (s *Service) waitReady(ctx context.Context, sb *Sandbox) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.BootTimeout)
+	defer cancel()
+	g := s.guestFor(sb)
+	delay := 500 * time.Microsecond
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		_, err := g.Ping(pctx)
+		pcancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errdefs.Unavailable("den-init in instance %s did not answer within %s: %v", sb.InstanceID(), s.cfg.BootTimeout, err)
+		case <-time.After(delay):
+		}
+		if delay < 50*time.Millisecond {
+			delay *= 2
+		}
+	}
+}
+
+// halt ends the current instance: graceful when grace > 0 (processes get
+// SIGTERM, then SIGKILL), then the engine's sandbox and the namespace go.
+// Runs still being collected end as lost. Errors are logged: halt is used
+// on the way to stopped or destroyed, which must not get stuck.
+func (s *Service) halt(ctx context.Context, sb *Sandbox, grace time.Duration) {
+	inst := sb.InstanceID()
+	if grace > 0 {
+		gctx, cancel := context.WithTimeout(ctx, grace+2*time.Second)
+		if err := s.guestFor(sb).Shutdown(gctx, grace); err != nil {
+			s.log.Warn("graceful shutdown failed; killing", "sandbox", sb.Name, "err", err)
+		}
+		cancel()
+		s.settleRuns(sb.ID, time.Second)
+	}
+	if err := s.cfg.Runtime.Destroy(ctx, inst); err != nil {
+		s.log.Error("destroying instance", "sandbox", sb.Name, "instance", inst, "err", err)
+	}
+	if err := s.cfg.Network.Detach(ctx, sb.ID); err != nil {
+		s.log.Error("detaching network", "sandbox", sb.Name, "err", err)
+	}
+	s.forgetGuest(inst)
+	s.abandonRuns(sb.ID)
+}
+
+// Start boots a stopped sandbox from its files as a new generation.
+func (s *Service) Start(ctx context.Context, ref string) (*Sandbox, error) {
+	sb, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if sb.State == StateRunning {
+		return sb, nil
+	}
+	if err := require(sb, "start", StateStopped, StateError); err != nil {
+		return nil, err
+	}
+	sb.Generation++
+	sb.Token = newToken()
+	if err := s.record(ctx, sb, "booting", fmt.Sprintf("booting generation %d", sb.Generation)); err != nil {
+		return nil, err
+	}
+	if err := s.startInstance(ctx, sb); err != nil {
+		msg := fmt.Sprintf("generation %d failed to boot: %v", sb.Generation, err)
+		if terr := s.transition(context.WithoutCancel(ctx), sb, StateError, EventFailed, msg); terr != nil {
+			s.log.Error("recording failed start", "sandbox", sb.Name, "err", terr)
+		}
+		return nil, fmt.Errorf("starting sandbox %q: %w", sb.Name, err)
+	}
+	if err := s.transition(ctx, sb, StateRunning, EventStarted, fmt.Sprintf("generation %d booted", sb.Generation)); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// Stop ends the running instance gracefully; the files stay.
+func (s *Service) Stop(ctx context.Context, ref string) (*Sandbox, error) {
+	sb, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if sb.State == StateStopped {
+		return sb, nil
+	}
+	if err := require(sb, "stop", StateRunning, StateError); err != nil {
+		return nil, err
+	}
+	grace := s.cfg.StopGrace
+	if sb.State == StateError {
+		grace = 0
+	}
+	s.halt(context.WithoutCancel(ctx), sb, grace)
+	if err := s.transition(ctx, sb, StateStopped, EventStopped, "stopped on request"); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// Remove destroys a sandbox and its files. A running sandbox needs force.
+func (s *Service) Remove(ctx context.Context, ref string, force bool) error {
+	sb, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if sb.State == StateRunning && !force {
+		return errdefs.WithHint(errdefs.Conflict("sandbox %q is running", sb.Name),
+			fmt.Sprintf("stop it first with `den stop %s`, or remove it anyway with `den rm -f %s`", sb.Name, sb.Name))
+	}
+	cctx := context.WithoutCancel(ctx)
+	s.halt(cctx, sb, 0)
+	if err := s.cfg.Volumes.Remove(cctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return fmt.Errorf("removing files of sandbox %q: %w", sb.Name, err)
+	}
+	if err := os.RemoveAll(filepath.Join(s.cfg.RunsDir, sb.ID)); err != nil {
+		s.log.Error("removing run output", "sandbox", sb.Name, "err", err)
+	}
+	if err := s.transition(cctx, sb, StateDestroyed, EventDestroyed, "removed on request"); err != nil {
+		return err
+	}
+	s.releaseSlot(sb.Slot)
+	return nil
+}
+
+// lockSandbox finds a sandbox, takes its lifecycle lock and reloads it, so
+// the caller sees the state no other verb is changing.
+func (s *Service) lockSandbox(ctx context.Context, ref string) (*Sandbox, func(), error) {
+	sb, err := s.Get(ctx, ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := s.lock(sb.ID)
+	l.Lock()
+	sb, err = s.cfg.Store.GetSandbox(ctx, sb.ID)
+	if err != nil {
+		l.Unlock()
+		return nil, nil, err
+	}
+	if sb.State == StateDestroyed {
+		l.Unlock()
+		return nil, nil, errdefs.WithHint(errdefs.NotFound("sandbox %q not found", ref), "list sandboxes with `den ls`")
+	}
+	return sb, l.Unlock, nil
+}
+
+// allocSlot hands out the lowest free network slot.
+func (s *Service) allocSlot(id string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := 0; i < s.cfg.Network.Slots(); i++ {
+		if _, taken := s.slotTaken[i]; !taken {
+			s.slotTaken[i] = id
+			return i, nil
+		}
+	}
+	return 0, errdefs.WithHint(errdefs.Unavailable("no free sandbox address: all %d are in use", s.cfg.Network.Slots()),
+		"remove sandboxes you no longer need, or give dend a wider --subnet")
+}
+
+func (s *Service) releaseSlot(slot int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.slotTaken, slot)
+}

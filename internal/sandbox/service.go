@@ -1,0 +1,204 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
+)
+
+// Config is what the Service is built from.
+type Config struct {
+	Store   Store
+	Volumes Volumes
+	Runtime Runtime
+	Network Network
+	Images  Images
+	Dial    GuestDialer
+	Logger  *slog.Logger
+	Node    string // this host's name, recorded on every sandbox
+	RunsDir string // where run output is kept on the host
+	// InitEnv is extra environment for den-init (e.g. its log level).
+	InitEnv []string
+	// StopGrace is how long processes get between SIGTERM and SIGKILL on stop.
+	StopGrace time.Duration
+	// BootTimeout bounds how long den-init may take to answer after boot.
+	BootTimeout time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Service carries out every verb on sandboxes. It serializes lifecycle
+// changes per sandbox, persists every transition before acting on the next,
+// and keeps a collector per running command that moves its output from
+// den-init to files on the host.
+type Service struct {
+	cfg Config
+	log *slog.Logger
+
+	// ctx outlives API requests: collectors run under it until Close.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu sync.Mutex
+	// locks holds one lifecycle lock per sandbox id.
+	locks map[string]*sync.RWMutex
+	// guests caches one den-init client per instance id.
+	guests map[string]Guest
+	// outputs holds the output of runs being collected, by run id.
+	outputs map[string]*output
+	// slotTaken marks network slots handed out to live sandboxes.
+	slotTaken map[int]string
+}
+
+// NewService checks cfg and returns a Service. Call Recover before serving
+// so sandboxes left by an earlier dend are found again.
+func NewService(cfg Config) (*Service, error) {
+	if cfg.Store == nil || cfg.Volumes == nil || cfg.Runtime == nil || cfg.Network == nil ||
+		cfg.Images == nil || cfg.Dial == nil || cfg.RunsDir == "" {
+		return nil, fmt.Errorf("sandbox service: incomplete config")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.StopGrace == 0 {
+		cfg.StopGrace = 5 * time.Second
+	}
+	if cfg.BootTimeout == 0 {
+		cfg.BootTimeout = 15 * time.Second
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Service{
+		cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
+		locks:     map[string]*sync.RWMutex{},
+		guests:    map[string]Guest{},
+		outputs:   map[string]*output{},
+		slotTaken: map[int]string{},
+	}, nil
+}
+
+// Close stops collecting output. Sandboxes and their commands keep running:
+// a later dend picks them up again in Recover.
+func (s *Service) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// lock returns the lifecycle lock of a sandbox.
+func (s *Service) lock(id string) *sync.RWMutex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.locks[id]
+	if !ok {
+		l = &sync.RWMutex{}
+		s.locks[id] = l
+	}
+	return l
+}
+
+// Get returns a sandbox by name or id.
+func (s *Service) Get(ctx context.Context, ref string) (*Sandbox, error) {
+	if ref == "" {
+		return nil, errdefs.WithHint(errdefs.Invalid("no sandbox name given"), "name the sandbox, e.g. `den inspect NAME`")
+	}
+	return s.cfg.Store.GetSandbox(ctx, ref)
+}
+
+// List returns every sandbox that is not destroyed.
+func (s *Service) List(ctx context.Context) ([]*Sandbox, error) {
+	return s.cfg.Store.ListSandboxes(ctx)
+}
+
+// Events returns a sandbox's history.
+func (s *Service) Events(ctx context.Context, ref string) ([]Event, error) {
+	sb, err := s.Get(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return s.cfg.Store.Events(ctx, sb.ID)
+}
+
+// Address is the sandbox's private address, where den-init listens.
+func (s *Service) Address(sb *Sandbox) string {
+	_, g := s.cfg.Network.Addr(sb.Slot)
+	return g.String()
+}
+
+// guestFor returns the den-init client of the sandbox's current instance.
+func (s *Service) guestFor(sb *Sandbox) Guest {
+	id := sb.InstanceID()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g, ok := s.guests[id]; ok {
+		return g
+	}
+	_, addr := s.cfg.Network.Addr(sb.Slot)
+	g := s.cfg.Dial(netip.AddrPortFrom(addr, guest.Port), sb.Token)
+	s.guests[id] = g
+	return g
+}
+
+func (s *Service) forgetGuest(instanceID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.guests, instanceID)
+}
+
+// transition moves sb to state to, persisting it with an event. It is the
+// only place a state changes.
+func (s *Service) transition(ctx context.Context, sb *Sandbox, to State, evType, msg string) error {
+	if !CanTransition(sb.State, to) {
+		return errdefs.Conflict("sandbox %q cannot go from %s to %s", sb.Name, sb.State, to)
+	}
+	from := sb.State
+	prevReason := sb.Reason
+	sb.State = to
+	if to == StateError || to == StateStopped {
+		sb.Reason = msg
+	} else {
+		sb.Reason = ""
+	}
+	ev := Event{SandboxID: sb.ID, Time: s.cfg.Now().UTC(), Type: evType, From: from, To: to, Generation: sb.Generation, Message: msg}
+	if err := s.cfg.Store.UpdateSandbox(ctx, sb, ev); err != nil {
+		sb.State, sb.Reason = from, prevReason
+		return fmt.Errorf("recording sandbox %q as %s: %w", sb.Name, to, err)
+	}
+	s.log.Info("sandbox transition", "sandbox", sb.Name, "id", sb.ID, "from", from, "to", to, "generation", sb.Generation, "event", evType)
+	return nil
+}
+
+// record persists a change that keeps the state (e.g. a new generation).
+func (s *Service) record(ctx context.Context, sb *Sandbox, evType, msg string) error {
+	ev := Event{SandboxID: sb.ID, Time: s.cfg.Now().UTC(), Type: evType, From: sb.State, To: sb.State, Generation: sb.Generation, Message: msg}
+	if err := s.cfg.Store.UpdateSandbox(ctx, sb, ev); err != nil {
+		return fmt.Errorf("recording sandbox %q: %w", sb.Name, err)
+	}
+	return nil
+}
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// newID returns n random characters from [a-z2-7].
+func newID(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return strings.ToLower(idEncoding.EncodeToString(b))[:n]
+}
+
+func newToken() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b)
+}
