@@ -1,0 +1,46 @@
+# den: `make run` sets everything up and starts dend; `make test` runs every test.
+SHELL := /bin/bash
+export CGO_ENABLED := 0
+export PATH := /usr/local/go/bin:$(PATH)
+
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/den-dev/den/internal/version.Version=$(VERSION)
+GO_TEST_FLAGS ?=
+DEND_FLAGS ?=
+
+.PHONY: all setup build run test unit integration bench fuzz vet clean
+
+all: build
+
+setup:
+	@RUNSC=$$(./scripts/setup.sh) && mkdir -p bin && ln -sf "$$RUNSC" bin/runsc
+
+build: setup
+	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/dend ./cmd/den ./cmd/den-init
+
+run: build
+	bin/dend $(DEND_FLAGS)
+
+# Every test: unit tests, then integration tests against real runsc, btrfs
+# and namespaces (root).
+test: build
+	go vet ./...
+	DEN_BIN=$(CURDIR)/bin go test -count=1 -timeout 25m $(GO_TEST_FLAGS) ./...
+
+unit:
+	go test -count=1 -short $$(go list ./... | grep -v /integration)
+
+integration: build
+	DEN_BIN=$(CURDIR)/bin go test -count=1 -timeout 25m -v ./integration/
+
+bench: build
+	go run ./bench -bin $(CURDIR)/bin
+
+fuzz:
+	go test -run=NONE -fuzz=FuzzClean -fuzztime=30s ./internal/fspath/
+
+vet:
+	go vet ./...
+
+clean:
+	rm -rf bin
