@@ -1,0 +1,119 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+const imageCols = `name, source, ref, digest, size_bytes, env, cwd, user, created_at`
+
+// PutImage inserts an image record or replaces the one with its name.
+// CreatedAt is set to now when zero.
+func (s *Store) PutImage(ctx context.Context, im *sandbox.Image) error {
+	if im.Name == "" {
+		return errdefs.Invalid("cannot store an image without a name")
+	}
+	rec := *im
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = now()
+	}
+	rec.CreatedAt = rec.CreatedAt.UTC() // as a read returns it
+	env, err := json.Marshal(rec.Env)
+	if err != nil {
+		return fmt.Errorf("encoding env of image %q: %w", rec.Name, err)
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO images (`+imageCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (name) DO UPDATE SET
+				source = excluded.source, ref = excluded.ref, digest = excluded.digest,
+				size_bytes = excluded.size_bytes, env = excluded.env, cwd = excluded.cwd,
+				user = excluded.user, created_at = excluded.created_at`,
+			rec.Name, rec.Source, rec.Ref, rec.Digest, rec.SizeBytes, string(env), rec.Cwd, rec.User,
+			formatTime(rec.CreatedAt))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("recording image %q: %w", rec.Name, err)
+	}
+	*im = rec
+	return nil
+}
+
+// GetImage returns the image with name.
+func (s *Store) GetImage(ctx context.Context, name string) (*sandbox.Image, error) {
+	row := s.r.QueryRowContext(ctx, `SELECT `+imageCols+` FROM images WHERE name = ?`, name)
+	im, err := scanImage(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, imageNotFound(name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading image %q: %w", name, err)
+	}
+	return im, nil
+}
+
+// ListImages returns every image, by name.
+func (s *Store) ListImages(ctx context.Context) ([]*sandbox.Image, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+imageCols+` FROM images ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("listing images: %w", err)
+	}
+	defer rows.Close()
+	list := []*sandbox.Image{}
+	for rows.Next() {
+		im, err := scanImage(rows)
+		if err != nil {
+			return nil, fmt.Errorf("listing images: %w", err)
+		}
+		list = append(list, im)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing images: %w", err)
+	}
+	return list, nil
+}
+
+// DeleteImage removes the image record with name.
+func (s *Store) DeleteImage(ctx context.Context, name string) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM images WHERE name = ?`, name)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return imageNotFound(name)
+		}
+		return nil
+	})
+	return wrap(err, "deleting image %q", name)
+}
+
+func scanImage(row scanner) (*sandbox.Image, error) {
+	var im sandbox.Image
+	var env, created string
+	err := row.Scan(&im.Name, &im.Source, &im.Ref, &im.Digest, &im.SizeBytes, &env, &im.Cwd, &im.User, &created)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(env), &im.Env); err != nil {
+		return nil, fmt.Errorf("decoding env of image %q: %w", im.Name, err)
+	}
+	if im.CreatedAt, err = parseTime(created); err != nil {
+		return nil, err
+	}
+	return &im, nil
+}
+
+func imageNotFound(name string) error {
+	return errdefs.WithHint(errdefs.NotFound("image %q not found", name), "list images with `den image ls`")
+}

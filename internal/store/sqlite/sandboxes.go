@@ -1,0 +1,289 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+const sandboxCols = `id, name, spec, state, reason, generation, version, node, slot, token, created_at, updated_at`
+
+// CreateSandbox inserts sb with Version 1 and its first event, in one
+// transaction. CreatedAt and UpdatedAt are set to now when zero. A name or
+// network slot held by a sandbox that is not destroyed is a conflict.
+func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandbox.Event) error {
+	if sb.ID == "" || !sb.State.Valid() {
+		return errdefs.Invalid("cannot store sandbox %q: it needs an id and a known state (got %q)", sb.Name, sb.State)
+	}
+	rec := *sb
+	rec.Version = 1
+	t := now()
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = t
+	}
+	if rec.UpdatedAt.IsZero() {
+		rec.UpdatedAt = rec.CreatedAt
+	}
+	rec.CreatedAt, rec.UpdatedAt = rec.CreatedAt.UTC(), rec.UpdatedAt.UTC() // as a read returns them
+	spec, err := json.Marshal(rec.Spec)
+	if err != nil {
+		return fmt.Errorf("encoding spec of sandbox %q: %w", rec.Name, err)
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sandboxes WHERE id = ?`, rec.ID).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return errdefs.Conflict("sandbox id %q is already taken", rec.ID)
+		}
+		if err := checkClashes(ctx, tx, &rec); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`, image)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			rec.ID, rec.Name, string(spec), rec.State, rec.Reason, rec.Generation, rec.Version,
+			rec.Node, rec.Slot, rec.Token, formatTime(rec.CreatedAt), formatTime(rec.UpdatedAt), rec.Spec.Image)
+		if isUniqueViolation(err) {
+			return errdefs.Conflict("sandbox %q clashes with another sandbox", rec.Name)
+		}
+		if err != nil {
+			return err
+		}
+		return insertEvent(ctx, tx, &rec, "", ev, t)
+	})
+	if err != nil {
+		return wrap(err, "creating sandbox %q", rec.Name)
+	}
+	*sb = rec
+	return nil
+}
+
+// GetSandbox finds a sandbox by id, or else by name among those not
+// destroyed.
+func (s *Store) GetSandbox(ctx context.Context, ref string) (*sandbox.Sandbox, error) {
+	row := s.r.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes
+		WHERE id = ?1 OR (name = ?1 AND state <> 'destroyed')
+		ORDER BY id = ?1 DESC LIMIT 1`, ref)
+	sb, err := scanSandbox(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, sandboxNotFound(ref)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading sandbox %q: %w", ref, err)
+	}
+	return sb, nil
+}
+
+// ListSandboxes returns the sandboxes that are not destroyed, oldest first.
+func (s *Store) ListSandboxes(ctx context.Context) ([]*sandbox.Sandbox, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes
+		WHERE state <> 'destroyed' ORDER BY created_at, rowid`)
+	if err != nil {
+		return nil, fmt.Errorf("listing sandboxes: %w", err)
+	}
+	defer rows.Close()
+	list := []*sandbox.Sandbox{}
+	for rows.Next() {
+		sb, err := scanSandbox(rows)
+		if err != nil {
+			return nil, fmt.Errorf("listing sandboxes: %w", err)
+		}
+		list = append(list, sb)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing sandboxes: %w", err)
+	}
+	return list, nil
+}
+
+// UpdateSandbox writes sb if its Version is still the stored one and its
+// State is the stored one or a legal move from it, and appends ev, in one
+// transaction. On success sb.Version is bumped and sb.UpdatedAt set; on
+// failure sb is untouched and nothing is written.
+//
+// Empty ev.From and ev.To are filled in with the stored and the new state;
+// a zero ev.Time with the time of the update.
+func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandbox.Event) error {
+	spec, err := json.Marshal(sb.Spec)
+	if err != nil {
+		return fmt.Errorf("encoding spec of sandbox %q: %w", sb.Name, err)
+	}
+	t := now()
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var stored sandbox.State
+		var version int64
+		err := tx.QueryRowContext(ctx, `SELECT state, version FROM sandboxes WHERE id = ?`, sb.ID).Scan(&stored, &version)
+		if errors.Is(err, sql.ErrNoRows) {
+			return sandboxNotFound(sb.ID)
+		}
+		if err != nil {
+			return err
+		}
+		if version != sb.Version {
+			return changedConcurrently(sb)
+		}
+		if sb.State != stored && !sandbox.CanTransition(stored, sb.State) {
+			return errdefs.Conflict("cannot move sandbox %q from %s to %s", sb.Name, stored, sb.State)
+		}
+		if err := checkClashes(ctx, tx, sb); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET
+			name = ?, image = ?, spec = ?, state = ?, reason = ?, generation = ?, version = ?,
+			node = ?, slot = ?, token = ?, updated_at = ?
+			WHERE id = ? AND version = ?`,
+			sb.Name, sb.Spec.Image, string(spec), sb.State, sb.Reason, sb.Generation, sb.Version+1,
+			sb.Node, sb.Slot, sb.Token, formatTime(t), sb.ID, sb.Version)
+		if isUniqueViolation(err) {
+			return errdefs.Conflict("sandbox %q clashes with another sandbox", sb.Name)
+		}
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return errors.Join(err, changedConcurrently(sb))
+		}
+		return insertEvent(ctx, tx, sb, stored, ev, t)
+	})
+	if err != nil {
+		return wrap(err, "updating sandbox %q", sb.Name)
+	}
+	sb.Version++
+	sb.UpdatedAt = t
+	return nil
+}
+
+// DeleteSandbox erases a sandbox's record with its history and runs. It is
+// only for undoing a create that failed; destroyed sandboxes keep their
+// record. ErrNotFound when there is no sandbox with that id.
+func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		// Events and runs go with it: their foreign keys cascade.
+		res, err := tx.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return sandboxNotFound(id)
+		}
+		return nil
+	})
+	return wrap(err, "deleting sandbox %q", id)
+}
+
+// Events returns a sandbox's history, oldest first; none for an id the
+// store does not know.
+func (s *Store) Events(ctx context.Context, sandboxID string) ([]sandbox.Event, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT sandbox_id, seq, time, type, from_state, to_state, generation, message
+		FROM events WHERE sandbox_id = ? ORDER BY seq`, sandboxID)
+	if err != nil {
+		return nil, fmt.Errorf("reading events of sandbox %q: %w", sandboxID, err)
+	}
+	defer rows.Close()
+	list := []sandbox.Event{}
+	for rows.Next() {
+		var ev sandbox.Event
+		var t string
+		if err := rows.Scan(&ev.SandboxID, &ev.Seq, &t, &ev.Type, &ev.From, &ev.To, &ev.Generation, &ev.Message); err != nil {
+			return nil, fmt.Errorf("reading events of sandbox %q: %w", sandboxID, err)
+		}
+		if ev.Time, err = parseTime(t); err != nil {
+			return nil, fmt.Errorf("reading events of sandbox %q: %w", sandboxID, err)
+		}
+		list = append(list, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading events of sandbox %q: %w", sandboxID, err)
+	}
+	return list, nil
+}
+
+// checkClashes fails when a live sandbox other than sb holds sb's name or
+// slot. The unique indexes enforce the same; checking first gives an error
+// that says which. A destroyed sb clashes with nothing.
+func checkClashes(ctx context.Context, tx *sql.Tx, sb *sandbox.Sandbox) error {
+	if sb.State == sandbox.StateDestroyed {
+		return nil
+	}
+	var n int
+	err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sandboxes
+		WHERE name = ? AND state <> 'destroyed' AND id <> ?`, sb.Name, sb.ID).Scan(&n)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		err := errdefs.Conflict("sandbox name %q is already in use", sb.Name)
+		return errdefs.WithHint(err, fmt.Sprintf("choose another name or remove it with `den rm %s`", sb.Name))
+	}
+	var other string
+	err = tx.QueryRowContext(ctx, `SELECT name FROM sandboxes
+		WHERE slot = ? AND state <> 'destroyed' AND id <> ?`, sb.Slot, sb.ID).Scan(&other)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return errdefs.Conflict("network slot %d of sandbox %q is already used by sandbox %q", sb.Slot, sb.Name, other)
+}
+
+// insertEvent appends ev to sb's history, filling in what the caller may
+// leave out.
+func insertEvent(ctx context.Context, tx *sql.Tx, sb *sandbox.Sandbox, from sandbox.State, ev sandbox.Event, t time.Time) error {
+	if ev.From == "" {
+		ev.From = from
+	}
+	if ev.To == "" {
+		ev.To = sb.State
+	}
+	if ev.Time.IsZero() {
+		ev.Time = t
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO events (sandbox_id, time, type, from_state, to_state, generation, message)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		sb.ID, formatTime(ev.Time), ev.Type, ev.From, ev.To, ev.Generation, ev.Message)
+	if err != nil {
+		return fmt.Errorf("appending event: %w", err)
+	}
+	return nil
+}
+
+func scanSandbox(row scanner) (*sandbox.Sandbox, error) {
+	var sb sandbox.Sandbox
+	var spec, created, updated string
+	err := row.Scan(&sb.ID, &sb.Name, &spec, &sb.State, &sb.Reason, &sb.Generation, &sb.Version,
+		&sb.Node, &sb.Slot, &sb.Token, &created, &updated)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(spec), &sb.Spec); err != nil {
+		return nil, fmt.Errorf("decoding spec of sandbox %q: %w", sb.ID, err)
+	}
+	if sb.CreatedAt, err = parseTime(created); err != nil {
+		return nil, err
+	}
+	if sb.UpdatedAt, err = parseTime(updated); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
+func sandboxNotFound(ref string) error {
+	return errdefs.WithHint(errdefs.NotFound("sandbox %q not found", ref), "list sandboxes with `den ls`")
+}
+
+func changedConcurrently(sb *sandbox.Sandbox) error {
+	err := errdefs.Conflict("sandbox %q was changed concurrently", sb.Name)
+	return errdefs.WithHint(err, "read it again and retry")
+}

@@ -1,0 +1,234 @@
+// Package sqlite is den's default store: sandboxes, their history, runs and
+// images in one SQLite file, through the pure-Go modernc.org/sqlite driver
+// so that dend stays a static binary.
+//
+// The file is in WAL mode with synchronous=FULL: a write that returned is
+// on disk, and readers never wait for the writer. SQLite takes one writer
+// at a time, so the Store writes through a pool of exactly one connection
+// (writes queue there, in Go, honouring their contexts) and reads through
+// a small pool of read-only connections. Every write starts its
+// transaction IMMEDIATE, taking the write lock up front, so a transaction
+// that reads before it writes can never be refused halfway.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+var _ sandbox.Store = (*Store)(nil)
+
+// Log keys.
+const (
+	logKeyPath    = "path"
+	logKeyVersion = "version"
+	logKeyName    = "migration"
+	logKeyMode    = "mode"
+)
+
+const (
+	// busyTimeout is how long a connection waits for a lock another
+	// process holds (another dend, a backup tool) before giving up.
+	busyTimeout = 10 * time.Second
+	// readers is the size of the read pool.
+	readers = 4
+)
+
+// Store is a sandbox.Store in one SQLite file. It is safe for concurrent
+// use. Close it when done.
+type Store struct {
+	log *slog.Logger
+	w   *sql.DB // one connection: the only writer
+	r   *sql.DB // read-only connections
+}
+
+// Open opens the database at path, creating it (0600, in a directory made
+// 0700) if it does not exist, and brings its schema up to date. It refuses
+// a database written by a newer den.
+func Open(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	if err := prepareFile(abs, log); err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", abs, err)
+	}
+	w, err := openDB(ctx, abs, 1, url.Values{
+		"_txlock":       {"immediate"},
+		"_journal_mode": {"WAL"},
+		"_synchronous":  {"FULL"},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", abs, err)
+	}
+	if err := checkJournalMode(ctx, w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("opening store %s: %w", abs, err)
+	}
+	if err := migrate(ctx, w, migrations, log); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("opening store %s: %w", abs, err)
+	}
+	r, err := openDB(ctx, abs, readers, url.Values{"_query_only": {"1"}})
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("opening store %s: %w", abs, err)
+	}
+	log.Debug("store opened", logKeyPath, abs)
+	return &Store{log: log, w: w, r: r}, nil
+}
+
+// Close closes the database. Writes that returned are already on disk.
+func (s *Store) Close() error {
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// prepareFile makes the database's directory (0700) and file (0600) before
+// SQLite opens it, so the file is never readable by others, not even for a
+// moment. SQLite gives its -wal and -shm files the same mode as the file.
+func prepareFile(path string, log *slog.Logger) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if mode := fi.Mode().Perm(); mode&0o077 != 0 {
+		// It holds the tokens of live instances.
+		log.Warn("store file was readable by others; making it 0600", logKeyPath, path, logKeyMode, mode.String())
+		return f.Chmod(0o600)
+	}
+	return nil
+}
+
+// openDB opens a pool of n connections to path. Every connection waits for
+// locks and enforces foreign keys; params adds to that.
+func openDB(ctx context.Context, path string, n int, params url.Values) (*sql.DB, error) {
+	params.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
+	params.Set("_foreign_keys", "1")
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + params.Encode()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// checkJournalMode fails when the file system refused WAL: without it
+// readers would wait for the writer.
+func checkJournalMode(ctx context.Context, db *sql.DB) error {
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("reading journal mode: %w", err)
+	}
+	if mode != "wal" {
+		return fmt.Errorf("the file system does not support SQLite's WAL mode (journal mode is %q); put the store on a local file system", mode)
+	}
+	return nil
+}
+
+// write runs fn in a write transaction and commits it unless fn fails.
+func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback() // the error from fn is the one that matters
+		return err
+	}
+	return tx.Commit()
+}
+
+// wrap adds what was being done to an error the store did not classify
+// itself (the driver's, the context's). Classified errors already say what
+// went wrong in words a user can act on, and are returned as they are.
+func wrap(err error, format string, a ...any) error {
+	if err == nil || errdefs.Class(err) != nil {
+		return err
+	}
+	return fmt.Errorf(format+": %w", append(a, err)...)
+}
+
+// isConstraint reports whether err is SQLite refusing a write for breaking
+// the given constraint (an extended result code).
+func isConstraint(err error, code int) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code() == code
+}
+
+func isUniqueViolation(err error) bool {
+	return isConstraint(err, sqlite3.SQLITE_CONSTRAINT_UNIQUE) || isConstraint(err, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
+}
+
+// timeLayout keeps nanoseconds and a fixed width, so stored times sort as
+// text in time order.
+const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+func parseTime(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("parsing stored time %q: %w", s, err)
+	}
+	return t.UTC(), nil
+}
+
+// formatNullTime and parseNullTime convert a nullable time column.
+func formatNullTime(t *time.Time) sql.NullString {
+	if t == nil {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: formatTime(*t), Valid: true}
+}
+
+func parseNullTime(s sql.NullString) (*time.Time, error) {
+	if !s.Valid {
+		return nil, nil
+	}
+	t, err := parseTime(s.String)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// now is the store's clock: UTC, without a monotonic reading, so what the
+// caller is handed back equals what a later read returns.
+func now() time.Time { return time.Now().UTC() }
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface {
+	Scan(dest ...any) error
+}
