@@ -1,0 +1,134 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+// imageTests cover the records of base images.
+var imageTests = []testCase{
+	{"RoundTripsEveryField", testImageRoundTrip},
+	{"PutSetsCreateTime", testImageCreateTime},
+	{"PutReplaces", testImageReplace},
+	{"ListByName", testListImages},
+	{"GetMissing", testGetImageMissing},
+	{"Delete", testDeleteImage},
+}
+
+func newImage(name string) *sandbox.Image {
+	return &sandbox.Image{
+		Name:      name,
+		Source:    "pulled",
+		Ref:       "docker.io/library/" + name + ":latest",
+		Digest:    "sha256:0123456789abcdef",
+		SizeBytes: 5 << 30,
+		Env:       []string{"PATH=/usr/local/bin:/usr/bin", "LANG=C.UTF-8", "EMPTY="},
+		Cwd:       "/app",
+		User:      "1000:1000",
+		CreatedAt: at(0),
+	}
+}
+
+func utcImage(im *sandbox.Image) *sandbox.Image {
+	cp := *im
+	cp.CreatedAt = utc(cp.CreatedAt)
+	return &cp
+}
+
+func mustPutImage(t *testing.T, st sandbox.Store, im *sandbox.Image) {
+	t.Helper()
+	if err := st.PutImage(t.Context(), im); err != nil {
+		t.Fatalf("PutImage(%s): %v", im.Name, err)
+	}
+}
+
+func mustGetImage(t *testing.T, st sandbox.Store, name string) *sandbox.Image {
+	t.Helper()
+	im, err := st.GetImage(t.Context(), name)
+	if err != nil {
+		t.Fatalf("GetImage(%s): %v", name, err)
+	}
+	return im
+}
+
+func testImageRoundTrip(t *testing.T, st sandbox.Store) {
+	full := newImage("python")
+	bare := &sandbox.Image{Name: "busybox", Source: "builtin", CreatedAt: at(1)}
+	for _, im := range []*sandbox.Image{full, bare} {
+		want := utcImage(im)
+		mustPutImage(t, st, im)
+		same(t, "image "+im.Name, mustGetImage(t, st, im.Name), want)
+	}
+}
+
+func testImageCreateTime(t *testing.T, st sandbox.Store) {
+	im := newImage("debian")
+	im.CreatedAt = time.Time{}
+	before := time.Now()
+	mustPutImage(t, st, im)
+	after := time.Now()
+	got := mustGetImage(t, st, "debian")
+	if got.CreatedAt.Before(before.Round(0)) || got.CreatedAt.After(after) || got.CreatedAt.Location() != time.UTC {
+		t.Errorf("CreatedAt = %v, want in UTC between %v and %v", got.CreatedAt, before, after)
+	}
+	if !im.CreatedAt.Equal(got.CreatedAt) {
+		t.Errorf("CreatedAt handed back = %v, stored %v", im.CreatedAt, got.CreatedAt)
+	}
+}
+
+func testImageReplace(t *testing.T, st sandbox.Store) {
+	mustPutImage(t, st, newImage("debian"))
+	rebuilt := &sandbox.Image{Name: "debian", Source: "builtin", Digest: "sha256:new", SizeBytes: 1, CreatedAt: at(100)}
+	mustPutImage(t, st, rebuilt)
+	same(t, "replaced image", mustGetImage(t, st, "debian"), utcImage(rebuilt))
+	list, err := st.ListImages(t.Context())
+	if err != nil || len(list) != 1 {
+		t.Errorf("ListImages after a replace = %s, %v; want one image", dump(list), err)
+	}
+}
+
+func testListImages(t *testing.T, st sandbox.Store) {
+	list, err := st.ListImages(t.Context())
+	if err != nil || len(list) != 0 {
+		t.Fatalf("ListImages on an empty store = %s, %v; want none", dump(list), err)
+	}
+	for i, name := range []string{"python", "alpine", "node", "debian"} {
+		im := newImage(name)
+		im.CreatedAt = at(-i) // newest first by time: the list must not follow it
+		mustPutImage(t, st, im)
+	}
+	list, err = st.ListImages(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, im := range list {
+		names = append(names, im.Name)
+	}
+	same(t, "names listed", names, []string{"alpine", "debian", "node", "python"})
+	same(t, "first listed", list[0], mustGetImage(t, st, "alpine"))
+}
+
+func testGetImageMissing(t *testing.T, st sandbox.Store) {
+	_, err := st.GetImage(t.Context(), "nope")
+	wantErr(t, err, errdefs.ErrNotFound, `image "nope" not found`, "den image ls")
+}
+
+func testDeleteImage(t *testing.T, st sandbox.Store) {
+	mustPutImage(t, st, newImage("debian"))
+	mustPutImage(t, st, newImage("python"))
+	if err := st.DeleteImage(t.Context(), "debian"); err != nil {
+		t.Fatalf("DeleteImage: %v", err)
+	}
+	if _, err := st.GetImage(t.Context(), "debian"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("GetImage after delete = %v, want not found", err)
+	}
+	mustGetImage(t, st, "python")
+	wantErr(t, st.DeleteImage(t.Context(), "debian"), errdefs.ErrNotFound, `image "debian" not found`, "")
+	// The name can be used again.
+	mustPutImage(t, st, newImage("debian"))
+}
