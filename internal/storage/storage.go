@@ -1,0 +1,73 @@
+// Package storage is den's pool of volumes: the root filesystems of images
+// and sandboxes, and the read-only snapshots that checkpoints keep.
+//
+// A Driver stores volumes under keys such as "images/debian" or
+// "sandboxes/sb-1234". Two drivers implement it: btrfs (the default: every
+// volume is a subvolume, and a snapshot is O(1) whatever its size) and copy
+// (for hosts without btrfs: volumes are plain directories and a snapshot is a
+// full copy). Both pass the conformance suite in storagetest.
+//
+// This package holds what the drivers share: the Driver contract, key rules,
+// and the walk over the pool's directory tree.
+package storage
+
+import (
+	"context"
+
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+// Info describes one volume.
+type Info struct {
+	Key      string
+	Path     string // where the volume lives on the host
+	ReadOnly bool
+}
+
+// Driver is a pool of copy-on-write volumes.
+//
+// A volume's life: an image starts as an empty writable volume (Create), is
+// filled by the image builder, and is sealed read-only (Seal). A sandbox's
+// root filesystem is a writable Snapshot of that image; a checkpoint is a
+// read-only Snapshot of the sandbox's volume; a resume or a fork is a
+// writable Snapshot of the checkpoint. A snapshot shares nothing observable
+// with its parent: writes and deletes on either side are invisible to the
+// other. Remove deletes a volume whatever it holds, read-only or not.
+//
+// Keys are validated with ValidateKey. The directories that hold a key's
+// first segments ("images/", "sandboxes/") are plain directories made by the
+// driver; a volume cannot live inside another volume.
+//
+// Errors: ErrInvalid for a bad key, ErrConflict when the key is taken,
+// ErrNotFound when a key or a parent does not exist (see internal/errdefs).
+//
+// Read-only is enforced by the kernel on btrfs; the copy driver records it
+// and keeps it through snapshots, but cannot stop a process from writing.
+type Driver interface {
+	// Name is "btrfs" or "copy".
+	Name() string
+	// Create makes a new, empty, writable volume and returns its path.
+	Create(ctx context.Context, key string) (path string, err error)
+	// Snapshot makes volume key from parent as it is now, read-only if
+	// asked. On btrfs it takes milliseconds whatever the size.
+	Snapshot(ctx context.Context, parent, key string, readonly bool) (path string, err error)
+	// Seal makes a writable volume read-only. Sealing a read-only volume
+	// does nothing.
+	Seal(ctx context.Context, key string) error
+	// Remove deletes a volume and everything in it.
+	Remove(ctx context.Context, key string) error
+	// Path is where volume key lives (or would live) on the host; "" for
+	// an invalid key. It does not check that the volume exists.
+	Path(key string) string
+	// Stat describes an existing volume.
+	Stat(ctx context.Context, key string) (Info, error)
+	// List returns the volumes whose key starts with prefix, sorted by
+	// key. An empty prefix lists them all.
+	List(ctx context.Context, prefix string) ([]Info, error)
+	// Usage is how many bytes the files in the volume hold (apparent
+	// size; a file linked twice counts once).
+	Usage(ctx context.Context, key string) (int64, error)
+}
+
+// Every Driver can serve as the sandbox service's Volumes.
+var _ sandbox.Volumes = Driver(nil)
