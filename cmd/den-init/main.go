@@ -1,0 +1,74 @@
+// Command den-init is PID 1 inside every den sandbox. It serves the
+// den-init protocol (internal/guest/PROTOCOL.md) to the host on
+// DEN_INIT_ADDR (default ":49900"), authenticating with DEN_INIT_TOKEN,
+// and starts, reaps and buffers the output of every process in the
+// sandbox. It is built static: CGO_ENABLED=0 go build ./cmd/den-init.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/initd"
+)
+
+// version is stamped at build time: -ldflags "-X main.version=...".
+var version = "dev"
+
+// stopGrace is how long processes get to exit on SIGTERM.
+const stopGrace = 2 * time.Second
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if err := run(log); err != nil {
+		log.Error("den-init failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(log *slog.Logger) error {
+	token := os.Getenv(guest.EnvToken)
+	addr := os.Getenv(guest.EnvAddr)
+	// Children get the environment of their spec, or ours without these.
+	os.Unsetenv(guest.EnvToken)
+	os.Unsetenv(guest.EnvAddr)
+	if token == "" {
+		return fmt.Errorf("%s is not set", guest.EnvToken)
+	}
+	if addr == "" {
+		addr = fmt.Sprintf(":%d", guest.Port)
+	}
+
+	srv, err := initd.New(initd.Config{Token: token, Logger: log, Version: version})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "version", version, "pid", os.Getpid())
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	select {
+	case err := <-served:
+		return err
+	case sig := <-sigs:
+		log.Info("stopping", "signal", sig.String())
+		ctx, cancel := context.WithTimeout(context.Background(), 2*stopGrace)
+		defer cancel()
+		srv.Shutdown(ctx, stopGrace)
+		return srv.Close()
+	}
+}

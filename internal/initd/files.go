@@ -1,0 +1,381 @@
+package initd
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/fspath"
+	"github.com/den-dev/den/internal/guest"
+)
+
+// fsError classifies a file system error about the in-sandbox path p.
+// Messages name p, never the error's own text, which may say more.
+func fsError(p string, err error) error {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	switch errno {
+	case syscall.ENOENT:
+		return errdefs.NotFound("%q does not exist", p)
+	case syscall.EEXIST:
+		return errdefs.Conflict("%q already exists", p)
+	case syscall.ENOTEMPTY:
+		return errdefs.WithHint(errdefs.Conflict("directory %q is not empty", p), "remove it recursively")
+	case syscall.EACCES, syscall.EPERM:
+		return errdefs.Invalid("%q: permission denied", p)
+	case syscall.ENOSPC, syscall.EDQUOT:
+		return errdefs.Unavailable("no space left in sandbox")
+	case syscall.ENOTDIR:
+		return errdefs.Invalid("%q: a path element is not a directory", p)
+	case syscall.EISDIR:
+		return errdefs.Invalid("%q is a directory", p)
+	case syscall.EROFS:
+		return errdefs.Invalid("%q is on a read-only file system", p)
+	case syscall.ELOOP:
+		return errdefs.Invalid("%q: too many levels of symbolic links", p)
+	case syscall.ENAMETOOLONG:
+		return errdefs.Invalid("%q: name too long", p)
+	case syscall.EBUSY:
+		return errdefs.Conflict("%q is busy", p)
+	case syscall.EXDEV:
+		return errdefs.WithHint(errdefs.Invalid("%q: cannot move across file systems", p), "copy it, then remove the original")
+	case syscall.EINVAL:
+		return errdefs.Invalid("%q: invalid argument", p)
+	}
+	return fmt.Errorf("%s: %w", p, err)
+}
+
+// queryPath reads and validates the path query parameter.
+func queryPath(r *http.Request, name string) (string, error) {
+	return fspath.Clean(r.URL.Query().Get(name))
+}
+
+// fileInfo describes the file at in-sandbox path p.
+func fileInfo(p string, fi fs.FileInfo) guest.FileInfo {
+	out := guest.FileInfo{
+		Name:    fi.Name(),
+		Path:    p,
+		Size:    fi.Size(),
+		Mode:    uint32(fi.Mode().Perm()),
+		ModTime: fi.ModTime().UTC(),
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		out.Mode = st.Mode & 0o7777
+	}
+	if p == "/" {
+		out.Name = "/"
+	}
+	switch {
+	case fi.Mode().IsRegular():
+		out.Type = "file"
+	case fi.IsDir():
+		out.Type = "dir"
+	case fi.Mode()&fs.ModeSymlink != 0:
+		out.Type = "symlink"
+		out.Target, _ = os.Readlink(p)
+	default:
+		out.Type = "other"
+	}
+	return out
+}
+
+func (s *Server) handleStat(w http.ResponseWriter, r *http.Request) error {
+	p, err := queryPath(r, "path")
+	if err != nil {
+		return err
+	}
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return fsError(p, err)
+	}
+	writeJSON(w, http.StatusOK, fileInfo(p, fi))
+	return nil
+}
+
+func (s *Server) handleListDir(w http.ResponseWriter, r *http.Request) error {
+	p, err := queryPath(r, "path")
+	if err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(p) // sorted by name
+	if err != nil {
+		return fsError(p, err)
+	}
+	out := make([]guest.FileInfo, 0, len(ents))
+	for _, e := range ents {
+		fi, err := e.Info() // lstat
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed meanwhile
+		}
+		if err != nil {
+			return fsError(filepath.Join(p, e.Name()), err)
+		}
+		out = append(out, fileInfo(filepath.Join(p, e.Name()), fi))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// handleRead streams a regular file's content, following symlinks; the
+// header HeaderFileInfo describes it.
+func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
+	p, err := queryPath(r, "path")
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return fsError(p, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fsError(p, err)
+	}
+	if fi.IsDir() {
+		return errdefs.WithHint(errdefs.Invalid("%q is a directory", p), "list it, or read it as an archive")
+	}
+	if !fi.Mode().IsRegular() {
+		return errdefs.Invalid("%q is not a regular file", p)
+	}
+	info := fileInfo(p, fi)
+	info.Name = filepath.Base(p)
+	hdr, _ := json.Marshal(info)
+	w.Header().Set(guest.HeaderFileInfo, string(hdr))
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
+	w.WriteHeader(http.StatusOK)
+	// Exactly the size announced; a file that shrank meanwhile aborts the
+	// response, so the host sees a short read rather than a short file.
+	if _, err := io.CopyN(w, f, fi.Size()); err != nil {
+		s.log.Warn("reading file failed midway", "path", p, keyErr, err)
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+// handleWrite replaces a file with the request body, durably: the body
+// goes to a temporary file in the same directory, which is synced and
+// renamed over the target, and then the directory is synced.
+func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
+	p, err := queryPath(r, "path")
+	if err != nil {
+		return err
+	}
+	mode := os.FileMode(0o644)
+	modeGiven := r.URL.Query().Get("mode") != ""
+	if modeGiven {
+		m, err := strconv.ParseUint(r.URL.Query().Get("mode"), 8, 32)
+		if err != nil || m > 0o7777 {
+			return errdefs.Invalid("bad mode %q: give octal permission bits like 0644", r.URL.Query().Get("mode"))
+		}
+		mode = fileMode(uint32(m))
+	}
+	target := p
+	if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		// Write to what the link names, as a shell redirection would.
+		if target, err = filepath.EvalSymlinks(p); err != nil {
+			return fsError(p, err)
+		}
+	}
+	var old *syscall.Stat_t
+	if fi, err := os.Stat(target); err == nil {
+		if fi.IsDir() {
+			return errdefs.Invalid("%q is a directory", p)
+		}
+		old, _ = fi.Sys().(*syscall.Stat_t)
+		if !modeGiven && old != nil {
+			mode = fileMode(old.Mode & 0o7777)
+		}
+	}
+	dir := filepath.Dir(target)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return errdefs.WithHint(errdefs.NotFound("directory %q does not exist", filepath.Dir(p)),
+			"create it first (mkdir with parents)")
+	}
+	if err := writeAtomic(target, mode, old, bodyReader{r.Body}); err != nil {
+		var rerr *readError
+		if errors.As(err, &rerr) {
+			return errdefs.Unavailable("upload broke off: %v", rerr.err)
+		}
+		return fsError(p, err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// writeAtomic puts r's content at target with mode, keeping the owner of
+// the file it replaces (old), and returns once it is on stable storage.
+func writeAtomic(target string, mode os.FileMode, old *syscall.Stat_t, r io.Reader) (err error) {
+	dir := filepath.Dir(target)
+	tmp, err := os.CreateTemp(dir, ".den-write-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := io.Copy(tmp, r); err != nil {
+		return err
+	}
+	if old != nil && os.Geteuid() == 0 {
+		if err := tmp.Chown(int(old.Uid), int(old.Gid)); err != nil {
+			return err
+		}
+	}
+	if err := tmp.Chmod(mode); err != nil { // after chown, which clears setuid
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), target); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// fileMode converts Unix permission bits (with setuid, setgid, sticky)
+// to an os.FileMode.
+func fileMode(m uint32) os.FileMode {
+	mode := os.FileMode(m & 0o777)
+	if m&syscall.S_ISUID != 0 {
+		mode |= os.ModeSetuid
+	}
+	if m&syscall.S_ISGID != 0 {
+		mode |= os.ModeSetgid
+	}
+	if m&syscall.S_ISVTX != 0 {
+		mode |= os.ModeSticky
+	}
+	return mode
+}
+
+// syncDir makes the entries of dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
+	var req guest.MkdirRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	p, err := fspath.Clean(req.Path)
+	if err != nil {
+		return err
+	}
+	if req.Mode > 0o7777 {
+		return errdefs.Invalid("bad mode %o: give permission bits like 0755", req.Mode)
+	}
+	mode := fileMode(req.Mode)
+	if req.Mode == 0 {
+		mode = 0o755
+	}
+	if req.Parents {
+		if err := os.MkdirAll(p, mode); err != nil {
+			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EEXIST) {
+				return errdefs.Conflict("%q (or one of its parents) exists and is not a directory", p)
+			}
+			return fsError(p, err)
+		}
+	} else if err := os.Mkdir(p, mode); err != nil {
+		if errors.Is(err, syscall.ENOENT) {
+			return errdefs.WithHint(errdefs.NotFound("parent directory of %q does not exist", p), "create parents too")
+		}
+		return fsError(p, err)
+	}
+	if err := os.Chmod(p, mode); err != nil { // exact bits, whatever the umask
+		return fsError(p, err)
+	}
+	if err := syncDir(filepath.Dir(p)); err != nil {
+		return fsError(p, err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) error {
+	var req guest.MoveRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	from, err := fspath.Clean(req.From)
+	if err != nil {
+		return fmt.Errorf("from: %w", err)
+	}
+	to, err := fspath.Clean(req.To)
+	if err != nil {
+		return fmt.Errorf("to: %w", err)
+	}
+	if from == "/" || to == "/" {
+		return errdefs.Invalid("cannot move the root directory")
+	}
+	if _, err := os.Lstat(from); err != nil {
+		return fsError(from, err)
+	}
+	if err := os.Rename(from, to); err != nil {
+		switch {
+		case errors.Is(err, syscall.ENOENT):
+			return errdefs.WithHint(errdefs.NotFound("directory %q does not exist", filepath.Dir(to)), "create it first")
+		case errors.Is(err, syscall.EINVAL):
+			return errdefs.Invalid("cannot move %q into itself", from)
+		}
+		return fsError(to, err)
+	}
+	for _, d := range []string{filepath.Dir(from), filepath.Dir(to)} {
+		if err := syncDir(d); err != nil {
+			return fsError(d, err)
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request) error {
+	p, err := queryPath(r, "path")
+	if err != nil {
+		return err
+	}
+	if p == "/" {
+		return errdefs.Invalid("refusing to remove /")
+	}
+	recursive, _ := strconv.ParseBool(r.URL.Query().Get("recursive"))
+	if _, err := os.Lstat(p); err != nil {
+		return fsError(p, err)
+	}
+	if recursive {
+		err = os.RemoveAll(p)
+	} else {
+		err = os.Remove(p)
+	}
+	if err != nil {
+		return fsError(p, err)
+	}
+	if err := syncDir(filepath.Dir(p)); err != nil {
+		return fsError(filepath.Dir(p), err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

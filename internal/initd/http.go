@@ -1,0 +1,289 @@
+package initd
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
+)
+
+// handlerFunc is a handler that returns its error instead of writing it.
+// Once it has written a response, it returns nil.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// Handler returns den-init's routes, behind the token check.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	routes := map[string]handlerFunc{
+		"GET /v1/ping":               s.handlePing,
+		"POST /v1/procs":             s.handleStart,
+		"GET /v1/procs":              s.handleList,
+		"GET /v1/procs/{id}":         s.handleStatus,
+		"DELETE /v1/procs/{id}":      s.handleRelease,
+		"GET /v1/procs/{id}/stream":  s.handleStream,
+		"POST /v1/procs/{id}/stdin":  s.handleStdin,
+		"POST /v1/procs/{id}/ack":    s.handleAck,
+		"POST /v1/procs/{id}/signal": s.handleSignal,
+		"POST /v1/procs/{id}/resize": s.handleResize,
+		"POST /v1/shutdown":          s.handleShutdown,
+		"POST /v1/sync":              s.handleSync,
+		"GET /v1/files/stat":         s.handleStat,
+		"GET /v1/files/list":         s.handleListDir,
+		"GET /v1/files/content":      s.handleRead,
+		"PUT /v1/files/content":      s.handleWrite,
+		"POST /v1/files/mkdir":       s.handleMkdir,
+		"POST /v1/files/move":        s.handleMove,
+		"DELETE /v1/files":           s.handleRemove,
+		"GET /v1/files/archive":      s.handleReadTar,
+		"PUT /v1/files/archive":      s.handleWriteTar,
+		"/":                          s.handleUnknown,
+	}
+	for pattern, h := range routes {
+		mux.Handle(pattern, s.wrap(pattern, h))
+	}
+	return s.authorize(mux)
+}
+
+// authorize refuses requests without the instance's bearer token.
+func (s *Server) authorize(next http.Handler) http.Handler {
+	want := []byte("Bearer " + s.cfg.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			writeJSON(w, http.StatusUnauthorized, guest.ErrorBody{
+				Error: guest.Error{Code: "unauthorized", Message: "missing or wrong token"},
+			})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) wrap(route string, h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, route, err)
+		}
+	})
+}
+
+// writeError answers with err's class as code and status, its message and
+// its hint. Errors without a class are internal.
+func (s *Server) writeError(w http.ResponseWriter, route string, err error) {
+	status, code := http.StatusInternalServerError, "internal"
+	switch errdefs.Class(err) {
+	case errdefs.ErrInvalid:
+		status, code = http.StatusBadRequest, "invalid"
+	case errdefs.ErrNotFound:
+		status, code = http.StatusNotFound, "not_found"
+	case errdefs.ErrConflict:
+		status, code = http.StatusConflict, "conflict"
+	case errdefs.ErrTooLarge:
+		status, code = http.StatusRequestEntityTooLarge, "too_large"
+	case errdefs.ErrUnavailable:
+		status, code = http.StatusServiceUnavailable, "unavailable"
+	default:
+		s.log.Error("request failed", keyRoute, route, keyErr, err)
+	}
+	writeJSON(w, status, guest.ErrorBody{
+		Error: guest.Error{Code: code, Message: err.Error()},
+		Hint:  errdefs.Hint(err),
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// decodeJSON reads a JSON request body of at most guest.MaxJSONBody bytes.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, guest.MaxJSONBody)
+	err := json.NewDecoder(body).Decode(v)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return errdefs.TooLarge("request body is over the %d byte limit", guest.MaxJSONBody)
+	case errors.Is(err, io.EOF):
+		return errdefs.Invalid("empty request body: JSON expected")
+	case err != nil:
+		return errdefs.Invalid("malformed JSON body: %v", err)
+	}
+	return nil
+}
+
+func (s *Server) handleUnknown(w http.ResponseWriter, r *http.Request) error {
+	return errdefs.NotFound("no route %s %s", r.Method, r.URL.Path)
+}
+
+func (s *Server) handlePing(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, s.info)
+	return nil
+}
+
+func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) error {
+	var spec guest.ProcSpec
+	if err := decodeJSON(w, r, &spec); err != nil {
+		return err
+	}
+	p, err := s.startProc(spec)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, p.Status())
+	return nil
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) error {
+	s.mu.Lock()
+	procs := s.listLocked()
+	s.mu.Unlock()
+	out := make([]guest.ProcStatus, 0, len(procs))
+	for _, p := range procs {
+		out = append(out, p.Status())
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.proc(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, p.Status())
+	return nil
+}
+
+func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.proc(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if err := p.release(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	delete(s.procs, p.id)
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) handleAck(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.proc(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	var req guest.AckRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if err := p.ack([2]int64{req.Stdout, req.Stderr}); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.proc(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	var req guest.SignalRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if req.Signal <= 0 || req.Signal > 64 {
+		return errdefs.Invalid("no signal number %d", req.Signal)
+	}
+	if err := s.signal(p, syscall.Signal(req.Signal)); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) handleResize(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.proc(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	var req guest.ResizeRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if req.Rows == 0 || req.Cols == 0 {
+		return errdefs.Invalid("terminal size %dx%d: rows and cols must be positive", req.Rows, req.Cols)
+	}
+	if err := p.resize(req.Rows, req.Cols); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) handleStdin(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.proc(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if err := p.copyStdin(r.Body); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) handleShutdown(w http.ResponseWriter, r *http.Request) error {
+	var req guest.ShutdownRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if req.GraceMS < 0 {
+		return errdefs.Invalid("negative grace %dms", req.GraceMS)
+	}
+	s.Shutdown(r.Context(), time.Duration(req.GraceMS)*time.Millisecond)
+	writeJSON(w, http.StatusOK, struct{}{})
+	return nil
+}
+
+func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) error {
+	syncFS()
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// syncFS flushes every file system to stable storage.
+func syncFS() { unix.Sync() }
+
+// readError tells a failure to read the request body (the host went away)
+// from a failure to write it.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return fmt.Sprintf("reading the request body: %v", e.err) }
+func (e *readError) Unwrap() error { return e.err }
+
+// bodyReader marks errors of r as readErrors.
+type bodyReader struct{ r io.Reader }
+
+func (b bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = &readError{err}
+	}
+	return n, err
+}

@@ -1,0 +1,313 @@
+package initd
+
+import (
+	"errors"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
+)
+
+const (
+	sigTERM = syscall.SIGTERM
+	sigKILL = syscall.SIGKILL
+)
+
+// proc is one process den-init started, with its output.
+type proc struct {
+	id      string
+	seq     uint64 // start order
+	pid     int    // also its process group (and session, for a TTY)
+	argv    []string
+	tty     bool
+	started time.Time
+	// outIDs name what the process's output is written into, as
+	// /proc/*/fd links show it ("pipe:[123]", "/dev/pts/4"): whoever still
+	// holds one keeps the output open, and belongs to the process's tree.
+	outIDs []string
+	// stdin is the write end of the stdin pipe, or the terminal's master;
+	// nil when the process has no stdin.
+	stdin *os.File
+	// outputs are the read ends the pumps read from.
+	outputs [2]*os.File
+	// exitedCh is closed when the process has exited.
+	exitedCh chan struct{}
+	timer    *time.Timer
+
+	mu sync.Mutex
+	// changed is closed, and replaced, whenever anything below changes.
+	changed     chan struct{}
+	out         [2]outBuf
+	exited      bool
+	status      unix.WaitStatus
+	ended       time.Time
+	timedOut    bool
+	released    bool
+	stdinBusy   bool // a POST .../stdin is copying
+	stdinClosed bool
+}
+
+var procSeq atomic.Uint64
+
+// notifyLocked wakes everyone waiting for a change.
+func (p *proc) notifyLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// finishedLocked reports whether the process exited and all its output
+// was read: its status and sizes are final.
+func (p *proc) finishedLocked() bool {
+	return p.exited && p.out[stdout].eof && p.out[stderr].eof
+}
+
+func (p *proc) finished() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.finishedLocked()
+}
+
+func (p *proc) hasExited() bool {
+	select {
+	case <-p.exitedCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// finishLocked stops the timeout once there is nothing left to kill.
+func (p *proc) finishLocked() {
+	if p.finishedLocked() && p.timer != nil {
+		p.timer.Stop()
+	}
+}
+
+// onExit is called by the reaper with the process's wait status.
+func (p *proc) onExit(ws unix.WaitStatus) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.exited, p.status, p.ended = true, ws, time.Now().UTC()
+	close(p.exitedCh)
+	p.finishLocked()
+	p.notifyLocked()
+}
+
+func (p *proc) statusLocked() guest.ProcStatus {
+	st := guest.ProcStatus{
+		ID:         p.id,
+		PID:        p.pid,
+		Argv:       p.argv,
+		Running:    !p.exited,
+		TimedOut:   p.timedOut,
+		StartedAt:  p.started,
+		StdoutSize: p.out[stdout].end(),
+		StderrSize: p.out[stderr].end(),
+	}
+	if p.exited {
+		ended := p.ended
+		st.EndedAt = &ended
+		switch {
+		case p.status.Exited():
+			st.ExitCode = p.status.ExitStatus()
+		case p.status.Signaled():
+			st.ExitCode = -1
+			st.Signal = strings.TrimPrefix(unix.SignalName(p.status.Signal()), "SIG")
+		}
+	}
+	return st
+}
+
+func (p *proc) Status() guest.ProcStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.statusLocked()
+}
+
+// release drops an exited process's buffers and closes what it held open.
+func (p *proc) release() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.exited {
+		return errdefs.WithHint(errdefs.Conflict("process %s is still running", p.id),
+			"signal it first, or wait for it to exit")
+	}
+	p.released = true
+	p.out = [2]outBuf{{eof: true}, {eof: true}}
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	if p.stdin != nil && !p.stdinBusy {
+		p.stdin.Close()
+	}
+	for _, f := range p.outputs {
+		if f != nil {
+			f.Close() // ends a pump still waiting for output
+		}
+	}
+	p.notifyLocked()
+	return nil
+}
+
+// copyStdin copies body into p's stdin. At the end of body it closes the
+// pipe (for a terminal, it types ^D); when body breaks off, stdin stays
+// open for the host to attach again.
+func (p *proc) copyStdin(body io.Reader) error {
+	p.mu.Lock()
+	var err error
+	switch {
+	case p.stdin == nil:
+		err = errdefs.WithHint(errdefs.Invalid("process %s was started without stdin", p.id),
+			"start it with stdin enabled")
+	case p.released:
+		err = errdefs.Conflict("process %s was released", p.id)
+	case p.stdinBusy:
+		err = errdefs.Conflict("another stdin stream is attached to process %s", p.id)
+	case p.stdinClosed:
+		err = errdefs.Conflict("stdin of process %s is already closed", p.id)
+	}
+	if err != nil {
+		p.mu.Unlock()
+		return err
+	}
+	p.stdinBusy = true
+	p.mu.Unlock()
+
+	_, err = io.Copy(p.stdin, bodyReader{body})
+	var rerr *readError
+	closeIt := err == nil || !errors.As(err, &rerr)
+	if err == nil && p.tty {
+		_, _ = p.stdin.Write([]byte{4}) // VEOF: a canonical-mode reader sees end of input
+		closeIt = false
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stdinBusy = false
+	if err == nil || closeIt {
+		p.stdinClosed = true
+	}
+	if (closeIt && !p.tty) || p.released {
+		p.stdin.Close()
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &rerr):
+		return errdefs.Unavailable("stdin stream broke off: %v", rerr.err)
+	default:
+		return errdefs.Conflict("process %s no longer reads its input", p.id)
+	}
+}
+
+// startProc starts spec's process; it runs until it exits or is killed.
+func (s *Server) startProc(spec guest.ProcSpec) (*proc, error) {
+	s.mu.Lock()
+	stopping := s.stopping
+	s.mu.Unlock()
+	if stopping {
+		return nil, errdefs.Unavailable("the sandbox is shutting down")
+	}
+	ex, err := s.prepare(spec)
+	if err != nil {
+		return nil, err
+	}
+	defer ex.closeChildEnds()
+
+	p := &proc{
+		id:       randomID(8),
+		seq:      procSeq.Add(1),
+		argv:     slices.Clone(spec.Argv),
+		tty:      spec.TTY,
+		outIDs:   ex.outIDs,
+		stdin:    ex.stdin,
+		outputs:  ex.outputs,
+		exitedCh: make(chan struct{}),
+		changed:  make(chan struct{}),
+	}
+	if spec.TTY {
+		p.out[stderr].eof = true // a terminal has one output, sent as stdout
+	}
+	p.started = time.Now().UTC()
+	pid, err := s.reaper.Start(func() (int, error) {
+		return syscall.ForkExec(ex.path, spec.Argv, ex.attr)
+	}, p.onExit)
+	if err != nil {
+		ex.closeParentEnds()
+		return nil, execError(spec.Argv[0], err)
+	}
+	p.pid = pid
+
+	s.mu.Lock()
+	s.procs[p.id] = p
+	s.mu.Unlock()
+
+	for i, f := range ex.outputs {
+		if f != nil {
+			go p.pump(i, f, s.cfg.OutputLimit)
+		}
+	}
+	if spec.Timeout > 0 {
+		p.mu.Lock()
+		p.timer = time.AfterFunc(spec.Timeout, func() { s.timeout(p) })
+		p.mu.Unlock()
+	}
+	s.log.Debug("started", keyProc, p.id, keyPID, pid, "argv0", spec.Argv[0])
+	return p, nil
+}
+
+// timeout kills p's whole tree when its time is up.
+func (s *Server) timeout(p *proc) {
+	p.mu.Lock()
+	if p.finishedLocked() || p.released {
+		p.mu.Unlock()
+		return
+	}
+	p.timedOut = true
+	p.notifyLocked()
+	p.mu.Unlock()
+	s.log.Info("timed out", keyProc, p.id, keyPID, p.pid)
+	s.killTree(p)
+}
+
+// signal sends sig to p's process group.
+func (s *Server) signal(p *proc, sig syscall.Signal) error {
+	if !s.reaper.Kill(p.pid, sig) {
+		return errdefs.Conflict("process %s has exited", p.id)
+	}
+	return nil
+}
+
+// resize sets the size of p's terminal; the kernel tells the process
+// (SIGWINCH).
+func (p *proc) resize(rows, cols uint16) error {
+	if !p.tty {
+		return errdefs.Invalid("process %s has no terminal", p.id)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.released {
+		return errdefs.Conflict("process %s was released", p.id)
+	}
+	rc, err := p.stdin.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ierr error
+	err = rc.Control(func(fd uintptr) {
+		ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
+	})
+	if err == nil {
+		err = ierr
+	}
+	return err
+}

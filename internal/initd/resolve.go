@@ -1,0 +1,127 @@
+package initd
+
+import (
+	"errors"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxSymlinks bounds the symlinks followed in one resolution, as the
+// kernel does (ELOOP).
+const maxSymlinks = 40
+
+// errLoop ends a resolution that met more than maxSymlinks symlinks.
+var errLoop = unix.ELOOP
+
+// openDirIn opens the directory rel (a relative, cleaned path) beneath
+// root as if root were "/": ".." stops at root, and symlinks are followed
+// with absolute targets taken relative to root, so nothing outside root is
+// ever reached, whatever symlinks the tree holds (the semantics of
+// openat2's RESOLVE_IN_ROOT, done by hand so it also works where openat2 is
+// missing). Each step opens one component with O_NOFOLLOW, so a symlink
+// swapped in meanwhile is seen, not followed. With create, missing
+// directories are made (mode 0755).
+//
+// The returned descriptor is the caller's to close.
+func openDirIn(root int, rel string, create bool) (int, error) {
+	first, err := unix.Dup(root)
+	if err != nil {
+		return -1, err
+	}
+	stack := []int{first} // the directories from root to where we are
+	defer func() {
+		for _, fd := range stack {
+			unix.Close(fd)
+		}
+	}()
+	todo := splitPath(rel)
+	links := 0
+	for len(todo) > 0 {
+		name := todo[0]
+		todo = todo[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			if len(stack) > 1 {
+				unix.Close(stack[len(stack)-1])
+				stack = stack[:len(stack)-1]
+			}
+			continue
+		}
+		cur := stack[len(stack)-1]
+		fd, err := openDirAt(cur, name)
+		if errors.Is(err, unix.ENOENT) && create {
+			if err := unix.Mkdirat(cur, name, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+				return -1, err
+			}
+			fd, err = openDirAt(cur, name)
+		}
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			target, lerr := readlinkAt(cur, name)
+			if lerr != nil {
+				return -1, unix.ENOTDIR // not a symlink: a file in the way
+			}
+			if links++; links > maxSymlinks {
+				return -1, errLoop
+			}
+			if strings.HasPrefix(target, "/") {
+				for len(stack) > 1 {
+					unix.Close(stack[len(stack)-1])
+					stack = stack[:len(stack)-1]
+				}
+			}
+			todo = append(splitPath(target), todo...)
+			continue
+		}
+		if err != nil {
+			return -1, err
+		}
+		stack = append(stack, fd)
+	}
+	fd := stack[len(stack)-1]
+	stack = stack[:len(stack)-1]
+	return fd, nil
+}
+
+// openParentIn opens the directory that holds rel beneath root (see
+// openDirIn) and returns it with rel's last element, which is not resolved.
+func openParentIn(root int, rel string, create bool) (dirfd int, base string, err error) {
+	dir, base := "", rel
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		dir, base = rel[:i], rel[i+1:]
+	}
+	if base == "" || base == "." || base == ".." {
+		return -1, "", unix.EINVAL
+	}
+	fd, err := openDirIn(root, dir, create)
+	return fd, base, err
+}
+
+func openDirAt(dir int, name string) (int, error) {
+	for {
+		fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
+
+func readlinkAt(dir int, name string) (string, error) {
+	buf := make([]byte, 256)
+	for {
+		n, err := unix.Readlinkat(dir, name, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < len(buf) {
+			return string(buf[:n]), nil
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+func splitPath(p string) []string {
+	return strings.FieldsFunc(p, func(r rune) bool { return r == '/' })
+}

@@ -1,0 +1,212 @@
+// Package initd is den-init's server: PID 1 inside every sandbox. It starts
+// and reaps every process, keeps each process's output in buffers
+// addressed by byte offset until the host acknowledges it, and serves
+// processes, terminals and files to the host over HTTP. The protocol is
+// described in internal/guest/PROTOCOL.md; internal/guest is its client.
+package initd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
+)
+
+// DefaultOutputLimit is how many unacknowledged bytes of one output stream
+// den-init keeps before it stops reading the process's pipe.
+const DefaultOutputLimit = 8 << 20
+
+// Log keys.
+const (
+	keyPID   = "pid"
+	keyProc  = "proc"
+	keyErr   = "err"
+	keyRoute = "route"
+)
+
+// Config is what a Server needs.
+type Config struct {
+	Token   string       // bearer token every request must carry
+	Logger  *slog.Logger // default: discard
+	Version string       // reported by ping
+	// OutputLimit is the per-stream limit of unacknowledged output
+	// (default DefaultOutputLimit). Past it the process blocks on write.
+	OutputLimit int
+	// EtcDir holds the passwd and group files users are looked up in
+	// (default /etc).
+	EtcDir string
+	// Reaper collects exit statuses. There must be one per process; when
+	// nil, New starts one and Close stops it.
+	Reaper *Reaper
+}
+
+// Validate checks the config and names the bad field.
+func (c *Config) Validate() error {
+	if c.Token == "" {
+		return errdefs.Invalid("config: Token is empty")
+	}
+	if c.OutputLimit < 0 {
+		return errdefs.Invalid("config: OutputLimit %d is negative", c.OutputLimit)
+	}
+	return nil
+}
+
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.OutputLimit == 0 {
+		c.OutputLimit = DefaultOutputLimit
+	}
+	if c.EtcDir == "" {
+		c.EtcDir = "/etc"
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+}
+
+// Server is den-init's HTTP server and process table.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	reaper    *Reaper
+	ownReaper bool
+	info      guest.Info
+	http      *http.Server
+
+	mu       sync.Mutex
+	procs    map[string]*proc
+	stopping bool // after Shutdown: no new processes
+}
+
+// New returns a Server; call Serve to accept connections.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	s := &Server{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		reaper: cfg.Reaper,
+		procs:  make(map[string]*proc),
+		info: guest.Info{
+			Version: cfg.Version,
+			BootID:  randomID(16),
+			Started: time.Now().UTC(),
+		},
+	}
+	if s.reaper == nil {
+		r, err := NewReaper(cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		s.reaper, s.ownReaper = r, true
+	}
+	s.http = &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+	}
+	return s, nil
+}
+
+// Serve accepts connections on ln until Close.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.http.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Close stops serving at once and, when the Server started its own
+// reaper, stops reaping. Processes keep running.
+func (s *Server) Close() error {
+	err := s.http.Close()
+	if s.ownReaper {
+		s.reaper.Stop()
+	}
+	return err
+}
+
+// Info is what ping answers.
+func (s *Server) Info() guest.Info { return s.info }
+
+// Shutdown ends every process: SIGTERM to each process group, up to grace
+// for them to exit, SIGKILL to whatever is left of their trees, then
+// sync(2). No process can be started afterwards; the server keeps serving.
+func (s *Server) Shutdown(ctx context.Context, grace time.Duration) {
+	s.mu.Lock()
+	s.stopping = true
+	procs := s.listLocked()
+	s.mu.Unlock()
+
+	for _, p := range procs {
+		_ = s.reaper.Kill(p.pid, sigTERM)
+	}
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+wait:
+	for _, p := range procs {
+		select {
+		case <-p.exitedCh:
+		case <-deadline.C:
+			break wait
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	for _, p := range procs {
+		if !p.finished() {
+			s.killTree(p)
+		}
+	}
+	// Give the kernel a moment to deliver the kills, so that what sync
+	// writes is the final state; SIGKILL cannot be refused.
+	settle := time.NewTimer(time.Second)
+	defer settle.Stop()
+	for _, p := range procs {
+		select {
+		case <-p.exitedCh:
+		case <-settle.C:
+		}
+	}
+	syncFS()
+}
+
+func (s *Server) proc(id string) (*proc, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.procs[id]
+	if !ok {
+		return nil, errdefs.NotFound("no process %q", id)
+	}
+	return p, nil
+}
+
+// listLocked returns the processes, oldest first.
+func (s *Server) listLocked() []*proc {
+	out := make([]*proc, 0, len(s.procs))
+	for _, p := range s.procs {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
+	return out
+}
+
+func randomID(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails on Linux
+	return hex.EncodeToString(b)
+}
