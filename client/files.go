@@ -11,8 +11,7 @@ import (
 	"github.com/den-dev/den/api"
 )
 
-// Stat describes the file at path inside a sandbox (without following a
-// final symlink).
+// Stat describes the file at path inside a sandbox.
 func (c *Client) Stat(ctx context.Context, name, path string) (*api.FileInfo, error) {
 	var fi api.FileInfo
 	if err := c.do(ctx, http.MethodGet, sandboxPath(name, "files", "stat"), pathQuery(path), nil, &fi); err != nil {

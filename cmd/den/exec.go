@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/client"
+)
+
+// Exit statuses den exec uses for what is not the command's own status.
+const (
+	exitTimedOut = 124 // like timeout(1)
+	exitSignal   = 128 // plus the signal number, like a shell
+)
+
+type execFlags struct {
+	detach, stdin, tty bool
+	env                []string
+	workdir, user      string
+	timeout            time.Duration
+}
+
+func (a *app) execCommand() *cobra.Command {
+	var fl execFlags
+	cmd := &cobra.Command{
+		Use:   "exec NAME [flags] -- CMD [ARG...]",
+		Short: "Run a command in a sandbox",
+		Long: `Run a command in a sandbox. Its output streams to den's stdout and stderr as it
+comes, and den exits with the command's exit status: 128+N if a signal N killed
+it, 124 if its --timeout passed. Ctrl-C and SIGTERM are passed on to the command;
+press Ctrl-C three times to detach and leave it running.
+
+Every run is recorded: see it later with den runs and den logs.`,
+		Example: `  den exec web -- uname -a
+  den exec web -w /srv -e DEBUG=1 -- python3 app.py
+  echo 'print(6*7)' | den exec -i web -- python3
+  den exec -d web -- sh -c 'make > build.log'
+  den exec web --timeout 30s -- ./flaky-test`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if dash := cmd.ArgsLenAtDash(); dash > 1 {
+				return usagef("write den's flags before -- and the command after it: den exec NAME [flags] -- CMD",
+					"unexpected argument %q before --", args[1])
+			}
+			return atLeast("NAME", "CMD")(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			env, err := parseKeyValues("--env", fl.env, a.getenv)
+			if err != nil {
+				return err
+			}
+			req := api.ExecRequest{
+				Argv:    args[1:],
+				Env:     env,
+				Cwd:     fl.workdir,
+				User:    fl.user,
+				TTY:     fl.tty,
+				Timeout: api.Duration(fl.timeout),
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			if fl.detach {
+				return a.execDetached(cmd.Context(), c, args[0], req)
+			}
+			return a.attach(cmd.Context(), c, args[0], req, fl.stdin)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVarP(&fl.detach, "detach", "d", false, "run in the background and print the run id")
+	f.BoolVarP(&fl.stdin, "interactive", "i", false, "send den's stdin to the command")
+	f.BoolVarP(&fl.tty, "tty", "t", false, "give the command a terminal")
+	f.StringArrayVarP(&fl.env, "env", "e", nil, "environment variable K=V (K alone takes it from here); repeatable")
+	f.StringVarP(&fl.workdir, "workdir", "w", "", "working directory inside the sandbox (absolute)")
+	f.StringVarP(&fl.user, "user", "u", "", "user to run as: name, uid or uid:gid (default root)")
+	f.DurationVar(&fl.timeout, "timeout", 0, "kill the command and its children after this long, e.g. 30s (default none)")
+	return cmd
+}
+
+func (a *app) execDetached(ctx context.Context, c *client.Client, name string, req api.ExecRequest) error {
+	if req.TTY {
+		return usagef("drop -t, or -d to stay attached", "a detached command cannot have a terminal")
+	}
+	run, err := c.ExecDetached(ctx, name, req)
+	if err != nil {
+		return err
+	}
+	if a.jsonOut {
+		return printJSON(a.stdout, run)
+	}
+	fmt.Fprintln(a.stdout, run.ID)
+	return nil
+}
+
+// attach runs req attached to den's streams and turns the run's end into
+// den's exit status.
+func (a *app) attach(ctx context.Context, c *client.Client, name string, req api.ExecRequest, withStdin bool) error {
+	eio := client.ExecIO{Stdout: a.stdout, Stderr: a.stderr}
+	if withStdin {
+		eio.Stdin = a.stdin
+	}
+	if req.TTY {
+		tty, err := a.openTTY(withStdin)
+		if err != nil {
+			return err
+		}
+		defer tty.close()
+		req.Rows, req.Cols = tty.rows, tty.cols
+		eio.Resize = tty.resize
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var runID syncString
+	eio.Started = func(r *api.Run) { runID.set(r.ID) }
+	sigs := a.forwardSignals(ctx, cancel)
+	eio.Signals = sigs.out
+	defer sigs.stop()
+
+	run, err := c.Exec(ctx, name, req, eio)
+	if err != nil {
+		if sigs.detached() {
+			id := runID.get()
+			return withHint(fmt.Errorf("detached from run %s; it keeps running", id),
+				fmt.Sprintf("follow it with `den logs %s %s -f`", name, id))
+		}
+		return err
+	}
+	return a.runResult(run)
+}
+
+// runResult turns an ended run into den's exit status.
+func (a *app) runResult(run *api.Run) error {
+	switch run.Status {
+	case api.RunLost:
+		return withHint(fmt.Errorf("run %s was lost: its sandbox stopped before the command ended", run.ID),
+			fmt.Sprintf("see what happened with `den inspect %s`", run.Sandbox))
+	case api.RunTimedOut:
+		fmt.Fprintf(a.stderr, "den: run %s timed out and was killed\n", run.ID)
+	}
+	if code := exitCode(run); code != 0 {
+		return &exitError{code: code}
+	}
+	return nil
+}
+
+// exitCode is the status den exec exits with for a run: the command's
+// own, 128+N when signal N killed it, 124 when it timed out, 1 when it is
+// not known.
+func exitCode(run *api.Run) int {
+	switch run.Status {
+	case api.RunTimedOut:
+		return exitTimedOut
+	case api.RunKilled:
+		if n := signalNumber(run.Signal); n > 0 {
+			return exitSignal + n
+		}
+	case api.RunExited:
+		if run.ExitCode == nil {
+			return 0
+		}
+	}
+	if run.ExitCode != nil {
+		return *run.ExitCode
+	}
+	return 1
+}
+
+// signalNumber reads "KILL", "SIGKILL" or "9"; 0 when unknown.
+func signalNumber(s string) int {
+	s = strings.ToUpper(strings.TrimSpace(s))
+	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
+		return n
+	}
+	if !strings.HasPrefix(s, "SIG") {
+		s = "SIG" + s
+	}
+	return int(unix.SignalNum(s))
+}
+
+// signalForwarder passes SIGINT and SIGTERM on to the command; a third
+// SIGINT detaches instead.
+type signalForwarder struct {
+	out  chan string
+	stop func()
+	mu   sync.Mutex
+	det  bool
+}
+
+func (s *signalForwarder) detached() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.det
+}
+
+func (a *app) forwardSignals(ctx context.Context, detach context.CancelFunc) *signalForwarder {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	s := &signalForwarder{out: make(chan string, 4)}
+	s.stop = func() {
+		signal.Stop(ch)
+		close(done)
+	}
+	go func() {
+		interrupts := 0
+		for {
+			var sig os.Signal
+			select {
+			case <-done:
+				return
+			case sig = <-ch:
+			}
+			name := "TERM"
+			if sig == syscall.SIGINT {
+				name = "INT"
+				if interrupts++; interrupts >= 3 {
+					s.mu.Lock()
+					s.det = true
+					s.mu.Unlock()
+					detach()
+					return
+				}
+			}
+			select {
+			case s.out <- name:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return s
+}
+
+// syncString is a string set by one goroutine and read by another.
+type syncString struct {
+	mu sync.Mutex
+	s  string
+}
+
+func (s *syncString) set(v string) { s.mu.Lock(); s.s = v; s.mu.Unlock() }
+func (s *syncString) get() string  { s.mu.Lock(); defer s.mu.Unlock(); return s.s }

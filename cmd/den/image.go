@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/client"
+)
+
+func (a *app) imageCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "image COMMAND",
+		Short: "Manage the images sandboxes start from",
+		Long: `Manage images: base root filesystems sandboxes are created from. Build one of
+the built-in images (debian, busybox), import a docker save or OCI archive,
+or pull from a registry.`,
+		Example: `  den image ls
+  den image build debian
+  den image import myapp ./myapp.tar
+  den image pull 127.0.0.1:5000/tools:1 --name tools --insecure
+  den image rm tools`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("see `den image --help`", "unknown image command %q", args[0])
+			}
+			return usagef("see `den image --help`", "missing the image command (ls, inspect, build, import, pull, rm)")
+		},
+		RunE: func(*cobra.Command, []string) error { return nil },
+	}
+	cmd.AddCommand(a.imageLsCommand(), a.imageInspectCommand(), a.imageBuildCommand(),
+		a.imageImportCommand(), a.imagePullCommand(), a.imageRmCommand())
+	return cmd
+}
+
+func (a *app) imageLsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List images",
+		Example: "  den image ls\n  den image ls --json",
+		Args:    args(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			imgs, err := c.ListImages(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				if imgs == nil {
+					imgs = []api.Image{}
+				}
+				return printJSON(a.stdout, imgs)
+			}
+			return renderImages(a.stdout, imgs, time.Now())
+		},
+	}
+}
+
+func (a *app) imageInspectCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "inspect NAME",
+		Short:   "Show an image as JSON",
+		Example: "  den image inspect debian",
+		Args:    args("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			img, err := c.GetImage(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return printJSON(a.stdout, img)
+		},
+	}
+}
+
+func (a *app) imageBuildCommand() *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "build NAME",
+		Short: "Build a built-in image: debian or busybox",
+		Example: `  den image build debian
+  den image build busybox --force`,
+		Args: args("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.imageJob(cmd.Context(), func(c *client.Client, progress func(api.Progress)) (*api.Image, error) {
+				return c.BuildImage(cmd.Context(), api.BuildImageRequest{Name: args[0], Force: force}, progress)
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "rebuild even if the image exists")
+	return cmd
+}
+
+func (a *app) imageImportCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "import NAME FILE",
+		Short: "Import a docker save or OCI layout tarball as an image",
+		Long:  "Import a tarball made by `docker save` or `podman save` (or an OCI layout archive) as image NAME. FILE - reads it from stdin.",
+		Example: `  den image import myapp ./myapp.tar
+  podman save myapp:latest | den image import myapp -`,
+		Args: args("NAME", "FILE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var r io.Reader = a.stdin
+			if args[1] != "-" {
+				f, err := os.Open(args[1])
+				if err != nil {
+					return fmt.Errorf("importing image %s: %w", args[0], err)
+				}
+				defer f.Close()
+				r = f
+			}
+			return a.imageJob(cmd.Context(), func(c *client.Client, progress func(api.Progress)) (*api.Image, error) {
+				return c.ImportImage(cmd.Context(), args[0], r, progress)
+			})
+		},
+	}
+}
+
+func (a *app) imagePullCommand() *cobra.Command {
+	var req api.PullImageRequest
+	cmd := &cobra.Command{
+		Use:   "pull REF",
+		Short: "Pull an image from a registry",
+		Example: `  den image pull 127.0.0.1:5000/tools:1 --name tools --insecure
+  den image pull docker.io/library/python:3.12-slim --name python`,
+		Args: args("REF"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Ref = args[0]
+			return a.imageJob(cmd.Context(), func(c *client.Client, progress func(api.Progress)) (*api.Image, error) {
+				return c.PullImage(cmd.Context(), req, progress)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&req.Name, "name", "", "name of the image in den (default: derived from REF)")
+	cmd.Flags().BoolVar(&req.Insecure, "insecure", false, "talk plain HTTP to the registry")
+	return cmd
+}
+
+// imageJob runs a build, import or pull with progress on stderr and prints
+// the image it made.
+func (a *app) imageJob(ctx context.Context, job func(*client.Client, func(api.Progress)) (*api.Image, error)) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	progress, done := a.imageProgress()
+	img, err := job(c, progress)
+	done()
+	if err != nil {
+		return err
+	}
+	if a.jsonOut {
+		return printJSON(a.stdout, img)
+	}
+	return renderImages(a.stdout, []api.Image{*img}, time.Now())
+}
+
+func (a *app) imageRmCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm NAME...",
+		Aliases: []string{"remove"},
+		Short:   "Remove images",
+		Example: "  den image rm tools",
+		Args:    atLeast("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			return a.each(args, func(name string) error {
+				if err := c.RemoveImage(cmd.Context(), name); err != nil {
+					return err
+				}
+				if !a.jsonOut {
+					fmt.Fprintln(a.stdout, name)
+				}
+				return nil
+			})
+		},
+	}
+}

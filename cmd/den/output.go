@@ -1,0 +1,251 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/docker/go-units"
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/den-dev/den/api"
+)
+
+// printJSON writes v indented, for --json.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table writes aligned columns; call flush when done.
+type table struct{ tw *tabwriter.Writer }
+
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)}
+	t.row(header...)
+	return t
+}
+
+func (t *table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")) }
+func (t *table) flush() error        { return t.tw.Flush() }
+
+// ago says how long before now t was, the way people say it.
+func ago(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return units.HumanDuration(now.Sub(t)) + " ago"
+}
+
+// shortDuration formats a run's duration compactly: 12ms, 1.5s, 3m20s.
+func shortDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	default:
+		return d.Round(time.Second).String()
+	}
+}
+
+func formatCPUs(c float64) string { return strconv.FormatFloat(c, 'f', -1, 64) }
+
+func renderSandboxes(w io.Writer, sbs []api.Sandbox, now time.Time) error {
+	t := newTable(w, "NAME", "STATE", "IMAGE", "CPUS", "MEMORY", "GEN", "AGE")
+	for _, s := range sbs {
+		t.row(s.Name, s.State, s.Image, formatCPUs(s.CPUs), units.BytesSize(float64(s.MemoryBytes)),
+			strconv.FormatInt(s.Generation, 10), ago(s.CreatedAt, now))
+	}
+	return t.flush()
+}
+
+// maxCommandWidth is how much of a command the runs table shows.
+const maxCommandWidth = 60
+
+func renderRuns(w io.Writer, runs []api.Run, now time.Time, trunc bool) error {
+	t := newTable(w, "RUN", "STATUS", "EXIT", "STARTED", "DURATION", "COMMAND")
+	for _, r := range runs {
+		end := now
+		if r.EndedAt != nil {
+			end = *r.EndedAt
+		}
+		cmd := shellJoin(r.Argv)
+		if trunc && len(cmd) > maxCommandWidth {
+			cmd = cmd[:maxCommandWidth-3] + "..."
+		}
+		t.row(r.ID, r.Status, runExit(r), ago(r.StartedAt, now), shortDuration(end.Sub(r.StartedAt)), cmd)
+	}
+	return t.flush()
+}
+
+// runExit is the EXIT column: the code, the signal, or "-" while running.
+func runExit(r api.Run) string {
+	switch {
+	case r.Signal != "":
+		return "SIG" + strings.TrimPrefix(strings.ToUpper(r.Signal), "SIG")
+	case r.ExitCode != nil:
+		return strconv.Itoa(*r.ExitCode)
+	}
+	return "-"
+}
+
+// shellJoin quotes argv the way a POSIX shell would need it.
+func shellJoin(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.IndexFunc(a, needsQuote) < 0 {
+			q[i] = a
+			continue
+		}
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
+
+func needsQuote(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
+}
+
+func renderImages(w io.Writer, imgs []api.Image, now time.Time) error {
+	t := newTable(w, "NAME", "SOURCE", "REF", "SIZE", "CREATED")
+	for _, i := range imgs {
+		ref := i.Ref
+		if ref == "" {
+			ref = "-"
+		}
+		t.row(i.Name, i.Source, ref, units.HumanSize(float64(i.SizeBytes)), ago(i.CreatedAt, now))
+	}
+	return t.flush()
+}
+
+// isTerminal reports whether f is a terminal (an *os.File on a tty).
+func isTerminal(f any) bool {
+	fd := fdOf(f)
+	return fd >= 0 && term.IsTerminal(fd)
+}
+
+// fdOf returns f's file descriptor, or -1 when it has none.
+func fdOf(f any) int {
+	if x, ok := f.(interface{ Fd() uintptr }); ok {
+		return int(x.Fd())
+	}
+	return -1
+}
+
+// progressThreshold is the size from which transfers show a progress bar.
+const progressThreshold = 8 << 20
+
+// transferBar counts the bytes written to it and shows a progress bar on
+// w once the transfer is known to be (or has grown) over
+// progressThreshold. Disabled, it only counts.
+type transferBar struct {
+	w       io.Writer
+	enabled bool
+	total   int64 // -1 when unknown
+	desc    string
+	n       int64
+	bar     *progressbar.ProgressBar
+}
+
+func (a *app) newTransferBar(total int64, desc string) *transferBar {
+	return &transferBar{w: a.stderr, enabled: !a.jsonOut && isTerminal(a.stderr), total: total, desc: desc}
+}
+
+func (t *transferBar) Write(p []byte) (int, error) {
+	t.n += int64(len(p))
+	if t.bar == nil && t.enabled && (t.total > progressThreshold || t.total < 0 && t.n > progressThreshold) {
+		t.bar = progressbar.NewOptions64(t.total,
+			progressbar.OptionSetWriter(t.w),
+			progressbar.OptionSetDescription(t.desc),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionShowTotalBytes(true),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+			progressbar.OptionSpinnerType(14),
+		)
+		_ = t.bar.Add64(t.n - int64(len(p)))
+	}
+	if t.bar != nil {
+		_ = t.bar.Add(len(p))
+	}
+	return len(p), nil
+}
+
+// finish clears the bar, if one was shown.
+func (t *transferBar) finish() {
+	if t.bar != nil {
+		_ = t.bar.Finish()
+	}
+}
+
+// imageProgress shows an image job's progress on stderr: a bar per phase
+// on a terminal, else one line per phase. It returns the callback for the
+// SDK and a function to call when the job is over.
+func (a *app) imageProgress() (func(api.Progress), func()) {
+	if a.jsonOut || !isTerminal(a.stderr) {
+		phase := ""
+		return func(p api.Progress) {
+			if p.Done || p.Phase == "" || p.Phase == phase {
+				return
+			}
+			phase = p.Phase
+			if p.Message != "" {
+				fmt.Fprintf(a.stderr, "%s: %s\n", p.Phase, p.Message)
+			} else {
+				fmt.Fprintf(a.stderr, "%s\n", p.Phase)
+			}
+		}, func() {}
+	}
+	var (
+		bar   *progressbar.ProgressBar
+		phase string
+	)
+	finish := func() {
+		if bar != nil {
+			_ = bar.Finish()
+			fmt.Fprintln(a.stderr)
+			bar = nil
+		}
+	}
+	return func(p api.Progress) {
+		if p.Done {
+			finish()
+			return
+		}
+		desc := p.Phase
+		if p.Message != "" {
+			desc += ": " + p.Message
+		}
+		if bar == nil || p.Phase != phase {
+			finish()
+			phase = p.Phase
+			total := p.Total
+			if total <= 0 {
+				total = -1
+			}
+			bar = progressbar.NewOptions64(total,
+				progressbar.OptionSetWriter(a.stderr),
+				progressbar.OptionSetDescription(desc),
+				progressbar.OptionShowBytes(p.Total >= 1<<20 || p.Current >= 1<<20),
+				progressbar.OptionSetWidth(30),
+				progressbar.OptionThrottle(100*time.Millisecond),
+				progressbar.OptionSpinnerType(14),
+			)
+		}
+		if p.Total > 0 && int64(bar.GetMax64()) != p.Total {
+			bar.ChangeMax64(p.Total)
+		}
+		bar.Describe(desc)
+		_ = bar.Set64(p.Current)
+	}, finish
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/den-dev/den/api"
+)
+
+func (a *app) createCommand() *cobra.Command {
+	var (
+		req    api.CreateSandboxRequest
+		env    []string
+		labels []string
+	)
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create and start a sandbox",
+		Long: `Create a sandbox and start it. Its files, installed packages and state persist
+across stops, restarts of dend and reboots of the host, until it is removed.`,
+		Example: `  den create web
+  den create ml --image debian --cpus 2 --memory 4G --env API_URL=http://10.0.0.1 --label team=research`,
+		Args: args("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			req.Name = args[0]
+			if req.Env, err = parseKeyValues("--env", env, a.getenv); err != nil {
+				return err
+			}
+			if req.Labels, err = parseKeyValues("--label", labels, nil); err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			sb, err := c.CreateSandbox(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return printJSON(a.stdout, sb)
+			}
+			return renderSandboxes(a.stdout, []api.Sandbox{*sb}, time.Now())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Image, "image", "", "image to start from (default: dend's default, debian)")
+	f.Float64Var(&req.CPUs, "cpus", 0, "CPUs, may be fractional (default 1)")
+	f.StringVar(&req.Memory, "memory", "", "memory limit, e.g. 512M or 2G (default 1G)")
+	f.StringArrayVarP(&env, "env", "e", nil, "environment variable K=V for every command (K alone takes it from here); repeatable")
+	f.StringArrayVar(&labels, "label", nil, "label K=V; repeatable")
+	return cmd
+}
+
+// parseKeyValues reads K=V pairs. When getenv is set, a bare K takes its
+// value from it (like docker's -e K).
+func parseKeyValues(flag string, pairs []string, getenv func(string) string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if k == "" || !ok && getenv == nil {
+			return nil, usagef("write it as "+flag+" KEY=VALUE", "invalid %s %q", flag, p)
+		}
+		if !ok {
+			v = getenv(k)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+func (a *app) lsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list", "ps"},
+		Short:   "List sandboxes",
+		Example: `  den ls
+  den ls --json | jq -r '.[].name'`,
+		Args: args(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			sbs, err := c.ListSandboxes(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				if sbs == nil {
+					sbs = []api.Sandbox{}
+				}
+				return printJSON(a.stdout, sbs)
+			}
+			return renderSandboxes(a.stdout, sbs, time.Now())
+		},
+	}
+}
+
+// inspectOutput is a sandbox with its history.
+type inspectOutput struct {
+	api.Sandbox
+	History []api.Event `json:"history"`
+}
+
+func (a *app) inspectCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "inspect NAME",
+		Short: "Show a sandbox and its history as JSON",
+		Example: `  den inspect web
+  den inspect web | jq .state`,
+		Args: args("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			sb, err := c.GetSandbox(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			events, err := c.Events(cmd.Context(), args[0])
+			if err != nil {
+				return fmt.Errorf("reading the history of %q: %w", args[0], err)
+			}
+			if events == nil {
+				events = []api.Event{}
+			}
+			return printJSON(a.stdout, inspectOutput{Sandbox: *sb, History: events})
+		},
+	}
+}
+
+func (a *app) startCommand() *cobra.Command {
+	return a.stateCommand("start", "Start a stopped sandbox (a new generation, same files)", "den start web")
+}
+
+func (a *app) stopCommand() *cobra.Command {
+	return a.stateCommand("stop", "Stop a sandbox, keeping its files", "den stop web")
+}
+
+// stateCommand makes start and stop, which differ only in the call.
+func (a *app) stateCommand(verb, short, example string) *cobra.Command {
+	return &cobra.Command{
+		Use:     verb + " NAME...",
+		Short:   short,
+		Example: "  " + example,
+		Args:    atLeast("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			call := c.StartSandbox
+			if verb == "stop" {
+				call = c.StopSandbox
+			}
+			var sbs []api.Sandbox
+			err = a.each(args, func(name string) error {
+				sb, err := call(cmd.Context(), name)
+				if err != nil {
+					return err
+				}
+				sbs = append(sbs, *sb)
+				if !a.jsonOut {
+					fmt.Fprintln(a.stdout, sb.Name)
+				}
+				return nil
+			})
+			if a.jsonOut && sbs != nil {
+				if jerr := printJSON(a.stdout, sbs); jerr != nil {
+					return jerr
+				}
+			}
+			return err
+		},
+	}
+}
+
+func (a *app) rmCommand() *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:     "rm NAME...",
+		Aliases: []string{"remove"},
+		Short:   "Remove sandboxes and their files",
+		Long:    "Remove sandboxes for good: their files and history are deleted. A running sandbox needs -f.",
+		Example: `  den rm web
+  den rm -f web worker-1 worker-2`,
+		Args: atLeast("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			return a.each(args, func(name string) error {
+				if err := c.RemoveSandbox(cmd.Context(), name, force); err != nil {
+					return err
+				}
+				if !a.jsonOut {
+					fmt.Fprintln(a.stdout, name)
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVarP(&force, "force", "f", false, "stop the sandbox first if it is running")
+	return cmd
+}
+
+// each runs fn for every name, going on after a failure. With one name
+// its error is returned as it is; with several, each failure is reported
+// as it happens and the result only says how many failed.
+func (a *app) each(names []string, fn func(string) error) error {
+	if len(names) == 1 {
+		return fn(names[0])
+	}
+	failed := 0
+	for _, n := range names {
+		if err := fn(n); err != nil {
+			failed++
+			fmt.Fprintf(a.stderr, "den: %s: %s\n", n, err)
+			if hint := hintOf(err); hint != "" {
+				fmt.Fprintf(a.stderr, "hint: %s\n", hint)
+			}
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d failed", failed, len(names))
+	}
+	return nil
+}
