@@ -1,0 +1,67 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/errdefs"
+)
+
+// internalMessage is all a client learns of an unclassified error: its text
+// may name host paths or internals, so it goes to dend's log instead.
+const internalMessage = "internal error; see dend's log"
+
+// toAPIError is the one translation of an error to what the client sees:
+// the HTTP status and the body. It reports whether err was internal (no
+// class), so the caller logs it.
+func toAPIError(err error) (status int, body *api.Error, internal bool) {
+	var code string
+	switch errdefs.Class(err) {
+	case errdefs.ErrInvalid:
+		status, code = http.StatusBadRequest, api.CodeInvalid
+	case errdefs.ErrNotFound:
+		status, code = http.StatusNotFound, api.CodeNotFound
+	case errdefs.ErrConflict:
+		status, code = http.StatusConflict, api.CodeConflict
+	case errdefs.ErrTooLarge:
+		status, code = http.StatusRequestEntityTooLarge, api.CodeTooLarge
+	case errdefs.ErrUnavailable:
+		status, code = http.StatusServiceUnavailable, api.CodeUnavailable
+	default:
+		return http.StatusInternalServerError, &api.Error{Code: api.CodeInternal, Message: internalMessage}, true
+	}
+	return status, &api.Error{Code: code, Message: err.Error(), Hint: errdefs.Hint(err)}, false
+}
+
+// apiError translates err for a client, logging it first when it is
+// internal: the one place such errors are logged.
+func (s *server) apiError(r *http.Request, err error) (int, *api.Error) {
+	status, body, internal := toAPIError(err)
+	if internal {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	return status, body
+}
+
+// writeError answers with err as the JSON envelope.
+func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, body := s.apiError(r, err)
+	writeJSONError(w, status, body)
+}
+
+func writeJSONError(w http.ResponseWriter, status int, e *api.Error) {
+	_ = writeJSON(w, status, api.ErrorBody{Error: e})
+}
+
+// writeJSON answers with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, err = w.Write(append(b, '\n'))
+	return err
+}

@@ -1,0 +1,214 @@
+package httpapi
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/fspath"
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+// Default permission bits for files and directories the API creates.
+const (
+	defaultFileMode = 0o644
+	defaultDirMode  = 0o755
+)
+
+// Every file route checks its paths before it asks for the sandbox's file
+// system, so a bad path never reaches the sandbox.
+
+func (s *server) statFile(w http.ResponseWriter, r *http.Request) error {
+	p, fsys, err := s.fileTarget(r)
+	if err != nil {
+		return err
+	}
+	fi, err := fsys.Stat(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, toFileInfo(fi))
+}
+
+func (s *server) listFiles(w http.ResponseWriter, r *http.Request) error {
+	p, fsys, err := s.fileTarget(r)
+	if err != nil {
+		return err
+	}
+	infos, err := fsys.ReadDir(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, api.FileList{Files: mapSlice(infos, toFileInfo)})
+}
+
+func (s *server) readFile(w http.ResponseWriter, r *http.Request) error {
+	p, fsys, err := s.fileTarget(r)
+	if err != nil {
+		return err
+	}
+	rc, fi, err := fsys.ReadFile(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if fi.Type == "file" && fi.Size >= 0 {
+		w.Header().Set("Content-Length", strconv.FormatInt(fi.Size, 10))
+	}
+	_, err = io.Copy(newFlushWriter(w), rc)
+	return err
+}
+
+// writeFile streams the request body into a file, creating or replacing it.
+func (s *server) writeFile(w http.ResponseWriter, r *http.Request) error {
+	p, err := queryPath(r, "path")
+	if err != nil {
+		return err
+	}
+	mode, err := queryMode(r, "mode", defaultFileMode)
+	if err != nil {
+		return err
+	}
+	fsys, err := s.sandboxes.Files(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	if err := fsys.WriteFile(r.Context(), p, mode, r.Body); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *server) mkdir(w http.ResponseWriter, r *http.Request) error {
+	var req api.MkdirRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	p, err := cleanPath("path", req.Path)
+	if err != nil {
+		return err
+	}
+	mode := req.Mode
+	if mode == 0 {
+		mode = defaultDirMode
+	}
+	if mode > 0o7777 {
+		return errdefs.WithHint(errdefs.Invalid("invalid mode %#o", mode), "mode holds permission bits only, at most 0o7777 (4095 as a JSON number)")
+	}
+	fsys, err := s.sandboxes.Files(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	if err := fsys.Mkdir(r.Context(), p, req.Parents, mode); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *server) moveFile(w http.ResponseWriter, r *http.Request) error {
+	var req api.MoveRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	from, err := cleanPath("from", req.From)
+	if err != nil {
+		return err
+	}
+	to, err := cleanPath("to", req.To)
+	if err != nil {
+		return err
+	}
+	fsys, err := s.sandboxes.Files(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	if err := fsys.Move(r.Context(), from, to); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *server) removeFile(w http.ResponseWriter, r *http.Request) error {
+	p, err := queryPath(r, "path")
+	if err != nil {
+		return err
+	}
+	recursive, err := queryBool(r, "recursive")
+	if err != nil {
+		return err
+	}
+	if p == "/" {
+		return errdefs.WithHint(errdefs.Invalid("refusing to remove the root directory"), "remove the files under it instead, or remove the sandbox")
+	}
+	fsys, err := s.sandboxes.Files(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	if err := fsys.Remove(r.Context(), p, recursive); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// readArchive streams a tar of a directory's contents, or of one file.
+func (s *server) readArchive(w http.ResponseWriter, r *http.Request) error {
+	p, fsys, err := s.fileTarget(r)
+	if err != nil {
+		return err
+	}
+	rc, err := fsys.ReadTar(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "application/x-tar")
+	_, err = io.Copy(newFlushWriter(w), rc)
+	return err
+}
+
+// writeArchive extracts the tar in the request body into a directory.
+func (s *server) writeArchive(w http.ResponseWriter, r *http.Request) error {
+	p, fsys, err := s.fileTarget(r)
+	if err != nil {
+		return err
+	}
+	if err := fsys.WriteTar(r.Context(), p, r.Body); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// fileTarget checks ?path= and then finds the sandbox's file system.
+func (s *server) fileTarget(r *http.Request) (string, sandbox.Files, error) {
+	p, err := queryPath(r, "path")
+	if err != nil {
+		return "", nil, err
+	}
+	fsys, err := s.sandboxes.Files(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return "", nil, err
+	}
+	return p, fsys, nil
+}
+
+// queryPath reads a required path inside the sandbox from the query.
+func queryPath(r *http.Request, name string) (string, error) {
+	return cleanPath(name, r.URL.Query().Get(name))
+}
+
+// cleanPath checks a path inside the sandbox: present, absolute, no "..".
+func cleanPath(field, p string) (string, error) {
+	if p == "" {
+		return "", errdefs.WithHint(errdefs.Invalid("missing %s", field), "give an absolute path inside the sandbox, e.g. /root/notes.txt")
+	}
+	return fspath.Clean(p)
+}

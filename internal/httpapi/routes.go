@@ -1,0 +1,65 @@
+package httpapi
+
+// Route is one method and path pattern the API serves, in the syntax of
+// net/http.ServeMux: "/v1/sandboxes/{name}/start".
+type Route struct {
+	Method string
+	Path   string
+}
+
+// route is a Route with its handler.
+type route struct {
+	method string
+	path   string
+	fn     handlerFunc
+}
+
+// routes is the one table of the API: New registers it, Routes reports it.
+func (s *server) routes() []route {
+	return []route{
+		{"GET", "/v1/health", s.getHealth},
+		{"GET", "/v1/openapi.yaml", s.getOpenAPI},
+
+		{"POST", "/v1/sandboxes", s.createSandbox},
+		{"GET", "/v1/sandboxes", s.listSandboxes},
+		{"GET", "/v1/sandboxes/{name}", s.getSandbox},
+		{"DELETE", "/v1/sandboxes/{name}", s.removeSandbox},
+		{"POST", "/v1/sandboxes/{name}/start", s.startSandbox},
+		{"POST", "/v1/sandboxes/{name}/stop", s.stopSandbox},
+		{"GET", "/v1/sandboxes/{name}/events", s.listEvents},
+
+		{"POST", "/v1/sandboxes/{name}/exec", s.exec},
+		{"GET", "/v1/sandboxes/{name}/exec/ws", s.execWebSocket},
+		{"GET", "/v1/sandboxes/{name}/runs", s.listRuns},
+		{"GET", "/v1/sandboxes/{name}/runs/{run}", s.getRun},
+		{"GET", "/v1/sandboxes/{name}/runs/{run}/logs", s.runLogs},
+		{"POST", "/v1/sandboxes/{name}/runs/{run}/signal", s.signalRun},
+
+		{"GET", "/v1/sandboxes/{name}/files/stat", s.statFile},
+		{"GET", "/v1/sandboxes/{name}/files/list", s.listFiles},
+		{"GET", "/v1/sandboxes/{name}/files/content", s.readFile},
+		{"PUT", "/v1/sandboxes/{name}/files/content", s.writeFile},
+		{"POST", "/v1/sandboxes/{name}/files/mkdir", s.mkdir},
+		{"POST", "/v1/sandboxes/{name}/files/move", s.moveFile},
+		{"DELETE", "/v1/sandboxes/{name}/files", s.removeFile},
+		{"GET", "/v1/sandboxes/{name}/files/archive", s.readArchive},
+		{"PUT", "/v1/sandboxes/{name}/files/archive", s.writeArchive},
+
+		{"GET", "/v1/images", s.listImages},
+		{"GET", "/v1/images/{image}", s.getImage},
+		{"POST", "/v1/images/build", s.buildImage},
+		{"POST", "/v1/images/import", s.importImage},
+		{"POST", "/v1/images/pull", s.pullImage},
+		{"DELETE", "/v1/images/{image}", s.removeImage},
+	}
+}
+
+// Routes lists every route New serves, in the order of the table.
+func Routes() []Route {
+	table := (&server{}).routes()
+	out := make([]Route, len(table))
+	for i, rt := range table {
+		out[i] = Route{Method: rt.method, Path: rt.path}
+	}
+	return out
+}

@@ -1,0 +1,98 @@
+package httpapi
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/errdefs"
+)
+
+// maxRunsLimit bounds ?limit= of GET .../runs.
+const maxRunsLimit = 100000
+
+// exec starts a detached run. Attached runs go through the WebSocket.
+func (s *server) exec(w http.ResponseWriter, r *http.Request) error {
+	var req api.ExecRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	p := toExecParams(req)
+	p.Detach = true // nobody is attached to this request's output
+	run, err := s.sandboxes.Exec(r.Context(), r.PathValue("name"), p)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, toRun(run))
+}
+
+func (s *server) listRuns(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryInt(r, "limit", maxRunsLimit)
+	if err != nil {
+		return err
+	}
+	runs, err := s.sandboxes.Runs(r.Context(), r.PathValue("name"), int(limit))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, api.RunList{Runs: mapSlice(runs, toRun)})
+}
+
+func (s *server) getRun(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.sandboxes.Run(r.Context(), r.PathValue("name"), r.PathValue("run"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, toRun(run))
+}
+
+// runLogs streams one output stream of a run from a byte offset. The
+// header Den-Log-Offset says at which offset the body starts, so a client
+// that counts the bytes it got knows where to resume.
+func (s *server) runLogs(w http.ResponseWriter, r *http.Request) error {
+	stream, err := queryStream(r)
+	if err != nil {
+		return err
+	}
+	from, err := queryInt(r, "from", math.MaxInt64)
+	if err != nil {
+		return err
+	}
+	follow, err := queryBool(r, "follow")
+	if err != nil {
+		return err
+	}
+	ref, runID := r.PathValue("name"), r.PathValue("run")
+	// An unknown run gets its 404 here, before a followed stream's 200
+	// goes out.
+	if _, err := s.sandboxes.Run(r.Context(), ref, runID); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Den-Log-Offset", strconv.FormatInt(from, 10))
+	fw := newFlushWriter(w)
+	if follow {
+		// A silent command must not leave the client waiting for headers.
+		if err := fw.Flush(); err != nil {
+			return err
+		}
+	}
+	return s.sandboxes.Logs(r.Context(), ref, runID, stream, from, follow, fw)
+}
+
+func (s *server) signalRun(w http.ResponseWriter, r *http.Request) error {
+	var req api.SignalRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if req.Signal == "" {
+		return errdefs.WithHint(errdefs.Invalid("no signal given"), `set "signal", e.g. "TERM", "KILL" or "9"`)
+	}
+	if err := s.sandboxes.Signal(r.Context(), r.PathValue("name"), r.PathValue("run"), req.Signal); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,75 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+func (s *server) createSandbox(w http.ResponseWriter, r *http.Request) error {
+	var req api.CreateSandboxRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	p, err := toCreateParams(req)
+	if err != nil {
+		return err
+	}
+	sb, err := s.sandboxes.Create(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, s.toSandbox(sb))
+}
+
+func (s *server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
+	sbs, err := s.sandboxes.List(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, api.SandboxList{Sandboxes: mapSlice(sbs, s.toSandbox)})
+}
+
+func (s *server) getSandbox(w http.ResponseWriter, r *http.Request) error {
+	return s.answerSandbox(w, r, s.sandboxes.Get)
+}
+
+func (s *server) startSandbox(w http.ResponseWriter, r *http.Request) error {
+	return s.answerSandbox(w, r, s.sandboxes.Start)
+}
+
+func (s *server) stopSandbox(w http.ResponseWriter, r *http.Request) error {
+	return s.answerSandbox(w, r, s.sandboxes.Stop)
+}
+
+// answerSandbox calls a verb that takes a sandbox ref and returns the
+// sandbox, and answers with it.
+func (s *server) answerSandbox(w http.ResponseWriter, r *http.Request, verb func(ctx context.Context, ref string) (*sandbox.Sandbox, error)) error {
+	sb, err := verb(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+}
+
+func (s *server) removeSandbox(w http.ResponseWriter, r *http.Request) error {
+	force, err := queryBool(r, "force")
+	if err != nil {
+		return err
+	}
+	if err := s.sandboxes.Remove(r.Context(), r.PathValue("name"), force); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *server) listEvents(w http.ResponseWriter, r *http.Request) error {
+	evs, err := s.sandboxes.Events(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, api.EventList{Events: mapSlice(evs, toEvent)})
+}

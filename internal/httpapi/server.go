@@ -1,0 +1,190 @@
+// Package httpapi serves den's REST API (v1) over HTTP: it decodes each
+// request, calls the sandbox service or the image manager, and encodes the
+// answer. Every error leaves through one function that maps its class to a
+// status code and the JSON envelope of package api. The route contract is
+// api/openapi.yaml; Routes lists what this package registers, and a test
+// keeps the two equal.
+package httpapi
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+// DefaultMaxJSONBytes bounds a JSON request body when Config leaves it 0.
+const DefaultMaxJSONBytes = 1 << 20
+
+// SandboxService carries out every sandbox verb. *sandbox.Service
+// implements it. ref is a sandbox name or id; runID a run id.
+type SandboxService interface {
+	Create(ctx context.Context, p sandbox.CreateParams) (*sandbox.Sandbox, error)
+	Get(ctx context.Context, ref string) (*sandbox.Sandbox, error)
+	List(ctx context.Context) ([]*sandbox.Sandbox, error)
+	Start(ctx context.Context, ref string) (*sandbox.Sandbox, error)
+	Stop(ctx context.Context, ref string) (*sandbox.Sandbox, error)
+	Remove(ctx context.Context, ref string, force bool) error
+	Events(ctx context.Context, ref string) ([]sandbox.Event, error)
+	// Address is the sandbox's private address, or "".
+	Address(sb *sandbox.Sandbox) string
+
+	// Exec starts a command and returns at once with its run.
+	Exec(ctx context.Context, ref string, p sandbox.ExecParams) (*sandbox.Run, error)
+	// Runs lists runs newest first, at most limit (0: all).
+	Runs(ctx context.Context, ref string, limit int) ([]*sandbox.Run, error)
+	Run(ctx context.Context, ref, runID string) (*sandbox.Run, error)
+	// Logs writes one output stream ("stdout" or "stderr") of a run to w
+	// from byte offset from. Without follow it returns at the current
+	// end; with follow, once the run ended and all its output was written
+	// (or ctx ends).
+	Logs(ctx context.Context, ref, runID, stream string, from int64, follow bool, w io.Writer) error
+	// Stdin streams r to the run's stdin and closes it at EOF.
+	Stdin(ctx context.Context, ref, runID string, r io.Reader) error
+	Resize(ctx context.Context, ref, runID string, rows, cols uint16) error
+	// Signal sends sig ("TERM", "SIGKILL", "9") to the run; the service
+	// validates it.
+	Signal(ctx context.Context, ref, runID, sig string) error
+
+	// Files is the file system of a running sandbox.
+	Files(ctx context.Context, ref string) (sandbox.Files, error)
+}
+
+// Config is what the API needs. Sandboxes, Images and Logger are required.
+type Config struct {
+	Sandboxes SandboxService
+	Images    ImageService
+	Logger    *slog.Logger
+	// Health reports on dend for GET /v1/health; nil answers {"status":"ok"}.
+	Health func(ctx context.Context) api.Health
+	// MaxJSONBytes bounds JSON request bodies; 0 means DefaultMaxJSONBytes.
+	// Uploads (file content, archives, image imports) are streamed and
+	// not bounded by it.
+	MaxJSONBytes int64
+}
+
+// server holds the dependencies every handler shares.
+type server struct {
+	sandboxes    SandboxService
+	images       ImageService
+	log          *slog.Logger
+	health       func(ctx context.Context) api.Health
+	maxJSONBytes int64
+}
+
+// New returns the handler of the whole API: every route of Routes, JSON
+// errors for unknown routes and wrong methods, request logging at Debug
+// level, and recovery from panics.
+func New(cfg Config) http.Handler {
+	s := &server{
+		sandboxes:    cfg.Sandboxes,
+		images:       cfg.Images,
+		log:          cfg.Logger,
+		health:       cfg.Health,
+		maxJSONBytes: cfg.MaxJSONBytes,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.maxJSONBytes <= 0 {
+		s.maxJSONBytes = DefaultMaxJSONBytes
+	}
+	mux := http.NewServeMux()
+	for _, rt := range s.routes() {
+		mux.Handle(rt.method+" "+rt.path, s.handle(rt.fn))
+	}
+	return s.logRequests(s.recoverPanics(s.fallback(mux)))
+}
+
+// handlerFunc is a route's handler. It returns an error instead of writing
+// one, so that errors leave through writeError.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// handle turns a handlerFunc into an http.Handler. An error returned before
+// anything was written becomes the JSON envelope; after the status line went
+// out, it can only be logged and the response cut short, so the client sees
+// a broken body rather than a complete-looking one.
+func (s *server) handle(fn handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := asRecorder(w)
+		err := fn(rec, r)
+		if err == nil {
+			return
+		}
+		if r.Context().Err() != nil {
+			// The client went away, most likely the cause; nobody is
+			// left to tell.
+			s.log.Debug("request ended with the client gone", "method", r.Method, "path", r.URL.Path, "err", err)
+			return
+		}
+		if !rec.wroteHeader {
+			s.writeError(rec, r, err)
+			return
+		}
+		level := slog.LevelWarn
+		if _, _, internal := toAPIError(err); internal {
+			level = slog.LevelError
+		}
+		s.log.Log(r.Context(), level, "response cut short", "method", r.Method, "path", r.URL.Path, "err", err)
+		panic(http.ErrAbortHandler)
+	})
+}
+
+// fallback answers requests no route matches with the JSON envelope: 404
+// for an unknown path, 405 (with Allow) for a known path and wrong method.
+func (s *server) fallback(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		// The mux's own answer tells 404 from 405; keep only its status
+		// and Allow header.
+		probe := &headerProbe{header: http.Header{}}
+		h.ServeHTTP(probe, r)
+		if probe.status == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", probe.header.Get("Allow"))
+			writeJSONError(w, http.StatusMethodNotAllowed, &api.Error{
+				Code:    api.CodeInvalid,
+				Message: "method " + r.Method + " not allowed on " + r.URL.Path,
+				Hint:    "allowed: " + probe.header.Get("Allow"),
+			})
+			return
+		}
+		writeJSONError(w, http.StatusNotFound, &api.Error{
+			Code:    api.CodeNotFound,
+			Message: "no route " + r.Method + " " + r.URL.Path,
+			Hint:    "see GET /v1/openapi.yaml for the routes",
+		})
+	})
+}
+
+// headerProbe is a ResponseWriter that keeps the status and headers and
+// drops the body.
+type headerProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *headerProbe) Header() http.Header         { return p.header }
+func (p *headerProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *headerProbe) WriteHeader(status int)      { p.status = status }
+
+func (s *server) getHealth(w http.ResponseWriter, r *http.Request) error {
+	h := api.Health{Status: "ok"}
+	if s.health != nil {
+		h = s.health(r.Context())
+	}
+	return writeJSON(w, http.StatusOK, h)
+}
+
+func (s *server) getOpenAPI(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "application/yaml")
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(api.OpenAPI)
+	return err
+}
