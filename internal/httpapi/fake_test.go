@@ -1,0 +1,391 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+// The real service needs runsc and root; these fakes stand at the network
+// boundary the handlers talk across, and record every call so tests can
+// also assert that bad input reached nothing.
+
+// call is one recorded call: the method and its arguments.
+type call struct {
+	Method string
+	Args   []any
+}
+
+// recorder of calls, shared by the fakes of one test.
+type calls struct {
+	mu   sync.Mutex
+	list []call
+}
+
+func (c *calls) add(method string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.list = append(c.list, call{method, args})
+}
+
+func (c *calls) all() []call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.list)
+}
+
+// find returns the calls of one method.
+func (c *calls) find(method string) []call {
+	var out []call
+	for _, cl := range c.all() {
+		if cl.Method == method {
+			out = append(out, cl)
+		}
+	}
+	return out
+}
+
+var testTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// fakeSandboxes implements SandboxService. Every method records its call,
+// then answers with err when it is set, else from the fields.
+type fakeSandboxes struct {
+	calls *calls
+	err   error // returned by every method when set
+
+	sandboxes []*sandbox.Sandbox
+	run       *sandbox.Run      // what Exec and Run return
+	final     *sandbox.Run      // what Run returns once set (the finished run)
+	output    map[string]string // stream → what Logs writes
+	files     *fakeFiles
+
+	// Optional behaviours that replace the defaults.
+	execFn  func(ctx context.Context, p sandbox.ExecParams) (*sandbox.Run, error)
+	logsFn  func(ctx context.Context, stream string, from int64, follow bool, w io.Writer) error
+	stdinFn func(ctx context.Context, r io.Reader) error
+	panicOn string // method that panics
+}
+
+func newFakeSandboxes(c *calls) *fakeSandboxes {
+	code := 0
+	end := testTime.Add(time.Second)
+	return &fakeSandboxes{
+		calls: c,
+		sandboxes: []*sandbox.Sandbox{{
+			ID: "sb1", Name: "alpha", State: sandbox.StateRunning, Generation: 2,
+			Spec:      sandbox.Spec{Image: "debian", CPUs: 1, MemoryBytes: 1 << 30, Env: map[string]string{"A": "1"}},
+			CreatedAt: testTime, UpdatedAt: testTime,
+		}},
+		run: &sandbox.Run{ID: "run1", SandboxID: "sb1", Generation: 2, Argv: []string{"echo", "hi"},
+			Status: sandbox.RunRunning, StartedAt: testTime},
+		final: &sandbox.Run{ID: "run1", SandboxID: "sb1", Generation: 2, Argv: []string{"echo", "hi"},
+			Status: sandbox.RunExited, ExitCode: &code, StartedAt: testTime, EndedAt: &end, StdoutSize: 3},
+		output: map[string]string{"stdout": "hi\n"},
+		files:  &fakeFiles{calls: c},
+	}
+}
+
+func (f *fakeSandboxes) enter(method string, args ...any) error {
+	f.calls.add(method, args...)
+	if f.panicOn == method {
+		panic("fake panic in " + method)
+	}
+	return f.err
+}
+
+func (f *fakeSandboxes) Create(ctx context.Context, p sandbox.CreateParams) (*sandbox.Sandbox, error) {
+	if err := f.enter("Create", p); err != nil {
+		return nil, err
+	}
+	return &sandbox.Sandbox{ID: "sb2", Name: p.Name, State: sandbox.StateRunning, Generation: 1,
+		Spec:      sandbox.Spec{Image: p.Image, CPUs: p.CPUs, MemoryBytes: p.MemoryBytes, Env: p.Env, Labels: p.Labels},
+		CreatedAt: testTime, UpdatedAt: testTime}, nil
+}
+
+func (f *fakeSandboxes) Get(ctx context.Context, ref string) (*sandbox.Sandbox, error) {
+	if err := f.enter("Get", ref); err != nil {
+		return nil, err
+	}
+	return f.sandboxes[0], nil
+}
+
+func (f *fakeSandboxes) List(ctx context.Context) ([]*sandbox.Sandbox, error) {
+	if err := f.enter("List"); err != nil {
+		return nil, err
+	}
+	return f.sandboxes, nil
+}
+
+func (f *fakeSandboxes) Start(ctx context.Context, ref string) (*sandbox.Sandbox, error) {
+	if err := f.enter("Start", ref); err != nil {
+		return nil, err
+	}
+	return f.sandboxes[0], nil
+}
+
+func (f *fakeSandboxes) Stop(ctx context.Context, ref string) (*sandbox.Sandbox, error) {
+	if err := f.enter("Stop", ref); err != nil {
+		return nil, err
+	}
+	sb := *f.sandboxes[0]
+	sb.State = sandbox.StateStopped
+	return &sb, nil
+}
+
+func (f *fakeSandboxes) Remove(ctx context.Context, ref string, force bool) error {
+	return f.enter("Remove", ref, force)
+}
+
+func (f *fakeSandboxes) Events(ctx context.Context, ref string) ([]sandbox.Event, error) {
+	if err := f.enter("Events", ref); err != nil {
+		return nil, err
+	}
+	return []sandbox.Event{{Seq: 1, Time: testTime, Type: sandbox.EventCreated, To: sandbox.StateCreating, Generation: 0}}, nil
+}
+
+func (f *fakeSandboxes) Address(sb *sandbox.Sandbox) string { return "10.77.0.2" }
+
+func (f *fakeSandboxes) Exec(ctx context.Context, ref string, p sandbox.ExecParams) (*sandbox.Run, error) {
+	if err := f.enter("Exec", ref, p); err != nil {
+		return nil, err
+	}
+	if f.execFn != nil {
+		return f.execFn(ctx, p)
+	}
+	run := *f.run
+	run.TTY, run.Detached = p.TTY, p.Detach
+	return &run, nil
+}
+
+func (f *fakeSandboxes) Runs(ctx context.Context, ref string, limit int) ([]*sandbox.Run, error) {
+	if err := f.enter("Runs", ref, limit); err != nil {
+		return nil, err
+	}
+	return []*sandbox.Run{f.final}, nil
+}
+
+func (f *fakeSandboxes) Run(ctx context.Context, ref, runID string) (*sandbox.Run, error) {
+	if err := f.enter("Run", ref, runID); err != nil {
+		return nil, err
+	}
+	return f.final, nil
+}
+
+func (f *fakeSandboxes) Logs(ctx context.Context, ref, runID, stream string, from int64, follow bool, w io.Writer) error {
+	if err := f.enter("Logs", ref, runID, stream, from, follow); err != nil {
+		return err
+	}
+	if f.logsFn != nil {
+		return f.logsFn(ctx, stream, from, follow, w)
+	}
+	out := f.output[stream]
+	if from > int64(len(out)) {
+		return nil
+	}
+	_, err := io.WriteString(w, out[from:])
+	return err
+}
+
+func (f *fakeSandboxes) Stdin(ctx context.Context, ref, runID string, r io.Reader) error {
+	if err := f.enter("Stdin", ref, runID); err != nil {
+		return err
+	}
+	if f.stdinFn != nil {
+		return f.stdinFn(ctx, r)
+	}
+	_, err := io.Copy(io.Discard, r)
+	return err
+}
+
+func (f *fakeSandboxes) Resize(ctx context.Context, ref, runID string, rows, cols uint16) error {
+	return f.enter("Resize", ref, runID, rows, cols)
+}
+
+func (f *fakeSandboxes) Signal(ctx context.Context, ref, runID, sig string) error {
+	return f.enter("Signal", ref, runID, sig)
+}
+
+func (f *fakeSandboxes) Files(ctx context.Context, ref string) (sandbox.Files, error) {
+	if err := f.enter("Files", ref); err != nil {
+		return nil, err
+	}
+	return f.files, nil
+}
+
+// fakeFiles implements sandbox.Files over one file, "/root/a.txt".
+type fakeFiles struct {
+	calls   *calls
+	err     error
+	content string
+	written string // the last WriteFile's or WriteTar's body
+}
+
+func (ff *fakeFiles) enter(method string, args ...any) error {
+	ff.calls.add("Files."+method, args...)
+	return ff.err
+}
+
+func (ff *fakeFiles) info(p string) guest.FileInfo {
+	name := p[strings.LastIndexByte(p, '/')+1:]
+	return guest.FileInfo{Name: name, Path: p, Size: int64(len(ff.content)), Mode: 0o644, Type: "file", ModTime: testTime}
+}
+
+func (ff *fakeFiles) Stat(ctx context.Context, p string) (guest.FileInfo, error) {
+	if err := ff.enter("Stat", p); err != nil {
+		return guest.FileInfo{}, err
+	}
+	return ff.info(p), nil
+}
+
+func (ff *fakeFiles) ReadDir(ctx context.Context, p string) ([]guest.FileInfo, error) {
+	if err := ff.enter("ReadDir", p); err != nil {
+		return nil, err
+	}
+	return []guest.FileInfo{ff.info(p + "/a.txt")}, nil
+}
+
+func (ff *fakeFiles) ReadFile(ctx context.Context, p string) (io.ReadCloser, guest.FileInfo, error) {
+	if err := ff.enter("ReadFile", p); err != nil {
+		return nil, guest.FileInfo{}, err
+	}
+	return io.NopCloser(strings.NewReader(ff.content)), ff.info(p), nil
+}
+
+func (ff *fakeFiles) WriteFile(ctx context.Context, p string, mode uint32, r io.Reader) error {
+	if err := ff.enter("WriteFile", p, mode); err != nil {
+		return err
+	}
+	b, err := io.ReadAll(r)
+	ff.written = string(b)
+	return err
+}
+
+func (ff *fakeFiles) Mkdir(ctx context.Context, p string, parents bool, mode uint32) error {
+	return ff.enter("Mkdir", p, parents, mode)
+}
+
+func (ff *fakeFiles) Remove(ctx context.Context, p string, recursive bool) error {
+	return ff.enter("Remove", p, recursive)
+}
+
+func (ff *fakeFiles) Move(ctx context.Context, from, to string) error {
+	return ff.enter("Move", from, to)
+}
+
+func (ff *fakeFiles) ReadTar(ctx context.Context, p string) (io.ReadCloser, error) {
+	if err := ff.enter("ReadTar", p); err != nil {
+		return nil, err
+	}
+	return io.NopCloser(strings.NewReader("tar:" + ff.content)), nil
+}
+
+func (ff *fakeFiles) WriteTar(ctx context.Context, dir string, r io.Reader) error {
+	if err := ff.enter("WriteTar", dir); err != nil {
+		return err
+	}
+	b, err := io.ReadAll(r)
+	ff.written = string(b)
+	return err
+}
+
+// env is one test's API: a server over fakes, and what it logged.
+type env struct {
+	t      *testing.T
+	calls  *calls
+	sbx    *fakeSandboxes
+	img    *fakeImages
+	logBuf *syncBuffer
+	srv    *httptest.Server
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newEnv(t *testing.T, configure ...func(*Config)) *env {
+	t.Helper()
+	c := &calls{}
+	e := &env{t: t, calls: c, sbx: newFakeSandboxes(c), img: newFakeImages(c), logBuf: &syncBuffer{}}
+	cfg := Config{
+		Sandboxes: e.sbx,
+		Images:    e.img,
+		Logger:    slog.New(slog.NewJSONHandler(e.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	e.srv = httptest.NewServer(New(cfg))
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+// do sends a request and returns the response with its body read.
+func (e *env) do(method, path string, body io.Reader, header ...string) (*http.Response, []byte) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+path, body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatalf("%s %s: reading body: %v", method, path, err)
+	}
+	return resp, b
+}
+
+// noCalls fails the test if any fake was called.
+func (e *env) noCalls() {
+	e.t.Helper()
+	if got := e.calls.all(); len(got) > 0 {
+		e.t.Errorf("service was called: %v", got)
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+func (c call) String() string { return fmt.Sprintf("%s%v", c.Method, c.Args) }
