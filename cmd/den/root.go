@@ -94,7 +94,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return 0
 	}
 	if isCobraUsageError(err) {
-		err = usagef("see `den --help`", "%s", err)
+		err = unknownCommand(err)
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
@@ -121,6 +121,17 @@ func (a *app) run(ctx context.Context, args []string) int {
 // unknown command.
 func isCobraUsageError(err error) bool {
 	return strings.HasPrefix(err.Error(), "unknown command ")
+}
+
+// unknownCommand rewrites cobra's unknown-command error, which spreads
+// its suggestions over several lines, as a message and a hint.
+func unknownCommand(err error) error {
+	msg, suggestions, _ := strings.Cut(err.Error(), "\n")
+	hint := "see `den --help`"
+	if names := strings.Fields(strings.TrimPrefix(strings.TrimSpace(suggestions), "Did you mean this?")); len(names) > 0 {
+		hint = "did you mean `den " + strings.Join(names, "` or `den ") + "`? " + hint
+	}
+	return usagef(hint, "%s", msg)
 }
 
 func (a *app) rootCommand() *cobra.Command {

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/den-dev/den/api"
+)
+
+func TestExitCode(t *testing.T) {
+	code := func(n int) *int { return &n }
+	tests := []struct {
+		name string
+		run  api.Run
+		want int
+	}{
+		{"success", api.Run{Status: api.RunExited, ExitCode: code(0)}, 0},
+		{"failure", api.Run{Status: api.RunExited, ExitCode: code(3)}, 3},
+		{"exited without a code", api.Run{Status: api.RunExited}, 0},
+		{"killed by name", api.Run{Status: api.RunKilled, Signal: "KILL"}, 137},
+		{"killed with SIG prefix", api.Run{Status: api.RunKilled, Signal: "SIGTERM"}, 143},
+		{"killed by number", api.Run{Status: api.RunKilled, Signal: "2"}, 130},
+		{"killed lower case", api.Run{Status: api.RunKilled, Signal: "hup"}, 129},
+		{"signal wins over a code", api.Run{Status: api.RunKilled, Signal: "INT", ExitCode: code(1)}, 130},
+		{"unknown signal keeps the code", api.Run{Status: api.RunKilled, Signal: "BOGUS", ExitCode: code(255)}, 255},
+		{"unknown signal without a code", api.Run{Status: api.RunKilled, Signal: "BOGUS"}, 1},
+		{"timed out", api.Run{Status: api.RunTimedOut, Signal: "KILL"}, 124},
+		{"lost", api.Run{Status: api.RunLost}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := exitCode(&tt.run); got != tt.want {
+				t.Errorf("exitCode(%+v) = %d, want %d", tt.run, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseKeyValues(t *testing.T) {
+	env := func(k string) string { return map[string]string{"HOME": "/home/me"}[k] }
+	got, err := parseKeyValues("--env", []string{"A=1", "B=x=y", "HOME", "EMPTY="}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"A": "1", "B": "x=y", "HOME": "/home/me", "EMPTY": ""}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	for _, bad := range []string{"=v", "nokey"} {
+		if _, err := parseKeyValues("--label", []string{bad}, nil); err == nil {
+			t.Errorf("label %q accepted", bad)
+		}
+	}
+}

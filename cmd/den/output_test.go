@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/den-dev/den/api"
+)
+
+var now = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+func TestRenderSandboxes(t *testing.T) {
+	sbs := []api.Sandbox{
+		{Name: "web", State: api.StateRunning, Image: "debian", CPUs: 1, MemoryBytes: 1 << 30, Generation: 3, CreatedAt: now.Add(-3 * time.Minute)},
+		{Name: "a-much-longer-name", State: api.StateStopped, Image: "busybox", CPUs: 0.5, MemoryBytes: 512 << 20, Generation: 12, CreatedAt: now.Add(-50 * time.Hour)},
+	}
+	var buf bytes.Buffer
+	if err := renderSandboxes(&buf, sbs, now); err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"NAME                 STATE     IMAGE     CPUS   MEMORY   GEN   AGE\n" +
+		"web                  running   debian    1      1GiB     3     3 minutes ago\n" +
+		"a-much-longer-name   stopped   busybox   0.5    512MiB   12    2 days ago\n"
+	if got := buf.String(); got != want {
+		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestRenderRuns(t *testing.T) {
+	zero, nine := 0, 9
+	ended := now.Add(-time.Minute + 1500*time.Millisecond)
+	endedQuick := now.Add(-10*time.Second + 12*time.Millisecond)
+	runs := []api.Run{
+		{ID: "r3", Status: api.RunRunning, Argv: []string{"sleep", "100"}, StartedAt: now.Add(-5 * time.Second)},
+		{ID: "r2", Status: api.RunKilled, Signal: "KILL", Argv: []string{"sh", "-c", "echo 'hi there' && sleep 10"}, StartedAt: now.Add(-time.Minute), EndedAt: &ended},
+		{ID: "r1", Status: api.RunExited, ExitCode: &zero, Argv: []string{"true"}, StartedAt: now.Add(-10 * time.Second), EndedAt: &endedQuick},
+		{ID: "r0", Status: api.RunExited, ExitCode: &nine, Argv: []string{"python3", "-c", "import sys; print('x' * 80); sys.exit(9)  # a long command line here"}, StartedAt: now.Add(-2 * time.Hour), EndedAt: &endedQuick},
+	}
+	var buf bytes.Buffer
+	if err := renderRuns(&buf, runs, now, true); err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"RUN   STATUS    EXIT      STARTED              DURATION   COMMAND\n" +
+		"r3    running   -         5 seconds ago        5s         sleep 100\n" +
+		"r2    killed    SIGKILL   About a minute ago   1.5s       sh -c 'echo '\\''hi there'\\'' && sleep 10'\n" +
+		"r1    exited    0         10 seconds ago       12ms       true\n" +
+		"r0    exited    9         2 hours ago          1h59m50s   python3 -c 'import sys; print('\\''x'\\'' * 80); sys.exit(9...\n"
+	if got := buf.String(); got != want {
+		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestRenderImages(t *testing.T) {
+	imgs := []api.Image{
+		{Name: "debian", Source: "builtin", SizeBytes: 123_400_000, CreatedAt: now.Add(-24 * time.Hour)},
+		{Name: "tools", Source: "pulled", Ref: "127.0.0.1:5000/tools:1", SizeBytes: 5_000, CreatedAt: now.Add(-30 * time.Second)},
+	}
+	var buf bytes.Buffer
+	if err := renderImages(&buf, imgs, now); err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"NAME     SOURCE    REF                      SIZE      CREATED\n" +
+		"debian   builtin   -                        123.4MB   24 hours ago\n" +
+		"tools    pulled    127.0.0.1:5000/tools:1   5kB       30 seconds ago\n"
+	if got := buf.String(); got != want {
+		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestShellJoin(t *testing.T) {
+	for argv, want := range map[*[]string]string{
+		{"ls", "-l", "/tmp"}:       "ls -l /tmp",
+		{"echo", ""}:               "echo ''",
+		{"sh", "-c", "a b"}:        "sh -c 'a b'",
+		{"echo", "it's"}:           `echo 'it'\''s'`,
+		{"env", "A=1", "x@y:z,+%"}: "env A=1 x@y:z,+%",
+	} {
+		if got := shellJoin(*argv); got != want {
+			t.Errorf("shellJoin(%q) = %q, want %q", *argv, got, want)
+		}
+	}
+}
