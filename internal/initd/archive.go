@@ -220,7 +220,7 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 	}
 	hdr.Name = name
 	fail := func(err error) error {
-		if errdefs.Class(err) != nil {
+		if err == nil || errdefs.Class(err) != nil {
 			return err
 		}
 		return fsError(name, err)

@@ -84,46 +84,61 @@ func holdersOf(table []procEntry, ids []string) map[int]bool {
 // killTree SIGKILLs everything that belongs to p: its process group, every
 // descendant (including those that left the group with setsid), and every
 // process still holding p's output open (descendants orphaned when their
-// parent died, which were reparented to den-init). It repeats until a scan
-// finds nothing alive, as a process may fork while being killed.
+// parent died, which were reparented to den-init). The tree is frozen
+// with SIGSTOP while it is being found, so nothing forks or reparents
+// under the scan, and then killed as a whole.
 func (s *Server) killTree(p *proc) {
-	s.reaper.Kill(p.pid, sigKILL) // the group, while its leader is unreaped
 	self := os.Getpid()
+	victims := make(map[int]bool)
+	s.reaper.Kill(p.pid, unix.SIGSTOP) // the group, while its leader is unreaped
 	for range 10 {
-		table := readProcTable()
-		// A recycled pid may lead another of our processes' groups: then
-		// the group and session ids no longer mean p.
-		ownIDs := !s.pidTakenByOther(p)
-		running := !p.hasExited()
-		victims := holdersOf(table, p.outIDs)
-		for _, pe := range table {
-			if running && pe.pid == p.pid || ownIDs && (pe.pgrp == p.pid || p.tty && pe.session == p.pid) {
-				victims[pe.pid] = true
+		found := 0
+		for pid := range s.treeOf(p, readProcTable(), victims) {
+			if !victims[pid] && pid != self && pid != 1 {
+				victims[pid] = true
+				_ = unix.Kill(pid, unix.SIGSTOP)
+				found++
 			}
 		}
-		// Add descendants until the set stops growing.
-		for grew := true; grew; {
-			grew = false
-			for _, pe := range table {
-				if victims[pe.ppid] && !victims[pe.pid] {
-					victims[pe.pid] = true
-					grew = true
-				}
-			}
-		}
-		killed := 0
-		for _, pe := range table {
-			if !victims[pe.pid] || pe.zombie || pe.pid == self || pe.pid == 1 {
-				continue
-			}
-			if unix.Kill(pe.pid, sigKILL) == nil {
-				killed++
-			}
-		}
-		if killed == 0 {
-			return
+		if found == 0 {
+			break
 		}
 	}
+	s.reaper.Kill(p.pid, sigKILL)
+	for pid := range victims {
+		_ = unix.Kill(pid, sigKILL)
+	}
+}
+
+// treeOf returns the live processes of table that belong to p, counting
+// the descendants of known as p's too.
+func (s *Server) treeOf(p *proc, table []procEntry, known map[int]bool) map[int]bool {
+	// A recycled pid may lead another of our processes' groups: then the
+	// group and session ids no longer mean p.
+	ownIDs := !s.pidTakenByOther(p)
+	running := !p.hasExited()
+	tree := holdersOf(table, p.outIDs)
+	for _, pe := range table {
+		if known[pe.pid] || running && pe.pid == p.pid ||
+			ownIDs && (pe.pgrp == p.pid || p.tty && pe.session == p.pid) {
+			tree[pe.pid] = true
+		}
+	}
+	for grew := true; grew; { // add descendants until the set stops growing
+		grew = false
+		for _, pe := range table {
+			if tree[pe.ppid] && !tree[pe.pid] {
+				tree[pe.pid] = true
+				grew = true
+			}
+		}
+	}
+	for _, pe := range table {
+		if pe.zombie {
+			delete(tree, pe.pid)
+		}
+	}
+	return tree
 }
 
 // pidTakenByOther reports whether another live process of ours has p's pid.

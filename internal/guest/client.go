@@ -1,0 +1,282 @@
+package guest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/den-dev/den/internal/errdefs"
+)
+
+// maxFrame bounds a frame's payload; den-init sends at most 64 KiB.
+const maxFrame = 16 << 20
+
+// Client talks to den-init in one instance. It is safe for concurrent use
+// and keeps connections alive between calls.
+type Client struct {
+	base  string // http://addr
+	auth  string // "Bearer <token>"
+	httpc *http.Client
+}
+
+// New returns a client for den-init at addr with the instance's token.
+// It never goes through a proxy: den-init is on a private link.
+func New(addr netip.AddrPort, token string) *Client {
+	dialer := &net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           dialer.DialContext,
+		MaxIdleConns:          64,
+		MaxIdleConnsPerHost:   16,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+		ExpectContinueTimeout: 0,
+	}
+	return &Client{
+		base:  "http://" + addr.String(),
+		auth:  "Bearer " + token,
+		httpc: &http.Client{Transport: tr},
+	}
+}
+
+// Close drops the idle connections.
+func (c *Client) Close() { c.httpc.CloseIdleConnections() }
+
+// Ping returns den-init's identity; its BootID changes when den-init does.
+func (c *Client) Ping(ctx context.Context) (Info, error) {
+	var info Info
+	err := c.call(ctx, http.MethodGet, "/v1/ping", nil, nil, &info)
+	return info, err
+}
+
+// Start starts a process and returns at once; read its output with Stream.
+func (c *Client) Start(ctx context.Context, spec ProcSpec) (ProcStatus, error) {
+	var st ProcStatus
+	err := c.call(ctx, http.MethodPost, "/v1/procs", nil, spec, &st)
+	return st, err
+}
+
+// Status returns a process's status.
+func (c *Client) Status(ctx context.Context, id string) (ProcStatus, error) {
+	var st ProcStatus
+	err := c.call(ctx, http.MethodGet, "/v1/procs/"+url.PathEscape(id), nil, nil, &st)
+	return st, err
+}
+
+// List returns every process den-init keeps, oldest first.
+func (c *Client) List(ctx context.Context) ([]ProcStatus, error) {
+	var out []ProcStatus
+	err := c.call(ctx, http.MethodGet, "/v1/procs", nil, nil, &out)
+	return out, err
+}
+
+// Stream calls fn with the process's output from the given offsets on, in
+// order within each stream, until the process has exited and all its
+// output was delivered; it then returns the final status. fn must not keep
+// p after it returns; an error from fn ends the stream and is returned.
+//
+// When the connection breaks midway Stream returns an error of class
+// unavailable; call it again with the offsets reached so far (the start
+// offsets plus the bytes fn received) to go on without loss or repetition.
+func (c *Client) Stream(ctx context.Context, id string, stdoutFrom, stderrFrom int64, fn func(kind byte, p []byte) error) (ProcStatus, error) {
+	q := url.Values{
+		"stdout": {strconv.FormatInt(stdoutFrom, 10)},
+		"stderr": {strconv.FormatInt(stderrFrom, 10)},
+	}
+	resp, err := c.do(ctx, http.MethodGet, "/v1/procs/"+url.PathEscape(id)+"/stream", q, nil, "")
+	if err != nil {
+		return ProcStatus{}, err
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	var hdr [5]byte
+	var buf []byte
+	for {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return ProcStatus{}, c.broken(ctx, "reading output of process "+id, err)
+		}
+		n := binary.BigEndian.Uint32(hdr[1:])
+		if n > maxFrame {
+			return ProcStatus{}, fmt.Errorf("den-init sent a %d byte frame, over the %d limit", n, maxFrame)
+		}
+		if cap(buf) < int(n) {
+			buf = make([]byte, n)
+		}
+		p := buf[:n]
+		if _, err := io.ReadFull(br, p); err != nil {
+			return ProcStatus{}, c.broken(ctx, "reading output of process "+id, err)
+		}
+		switch hdr[0] {
+		case FrameStdout, FrameStderr:
+			if err := fn(hdr[0], p); err != nil {
+				return ProcStatus{}, err
+			}
+		case FrameExit:
+			var st ProcStatus
+			if err := json.Unmarshal(p, &st); err != nil {
+				return ProcStatus{}, fmt.Errorf("decoding exit status of process %s: %w", id, err)
+			}
+			return st, nil
+		default:
+			return ProcStatus{}, fmt.Errorf("den-init sent a frame of unknown kind %d", hdr[0])
+		}
+	}
+}
+
+// Stdin copies r into the process's stdin. When r ends, stdin is closed
+// (for a terminal, ^D is typed). If the call fails midway, stdin stays
+// open and Stdin may be called again with the rest.
+func (c *Client) Stdin(ctx context.Context, id string, r io.Reader) error {
+	resp, err := c.do(ctx, http.MethodPost, "/v1/procs/"+url.PathEscape(id)+"/stdin", nil, r, "application/octet-stream")
+	if err != nil {
+		return err
+	}
+	return drain(resp)
+}
+
+// Signal sends sig to the process's group.
+func (c *Client) Signal(ctx context.Context, id string, sig syscall.Signal) error {
+	return c.call(ctx, http.MethodPost, "/v1/procs/"+url.PathEscape(id)+"/signal", nil, SignalRequest{Signal: int(sig)}, nil)
+}
+
+// Resize sets the size of the process's terminal.
+func (c *Client) Resize(ctx context.Context, id string, rows, cols uint16) error {
+	return c.call(ctx, http.MethodPost, "/v1/procs/"+url.PathEscape(id)+"/resize", nil, ResizeRequest{Rows: rows, Cols: cols}, nil)
+}
+
+// Ack tells den-init the host has kept the output before these offsets,
+// so it may drop it (and read more from a process it held back).
+func (c *Client) Ack(ctx context.Context, id string, stdout, stderr int64) error {
+	return c.call(ctx, http.MethodPost, "/v1/procs/"+url.PathEscape(id)+"/ack", nil, AckRequest{Stdout: stdout, Stderr: stderr}, nil)
+}
+
+// Release makes den-init forget an exited process and its output.
+func (c *Client) Release(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodDelete, "/v1/procs/"+url.PathEscape(id), nil, nil, nil)
+}
+
+// Shutdown ends every process (SIGTERM, grace, SIGKILL) and syncs the
+// file systems. den-init keeps serving; the host destroys the instance.
+func (c *Client) Shutdown(ctx context.Context, grace time.Duration) error {
+	return c.call(ctx, http.MethodPost, "/v1/shutdown", nil, ShutdownRequest{GraceMS: grace.Milliseconds()}, nil)
+}
+
+// Sync flushes the sandbox's file systems to stable storage.
+func (c *Client) Sync(ctx context.Context) error {
+	return c.call(ctx, http.MethodPost, "/v1/sync", nil, nil, nil)
+}
+
+// call sends a JSON body (when in is not nil) and decodes a JSON answer
+// into out (when not nil).
+func (c *Client) call(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	var body io.Reader
+	ctype := ""
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encoding request: %w", err)
+		}
+		body, ctype = bytes.NewReader(b), "application/json"
+	}
+	resp, err := c.do(ctx, method, path, q, body, ctype)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		return drain(resp)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return c.broken(ctx, "reading den-init's answer", err)
+	}
+	return nil
+}
+
+// do sends a request and returns the response if it is a success; any
+// other answer becomes the error den-init described.
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, body io.Reader, ctype string) (*http.Response, error) {
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("building request %s %s: %w", method, path, err)
+	}
+	req.Header.Set("Authorization", c.auth)
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	resp, err := c.httpc.Do(req)
+	if err != nil {
+		return nil, c.broken(ctx, "reaching den-init", err)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	return nil, responseError(resp)
+}
+
+// responseError turns den-init's error answer into an error of the class
+// its code names, with its message and hint.
+func responseError(resp *http.Response) error {
+	var e ErrorBody
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if json.Unmarshal(b, &e) != nil || e.Message == "" {
+		e.Message = fmt.Sprintf("den-init answered %s", resp.Status)
+	}
+	var err error
+	switch e.Code {
+	case "invalid":
+		err = errdefs.Invalid("%s", e.Message)
+	case "not_found":
+		err = errdefs.NotFound("%s", e.Message)
+	case "conflict":
+		err = errdefs.Conflict("%s", e.Message)
+	case "too_large":
+		err = errdefs.TooLarge("%s", e.Message)
+	case "unavailable":
+		err = errdefs.Unavailable("%s", e.Message)
+	case "unauthorized":
+		return errors.New("den-init refused the instance token")
+	default:
+		return fmt.Errorf("den-init: %s", e.Message)
+	}
+	if e.Hint != "" {
+		err = errdefs.WithHint(err, e.Hint)
+	}
+	return err
+}
+
+// broken classifies a transport failure: the caller's own cancellation
+// stays what it is; anything else means den-init is unavailable (not
+// running, restoring, or the link dropped) and the call may be retried.
+func (c *Client) broken(ctx context.Context, doing string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %w", doing, ctx.Err())
+	}
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("%w: %w", errdefs.Unavailable("%s", doing), err)
+}
+
+// drain reads what is left of a response so its connection can be reused.
+func drain(resp *http.Response) error {
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return nil
+}

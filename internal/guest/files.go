@@ -1,0 +1,107 @@
+package guest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// The file system inside the sandbox. Paths are absolute in-sandbox paths;
+// den-init validates them (internal/fspath) and answers invalid otherwise.
+
+// Stat describes path without following a final symlink.
+func (c *Client) Stat(ctx context.Context, path string) (FileInfo, error) {
+	var fi FileInfo
+	err := c.call(ctx, http.MethodGet, "/v1/files/stat", pathQuery(path), nil, &fi)
+	return fi, err
+}
+
+// ReadDir lists a directory, sorted by name.
+func (c *Client) ReadDir(ctx context.Context, path string) ([]FileInfo, error) {
+	var out []FileInfo
+	err := c.call(ctx, http.MethodGet, "/v1/files/list", pathQuery(path), nil, &out)
+	return out, err
+}
+
+// ReadFile streams a regular file (following symlinks). The caller closes
+// the reader; a transfer cut short reads as io.ErrUnexpectedEOF.
+func (c *Client) ReadFile(ctx context.Context, path string) (io.ReadCloser, FileInfo, error) {
+	resp, err := c.do(ctx, http.MethodGet, "/v1/files/content", pathQuery(path), nil, "")
+	if err != nil {
+		return nil, FileInfo{}, err
+	}
+	var fi FileInfo
+	if err := json.Unmarshal([]byte(resp.Header.Get(HeaderFileInfo)), &fi); err != nil {
+		resp.Body.Close()
+		return nil, FileInfo{}, fmt.Errorf("decoding description of %q: %w", path, err)
+	}
+	return resp.Body, fi, nil
+}
+
+// WriteFile replaces path with r's content, created with mode (permission
+// bits; 0 keeps the mode of the file replaced, or 0644 for a new one). It
+// returns once the file is durable. The directory must exist.
+func (c *Client) WriteFile(ctx context.Context, path string, mode uint32, r io.Reader) error {
+	q := pathQuery(path)
+	if mode != 0 {
+		q.Set("mode", strconv.FormatUint(uint64(mode), 8))
+	}
+	resp, err := c.do(ctx, http.MethodPut, "/v1/files/content", q, nonNil(r), "application/octet-stream")
+	if err != nil {
+		return err
+	}
+	return drain(resp)
+}
+
+// Mkdir creates a directory (and its parents, if asked); mode 0 is 0755.
+func (c *Client) Mkdir(ctx context.Context, path string, parents bool, mode uint32) error {
+	return c.call(ctx, http.MethodPost, "/v1/files/mkdir", nil, MkdirRequest{Path: path, Parents: parents, Mode: mode}, nil)
+}
+
+// Remove deletes path; a non-empty directory only when recursive.
+func (c *Client) Remove(ctx context.Context, path string, recursive bool) error {
+	q := pathQuery(path)
+	if recursive {
+		q.Set("recursive", "1")
+	}
+	return c.call(ctx, http.MethodDelete, "/v1/files", q, nil, nil)
+}
+
+// Move renames from to to.
+func (c *Client) Move(ctx context.Context, from, to string) error {
+	return c.call(ctx, http.MethodPost, "/v1/files/move", nil, MoveRequest{From: from, To: to}, nil)
+}
+
+// ReadTar streams path as a tar: a directory's contents with names
+// relative to it, or a file under its base name.
+func (c *Client) ReadTar(ctx context.Context, path string) (io.ReadCloser, error) {
+	resp, err := c.do(ctx, http.MethodGet, "/v1/files/archive", pathQuery(path), nil, "")
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// WriteTar extracts the tar r into dir, creating dir if needed. It returns
+// once the files are durable.
+func (c *Client) WriteTar(ctx context.Context, dir string, r io.Reader) error {
+	resp, err := c.do(ctx, http.MethodPut, "/v1/files/archive", pathQuery(dir), nonNil(r), "application/x-tar")
+	if err != nil {
+		return err
+	}
+	return drain(resp)
+}
+
+func pathQuery(p string) url.Values { return url.Values{"path": {p}} }
+
+// nonNil keeps an empty upload a PUT with an empty body.
+func nonNil(r io.Reader) io.Reader {
+	if r == nil {
+		return http.NoBody
+	}
+	return r
+}

@@ -1,0 +1,430 @@
+package guest_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/den-dev/den/internal/errdefs"
+)
+
+func TestFilesRoundTrip(t *testing.T) {
+	c := serve(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a.txt")
+
+	if err := c.WriteFile(ctx, file, 0o640, strings.NewReader("hello")); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := c.Stat(ctx, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Name != "a.txt" || fi.Path != file || fi.Size != 5 || fi.Mode != 0o640 || fi.Type != "file" {
+		t.Fatalf("stat = %+v", fi)
+	}
+	rc, info, err := c.ReadFile(ctx, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(b) != "hello" || info.Size != 5 {
+		t.Fatalf("read %q, %+v", b, info)
+	}
+
+	// Replacing keeps the mode when none is given.
+	if err := c.WriteFile(ctx, file, 0, strings.NewReader("bye")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := c.Stat(ctx, file); fi.Mode != 0o640 || fi.Size != 3 {
+		t.Fatalf("after replace: %+v", fi)
+	}
+	// An empty file.
+	if err := c.WriteFile(ctx, filepath.Join(dir, "empty"), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	sub := filepath.Join(dir, "x", "y")
+	if err := c.Mkdir(ctx, sub, false, 0); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("mkdir without parents: %v", err)
+	}
+	if err := c.Mkdir(ctx, sub, true, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Mkdir(ctx, sub, false, 0); !errors.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("mkdir twice: %v", err)
+	}
+	if fi, _ := c.Stat(ctx, sub); fi.Type != "dir" || fi.Mode != 0o700 {
+		t.Fatalf("mkdir: %+v", fi)
+	}
+	if err := c.Move(ctx, file, filepath.Join(sub, "b.txt")); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink("x/y/b.txt", filepath.Join(dir, "link"))
+
+	list, err := c.ReadDir(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range list {
+		names = append(names, e.Name+":"+e.Type+":"+e.Target)
+	}
+	if got := strings.Join(names, " "); got != "empty:file: link:symlink:x/y/b.txt x:dir:" {
+		t.Fatalf("list = %s", got)
+	}
+	// Reading through the link reads the file; writing through it replaces
+	// the file, not the link.
+	if err := c.WriteFile(ctx, filepath.Join(dir, "link"), 0, strings.NewReader("via link")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(sub, "b.txt")); string(b) != "via link" {
+		t.Fatalf("write through link: %q", b)
+	}
+
+	if err := c.Remove(ctx, filepath.Join(dir, "x"), false); !errors.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("remove non-empty: %v", err)
+	}
+	if err := c.Remove(ctx, filepath.Join(dir, "x"), true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Stat(ctx, sub); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("stat removed: %v", err)
+	}
+}
+
+func TestFileErrors(t *testing.T) {
+	c := serve(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644)
+	tests := []struct {
+		name  string
+		do    func() error
+		class error
+	}{
+		{"stat missing", func() error { _, err := c.Stat(ctx, dir+"/missing"); return err }, errdefs.ErrNotFound},
+		{"read missing", func() error { _, _, err := c.ReadFile(ctx, dir+"/missing"); return err }, errdefs.ErrNotFound},
+		{"read dir", func() error { _, _, err := c.ReadFile(ctx, dir); return err }, errdefs.ErrInvalid},
+		{"list file", func() error { _, err := c.ReadDir(ctx, dir+"/f"); return err }, errdefs.ErrInvalid},
+		{"write without dir", func() error { return c.WriteFile(ctx, dir+"/no/f", 0, strings.NewReader("x")) }, errdefs.ErrNotFound},
+		{"write over dir", func() error { return c.WriteFile(ctx, dir, 0, strings.NewReader("x")) }, errdefs.ErrInvalid},
+		{"bad mode", func() error { return c.WriteFile(ctx, dir+"/g", 0o17777, strings.NewReader("x")) }, errdefs.ErrInvalid},
+		{"remove root", func() error { return c.Remove(ctx, "/", true) }, errdefs.ErrInvalid},
+		{"remove missing", func() error { return c.Remove(ctx, dir+"/missing", false) }, errdefs.ErrNotFound},
+		{"move missing", func() error { return c.Move(ctx, dir+"/missing", dir+"/g") }, errdefs.ErrNotFound},
+		{"move into missing dir", func() error { return c.Move(ctx, dir+"/f", dir+"/no/g") }, errdefs.ErrNotFound},
+		{"move into itself", func() error { return c.Move(ctx, dir, dir+"/inside") }, errdefs.ErrInvalid},
+		{"mkdir over file", func() error { return c.Mkdir(ctx, dir+"/f", true, 0) }, errdefs.ErrConflict},
+		{"archive missing", func() error { _, err := c.ReadTar(ctx, dir+"/missing"); return err }, errdefs.ErrNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.do(); !errors.Is(err, tt.class) {
+				t.Fatalf("got %v, want class %v", err, tt.class)
+			}
+		})
+	}
+}
+
+// Every file route validates its path the same way.
+func TestPathValidation(t *testing.T) {
+	c := serve(t)
+	ctx := context.Background()
+	for _, p := range []string{"", "relative", "./x", "/a/../b", "/..", "/a\x00b"} {
+		t.Run(p, func(t *testing.T) {
+			for name, err := range map[string]error{
+				"stat":  func() error { _, err := c.Stat(ctx, p); return err }(),
+				"list":  func() error { _, err := c.ReadDir(ctx, p); return err }(),
+				"read":  func() error { _, _, err := c.ReadFile(ctx, p); return err }(),
+				"write": c.WriteFile(ctx, p, 0, strings.NewReader("x")),
+				"mkdir": c.Mkdir(ctx, p, true, 0),
+				"rm":    c.Remove(ctx, p, true),
+				"mv":    c.Move(ctx, p, "/tmp/x"),
+				"tar":   func() error { _, err := c.ReadTar(ctx, p); return err }(),
+				"untar": c.WriteTar(ctx, p, bytes.NewReader(nil)),
+			} {
+				if !errors.Is(err, errdefs.ErrInvalid) {
+					t.Errorf("%s %q: %v, want invalid", name, p, err)
+				}
+			}
+		})
+	}
+}
+
+// pattern is a long deterministic byte stream, generated as it is read.
+type pattern struct {
+	n, size int64
+}
+
+func (p *pattern) Read(b []byte) (int, error) {
+	if p.n >= p.size {
+		return 0, io.EOF
+	}
+	b = b[:min(int64(len(b)), p.size-p.n)]
+	for i := range b {
+		x := p.n + int64(i)
+		b[i] = byte(x ^ x>>8 ^ x>>16)
+	}
+	p.n += int64(len(b))
+	return len(b), nil
+}
+
+// heapWatch samples HeapInuse until stopped and returns the highest.
+func heapWatch() (stop func() uint64) {
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak.Load() {
+				peak.Store(ms.HeapInuse)
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	return func() uint64 {
+		close(done)
+		wg.Wait()
+		return peak.Load()
+	}
+}
+
+// A big file goes through den-init as a stream, never whole in memory.
+func TestLargeFileStreams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 200 MB")
+	}
+	const size = 200 << 20
+	const ceiling = 48 << 20 // far below the file's size
+	c := serve(t)
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "big")
+	runtime.GC()
+
+	stop := heapWatch()
+	want := sha256.New()
+	if err := c.WriteFile(ctx, file, 0, io.TeeReader(&pattern{size: size}, want)); err != nil {
+		t.Fatal(err)
+	}
+	rc, fi, err := c.ReadFile(ctx, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := sha256.New()
+	n, err := io.Copy(got, rc)
+	rc.Close()
+	peak := stop()
+	if err != nil || n != size || fi.Size != size {
+		t.Fatalf("read back %d bytes (info says %d): %v", n, fi.Size, err)
+	}
+	if !bytes.Equal(got.Sum(nil), want.Sum(nil)) {
+		t.Fatal("content differs")
+	}
+	if peak > ceiling {
+		t.Fatalf("heap in use peaked at %d MB moving a %d MB file", peak>>20, size>>20)
+	}
+	t.Logf("heap peak %d MB for a %d MB file", peak>>20, size>>20)
+}
+
+func TestArchiveRoundTrip(t *testing.T) {
+	c := serve(t)
+	ctx := context.Background()
+	src := t.TempDir()
+	mtime := time.Date(2024, 5, 6, 7, 8, 9, 123456789, time.UTC)
+	must(t, os.MkdirAll(filepath.Join(src, "sub", "deep"), 0o755))
+	must(t, os.WriteFile(filepath.Join(src, "a.txt"), []byte("alpha"), 0o600))
+	must(t, os.WriteFile(filepath.Join(src, "sub", "b.sh"), []byte("#!/bin/sh\n"), 0o755))
+	must(t, os.Symlink("../a.txt", filepath.Join(src, "sub", "link")))
+	must(t, os.Link(filepath.Join(src, "a.txt"), filepath.Join(src, "sub", "hard")))
+	must(t, os.Chtimes(filepath.Join(src, "a.txt"), mtime, mtime))
+	must(t, os.Chmod(filepath.Join(src, "sub", "deep"), 0o711))
+	must(t, os.Chtimes(filepath.Join(src, "sub", "deep"), mtime, mtime))
+	if os.Geteuid() == 0 {
+		must(t, os.Lchown(filepath.Join(src, "sub", "b.sh"), 1234, 5678))
+	}
+
+	rc, err := c.ReadTar(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	tr := tar.NewReader(bytes.NewReader(raw))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+	}
+	sort.Strings(names)
+	if got := strings.Join(names, " "); got != "a.txt sub/ sub/b.sh sub/deep/ sub/hard sub/link" {
+		t.Fatalf("entries: %s", got)
+	}
+
+	dst := filepath.Join(t.TempDir(), "new", "dir")
+	if err := c.WriteTar(ctx, dst, bytes.NewReader(raw)); err != nil {
+		t.Fatal(err)
+	}
+	check := func(rel string, mode os.FileMode) os.FileInfo {
+		t.Helper()
+		fi, err := os.Lstat(filepath.Join(dst, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != mode {
+			t.Fatalf("%s: mode %v, want %v", rel, fi.Mode(), mode)
+		}
+		return fi
+	}
+	if fi := check("a.txt", 0o600); !fi.ModTime().Equal(mtime) {
+		t.Fatalf("a.txt mtime %v, want %v", fi.ModTime(), mtime)
+	}
+	if fi := check("sub/deep", os.ModeDir|0o711); !fi.ModTime().Equal(mtime) {
+		t.Fatalf("dir mtime %v, want %v", fi.ModTime(), mtime)
+	}
+	b := check("sub/b.sh", 0o755)
+	if os.Geteuid() == 0 {
+		if st := b.Sys().(*syscall.Stat_t); st.Uid != 1234 || st.Gid != 5678 {
+			t.Fatalf("owner %d:%d", st.Uid, st.Gid)
+		}
+	}
+	check("sub/link", os.ModeSymlink|0o777)
+	if target, _ := os.Readlink(filepath.Join(dst, "sub", "link")); target != "../a.txt" {
+		t.Fatalf("link target %q", target)
+	}
+	a, h := check("a.txt", 0o600), check("sub/hard", 0o600)
+	if !os.SameFile(a, h) {
+		t.Fatal("hard link became a copy")
+	}
+
+	// A single file comes as one entry named by its base name.
+	rc, err = c.ReadTar(ctx, filepath.Join(src, "sub", "b.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr = tar.NewReader(rc)
+	hdr, err := tr.Next()
+	if err != nil || hdr.Name != "b.sh" || hdr.Mode != 0o755 {
+		t.Fatalf("single file entry: %+v, %v", hdr, err)
+	}
+	if _, err := tr.Next(); err != io.EOF {
+		t.Fatalf("more than one entry: %v", err)
+	}
+	rc.Close()
+}
+
+// Archives cannot write outside the directory they are extracted into.
+func TestArchiveEscapes(t *testing.T) {
+	c := serve(t)
+	ctx := context.Background()
+	type entry struct {
+		name, link string
+		typ        byte
+		body       string
+	}
+	tests := []struct {
+		name    string
+		entries []entry
+		refused bool   // else extracted, but contained
+		inside  string // a file the archive wrote, resolved inside the directory
+	}{
+		{"absolute name", []entry{{name: "/outside/x", typ: tar.TypeReg, body: "x"}}, true, ""},
+		{"dot dot", []entry{{name: "../outside/x", typ: tar.TypeReg, body: "x"}}, true, ""},
+		{"dot dot inside", []entry{{name: "a/../../outside/x", typ: tar.TypeReg, body: "x"}}, true, ""},
+		{"hard link out", []entry{{name: "h", link: "../outside/victim", typ: tar.TypeLink}}, true, ""},
+		{"symlink then write through", []entry{
+			{name: "s", link: "../outside", typ: tar.TypeSymlink},
+			{name: "s/victim", typ: tar.TypeReg, body: "pwned"},
+		}, false, "outside/victim"},
+		{"absolute symlink then write through", []entry{
+			{name: "s", link: "OUTSIDE", typ: tar.TypeSymlink},
+			{name: "s/victim", typ: tar.TypeReg, body: "pwned"},
+		}, false, "BASE/outside/victim"},
+		{"symlink then dir through", []entry{
+			{name: "s", link: "../../../../../../../..", typ: tar.TypeSymlink},
+			{name: "s/outside/newdir/", typ: tar.TypeDir},
+			{name: "s/outside/newdir/f", typ: tar.TypeReg, body: "x"},
+		}, false, "outside/newdir/f"},
+		{"replace symlink, not write through it", []entry{
+			{name: "s", link: "OUTSIDE/victim", typ: tar.TypeSymlink},
+			{name: "s", typ: tar.TypeReg, body: "pwned"},
+		}, false, "s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := t.TempDir()
+			outside := filepath.Join(base, "outside")
+			must(t, os.Mkdir(outside, 0o755))
+			must(t, os.WriteFile(filepath.Join(outside, "victim"), []byte("safe"), 0o644))
+			dir := filepath.Join(base, "dir")
+			var buf bytes.Buffer
+			tw := tar.NewWriter(&buf)
+			for _, e := range tt.entries {
+				link := strings.ReplaceAll(e.link, "OUTSIDE", outside)
+				must(t, tw.WriteHeader(&tar.Header{Name: e.name, Linkname: link, Typeflag: e.typ, Mode: 0o644, Size: int64(len(e.body))}))
+				tw.Write([]byte(e.body))
+			}
+			tw.Close()
+			err := c.WriteTar(ctx, dir, &buf)
+			if tt.refused && !errors.Is(err, errdefs.ErrInvalid) {
+				t.Fatalf("extract: %v, want invalid", err)
+			}
+			if !tt.refused && err != nil {
+				t.Fatalf("extract: %v", err)
+			}
+			ents, _ := os.ReadDir(outside)
+			if b, _ := os.ReadFile(filepath.Join(outside, "victim")); string(b) != "safe" || len(ents) != 1 {
+				t.Fatalf("outside changed: victim %q, %d entries", b, len(ents))
+			}
+			if ents, _ := os.ReadDir(base); len(ents) != 2 {
+				t.Fatalf("%d entries beside the directory", len(ents))
+			}
+			if tt.inside != "" {
+				// Paths resolve as if the directory were the root.
+				in := filepath.Join(dir, strings.ReplaceAll(tt.inside, "BASE", base))
+				if fi, err := os.Lstat(in); err != nil || !fi.Mode().IsRegular() {
+					t.Fatalf("%s: %v, want the written file there", tt.inside, err)
+				}
+			}
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
