@@ -1,0 +1,280 @@
+package image
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+// defaultPath is the PATH of the built-in images, and of imported ones
+// that set none.
+const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// A recipe builds a built-in image.
+type recipe struct {
+	// check says whether this host can build the image, before anything
+	// is touched.
+	check func() error
+	// fill writes the image into root, an empty directory.
+	fill func(ctx context.Context, root string, progress func(Progress)) (*sandbox.Image, error)
+}
+
+func (m *Manager) builtin(name string) (recipe, bool) {
+	switch name {
+	case "busybox":
+		return recipe{check: m.checkBusybox, fill: m.fillBusybox}, true
+	case "debian":
+		return recipe{check: checkDebian, fill: m.fillDebian}, true
+	}
+	return recipe{}, false
+}
+
+// BuiltinNames lists the images Build knows how to make.
+func BuiltinNames() []string { return []string{"busybox", "debian"} }
+
+// Build makes the built-in image name. When it exists already it is
+// returned as it is, unless force is set: then it is removed and built
+// again (a failed rebuild leaves no image of that name; sandboxes made from
+// the old one keep their copies). Concurrent builds of one name build once.
+// progress, if not nil, is called as the build goes.
+func (m *Manager) Build(ctx context.Context, name string, force bool, progress func(Progress)) (*sandbox.Image, error) {
+	if err := sandbox.ValidateName("image", name); err != nil {
+		return nil, err
+	}
+	r, ok := m.builtin(name)
+	if !ok {
+		err := errdefs.Invalid("%q is not a built-in image", name)
+		return nil, errdefs.WithHint(err, fmt.Sprintf("built-in images are %s; other images come from `den image pull` or `den image import`", strings.Join(BuiltinNames(), ", ")))
+	}
+	if progress == nil {
+		progress = func(Progress) {}
+	}
+	key := name
+	if force {
+		key = "force:" + name
+	}
+	return m.shared(ctx, key, func() (*sandbox.Image, error) {
+		return m.build(ctx, name, r, force, progress)
+	})
+}
+
+func (m *Manager) build(ctx context.Context, name string, r recipe, force bool, progress func(Progress)) (*sandbox.Image, error) {
+	unlock, err := m.locks.lock(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	old, err := m.cfg.Records.GetImage(ctx, name)
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return nil, fmt.Errorf("looking up image %q: %w", name, err)
+	}
+	if old != nil && !force {
+		return old, nil
+	}
+	if err := r.check(); err != nil {
+		return nil, err
+	}
+	if old != nil {
+		if err := m.cfg.Records.DeleteImage(ctx, name); err != nil {
+			return nil, fmt.Errorf("deleting image record %q: %w", name, err)
+		}
+	}
+	m.log.Info("building image", logImage, name)
+	im, err := m.install(ctx, name, func(ctx context.Context, root string) (*sandbox.Image, error) {
+		return r.fill(ctx, root, progress)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("building image %q: %w", name, err)
+	}
+	return im, nil
+}
+
+func (m *Manager) checkBusybox() error {
+	if _, err := os.Stat(m.cfg.Busybox); err != nil {
+		return errdefs.WithHint(errdefs.Unavailable("cannot build the busybox image: busybox is not installed on this host"),
+			"install it with `apt-get install busybox-static`")
+	}
+	return nil
+}
+
+// fillBusybox makes the tiny test image: the host's static busybox with a
+// link per applet and the few files a shell expects.
+func (m *Manager) fillBusybox(ctx context.Context, root string, progress func(Progress)) (*sandbox.Image, error) {
+	applets, err := busyboxApplets(ctx, m.cfg.Busybox)
+	if err != nil {
+		return nil, err
+	}
+	progress(Progress{Phase: "busybox", Message: fmt.Sprintf("linking %d applets", len(applets))})
+	dirs := []dirSpec{
+		{"bin", 0o755}, {"sbin", 0o755}, {"usr", 0o755}, {"usr/bin", 0o755}, {"usr/sbin", 0o755},
+		{"etc", 0o755}, {"root", 0o700}, {"home", 0o755}, {"tmp", 0o1777}, {"var", 0o755},
+		{"var/tmp", 0o1777}, {"proc", 0o555}, {"sys", 0o555}, {"dev", 0o755},
+	}
+	if err := makeDirs(root, dirs); err != nil {
+		return nil, err
+	}
+	if err := copyFile(m.cfg.Busybox, filepath.Join(root, "bin", "busybox"), 0o755); err != nil {
+		return nil, fmt.Errorf("copying busybox: %w", err)
+	}
+	for _, a := range applets {
+		err := os.Symlink("busybox", filepath.Join(root, "bin", a))
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("linking applet %q: %w", a, err)
+		}
+	}
+	files := append(systemFiles(), []fileSpec{
+		{"etc/passwd", 0o644, "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"},
+		{"etc/group", 0o644, "root:x:0:\nnogroup:x:65534:\n"},
+		{"tmp/.keep", 0o644, ""},
+	}...)
+	if err := writeFiles(root, files); err != nil {
+		return nil, err
+	}
+	return &sandbox.Image{Source: SourceBuiltin, Ref: "busybox", Env: []string{defaultPath}, Cwd: "/"}, nil
+}
+
+// busyboxApplets asks busybox which applets it has, leaving out any name
+// that is not a plain file name, and busybox itself.
+func busyboxApplets(ctx context.Context, bin string) ([]string, error) {
+	out, err := exec.CommandContext(ctx, bin, "--list").Output()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("listing busybox applets: %w", err)
+	}
+	var applets []string
+	for _, a := range strings.Fields(string(out)) {
+		if a == "busybox" || a == "." || a == ".." || strings.ContainsRune(a, '/') {
+			continue
+		}
+		applets = append(applets, a)
+	}
+	sort.Strings(applets)
+	return applets, nil
+}
+
+type dirSpec struct {
+	path string
+	mode os.FileMode
+}
+
+type fileSpec struct {
+	path    string
+	mode    os.FileMode
+	content string
+}
+
+// systemFiles are the files den writes into the built-in images: a
+// neutral host name and hosts file, and an empty resolv.conf that the
+// sandbox's network setup fills in.
+func systemFiles() []fileSpec {
+	return []fileSpec{
+		{"etc/hostname", 0o644, "localhost\n"},
+		{"etc/hosts", 0o644, "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"},
+		{"etc/resolv.conf", 0o644, ""},
+	}
+}
+
+// makeDirs creates dirs under root with exactly their modes.
+func makeDirs(root string, dirs []dirSpec) error {
+	for _, d := range dirs {
+		p := filepath.Join(root, d.path)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return fmt.Errorf("creating /%s: %w", d.path, err)
+		}
+		// Chmod, unlike Mkdir, is not subject to the umask.
+		if err := os.Chmod(p, d.mode|modeExtra(d.mode)); err != nil {
+			return fmt.Errorf("creating /%s: %w", d.path, err)
+		}
+	}
+	return nil
+}
+
+// modeExtra turns the Unix sticky, set-id bits in m into their os flags.
+func modeExtra(m os.FileMode) os.FileMode {
+	var extra os.FileMode
+	if m&0o1000 != 0 {
+		extra |= os.ModeSticky
+	}
+	if m&0o2000 != 0 {
+		extra |= os.ModeSetgid
+	}
+	if m&0o4000 != 0 {
+		extra |= os.ModeSetuid
+	}
+	return extra
+}
+
+// writeFiles replaces each file under root, never following a symlink the
+// image may have in its place.
+func writeFiles(root string, files []fileSpec) error {
+	for _, f := range files {
+		p := filepath.Join(root, f.path)
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("writing /%s: %w", f.path, err)
+		}
+		if err := os.WriteFile(p, []byte(f.content), f.mode); err != nil {
+			return fmt.Errorf("writing /%s: %w", f.path, err)
+		}
+		if err := os.Chmod(p, f.mode); err != nil {
+			return fmt.Errorf("writing /%s: %w", f.path, err)
+		}
+	}
+	return nil
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Chmod(dst, mode)
+}
+
+// lastLines keeps the last n lines written to it, for error messages.
+type lastLines struct {
+	n     int
+	lines []string
+}
+
+func (l *lastLines) add(s string) {
+	if len(l.lines) == l.n {
+		l.lines = l.lines[1:]
+	}
+	l.lines = append(l.lines, s)
+}
+
+func (l *lastLines) String() string {
+	var b bytes.Buffer
+	for i, s := range l.lines {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(s)
+	}
+	return b.String()
+}
