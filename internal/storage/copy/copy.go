@@ -124,6 +124,9 @@ func (d *Driver) Name() string { return "copy" }
 // Dir is the pool's directory.
 func (d *Driver) Dir() string { return d.tree.Root }
 
+// Close releases nothing; it is there so both drivers close alike.
+func (d *Driver) Close() error { return nil }
+
 // Path is where volume key lives; "" for an invalid key.
 func (d *Driver) Path(key string) string { return d.tree.Path(key) }
 
