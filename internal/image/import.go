@@ -222,7 +222,7 @@ func openDockerSave(archive string) (*archiveImage, error) {
 		for _, d := range mf {
 			names = append(names, d.RepoTags...)
 		}
-		return nil, errdefs.WithHint(errdefs.Invalid("the archive holds %d images %v", len(mf), names),
+		return nil, errdefs.WithHint(errdefs.Invalid("the archive holds %d images: %s", len(mf), strings.Join(names, ", ")),
 			"import one image per archive, e.g. `docker save IMAGE -o FILE`")
 	}
 	img, err := tarball.Image(opener, nil)

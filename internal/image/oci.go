@@ -134,13 +134,14 @@ func imageRecord(cf *v1.ConfigFile) *sandbox.Image {
 func keepTmpOnDisk(root string) error {
 	tmp := filepath.Join(root, "tmp")
 	fi, err := os.Lstat(tmp)
-	if errors.Is(err, os.ErrNotExist) {
-		return makeDirs(root, []dirSpec{{"tmp", 0o1777}})
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if err := makeDirs(root, []dirSpec{{"tmp", 0o1777}}); err != nil {
+			return err
+		}
+	case err != nil:
 		return err
-	}
-	if !fi.IsDir() {
+	case !fi.IsDir():
 		return nil
 	}
 	entries, err := os.ReadDir(tmp)

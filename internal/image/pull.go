@@ -61,7 +61,7 @@ func (m *Manager) Pull(ctx context.Context, ref, imageName string, insecure bool
 
 func (m *Manager) pull(ctx context.Context, r name.Reference, imageName string, progress func(Progress)) (*sandbox.Image, error) {
 	counter := &downloadCounter{progress: progress}
-	classify := func(err error) error { return registryError(r, err) }
+	classify := registryError
 	desc, err := remote.Get(r,
 		remote.WithContext(ctx),
 		remote.WithUserAgent("den"),
@@ -69,16 +69,7 @@ func (m *Manager) pull(ctx context.Context, r name.Reference, imageName string, 
 	if err != nil {
 		return nil, classify(err)
 	}
-	var img v1.Image
-	if desc.MediaType.IsIndex() {
-		idx, err := desc.ImageIndex()
-		if err != nil {
-			return nil, classify(err)
-		}
-		img, err = pickImage(idx, r.Name())
-	} else {
-		img, err = desc.Image()
-	}
+	img, err := imageOf(desc, r)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -103,6 +94,19 @@ func (m *Manager) pull(ctx context.Context, r name.Reference, imageName string, 
 		im.Source, im.Ref, im.Digest = SourcePulled, r.Name(), digest.String()
 		return im, nil
 	})
+}
+
+// imageOf is the image desc names, or the one for den's platform when it
+// names an index.
+func imageOf(desc *remote.Descriptor, r name.Reference) (v1.Image, error) {
+	if !desc.MediaType.IsIndex() {
+		return desc.Image()
+	}
+	idx, err := desc.ImageIndex()
+	if err != nil {
+		return nil, err
+	}
+	return pickImage(idx, r.Name())
 }
 
 // nameFromRef derives an image name from the last part of ref's
@@ -134,8 +138,8 @@ func sanitizeName(s string) string {
 	return strings.TrimRight(b.String()[:min(b.Len(), 63)], "-")
 }
 
-// registryError classifies an error talking to the registry of r.
-func registryError(r name.Reference, err error) error {
+// registryError classifies an error talking to a registry.
+func registryError(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errdefs.Class(err) != nil {
 		return err
 	}
@@ -143,19 +147,19 @@ func registryError(r name.Reference, err error) error {
 	if errors.As(err, &te) {
 		for _, d := range te.Errors {
 			if d.Code == transport.ManifestUnknownErrorCode || d.Code == transport.NameUnknownErrorCode {
-				return errdefs.NotFound("%s not found in its registry", r.Name())
+				return errdefs.NotFound("the registry has no such image")
 			}
 		}
 		switch te.StatusCode {
 		case http.StatusNotFound:
-			return errdefs.NotFound("%s not found in its registry", r.Name())
+			return errdefs.NotFound("the registry has no such image")
 		case http.StatusUnauthorized, http.StatusForbidden:
-			return errdefs.WithHint(errdefs.NotFound("%s not found, or the registry requires a login", r.Name()),
+			return errdefs.WithHint(errdefs.NotFound("the registry has no such image, or requires a login"),
 				"den pulls anonymously: only public images can be pulled")
 		}
 		return errdefs.Unavailable("the registry failed: %v", err)
 	}
-	return errdefs.WithHint(errdefs.Unavailable("cannot fetch %s: %v", r.Name(), err),
+	return errdefs.WithHint(errdefs.Unavailable("cannot reach the registry: %v", err),
 		"check the registry address; a registry served over plain HTTP needs --insecure")
 }
 
