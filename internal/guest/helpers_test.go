@@ -40,11 +40,12 @@ func TestMain(m *testing.M) {
 // client for it.
 func serve(t testing.TB, tweak ...func(*initd.Config)) *guest.Client {
 	t.Helper()
-	c, _ := serveAddr(t, tweak...)
+	c, _ := serveWith(t, tweak...)
 	return c
 }
 
-func serveAddr(t testing.TB, tweak ...func(*initd.Config)) (*guest.Client, netip.AddrPort) {
+// serveWith is serve that also returns the server.
+func serveWith(t testing.TB, tweak ...func(*initd.Config)) (*guest.Client, *initd.Server) {
 	t.Helper()
 	cfg := initd.Config{
 		Token:   testToken,
@@ -70,7 +71,7 @@ func serveAddr(t testing.TB, tweak ...func(*initd.Config)) (*guest.Client, netip
 		c.Close()
 		srv.Close()
 	})
-	return c, addr
+	return c, srv
 }
 
 type testWriter struct{ t testing.TB }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -93,11 +94,12 @@ func TestEnvAndCwd(t *testing.T) {
 		Env:  []string{"FOO=bar"},
 		Cwd:  dir,
 	})
-	want := fmt.Sprintf("bar|/root|%s|/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin|\n", dir)
-	if os.Geteuid() != 0 {
-		want = "" // HOME differs
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if want != "" && res.stdout != want {
+	want := fmt.Sprintf("bar|%s|%s|/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin|\n", me.HomeDir, dir)
+	if res.stdout != want {
 		t.Fatalf("stdout = %q, want %q", res.stdout, want)
 	}
 }

@@ -85,6 +85,7 @@ type Server struct {
 	http      *http.Server
 
 	mu       sync.Mutex
+	addr     string // where Serve listens
 	procs    map[string]*proc
 	stopping bool // after Shutdown: no new processes
 }
@@ -123,6 +124,9 @@ func New(cfg Config) (*Server, error) {
 
 // Serve accepts connections on ln until Close.
 func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	s.addr = ln.Addr().String()
+	s.mu.Unlock()
 	err := s.http.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -138,6 +142,13 @@ func (s *Server) Close() error {
 		s.reaper.Stop()
 	}
 	return err
+}
+
+// Addr is the address Serve listens on, or "" before Serve.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
 }
 
 // Info is what ping answers.
