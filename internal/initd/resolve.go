@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/den-dev/den/internal/errdefs"
 )
 
 // maxSymlinks bounds the symlinks followed in one resolution, as the
@@ -14,13 +16,16 @@ const maxSymlinks = 40
 // errLoop ends a resolution that met more than maxSymlinks symlinks.
 var errLoop = unix.ELOOP
 
+// errChanged says a path changed while it was being resolved.
+var errChanged = errdefs.Conflict("a directory was replaced while files were being extracted into it")
+
 // openDirIn opens the directory rel (a relative, cleaned path) beneath
 // root as if root were "/": ".." stops at root, and symlinks are followed
 // with absolute targets taken relative to root, so nothing outside root is
 // ever reached, whatever symlinks the tree holds (the semantics of
 // openat2's RESOLVE_IN_ROOT, done by hand so it also works where openat2 is
-// missing). Each step opens one component with O_NOFOLLOW, so a symlink
-// swapped in meanwhile is seen, not followed. With create, missing
+// missing). Each step opens one component without following it, so a
+// symlink swapped in meanwhile is seen, not followed. With create, missing
 // directories are made (mode 0755).
 //
 // The returned descriptor is the caller's to close.
@@ -51,18 +56,17 @@ func openDirIn(root int, rel string, create bool) (int, error) {
 			continue
 		}
 		cur := stack[len(stack)-1]
-		fd, err := openDirAt(cur, name)
+		fd, target, err := openDirAt(cur, name)
 		if errors.Is(err, unix.ENOENT) && create {
 			if err := unix.Mkdirat(cur, name, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 				return -1, err
 			}
-			fd, err = openDirAt(cur, name)
+			fd, target, err = openDirAt(cur, name)
 		}
-		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-			target, lerr := readlinkAt(cur, name)
-			if lerr != nil {
-				return -1, unix.ENOTDIR // not a symlink: a file in the way
-			}
+		if err != nil {
+			return -1, err
+		}
+		if fd < 0 { // a symlink: go on from where it points
 			if links++; links > maxSymlinks {
 				return -1, errLoop
 			}
@@ -74,9 +78,6 @@ func openDirIn(root int, rel string, create bool) (int, error) {
 			}
 			todo = append(splitPath(target), todo...)
 			continue
-		}
-		if err != nil {
-			return -1, err
 		}
 		stack = append(stack, fd)
 	}
@@ -99,13 +100,41 @@ func openParentIn(root int, rel string, create bool) (dirfd int, base string, er
 	return fd, base, err
 }
 
-func openDirAt(dir int, name string) (int, error) {
+// openDirAt opens the directory name in dir without following a symlink.
+// When name is a symlink it returns fd -1 and the link's target; any other
+// non-directory is ENOTDIR.
+//
+// O_NOFOLLOW alone is not enough: gVisor follows a final symlink when
+// O_DIRECTORY is given. So the entry is looked at first, and the opened
+// directory must be that same inode, or name was swapped meanwhile.
+func openDirAt(dir int, name string) (fd int, target string, err error) {
+	var want unix.Stat_t
+	if err := unix.Fstatat(dir, name, &want, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return -1, "", err
+	}
+	switch want.Mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		target, err := readlinkAt(dir, name)
+		return -1, target, err
+	case unix.S_IFDIR:
+	default:
+		return -1, "", unix.ENOTDIR
+	}
 	for {
-		fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err = unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != unix.EINTR {
-			return fd, err
+			break
 		}
 	}
+	if err != nil {
+		return -1, "", err
+	}
+	var got unix.Stat_t
+	if err := unix.Fstat(fd, &got); err != nil || got.Dev != want.Dev || got.Ino != want.Ino {
+		unix.Close(fd)
+		return -1, "", errChanged
+	}
+	return fd, "", nil
 }
 
 func readlinkAt(dir int, name string) (string, error) {
