@@ -59,6 +59,16 @@ func TestFilesRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
+}
+
+func TestDirectories(t *testing.T) {
+	c := serve(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a.txt")
+	must(t, os.WriteFile(file, []byte("a"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "empty"), nil, 0o644))
+
 	sub := filepath.Join(dir, "x", "y")
 	if err := c.Mkdir(ctx, sub, false, 0); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("mkdir without parents: %v", err)
@@ -328,13 +338,19 @@ func TestArchiveRoundTrip(t *testing.T) {
 	if !os.SameFile(a, h) {
 		t.Fatal("hard link became a copy")
 	}
+}
 
-	// A single file comes as one entry named by its base name.
-	rc, err = c.ReadTar(ctx, filepath.Join(src, "sub", "b.sh"))
+// A single file comes as one entry named by its base name.
+func TestArchiveOfFile(t *testing.T) {
+	c := serve(t)
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "b.sh")
+	must(t, os.WriteFile(file, []byte("#!/bin/sh\n"), 0o755))
+	rc, err := c.ReadTar(ctx, file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr = tar.NewReader(rc)
+	tr := tar.NewReader(rc)
 	hdr, err := tr.Next()
 	if err != nil || hdr.Name != "b.sh" || hdr.Mode != 0o755 {
 		t.Fatalf("single file entry: %+v, %v", hdr, err)

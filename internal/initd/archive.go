@@ -57,7 +57,7 @@ func (s *Server) handleReadTar(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		// Break the connection, so the host cannot take a truncated tar
 		// for a whole one.
-		s.log.Warn("archive failed midway", "path", p, keyErr, err)
+		s.log.Warn("archive failed midway", keyPath, p, keyErr, err)
 		panic(http.ErrAbortHandler)
 	}
 	return nil

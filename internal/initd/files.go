@@ -158,7 +158,7 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
 	// Exactly the size announced; a file that shrank meanwhile aborts the
 	// response, so the host sees a short read rather than a short file.
 	if _, err := io.CopyN(w, f, fi.Size()); err != nil {
-		s.log.Warn("reading file failed midway", "path", p, keyErr, err)
+		s.log.Warn("reading file failed midway", keyPath, p, keyErr, err)
 		panic(http.ErrAbortHandler)
 	}
 	return nil

@@ -143,50 +143,63 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) error {
 	frame := make([]byte, frameHeaderLen+maxFramePayload)
 	turn := 0 // which stream goes first, alternated for fairness
 	for {
-		p.mu.Lock()
-		n, which := 0, -1
-		for k := range 2 {
-			i := (turn + k) % 2
-			b := &p.out[i]
-			if from[i] < b.start {
-				// Another reader acknowledged bytes this one has not sent.
-				p.mu.Unlock()
-				s.log.Warn("stream overtaken by an acknowledgement", keyProc, p.id)
-				panic(http.ErrAbortHandler)
-			}
-			if from[i] < b.end() {
-				n, which = b.readAt(frame[frameHeaderLen:], from[i]), i
-				break
-			}
+		next, err := p.next(&from, turn, frame[frameHeaderLen:])
+		if err != nil {
+			s.log.Warn("stream overtaken by an acknowledgement", keyProc, p.id)
+			panic(http.ErrAbortHandler) // the host reconnects and learns why
 		}
-		done := which < 0 && p.finishedLocked()
-		var st guest.ProcStatus
-		if done {
-			st = p.statusLocked()
-		}
-		changed := p.changed
-		p.mu.Unlock()
-
 		switch {
-		case which >= 0:
-			turn = 1 - which
-			from[which] += int64(n)
-			if err := writeFrame(w, rc, frameKinds[which], frame, n); err != nil {
+		case next.stream >= 0:
+			turn = 1 - next.stream
+			if err := writeFrame(w, rc, frameKinds[next.stream], frame, next.n); err != nil {
 				return nil // the host went away; it reconnects with its offsets
 			}
-		case done:
-			body, _ := json.Marshal(st)
+		case next.done:
+			body, _ := json.Marshal(next.status)
 			copy(frame[frameHeaderLen:], body)
 			_ = writeFrame(w, rc, guest.FrameExit, frame, len(body))
 			return nil
 		default:
 			select {
-			case <-changed:
+			case <-next.changed:
 			case <-r.Context().Done():
 				return nil
 			}
 		}
 	}
+}
+
+// chunk is what a stream reader does next.
+type chunk struct {
+	stream  int // output copied from this stream, or -1
+	n       int // bytes copied
+	done    bool
+	status  guest.ProcStatus // when done
+	changed chan struct{}    // when nothing to do: closed on the next change
+}
+
+// next copies into buf the output at from (trying stream turn first) and
+// advances from; or says that all was sent and the process finished; or
+// gives a channel to wait on.
+func (p *proc) next(from *[2]int64, turn int, buf []byte) (chunk, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k := range 2 {
+		i := (turn + k) % 2
+		b := &p.out[i]
+		if from[i] < b.start {
+			return chunk{}, errdefs.Conflict("%s bytes before %d were acknowledged", streamNames[i], b.start)
+		}
+		if from[i] < b.end() {
+			n := b.readAt(buf, from[i])
+			from[i] += int64(n)
+			return chunk{stream: i, n: n}, nil
+		}
+	}
+	if p.finishedLocked() {
+		return chunk{stream: -1, done: true, status: p.statusLocked()}, nil
+	}
+	return chunk{stream: -1, changed: p.changed}, nil
 }
 
 // writeFrame sends frame[frameHeaderLen:][:n] as a frame of kind and

@@ -261,7 +261,7 @@ func (s *Server) startProc(spec guest.ProcSpec) (*proc, error) {
 		p.timer = time.AfterFunc(spec.Timeout, func() { s.timeout(p) })
 		p.mu.Unlock()
 	}
-	s.log.Debug("started", keyProc, p.id, keyPID, pid, "argv0", spec.Argv[0])
+	s.log.Debug("started", keyProc, p.id, keyPID, pid, keyArgv0, spec.Argv[0])
 	return p, nil
 }
 

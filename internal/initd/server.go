@@ -31,6 +31,8 @@ const (
 	keyProc  = "proc"
 	keyErr   = "err"
 	keyRoute = "route"
+	keyPath  = "path"
+	keyArgv0 = "argv0"
 )
 
 // Config is what a Server needs.
