@@ -47,6 +47,17 @@ func TestFilesRoundTrip(t *testing.T) {
 		t.Fatalf("read %q, %+v", b, info)
 	}
 
+	// Files that say they are empty but are not.
+	rc, _, err = c.ReadFile(ctx, "/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(rc)
+	rc.Close()
+	if !strings.Contains(string(b), "Pid:") {
+		t.Fatalf("/proc/self/status read as %q", b)
+	}
+
 	// Replacing keeps the mode when none is given.
 	if err := c.WriteFile(ctx, file, 0, strings.NewReader("bye")); err != nil {
 		t.Fatal(err)

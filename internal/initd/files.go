@@ -153,6 +153,16 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
 	hdr, _ := json.Marshal(info)
 	w.Header().Set(guest.HeaderFileInfo, string(hdr))
 	w.Header().Set("Content-Type", "application/octet-stream")
+	if fi.Size() == 0 {
+		// Files of /proc and /sys say they are empty and are not: send
+		// what reading gives, to its end.
+		w.WriteHeader(http.StatusOK)
+		if _, err := io.Copy(w, f); err != nil {
+			s.log.Warn("reading file failed midway", keyPath, p, keyErr, err)
+			panic(http.ErrAbortHandler)
+		}
+		return nil
+	}
 	w.Header().Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
 	w.WriteHeader(http.StatusOK)
 	// Exactly the size announced; a file that shrank meanwhile aborts the
