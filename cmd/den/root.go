@@ -263,7 +263,14 @@ func (a *app) versionCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "dend:  %s (status %s, runsc %s, storage %s)\n", h.Version, h.Status, h.RunscVersion, h.Storage)
+			details := []string{"status " + h.Status}
+			if h.RunscVersion != "" {
+				details = append(details, "runsc "+h.RunscVersion)
+			}
+			if h.Storage != "" {
+				details = append(details, "storage "+h.Storage)
+			}
+			fmt.Fprintf(a.stdout, "dend:  %s (%s)\n", h.Version, strings.Join(details, ", "))
 			return nil
 		},
 	}

@@ -86,7 +86,9 @@ func TestNoDaemon(t *testing.T) {
 }
 
 // fakeDend serves a few routes the CLI tests need, on a unix socket.
-func fakeDend(t *testing.T) string {
+// onExec, when not nil, is called with each exec request before the
+// command "runs".
+func fakeDend(t *testing.T, onExec func(api.ExecRequest)) string {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/sandboxes", func(w http.ResponseWriter, r *http.Request) {
@@ -112,6 +114,9 @@ func fakeDend(t *testing.T) string {
 		}
 		var req api.ExecRequest
 		_ = json.Unmarshal(msg, &req)
+		if onExec != nil {
+			onExec(req)
+		}
 		frame := func(k api.FrameKind, p []byte) {
 			_ = conn.Write(r.Context(), websocket.MessageBinary, append([]byte{byte(k)}, p...))
 		}
@@ -143,7 +148,7 @@ func fakeDend(t *testing.T) string {
 }
 
 func TestAgainstFakeDend(t *testing.T) {
-	sock := fakeDend(t)
+	sock := fakeDend(t, nil)
 
 	code, stdout, _ := runDen(t, sock, "ls")
 	if code != 0 || !strings.HasPrefix(stdout, "NAME   STATE     IMAGE    CPUS   MEMORY   GEN   AGE\nweb    running   debian   2      1GiB     1") {
