@@ -238,6 +238,18 @@ func TestAckBackpressure(t *testing.T) {
 
 func TestTimeoutKillsTree(t *testing.T) {
 	c := serve(t)
+	ctx := context.Background()
+	// Another process of den-init's, which must survive the kills.
+	bystander, err := c.Start(ctx, guest.ProcSpec{Argv: []string{"sleep", "1000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if st, err := c.Status(ctx, bystander.ID); err != nil || !st.Running {
+			t.Errorf("a process outside the tree was killed: %+v, %v", st, err)
+		}
+		c.Signal(ctx, bystander.ID, syscall.SIGKILL)
+	}()
 	for _, tc := range []struct{ name, script string }{
 		// The grandchild holds the output pipe.
 		{"holding output", "setsid sleep 1000 & echo $!; wait"},

@@ -124,6 +124,9 @@ func (s *Server) treeOf(p *proc, table []procEntry, known map[int]bool) map[int]
 			tree[pe.pid] = true
 		}
 	}
+	// Never den-init itself: it holds the output too, and everything is
+	// its descendant.
+	delete(tree, os.Getpid())
 	for grew := true; grew; { // add descendants until the set stops growing
 		grew = false
 		for _, pe := range table {
