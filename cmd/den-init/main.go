@@ -46,7 +46,12 @@ func run(log *slog.Logger) error {
 		addr = fmt.Sprintf(":%d", guest.Port)
 	}
 
-	srv, err := initd.New(initd.Config{Token: token, Logger: log, Version: version})
+	srv, err := initd.New(initd.Config{
+		Token:     token,
+		Logger:    log,
+		Version:   version,
+		SignalAll: os.Getpid() == 1, // the sandbox's init: everything in it is ours
+	})
 	if err != nil {
 		return err
 	}

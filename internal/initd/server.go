@@ -13,9 +13,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
@@ -46,6 +49,10 @@ type Config struct {
 	// EtcDir holds the passwd and group files users are looked up in
 	// (default /etc).
 	EtcDir string
+	// SignalAll makes Shutdown signal every process (kill -1), not only
+	// the ones den-init started: right for PID 1, whose sandbox holds
+	// nothing else, and never for a process on a host.
+	SignalAll bool
 	// Reaper collects exit statuses. There must be one per process; when
 	// nil, New starts one and Close stops it.
 	Reaper *Reaper
@@ -156,9 +163,10 @@ func (s *Server) Addr() string {
 // Info is what ping answers.
 func (s *Server) Info() guest.Info { return s.info }
 
-// Shutdown ends every process: SIGTERM to each process group, up to grace
-// for them to exit, SIGKILL to whatever is left of their trees, then
-// sync(2). No process can be started afterwards; the server keeps serving.
+// Shutdown ends every process: SIGTERM to each process group (and, with
+// Config.SignalAll, to every process there is), up to grace for them to
+// exit, SIGKILL to whatever is left, then sync(2). No process can be
+// started afterwards; the server keeps serving.
 func (s *Server) Shutdown(ctx context.Context, grace time.Duration) {
 	s.mu.Lock()
 	s.stopping = true
@@ -168,34 +176,55 @@ func (s *Server) Shutdown(ctx context.Context, grace time.Duration) {
 	for _, p := range procs {
 		_ = s.reaper.Kill(p.pid, sigTERM)
 	}
-	deadline := time.NewTimer(grace)
-	defer deadline.Stop()
-wait:
-	for _, p := range procs {
-		select {
-		case <-p.exitedCh:
-		case <-deadline.C:
-			break wait
-		case <-ctx.Done():
-			break wait
-		}
+	if s.cfg.SignalAll {
+		_ = unix.Kill(-1, sigTERM) // everyone but ourselves
 	}
+	s.waitQuiet(ctx, procs, grace)
 	for _, p := range procs {
 		if !p.finished() {
 			s.killTree(p)
 		}
 	}
+	if s.cfg.SignalAll {
+		_ = unix.Kill(-1, sigKILL)
+	}
 	// Give the kernel a moment to deliver the kills, so that what sync
 	// writes is the final state; SIGKILL cannot be refused.
-	settle := time.NewTimer(time.Second)
-	defer settle.Stop()
-	for _, p := range procs {
+	s.waitQuiet(ctx, procs, time.Second)
+	syncFS()
+}
+
+// waitQuiet waits up to limit until every process in procs has exited
+// and, with SignalAll, no other process is left alive.
+func (s *Server) waitQuiet(ctx context.Context, procs []*proc, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		quiet := true
+		for _, p := range procs {
+			if !p.hasExited() {
+				quiet = false
+				break
+			}
+		}
+		if quiet && s.cfg.SignalAll {
+			self := os.Getpid()
+			for _, pe := range readProcTable() {
+				if pe.pid != self && !pe.zombie {
+					quiet = false
+					break
+				}
+			}
+		}
+		if quiet {
+			return
+		}
 		select {
-		case <-p.exitedCh:
-		case <-settle.C:
+		case <-tick.C:
+		case <-ctx.Done():
 		}
 	}
-	syncFS()
 }
 
 func (s *Server) proc(id string) (*proc, error) {
