@@ -134,7 +134,7 @@ type FileInfo struct {
 	Target  string    `json:"target,omitempty"` // symlink target
 }
 
-// FileList is the body of GET /v1/sandboxes/{name}/files?op=list.
+// FileList is the body of GET /v1/sandboxes/{name}/files/list.
 type FileList struct {
 	Files []FileInfo `json:"files"`
 }

@@ -1,0 +1,78 @@
+// Command dend is den's daemon: it owns the sandboxes on this host and
+// serves the REST API on a unix socket (and, if asked, on TCP).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/den-dev/den/internal/daemon"
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/version"
+)
+
+func main() {
+	cfg := daemon.Default()
+	fs := flag.NewFlagSet("dend", flag.ExitOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "dend %s: den's daemon.\n\nUsage: dend [flags]\n\nEvery flag can also be set as DEN_<FLAG> in the environment (e.g. DEN_DATA_DIR).\n\nFlags:\n", version.Version)
+		fs.PrintDefaults()
+	}
+	pool := ""
+	fs.StringVar(&cfg.DataDir, "data-dir", env("DEN_DATA_DIR", cfg.DataDir), "where records, the storage pool and run output live")
+	fs.StringVar(&cfg.RunDir, "run-dir", env("DEN_RUN_DIR", cfg.RunDir), "engine state that must not survive a reboot")
+	fs.StringVar(&cfg.Socket, "socket", env("DEN_SOCKET", cfg.Socket), "unix socket for the local CLI (root only)")
+	fs.StringVar(&cfg.Listen, "listen", env("DEN_LISTEN", ""), "also serve on this TCP address (bearer token required), e.g. 127.0.0.1:7070")
+	fs.StringVar(&cfg.TokenFile, "token-file", env("DEN_TOKEN_FILE", ""), "token for --listen (created if missing; default DATA_DIR/token)")
+	fs.StringVar(&cfg.Runsc, "runsc", env("DEN_RUNSC", cfg.Runsc), "the pinned runsc binary")
+	fs.StringVar(&cfg.Init, "init", env("DEN_INIT", cfg.Init), "the den-init binary")
+	fs.StringVar(&cfg.Storage, "storage", env("DEN_STORAGE", cfg.Storage), "storage driver: auto, btrfs or copy")
+	fs.StringVar(&pool, "pool-size", env("DEN_POOL_SIZE", "64G"), "size of the sparse btrfs loop file made when the data dir is not on btrfs")
+	fs.StringVar(&cfg.Subnet, "subnet", env("DEN_SUBNET", cfg.Subnet), "private IPv4 range for sandbox links")
+	fs.DurationVar(&cfg.StopGrace, "stop-grace", cfg.StopGrace, "time processes get between SIGTERM and SIGKILL on stop")
+	fs.StringVar(&cfg.DebianMirror, "debian-mirror", env("DEN_DEBIAN_MIRROR", ""), "Debian mirror for the debian image (default: the host's apt mirror)")
+	fs.BoolVar(&cfg.Debug, "debug", env("DEN_DEBUG", "") != "", "debug logs, including runsc's per instance")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.Parse(os.Args[1:])
+	if *showVersion {
+		fmt.Println("dend", version.Version)
+		return
+	}
+	n, err := sandbox.ParseMemory(pool)
+	if err != nil {
+		fatal(fmt.Errorf("--pool-size: %w", err))
+	}
+	cfg.PoolSize = n
+
+	level := slog.LevelInfo
+	if cfg.Debug {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := daemon.Run(ctx, cfg, log); err != nil {
+		fatal(err)
+	}
+}
+
+func env(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok {
+		return v
+	}
+	return def
+}
+
+func fatal(err error) {
+	fmt.Fprintf(os.Stderr, "dend: %v\n", err)
+	if h := errdefs.Hint(err); h != "" {
+		fmt.Fprintf(os.Stderr, "hint: %s\n", h)
+	}
+	os.Exit(1)
+}

@@ -1,0 +1,97 @@
+// Package daemon wires dend together: storage pool, store, images, engine,
+// network, the sandbox service and the API listeners. It holds no logic of
+// its own beyond choosing implementations and starting and stopping them.
+package daemon
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/netns"
+)
+
+// Storage drivers.
+const (
+	StorageAuto  = "auto"
+	StorageBtrfs = "btrfs"
+	StorageCopy  = "copy"
+)
+
+// Config is everything dend can be told. Defaults come from Default; flags
+// and environment are merged into it in cmd/dend only.
+type Config struct {
+	DataDir      string        // records, pool, run output, logs
+	RunDir       string        // engine state that must not survive a reboot
+	Socket       string        // unix socket for the local CLI (root only)
+	Listen       string        // optional TCP listener, e.g. 127.0.0.1:7070
+	TokenFile    string        // bearer token for the TCP listener; created if missing
+	Runsc        string        // pinned runsc binary
+	Init         string        // den-init binary
+	Storage      string        // auto, btrfs or copy
+	PoolSize     int64         // size of the loop file made when the data dir is not on btrfs
+	Subnet       string        // private range for sandbox links
+	StopGrace    time.Duration // SIGTERM→SIGKILL on stop
+	Node         string        // this host's name
+	Debug        bool          // debug logs, and runsc debug logs per instance
+	DebianMirror string        // mirror for the debian image; default: the host's apt mirror
+}
+
+// Default returns the configuration dend runs with when told nothing.
+func Default() Config {
+	exe, _ := os.Executable()
+	dir := filepath.Dir(exe)
+	host, _ := os.Hostname()
+	return Config{
+		DataDir:   "/var/lib/den",
+		RunDir:    "/run/den",
+		Socket:    "/run/den/den.sock",
+		Runsc:     filepath.Join(dir, "runsc"),
+		Init:      filepath.Join(dir, "den-init"),
+		Storage:   StorageAuto,
+		PoolSize:  64 << 30,
+		Subnet:    netns.DefaultPrefix,
+		StopGrace: 5 * time.Second,
+		Node:      host,
+	}
+}
+
+// Validate names the first bad field.
+func (c *Config) Validate() error {
+	bad := func(field, format string, a ...any) error {
+		return errdefs.Invalid("config %s: %s", field, fmt.Sprintf(format, a...))
+	}
+	for _, f := range []struct{ name, path string }{{"data-dir", c.DataDir}, {"run-dir", c.RunDir}, {"socket", c.Socket}} {
+		if !filepath.IsAbs(f.path) {
+			return bad(f.name, "%q is not an absolute path", f.path)
+		}
+	}
+	switch c.Storage {
+	case StorageAuto, StorageBtrfs, StorageCopy:
+	default:
+		return bad("storage", "%q is not one of auto, btrfs, copy", c.Storage)
+	}
+	if c.PoolSize < 1<<30 {
+		return bad("pool-size", "%d bytes is below the 1G minimum", c.PoolSize)
+	}
+	if _, err := netip.ParsePrefix(c.Subnet); err != nil {
+		return bad("subnet", "%q is not a CIDR prefix", c.Subnet)
+	}
+	if c.Listen != "" {
+		if _, err := netip.ParseAddrPort(c.Listen); err != nil {
+			return bad("listen", "%q is not an address:port like 127.0.0.1:7070", c.Listen)
+		}
+	}
+	if c.StopGrace < 0 {
+		return bad("stop-grace", "negative duration")
+	}
+	for _, f := range []struct{ name, path string }{{"runsc", c.Runsc}, {"init", c.Init}} {
+		if _, err := os.Stat(f.path); err != nil {
+			return errdefs.WithHint(bad(f.name, "%s not found", f.path), "build everything with `make build` (or `make run`)")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,240 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/httpapi"
+	"github.com/den-dev/den/internal/image"
+	"github.com/den-dev/den/internal/netns"
+	"github.com/den-dev/den/internal/runsc"
+	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/storage"
+	"github.com/den-dev/den/internal/storage/btrfs"
+	copydriver "github.com/den-dev/den/internal/storage/copy"
+	"github.com/den-dev/den/internal/store/sqlite"
+	"github.com/den-dev/den/internal/version"
+)
+
+// Run starts dend and serves until ctx ends. On return the API is closed;
+// sandboxes keep running for the next dend to reattach.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	for _, d := range []string{cfg.DataDir, cfg.RunDir, filepath.Dir(cfg.Socket)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("creating %s: %w", d, err)
+		}
+	}
+	pool, err := openStorage(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "den.db"), log)
+	if err != nil {
+		return fmt.Errorf("opening the store: %w", err)
+	}
+	defer st.Close()
+
+	images, err := image.NewManager(image.Config{Pool: pool, Records: st, Logger: log, Mirror: cfg.DebianMirror})
+	if err != nil {
+		return err
+	}
+	initDir, err := installInit(cfg)
+	if err != nil {
+		return err
+	}
+	rt, err := runsc.New(ctx, runsc.Config{
+		Binary:    cfg.Runsc,
+		Root:      filepath.Join(cfg.RunDir, "runsc"),
+		BundleDir: filepath.Join(cfg.RunDir, "bundles"),
+		LogDir:    filepath.Join(cfg.DataDir, "logs"),
+		InitDir:   initDir,
+		Debug:     cfg.Debug,
+	}, log)
+	if err != nil {
+		return err
+	}
+	network, err := netns.New(cfg.Subnet, log)
+	if err != nil {
+		return err
+	}
+	svc, err := sandbox.NewService(sandbox.Config{
+		Store: st, Volumes: pool, Runtime: rt, Network: network, Images: images,
+		Dial:      func(addr netip.AddrPort, token string) sandbox.Guest { return guest.New(addr, token) },
+		Logger:    log,
+		Node:      cfg.Node,
+		RunsDir:   filepath.Join(cfg.DataDir, "runs"),
+		StopGrace: cfg.StopGrace,
+	})
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+	if err := svc.Recover(ctx); err != nil {
+		return err
+	}
+
+	health := func(context.Context) api.Health {
+		return api.Health{Status: "ok", Version: version.Version, RunscVersion: rt.Version(), Storage: pool.Name()}
+	}
+	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health})
+	return serve(ctx, cfg, handler, log)
+}
+
+// pool is what dend needs of a storage driver.
+type pool interface {
+	storage.Driver
+}
+
+func openStorage(ctx context.Context, cfg Config, log *slog.Logger) (pool, error) {
+	dir := filepath.Join(cfg.DataDir, "pool")
+	if cfg.Storage == StorageCopy {
+		return copydriver.Open(dir, log)
+	}
+	d, err := btrfs.Open(ctx, btrfs.Config{Dir: dir, LoopFile: filepath.Join(cfg.DataDir, "pool.img"), LoopSize: cfg.PoolSize}, log)
+	if err == nil {
+		return d, nil
+	}
+	if cfg.Storage == StorageBtrfs {
+		return nil, fmt.Errorf("opening the btrfs pool: %w", err)
+	}
+	log.Warn("btrfs pool unavailable; using the copy driver (snapshots copy files)", "err", err)
+	return copydriver.Open(filepath.Join(cfg.DataDir, "pool-copy"), log)
+}
+
+// installInit copies den-init into the directory every sandbox mounts
+// read-only, replacing it atomically so running sandboxes keep theirs.
+func installInit(cfg Config) (string, error) {
+	dir := filepath.Join(cfg.DataDir, "init")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("creating init directory: %w", err)
+	}
+	src, err := os.Open(cfg.Init)
+	if err != nil {
+		return "", fmt.Errorf("reading den-init: %w", err)
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(dir, ".den-init-*")
+	if err != nil {
+		return "", fmt.Errorf("installing den-init: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, src); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("installing den-init: %w", err)
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("installing den-init: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", fmt.Errorf("installing den-init: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, filepath.Base(runsc.InitPath))); err != nil {
+		return "", fmt.Errorf("installing den-init: %w", err)
+	}
+	return dir, nil
+}
+
+func serve(ctx context.Context, cfg Config, handler http.Handler, log *slog.Logger) error {
+	if err := removeStaleSocket(cfg.Socket); err != nil {
+		return err
+	}
+	ul, err := net.Listen("unix", cfg.Socket)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.Socket, err)
+	}
+	if err := os.Chmod(cfg.Socket, 0o600); err != nil {
+		ul.Close()
+		return fmt.Errorf("restricting %s: %w", cfg.Socket, err)
+	}
+	servers := []*http.Server{{Handler: handler, ReadHeaderTimeout: 10 * time.Second}}
+	listeners := []net.Listener{ul}
+	if cfg.Listen != "" {
+		token, err := loadToken(cfg)
+		if err != nil {
+			ul.Close()
+			return err
+		}
+		tl, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			ul.Close()
+			return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+		}
+		servers = append(servers, &http.Server{Handler: httpapi.RequireToken(token, handler), ReadHeaderTimeout: 10 * time.Second})
+		listeners = append(listeners, tl)
+	}
+	errc := make(chan error, len(servers))
+	for i, srv := range servers {
+		log.Info("dend listening", "addr", listeners[i].Addr().String())
+		go func() { errc <- srv.Serve(listeners[i]) }()
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			log.Error("listener failed", "err", err)
+		}
+	}
+	log.Info("dend shutting down; sandboxes keep running")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, srv := range servers {
+		srv.Shutdown(sctx)
+	}
+	os.Remove(cfg.Socket)
+	return nil
+}
+
+// removeStaleSocket deletes a socket file no live dend answers on, and
+// refuses to start beside a live one.
+func removeStaleSocket(path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return nil
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return errdefs.WithHint(errdefs.Conflict("another dend is already serving %s", path),
+			"stop it first, or give this one another --socket and --data-dir")
+	}
+	return os.Remove(path)
+}
+
+// loadToken reads the TCP listener's token, creating one if needed.
+func loadToken(cfg Config) (string, error) {
+	path := cfg.TokenFile
+	if path == "" {
+		path = filepath.Join(cfg.DataDir, "token")
+	}
+	b, err := os.ReadFile(path)
+	if err == nil && len(strings.TrimSpace(string(b))) >= 16 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("reading token: %w", err)
+	}
+	raw := make([]byte, 24)
+	rand.Read(raw)
+	tok := hex.EncodeToString(raw)
+	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("writing token: %w", err)
+	}
+	return tok, nil
+}
