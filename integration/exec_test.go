@@ -1,0 +1,133 @@
+package integration
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/client"
+)
+
+// One sandbox serves the exec tests: they do not change its state.
+func TestExec(t *testing.T) {
+	d := startDend(t)
+	d.create("ex", func(r *api.CreateSandboxRequest) { r.Env = map[string]string{"FROM_SPEC": "spec"} })
+
+	t.Run("exit codes and separate streams", func(t *testing.T) {
+		out, errs, code := d.sh("ex", "echo to-out; echo to-err >&2; exit 7")
+		if out != "to-out\n" || errs != "to-err\n" || code != 7 {
+			t.Fatalf("got out=%q err=%q code=%d", out, errs, code)
+		}
+	})
+
+	t.Run("argv env cwd user", func(t *testing.T) {
+		var out bytes.Buffer
+		run, err := d.c.Exec(ctxT(t, time.Minute), "ex", api.ExecRequest{
+			Argv: []string{"sh", "-c", `echo "$FROM_SPEC $FROM_RUN $(pwd) $(id -u)" "$0"`, "arg zero"},
+			Env:  map[string]string{"FROM_RUN": "run"}, Cwd: "/tmp", User: "65534:65534",
+		}, client.ExecIO{Stdout: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := out.String(); got != "spec run /tmp 65534 arg zero\n" {
+			t.Fatalf("got %q", got)
+		}
+		if len(run.EnvNames) != 1 || run.EnvNames[0] != "FROM_RUN" {
+			t.Fatalf("recorded env names %v, want only the run's", run.EnvNames)
+		}
+	})
+
+	t.Run("stdin", func(t *testing.T) {
+		var out bytes.Buffer
+		_, err := d.c.Exec(ctxT(t, time.Minute), "ex", api.ExecRequest{Argv: []string{"sh", "-c", "tr a-z A-Z"}, Stdin: true},
+			client.ExecIO{Stdin: strings.NewReader("shout\n"), Stdout: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != "SHOUT\n" {
+			t.Fatalf("got %q", out.String())
+		}
+	})
+
+	t.Run("large output is complete and in order", func(t *testing.T) {
+		var out bytes.Buffer
+		_, err := d.c.Exec(ctxT(t, 2*time.Minute), "ex", api.ExecRequest{Argv: []string{"sh", "-c",
+			"i=0; while [ $i -lt 60000 ]; do echo line-$i; i=$((i+1)); done"}}, client.ExecIO{Stdout: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		for i := 0; i < 60000; i++ {
+			fmt.Fprintf(&want, "line-%d\n", i)
+		}
+		if sha256.Sum256(out.Bytes()) != sha256.Sum256(want.Bytes()) {
+			t.Fatalf("output differs: got %d bytes, want %d", out.Len(), want.Len())
+		}
+	})
+
+	t.Run("timeout kills the whole tree", func(t *testing.T) {
+		run, err := d.c.Exec(ctxT(t, time.Minute), "ex", api.ExecRequest{
+			Argv:    []string{"sh", "-c", "setsid sleep 300 & sleep 300"},
+			Timeout: api.Duration(500 * time.Millisecond),
+		}, client.ExecIO{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Status != api.RunTimedOut {
+			t.Fatalf("status %s, want timed_out", run.Status)
+		}
+		waitFor(t, 10*time.Second, "no sleep left in the sandbox", func() bool {
+			out, _, _ := d.sh("ex", "ps -o comm | grep -c '^sleep' || true")
+			return strings.TrimSpace(out) == "0"
+		})
+	})
+
+	t.Run("signal a background run", func(t *testing.T) {
+		ctx := ctxT(t, time.Minute)
+		run, err := d.c.ExecDetached(ctx, "ex", api.ExecRequest{Argv: []string{"sleep", "300"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.c.Signal(ctx, "ex", run.ID, "TERM"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the run to end", func() bool {
+			r, err := d.c.GetRun(ctx, "ex", run.ID)
+			return err == nil && r.Status != api.RunRunning
+		})
+		r, _ := d.c.GetRun(ctx, "ex", run.ID)
+		if r.Status != api.RunKilled || r.Signal != "TERM" {
+			t.Fatalf("after TERM: status %s signal %q", r.Status, r.Signal)
+		}
+		if err := d.c.Signal(ctx, "ex", run.ID, "BOGUS"); !client.IsInvalid(err) {
+			t.Fatalf("unknown signal: %v, want invalid", err)
+		}
+	})
+
+	t.Run("runs are recorded", func(t *testing.T) {
+		ctx := ctxT(t, time.Minute)
+		d.mustSh("ex", "echo recorded")
+		runs, err := d.c.Runs(ctx, "ex", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(runs) != 1 {
+			t.Fatalf("limit 1 gave %d runs", len(runs))
+		}
+		r := runs[0]
+		if r.Argv[2] != "echo recorded" || r.Status != api.RunExited || r.StdoutSize != 9 || r.EndedAt == nil {
+			t.Fatalf("latest run record: %+v", r)
+		}
+	})
+
+	t.Run("unknown command", func(t *testing.T) {
+		_, err := d.c.Exec(ctxT(t, time.Minute), "ex", api.ExecRequest{Argv: []string{"no-such-command"}}, client.ExecIO{})
+		if !client.IsNotFound(err) {
+			t.Fatalf("got %v, want not found", err)
+		}
+	})
+}

@@ -1,0 +1,317 @@
+// Package integration holds den's end-to-end tests: a real dend with real
+// runsc, btrfs, namespaces and SQLite, driven through the Go SDK and the den
+// CLI as a user would. They need root and skip without it.
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/client"
+)
+
+// binDir holds dend, den, den-init and runsc for the tests.
+var binDir string
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Println("integration: not root; skipping (run `make test` as root)")
+		os.Exit(0)
+	}
+	dir, cleanup, err := binaries()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+// binaries uses DEN_BIN (make test sets it) or builds into a temp dir.
+func binaries() (string, func(), error) {
+	if d := os.Getenv("DEN_BIN"); d != "" {
+		return d, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "den-bin-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	cmd := exec.Command("go", "build", "-o", dir+"/", "../cmd/dend", "../cmd/den", "../cmd/den-init")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		cleanup()
+		return "", nil, fmt.Errorf("building: %v\n%s", err, out)
+	}
+	runsc, _ := filepath.Glob("/usr/local/lib/den/runsc-*")
+	if len(runsc) == 0 {
+		cleanup()
+		return "", nil, fmt.Errorf("no runsc in /usr/local/lib/den: run `make setup`")
+	}
+	if err := os.Symlink(runsc[len(runsc)-1], filepath.Join(dir, "runsc")); err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	return dir, cleanup, nil
+}
+
+var subnetSeq atomic.Int32
+
+// dend is one daemon under test with its own data, socket and subnet.
+type dend struct {
+	t       *testing.T
+	dataDir string
+	runDir  string
+	socket  string
+	subnet  string
+	args    []string
+	c       *client.Client
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	log *bytes.Buffer
+}
+
+// startDend starts a daemon that the test's cleanup stops and wipes.
+func startDend(t *testing.T, extra ...string) *dend {
+	t.Helper()
+	base := t.TempDir()
+	t.Cleanup(func() { unmountUnder(t, base) }) // runs after wipe: cleanups are LIFO
+	d := &dend{
+		t:       t,
+		dataDir: filepath.Join(base, "data"),
+		runDir:  filepath.Join(base, "run"),
+		socket:  filepath.Join(base, "den.sock"),
+		subnet:  fmt.Sprintf("10.214.%d.0/24", subnetSeq.Add(1)),
+	}
+	d.args = append([]string{
+		"--data-dir", d.dataDir, "--run-dir", d.runDir, "--socket", d.socket,
+		"--subnet", d.subnet, "--pool-size", "8G", "--stop-grace", "2s",
+	}, extra...)
+	c, err := client.New(client.WithSocket(d.socket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.c = c
+	t.Cleanup(d.wipe)
+	d.start()
+	return d
+}
+
+// start launches dend and waits until it answers.
+func (d *dend) start() {
+	d.t.Helper()
+	d.mu.Lock()
+	d.log = &bytes.Buffer{}
+	d.cmd = exec.Command(filepath.Join(binDir, "dend"), d.args...)
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err := d.cmd.Start()
+	d.mu.Unlock()
+	if err != nil {
+		d.t.Fatalf("starting dend: %v", err)
+	}
+	waitFor(d.t, 20*time.Second, "dend to answer", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := d.c.Health(ctx)
+		return err == nil
+	})
+}
+
+// stop ends dend gracefully (sandboxes keep running).
+func (d *dend) stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cmd == nil {
+		return
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.cmd.Wait()
+	d.cmd = nil
+}
+
+// kill ends dend with SIGKILL, as a crash would.
+func (d *dend) kill() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cmd == nil {
+		return
+	}
+	d.cmd.Process.Kill()
+	d.cmd.Wait()
+	d.cmd = nil
+}
+
+func (d *dend) logs() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.log.String()
+}
+
+// runscRoot is where this dend's engine keeps instance state.
+func (d *dend) runscRoot() string { return filepath.Join(d.runDir, "runsc") }
+
+// instances lists the engine's instances for this dend.
+func (d *dend) instances() []string {
+	out, err := exec.Command(filepath.Join(binDir, "runsc"), "--root="+d.runscRoot(), "list", "-quiet").Output()
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(out))
+}
+
+// wipe stops dend and removes every trace: instances, namespaces, mounts.
+func (d *dend) wipe() {
+	if d.t.Failed() {
+		d.t.Logf("dend log:\n%s", tail(d.logs(), 6000))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if d.cmd != nil {
+		if list, err := d.c.ListSandboxes(ctx); err == nil {
+			for _, sb := range list {
+				d.c.RemoveSandbox(ctx, sb.Name, true)
+			}
+		}
+	}
+	d.stop()
+	for _, id := range d.instances() {
+		exec.Command(filepath.Join(binDir, "runsc"), "--root="+d.runscRoot(), "delete", "--force", id).Run()
+	}
+	pool := filepath.Join(d.dataDir, "pool")
+	if isMounted(pool) {
+		if out, err := exec.Command("umount", pool).CombinedOutput(); err != nil {
+			d.t.Logf("unmounting pool: %v: %s", err, out)
+		}
+	}
+	detachLoops(filepath.Join(d.dataDir, "pool.img"))
+}
+
+// detachLoops frees the loop devices backed by file, if any are left.
+func detachLoops(file string) {
+	out, _ := exec.Command("losetup", "-j", file).Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		if dev, _, ok := strings.Cut(line, ":"); ok && dev != "" {
+			exec.Command("losetup", "-d", dev).Run()
+		}
+	}
+}
+
+// unmountUnder unmounts whatever is still mounted below dir, deepest
+// first (runsc keeps a namespace mount in its root, for one).
+func unmountUnder(t *testing.T, dir string) {
+	b, _ := os.ReadFile("/proc/self/mounts")
+	var mounts []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
+			mounts = append(mounts, f[1])
+		}
+	}
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if out, err := exec.Command("umount", "-l", mounts[i]).CombinedOutput(); err != nil {
+			t.Logf("unmounting %s: %v: %s", mounts[i], err, out)
+		}
+	}
+}
+
+func isMounted(dir string) bool {
+	b, _ := os.ReadFile("/proc/self/mounts")
+	return strings.Contains(string(b), " "+dir+" ")
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// create makes a busybox sandbox and fails the test if it cannot.
+func (d *dend) create(name string, mod ...func(*api.CreateSandboxRequest)) *api.Sandbox {
+	d.t.Helper()
+	req := api.CreateSandboxRequest{Name: name, Image: "busybox", Memory: "256M"}
+	for _, m := range mod {
+		m(&req)
+	}
+	sb, err := d.c.CreateSandbox(ctxT(d.t, 3*time.Minute), req)
+	if err != nil {
+		d.t.Fatalf("creating %s: %v", name, err)
+	}
+	return sb
+}
+
+// sh runs a shell command in a sandbox and returns stdout, stderr and the
+// exit code.
+func (d *dend) sh(name, script string) (string, string, int) {
+	d.t.Helper()
+	var out, errb bytes.Buffer
+	run, err := d.c.Exec(ctxT(d.t, time.Minute), name, api.ExecRequest{Argv: []string{"sh", "-c", script}},
+		client.ExecIO{Stdout: &out, Stderr: &errb})
+	if err != nil {
+		d.t.Fatalf("exec %q in %s: %v", script, name, err)
+	}
+	code := -1
+	if run.ExitCode != nil {
+		code = *run.ExitCode
+	}
+	return out.String(), errb.String(), code
+}
+
+// mustSh runs a command that must succeed and returns its stdout.
+func (d *dend) mustSh(name, script string) string {
+	d.t.Helper()
+	out, errs, code := d.sh(name, script)
+	if code != 0 {
+		d.t.Fatalf("%q in %s exited %d: %s", script, name, code, errs)
+	}
+	return out
+}
+
+// readLogs reads one stream of a run from offset, following it to the end
+// when follow is set.
+func readLogs(t *testing.T, d *dend, name, runID, stream string, from int64, follow bool) string {
+	t.Helper()
+	rc, err := d.c.Logs(ctxT(t, time.Minute), name, runID, stream, from, follow)
+	if err != nil {
+		t.Fatalf("logs of %s: %v", runID, err)
+	}
+	defer rc.Close()
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(rc); err != nil {
+		t.Fatalf("reading logs of %s: %v", runID, err)
+	}
+	return b.String()
+}

@@ -1,0 +1,101 @@
+package integration
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	denns "github.com/den-dev/den/internal/netns"
+)
+
+// A sandbox's namespace reaches the host end of its link and nothing else,
+// and Detach leaves no link or namespace behind. Traffic stays between the
+// host and the namespace this test made.
+func TestNetnsAttachDetach(t *testing.T) {
+	m, err := denns.New("10.214.250.0/28", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Slots() != 4 {
+		t.Fatalf("a /28 holds %d slots, want 4", m.Slots())
+	}
+	ctx := context.Background()
+	id := "nstest" + time.Now().Format("150405")
+	t.Cleanup(func() { m.Detach(ctx, id) })
+
+	// Attach twice: the second replaces the first.
+	for i := 0; i < 2; i++ {
+		if _, err := m.Attach(ctx, id, 3); err != nil {
+			t.Fatalf("attach %d: %v", i, err)
+		}
+	}
+	att, err := m.Attach(ctx, id, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if att.Host.String() != "10.214.250.13" || att.Guest.String() != "10.214.250.14" {
+		t.Fatalf("slot 3 addresses: %s %s", att.Host, att.Guest)
+	}
+
+	// A listener inside the namespace answers the host.
+	ns, err := netns.GetFromPath(att.Netns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes, err := h.RouteList(nil, netlink.FAMILY_V4)
+	h.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range routes {
+		if r.Dst == nil {
+			t.Fatalf("the namespace has a default route: %+v", r)
+		}
+	}
+	ln := listenIn(t, ns, att.Guest.String()+":7777")
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			c.Write([]byte("pong"))
+			c.Close()
+		}
+	}()
+	c, err := net.DialTimeout("tcp", att.Guest.String()+":7777", 2*time.Second)
+	if err != nil {
+		t.Fatalf("host to namespace: %v", err)
+	}
+	b, _ := io.ReadAll(c)
+	c.Close()
+	ln.Close()
+	if string(b) != "pong" {
+		t.Fatalf("got %q", b)
+	}
+
+	if err := m.Detach(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Detach(ctx, id); err != nil {
+		t.Fatalf("second detach: %v", err)
+	}
+	if _, err := os.Stat(denns.Path(id)); !os.IsNotExist(err) {
+		t.Fatalf("namespace left: %v", err)
+	}
+	if _, err := netlink.LinkByName("den" + id[:12]); err == nil {
+		t.Fatalf("link left after detach")
+	}
+	if _, err := m.Attach(ctx, id, 4); err == nil {
+		t.Fatalf("slot 4 of 4 accepted")
+	}
+}
