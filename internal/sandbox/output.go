@@ -39,7 +39,7 @@ type output struct {
 
 	mu sync.Mutex
 	// run is the record as the collector knows it; sizes grow as it writes.
-	run       *Run
+	run  *Run
 	done bool
 	// changed is closed and replaced whenever output arrives or the run ends.
 	changed chan struct{}
