@@ -1,6 +1,7 @@
 package initd
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -256,7 +257,8 @@ func (s *Server) handleShutdown(w http.ResponseWriter, r *http.Request) error {
 	if req.GraceMS < 0 {
 		return errdefs.Invalid("negative grace %dms", req.GraceMS)
 	}
-	s.Shutdown(r.Context(), time.Duration(req.GraceMS)*time.Millisecond)
+	// Finish even if the host hangs up: half a shutdown helps nobody.
+	s.Shutdown(context.WithoutCancel(r.Context()), time.Duration(req.GraceMS)*time.Millisecond)
 	writeJSON(w, http.StatusOK, struct{}{})
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -55,8 +54,6 @@ type proc struct {
 	stdinBusy   bool // a POST .../stdin is copying
 	stdinClosed bool
 }
-
-var procSeq atomic.Uint64
 
 // notifyLocked wakes everyone waiting for a change.
 func (p *proc) notifyLocked() {
@@ -225,7 +222,7 @@ func (s *Server) startProc(spec guest.ProcSpec) (*proc, error) {
 
 	p := &proc{
 		id:       randomID(8),
-		seq:      procSeq.Add(1),
+		seq:      s.seq.Add(1),
 		argv:     slices.Clone(spec.Argv),
 		tty:      spec.TTY,
 		outIDs:   ex.outIDs,
@@ -295,8 +292,8 @@ func (p *proc) resize(rows, cols uint16) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.released {
-		return errdefs.Conflict("process %s was released", p.id)
+	if p.released || p.out[stdout].eof {
+		return errdefs.Conflict("the terminal of process %s is closed", p.id)
 	}
 	rc, err := p.stdin.SyscallConn()
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -92,6 +93,7 @@ type Server struct {
 	ownReaper bool
 	info      guest.Info
 	http      *http.Server
+	seq       atomic.Uint64 // numbers processes in start order
 
 	mu       sync.Mutex
 	addr     string // where Serve listens
