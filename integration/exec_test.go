@@ -124,6 +124,17 @@ func TestExec(t *testing.T) {
 		}
 	})
 
+	t.Run("a background server does not hold the exec open", func(t *testing.T) {
+		out := d.mustSh("ex", "mkdir -p /www && echo served > /www/index.html && httpd -f -p 8080 -h /www & echo started")
+		if out != "started\n" {
+			t.Fatalf("got %q", out)
+		}
+		// It is still serving afterwards, inside the sandbox.
+		if got := d.mustSh("ex", "wget -q -O - http://127.0.0.1:8080/"); got != "served\n" {
+			t.Fatalf("background server answered %q", got)
+		}
+	})
+
 	t.Run("unknown command", func(t *testing.T) {
 		_, err := d.c.Exec(ctxT(t, time.Minute), "ex", api.ExecRequest{Argv: []string{"no-such-command"}}, client.ExecIO{})
 		if !client.IsNotFound(err) {

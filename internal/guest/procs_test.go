@@ -489,3 +489,38 @@ func BenchmarkExecTrue(b *testing.B) {
 	}
 	b.ReportMetric(float64(inGuest.Nanoseconds())/float64(b.N), "guest-ns/op")
 }
+
+// A background child that keeps stdout open does not hold the run open,
+// and is not hurt when the run ends: its later writes are drained.
+func TestBackgroundChildDoesNotHoldRun(t *testing.T) {
+	c := serve(t)
+	ctx := context.Background()
+	proof := filepath.Join(t.TempDir(), "proof")
+	script := fmt.Sprintf(`(sleep 0.6; echo late; echo late >&2; echo alive > %s; sleep 1000) & echo $!; echo started`, proof)
+	start := time.Now()
+	res := run(t, c, sh(script))
+	if elapsed := time.Since(start); elapsed > 30*time.Second {
+		t.Fatalf("the run was held open for %s", elapsed)
+	}
+	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+	if res.status.ExitCode != 0 || len(lines) != 2 || lines[1] != "started" {
+		t.Fatalf("status %+v stdout %q", res.status, res.stdout)
+	}
+	if res.status.StdoutSize != int64(len(res.stdout)) {
+		t.Fatalf("final size %d, streamed %d bytes", res.status.StdoutSize, len(res.stdout))
+	}
+	if err := c.Release(ctx, res.status.ID); err != nil {
+		t.Fatal(err)
+	}
+	// After the run ended and was released, the child still writes to the
+	// pipe without SIGPIPE and carries on.
+	waitFor(t, "the background child to write its proof", func() bool {
+		b, err := os.ReadFile(proof)
+		return err == nil && string(b) == "alive\n"
+	})
+	pid, _ := strconv.Atoi(lines[0])
+	if processGone(pid) {
+		t.Fatalf("the background child died")
+	}
+	syscall.Kill(-res.status.PID, syscall.SIGKILL) // the run's process group
+}

@@ -35,7 +35,11 @@ type outBuf struct {
 	buf   []byte
 	head  int
 	start int64 // offset of buf[head]: everything before it was acknowledged
-	eof   bool  // the pipe is closed: end() is final
+	eof   bool  // the pipe is closed, or the stream was sealed: end() is final
+	// sealed is set when the stream was declared ended while the pipe was
+	// still open (a background child kept it): what comes after is drained
+	// and dropped, so the child never blocks or gets SIGPIPE.
+	sealed bool
 }
 
 // end is the offset just past the last byte read from the process.
@@ -80,11 +84,16 @@ func (p *proc) pump(i int, f *os.File, limit int) {
 	chunk := make([]byte, min(pumpChunk, limit))
 	for {
 		p.mu.Lock()
-		for p.out[i].pending() >= limit && !p.released {
+		for p.out[i].pending() >= limit && !p.released && !p.out[i].sealed {
 			ch := p.changed
 			p.mu.Unlock()
 			<-ch
 			p.mu.Lock()
+		}
+		if p.out[i].sealed {
+			p.mu.Unlock()
+			io.Copy(io.Discard, f) // until the last background holder closes it
+			return
 		}
 		if p.released {
 			p.mu.Unlock()
@@ -96,6 +105,13 @@ func (p *proc) pump(i int, f *os.File, limit int) {
 		n, err := f.Read(chunk[:room])
 
 		p.mu.Lock()
+		if p.out[i].sealed { // sealed while we read: the size is final
+			p.mu.Unlock()
+			if err != nil {
+				return
+			}
+			continue
+		}
 		p.out[i].write(chunk[:n])
 		if err != nil {
 			// EOF for a pipe; EIO for a terminal whose last holder closed it.

@@ -89,12 +89,35 @@ func (p *proc) finishLocked() {
 	}
 }
 
+// drainGrace is how long output may still arrive after the process
+// exited. A process that started a background child which kept stdout or
+// stderr (`server &`) would otherwise hold the run open for as long as the
+// child lives; after the grace the streams are sealed and the run ends.
+const drainGrace = 250 * time.Millisecond
+
 // onExit is called by the reaper with the process's wait status.
 func (p *proc) onExit(ws unix.WaitStatus) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.exited, p.status, p.ended = true, ws, time.Now().UTC()
 	close(p.exitedCh)
+	p.finishLocked()
+	p.notifyLocked()
+	if !p.finishedLocked() {
+		time.AfterFunc(drainGrace, p.seal)
+	}
+}
+
+// seal ends the streams whose pipes background children still hold: the
+// run is over, and their later output is drained and dropped.
+func (p *proc) seal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range p.out {
+		if !p.out[i].eof {
+			p.out[i].eof, p.out[i].sealed = true, true
+		}
+	}
 	p.finishLocked()
 	p.notifyLocked()
 }
@@ -139,15 +162,16 @@ func (p *proc) release() error {
 			"signal it first, or wait for it to exit")
 	}
 	p.released = true
-	p.out = [2]outBuf{{eof: true}, {eof: true}}
+	sealed := [2]bool{p.out[0].sealed, p.out[1].sealed}
+	p.out = [2]outBuf{{eof: true, sealed: sealed[0]}, {eof: true, sealed: sealed[1]}}
 	if p.timer != nil {
 		p.timer.Stop()
 	}
 	if p.stdin != nil && !p.stdinBusy {
 		p.stdin.Close()
 	}
-	for _, f := range p.outputs {
-		if f != nil {
+	for i, f := range p.outputs {
+		if f != nil && !sealed[i] {
 			f.Close() // ends a pump still waiting for output
 		}
 	}
