@@ -45,6 +45,9 @@ type output struct {
 	changed chan struct{}
 	// finished is closed once the run's final record is stored.
 	finished chan struct{}
+	// synced is how much of each file is known to be on disk; only the
+	// collector goroutine touches it.
+	synced [2]int64
 }
 
 func (o *output) snapshot() *Run {
@@ -123,7 +126,6 @@ func (s *Service) collectLoop(o *output, g Guest) {
 	defer s.wg.Done()
 	run := o.snapshot()
 	log := s.log.With("run", run.ID, "sandbox", o.sandboxID)
-	var acked [2]int64
 	delay := 10 * time.Millisecond
 	for {
 		var pending int64
@@ -146,7 +148,7 @@ func (s *Service) collectLoop(o *output, g Guest) {
 			o.mu.Unlock()
 			if pending += int64(len(p)); pending >= ackEvery {
 				pending = 0
-				s.syncAndAck(o, g, run, &acked)
+				s.syncAndAck(o, g, run)
 			}
 			return nil
 		})
@@ -176,20 +178,25 @@ func (s *Service) collectLoop(o *output, g Guest) {
 	}
 }
 
-func (s *Service) syncAndAck(o *output, g Guest, run *Run, acked *[2]int64) {
+// syncAndAck makes the host copy durable, then lets den-init drop it.
+func (s *Service) syncAndAck(o *output, g Guest, run *Run) {
 	for _, f := range o.files {
 		f.Sync()
 	}
-	if err := g.Ack(s.ctx, run.GuestID, run.StdoutSize, run.StderrSize); err == nil {
-		acked[0], acked[1] = run.StdoutSize, run.StderrSize
-	}
+	o.synced = [2]int64{run.StdoutSize, run.StderrSize}
+	g.Ack(o.ctx, run.GuestID, run.StdoutSize, run.StderrSize)
 }
 
 // finishRun stores the final record of a run. st is den-init's final
 // status, or nil when the run was lost with its instance.
 func (s *Service) finishRun(o *output, g Guest, st *guest.ProcStatus, lostWhy string) {
-	for _, f := range o.files {
-		f.Sync()
+	o.mu.Lock()
+	sizes := [2]int64{o.run.StdoutSize, o.run.StderrSize}
+	o.mu.Unlock()
+	for i, f := range o.files {
+		if sizes[i] > o.synced[i] {
+			f.Sync()
+		}
 	}
 	o.closeFiles()
 	o.mu.Lock()
@@ -220,18 +227,19 @@ func (s *Service) finishRun(o *output, g Guest, st *guest.ProcStatus, lostWhy st
 	if err := s.cfg.Store.UpdateRun(ctx, final); err != nil {
 		s.log.Error("recording end of run", "run", final.ID, "err", err)
 	}
-	if st != nil {
-		g.Release(ctx, final.GuestID)
-	}
 	o.mu.Lock()
 	o.done = true
 	o.notifyLocked()
 	o.mu.Unlock()
-	close(o.finished)
-	o.abandon()
 	s.mu.Lock()
 	delete(s.outputs, final.ID)
 	s.mu.Unlock()
+	close(o.finished)
+	// The run is over for everyone waiting; den-init may now drop its copy.
+	if st != nil {
+		g.Release(ctx, final.GuestID)
+	}
+	o.abandon()
 }
 
 // outputsOf returns the collectors of a sandbox's runs.
