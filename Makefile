@@ -36,8 +36,14 @@ integration: build
 bench: build
 	go run ./bench -bin $(CURDIR)/bin
 
+# Fuzz every parser of outside input for FUZZTIME each (their seed corpora
+# also run as ordinary tests in `make test`).
+FUZZTIME ?= 30s
 fuzz:
-	go test -run=NONE -fuzz=FuzzClean -fuzztime=30s ./internal/fspath/
+	go test -run=NONE -fuzz='^FuzzClean$$' -fuzztime=$(FUZZTIME) ./internal/fspath/
+	go test -run=NONE -fuzz='^FuzzRel$$' -fuzztime=$(FUZZTIME) ./internal/fspath/
+	go test -run=NONE -fuzz='^FuzzExtract$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=200x ./internal/initd/
+	go test -run=NONE -fuzz='^FuzzApplyLayer$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=200x ./internal/image/
 
 vet:
 	go vet ./...
