@@ -135,6 +135,19 @@ func TestExec(t *testing.T) {
 		}
 	})
 
+	t.Run("no route out of the sandbox", func(t *testing.T) {
+		// Read the routing table only: no traffic is sent anywhere.
+		routes := d.mustSh("ex", "cat /proc/net/route")
+		for _, line := range strings.Split(strings.TrimSpace(routes), "\n")[1:] {
+			if f := strings.Fields(line); len(f) > 1 && f[1] == "00000000" {
+				t.Fatalf("the sandbox has a default route:\n%s", routes)
+			}
+		}
+		if !strings.Contains(routes, "eth0") {
+			t.Fatalf("no eth0 route at all:\n%s", routes)
+		}
+	})
+
 	t.Run("unknown command", func(t *testing.T) {
 		_, err := d.c.Exec(ctxT(t, time.Minute), "ex", api.ExecRequest{Argv: []string{"no-such-command"}}, client.ExecIO{})
 		if !client.IsNotFound(err) {

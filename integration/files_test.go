@@ -112,6 +112,10 @@ func TestFiles(t *testing.T) {
 		if after.HeapInuse > before.HeapInuse+256<<20 {
 			t.Fatalf("client heap grew from %d to %d while streaming", before.HeapInuse, after.HeapInuse)
 		}
+		// dend streamed it too: its peak resident memory stays far below 1 GiB.
+		if peak := d.peakRSS(); peak > 256<<20 {
+			t.Fatalf("dend peaked at %d MiB of memory moving a 1 GiB file", peak>>20)
+		}
 		d.mustSh("fs", "rm /root/big")
 	})
 

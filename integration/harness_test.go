@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -314,4 +315,23 @@ func readLogs(t *testing.T, d *dend, name, runID, stream string, from int64, fol
 		t.Fatalf("reading logs of %s: %v", runID, err)
 	}
 	return b.String()
+}
+
+// peakRSS is dend's peak resident memory (VmHWM), in bytes.
+func (d *dend) peakRSS() int64 {
+	d.mu.Lock()
+	pid := d.cmd.Process.Pid
+	d.mu.Unlock()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	d.t.Fatalf("no VmHWM for dend")
+	return 0
 }
