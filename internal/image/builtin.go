@@ -125,12 +125,12 @@ func (m *Manager) fillBusybox(ctx context.Context, root string, progress func(Pr
 		return nil, err
 	}
 	if err := copyFile(m.cfg.Busybox, filepath.Join(root, "bin", "busybox"), 0o755); err != nil {
-		return nil, fmt.Errorf("copying busybox: %w", err)
+		return nil, fmt.Errorf("copying busybox: %w", hostErr(err))
 	}
 	for _, a := range applets {
 		err := os.Symlink("busybox", filepath.Join(root, "bin", a))
 		if err != nil && !errors.Is(err, fs.ErrExist) {
-			return nil, fmt.Errorf("linking applet %q: %w", a, err)
+			return nil, fmt.Errorf("linking applet %q: %w", a, hostErr(err))
 		}
 	}
 	files := append(systemFiles(), []fileSpec{
@@ -192,11 +192,11 @@ func makeDirs(root string, dirs []dirSpec) error {
 	for _, d := range dirs {
 		p := filepath.Join(root, d.path)
 		if err := os.MkdirAll(p, 0o755); err != nil {
-			return fmt.Errorf("creating /%s: %w", d.path, err)
+			return fmt.Errorf("creating /%s: %w", d.path, hostErr(err))
 		}
 		// Chmod, unlike Mkdir, is not subject to the umask.
 		if err := os.Chmod(p, d.mode|modeExtra(d.mode)); err != nil {
-			return fmt.Errorf("creating /%s: %w", d.path, err)
+			return fmt.Errorf("creating /%s: %w", d.path, hostErr(err))
 		}
 	}
 	return nil
@@ -223,13 +223,13 @@ func writeFiles(root string, files []fileSpec) error {
 	for _, f := range files {
 		p := filepath.Join(root, f.path)
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("writing /%s: %w", f.path, err)
+			return fmt.Errorf("writing /%s: %w", f.path, hostErr(err))
 		}
 		if err := os.WriteFile(p, []byte(f.content), f.mode); err != nil {
-			return fmt.Errorf("writing /%s: %w", f.path, err)
+			return fmt.Errorf("writing /%s: %w", f.path, hostErr(err))
 		}
 		if err := os.Chmod(p, f.mode); err != nil {
-			return fmt.Errorf("writing /%s: %w", f.path, err)
+			return fmt.Errorf("writing /%s: %w", f.path, hostErr(err))
 		}
 	}
 	return nil

@@ -38,7 +38,7 @@ func (m *Manager) fillDebian(ctx context.Context, root string, progress func(Pro
 	// gVisor brings its own /dev; device nodes would only get in the way
 	// of copying the image.
 	if err := emptyDir(filepath.Join(root, "dev")); err != nil {
-		return nil, fmt.Errorf("emptying /dev: %w", err)
+		return nil, fmt.Errorf("emptying /dev: %w", hostErr(err))
 	}
 	if err := makeDirs(root, []dirSpec{{"tmp", 0o1777}}); err != nil {
 		return nil, err
@@ -79,7 +79,7 @@ func (m *Manager) mmdebstrapArgs(root string) []string {
 func (m *Manager) mmdebstrap(ctx context.Context, root string, progress func(Progress)) error {
 	if c := m.cfg.CacheDir; c != "" {
 		if err := os.MkdirAll(c, 0o755); err != nil {
-			return fmt.Errorf("creating the package cache: %w", err)
+			return fmt.Errorf("creating the package cache: %w", hostErr(err))
 		}
 	}
 	cmd := exec.CommandContext(ctx, "mmdebstrap", m.mmdebstrapArgs(root)...)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -42,7 +43,7 @@ func (m *Manager) Import(ctx context.Context, name string, r io.Reader, progress
 	}
 	work, err := os.MkdirTemp(m.cfg.TempDir, "den-import-")
 	if err != nil {
-		return nil, fmt.Errorf("importing image %q: %w", name, err)
+		return nil, fmt.Errorf("importing image %q: making a work directory: %w", name, hostErr(err))
 	}
 	defer os.RemoveAll(work)
 
@@ -78,7 +79,10 @@ func archiveError(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errdefs.Class(err) != nil {
 		return err
 	}
-	return errdefs.Invalid("damaged archive: %v", err)
+	if errors.Is(err, fs.ErrNotExist) {
+		return errdefs.Invalid("damaged archive: a file it refers to is missing")
+	}
+	return errdefs.Invalid("damaged archive: %v", hostErr(err))
 }
 
 // spool copies the archive to file, ungzipping it if need be, since the
@@ -86,7 +90,7 @@ func archiveError(err error) error {
 func spool(ctx context.Context, r io.Reader, file string, progress func(Progress)) error {
 	f, err := os.Create(file)
 	if err != nil {
-		return err
+		return fmt.Errorf("receiving the archive: %w", hostErr(err))
 	}
 	defer f.Close()
 	br := bufio.NewReaderSize(ctxReader{ctx: ctx, r: r}, 1<<16)
@@ -105,7 +109,7 @@ func spool(ctx context.Context, r io.Reader, file string, progress func(Progress
 	case errors.Is(err, unix.ENOSPC):
 		return errdefs.TooLarge("no space left to receive the archive")
 	case err != nil:
-		return fmt.Errorf("receiving the archive: %w", err)
+		return fmt.Errorf("receiving the archive: %w", hostErr(err))
 	case n == 0:
 		return errdefs.Invalid("the archive is empty")
 	}
@@ -139,7 +143,7 @@ func openArchive(ctx context.Context, archive, work string) (*archiveImage, erro
 func topLevelNames(archive string) (map[string]bool, error) {
 	f, err := os.Open(archive)
 	if err != nil {
-		return nil, err
+		return nil, hostErr(err)
 	}
 	defer f.Close()
 	names := map[string]bool{}
@@ -160,11 +164,11 @@ func topLevelNames(archive string) (map[string]bool, error) {
 
 func openLayout(ctx context.Context, archive, dir string) (*archiveImage, error) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, err
+		return nil, hostErr(err)
 	}
 	f, err := os.Open(archive)
 	if err != nil {
-		return nil, err
+		return nil, hostErr(err)
 	}
 	defer f.Close()
 	// The same careful extractor as for layers, without their whiteouts.
@@ -179,7 +183,7 @@ func openLayout(ctx context.Context, archive, dir string) (*archiveImage, error)
 	}
 	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
-		return nil, errdefs.Invalid("reading the OCI layout: %v", err)
+		return nil, errdefs.Invalid("reading the OCI layout: %v", hostErr(err))
 	}
 	img, err := pickImage(idx, "the archive")
 	if err != nil {
@@ -187,7 +191,7 @@ func openLayout(ctx context.Context, archive, dir string) (*archiveImage, error)
 	}
 	digest, err := img.Digest()
 	if err != nil {
-		return nil, errdefs.Invalid("reading the image manifest: %v", err)
+		return nil, errdefs.Invalid("reading the image manifest: %v", hostErr(err))
 	}
 	return &archiveImage{img: img, ref: layoutRef(idx, digest), digest: digest.String()}, nil
 }
@@ -215,7 +219,7 @@ func openDockerSave(archive string) (*archiveImage, error) {
 	opener := func() (io.ReadCloser, error) { return os.Open(archive) }
 	mf, err := tarball.LoadManifest(opener)
 	if err != nil {
-		return nil, errdefs.Invalid("reading manifest.json: %v", err)
+		return nil, errdefs.Invalid("reading manifest.json: %v", hostErr(err))
 	}
 	if len(mf) != 1 {
 		var names []string
@@ -227,11 +231,11 @@ func openDockerSave(archive string) (*archiveImage, error) {
 	}
 	img, err := tarball.Image(opener, nil)
 	if err != nil {
-		return nil, errdefs.Invalid("reading the docker archive: %v", err)
+		return nil, errdefs.Invalid("reading the docker archive: %v", hostErr(err))
 	}
 	digest, err := img.ConfigName()
 	if err != nil {
-		return nil, errdefs.Invalid("reading the image config: %v", err)
+		return nil, errdefs.Invalid("reading the image config: %v", hostErr(err))
 	}
 	var ref string
 	if len(mf[0].RepoTags) > 0 {

@@ -268,7 +268,8 @@ func TestImportOCIIndexPicksPlatform(t *testing.T) {
 	}
 }
 
-// rewriteTar changes the body of one file in a tar.
+// rewriteTar changes the body of the matching files in a tar, dropping
+// those change returns nil for.
 func rewriteTar(t *testing.T, archive []byte, match func(name string) bool, change func([]byte) []byte) []byte {
 	t.Helper()
 	tr := tar.NewReader(bytes.NewReader(archive))
@@ -281,12 +282,17 @@ func rewriteTar(t *testing.T, archive []byte, match func(name string) bool, chan
 		if err != nil {
 			t.Fatal(err)
 		}
+		if hdr.Typeflag == tar.TypeDir {
+			continue // made again from the files' names
+		}
 		body, err := io.ReadAll(tr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if match(hdr.Name) {
-			body = change(body)
+			if body = change(body); body == nil {
+				continue // dropped
+			}
 		}
 		files = append(files, tarFile{hdr.Name, body})
 	}
@@ -321,6 +327,14 @@ func TestImportFailuresLeaveNothing(t *testing.T) {
 		}), errdefs.ErrInvalid},
 		{"truncated gzip", gzipped(t, archive)[:len(gzipped(t, archive))/2], errdefs.ErrInvalid},
 		{"two images", multi.Bytes(), errdefs.ErrInvalid},
+		{"OCI layout without its layers", rewriteTar(t, ociArchive(t, img1), isBlob, func(b []byte) []byte {
+			if bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
+				return nil
+			}
+			return b
+		}), errdefs.ErrInvalid},
+		{"OCI layout with a damaged index", rewriteTar(t, ociArchive(t, img1), func(n string) bool { return n == "index.json" },
+			func([]byte) []byte { return []byte("{") }), errdefs.ErrInvalid},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -328,6 +342,9 @@ func TestImportFailuresLeaveNothing(t *testing.T) {
 			_, err := f.m.Import(context.Background(), "app", bytes.NewReader(c.data), nil)
 			t.Log(err)
 			assertClass(t, err, c.class)
+			if strings.Contains(err.Error(), f.m.cfg.TempDir) {
+				t.Errorf("the error shows a host path: %v", err)
+			}
 			f.assertNothingOf(t, "app")
 			if ents, _ := os.ReadDir(f.m.cfg.TempDir); len(ents) != 0 {
 				t.Errorf("temporary files left: %v", ents)
@@ -405,3 +422,5 @@ func TestImportHostileLayers(t *testing.T) {
 		})
 	}
 }
+
+func isBlob(name string) bool { return strings.HasPrefix(name, "blobs/") }

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"sync"
@@ -144,6 +145,8 @@ const (
 	logSource = "source"
 	logBytes  = "bytes"
 	logError  = "error"
+	logCause  = "cause"
+	logCount  = "count"
 )
 
 // Sources of images, as recorded.
@@ -288,8 +291,25 @@ func (m *Manager) discard(ctx context.Context, name string, cause error) {
 	defer cancel()
 	err := m.cfg.Pool.Remove(ctx, volumeKey(name))
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		m.log.Error("removing volume of failed image", logImage, name, "cause", cause, logError, err)
+		m.log.Error("removing volume of failed image", logImage, name, logCause, cause, logError, err)
 	}
+}
+
+// hostErr drops host paths from the text of an os error, since users see
+// it. Classified errors carry their own words and pass as they are.
+func hostErr(err error) error {
+	if err == nil || errdefs.Class(err) != nil {
+		return err
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return fmt.Errorf("%s: %w", le.Op, le.Err)
+	}
+	return err
 }
 
 // nameLocks serializes the operations on each image name.

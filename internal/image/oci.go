@@ -67,10 +67,10 @@ func (m *Manager) applyImage(ctx context.Context, img v1.Image, root string, pro
 	}
 	progress(Progress{Phase: "extract", Message: "done", Current: int64(n), Total: int64(n)})
 	if a.skipped > 0 {
-		m.log.Debug("skipped device nodes and other special files", "count", a.skipped)
+		m.log.Debug("skipped device nodes and other special files", logCount, a.skipped)
 	}
 	if err := keepTmpOnDisk(root); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("keeping /tmp on disk: %w", hostErr(err))
 	}
 	return imageRecord(cf), nil
 }
@@ -160,7 +160,7 @@ func keepTmpOnDisk(root string) error {
 func pickImage(idx v1.ImageIndex, what string) (v1.Image, error) {
 	im, err := idx.IndexManifest()
 	if err != nil {
-		return nil, errdefs.Invalid("reading the index of %s: %v", what, err)
+		return nil, errdefs.Invalid("reading the index of %s: %v", what, hostErr(err))
 	}
 	var cands []v1.Descriptor
 	for _, d := range im.Manifests {
@@ -187,13 +187,13 @@ func pickImage(idx v1.ImageIndex, what string) (v1.Image, error) {
 	if d.MediaType.IsIndex() {
 		child, err := idx.ImageIndex(d.Digest)
 		if err != nil {
-			return nil, errdefs.Invalid("reading the index of %s: %v", what, err)
+			return nil, errdefs.Invalid("reading the index of %s: %v", what, hostErr(err))
 		}
 		return pickImage(child, what)
 	}
 	img, err := idx.Image(d.Digest)
 	if err != nil {
-		return nil, errdefs.Invalid("reading the image in %s: %v", what, err)
+		return nil, errdefs.Invalid("reading the image in %s: %v", what, hostErr(err))
 	}
 	return img, nil
 }
