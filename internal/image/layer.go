@@ -161,8 +161,11 @@ func (a *applier) entry(hdr *tar.Header, tr *tar.Reader) error {
 	return nil
 }
 
-// describe turns a failure on one entry into an error a user can act on.
+// describe turns a failure on one entry into an error a user can act on:
+// what the layer asks for that cannot be made is the image's fault; a full
+// or failing disk is not.
 func describe(name string, err error) error {
+	var errno unix.Errno
 	switch {
 	case errdefs.Class(err) != nil:
 		return err
@@ -170,8 +173,21 @@ func describe(name string, err error) error {
 		return errdefs.Invalid("entry %q: a parent is a symlink or not a directory", name)
 	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
 		return errdefs.TooLarge("entry %q: no space left for the image", name)
+	case errors.As(err, &errno) && entryErrno(errno):
+		return errdefs.Invalid("entry %q cannot be made: %v", name, errno)
 	}
 	return fmt.Errorf("writing entry %q: %w", name, err)
+}
+
+// entryErrno says whether e is a failure an odd entry causes, as opposed
+// to the host.
+func entryErrno(e unix.Errno) bool {
+	switch e {
+	case unix.ENOENT, unix.EEXIST, unix.EINVAL, unix.ENAMETOOLONG, unix.ENOTDIR,
+		unix.EISDIR, unix.ELOOP, unix.EMLINK, unix.ENOTEMPTY, unix.EPERM:
+		return true
+	}
+	return false
 }
 
 // cleanName turns a tar name into a clean path relative to the root, or

@@ -158,6 +158,21 @@ func TestApplySkipsSpecialFiles(t *testing.T) {
 	diffTrees(t, tree(t, root), map[string]string{"ok": "file 0644 ok"})
 }
 
+func TestApplyOddEntriesAreInvalid(t *testing.T) {
+	for name, l := range map[string][]byte{
+		"empty symlink target": tarOf(t, symlink("s", "")),
+		"name too long":        tarOf(t, file(strings.Repeat("n", 300), "x")),
+		"hard link to a dir":   tarOf(t, dir("d/"), hardlink("h", "d")),
+		"hard link to nothing": tarOf(t, hardlink("h", "missing")),
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := applyAll(t, t.TempDir(), layerOpts, l)
+			t.Log(err)
+			assertClass(t, err, errdefs.ErrInvalid)
+		})
+	}
+}
+
 func TestApplyByteCap(t *testing.T) {
 	root := t.TempDir()
 	err := applyAll(t, root, applyOptions{whiteouts: true, maxBytes: 10}, tarOf(t, file("a", "12345")), tarOf(t, file("b", "123456")))

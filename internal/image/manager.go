@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+	"golang.org/x/sys/unix"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
@@ -270,6 +271,10 @@ func (m *Manager) install(ctx context.Context, name string, fill fillFunc) (im *
 	if err != nil {
 		return nil, err
 	}
+	// The record says the image is whole: make it so on disk first.
+	if err := syncFS(root); err != nil {
+		return nil, fmt.Errorf("syncing image %q: %w", name, hostErr(err))
+	}
 	if err := m.cfg.Pool.Seal(ctx, key); err != nil {
 		return nil, fmt.Errorf("sealing image %q: %w", name, err)
 	}
@@ -283,6 +288,16 @@ func (m *Manager) install(ctx context.Context, name string, fill fillFunc) (im *
 	}
 	m.log.Info("image ready", logImage, name, logSource, im.Source, logBytes, im.SizeBytes)
 	return im, nil
+}
+
+// syncFS flushes the file system that holds dir.
+func syncFS(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Syncfs(int(f.Fd()))
 }
 
 // discard removes the volume of a failed install, even when ctx is done.
