@@ -31,7 +31,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if ! { [ -x "$RUNSC" ] && "$RUNSC" --version 2>/dev/null | grep -q "runsc version $RUNSC_VERSION"; }; then
+have=""
+[ -x "$RUNSC" ] && have=$("$RUNSC" --version 2>/dev/null | head -n1)
+if [ "$have" != "runsc version $RUNSC_VERSION" ]; then
 	say "building runsc $RUNSC_VERSION (static, version-stamped; about 2 minutes the first time)"
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
