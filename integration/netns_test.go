@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/den-dev/den/internal/errdefs"
 	denns "github.com/den-dev/den/internal/netns"
 )
 
@@ -97,5 +99,18 @@ func TestNetnsAttachDetach(t *testing.T) {
 	}
 	if _, err := m.Attach(ctx, id, 4); err == nil {
 		t.Fatalf("slot 4 of 4 accepted")
+	}
+
+	// A slot whose address another link already has is refused.
+	if _, err := m.Attach(ctx, id, 2); err != nil {
+		t.Fatal(err)
+	}
+	other := id[:len(id)-1] + "x"
+	t.Cleanup(func() { m.Detach(ctx, other) })
+	if _, err := m.Attach(ctx, other, 2); !errors.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("attaching a second sandbox to a used slot: %v, want a conflict", err)
+	}
+	if _, err := os.Stat(denns.Path(other)); !os.IsNotExist(err) {
+		t.Fatalf("the refused attach left a namespace")
 	}
 }

@@ -90,6 +90,9 @@ func (m *Manager) Attach(ctx context.Context, id string, slot int) (att sandbox.
 		}
 	}()
 	host, guest := m.Addr(slot)
+	if err := addrFree(host, guest); err != nil {
+		return att, err
+	}
 	ns, err := newNamed(nsName(id))
 	if err != nil {
 		return att, fmt.Errorf("creating network namespace: %w", err)
@@ -135,6 +138,28 @@ func (m *Manager) Attach(ctx context.Context, id string, slot int) (att sandbox.
 		}
 	}
 	return sandbox.Attachment{Netns: Path(id), Host: host, Guest: guest}, nil
+}
+
+// addrFree refuses a slot whose addresses some host interface already
+// has: traffic for the sandbox would go there instead.
+func addrFree(addrs ...netip.Addr) error {
+	have, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("listing host addresses: %w", err)
+	}
+	for _, h := range have {
+		for _, a := range addrs {
+			if ip, ok := netip.AddrFromSlice(h.IP); ok && ip.Unmap() == a {
+				name := "another interface"
+				if l, err := netlink.LinkByIndex(h.LinkIndex); err == nil {
+					name = "interface " + l.Attrs().Name
+				}
+				return errdefs.WithHint(errdefs.Conflict("sandbox address %s is already in use on %s", a, name),
+					"another dend or a leftover link uses this range: give this dend its own --subnet, or remove the link")
+			}
+		}
+	}
+	return nil
 }
 
 func addr(a netip.Addr) *netlink.Addr {
