@@ -100,12 +100,54 @@ func (c *Client) Stream(ctx context.Context, id string, stdoutFrom, stderrFrom i
 		return ProcStatus{}, err
 	}
 	defer resp.Body.Close()
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	return c.readFrames(ctx, resp.Body, "process "+id, nil, fn)
+}
+
+// StartStream starts a process and streams its output in the same
+// request: started is called once with its status before any output, then
+// it goes on like Stream from offset 0. An error from started ends the
+// stream (the process keeps running). If the connection breaks after
+// started, resume with Stream.
+func (c *Client) StartStream(ctx context.Context, spec ProcSpec, started func(ProcStatus) error, fn func(kind byte, p []byte) error) (ProcStatus, error) {
+	body, err := json.Marshal(spec)
+	if err != nil {
+		return ProcStatus{}, fmt.Errorf("encoding process spec: %w", err)
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/v1/procs", url.Values{"stream": {"1"}}, bytes.NewReader(body), "application/json")
+	if err != nil {
+		return ProcStatus{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusCreated {
+		// A den-init from before streamed starts (still running in a sandbox
+		// booted by an older dend) answers with the status alone.
+		var st ProcStatus
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			return ProcStatus{}, fmt.Errorf("decoding status of process %s: %w", firstArg(spec.Argv), err)
+		}
+		if err := started(st); err != nil {
+			return ProcStatus{}, err
+		}
+		return c.Stream(ctx, st.ID, 0, 0, fn)
+	}
+	return c.readFrames(ctx, resp.Body, "process "+firstArg(spec.Argv), started, fn)
+}
+
+func firstArg(argv []string) string {
+	if len(argv) == 0 {
+		return ""
+	}
+	return argv[0]
+}
+
+// readFrames parses a frame stream until its exit frame.
+func (c *Client) readFrames(ctx context.Context, body io.Reader, what string, started func(ProcStatus) error, fn func(kind byte, p []byte) error) (ProcStatus, error) {
+	br := bufio.NewReaderSize(body, 64<<10)
 	var hdr [5]byte
 	var buf []byte
 	for {
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
-			return ProcStatus{}, c.broken(ctx, "reading output of process "+id, err)
+			return ProcStatus{}, c.broken(ctx, "reading output of "+what, err)
 		}
 		n := binary.BigEndian.Uint32(hdr[1:])
 		if n > maxFrame {
@@ -116,19 +158,27 @@ func (c *Client) Stream(ctx context.Context, id string, stdoutFrom, stderrFrom i
 		}
 		p := buf[:n]
 		if _, err := io.ReadFull(br, p); err != nil {
-			return ProcStatus{}, c.broken(ctx, "reading output of process "+id, err)
+			return ProcStatus{}, c.broken(ctx, "reading output of "+what, err)
 		}
 		switch hdr[0] {
 		case FrameStdout, FrameStderr:
 			if err := fn(hdr[0], p); err != nil {
 				return ProcStatus{}, err
 			}
-		case FrameExit:
+		case FrameStarted, FrameExit:
 			var st ProcStatus
 			if err := json.Unmarshal(p, &st); err != nil {
-				return ProcStatus{}, fmt.Errorf("decoding exit status of process %s: %w", id, err)
+				return ProcStatus{}, fmt.Errorf("decoding status of %s: %w", what, err)
 			}
-			return st, nil
+			if hdr[0] == FrameExit {
+				return st, nil
+			}
+			if started == nil {
+				return ProcStatus{}, fmt.Errorf("den-init sent an unexpected start frame")
+			}
+			if err := started(st); err != nil {
+				return ProcStatus{}, err
+			}
 		default:
 			return ProcStatus{}, fmt.Errorf("den-init sent a frame of unknown kind %d", hdr[0])
 		}

@@ -524,3 +524,60 @@ func TestBackgroundChildDoesNotHoldRun(t *testing.T) {
 	}
 	syscall.Kill(-res.status.PID, syscall.SIGKILL) // the run's process group
 }
+
+// StartStream starts and streams in one request: the start status comes
+// first, then every output byte, then the exit.
+func TestStartStream(t *testing.T) {
+	c := serve(t)
+	ctx := context.Background()
+	var order []string
+	var out, errb bytes.Buffer
+	st, err := c.StartStream(ctx, sh("echo a; echo b >&2; exit 4"),
+		func(ps guest.ProcStatus) error {
+			if ps.ID == "" || ps.PID == 0 {
+				t.Errorf("start status without id or pid: %+v", ps)
+			}
+			order = append(order, "started")
+			return nil
+		},
+		func(kind byte, p []byte) error {
+			order = append(order, "output")
+			if kind == guest.FrameStdout {
+				out.Write(p)
+			} else {
+				errb.Write(p)
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ExitCode != 4 || out.String() != "a\n" || errb.String() != "b\n" {
+		t.Fatalf("exit %d out %q err %q", st.ExitCode, out.String(), errb.String())
+	}
+	if len(order) < 2 || order[0] != "started" {
+		t.Fatalf("frames in order %v, want started first", order)
+	}
+
+	// Refusing at the start frame ends the stream; the process lives on and
+	// can be streamed again from the start.
+	refused := errors.New("not now")
+	var id string
+	_, err = c.StartStream(ctx, sh("sleep 0.2; echo later"), func(ps guest.ProcStatus) error {
+		id = ps.ID
+		return refused
+	}, func(byte, []byte) error { return nil })
+	if !errors.Is(err, refused) {
+		t.Fatalf("got %v, want the started callback's error", err)
+	}
+	res := streamAll(t, c, id)
+	if res.stdout != "later\n" || res.status.ExitCode != 0 {
+		t.Fatalf("after a refused start: %+v %q", res.status, res.stdout)
+	}
+
+	// A start error comes back as the start's error, with its class.
+	_, err = c.StartStream(ctx, guest.ProcSpec{Argv: []string{"no-such-command-x"}}, nil, nil)
+	if !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("unknown command: %v, want not found", err)
+	}
+}

@@ -48,10 +48,15 @@ type ProcStatus struct {
 // 4-byte big-endian payload length, and the payload. The stream ends with
 // one FrameExit whose payload is the JSON ProcStatus, sent only after every
 // output byte.
+//
+// POST /v1/procs?stream=1 starts a process and answers with the same
+// stream, from offset 0, preceded by one FrameStarted whose payload is the
+// JSON ProcStatus: one round trip instead of two.
 const (
-	FrameStdout byte = 1
-	FrameStderr byte = 2
-	FrameExit   byte = 3
+	FrameStdout  byte = 1
+	FrameStderr  byte = 2
+	FrameExit    byte = 3
+	FrameStarted byte = 4
 )
 
 // FileInfo describes a file inside the sandbox.

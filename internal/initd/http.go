@@ -143,7 +143,12 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, p.Status())
+	if r.URL.Query().Get("stream") != "1" {
+		writeJSON(w, http.StatusCreated, p.Status())
+		return nil
+	}
+	started, _ := json.Marshal(p.Status())
+	s.streamFrames(w, r, p, [2]int64{}, started)
 	return nil
 }
 

@@ -149,14 +149,29 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 
+	s.streamFrames(w, r, p, from, nil)
+	return nil
+}
+
+// streamFrames answers with p's output from offsets from on, as frames,
+// and finally its exit status; started, if given, goes first as a
+// FrameStarted.
+func (s *Server) streamFrames(w http.ResponseWriter, r *http.Request, p *proc, from [2]int64, started []byte) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	if err := rc.Flush(); err != nil {
-		return nil
-	}
 	frame := make([]byte, frameHeaderLen+maxFramePayload)
+	if started != nil {
+		// Its own buffer: a status carries argv, which may exceed a frame.
+		sf := make([]byte, frameHeaderLen+len(started))
+		copy(sf[frameHeaderLen:], started)
+		if err := writeFrame(w, rc, guest.FrameStarted, sf, len(started)); err != nil {
+			return
+		}
+	} else if err := rc.Flush(); err != nil {
+		return
+	}
 	turn := 0 // which stream goes first, alternated for fairness
 	for {
 		next, err := p.next(&from, turn, frame[frameHeaderLen:])
@@ -168,18 +183,18 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) error {
 		case next.stream >= 0:
 			turn = 1 - next.stream
 			if err := writeFrame(w, rc, frameKinds[next.stream], frame, next.n); err != nil {
-				return nil // the host went away; it reconnects with its offsets
+				return // the host went away; it reconnects with its offsets
 			}
 		case next.done:
 			body, _ := json.Marshal(next.status)
 			copy(frame[frameHeaderLen:], body)
 			_ = writeFrame(w, rc, guest.FrameExit, frame, len(body))
-			return nil
+			return
 		default:
 			select {
 			case <-next.changed:
 			case <-r.Context().Done():
-				return nil
+				return
 			}
 		}
 	}

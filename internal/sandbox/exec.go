@@ -38,28 +38,26 @@ func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (*Run, err
 	cwd := firstNonEmpty(p.Cwd, base.Cwd, "/")
 	user := firstNonEmpty(p.User, base.User)
 	g := s.guestFor(sb)
-	st, err := g.Start(ctx, guest.ProcSpec{
+	spec := guest.ProcSpec{
 		Argv: p.Argv, Env: mergeEnv(base.Env, sb.Spec.Env, p.Env), Cwd: cwd, User: user,
 		TTY: p.TTY, Rows: p.Rows, Cols: p.Cols, Stdin: p.Stdin, Timeout: p.Timeout,
+	}
+	run, err := s.startRun(sb.ID, g, spec, func(st guest.ProcStatus) (*Run, error) {
+		run := &Run{
+			ID: newID(12), SandboxID: sb.ID, Generation: sb.Generation, GuestID: st.ID,
+			Argv: p.Argv, Cwd: cwd, EnvNames: sortedKeys(p.Env), User: user, TTY: p.TTY,
+			Detached: p.Detach, Status: RunRunning, StartedAt: st.StartedAt.UTC(),
+		}
+		if run.StartedAt.IsZero() {
+			run.StartedAt = s.cfg.Now().UTC()
+		}
+		if err := s.cfg.Store.CreateRun(context.WithoutCancel(ctx), run); err != nil {
+			return nil, fmt.Errorf("recording run: %w", err)
+		}
+		return run, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting %q in sandbox %q: %w", p.Argv[0], sb.Name, err)
-	}
-	run := &Run{
-		ID: newID(12), SandboxID: sb.ID, Generation: sb.Generation, GuestID: st.ID,
-		Argv: p.Argv, Cwd: cwd, EnvNames: sortedKeys(p.Env), User: user, TTY: p.TTY,
-		Detached: p.Detach, Status: RunRunning, StartedAt: st.StartedAt.UTC(),
-	}
-	if run.StartedAt.IsZero() {
-		run.StartedAt = s.cfg.Now().UTC()
-	}
-	if err := s.cfg.Store.CreateRun(ctx, run); err != nil {
-		// Without a record nobody could ever see this process: end it.
-		g.Signal(context.WithoutCancel(ctx), st.ID, syscall.SIGKILL)
-		return nil, fmt.Errorf("recording run in sandbox %q: %w", sb.Name, err)
-	}
-	if err := s.collect(sb, run, g, 0, 0); err != nil {
-		return nil, err
 	}
 	return run.clone(), nil
 }

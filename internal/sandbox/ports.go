@@ -115,6 +115,10 @@ type Network interface {
 type Guest interface {
 	Ping(ctx context.Context) (guest.Info, error)
 	Start(ctx context.Context, spec guest.ProcSpec) (guest.ProcStatus, error)
+	// StartStream starts a process and streams its output in one request:
+	// started gets its status before any output; an error from started
+	// ends the stream, leaving the process running.
+	StartStream(ctx context.Context, spec guest.ProcSpec, started func(guest.ProcStatus) error, fn func(kind byte, p []byte) error) (guest.ProcStatus, error)
 	// Stream calls fn with output from the given offsets on, in order,
 	// until the process ends and all of it was delivered; it then returns
 	// the final status.

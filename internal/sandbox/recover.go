@@ -109,11 +109,7 @@ func (s *Service) resumeRuns(ctx context.Context, sb *Sandbox) error {
 			}
 			continue
 		}
-		out := fileSize(s.runPath(sb.ID, r.ID, StreamStdout))
-		errSize := fileSize(s.runPath(sb.ID, r.ID, StreamStderr))
-		if err := s.collect(sb, r, g, out, errSize); err != nil {
-			return err
-		}
+		s.resume(sb.ID, r, g)
 	}
 	return nil
 }

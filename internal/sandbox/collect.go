@@ -1,0 +1,353 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
+)
+
+// A run's output travels: process → den-init's buffer (kept until acked) →
+// collector → append-only files on the host → readers. The collector acks
+// only what is synced to the host, so neither a dend restart nor a broken
+// connection loses a byte; it resumes from the files' sizes. den-init
+// keeps a finished process's status until the collector has stored the
+// run's final record and released it, so a dend that dies in between
+// learns the ending again on its next start.
+
+// Streams, as named in the API.
+const (
+	StreamStdout = "stdout"
+	StreamStderr = "stderr"
+)
+
+// ackEvery is how much output the collector lets pile up in den-init
+// before it syncs its files and acknowledges.
+const ackEvery = 1 << 20
+
+// output is the collector's state for one run.
+type output struct {
+	sandboxID string
+	dir       string // where the run's output files go
+	// ctx ends the collector's stream when the run's instance is gone.
+	ctx     context.Context
+	abandon context.CancelFunc
+
+	// Only the collector goroutine touches files, synced and unacked.
+	files   [2]*os.File // opened on first output
+	synced  [2]int64    // how much of each file is known to be on disk
+	unacked int64
+
+	mu sync.Mutex
+	// run is the record as the collector knows it; sizes grow as it writes.
+	run  *Run
+	done bool
+	// changed is closed and replaced whenever output arrives or the run ends.
+	changed chan struct{}
+	// finished is closed once the run's final record is stored.
+	finished chan struct{}
+}
+
+func (s *Service) newOutput(sandboxID string) *output {
+	o := &output{
+		sandboxID: sandboxID,
+		dir:       filepath.Join(s.cfg.RunsDir, sandboxID),
+		changed:   make(chan struct{}),
+		finished:  make(chan struct{}),
+	}
+	o.ctx, o.abandon = context.WithCancel(s.ctx)
+	return o
+}
+
+func (o *output) snapshot() *Run {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.run.clone()
+}
+
+func (o *output) notifyLocked() {
+	close(o.changed)
+	o.changed = make(chan struct{})
+}
+
+func (r *Run) clone() *Run {
+	c := *r
+	c.Argv = append([]string(nil), r.Argv...)
+	c.EnvNames = append([]string(nil), r.EnvNames...)
+	if r.ExitCode != nil {
+		v := *r.ExitCode
+		c.ExitCode = &v
+	}
+	if r.EndedAt != nil {
+		v := *r.EndedAt
+		c.EndedAt = &v
+	}
+	return &c
+}
+
+func (s *Service) runPath(sandboxID, runID, stream string) string {
+	return filepath.Join(s.cfg.RunsDir, sandboxID, runID+"."+stream)
+}
+
+func (s *Service) register(o *output) {
+	s.mu.Lock()
+	s.outputs[o.run.ID] = o
+	s.mu.Unlock()
+}
+
+// startRun starts spec in den-init with its output collected from the
+// first byte, in one request. record is called with den-init's status
+// before any output and must store the run; startRun returns what it
+// stored. If record fails the process is killed.
+func (s *Service) startRun(sandboxID string, g Guest, spec guest.ProcSpec, record func(guest.ProcStatus) (*Run, error)) (*Run, error) {
+	o := s.newOutput(sandboxID)
+	type started struct {
+		run *Run
+		err error
+	}
+	ch := make(chan started, 1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		var run *Run
+		var guestID string
+		st, err := g.StartStream(o.ctx, spec, func(ps guest.ProcStatus) error {
+			guestID = ps.ID
+			r, err := record(ps)
+			if err != nil {
+				return err
+			}
+			o.run, run = r.clone(), r
+			s.register(o)
+			ch <- started{run: r}
+			return nil
+		}, func(kind byte, p []byte) error { return s.write(o, g, kind, p) })
+		switch {
+		case run == nil:
+			if guestID != "" { // started, but nobody could ever see it
+				g.Signal(context.WithoutCancel(o.ctx), guestID, syscall.SIGKILL)
+			}
+			o.abandon()
+			ch <- started{err: err}
+		case err == nil:
+			s.finishRun(o, g, &st, "")
+		default:
+			s.collectLoop(o, g, err)
+		}
+	}()
+	r := <-ch
+	return r.run, r.err
+}
+
+// resume collects a run started by an earlier dend, from where its host
+// files end.
+func (s *Service) resume(sandboxID string, run *Run, g Guest) {
+	o := s.newOutput(sandboxID)
+	o.run = run.clone()
+	o.run.StdoutSize = fileSize(s.runPath(sandboxID, run.ID, StreamStdout))
+	o.run.StderrSize = fileSize(s.runPath(sandboxID, run.ID, StreamStderr))
+	s.register(o)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.collectLoop(o, g, nil)
+	}()
+}
+
+// write appends output to the run's host file and wakes readers.
+func (s *Service) write(o *output, g Guest, kind byte, p []byte) error {
+	i := 0
+	if kind == guest.FrameStderr {
+		i = 1
+	}
+	if o.files[i] == nil {
+		if err := os.MkdirAll(o.dir, 0o700); err != nil {
+			return fmt.Errorf("creating run output directory: %w", err)
+		}
+		name := []string{StreamStdout, StreamStderr}[i]
+		f, err := os.OpenFile(s.runPath(o.sandboxID, o.run.ID, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("opening run output: %w", err)
+		}
+		o.files[i] = f
+	}
+	if _, err := o.files[i].Write(p); err != nil {
+		return fmt.Errorf("writing run output: %w", err)
+	}
+	o.mu.Lock()
+	if i == 0 {
+		o.run.StdoutSize += int64(len(p))
+	} else {
+		o.run.StderrSize += int64(len(p))
+	}
+	o.notifyLocked()
+	o.mu.Unlock()
+	if o.unacked += int64(len(p)); o.unacked >= ackEvery {
+		o.unacked = 0
+		s.syncAndAck(o, g)
+	}
+	return nil
+}
+
+// collectLoop streams a started run's output from the offsets reached so
+// far until it ends, reconnecting when the stream breaks.
+func (s *Service) collectLoop(o *output, g Guest, lastErr error) {
+	run := o.snapshot()
+	log := s.log.With("run", run.ID, "sandbox", o.sandboxID)
+	delay := 10 * time.Millisecond
+	for {
+		if lastErr != nil {
+			if s.ctx.Err() != nil {
+				// dend is shutting down: the run goes on and a later dend
+				// resumes collecting from the files.
+				o.closeFiles()
+				o.abandon()
+				return
+			}
+			if o.ctx.Err() != nil || errors.Is(lastErr, errdefs.ErrNotFound) {
+				s.finishRun(o, g, nil, fmt.Sprintf("output ended early: %v", lastErr))
+				return
+			}
+			log.Warn("output stream broke; resuming", "err", lastErr)
+			select {
+			case <-time.After(delay):
+			case <-o.ctx.Done():
+			}
+			if delay < time.Second {
+				delay *= 2
+			}
+		}
+		run = o.snapshot()
+		st, err := g.Stream(o.ctx, run.GuestID, run.StdoutSize, run.StderrSize, func(kind byte, p []byte) error {
+			return s.write(o, g, kind, p)
+		})
+		if err == nil {
+			s.finishRun(o, g, &st, "")
+			return
+		}
+		lastErr = err
+	}
+}
+
+func (o *output) closeFiles() {
+	for i, f := range o.files {
+		if f != nil {
+			f.Close()
+			o.files[i] = nil
+		}
+	}
+}
+
+// syncAndAck makes the host copy durable, then lets den-init drop it.
+func (s *Service) syncAndAck(o *output, g Guest) {
+	run := o.snapshot()
+	for _, f := range o.files {
+		if f != nil {
+			f.Sync()
+		}
+	}
+	o.synced = [2]int64{run.StdoutSize, run.StderrSize}
+	g.Ack(o.ctx, run.GuestID, run.StdoutSize, run.StderrSize)
+}
+
+// finishRun ends a run: readers learn it at once, the final record is
+// stored, and only then den-init may forget the process. st is den-init's
+// final status, or nil when the run was lost with its instance.
+func (s *Service) finishRun(o *output, g Guest, st *guest.ProcStatus, lostWhy string) {
+	o.mu.Lock()
+	sizes := [2]int64{o.run.StdoutSize, o.run.StderrSize}
+	o.mu.Unlock()
+	for i, f := range o.files {
+		if f != nil && sizes[i] > o.synced[i] {
+			f.Sync()
+		}
+	}
+	o.closeFiles()
+
+	o.mu.Lock()
+	r := o.run
+	end := s.cfg.Now().UTC()
+	switch {
+	case st == nil:
+		r.Status = RunLost
+		s.log.Info("run lost", "run", r.ID, "why", lostWhy)
+	case st.TimedOut:
+		r.Status, r.Signal = RunTimedOut, st.Signal
+	case st.Signal != "":
+		r.Status, r.Signal = RunKilled, st.Signal
+	default:
+		r.Status = RunExited
+		code := st.ExitCode
+		r.ExitCode = &code
+	}
+	if st != nil && st.EndedAt != nil {
+		end = st.EndedAt.UTC()
+	}
+	r.EndedAt = &end
+	final := r.clone()
+	o.done = true
+	o.notifyLocked()
+	o.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), cleanupTimeout)
+	defer cancel()
+	if err := s.cfg.Store.UpdateRun(ctx, final); err != nil {
+		s.log.Error("recording end of run", "run", final.ID, "err", err)
+	}
+	s.mu.Lock()
+	delete(s.outputs, final.ID)
+	s.mu.Unlock()
+	close(o.finished)
+	if st != nil {
+		g.Release(ctx, final.GuestID)
+	}
+	o.abandon()
+}
+
+// outputsOf returns the collectors of a sandbox's runs.
+func (s *Service) outputsOf(sandboxID string) []*output {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*output
+	for _, o := range s.outputs {
+		if o.sandboxID == sandboxID {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// settleRuns waits up to d for a sandbox's collectors to finish.
+func (s *Service) settleRuns(sandboxID string, d time.Duration) {
+	deadline := time.After(d)
+	for _, o := range s.outputsOf(sandboxID) {
+		select {
+		case <-o.finished:
+		case <-deadline:
+			return
+		}
+	}
+}
+
+// abandonRuns tells the collectors of a sandbox whose instance is gone to
+// stop retrying, and waits for them to record the runs as lost.
+func (s *Service) abandonRuns(sandboxID string) {
+	outs := s.outputsOf(sandboxID)
+	for _, o := range outs {
+		o.abandon()
+	}
+	for _, o := range outs {
+		select {
+		case <-o.finished:
+		case <-time.After(10 * time.Second):
+			s.log.Error("collector did not finish after its instance went", "run", o.snapshot().ID)
+		}
+	}
+}
