@@ -127,7 +127,10 @@ func (s *Service) waitReady(ctx context.Context, sb *Sandbox) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.BootTimeout)
 	defer cancel()
 	g := s.guestFor(sb)
-	delay := 500 * time.Microsecond
+	// den-init is usually up within tens of milliseconds: poll finely at
+	// first (a refused connection costs little), then back off.
+	start := time.Now()
+	delay := time.Millisecond
 	for {
 		pctx, pcancel := context.WithTimeout(ctx, time.Second)
 		_, err := g.Ping(pctx)
@@ -140,7 +143,7 @@ func (s *Service) waitReady(ctx context.Context, sb *Sandbox) error {
 			return errdefs.Unavailable("den-init in instance %s did not answer within %s: %v", sb.InstanceID(), s.cfg.BootTimeout, err)
 		case <-time.After(delay):
 		}
-		if delay < 50*time.Millisecond {
+		if time.Since(start) > 200*time.Millisecond && delay < 50*time.Millisecond {
 			delay *= 2
 		}
 	}
