@@ -198,3 +198,40 @@ func ApparentSize(ctx context.Context, dir string) (int64, error) {
 	}
 	return total, nil
 }
+
+// Volume finds the existing volume key.
+func (t Tree) Volume(key string) (Info, error) {
+	place, info, err := t.Lookup(key)
+	if err != nil {
+		return Info{}, err
+	}
+	if place != Volume {
+		return Info{}, errdefs.NotFound("volume %q not found", key)
+	}
+	return info, nil
+}
+
+// Stat describes volume key.
+func (t Tree) Stat(key string) (Info, error) {
+	if err := ValidateKey(key); err != nil {
+		return Info{}, err
+	}
+	info, err := t.Volume(key)
+	if err != nil {
+		return Info{}, fmt.Errorf("looking up %q: %w", key, err)
+	}
+	return info, nil
+}
+
+// Usage adds up the sizes of the files in volume key.
+func (t Tree) Usage(ctx context.Context, key string) (int64, error) {
+	info, err := t.Stat(key)
+	if err != nil {
+		return 0, err
+	}
+	n, err := ApparentSize(ctx, info.Path)
+	if err != nil {
+		return 0, fmt.Errorf("measuring %q: %w", key, err)
+	}
+	return n, nil
+}

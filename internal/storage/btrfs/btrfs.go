@@ -104,7 +104,7 @@ func (d *Driver) Snapshot(ctx context.Context, parent, key string, readonly bool
 	if err := storage.ValidateKey(key); err != nil {
 		return "", err
 	}
-	info, err := d.volume(parent)
+	info, err := d.tree.Volume(parent)
 	if err != nil {
 		return "", fmt.Errorf("snapshotting %q: %w", parent, err)
 	}
@@ -165,7 +165,7 @@ func (d *Driver) Seal(ctx context.Context, key string) error {
 	if err := storage.ValidateKey(key); err != nil {
 		return err
 	}
-	info, err := d.volume(key)
+	info, err := d.tree.Volume(key)
 	if err != nil {
 		return fmt.Errorf("sealing %q: %w", key, err)
 	}
@@ -193,7 +193,7 @@ func (d *Driver) Remove(ctx context.Context, key string) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, err := d.volume(key); err != nil {
+	if _, err := d.tree.Volume(key); err != nil {
 		return fmt.Errorf("removing %q: %w", key, err)
 	}
 	if err := destroy(d.tree.Path(key)); err != nil {
@@ -247,14 +247,7 @@ func destroyNested(root string) error {
 
 // Stat describes volume key.
 func (d *Driver) Stat(ctx context.Context, key string) (storage.Info, error) {
-	if err := storage.ValidateKey(key); err != nil {
-		return storage.Info{}, err
-	}
-	info, err := d.volume(key)
-	if err != nil {
-		return storage.Info{}, fmt.Errorf("looking up %q: %w", key, err)
-	}
-	return info, nil
+	return d.tree.Stat(key)
 }
 
 // List returns the volumes whose key starts with prefix.
@@ -264,30 +257,7 @@ func (d *Driver) List(ctx context.Context, prefix string) ([]storage.Info, error
 
 // Usage adds up the sizes of the files in volume key.
 func (d *Driver) Usage(ctx context.Context, key string) (int64, error) {
-	if err := storage.ValidateKey(key); err != nil {
-		return 0, err
-	}
-	info, err := d.volume(key)
-	if err != nil {
-		return 0, fmt.Errorf("measuring %q: %w", key, err)
-	}
-	n, err := storage.ApparentSize(ctx, info.Path)
-	if err != nil {
-		return 0, fmt.Errorf("measuring %q: %w", key, err)
-	}
-	return n, nil
-}
-
-// volume finds the existing volume key.
-func (d *Driver) volume(key string) (storage.Info, error) {
-	place, info, err := d.tree.Lookup(key)
-	if err != nil {
-		return storage.Info{}, err
-	}
-	if place != storage.Volume {
-		return storage.Info{}, errdefs.NotFound("volume %q not found", key)
-	}
-	return info, nil
+	return d.tree.Usage(ctx, key)
 }
 
 // classify gives a kernel error its class, if it has an obvious one.

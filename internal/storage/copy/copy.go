@@ -163,7 +163,7 @@ func (d *Driver) Snapshot(ctx context.Context, parent, key string, readonly bool
 	if err := storage.ValidateKey(key); err != nil {
 		return "", err
 	}
-	src, err := d.volume(parent)
+	src, err := d.tree.Volume(parent)
 	if err != nil {
 		return "", fmt.Errorf("snapshotting %q: %w", parent, err)
 	}
@@ -178,7 +178,7 @@ func (d *Driver) Snapshot(ctx context.Context, parent, key string, readonly bool
 	defer removeTree(work)
 	staged := filepath.Join(work, "v")
 	if err := d.copyTree(ctx, src.Path, staged); err != nil {
-		if _, verr := d.volume(parent); verr != nil {
+		if _, verr := d.tree.Volume(parent); verr != nil {
 			err = verr // it went away while we copied
 		}
 		return "", fmt.Errorf("snapshotting %q as %q: %w", parent, key, err)
@@ -287,7 +287,7 @@ func (d *Driver) Seal(ctx context.Context, key string) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	info, err := d.volume(key)
+	info, err := d.tree.Volume(key)
 	if err != nil {
 		return fmt.Errorf("sealing %q: %w", key, err)
 	}
@@ -328,7 +328,7 @@ func (d *Driver) Remove(ctx context.Context, key string) error {
 func (d *Driver) unlink(key string) (string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	info, err := d.volume(key)
+	info, err := d.tree.Volume(key)
 	if err != nil {
 		return "", err
 	}
@@ -358,14 +358,7 @@ func (d *Driver) unlink(key string) (string, error) {
 
 // Stat describes volume key.
 func (d *Driver) Stat(ctx context.Context, key string) (storage.Info, error) {
-	if err := storage.ValidateKey(key); err != nil {
-		return storage.Info{}, err
-	}
-	info, err := d.volume(key)
-	if err != nil {
-		return storage.Info{}, fmt.Errorf("looking up %q: %w", key, err)
-	}
-	return info, nil
+	return d.tree.Stat(key)
 }
 
 // List returns the volumes whose key starts with prefix.
@@ -375,28 +368,5 @@ func (d *Driver) List(ctx context.Context, prefix string) ([]storage.Info, error
 
 // Usage adds up the sizes of the files in volume key.
 func (d *Driver) Usage(ctx context.Context, key string) (int64, error) {
-	if err := storage.ValidateKey(key); err != nil {
-		return 0, err
-	}
-	info, err := d.volume(key)
-	if err != nil {
-		return 0, fmt.Errorf("measuring %q: %w", key, err)
-	}
-	n, err := storage.ApparentSize(ctx, info.Path)
-	if err != nil {
-		return 0, fmt.Errorf("measuring %q: %w", key, err)
-	}
-	return n, nil
-}
-
-// volume finds the existing volume key.
-func (d *Driver) volume(key string) (storage.Info, error) {
-	place, info, err := d.tree.Lookup(key)
-	if err != nil {
-		return storage.Info{}, err
-	}
-	if place != storage.Volume {
-		return storage.Info{}, errdefs.NotFound("volume %q not found", key)
-	}
-	return info, nil
+	return d.tree.Usage(ctx, key)
 }
