@@ -71,6 +71,12 @@ func binaries() (string, func(), error) {
 
 var subnetSeq atomic.Int32
 
+// testSubnet gives each dend its own /24 in 10.214.0.0/16, offset by the
+// process id so that two test runs at once do not collide.
+func testSubnet() string {
+	return fmt.Sprintf("10.214.%d.0/24", (os.Getpid()+int(subnetSeq.Add(1)))%250)
+}
+
 // dend is one daemon under test with its own data, socket and subnet.
 type dend struct {
 	t       *testing.T
@@ -96,7 +102,7 @@ func startDend(t *testing.T, extra ...string) *dend {
 		dataDir: filepath.Join(base, "data"),
 		runDir:  filepath.Join(base, "run"),
 		socket:  filepath.Join(base, "den.sock"),
-		subnet:  fmt.Sprintf("10.214.%d.0/24", subnetSeq.Add(1)),
+		subnet:  testSubnet(),
 	}
 	d.args = append([]string{
 		"--data-dir", d.dataDir, "--run-dir", d.runDir, "--socket", d.socket,
