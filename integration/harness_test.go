@@ -74,7 +74,7 @@ var subnetSeq atomic.Int32
 // testSubnet gives each dend its own /24 in 10.214.0.0/16, offset by the
 // process id so that two test runs at once do not collide.
 func testSubnet() string {
-	return fmt.Sprintf("10.214.%d.0/24", (os.Getpid()+int(subnetSeq.Add(1)))%250)
+	return fmt.Sprintf("10.214.%d.0/24", (os.Getpid()+int(subnetSeq.Add(1)))%240) // 250 is TestNetns's
 }
 
 // dend is one daemon under test with its own data, socket and subnet.
