@@ -46,6 +46,14 @@ func (s *server) execWebSocket(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	conn.SetReadLimit(wsReadLimit)
+	defer func() {
+		// The connection is no longer HTTP: a panic must close it here,
+		// or the client would wait for a frame that never comes.
+		if v := recover(); v != nil {
+			_ = conn.Close(websocket.StatusInternalError, "internal error; see dend's log")
+			panic(v)
+		}
+	}()
 	e := &execSession{srv: s, conn: conn, req: r, ref: r.PathValue("name"), finished: make(chan struct{})}
 	e.serve(r.Context())
 	return nil
