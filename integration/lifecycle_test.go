@@ -202,3 +202,32 @@ func TestRemoveLeavesNothing(t *testing.T) {
 	// The name is free again.
 	d.create("gone")
 }
+
+// On a host without btrfs, the copy driver gives the same persistence.
+func TestCopyStorageDriver(t *testing.T) {
+	d := startDend(t, "--storage", "copy")
+	ctx := ctxT(t, time.Minute)
+	h, err := d.c.Health(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Storage != "copy" {
+		t.Fatalf("storage %q, want copy", h.Storage)
+	}
+	d.create("plain")
+	d.mustSh("plain", "echo kept > /root/f")
+	if _, err := d.c.StopSandbox(ctx, "plain"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.StartSandbox(ctx, "plain"); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.mustSh("plain", "cat /root/f"); got != "kept\n" {
+		t.Fatalf("after stop/start on the copy driver: %q", got)
+	}
+	// A second sandbox from the same image does not see the first's file.
+	d.create("other")
+	if out, _, code := d.sh("other", "cat /root/f"); code == 0 {
+		t.Fatalf("a sibling sandbox sees the first's file: %q", out)
+	}
+}
