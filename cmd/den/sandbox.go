@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"github.com/den-dev/den/client"
 	"strings"
 	"time"
 
@@ -37,6 +39,9 @@ across stops, restarts of dend and reboots of the host, until it is removed.`,
 			if err != nil {
 				return err
 			}
+			if err := a.buildOnFirstUse(cmd.Context(), c, req.Image); err != nil {
+				return err
+			}
 			sb, err := c.CreateSandbox(cmd.Context(), req)
 			if err != nil {
 				return err
@@ -54,6 +59,26 @@ across stops, restarts of dend and reboots of the host, until it is removed.`,
 	f.StringArrayVarP(&env, "env", "e", nil, "environment variable K=V for every command (K alone takes it from here); repeatable")
 	f.StringArrayVar(&labels, "label", nil, "label K=V; repeatable")
 	return cmd
+}
+
+// builtinImages are the images dend builds itself on first use.
+var builtinImages = map[string]bool{"debian": true, "busybox": true}
+
+// buildOnFirstUse builds a built-in image that is not there yet, showing
+// its progress, so that `den create` does not sit silent for a minute
+// while dend builds it.
+func (a *app) buildOnFirstUse(ctx context.Context, c *client.Client, image string) error {
+	if image == "" {
+		image = "debian" // dend's default
+	}
+	if _, err := c.GetImage(ctx, image); !client.IsNotFound(err) || !builtinImages[image] {
+		return nil // present, or not ours to build: create reports any problem
+	}
+	fmt.Fprintf(a.stderr, "building image %s on first use (debian takes about a minute)\n", image)
+	progress, done := a.imageProgress()
+	_, err := c.BuildImage(ctx, api.BuildImageRequest{Name: image}, progress)
+	done()
+	return err
 }
 
 // parseKeyValues reads K=V pairs. When getenv is set, a bare K takes its
