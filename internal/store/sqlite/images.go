@@ -60,23 +60,7 @@ func (s *Store) GetImage(ctx context.Context, name string) (*sandbox.Image, erro
 
 // ListImages returns every image, by name.
 func (s *Store) ListImages(ctx context.Context) ([]*sandbox.Image, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+imageCols+` FROM images ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("listing images: %w", err)
-	}
-	defer rows.Close()
-	list := []*sandbox.Image{}
-	for rows.Next() {
-		im, err := scanImage(rows)
-		if err != nil {
-			return nil, fmt.Errorf("listing images: %w", err)
-		}
-		list = append(list, im)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing images: %w", err)
-	}
-	return list, nil
+	return queryAll(ctx, s.r, scanImage, "listing images", `SELECT `+imageCols+` FROM images ORDER BY name`)
 }
 
 // DeleteImage removes the image record with name.

@@ -117,23 +117,7 @@ func (s *Store) RunningRuns(ctx context.Context) ([]*sandbox.Run, error) {
 }
 
 func (s *Store) queryRuns(ctx context.Context, doing, query string, args ...any) ([]*sandbox.Run, error) {
-	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", doing, err)
-	}
-	defer rows.Close()
-	list := []*sandbox.Run{}
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", doing, err)
-		}
-		list = append(list, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", doing, err)
-	}
-	return list, nil
+	return queryAll(ctx, s.r, scanRun, doing, query, args...)
 }
 
 // runArgs returns the columns of r after id and sandbox_id, in runCols order.

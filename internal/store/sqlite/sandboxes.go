@@ -83,24 +83,8 @@ func (s *Store) GetSandbox(ctx context.Context, ref string) (*sandbox.Sandbox, e
 
 // ListSandboxes returns the sandboxes that are not destroyed, oldest first.
 func (s *Store) ListSandboxes(ctx context.Context) ([]*sandbox.Sandbox, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes
+	return queryAll(ctx, s.r, scanSandbox, "listing sandboxes", `SELECT `+sandboxCols+` FROM sandboxes
 		WHERE state <> 'destroyed' ORDER BY created_at, rowid`)
-	if err != nil {
-		return nil, fmt.Errorf("listing sandboxes: %w", err)
-	}
-	defer rows.Close()
-	list := []*sandbox.Sandbox{}
-	for rows.Next() {
-		sb, err := scanSandbox(rows)
-		if err != nil {
-			return nil, fmt.Errorf("listing sandboxes: %w", err)
-		}
-		list = append(list, sb)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing sandboxes: %w", err)
-	}
-	return list, nil
 }
 
 // UpdateSandbox writes sb if its Version is still the stored one and its
@@ -185,28 +169,20 @@ func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
 // Events returns a sandbox's history, oldest first; none for an id the
 // store does not know.
 func (s *Store) Events(ctx context.Context, sandboxID string) ([]sandbox.Event, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT sandbox_id, seq, time, type, from_state, to_state, generation, message
+	return queryAll(ctx, s.r, scanEvent, fmt.Sprintf("reading events of sandbox %q", sandboxID),
+		`SELECT sandbox_id, seq, time, type, from_state, to_state, generation, message
 		FROM events WHERE sandbox_id = ? ORDER BY seq`, sandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("reading events of sandbox %q: %w", sandboxID, err)
+}
+
+func scanEvent(row scanner) (sandbox.Event, error) {
+	var ev sandbox.Event
+	var t string
+	if err := row.Scan(&ev.SandboxID, &ev.Seq, &t, &ev.Type, &ev.From, &ev.To, &ev.Generation, &ev.Message); err != nil {
+		return ev, err
 	}
-	defer rows.Close()
-	list := []sandbox.Event{}
-	for rows.Next() {
-		var ev sandbox.Event
-		var t string
-		if err := rows.Scan(&ev.SandboxID, &ev.Seq, &t, &ev.Type, &ev.From, &ev.To, &ev.Generation, &ev.Message); err != nil {
-			return nil, fmt.Errorf("reading events of sandbox %q: %w", sandboxID, err)
-		}
-		if ev.Time, err = parseTime(t); err != nil {
-			return nil, fmt.Errorf("reading events of sandbox %q: %w", sandboxID, err)
-		}
-		list = append(list, ev)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading events of sandbox %q: %w", sandboxID, err)
-	}
-	return list, nil
+	var err error
+	ev.Time, err = parseTime(t)
+	return ev, err
 }
 
 // checkClashes fails when a live sandbox other than sb holds sb's name or

@@ -232,3 +232,25 @@ func now() time.Time { return time.Now().UTC() }
 type scanner interface {
 	Scan(dest ...any) error
 }
+
+// queryAll runs a query and scans every row with scan; doing says what
+// for errors. An empty result is an empty, non-nil list.
+func queryAll[T any](ctx context.Context, db *sql.DB, scan func(scanner) (T, error), doing, query string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", doing, err)
+	}
+	defer rows.Close()
+	list := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", doing, err)
+		}
+		list = append(list, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", doing, err)
+	}
+	return list, nil
+}
