@@ -24,6 +24,17 @@ func TestExec(t *testing.T) {
 		}
 	})
 
+	t.Run("quick commands always report their final status", func(t *testing.T) {
+		// A command that ends at once races its own final record; the exit
+		// frame must never carry the record from before the end.
+		for i := 0; i < 60; i++ {
+			out, _, code := d.sh("ex", "echo hi; exit 42")
+			if code != 42 || out != "hi\n" {
+				t.Fatalf("iteration %d: exit %d, stdout %q", i, code, out)
+			}
+		}
+	})
+
 	t.Run("argv env cwd user", func(t *testing.T) {
 		var out bytes.Buffer
 		run, err := d.c.Exec(ctxT(t, time.Minute), "ex", api.ExecRequest{

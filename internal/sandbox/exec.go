@@ -91,12 +91,19 @@ func (s *Service) Runs(ctx context.Context, ref string, limit int) ([]*Run, erro
 	if err != nil {
 		return nil, err
 	}
+	live := map[string]*Run{} // first: see runRecord
+	for _, o := range s.outputsOf(sb.ID) {
+		r := o.snapshot()
+		live[r.ID] = r
+	}
 	runs, err := s.cfg.Store.ListRuns(ctx, sb.ID, limit)
 	if err != nil {
 		return nil, err
 	}
 	for i, r := range runs {
-		runs[i] = s.live(r)
+		if l, ok := live[r.ID]; ok {
+			runs[i] = l
+		}
 	}
 	return runs, nil
 }
@@ -107,22 +114,23 @@ func (s *Service) Run(ctx context.Context, ref, runID string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.cfg.Store.GetRun(ctx, sb.ID, runID)
-	if err != nil {
-		return nil, err
-	}
-	return s.live(r), nil
+	r, _, err := s.runRecord(ctx, sb.ID, runID)
+	return r, err
 }
 
-// live overlays what the collector knows on a stored run.
-func (s *Service) live(r *Run) *Run {
+// runRecord returns a run as the collector knows it, if it is still being
+// collected, and else as stored. The order matters: a collector leaves
+// only after the final record is stored, so looking at the collector first
+// can never miss the end of a run that finishes meanwhile.
+func (s *Service) runRecord(ctx context.Context, sandboxID, runID string) (*Run, *output, error) {
 	s.mu.Lock()
-	o := s.outputs[r.ID]
+	o := s.outputs[runID]
 	s.mu.Unlock()
-	if o == nil {
-		return r
+	if o != nil && o.sandboxID == sandboxID {
+		return o.snapshot(), o, nil
 	}
-	return o.snapshot()
+	r, err := s.cfg.Store.GetRun(ctx, sandboxID, runID)
+	return r, nil, err
 }
 
 // activeRun returns a run that is still going, with its den-init client.
@@ -131,12 +139,12 @@ func (s *Service) activeRun(ctx context.Context, ref, runID, action string) (*Ru
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	r, err := s.cfg.Store.GetRun(ctx, sb.ID, runID)
+	r, _, err := s.runRecord(ctx, sb.ID, runID)
 	if err != nil {
 		unlock()
 		return nil, nil, nil, err
 	}
-	if r = s.live(r); r.Status != RunRunning || r.Generation != sb.Generation {
+	if r.Status != RunRunning || r.Generation != sb.Generation {
 		unlock()
 		return nil, nil, nil, errdefs.Conflict("run %s has ended (%s)", runID, r.Status)
 	}

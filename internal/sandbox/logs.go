@@ -24,15 +24,9 @@ func (s *Service) Logs(ctx context.Context, ref, runID, stream string, from int6
 	if err != nil {
 		return err
 	}
-	run, err := s.cfg.Store.GetRun(ctx, sb.ID, runID)
+	run, o, err := s.runRecord(ctx, sb.ID, runID)
 	if err != nil {
 		return err
-	}
-	s.mu.Lock()
-	o := s.outputs[run.ID]
-	s.mu.Unlock()
-	if o != nil {
-		run = o.snapshot()
 	}
 	size := run.StdoutSize
 	if stream == StreamStderr {
