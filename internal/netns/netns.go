@@ -203,9 +203,3 @@ func (m *Manager) Detach(ctx context.Context, id string) error {
 	}
 	return nil
 }
-
-// Exists reports whether the sandbox's namespace is mounted.
-func Exists(id string) bool {
-	_, err := os.Stat(Path(id))
-	return err == nil
-}

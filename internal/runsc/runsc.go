@@ -190,11 +190,6 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	return nil
 }
 
-// RemoveLog deletes an instance's log once it is of no more use.
-func (r *Runtime) RemoveLog(id string) {
-	os.Remove(filepath.Join(r.cfg.LogDir, id+".log"))
-}
-
 // List returns every instance runsc knows under den's root.
 func (r *Runtime) List(ctx context.Context) ([]string, error) {
 	out, err := r.run(ctx, "", "list", "--format=json")
@@ -212,18 +207,4 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 		ids = append(ids, s.ID)
 	}
 	return ids, nil
-}
-
-// SandboxPIDs returns the host pids of an instance's sentry and gofer, for
-// measuring its memory. It is best effort.
-func (r *Runtime) SandboxPIDs(ctx context.Context, id string) ([]int, error) {
-	out, err := r.run(ctx, id, "state", id)
-	if err != nil {
-		return nil, err
-	}
-	var st stateJSON
-	if err := json.Unmarshal(out, &st); err != nil {
-		return nil, err
-	}
-	return []int{st.Pid}, nil
 }

@@ -84,8 +84,3 @@ func ParseMemory(s string) (int64, error) {
 	}
 	return n, nil
 }
-
-// FormatBytes renders a byte count for people.
-func FormatBytes(n int64) string {
-	return units.BytesSize(float64(n))
-}
