@@ -66,18 +66,7 @@ func (s *Store) ListImages(ctx context.Context) ([]*sandbox.Image, error) {
 // DeleteImage removes the image record with name.
 func (s *Store) DeleteImage(ctx context.Context, name string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM images WHERE name = ?`, name)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return imageNotFound(name)
-		}
-		return nil
+		return execOne(ctx, tx, imageNotFound(name), `DELETE FROM images WHERE name = ?`, name)
 	})
 	return wrap(err, "deleting image %q", name)
 }

@@ -63,22 +63,11 @@ func (s *Store) UpdateRun(ctx context.Context, r *sandbox.Run) error {
 		return err
 	}
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE runs SET
+		return execOne(ctx, tx, runNotFound(r.ID), `UPDATE runs SET
 			generation = ?, guest_id = ?, argv = ?, cwd = ?, env_names = ?, user = ?, tty = ?, detached = ?,
 			status = ?, exit_code = ?, signal = ?, started_at = ?, ended_at = ?, stdout_size = ?, stderr_size = ?
 			WHERE id = ? AND sandbox_id = ?`,
 			append(args, r.ID, r.SandboxID)...)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return runNotFound(r.ID)
-		}
-		return nil
 	})
 	return wrap(err, "updating run %q", r.ID)
 }

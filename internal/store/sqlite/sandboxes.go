@@ -150,18 +150,7 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		// Events and runs go with it: their foreign keys cascade.
-		res, err := tx.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return sandboxNotFound(id)
-		}
-		return nil
+		return execOne(ctx, tx, sandboxNotFound(id), `DELETE FROM sandboxes WHERE id = ?`, id)
 	})
 	return wrap(err, "deleting sandbox %q", id)
 }

@@ -233,6 +233,23 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
+// execOne runs a statement that must touch exactly one row; when it
+// touches none it returns notFound.
+func execOne(ctx context.Context, tx *sql.Tx, notFound error, query string, args ...any) error {
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return notFound
+	}
+	return nil
+}
+
 // queryAll runs a query and scans every row with scan; doing says what
 // for errors. An empty result is an empty, non-nil list.
 func queryAll[T any](ctx context.Context, db *sql.DB, scan func(scanner) (T, error), doing, query string, args ...any) ([]T, error) {
