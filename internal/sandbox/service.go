@@ -152,8 +152,13 @@ func (s *Service) guestFor(sb *Sandbox) Guest {
 
 func (s *Service) forgetGuest(instanceID string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	g := s.guests[instanceID]
 	delete(s.guests, instanceID)
+	s.mu.Unlock()
+	// Its pooled connections lead to an instance that is gone.
+	if c, ok := g.(interface{ Close() }); ok {
+		c.Close()
+	}
 }
 
 // transition moves sb to state to, persisting it with an event. It is the
