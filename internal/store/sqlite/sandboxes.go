@@ -6,13 +6,29 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
-const sandboxCols = `id, name, spec, state, reason, generation, version, node, slot, token, created_at, updated_at`
+// sandboxCols are the columns scanSandbox reads, in its order.
+const sandboxCols = `id, name, spec, state, reason, generation, version, node, slot, token,
+	policy, usage, checkpoint, origin, head, pending, created_at, updated_at`
+
+// sandboxFields are the columns every write sets from a Sandbox's fields,
+// in the order of sandboxValues. A create adds id, version and both times;
+// an update the new version and update time.
+var sandboxFields = []string{"name", "image", "spec", "state", "reason", "generation", "node", "slot", "token",
+	"policy", "usage", "checkpoint", "origin", "head", "pending"}
+
+var (
+	insertSandbox = `INSERT INTO sandboxes (id, version, created_at, updated_at, ` + strings.Join(sandboxFields, ", ") +
+		`) VALUES (?, ?, ?, ?` + strings.Repeat(", ?", len(sandboxFields)) + `)`
+	updateSandbox = `UPDATE sandboxes SET version = ?, updated_at = ?, ` + strings.Join(sandboxFields, " = ?, ") +
+		` = ? WHERE id = ? AND version = ?`
+)
 
 // CreateSandbox inserts sb with Version 1 and its first event, in one
 // transaction. CreatedAt and UpdatedAt are set to now when zero. A name or
@@ -31,9 +47,10 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 		rec.UpdatedAt = rec.CreatedAt
 	}
 	rec.CreatedAt, rec.UpdatedAt = rec.CreatedAt.UTC(), rec.UpdatedAt.UTC() // as a read returns them
-	spec, err := json.Marshal(rec.Spec)
+	rec.Usage.RunningSince = rec.Usage.RunningSince.UTC()
+	values, err := sandboxValues(&rec)
 	if err != nil {
-		return fmt.Errorf("encoding spec of sandbox %q: %w", rec.Name, err)
+		return err
 	}
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		var n int
@@ -46,10 +63,8 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 		if err := checkClashes(ctx, tx, &rec); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`, image)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			rec.ID, rec.Name, string(spec), rec.State, rec.Reason, rec.Generation, rec.Version,
-			rec.Node, rec.Slot, rec.Token, formatTime(rec.CreatedAt), formatTime(rec.UpdatedAt), rec.Spec.Image)
+		_, err := tx.ExecContext(ctx, insertSandbox, append([]any{rec.ID, rec.Version,
+			formatTime(rec.CreatedAt), formatTime(rec.UpdatedAt)}, values...)...)
 		if isUniqueViolation(err) {
 			return errdefs.Conflict("sandbox %q clashes with another sandbox", rec.Name)
 		}
@@ -95,9 +110,9 @@ func (s *Store) ListSandboxes(ctx context.Context) ([]*sandbox.Sandbox, error) {
 // Empty ev.From and ev.To are filled in with the stored and the new state;
 // a zero ev.Time with the time of the update.
 func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandbox.Event) error {
-	spec, err := json.Marshal(sb.Spec)
+	values, err := sandboxValues(sb)
 	if err != nil {
-		return fmt.Errorf("encoding spec of sandbox %q: %w", sb.Name, err)
+		return err
 	}
 	t := now()
 	err = s.write(ctx, func(tx *sql.Tx) error {
@@ -119,12 +134,8 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 		if err := checkClashes(ctx, tx, sb); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET
-			name = ?, image = ?, spec = ?, state = ?, reason = ?, generation = ?, version = ?,
-			node = ?, slot = ?, token = ?, updated_at = ?
-			WHERE id = ? AND version = ?`,
-			sb.Name, sb.Spec.Image, string(spec), sb.State, sb.Reason, sb.Generation, sb.Version+1,
-			sb.Node, sb.Slot, sb.Token, formatTime(t), sb.ID, sb.Version)
+		args := append([]any{sb.Version + 1, formatTime(t)}, values...)
+		res, err := tx.ExecContext(ctx, updateSandbox, append(args, sb.ID, sb.Version)...)
 		if isUniqueViolation(err) {
 			return errdefs.Conflict("sandbox %q clashes with another sandbox", sb.Name)
 		}
@@ -141,6 +152,7 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 	}
 	sb.Version++
 	sb.UpdatedAt = t
+	sb.Usage.RunningSince = sb.Usage.RunningSince.UTC() // as a read returns it
 	return nil
 }
 
@@ -224,17 +236,45 @@ func insertEvent(ctx context.Context, tx *sql.Tx, sb *sandbox.Sandbox, from sand
 	return nil
 }
 
+// sandboxValues returns sb's values for sandboxFields, in their order.
+func sandboxValues(sb *sandbox.Sandbox) ([]any, error) {
+	spec, err := json.Marshal(sb.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("encoding spec of sandbox %q: %w", sb.Name, err)
+	}
+	policy, err := json.Marshal(sb.Policy)
+	if err != nil {
+		return nil, fmt.Errorf("encoding policy of sandbox %q: %w", sb.Name, err)
+	}
+	usage := sb.Usage
+	usage.RunningSince = usage.RunningSince.UTC()
+	usageJSON, err := json.Marshal(usage)
+	if err != nil {
+		return nil, fmt.Errorf("encoding usage of sandbox %q: %w", sb.Name, err)
+	}
+	return []any{sb.Name, sb.Spec.Image, string(spec), sb.State, sb.Reason, sb.Generation, sb.Node, sb.Slot, sb.Token,
+		string(policy), string(usageJSON), sb.Checkpoint, sb.Origin, sb.Head, sb.Pending}, nil
+}
+
 func scanSandbox(row scanner) (*sandbox.Sandbox, error) {
 	var sb sandbox.Sandbox
-	var spec, created, updated string
+	var spec, policy, usage, created, updated string
 	err := row.Scan(&sb.ID, &sb.Name, &spec, &sb.State, &sb.Reason, &sb.Generation, &sb.Version,
-		&sb.Node, &sb.Slot, &sb.Token, &created, &updated)
+		&sb.Node, &sb.Slot, &sb.Token, &policy, &usage, &sb.Checkpoint, &sb.Origin, &sb.Head, &sb.Pending,
+		&created, &updated)
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(spec), &sb.Spec); err != nil {
-		return nil, fmt.Errorf("decoding spec of sandbox %q: %w", sb.ID, err)
+	for _, f := range []struct {
+		what string
+		text string
+		into any
+	}{{"spec", spec, &sb.Spec}, {"policy", policy, &sb.Policy}, {"usage", usage, &sb.Usage}} {
+		if err := json.Unmarshal([]byte(f.text), f.into); err != nil {
+			return nil, fmt.Errorf("decoding %s of sandbox %q: %w", f.what, sb.ID, err)
+		}
 	}
+	sb.Usage.RunningSince = sb.Usage.RunningSince.UTC()
 	if sb.CreatedAt, err = parseTime(created); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,168 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+const checkpointCols = `id, sandbox_id, name, kind, parent, memory, generation, manifest, created_at`
+
+// CreateCheckpoint inserts a checkpoint of an existing sandbox. CreatedAt
+// is set to now when zero. A name another checkpoint of the same sandbox
+// has, or an id already taken, is a conflict. NeededBy is not stored.
+func (s *Store) CreateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) error {
+	if c.ID == "" || c.SandboxID == "" {
+		return errdefs.Invalid("cannot store checkpoint %q of sandbox %q: it needs an id and a sandbox id", c.ID, c.SandboxID)
+	}
+	rec := *c
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = now()
+	}
+	rec.CreatedAt = rec.CreatedAt.UTC() // as a read returns it
+	manifest, err := json.Marshal(rec.Manifest)
+	if err != nil {
+		return fmt.Errorf("encoding manifest of checkpoint %q: %w", rec.ID, err)
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sandboxes WHERE id = ?`, rec.SandboxID).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return sandboxNotFound(rec.SandboxID)
+		}
+		if err := checkpointIDFree(ctx, tx, rec.ID); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			rec.ID, rec.SandboxID, rec.Name, rec.Kind, rec.Parent, rec.Memory, rec.Generation, string(manifest),
+			formatTime(rec.CreatedAt))
+		if isUniqueViolation(err) {
+			return checkpointNameTaken(rec.Name)
+		}
+		return err
+	})
+	if err != nil {
+		return wrap(err, "recording checkpoint %q", rec.ID)
+	}
+	*c = rec
+	return nil
+}
+
+// GetCheckpoint finds a checkpoint by id when sandboxID is "", else by id
+// or name among sandboxID's checkpoints, an id first: a checkpoint named
+// like another's id does not hide that other one.
+func (s *Store) GetCheckpoint(ctx context.Context, sandboxID, ref string) (*sandbox.Checkpoint, error) {
+	var row *sql.Row
+	if sandboxID == "" {
+		row = s.r.QueryRowContext(ctx, `SELECT `+checkpointCols+` FROM checkpoints WHERE id = ?`, ref)
+	} else {
+		row = s.r.QueryRowContext(ctx, `SELECT `+checkpointCols+` FROM checkpoints
+			WHERE sandbox_id = ?1 AND (id = ?2 OR name = ?2)
+			ORDER BY id = ?2 DESC LIMIT 1`, sandboxID, ref)
+	}
+	c, err := scanCheckpoint(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, checkpointNotFound(ref)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading checkpoint %q: %w", ref, err)
+	}
+	return c, nil
+}
+
+// ListCheckpoints returns a sandbox's checkpoints, or every checkpoint
+// when sandboxID is "", oldest first.
+func (s *Store) ListCheckpoints(ctx context.Context, sandboxID string) ([]*sandbox.Checkpoint, error) {
+	if sandboxID == "" {
+		return queryAll(ctx, s.r, scanCheckpoint, "listing checkpoints",
+			`SELECT `+checkpointCols+` FROM checkpoints ORDER BY created_at, id`)
+	}
+	return queryAll(ctx, s.r, scanCheckpoint, fmt.Sprintf("listing checkpoints of sandbox %q", sandboxID),
+		`SELECT `+checkpointCols+` FROM checkpoints WHERE sandbox_id = ? ORDER BY created_at, id`, sandboxID)
+}
+
+// UpdateCheckpoint rewrites the manifest, name and parent of the
+// checkpoint with c's id; what it is of, its kind, generation, memory and
+// time do not change. A name another checkpoint of its sandbox has is a
+// conflict.
+func (s *Store) UpdateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) error {
+	manifest, err := json.Marshal(c.Manifest)
+	if err != nil {
+		return fmt.Errorf("encoding manifest of checkpoint %q: %w", c.ID, err)
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		err := execOne(ctx, tx, checkpointNotFound(c.ID),
+			`UPDATE checkpoints SET name = ?, parent = ?, manifest = ? WHERE id = ?`,
+			c.Name, c.Parent, string(manifest), c.ID)
+		if isUniqueViolation(err) {
+			return checkpointNameTaken(c.Name)
+		}
+		return err
+	})
+	return wrap(err, "updating checkpoint %q", c.ID)
+}
+
+// DeleteCheckpoint removes a checkpoint and hands its children its parent,
+// in one transaction, so the tree stays connected.
+func (s *Store) DeleteCheckpoint(ctx context.Context, id string) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var parent string
+		err := tx.QueryRowContext(ctx, `SELECT parent FROM checkpoints WHERE id = ?`, id).Scan(&parent)
+		if errors.Is(err, sql.ErrNoRows) {
+			return checkpointNotFound(id)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE checkpoints SET parent = ? WHERE parent = ?`, parent, id); err != nil {
+			return fmt.Errorf("reparenting its children: %w", err)
+		}
+		return execOne(ctx, tx, checkpointNotFound(id), `DELETE FROM checkpoints WHERE id = ?`, id)
+	})
+	return wrap(err, "deleting checkpoint %q", id)
+}
+
+// checkpointIDFree fails when a checkpoint has id. The primary key
+// enforces the same; checking first tells a taken id from a taken name.
+func checkpointIDFree(ctx context.Context, tx *sql.Tx, id string) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM checkpoints WHERE id = ?`, id).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return errdefs.Conflict("checkpoint id %q is already taken", id)
+	}
+	return nil
+}
+
+func scanCheckpoint(row scanner) (*sandbox.Checkpoint, error) {
+	var c sandbox.Checkpoint
+	var manifest, created string
+	err := row.Scan(&c.ID, &c.SandboxID, &c.Name, &c.Kind, &c.Parent, &c.Memory, &c.Generation, &manifest, &created)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(manifest), &c.Manifest); err != nil {
+		return nil, fmt.Errorf("decoding manifest of checkpoint %q: %w", c.ID, err)
+	}
+	if c.CreatedAt, err = parseTime(created); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func checkpointNotFound(ref string) error {
+	return errdefs.WithHint(errdefs.NotFound("checkpoint %q not found", ref), "list them with `den checkpoints SANDBOX`")
+}
+
+func checkpointNameTaken(name string) error {
+	err := errdefs.Conflict("the sandbox already has a checkpoint named %q", name)
+	return errdefs.WithHint(err, "pick another name, or leave it out")
+}
