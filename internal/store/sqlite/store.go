@@ -1,6 +1,6 @@
-// Package sqlite is den's default store: sandboxes, their history, runs and
-// images in one SQLite file, through the pure-Go modernc.org/sqlite driver
-// so that dend stays a static binary.
+// Package sqlite is den's default store: sandboxes, their history, runs,
+// checkpoints and images in one SQLite file, through the pure-Go
+// modernc.org/sqlite driver so that dend stays a static binary.
 //
 // The file is in WAL mode with synchronous=FULL: a write that returned is
 // on disk, and readers never wait for the writer. SQLite takes one writer

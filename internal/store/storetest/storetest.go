@@ -37,6 +37,8 @@ func Run(t *testing.T, open func(t *testing.T) sandbox.Store) {
 	t.Run("Updates", func(t *testing.T) { each(t, open, updateTests) })
 	t.Run("Runs", func(t *testing.T) { each(t, open, runTests) })
 	t.Run("Images", func(t *testing.T) { each(t, open, imageTests) })
+	t.Run("Checkpoints", func(t *testing.T) { each(t, open, checkpointTests) })
+	t.Run("Standing", func(t *testing.T) { each(t, open, standingTests) })
 }
 
 // testCase is one behaviour, checked against a fresh store.
