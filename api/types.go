@@ -28,6 +28,14 @@ type CreateSandboxRequest struct {
 	Memory string            `json:"memory,omitempty"` // e.g. "512M", "2G"; default 1G
 	Env    map[string]string `json:"env,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
+	// From starts the sandbox from a checkpoint instead of an image: a
+	// checkpoint id, or SANDBOX:NAME for a sandbox's named checkpoint. Its
+	// image, CPUs and memory come from the checkpoint, so leave those unset.
+	From string `json:"from,omitempty"`
+	// Ephemeral sandboxes keep nothing when they are destroyed, and are
+	// destroyed when their TTL ends.
+	Ephemeral bool    `json:"ephemeral,omitempty"`
+	Policy    *Policy `json:"policy,omitempty"` // unset fields take dend's defaults
 }
 
 // Sandbox is the durable record of one sandbox.
@@ -43,8 +51,22 @@ type Sandbox struct {
 	Reason      string            `json:"reason,omitempty"` // why it is in error, or why it stopped
 	Generation  int64             `json:"generation"`
 	Address     string            `json:"address,omitempty"` // private in-sandbox address
-	CreatedAt   time.Time         `json:"created_at"`
-	UpdatedAt   time.Time         `json:"updated_at"`
+	Ephemeral   bool              `json:"ephemeral,omitempty"`
+	// Policy is the idle policy in effect: the sandbox's own values with
+	// dend's defaults filled in, every field set.
+	Policy Policy      `json:"policy"`
+	Next   *NextAction `json:"next,omitempty"` // what the idle policy does next, if anything
+	// RunningFor is how long it has run in total, the time its TTL counts
+	// (paused and hibernated time is not counted), e.g. "1h2m3s".
+	RunningFor string `json:"running_for"`
+	// Checkpoint is, while hibernated, the checkpoint holding its state; in
+	// error after a failed restore, the checkpoint it came from.
+	Checkpoint string    `json:"checkpoint,omitempty"`
+	Origin     string    `json:"origin,omitempty"`  // the checkpoint it was created or forked from
+	Head       string    `json:"head,omitempty"`    // its newest checkpoint: the parent of its next one
+	Pending    string    `json:"pending,omitempty"` // a change of several steps under way, e.g. "hibernate"
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // SandboxList is the body of GET /v1/sandboxes.

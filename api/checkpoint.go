@@ -1,0 +1,71 @@
+package api
+
+import "time"
+
+// Checkpoint kinds: why a checkpoint was taken.
+const (
+	CheckpointManual    = "manual"    // asked for with POST .../checkpoints
+	CheckpointHibernate = "hibernate" // the saved state of a hibernated sandbox
+	CheckpointFork      = "fork"      // the capture the children of a live fork start from
+)
+
+// Checkpoint is an immutable moment of a sandbox: a read-only snapshot of
+// its files and, unless it is files-only, its memory and processes.
+type Checkpoint struct {
+	ID      string `json:"id"`
+	Sandbox string `json:"sandbox"`        // the id of the sandbox it was taken from
+	Name    string `json:"name,omitempty"` // the user's label, unique within its sandbox
+	Kind    string `json:"kind"`           // manual, hibernate or fork
+	// Parent is the checkpoint the sandbox's state descended from: the
+	// links make a tree of a sandbox's history.
+	Parent        string    `json:"parent,omitempty"`
+	Memory        bool      `json:"memory"` // holds memory and processes, not only files
+	Generation    int64     `json:"generation"`
+	EngineVersion string    `json:"engine_version,omitempty"` // the runsc that made its memory image
+	MemoryBytes   int64     `json:"memory_bytes"`
+	FilesBytes    int64     `json:"files_bytes"`
+	CreatedAt     time.Time `json:"created_at"`
+	// NeededBy names the sandboxes that depend on it, which keep it from
+	// being removed.
+	NeededBy []string `json:"needed_by,omitempty"`
+}
+
+// CheckpointList is the body of GET /v1/sandboxes/{name}/checkpoints.
+type CheckpointList struct {
+	Checkpoints []Checkpoint `json:"checkpoints"`
+}
+
+// CheckpointRequest is the body of POST /v1/sandboxes/{name}/checkpoints.
+type CheckpointRequest struct {
+	Name   string `json:"name,omitempty"`    // optional label
+	FSOnly bool   `json:"fs_only,omitempty"` // files only, no memory image
+}
+
+// RestoreRequest is the body of POST /v1/sandboxes/{name}/restore.
+type RestoreRequest struct {
+	Checkpoint string `json:"checkpoint"` // id or name
+}
+
+// ForkRequest is the body of POST /v1/sandboxes/{name}/fork.
+type ForkRequest struct {
+	// Name is the child's name; with Count above 1 the children are
+	// NAME-1 … NAME-N.
+	Name  string `json:"name"`
+	From  string `json:"from,omitempty"`  // a checkpoint (id or name); absent forks the live sandbox
+	Count int    `json:"count,omitempty"` // how many children; default 1
+}
+
+// Ways back from error, for RecoverRequest.Mode.
+const (
+	RecoverRetry    = "retry"    // restore the same checkpoint again
+	RecoverCold     = "cold"     // boot fresh from the checkpoint's files, losing its processes
+	RecoverRollback = "rollback" // restore an earlier checkpoint
+)
+
+// RecoverRequest is the body of POST /v1/sandboxes/{name}/recover.
+type RecoverRequest struct {
+	Mode string `json:"mode"` // retry, cold or rollback
+	// Checkpoint is, for rollback, the checkpoint to go back to; absent
+	// takes the newest one before the failed one.
+	Checkpoint string `json:"checkpoint,omitempty"`
+}
