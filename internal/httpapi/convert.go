@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -12,7 +13,7 @@ import (
 // domain parameters; nothing else in the package knows both shapes.
 
 func (s *server) toSandbox(sb *sandbox.Sandbox) api.Sandbox {
-	return api.Sandbox{
+	out := api.Sandbox{
 		ID:          sb.ID,
 		Name:        sb.Name,
 		Image:       sb.Spec.Image,
@@ -24,8 +25,91 @@ func (s *server) toSandbox(sb *sandbox.Sandbox) api.Sandbox {
 		Reason:      sb.Reason,
 		Generation:  sb.Generation,
 		Address:     s.sandboxes.Address(sb),
+		Ephemeral:   sb.Spec.Ephemeral,
+		Policy:      fromPolicy(s.sandboxes.EffectivePolicy(sb)),
+		RunningFor:  api.FormatDuration(sb.Usage.Ran(time.Now()).Round(time.Second)),
+		Checkpoint:  sb.Checkpoint,
+		Origin:      sb.Origin,
+		Head:        sb.Head,
+		Pending:     sb.Pending,
 		CreatedAt:   sb.CreatedAt,
 		UpdatedAt:   sb.UpdatedAt,
+	}
+	if due := s.sandboxes.Due(sb); due.Action != "" {
+		out.Next = &api.NextAction{Action: due.Action, At: due.At}
+	}
+	return out
+}
+
+// fromPolicy writes an effective policy with every field set: a field
+// without a value, even after dend's defaults, means never (or no bound).
+func fromPolicy(p sandbox.Policy) api.Policy {
+	dur := func(d *time.Duration) *string {
+		s := "0"
+		if d != nil {
+			s = api.FormatDuration(*d)
+		}
+		return &s
+	}
+	out := api.Policy{
+		PauseAfter:       dur(p.PauseAfter),
+		HibernateAfter:   dur(p.HibernateAfter),
+		TTL:              dur(p.TTL),
+		BackgroundActive: new(false),
+		KeepLast:         new(0),
+		MaxAge:           dur(p.MaxAge),
+	}
+	if p.BackgroundActive != nil {
+		*out.BackgroundActive = *p.BackgroundActive
+	}
+	if p.KeepLast != nil {
+		*out.KeepLast = *p.KeepLast
+	}
+	return out
+}
+
+// toPolicy reads a policy from the wire: only its durations are parsed
+// here, absent fields stay nil, and the service validates the values.
+// prefix goes before field names in errors ("policy." in a create).
+func toPolicy(req api.Policy, prefix string) (sandbox.Policy, error) {
+	p := sandbox.Policy{BackgroundActive: req.BackgroundActive, KeepLast: req.KeepLast}
+	for _, f := range []struct {
+		name string
+		in   *string
+		out  **time.Duration
+	}{
+		{"pause_after", req.PauseAfter, &p.PauseAfter},
+		{"hibernate_after", req.HibernateAfter, &p.HibernateAfter},
+		{"ttl", req.TTL, &p.TTL},
+		{"max_age", req.MaxAge, &p.MaxAge},
+	} {
+		if f.in == nil {
+			continue
+		}
+		d, err := time.ParseDuration(*f.in)
+		if err != nil {
+			return sandbox.Policy{}, errdefs.WithHint(errdefs.Invalid("invalid %s%s %q", prefix, f.name, *f.in),
+				"use a duration like 90s, 15m or 2h, or 0 for never")
+		}
+		*f.out = &d
+	}
+	return p, nil
+}
+
+func toCheckpoint(c *sandbox.Checkpoint) api.Checkpoint {
+	return api.Checkpoint{
+		ID:            c.ID,
+		Sandbox:       c.SandboxID,
+		Name:          c.Name,
+		Kind:          c.Kind,
+		Parent:        c.Parent,
+		Memory:        c.Memory,
+		Generation:    c.Generation,
+		EngineVersion: c.Manifest.Engine.Version,
+		MemoryBytes:   c.Manifest.MemoryBytes,
+		FilesBytes:    c.Manifest.FilesBytes,
+		CreatedAt:     c.CreatedAt,
+		NeededBy:      c.NeededBy,
 	}
 }
 
@@ -105,6 +189,12 @@ func toCreateParams(req api.CreateSandboxRequest) (sandbox.CreateParams, error) 
 	if err != nil {
 		return sandbox.CreateParams{}, err
 	}
+	var pol sandbox.Policy
+	if req.Policy != nil {
+		if pol, err = toPolicy(*req.Policy, "policy."); err != nil {
+			return sandbox.CreateParams{}, err
+		}
+	}
 	return sandbox.CreateParams{
 		Name:        req.Name,
 		Image:       req.Image,
@@ -112,6 +202,9 @@ func toCreateParams(req api.CreateSandboxRequest) (sandbox.CreateParams, error) 
 		MemoryBytes: mem,
 		Env:         req.Env,
 		Labels:      req.Labels,
+		From:        req.From,
+		Ephemeral:   req.Ephemeral,
+		Policy:      pol,
 	}, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -71,6 +72,10 @@ type fakeSandboxes struct {
 	output    map[string]string // stream → what Logs writes
 	files     *fakeFiles
 
+	checkpoints []*sandbox.Checkpoint
+	defaults    sandbox.Policy // dend's defaults, for EffectivePolicy
+	due         sandbox.Due    // what Due answers
+
 	// Optional behaviours that replace the defaults.
 	execFn  func(ctx context.Context, p sandbox.ExecParams) (*sandbox.Run, error)
 	logsFn  func(ctx context.Context, stream string, from int64, follow bool, w io.Writer) error
@@ -94,6 +99,16 @@ func newFakeSandboxes(c *calls) *fakeSandboxes {
 			Status: sandbox.RunExited, ExitCode: &code, StartedAt: testTime, EndedAt: &end, StdoutSize: 3},
 		output: map[string]string{"stdout": "hi\n"},
 		files:  &fakeFiles{calls: c},
+		checkpoints: []*sandbox.Checkpoint{{
+			ID: "ck1", SandboxID: "sb1", Name: "base", Kind: sandbox.CheckpointManual, Memory: true, Generation: 2,
+			Manifest:  sandbox.Manifest{Engine: sandbox.EngineInfo{Version: "release-20260905.0"}, MemoryBytes: 3 << 20, FilesBytes: 40 << 20},
+			CreatedAt: testTime, NeededBy: []string{"kid"},
+		}, {
+			ID: "ck2", SandboxID: "sb1", Kind: sandbox.CheckpointManual, Parent: "ck1", Generation: 2,
+			Manifest:  sandbox.Manifest{FilesBytes: 41 << 20},
+			CreatedAt: testTime.Add(time.Minute),
+		}},
+		defaults: sandbox.Policy{PauseAfter: new(5 * time.Minute), HibernateAfter: new(time.Hour)},
 	}
 }
 
@@ -223,6 +238,116 @@ func (f *fakeSandboxes) Files(ctx context.Context, ref string) (sandbox.Files, e
 	}
 	return f.files, nil
 }
+
+// withState returns a copy of the first sandbox in state st.
+func (f *fakeSandboxes) withState(st sandbox.State) *sandbox.Sandbox {
+	sb := *f.sandboxes[0]
+	sb.State = st
+	return &sb
+}
+
+func (f *fakeSandboxes) Pause(ctx context.Context, ref string) (*sandbox.Sandbox, error) {
+	if err := f.enter("Pause", ref); err != nil {
+		return nil, err
+	}
+	return f.withState(sandbox.StatePaused), nil
+}
+
+func (f *fakeSandboxes) Resume(ctx context.Context, ref string) (*sandbox.Sandbox, error) {
+	if err := f.enter("Resume", ref); err != nil {
+		return nil, err
+	}
+	return f.withState(sandbox.StateRunning), nil
+}
+
+func (f *fakeSandboxes) Hibernate(ctx context.Context, ref string) (*sandbox.Sandbox, error) {
+	if err := f.enter("Hibernate", ref); err != nil {
+		return nil, err
+	}
+	sb := f.withState(sandbox.StateHibernated)
+	sb.Checkpoint = "ck-h"
+	return sb, nil
+}
+
+func (f *fakeSandboxes) Checkpoint(ctx context.Context, ref string, p sandbox.CheckpointParams) (*sandbox.Checkpoint, error) {
+	if err := f.enter("Checkpoint", ref, p); err != nil {
+		return nil, err
+	}
+	return &sandbox.Checkpoint{ID: "ck3", SandboxID: "sb1", Name: p.Name, Kind: sandbox.CheckpointManual,
+		Parent: "ck2", Memory: !p.FSOnly, Generation: 2, CreatedAt: testTime}, nil
+}
+
+func (f *fakeSandboxes) Checkpoints(ctx context.Context, ref string) ([]*sandbox.Checkpoint, error) {
+	if err := f.enter("Checkpoints", ref); err != nil {
+		return nil, err
+	}
+	return f.checkpoints, nil
+}
+
+func (f *fakeSandboxes) GetCheckpoint(ctx context.Context, ref, ckpt string) (*sandbox.Checkpoint, error) {
+	if err := f.enter("GetCheckpoint", ref, ckpt); err != nil {
+		return nil, err
+	}
+	for _, c := range f.checkpoints {
+		if c.ID == ckpt || c.Name == ckpt {
+			return c, nil
+		}
+	}
+	return nil, errdefs.NotFound("no checkpoint %q", ckpt)
+}
+
+func (f *fakeSandboxes) RemoveCheckpoint(ctx context.Context, ref, ckpt string) error {
+	return f.enter("RemoveCheckpoint", ref, ckpt)
+}
+
+func (f *fakeSandboxes) Restore(ctx context.Context, ref, ckpt string) (*sandbox.Sandbox, error) {
+	if err := f.enter("Restore", ref, ckpt); err != nil {
+		return nil, err
+	}
+	sb := f.withState(sandbox.StateRunning)
+	sb.Generation++
+	sb.Head = ckpt
+	return sb, nil
+}
+
+func (f *fakeSandboxes) Fork(ctx context.Context, ref string, p sandbox.ForkParams) ([]*sandbox.Sandbox, error) {
+	if err := f.enter("Fork", ref, p); err != nil {
+		return nil, err
+	}
+	n := max(p.Count, 1)
+	var out []*sandbox.Sandbox
+	for i := range n {
+		name := p.Name
+		if n > 1 {
+			name = fmt.Sprintf("%s-%d", p.Name, i+1)
+		}
+		out = append(out, &sandbox.Sandbox{ID: "child" + fmt.Sprint(i+1), Name: name, State: sandbox.StateRunning,
+			Generation: 1, Spec: f.sandboxes[0].Spec, Origin: "ck-fork", CreatedAt: testTime, UpdatedAt: testTime})
+	}
+	return out, nil
+}
+
+func (f *fakeSandboxes) RecoverSandbox(ctx context.Context, ref string, p sandbox.RecoverParams) (*sandbox.Sandbox, error) {
+	if err := f.enter("RecoverSandbox", ref, p); err != nil {
+		return nil, err
+	}
+	return f.withState(sandbox.StateRunning), nil
+}
+
+func (f *fakeSandboxes) SetPolicy(ctx context.Context, ref string, p sandbox.Policy) (*sandbox.Sandbox, error) {
+	if err := f.enter("SetPolicy", ref, p); err != nil {
+		return nil, err
+	}
+	sb := *f.sandboxes[0]
+	sb.Policy = p.Merge(sb.Policy)
+	return &sb, nil
+}
+
+func (f *fakeSandboxes) EffectivePolicy(sb *sandbox.Sandbox) sandbox.Policy {
+	return sb.Policy.Merge(f.defaults)
+}
+
+func (f *fakeSandboxes) Due(sb *sandbox.Sandbox) sandbox.Due { return f.due }
 
 // fakeFiles implements sandbox.Files over one file, "/root/a.txt".
 type fakeFiles struct {

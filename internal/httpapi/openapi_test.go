@@ -127,6 +127,10 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Image": api.Image{}, "ImageList": api.ImageList{},
 		"BuildImageRequest": api.BuildImageRequest{}, "PullImageRequest": api.PullImageRequest{},
 		"Progress": api.Progress{},
+		"Policy":   api.Policy{}, "NextAction": api.NextAction{},
+		"Checkpoint": api.Checkpoint{}, "CheckpointList": api.CheckpointList{},
+		"CheckpointRequest": api.CheckpointRequest{}, "RestoreRequest": api.RestoreRequest{},
+		"ForkRequest": api.ForkRequest{}, "RecoverRequest": api.RecoverRequest{},
 	}
 	schemas := loadSpec(t).Components.Schemas
 	for name, v := range types {

@@ -23,6 +23,19 @@ func (s *server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error
 	return nil
 }
 
+// decodeOptionalJSON is decodeJSON for routes whose body fields are all
+// optional: an empty body counts as {}.
+func (s *server) decodeOptionalJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, s.maxJSONBytes)
+	switch err := decodeStrict(body, v); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return jsonBodyError(err, s.maxJSONBytes)
+	}
+	return nil
+}
+
 // errTrailingData is decodeStrict's complaint about a second value.
 var errTrailingData = errors.New("unexpected data after the JSON value")
 

@@ -27,6 +27,18 @@ func (s *server) routes() []route {
 		{"POST", "/v1/sandboxes/{name}/start", s.startSandbox},
 		{"POST", "/v1/sandboxes/{name}/stop", s.stopSandbox},
 		{"GET", "/v1/sandboxes/{name}/events", s.listEvents},
+		{"POST", "/v1/sandboxes/{name}/pause", s.pauseSandbox},
+		{"POST", "/v1/sandboxes/{name}/resume", s.resumeSandbox},
+		{"POST", "/v1/sandboxes/{name}/hibernate", s.hibernateSandbox},
+		{"POST", "/v1/sandboxes/{name}/recover", s.recoverSandbox},
+		{"PATCH", "/v1/sandboxes/{name}/policy", s.setPolicy},
+
+		{"POST", "/v1/sandboxes/{name}/checkpoints", s.createCheckpoint},
+		{"GET", "/v1/sandboxes/{name}/checkpoints", s.listCheckpoints},
+		{"GET", "/v1/sandboxes/{name}/checkpoints/{ckpt}", s.getCheckpoint},
+		{"DELETE", "/v1/sandboxes/{name}/checkpoints/{ckpt}", s.removeCheckpoint},
+		{"POST", "/v1/sandboxes/{name}/restore", s.restoreSandbox},
+		{"POST", "/v1/sandboxes/{name}/fork", s.forkSandbox},
 
 		{"POST", "/v1/sandboxes/{name}/exec", s.exec},
 		{"GET", "/v1/sandboxes/{name}/exec/ws", s.execWebSocket},

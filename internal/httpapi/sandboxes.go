@@ -73,3 +73,46 @@ func (s *server) listEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	return writeJSON(w, http.StatusOK, api.EventList{Events: mapSlice(evs, toEvent)})
 }
+
+func (s *server) pauseSandbox(w http.ResponseWriter, r *http.Request) error {
+	return s.answerSandbox(w, r, s.sandboxes.Pause)
+}
+
+func (s *server) resumeSandbox(w http.ResponseWriter, r *http.Request) error {
+	return s.answerSandbox(w, r, s.sandboxes.Resume)
+}
+
+func (s *server) hibernateSandbox(w http.ResponseWriter, r *http.Request) error {
+	return s.answerSandbox(w, r, s.sandboxes.Hibernate)
+}
+
+func (s *server) recoverSandbox(w http.ResponseWriter, r *http.Request) error {
+	var req api.RecoverRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	sb, err := s.sandboxes.RecoverSandbox(r.Context(), r.PathValue("name"),
+		sandbox.RecoverParams{Mode: req.Mode, Checkpoint: req.Checkpoint})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+}
+
+// setPolicy changes only the fields the body carries: an absent field
+// keeps its value.
+func (s *server) setPolicy(w http.ResponseWriter, r *http.Request) error {
+	var req api.Policy
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	p, err := toPolicy(req, "")
+	if err != nil {
+		return err
+	}
+	sb, err := s.sandboxes.SetPolicy(r.Context(), r.PathValue("name"), p)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+}

@@ -51,6 +51,31 @@ type SandboxService interface {
 
 	// Files is the file system of a running sandbox.
 	Files(ctx context.Context, ref string) (sandbox.Files, error)
+
+	// Pause freezes a running sandbox in RAM; Hibernate saves a running or
+	// paused one to disk; Resume brings either back to running.
+	Pause(ctx context.Context, ref string) (*sandbox.Sandbox, error)
+	Resume(ctx context.Context, ref string) (*sandbox.Sandbox, error)
+	Hibernate(ctx context.Context, ref string) (*sandbox.Sandbox, error)
+	// Checkpoint takes a checkpoint; ckpt, in the others, is a checkpoint
+	// id or name among the sandbox's.
+	Checkpoint(ctx context.Context, ref string, p sandbox.CheckpointParams) (*sandbox.Checkpoint, error)
+	// Checkpoints lists a sandbox's checkpoints oldest first.
+	Checkpoints(ctx context.Context, ref string) ([]*sandbox.Checkpoint, error)
+	GetCheckpoint(ctx context.Context, ref, ckpt string) (*sandbox.Checkpoint, error)
+	RemoveCheckpoint(ctx context.Context, ref, ckpt string) error
+	// Restore rewinds a sandbox in place to one of its checkpoints.
+	Restore(ctx context.Context, ref, ckpt string) (*sandbox.Sandbox, error)
+	// Fork makes children of a sandbox and returns them.
+	Fork(ctx context.Context, ref string, p sandbox.ForkParams) ([]*sandbox.Sandbox, error)
+	// RecoverSandbox brings a sandbox in error back.
+	RecoverSandbox(ctx context.Context, ref string, p sandbox.RecoverParams) (*sandbox.Sandbox, error)
+	// SetPolicy changes the fields of a sandbox's idle policy that p sets.
+	SetPolicy(ctx context.Context, ref string, p sandbox.Policy) (*sandbox.Sandbox, error)
+	// EffectivePolicy is sb's policy with dend's defaults filled in; Due
+	// is the next step it takes.
+	EffectivePolicy(sb *sandbox.Sandbox) sandbox.Policy
+	Due(sb *sandbox.Sandbox) sandbox.Due
 }
 
 // Config is what the API needs. Sandboxes, Images and Logger are required.

@@ -1,0 +1,73 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+// createCheckpoint takes a checkpoint. Every field of the body is
+// optional, so an empty body takes a full, unnamed one.
+func (s *server) createCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	var req api.CheckpointRequest
+	if err := s.decodeOptionalJSON(w, r, &req); err != nil {
+		return err
+	}
+	c, err := s.sandboxes.Checkpoint(r.Context(), r.PathValue("name"),
+		sandbox.CheckpointParams{Name: req.Name, FSOnly: req.FSOnly})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, toCheckpoint(c))
+}
+
+func (s *server) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
+	cs, err := s.sandboxes.Checkpoints(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, api.CheckpointList{Checkpoints: mapSlice(cs, toCheckpoint)})
+}
+
+func (s *server) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.sandboxes.GetCheckpoint(r.Context(), r.PathValue("name"), r.PathValue("ckpt"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, toCheckpoint(c))
+}
+
+func (s *server) removeCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	if err := s.sandboxes.RemoveCheckpoint(r.Context(), r.PathValue("name"), r.PathValue("ckpt")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *server) restoreSandbox(w http.ResponseWriter, r *http.Request) error {
+	var req api.RestoreRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	sb, err := s.sandboxes.Restore(r.Context(), r.PathValue("name"), req.Checkpoint)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+}
+
+// forkSandbox answers with the children; the service checks the count.
+func (s *server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
+	var req api.ForkRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	children, err := s.sandboxes.Fork(r.Context(), r.PathValue("name"),
+		sandbox.ForkParams{Name: req.Name, From: req.From, Count: req.Count})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, api.SandboxList{Sandboxes: mapSlice(children, s.toSandbox)})
+}
