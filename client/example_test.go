@@ -53,3 +53,33 @@ func ExampleClient_BuildImage() {
 	}
 	fmt.Println("built", img.Name)
 }
+
+// Checkpoint a sandbox before a risky step, try it in a fork, and rewind
+// the original if the step went wrong there.
+func ExampleClient_Fork() {
+	ctx := context.Background()
+	c, err := client.FromEnv()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := c.Checkpoint(ctx, "web", client.CheckpointOptions{Name: "before-upgrade"}); err != nil {
+		log.Fatalf("%v (hint: %s)", err, client.Hint(err))
+	}
+	kids, err := c.Fork(ctx, "web", client.ForkOptions{Name: "try", From: "before-upgrade"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	run, err := c.Exec(ctx, kids[0].Name, api.ExecRequest{Argv: []string{"sh", "-c", "apt-get -y upgrade"}}, client.ExecIO{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if run.ExitCode == nil || *run.ExitCode != 0 {
+		if _, err := c.Restore(ctx, "web", "before-upgrade"); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Let an idle sandbox hibernate after 15 minutes instead of dend's default.
+	if _, err := c.SetPolicy(ctx, "web", api.Policy{HibernateAfter: new("15m")}); err != nil {
+		log.Fatal(err)
+	}
+}

@@ -8,7 +8,9 @@ import (
 	"github.com/den-dev/den/api"
 )
 
-// CreateSandbox creates and starts a sandbox.
+// CreateSandbox creates and starts a sandbox: from an image, or with
+// req.From from a checkpoint. req.Policy sets its idle policy; its unset
+// fields take dend's defaults.
 func (c *Client) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
 	var sb api.Sandbox
 	if err := c.do(ctx, http.MethodPost, "/sandboxes", nil, req, &sb); err != nil {
@@ -28,22 +30,24 @@ func (c *Client) ListSandboxes(ctx context.Context) ([]api.Sandbox, error) {
 
 // GetSandbox returns one sandbox by name or id.
 func (c *Client) GetSandbox(ctx context.Context, name string) (*api.Sandbox, error) {
-	return c.sandboxCall(ctx, http.MethodGet, sandboxPath(name))
+	return c.sandboxCall(ctx, http.MethodGet, sandboxPath(name), nil)
 }
 
 // StartSandbox starts a stopped sandbox as a new generation.
 func (c *Client) StartSandbox(ctx context.Context, name string) (*api.Sandbox, error) {
-	return c.sandboxCall(ctx, http.MethodPost, sandboxPath(name, "start"))
+	return c.sandboxCall(ctx, http.MethodPost, sandboxPath(name, "start"), nil)
 }
 
 // StopSandbox stops a sandbox, keeping its filesystem.
 func (c *Client) StopSandbox(ctx context.Context, name string) (*api.Sandbox, error) {
-	return c.sandboxCall(ctx, http.MethodPost, sandboxPath(name, "stop"))
+	return c.sandboxCall(ctx, http.MethodPost, sandboxPath(name, "stop"), nil)
 }
 
-func (c *Client) sandboxCall(ctx context.Context, method, path string) (*api.Sandbox, error) {
+// sandboxCall makes a call that answers with a sandbox; in, when not nil,
+// is its JSON body.
+func (c *Client) sandboxCall(ctx context.Context, method, path string, in any) (*api.Sandbox, error) {
 	var sb api.Sandbox
-	if err := c.do(ctx, method, path, nil, nil, &sb); err != nil {
+	if err := c.do(ctx, method, path, nil, in, &sb); err != nil {
 		return nil, err
 	}
 	return &sb, nil
