@@ -54,9 +54,9 @@ func ExampleClient_BuildImage() {
 	fmt.Println("built", img.Name)
 }
 
-// Checkpoint a sandbox before a risky step, try it in a fork, and rewind
-// the original if the step went wrong there.
-func ExampleClient_Fork() {
+// Checkpoint a sandbox before a risky step and rewind it if the step
+// fails; fork copies of it to try other things side by side.
+func ExampleClient_Restore() {
 	ctx := context.Background()
 	c, err := client.FromEnv()
 	if err != nil {
@@ -65,11 +65,7 @@ func ExampleClient_Fork() {
 	if _, err := c.Checkpoint(ctx, "web", client.CheckpointOptions{Name: "before-upgrade"}); err != nil {
 		log.Fatalf("%v (hint: %s)", err, client.Hint(err))
 	}
-	kids, err := c.Fork(ctx, "web", client.ForkOptions{Name: "try", From: "before-upgrade"})
-	if err != nil {
-		log.Fatal(err)
-	}
-	run, err := c.Exec(ctx, kids[0].Name, api.ExecRequest{Argv: []string{"sh", "-c", "apt-get -y upgrade"}}, client.ExecIO{})
+	run, err := c.Exec(ctx, "web", api.ExecRequest{Argv: []string{"sh", "-c", "apt-get -y upgrade"}}, client.ExecIO{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -78,6 +74,11 @@ func ExampleClient_Fork() {
 			log.Fatal(err)
 		}
 	}
+	kids, err := c.Fork(ctx, "web", client.ForkOptions{Name: "try", From: "before-upgrade", Count: 3})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(kids), "copies, the first is", kids[0].Name)
 	// Let an idle sandbox hibernate after 15 minutes instead of dend's default.
 	if _, err := c.SetPolicy(ctx, "web", api.Policy{HibernateAfter: new("15m")}); err != nil {
 		log.Fatal(err)
