@@ -49,6 +49,13 @@ type output struct {
 	// run is the record as the collector knows it; sizes grow as it writes.
 	run  *Run
 	done bool
+	// parked is set while the run's instance sleeps (hibernate): the
+	// collector stops without ending the run and starts again on wake.
+	parked bool
+	// stopStream ends the collector's current stream; idle is closed when
+	// a parked collector has stopped.
+	stopStream context.CancelFunc
+	idle       chan struct{}
 	// changed is closed and replaced whenever output arrives or the run ends.
 	changed chan struct{}
 	// finished is closed once the run's final record is stored.
@@ -61,9 +68,29 @@ func (s *Service) newOutput(sandboxID string) *output {
 		dir:       filepath.Join(s.cfg.RunsDir, sandboxID),
 		changed:   make(chan struct{}),
 		finished:  make(chan struct{}),
+		idle:      make(chan struct{}),
 	}
 	o.ctx, o.abandon = context.WithCancel(s.ctx)
 	return o
+}
+
+// streamContext returns the context of the collector's next request to
+// den-init, which park cancels.
+func (o *output) streamContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(o.ctx)
+	o.mu.Lock()
+	o.stopStream = cancel
+	if o.parked {
+		cancel()
+	}
+	o.mu.Unlock()
+	return ctx, cancel
+}
+
+func (o *output) isParked() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.parked
 }
 
 func (o *output) snapshot() *Run {
@@ -118,7 +145,9 @@ func (s *Service) startRun(sandboxID string, g Guest, spec guest.ProcSpec, recor
 		defer s.wg.Done()
 		var run *Run
 		var guestID string
-		st, err := g.StartStream(o.ctx, spec, func(ps guest.ProcStatus) error {
+		sctx, cancel := o.streamContext()
+		defer cancel()
+		st, err := g.StartStream(sctx, spec, func(ps guest.ProcStatus) error {
 			guestID = ps.ID
 			r, err := record(ps)
 			if err != nil {
@@ -128,7 +157,7 @@ func (s *Service) startRun(sandboxID string, g Guest, spec guest.ProcSpec, recor
 			s.register(o)
 			ch <- started{run: r}
 			return nil
-		}, func(kind byte, p []byte) error { return s.write(o, g, kind, p) })
+		}, func(kind byte, p []byte) error { return s.write(sctx, o, g, kind, p) })
 		switch {
 		case run == nil:
 			if guestID != "" { // started, but nobody could ever see it
@@ -162,7 +191,7 @@ func (s *Service) resume(sandboxID string, run *Run, g Guest) {
 }
 
 // write appends output to the run's host file and wakes readers.
-func (s *Service) write(o *output, g Guest, kind byte, p []byte) error {
+func (s *Service) write(ctx context.Context, o *output, g Guest, kind byte, p []byte) error {
 	i := 0
 	if kind == guest.FrameStderr {
 		i = 1
@@ -191,7 +220,7 @@ func (s *Service) write(o *output, g Guest, kind byte, p []byte) error {
 	o.mu.Unlock()
 	if o.unacked += int64(len(p)); o.unacked >= ackEvery {
 		o.unacked = 0
-		s.syncAndAck(o, g)
+		s.syncAndAck(ctx, o, g)
 	}
 	return nil
 }
@@ -204,6 +233,15 @@ func (s *Service) collectLoop(o *output, g Guest, lastErr error) {
 	delay := 10 * time.Millisecond
 	for {
 		if lastErr != nil {
+			if o.isParked() && o.ctx.Err() == nil {
+				// The instance is going to sleep; its processes wake with
+				// it and unpark starts collecting again.
+				o.closeFiles()
+				o.mu.Lock()
+				close(o.idle)
+				o.mu.Unlock()
+				return
+			}
 			if s.ctx.Err() != nil {
 				// dend is shutting down: the run goes on and a later dend
 				// resumes collecting from the files.
@@ -225,9 +263,11 @@ func (s *Service) collectLoop(o *output, g Guest, lastErr error) {
 			}
 		}
 		run = o.snapshot()
-		st, err := g.Stream(o.ctx, run.GuestID, run.StdoutSize, run.StderrSize, func(kind byte, p []byte) error {
-			return s.write(o, g, kind, p)
+		sctx, cancel := o.streamContext()
+		st, err := g.Stream(sctx, run.GuestID, run.StdoutSize, run.StderrSize, func(kind byte, p []byte) error {
+			return s.write(sctx, o, g, kind, p)
 		})
+		cancel()
 		if err == nil {
 			s.finishRun(o, g, &st, "")
 			return
@@ -246,7 +286,7 @@ func (o *output) closeFiles() {
 }
 
 // syncAndAck makes the host copy durable, then lets den-init drop it.
-func (s *Service) syncAndAck(o *output, g Guest) {
+func (s *Service) syncAndAck(ctx context.Context, o *output, g Guest) {
 	run := o.snapshot()
 	for _, f := range o.files {
 		if f != nil {
@@ -254,7 +294,7 @@ func (s *Service) syncAndAck(o *output, g Guest) {
 		}
 	}
 	o.synced = [2]int64{run.StdoutSize, run.StderrSize}
-	g.Ack(o.ctx, run.GuestID, run.StdoutSize, run.StderrSize)
+	g.Ack(ctx, run.GuestID, run.StdoutSize, run.StderrSize)
 }
 
 // finishRun ends a run: readers learn it at once, the final record is
@@ -350,4 +390,76 @@ func (s *Service) abandonRuns(sandboxID string) {
 			s.log.Error("collector did not finish after its instance went", "run", o.snapshot().ID)
 		}
 	}
+}
+
+// parkRuns stops the collectors of a sandbox whose instance is about to
+// sleep, leaving their runs running: output made meanwhile waits in
+// den-init's buffers, which sleep with it. It returns once they stopped.
+func (s *Service) parkRuns(sandboxID string) {
+	outs := s.outputsOf(sandboxID)
+	for _, o := range outs {
+		o.mu.Lock()
+		o.parked = true
+		if o.stopStream != nil {
+			o.stopStream()
+		}
+		o.mu.Unlock()
+	}
+	for _, o := range outs {
+		o.mu.Lock()
+		idle := o.idle
+		o.mu.Unlock()
+		select {
+		case <-idle:
+		case <-o.finished:
+		case <-time.After(10 * time.Second):
+			s.log.Error("collector did not stop for hibernation", "run", o.snapshot().ID)
+		}
+	}
+}
+
+// wakeRuns collects a woken sandbox's runs again through g: parked
+// collectors carry on; runs a restarted dend found open get a new one.
+// Runs of an instance that did not survive are marked lost.
+func (s *Service) wakeRuns(ctx context.Context, sb *Sandbox, g Guest) error {
+	runs, err := s.cfg.Store.RunningRuns(ctx)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	live := map[string]*output{}
+	for id, o := range s.outputs {
+		if o.sandboxID == sb.ID {
+			live[id] = o
+		}
+	}
+	s.mu.Unlock()
+	for _, r := range runs {
+		if r.SandboxID != sb.ID {
+			continue
+		}
+		r.Generation = sb.Generation
+		if err := s.cfg.Store.UpdateRun(ctx, r); err != nil {
+			return fmt.Errorf("moving run %s to generation %d: %w", r.ID, sb.Generation, err)
+		}
+		o, ok := live[r.ID]
+		if !ok {
+			s.resume(sb.ID, r, g)
+			continue
+		}
+		o.mu.Lock()
+		o.run.Generation = sb.Generation
+		wasParked := o.parked
+		o.parked = false
+		o.idle = make(chan struct{})
+		o.mu.Unlock()
+		if wasParked {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.collectLoop(o, g, nil)
+			}()
+		}
+	}
+	return nil
 }

@@ -63,17 +63,29 @@ func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (*Run, err
 }
 
 // useSandbox finds a running sandbox and holds its lifecycle lock shared,
-// so it cannot stop under the caller.
+// so it cannot stop under the caller. A paused or hibernated sandbox is
+// woken first: the caller only sees a slower call. Use counts as activity
+// for the idle policy.
 func (s *Service) useSandbox(ctx context.Context, ref, action string) (*Sandbox, func(), error) {
 	sb, err := s.Get(ctx, ref)
 	if err != nil {
 		return nil, nil, err
 	}
+	s.touch(sb.ID)
 	l := s.lock(sb.ID)
-	l.RLock()
-	if sb, err = s.cfg.Store.GetSandbox(ctx, sb.ID); err != nil {
+	for {
+		l.RLock()
+		if sb, err = s.cfg.Store.GetSandbox(ctx, sb.ID); err != nil {
+			l.RUnlock()
+			return nil, nil, err
+		}
+		if sb.State != StatePaused && sb.State != StateHibernated {
+			break
+		}
 		l.RUnlock()
-		return nil, nil, err
+		if err := s.wake(ctx, sb.ID); err != nil {
+			return nil, nil, err
+		}
 	}
 	if err := require(sb, action, StateRunning); err != nil {
 		l.RUnlock()

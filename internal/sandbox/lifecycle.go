@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/guest"
 )
 
 // cleanupTimeout bounds undo work that runs after the caller gave up.
@@ -19,7 +18,20 @@ const cleanupTimeout = 30 * time.Second
 // undoes everything it did: no volume, namespace, instance or record is
 // left behind.
 func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) {
-	spec := Spec{Image: p.Image, CPUs: p.CPUs, MemoryBytes: p.MemoryBytes, Env: p.Env, Labels: p.Labels}
+	if err := ValidateName("sandbox", p.Name); err != nil {
+		return nil, err
+	}
+	if err := p.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	if p.Ephemeral && (p.Policy.TTL == nil || *p.Policy.TTL == 0) {
+		ttl := s.cfg.EphemeralTTL
+		p.Policy.TTL = &ttl
+	}
+	if p.From != "" {
+		return s.createFromRef(ctx, p)
+	}
+	spec := Spec{Image: p.Image, CPUs: p.CPUs, MemoryBytes: p.MemoryBytes, Env: p.Env, Labels: p.Labels, Ephemeral: p.Ephemeral}
 	if spec.Image == "" {
 		spec.Image = DefaultImage
 	}
@@ -29,17 +41,11 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	if spec.MemoryBytes == 0 {
 		spec.MemoryBytes = DefaultMemory
 	}
-	if err := ValidateName("sandbox", p.Name); err != nil {
-		return nil, err
-	}
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
 	// Refuse a taken name before building an image for it.
-	if _, err := s.cfg.Store.GetSandbox(ctx, p.Name); err == nil {
-		return nil, errdefs.WithHint(errdefs.Conflict("sandbox name %q is already in use", p.Name),
-			fmt.Sprintf("choose another name, or remove the old one with `den rm -f %s`", p.Name))
-	} else if !errors.Is(err, errdefs.ErrNotFound) {
+	if err := s.nameFree(ctx, p.Name); err != nil {
 		return nil, err
 	}
 	im, err := s.cfg.Images.Ensure(ctx, spec.Image)
@@ -50,7 +56,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 
 	now := s.cfg.Now().UTC()
 	sb := &Sandbox{
-		ID: newID(12), Name: p.Name, Spec: spec, State: StateCreating,
+		ID: newID(12), Name: p.Name, Spec: spec, State: StateCreating, Policy: p.Policy,
 		Generation: 1, Token: newToken(), Node: s.cfg.Node, CreatedAt: now, UpdatedAt: now,
 	}
 	if sb.Slot, err = s.allocSlot(sb.ID); err != nil {
@@ -81,7 +87,29 @@ func (s *Service) createInstance(ctx context.Context, sb *Sandbox, im *Image) er
 	if err := s.startInstance(ctx, sb); err != nil {
 		return err
 	}
+	s.touch(sb.ID)
 	return s.transition(ctx, sb, StateRunning, EventStarted, fmt.Sprintf("generation %d booted", sb.Generation))
+}
+
+// createFromRef creates a sandbox from the checkpoint p.From names.
+func (s *Service) createFromRef(ctx context.Context, p CreateParams) (*Sandbox, error) {
+	if p.Image != "" || p.CPUs != 0 || p.MemoryBytes != 0 || len(p.Env) > 0 {
+		return nil, errdefs.WithHint(errdefs.Invalid("a sandbox created from a checkpoint takes its image, cpus, memory and env from it"),
+			"drop --image, --cpus, --memory and --env, or create from an image instead")
+	}
+	if err := s.nameFree(ctx, p.Name); err != nil {
+		return nil, err
+	}
+	ck, err := s.findAnyCheckpoint(ctx, p.From)
+	if err != nil {
+		return nil, err
+	}
+	defer s.pin(ck.ID)()
+	probe := &Sandbox{Name: p.Name, Spec: ck.Manifest.Spec}
+	if err := s.restorable(ck, probe); err != nil {
+		return nil, err
+	}
+	return s.createFrom(ctx, p, ck, fmt.Sprintf("from checkpoint %s of sandbox %s", ck.ID, ck.SandboxID))
 }
 
 // undoCreate removes every trace of a sandbox whose creation failed.
@@ -102,31 +130,21 @@ func (s *Service) startInstance(ctx context.Context, sb *Sandbox) (err error) {
 	if err != nil {
 		return fmt.Errorf("attaching network: %w", err)
 	}
-	inst := Instance{
-		ID:          sb.InstanceID(),
-		Hostname:    sb.Name,
-		Rootfs:      s.cfg.Volumes.Path(sb.VolumeKey()),
-		Netns:       att.Netns,
-		Env:         append([]string{guest.EnvToken + "=" + sb.Token}, s.cfg.InitEnv...),
-		CPUs:        sb.Spec.CPUs,
-		MemoryBytes: sb.Spec.MemoryBytes,
-	}
-	if err := s.cfg.Runtime.Start(ctx, inst); err != nil {
+	if err := s.cfg.Runtime.Start(ctx, s.instance(sb, att.Netns)); err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
-	if err := s.waitReady(ctx, sb); err != nil {
+	if err := s.waitReady(ctx, sb, s.guestFor(sb)); err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
 	return nil
 }
 
-// waitReady polls den-init until it answers or BootTimeout passes.
-func (s *Service) waitReady(ctx context.Context, sb *Sandbox) error {
+// waitReady polls den-init through g until it answers or BootTimeout passes.
+func (s *Service) waitReady(ctx context.Context, sb *Sandbox, g Guest) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.BootTimeout)
 	defer cancel()
-	g := s.guestFor(sb)
 	// den-init is usually up within tens of milliseconds: poll finely at
 	// first (a refused connection costs little), then back off.
 	start := time.Now()
@@ -228,17 +246,27 @@ func (s *Service) Stop(ctx context.Context, ref string) (*Sandbox, error) {
 	return sb, nil
 }
 
-// Remove destroys a sandbox and its files. A running sandbox needs force.
+// Remove destroys a sandbox, its files and the checkpoints no other
+// sandbox needs. A running or paused sandbox needs force.
 func (s *Service) Remove(ctx context.Context, ref string, force bool) error {
+	sb, err := s.Get(ctx, ref)
+	if err != nil {
+		return err
+	}
+	if (sb.State == StateRunning || sb.State == StatePaused) && !force {
+		return errdefs.WithHint(errdefs.Conflict("sandbox %q is %s", sb.Name, sb.State),
+			fmt.Sprintf("stop it first with `den stop %s`, or remove it anyway with `den rm -f %s`", sb.Name, sb.Name))
+	}
+	return s.destroy(ctx, sb.ID, "removed on request")
+}
+
+// destroy ends a sandbox for good; why goes into its history.
+func (s *Service) destroy(ctx context.Context, ref, why string) error {
 	sb, unlock, err := s.lockSandbox(ctx, ref)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if sb.State == StateRunning && !force {
-		return errdefs.WithHint(errdefs.Conflict("sandbox %q is running", sb.Name),
-			fmt.Sprintf("stop it first with `den stop %s`, or remove it anyway with `den rm -f %s`", sb.Name, sb.Name))
-	}
 	cctx := context.WithoutCancel(ctx)
 	s.halt(cctx, sb, 0)
 	if err := s.cfg.Volumes.Remove(cctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
@@ -247,11 +275,35 @@ func (s *Service) Remove(ctx context.Context, ref string, force bool) error {
 	if err := os.RemoveAll(filepath.Join(s.cfg.RunsDir, sb.ID)); err != nil {
 		s.log.Error("removing run output", "sandbox", sb.Name, "err", err)
 	}
-	if err := s.transition(cctx, sb, StateDestroyed, EventDestroyed, "removed on request"); err != nil {
+	sb.Checkpoint, sb.Origin, sb.Pending = "", "", ""
+	if err := s.transition(cctx, sb, StateDestroyed, EventDestroyed, why); err != nil {
 		return err
 	}
 	s.releaseSlot(sb.Slot)
+	s.dropCheckpoints(cctx, sb)
 	return nil
+}
+
+// dropCheckpoints removes a destroyed sandbox's checkpoints that no other
+// sandbox needs; garbage collection takes the rest once they are free.
+func (s *Service) dropCheckpoints(ctx context.Context, sb *Sandbox) {
+	cks, err := s.cfg.Store.ListCheckpoints(ctx, sb.ID)
+	if err != nil {
+		s.log.Error("removing checkpoints", "sandbox", sb.Name, "err", err)
+		return
+	}
+	needs, err := s.needs(ctx)
+	if err != nil {
+		s.log.Error("removing checkpoints", "sandbox", sb.Name, "err", err)
+		return
+	}
+	for _, ck := range cks {
+		if len(needs[ck.ID]) == 0 && !s.isPinned(ck.ID) {
+			if err := s.deleteCheckpoint(ctx, sb, ck); err != nil {
+				s.log.Error("removing checkpoint", "sandbox", sb.Name, "checkpoint", ck.ID, "err", err)
+			}
+		}
+	}
 }
 
 // lockSandbox finds a sandbox, takes its lifecycle lock and reloads it, so

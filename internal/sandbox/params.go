@@ -24,6 +24,13 @@ type CreateParams struct {
 	MemoryBytes int64   // default DefaultMemory
 	Env         map[string]string
 	Labels      map[string]string
+	// From is a checkpoint to start from instead of an image: its id, or
+	// SANDBOX:NAME. The spec comes from the checkpoint; Image, CPUs and
+	// MemoryBytes must then be unset.
+	From string
+	// Ephemeral sandboxes are destroyed when their TTL ends, keeping nothing.
+	Ephemeral bool
+	Policy    Policy
 }
 
 // ExecParams is what a caller asks for when running a command.

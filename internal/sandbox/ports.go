@@ -39,6 +39,21 @@ type Store interface {
 	// RunningRuns returns every run still marked running, in any sandbox.
 	RunningRuns(ctx context.Context) ([]*Run, error)
 
+	// CreateCheckpoint inserts c. ErrConflict when the sandbox already has
+	// a checkpoint with c's name.
+	CreateCheckpoint(ctx context.Context, c *Checkpoint) error
+	// GetCheckpoint finds a checkpoint by id, or by name among sandboxID's
+	// when sandboxID is set. ErrNotFound when there is none.
+	GetCheckpoint(ctx context.Context, sandboxID, ref string) (*Checkpoint, error)
+	// ListCheckpoints returns a sandbox's checkpoints oldest first, or every
+	// checkpoint when sandboxID is "".
+	ListCheckpoints(ctx context.Context, sandboxID string) ([]*Checkpoint, error)
+	// UpdateCheckpoint rewrites c's manifest.
+	UpdateCheckpoint(ctx context.Context, c *Checkpoint) error
+	// DeleteCheckpoint removes a checkpoint; its children take its parent
+	// as theirs, so the tree stays connected.
+	DeleteCheckpoint(ctx context.Context, id string) error
+
 	// PutImage inserts or replaces an image record.
 	PutImage(ctx context.Context, im *Image) error
 	GetImage(ctx context.Context, name string) (*Image, error)
@@ -89,6 +104,23 @@ type Runtime interface {
 	// List returns the ids of every instance the engine knows.
 	List(ctx context.Context) ([]string, error)
 	Version() string
+
+	// Pause freezes an instance in RAM; Resume thaws it.
+	Pause(ctx context.Context, id string) error
+	Resume(ctx context.Context, id string) error
+	// Checkpoint saves the instance's processes and memory into dir, a
+	// new empty directory. With leaveRunning the instance stays as it was
+	// (a paused one stays paused); without, it stops once saved and is
+	// left for Destroy.
+	Checkpoint(ctx context.Context, id, dir string, leaveRunning bool) error
+	// Restore boots inst from the memory image in dir instead of from its
+	// init. inst.Rootfs must be a fresh writable snapshot of the
+	// filesystem saved with the image.
+	Restore(ctx context.Context, inst Instance, dir string) error
+	// Engine is what memory images made here are only valid for.
+	Engine() EngineInfo
+	// SpecHash hashes the parts of inst's engine spec a restore checks.
+	SpecHash(inst Instance) string
 }
 
 // Attachment is a sandbox's place on the host network.
@@ -130,6 +162,11 @@ type Guest interface {
 	Ack(ctx context.Context, id string, stdout, stderr int64) error
 	Release(ctx context.Context, id string) error
 	Shutdown(ctx context.Context, grace time.Duration) error
+	// Sync flushes the sandbox's file systems to the host.
+	Sync(ctx context.Context) error
+	// Rekey makes den-init accept only token from now on: a restored copy
+	// of a sandbox must not share its parent's.
+	Rekey(ctx context.Context, token string) error
 	Files
 }
 

@@ -58,30 +58,57 @@ func (s *Service) Recover(ctx context.Context) error {
 
 // recoverOne settles one sandbox and reports whether its instance lives.
 func (s *Service) recoverOne(ctx context.Context, sb *Sandbox) (bool, error) {
-	switch sb.State {
-	case StateCreating:
+	if sb.State == StateCreating {
 		s.log.Warn("undoing a create that did not finish", "sandbox", sb.Name)
 		s.undoCreate(ctx, sb)
-		return false, nil
-	case StateRunning:
-	default:
 		return false, nil
 	}
 	st, err := s.cfg.Runtime.State(ctx, sb.InstanceID())
 	if err != nil {
 		return false, err
 	}
+	if sb.Pending != "" {
+		return s.recoverPending(ctx, sb, st)
+	}
+	switch sb.State {
+	case StateRunning:
+		if st == InstancePaused {
+			// dend died while it had the sandbox frozen for a checkpoint.
+			s.log.Warn("thawing a sandbox left frozen", "sandbox", sb.Name)
+			if err := s.cfg.Runtime.Resume(ctx, sb.InstanceID()); err != nil {
+				return false, err
+			}
+			st = InstanceRunning
+		}
+	case StatePaused:
+		switch st {
+		case InstancePaused:
+			if err := s.record(ctx, sb, EventAttached, fmt.Sprintf("dend restarted; generation %d still paused", sb.Generation)); err != nil {
+				return false, err
+			}
+			return true, s.resumeRuns(ctx, sb)
+		case InstanceRunning:
+			if err := s.transition(ctx, sb, StateRunning, EventResumed, "dend restarted and found it running"); err != nil {
+				return false, err
+			}
+		}
+	default:
+		return false, nil
+	}
+	return s.reattach(ctx, sb, st)
+}
+
+// reattach takes up a sandbox recorded running again, or records it
+// stopped when its instance is gone.
+func (s *Service) reattach(ctx context.Context, sb *Sandbox, st InstanceState) (bool, error) {
 	if st == InstanceRunning {
-		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		_, err = s.guestFor(sb).Ping(pctx)
-		cancel()
-		if err == nil {
+		if s.pingable(ctx, sb) {
 			if err := s.record(ctx, sb, EventAttached, fmt.Sprintf("dend restarted; generation %d still running", sb.Generation)); err != nil {
 				return false, err
 			}
 			return true, s.resumeRuns(ctx, sb)
 		}
-		s.log.Warn("instance runs but den-init does not answer", "sandbox", sb.Name, "err", err)
+		s.log.Warn("instance runs but den-init does not answer", "sandbox", sb.Name)
 	}
 	why := fmt.Sprintf("instance of generation %d was lost (host restart or engine killed); files are kept, `den start %s` boots it again", sb.Generation, sb.Name)
 	s.halt(ctx, sb, 0)
@@ -147,4 +174,68 @@ func fileSize(path string) int64 {
 		return 0
 	}
 	return fi.Size()
+}
+
+// recoverPending finishes or undoes a change of several steps that dend
+// was in the middle of when it stopped, and reports whether the
+// sandbox's instance lives on.
+func (s *Service) recoverPending(ctx context.Context, sb *Sandbox, st InstanceState) (bool, error) {
+	op := sb.Pending
+	s.log.Warn("settling a change dend did not finish", "sandbox", sb.Name, "change", op)
+	alive := st == InstanceRunning || st == InstancePaused
+	ck, ckErr := s.cfg.Store.GetCheckpoint(ctx, sb.ID, sb.Checkpoint)
+	switch op {
+	case PendingHibernate:
+		if ckErr == nil {
+			// The checkpoint is complete: finish going to sleep.
+			s.finishHibernate(ctx, sb)
+			return false, s.transition(ctx, sb, StateHibernated, EventHibernated, "hibernation finished after dend restarted; checkpoint "+ck.ID)
+		}
+		s.dropCheckpointFiles(ctx, &Checkpoint{ID: sb.Checkpoint})
+		sb.Pending, sb.Checkpoint = "", ""
+		if alive && sb.State == StateRunning && st == InstancePaused {
+			if err := s.cfg.Runtime.Resume(ctx, sb.InstanceID()); err != nil {
+				return false, err
+			}
+			st = InstanceRunning
+		}
+		if err := s.record(ctx, sb, EventFailed, "hibernation interrupted by a dend restart; undone"); err != nil {
+			return false, err
+		}
+		if sb.State == StatePaused && alive {
+			return true, nil
+		}
+		return s.reattach(ctx, sb, st)
+	case PendingResume, PendingRestore:
+		if ckErr == nil && st == InstanceRunning && s.pingable(ctx, sb) {
+			sb.Pending, sb.Checkpoint = "", ""
+			if ck.Kind != CheckpointHibernate {
+				sb.Head = ck.ID
+			}
+			if err := s.transition(ctx, sb, StateRunning, EventRestored, fmt.Sprintf("generation %d finished coming back from checkpoint %s after dend restarted", sb.Generation, ck.ID)); err != nil {
+				return false, err
+			}
+			if ck.Kind == CheckpointHibernate {
+				return true, s.wakeRuns(ctx, sb, s.guestFor(sb))
+			}
+			return true, s.loseRuns(ctx, sb)
+		}
+		s.halt(ctx, sb, 0)
+		sb.Pending = ""
+		if op == PendingResume && ckErr == nil {
+			return false, s.record(ctx, sb, EventFailed, "waking was interrupted by a dend restart; still hibernated")
+		}
+		return false, s.transition(ctx, sb, StateError, EventFailed,
+			fmt.Sprintf("coming back from checkpoint %s was interrupted by a dend restart; `den recover %s` retries", sb.Checkpoint, sb.Name))
+	}
+	return false, fmt.Errorf("unknown pending change %q", op)
+}
+
+// pingable reports whether den-init of sb's current instance answers
+// with sb's token.
+func (s *Service) pingable(ctx context.Context, sb *Sandbox) bool {
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err := s.guestFor(sb).Ping(pctx)
+	return err == nil
 }

@@ -15,13 +15,16 @@ import (
 )
 
 // Spec is what the user asked for. It does not change over a sandbox's life
-// in this version.
+// in this version; its idle policy, which can, is kept apart.
 type Spec struct {
 	Image       string            `json:"image"`
 	CPUs        float64           `json:"cpus"`
 	MemoryBytes int64             `json:"memory_bytes"`
 	Env         map[string]string `json:"env,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
+	// Ephemeral sandboxes keep nothing when they are destroyed: no
+	// checkpoints, no run output, no record.
+	Ephemeral bool `json:"ephemeral,omitempty"`
 	// Base is the image's configuration at create time, so a sandbox keeps
 	// working the same if its image is later removed or rebuilt.
 	Base *ImageConfig `json:"base,omitempty"`
@@ -48,8 +51,18 @@ type Sandbox struct {
 	Node       string // host that owns it
 	Slot       int    // network slot: which private address pair it uses
 	Token      string // den-init token of the current instance
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	Policy     Policy // idle policy and retention; unset fields take the daemon's defaults
+	Usage      Usage  // running time, for the TTL
+	// Checkpoint is, while hibernated, the checkpoint holding its state;
+	// in error after a failed restore, the checkpoint it came from.
+	Checkpoint string
+	Origin     string // the checkpoint it was created or forked from, or ""
+	Head       string // its newest checkpoint: the parent of its next one
+	// Pending names a change of several steps under way (PendingHibernate,
+	// ...), so a dend that restarts in its middle finishes or undoes it.
+	Pending   string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // InstanceID is the engine's name for the sandbox's current incarnation.
@@ -73,13 +86,30 @@ type Event struct {
 
 // Event types.
 const (
-	EventCreated   = "created"
-	EventStarted   = "started"
-	EventStopped   = "stopped"
-	EventLost      = "lost"     // the instance vanished without den stopping it
-	EventAttached  = "attached" // dend restarted and found the instance alive
-	EventFailed    = "failed"
-	EventDestroyed = "destroyed"
+	EventCreated    = "created"
+	EventStarted    = "started"
+	EventStopped    = "stopped"
+	EventLost       = "lost"     // the instance vanished without den stopping it
+	EventAttached   = "attached" // dend restarted and found the instance alive
+	EventFailed     = "failed"
+	EventDestroyed  = "destroyed"
+	EventPaused     = "paused"
+	EventResumed    = "resumed"
+	EventHibernated = "hibernated"
+	EventCheckpoint = "checkpoint"
+	EventRestored   = "restored"
+	EventForked     = "forked"
+	EventPolicy     = "policy"
+	EventExpired    = "expired" // its TTL ended
+)
+
+// Pending changes: the steps of a multi-step verb a restarted dend must
+// finish or undo.
+const (
+	PendingHibernate  = "hibernate"
+	PendingResume     = "resume"
+	PendingCheckpoint = "checkpoint"
+	PendingRestore    = "restore"
 )
 
 // RunStatus is where a run is.

@@ -32,6 +32,13 @@ type Config struct {
 	StopGrace time.Duration
 	// BootTimeout bounds how long den-init may take to answer after boot.
 	BootTimeout time.Duration
+	// CheckpointDir holds the memory images of checkpoints, one directory each.
+	CheckpointDir string
+	// Policy is the daemon-wide idle policy and retention; a sandbox's own
+	// settings override it field by field.
+	Policy Policy
+	// EphemeralTTL is the TTL of an ephemeral sandbox created without one.
+	EphemeralTTL time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -58,13 +65,17 @@ type Service struct {
 	outputs map[string]*output
 	// slotTaken marks network slots handed out to live sandboxes.
 	slotTaken map[int]string
+	// active is when each sandbox was last used, for the idle policy.
+	active map[string]time.Time
+	// pinned counts the verbs working with each checkpoint right now.
+	pinned map[string]int
 }
 
 // NewService checks cfg and returns a Service. Call Recover before serving
 // so sandboxes left by an earlier dend are found again.
 func NewService(cfg Config) (*Service, error) {
 	if cfg.Store == nil || cfg.Volumes == nil || cfg.Runtime == nil || cfg.Network == nil ||
-		cfg.Images == nil || cfg.Dial == nil || cfg.RunsDir == "" {
+		cfg.Images == nil || cfg.Dial == nil || cfg.RunsDir == "" || cfg.CheckpointDir == "" {
 		return nil, fmt.Errorf("sandbox service: incomplete config")
 	}
 	if cfg.Logger == nil {
@@ -79,6 +90,12 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.BootTimeout == 0 {
 		cfg.BootTimeout = 15 * time.Second
 	}
+	if cfg.EphemeralTTL == 0 {
+		cfg.EphemeralTTL = time.Hour
+	}
+	if err := cfg.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("sandbox service: default policy: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Service{
 		cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
@@ -86,6 +103,8 @@ func NewService(cfg Config) (*Service, error) {
 		guests:    map[string]Guest{},
 		outputs:   map[string]*output{},
 		slotTaken: map[int]string{},
+		active:    map[string]time.Time{},
+		pinned:    map[string]int{},
 	}, nil
 }
 
@@ -168,16 +187,25 @@ func (s *Service) transition(ctx context.Context, sb *Sandbox, to State, evType,
 		return errdefs.Conflict("sandbox %q cannot go from %s to %s", sb.Name, sb.State, to)
 	}
 	from := sb.State
-	prevReason := sb.Reason
+	prevReason, prevUsage := sb.Reason, sb.Usage
+	now := s.cfg.Now().UTC()
+	// Only running time counts against the TTL.
+	if from == StateRunning && to != StateRunning && !sb.Usage.RunningSince.IsZero() {
+		sb.Usage.RunningFor += now.Sub(sb.Usage.RunningSince)
+		sb.Usage.RunningSince = time.Time{}
+	}
+	if to == StateRunning && sb.Usage.RunningSince.IsZero() {
+		sb.Usage.RunningSince = now
+	}
 	sb.State = to
 	if to == StateError || to == StateStopped {
 		sb.Reason = msg
 	} else {
 		sb.Reason = ""
 	}
-	ev := Event{SandboxID: sb.ID, Time: s.cfg.Now().UTC(), Type: evType, From: from, To: to, Generation: sb.Generation, Message: msg}
+	ev := Event{SandboxID: sb.ID, Time: now, Type: evType, From: from, To: to, Generation: sb.Generation, Message: msg}
 	if err := s.cfg.Store.UpdateSandbox(ctx, sb, ev); err != nil {
-		sb.State, sb.Reason = from, prevReason
+		sb.State, sb.Reason, sb.Usage = from, prevReason, prevUsage
 		return fmt.Errorf("recording sandbox %q as %s: %w", sb.Name, to, err)
 	}
 	s.log.Info("sandbox transition", "sandbox", sb.Name, "id", sb.ID, "from", from, "to", to, "generation", sb.Generation, "event", evType)

@@ -1,0 +1,262 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
+)
+
+// A checkpoint is made in one order and undone in the reverse: the memory
+// image (when asked for), then the read-only snapshot of the files, then
+// the record. The record comes last, so a checkpoint that has one is
+// complete, and a restarted dend removes any image or snapshot without a
+// record.
+
+// capture is how a checkpoint is taken.
+type capture struct {
+	id     string // default: a new one
+	kind   string
+	name   string
+	memory bool
+	// leaveRunning keeps the instance as it was; without it the instance
+	// stops once its memory is saved (hibernate).
+	leaveRunning bool
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// memDir is where a checkpoint's memory image lives.
+func (s *Service) memDir(ckID string) string { return filepath.Join(s.cfg.CheckpointDir, ckID) }
+
+// takeCheckpoint captures sb's current instance. The caller holds sb's
+// lifecycle lock. A running sandbox is synced
+// first, so every write acknowledged before the call is in the snapshot,
+// then frozen for the memory image and thawed again when leaveRunning.
+func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (ck *Checkpoint, err error) {
+	if c.id == "" {
+		c.id = newID(12)
+	}
+	defer s.pin(c.id)()
+	ck = &Checkpoint{
+		ID: c.id, SandboxID: sb.ID, Name: c.name, Kind: c.kind, Parent: sb.Head,
+		Memory: c.memory, Generation: sb.Generation, CreatedAt: s.cfg.Now().UTC(),
+	}
+	inst := sb.InstanceID()
+	if sb.State == StateRunning {
+		if err := s.guestFor(sb).Sync(ctx); err != nil {
+			return nil, fmt.Errorf("flushing the sandbox's files: %w", err)
+		}
+	}
+	defer func() {
+		if err != nil {
+			s.dropCheckpointFiles(context.WithoutCancel(ctx), ck)
+		}
+	}()
+	if c.memory {
+		ck.Manifest, err = s.saveMemory(ctx, sb, ck.ID, c.leaveRunning)
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		ck.Manifest = Manifest{Engine: s.cfg.Runtime.Engine(), Spec: sb.Spec}
+	}
+	if _, err := s.cfg.Volumes.Snapshot(ctx, sb.VolumeKey(), ck.VolumeKey(), true); err != nil {
+		if c.memory && c.leaveRunning && sb.State == StateRunning {
+			s.cfg.Runtime.Resume(context.WithoutCancel(ctx), inst)
+		}
+		return nil, fmt.Errorf("snapshotting the files: %w", err)
+	}
+	if c.memory && c.leaveRunning && sb.State == StateRunning {
+		if err := s.cfg.Runtime.Resume(ctx, inst); err != nil {
+			return nil, fmt.Errorf("thawing the sandbox after the checkpoint: %w", err)
+		}
+	}
+	if err := s.cfg.Store.CreateCheckpoint(ctx, ck); err != nil {
+		return nil, fmt.Errorf("recording checkpoint: %w", err)
+	}
+	return ck, nil
+}
+
+// saveMemory writes the instance's memory image into the checkpoint's
+// directory and returns its manifest. A running instance is frozen first
+// and, with leaveRunning, left frozen for the caller to snapshot its files.
+func (s *Service) saveMemory(ctx context.Context, sb *Sandbox, ckID string, leaveRunning bool) (Manifest, error) {
+	dir := s.memDir(ckID)
+	if err := os.MkdirAll(s.cfg.CheckpointDir, 0o700); err != nil {
+		return Manifest{}, fmt.Errorf("creating checkpoint directory: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return Manifest{}, fmt.Errorf("creating memory image directory: %w", err)
+	}
+	inst := sb.InstanceID()
+	if leaveRunning && sb.State == StateRunning {
+		if err := s.cfg.Runtime.Pause(ctx, inst); err != nil {
+			return Manifest{}, fmt.Errorf("freezing the sandbox: %w", err)
+		}
+	}
+	if err := s.cfg.Runtime.Checkpoint(ctx, inst, dir, leaveRunning); err != nil {
+		if leaveRunning && sb.State == StateRunning {
+			s.cfg.Runtime.Resume(context.WithoutCancel(ctx), inst)
+		}
+		return Manifest{}, fmt.Errorf("saving memory: %w", err)
+	}
+	files, total, err := sumImage(dir)
+	if err != nil {
+		if leaveRunning && sb.State == StateRunning {
+			s.cfg.Runtime.Resume(context.WithoutCancel(ctx), inst)
+		}
+		return Manifest{}, err
+	}
+	return Manifest{
+		Engine: s.cfg.Runtime.Engine(), SpecHash: s.cfg.Runtime.SpecHash(s.instance(sb, "")),
+		Spec: sb.Spec, Files: files, MemoryBytes: total, InitToken: sb.Token,
+	}, nil
+}
+
+// sumImage lists a memory image's files with their checksums.
+func sumImage(dir string) ([]ImageFile, int64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading memory image: %w", err)
+	}
+	var files []ImageFile
+	var total int64
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		sum, n, err := crcFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, 0, err
+		}
+		files = append(files, ImageFile{Name: e.Name(), Size: n, CRC32C: sum})
+		total += n
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
+	return files, total, nil
+}
+
+func crcFile(path string) (uint32, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading memory image: %w", err)
+	}
+	defer f.Close()
+	h := crc32.New(castagnoli)
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading memory image: %w", err)
+	}
+	return h.Sum32(), n, nil
+}
+
+// verifyImage checks a memory image against its manifest before it is
+// restored: a damaged image must fail here, not inside the engine.
+func (s *Service) verifyImage(ck *Checkpoint) error {
+	files, _, err := sumImage(s.memDir(ck.ID))
+	if err != nil {
+		return errdefs.WithHint(errdefs.Unavailable("memory image of checkpoint %s is unreadable: %v", ck.ID, err), recoverHint)
+	}
+	if fmt.Sprint(files) != fmt.Sprint(ck.Manifest.Files) {
+		return errdefs.WithHint(errdefs.Unavailable("memory image of checkpoint %s does not match its manifest (damaged on disk)", ck.ID), recoverHint)
+	}
+	return nil
+}
+
+const recoverHint = "`den recover NAME --cold` boots the checkpoint's files without its processes, or `--rollback` goes to an earlier checkpoint"
+
+// restorable says whether ck's memory image can be restored here; it
+// checks the manifest only, so a refusal changes nothing.
+func (s *Service) restorable(ck *Checkpoint, sb *Sandbox) error {
+	if !ck.Memory {
+		return nil
+	}
+	if err := ck.Manifest.Engine.Compatible(s.cfg.Runtime.Engine()); err != nil {
+		return err
+	}
+	if h := s.cfg.Runtime.SpecHash(s.instance(sb, "")); ck.Manifest.SpecHash != h {
+		return errdefs.WithHint(errdefs.Conflict("checkpoint %s was made for a different sandbox layout (this den changed how it builds sandboxes)", ck.ID),
+			"restore its files only: `den create NEW --from CKPT` boots them fresh once memory is not needed, or `den recover NAME --cold`")
+	}
+	return nil
+}
+
+// dropCheckpointFiles removes a checkpoint's image and snapshot, whatever
+// of them exists.
+func (s *Service) dropCheckpointFiles(ctx context.Context, ck *Checkpoint) {
+	if err := s.cfg.Volumes.Remove(ctx, ck.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		s.log.Error("removing checkpoint snapshot", "checkpoint", ck.ID, "err", err)
+	}
+	if err := os.RemoveAll(s.memDir(ck.ID)); err != nil {
+		s.log.Error("removing memory image", "checkpoint", ck.ID, "err", err)
+	}
+}
+
+// instance describes sb's current incarnation to the engine; netns is
+// filled once the network is attached.
+func (s *Service) instance(sb *Sandbox, netns string) Instance {
+	return Instance{
+		ID:          sb.InstanceID(),
+		Hostname:    sb.Name,
+		Rootfs:      s.cfg.Volumes.Path(sb.VolumeKey()),
+		Netns:       netns,
+		Env:         append([]string{guest.EnvToken + "=" + sb.Token}, s.cfg.InitEnv...),
+		CPUs:        sb.Spec.CPUs,
+		MemoryBytes: sb.Spec.MemoryBytes,
+	}
+}
+
+// bootFrom makes sb's files a fresh copy of ck's and boots the current
+// generation from it: restored from its memory image when it has one,
+// else booted cold. The caller has set the new generation and token.
+func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, cold bool) error {
+	if err := s.cfg.Volumes.Remove(ctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return fmt.Errorf("removing the old files: %w", err)
+	}
+	if _, err := s.cfg.Volumes.Snapshot(ctx, ck.VolumeKey(), sb.VolumeKey(), false); err != nil {
+		return fmt.Errorf("copying the checkpoint's files: %w", err)
+	}
+	if cold || !ck.Memory {
+		return s.startInstance(ctx, sb)
+	}
+	if err := s.verifyImage(ck); err != nil {
+		return err
+	}
+	att, err := s.cfg.Network.Attach(ctx, sb.ID, sb.Slot)
+	if err != nil {
+		return fmt.Errorf("attaching network: %w", err)
+	}
+	if err := s.cfg.Runtime.Restore(ctx, s.instance(sb, att.Netns), s.memDir(ck.ID)); err != nil {
+		s.halt(context.WithoutCancel(ctx), sb, 0)
+		return fmt.Errorf("restoring memory: %w", err)
+	}
+	// The restored den-init still knows the token of the instance the
+	// image was taken from: reach it with that, then give it its own.
+	_, addr := s.cfg.Network.Addr(sb.Slot)
+	old := s.cfg.Dial(netip.AddrPortFrom(addr, guest.Port), ck.Manifest.InitToken)
+	defer closeGuest(old)
+	if err := s.waitReady(ctx, sb, old); err != nil {
+		s.halt(context.WithoutCancel(ctx), sb, 0)
+		return err
+	}
+	if err := old.Rekey(ctx, sb.Token); err != nil {
+		s.halt(context.WithoutCancel(ctx), sb, 0)
+		return fmt.Errorf("giving the restored den-init its token: %w", err)
+	}
+	return nil
+}
+
+func closeGuest(g Guest) {
+	if c, ok := g.(interface{ Close() }); ok {
+		c.Close()
+	}
+}

@@ -1,0 +1,263 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/den-dev/den/internal/errdefs"
+)
+
+// Checkpoint takes an immutable checkpoint of a running or paused sandbox:
+// its files, and its processes and memory unless p.FSOnly. A running
+// sandbox is frozen only while its memory is written and keeps running.
+func (s *Service) Checkpoint(ctx context.Context, ref string, p CheckpointParams) (*Checkpoint, error) {
+	if err := ValidateLabel(p.Name); err != nil {
+		return nil, err
+	}
+	sb, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := require(sb, "checkpoint", StateRunning, StatePaused); err != nil {
+		return nil, err
+	}
+	if p.Name != "" {
+		if _, err := s.cfg.Store.GetCheckpoint(ctx, sb.ID, p.Name); err == nil {
+			return nil, errdefs.WithHint(errdefs.Conflict("sandbox %q already has a checkpoint named %q", sb.Name, p.Name),
+				"choose another name, or remove the old one with `den checkpoint rm`")
+		}
+	}
+	s.touch(sb.ID)
+	ck, err := s.takeCheckpoint(ctx, sb, capture{kind: CheckpointManual, name: p.Name, memory: !p.FSOnly, leaveRunning: true})
+	if err != nil {
+		return nil, fmt.Errorf("checkpointing sandbox %q: %w", sb.Name, err)
+	}
+	sb.Head = ck.ID
+	if err := s.record(ctx, sb, EventCheckpoint, "checkpoint "+describe(ck)); err != nil {
+		return nil, err
+	}
+	s.retain(ctx, sb)
+	return s.withNeeds(ctx, ck)
+}
+
+func describe(ck *Checkpoint) string {
+	d := ck.ID
+	if ck.Name != "" {
+		d += " (" + ck.Name + ")"
+	}
+	if !ck.Memory {
+		d += ", files only"
+	}
+	return d
+}
+
+// Checkpoints lists a sandbox's checkpoints, oldest first.
+func (s *Service) Checkpoints(ctx context.Context, ref string) ([]*Checkpoint, error) {
+	sb, err := s.Get(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	cks, err := s.cfg.Store.ListCheckpoints(ctx, sb.ID)
+	if err != nil {
+		return nil, err
+	}
+	needs, err := s.needs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, ck := range cks {
+		ck.NeededBy = needs[ck.ID]
+	}
+	return cks, nil
+}
+
+// GetCheckpoint finds one of a sandbox's checkpoints by id or name.
+func (s *Service) GetCheckpoint(ctx context.Context, ref, ckpt string) (*Checkpoint, error) {
+	sb, err := s.Get(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	ck, err := s.findCheckpoint(ctx, sb, ckpt)
+	if err != nil {
+		return nil, err
+	}
+	return s.withNeeds(ctx, ck)
+}
+
+func (s *Service) findCheckpoint(ctx context.Context, sb *Sandbox, ref string) (*Checkpoint, error) {
+	if ref == "" {
+		return nil, errdefs.WithHint(errdefs.Invalid("no checkpoint given"), fmt.Sprintf("list them with `den checkpoints %s`", sb.Name))
+	}
+	return s.cfg.Store.GetCheckpoint(ctx, sb.ID, ref)
+}
+
+// findAnyCheckpoint resolves a checkpoint named anywhere: its id, or
+// SANDBOX:NAME.
+func (s *Service) findAnyCheckpoint(ctx context.Context, ref string) (*Checkpoint, error) {
+	if sbRef, name, ok := strings.Cut(ref, ":"); ok {
+		sb, err := s.Get(ctx, sbRef)
+		if err != nil {
+			return nil, err
+		}
+		return s.findCheckpoint(ctx, sb, name)
+	}
+	ck, err := s.cfg.Store.GetCheckpoint(ctx, "", ref)
+	if err != nil {
+		return nil, errdefs.WithHint(err, "name a checkpoint by its id, or as SANDBOX:NAME")
+	}
+	return ck, nil
+}
+
+func (s *Service) withNeeds(ctx context.Context, ck *Checkpoint) (*Checkpoint, error) {
+	needs, err := s.needs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ck.NeededBy = needs[ck.ID]
+	return ck, nil
+}
+
+// needs maps each checkpoint a live sandbox depends on to those sandboxes'
+// names: one hibernated in it or in error after failing to come back from
+// it, and one created or forked from it.
+func (s *Service) needs(ctx context.Context) (map[string][]string, error) {
+	sbs, err := s.cfg.Store.ListSandboxes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string][]string{}
+	for _, sb := range sbs {
+		for _, id := range []string{sb.Checkpoint, sb.Origin} {
+			if id != "" && (len(m[id]) == 0 || m[id][len(m[id])-1] != sb.Name) {
+				m[id] = append(m[id], sb.Name)
+			}
+		}
+	}
+	return m, nil
+}
+
+// RemoveCheckpoint deletes a checkpoint that no sandbox depends on.
+func (s *Service) RemoveCheckpoint(ctx context.Context, ref, ckpt string) error {
+	sb, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	ck, err := s.findCheckpoint(ctx, sb, ckpt)
+	if err != nil {
+		return err
+	}
+	if ck, err = s.withNeeds(ctx, ck); err != nil {
+		return err
+	}
+	if len(ck.NeededBy) > 0 {
+		return errdefs.WithHint(
+			errdefs.Conflict("checkpoint %s of sandbox %q is needed by %s", describe(ck), sb.Name, strings.Join(ck.NeededBy, ", ")),
+			"a hibernated sandbox needs its checkpoint until it is resumed, and sandboxes created or forked from one need it until they are removed")
+	}
+	return s.deleteCheckpoint(ctx, sb, ck)
+}
+
+// deleteCheckpoint removes a checkpoint's record, then its files. The
+// caller holds the owner's lifecycle lock and checked nothing needs it.
+func (s *Service) deleteCheckpoint(ctx context.Context, owner *Sandbox, ck *Checkpoint) error {
+	if err := s.cfg.Store.DeleteCheckpoint(ctx, ck.ID); err != nil {
+		return fmt.Errorf("removing checkpoint %s: %w", ck.ID, err)
+	}
+	s.dropCheckpointFiles(ctx, ck)
+	if owner.Head == ck.ID && owner.State != StateDestroyed {
+		owner.Head = ck.Parent
+		if err := s.record(ctx, owner, "checkpoint-removed", "checkpoint "+describe(ck)+" removed"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Restore rewinds a sandbox in place to one of its checkpoints, as a new
+// generation: processes and memory too when the checkpoint has them.
+// Whatever ran in the sandbox before is ended.
+func (s *Service) Restore(ctx context.Context, ref, ckpt string) (*Sandbox, error) {
+	sb, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := require(sb, "restore", StateRunning, StatePaused, StateHibernated, StateStopped, StateError); err != nil {
+		return nil, err
+	}
+	ck, err := s.findCheckpoint(ctx, sb, ckpt)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.restorable(ck, sb); err != nil {
+		return nil, err
+	}
+	if err := s.rewind(ctx, sb, ck, false, EventRestored, "restored on request"); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// rewind ends sb's current instance and boots a new generation from ck.
+func (s *Service) rewind(ctx context.Context, sb *Sandbox, ck *Checkpoint, cold bool, evType, why string) error {
+	s.halt(context.WithoutCancel(ctx), sb, 0)
+	if err := s.loseRuns(ctx, sb); err != nil {
+		return err
+	}
+	sb.Generation++
+	sb.Token = newToken()
+	sb.Pending, sb.Checkpoint = PendingRestore, ck.ID
+	if err := s.record(ctx, sb, "restoring", fmt.Sprintf("booting generation %d from checkpoint %s", sb.Generation, describe(ck))); err != nil {
+		return err
+	}
+	return s.finishBoot(ctx, sb, ck, cold, evType, why)
+}
+
+// retain applies a sandbox's retention policy to its manual checkpoints:
+// beyond the newest KeepLast, or older than MaxAge, they go, unless a
+// sandbox needs them.
+func (s *Service) retain(ctx context.Context, sb *Sandbox) {
+	p := s.EffectivePolicy(sb)
+	keep, maxAge := 0, time.Duration(0)
+	if p.KeepLast != nil {
+		keep = *p.KeepLast
+	}
+	if p.MaxAge != nil {
+		maxAge = *p.MaxAge
+	}
+	if keep == 0 && maxAge == 0 {
+		return
+	}
+	cks, err := s.cfg.Store.ListCheckpoints(ctx, sb.ID)
+	if err != nil {
+		s.log.Error("applying retention", "sandbox", sb.Name, "err", err)
+		return
+	}
+	needs, err := s.needs(ctx)
+	if err != nil {
+		s.log.Error("applying retention", "sandbox", sb.Name, "err", err)
+		return
+	}
+	var manual []*Checkpoint
+	for _, ck := range cks {
+		if ck.Kind == CheckpointManual {
+			manual = append(manual, ck)
+		}
+	}
+	sort.SliceStable(manual, func(i, j int) bool { return manual[i].CreatedAt.After(manual[j].CreatedAt) })
+	now := s.cfg.Now()
+	for i, ck := range manual {
+		old := maxAge > 0 && now.Sub(ck.CreatedAt) > maxAge
+		if (keep > 0 && i >= keep || old) && len(needs[ck.ID]) == 0 {
+			s.log.Info("retention removes checkpoint", "sandbox", sb.Name, "checkpoint", ck.ID)
+			if err := s.deleteCheckpoint(ctx, sb, ck); err != nil {
+				s.log.Error("applying retention", "sandbox", sb.Name, "err", err)
+			}
+		}
+	}
+}

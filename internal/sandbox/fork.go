@@ -1,0 +1,154 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/den-dev/den/internal/errdefs"
+)
+
+// Fork makes p.Count children of a sandbox. From the live sandbox, the
+// parent is frozen only while its memory is captured and keeps running;
+// from a hibernated one, its sleeping state is used as it is; with p.From,
+// a checkpoint of the parent. Each child is a sandbox of its own: new id,
+// hostname, den-init token, network address and entropy; they diverge
+// independently. Either every child is made or none is.
+func (s *Service) Fork(ctx context.Context, ref string, p ForkParams) ([]*Sandbox, error) {
+	names, err := p.childNames()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		if err := s.nameFree(ctx, n); err != nil {
+			return nil, err
+		}
+	}
+	parent, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	ck, err := s.forkPoint(ctx, parent, p.From)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	defer s.pin(ck.ID)()
+	unlock()
+	if err := s.restorable(ck, parent); err != nil {
+		return nil, err
+	}
+	var children []*Sandbox
+	for _, n := range names {
+		child, err := s.createFrom(ctx, CreateParams{Name: n, Labels: parent.Spec.Labels, Policy: parent.Policy}, ck,
+			fmt.Sprintf("forked from sandbox %s, checkpoint %s", parent.Name, ck.ID))
+		if err != nil {
+			cctx := context.WithoutCancel(ctx)
+			for _, c := range children {
+				if rerr := s.Remove(cctx, c.ID, true); rerr != nil {
+					s.log.Error("undoing fork", "child", c.Name, "err", rerr)
+				}
+			}
+			return nil, fmt.Errorf("forking sandbox %q: %w", parent.Name, err)
+		}
+		children = append(children, child)
+	}
+	return children, nil
+}
+
+// forkPoint returns the checkpoint children of parent start from.
+func (s *Service) forkPoint(ctx context.Context, parent *Sandbox, from string) (*Checkpoint, error) {
+	if from != "" {
+		return s.findCheckpoint(ctx, parent, from)
+	}
+	switch parent.State {
+	case StateHibernated:
+		return s.cfg.Store.GetCheckpoint(ctx, parent.ID, parent.Checkpoint)
+	case StateRunning, StatePaused:
+	default:
+		return nil, require(parent, "fork", StateRunning, StatePaused, StateHibernated)
+	}
+	s.touch(parent.ID)
+	ck, err := s.takeCheckpoint(ctx, parent, capture{kind: CheckpointFork, memory: true, leaveRunning: true})
+	if err != nil {
+		return nil, fmt.Errorf("capturing sandbox %q to fork it: %w", parent.Name, err)
+	}
+	if err := s.record(ctx, parent, EventForked, "captured for a fork in checkpoint "+ck.ID); err != nil {
+		return nil, err
+	}
+	return ck, nil
+}
+
+func (p ForkParams) childNames() ([]string, error) {
+	if err := ValidateName("sandbox", p.Name); err != nil {
+		return nil, err
+	}
+	n := p.Count
+	if n == 0 {
+		n = 1
+	}
+	if n < 0 || n > MaxForkCount {
+		return nil, errdefs.WithHint(errdefs.Invalid("invalid fork count %d", p.Count), fmt.Sprintf("fork 1 to %d children at once", MaxForkCount))
+	}
+	if n == 1 {
+		return []string{p.Name}, nil
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%d", p.Name, i+1)
+		if err := ValidateName("sandbox", names[i]); err != nil {
+			return nil, errdefs.WithHint(err, "the children are named NAME-1 … NAME-N: use a shorter NAME")
+		}
+	}
+	return names, nil
+}
+
+// nameFree refuses a name a live sandbox already has.
+func (s *Service) nameFree(ctx context.Context, name string) error {
+	_, err := s.cfg.Store.GetSandbox(ctx, name)
+	if err == nil {
+		return errdefs.WithHint(errdefs.Conflict("sandbox name %q is already in use", name),
+			fmt.Sprintf("choose another name, or remove the old one with `den rm -f %s`", name))
+	}
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// createFrom makes a sandbox whose files, and processes when ck has them,
+// come from ck. Its spec is the one ck was taken with. Like Create, it
+// leaves nothing behind when it fails.
+func (s *Service) createFrom(ctx context.Context, p CreateParams, ck *Checkpoint, msg string) (*Sandbox, error) {
+	spec := ck.Manifest.Spec
+	spec.Labels = p.Labels
+	spec.Ephemeral = p.Ephemeral
+	now := s.cfg.Now().UTC()
+	sb := &Sandbox{
+		ID: newID(12), Name: p.Name, Spec: spec, State: StateCreating, Generation: 1, Token: newToken(),
+		Node: s.cfg.Node, Policy: p.Policy, Origin: ck.ID, Head: ck.ID, CreatedAt: now, UpdatedAt: now,
+	}
+	var err error
+	if sb.Slot, err = s.allocSlot(sb.ID); err != nil {
+		return nil, err
+	}
+	l := s.lock(sb.ID)
+	l.Lock()
+	defer l.Unlock()
+	ev := Event{SandboxID: sb.ID, Time: now, Type: EventCreated, To: StateCreating, Generation: sb.Generation, Message: msg}
+	if err := s.cfg.Store.CreateSandbox(ctx, sb, ev); err != nil {
+		s.releaseSlot(sb.Slot)
+		return nil, fmt.Errorf("creating sandbox %q: %w", p.Name, err)
+	}
+	if err := s.bootFrom(ctx, sb, ck, false); err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		s.undoCreate(cctx, sb)
+		return nil, fmt.Errorf("creating sandbox %q: %w", p.Name, err)
+	}
+	s.touch(sb.ID)
+	if err := s.transition(ctx, sb, StateRunning, EventStarted, fmt.Sprintf("generation 1 from checkpoint %s", ck.ID)); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}

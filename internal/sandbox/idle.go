@@ -1,0 +1,255 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/den-dev/den/internal/errdefs"
+)
+
+// The idle policy: a sandbox nobody uses is paused, then hibernated, and a
+// sandbox whose TTL of running time is used up is destroyed. Use is any
+// verb that works inside the sandbox (exec, files, stdin, signals) and any
+// command still running attached; detached commands count too when the
+// policy's BackgroundActive is set. Reading records (inspect, ls, runs,
+// logs) is not use.
+
+// touch records that a sandbox was used now.
+func (s *Service) touch(id string) {
+	now := s.cfg.Now()
+	s.mu.Lock()
+	s.active[id] = now
+	s.mu.Unlock()
+}
+
+// lastActive is when a sandbox was last used. A sandbox not seen since
+// dend started counts as used at its first look.
+func (s *Service) lastActive(id string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.active[id]
+	if !ok {
+		t = s.cfg.Now()
+		s.active[id] = t
+	}
+	return t
+}
+
+// EffectivePolicy is sb's policy with the daemon's defaults filled in.
+func (s *Service) EffectivePolicy(sb *Sandbox) Policy {
+	return sb.Policy.Merge(s.cfg.Policy)
+}
+
+// Due is the next step the idle policy will take for sb.
+func (s *Service) Due(sb *Sandbox) Due {
+	if sb.Pending != "" {
+		return Due{}
+	}
+	return NextDue(s.EffectivePolicy(sb), sb.State, s.lastActive(sb.ID), sb.Usage, s.cfg.Now())
+}
+
+// SetPolicy changes a sandbox's idle policy and retention; fields p leaves
+// unset keep their value. It applies at once, to a running sandbox too.
+func (s *Service) SetPolicy(ctx context.Context, ref string, p Policy) (*Sandbox, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	sb, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	sb.Policy = p.Merge(sb.Policy)
+	if err := s.record(ctx, sb, EventPolicy, "idle policy changed"); err != nil {
+		return nil, err
+	}
+	s.retain(ctx, sb)
+	return sb, nil
+}
+
+// busy reports whether commands running in sb count as use.
+func (s *Service) busy(sb *Sandbox, p Policy) bool {
+	background := p.BackgroundActive != nil && *p.BackgroundActive
+	for _, o := range s.outputsOf(sb.ID) {
+		r := o.snapshot()
+		if r.Status == RunRunning && (!r.Detached || background) {
+			return true
+		}
+	}
+	return false
+}
+
+// Tick applies the idle policy to every sandbox whose next step is due,
+// then removes checkpoints nothing needs any more. dend calls it every
+// second; tests call it with their own clock.
+func (s *Service) Tick(ctx context.Context) {
+	sbs, err := s.cfg.Store.ListSandboxes(ctx)
+	if err != nil {
+		s.log.Error("idle policy: listing sandboxes", "err", err)
+		return
+	}
+	now := s.cfg.Now()
+	for _, sb := range sbs {
+		if sb.State == StateRunning && s.busy(sb, s.EffectivePolicy(sb)) {
+			s.touch(sb.ID)
+		}
+		if due := s.Due(sb); due.Action != "" && !now.Before(due.At) {
+			if err := s.applyDue(ctx, sb.ID); err != nil {
+				s.log.Error("idle policy", "sandbox", sb.Name, "action", due.Action, "err", err)
+			}
+		}
+	}
+	s.collectGarbage(ctx)
+}
+
+// RunIdle calls Tick every interval until Close.
+func (s *Service) RunIdle(interval time.Duration) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-t.C:
+				s.Tick(s.ctx)
+			}
+		}
+	}()
+}
+
+// applyDue takes the due step under the sandbox's lock, after checking it
+// is still due: a call may have used the sandbox meanwhile.
+func (s *Service) applyDue(ctx context.Context, id string) error {
+	sb, unlock, err := s.lockSandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	due := s.Due(sb)
+	now := s.cfg.Now()
+	if due.Action == "" || now.Before(due.At) {
+		unlock()
+		return nil
+	}
+	idle := now.Sub(s.lastActive(sb.ID)).Round(time.Second)
+	switch due.Action {
+	case ActionPause:
+		defer unlock()
+		return s.pause(ctx, sb, fmt.Sprintf("idle for %s", idle))
+	case ActionHibernate:
+		defer unlock()
+		return s.hibernate(ctx, sb, fmt.Sprintf("idle for %s", idle))
+	case ActionDestroy:
+		unlock()
+		return s.expire(ctx, sb)
+	}
+	unlock()
+	return nil
+}
+
+// expire destroys a sandbox whose TTL is used up. An ephemeral one keeps
+// nothing, not even its record, unless a fork still needs a checkpoint.
+func (s *Service) expire(ctx context.Context, sb *Sandbox) error {
+	why := fmt.Sprintf("its TTL of %s running time is used up", durOf(s.EffectivePolicy(sb).TTL))
+	if err := s.destroy(ctx, sb.ID, why); err != nil {
+		return err
+	}
+	if !sb.Spec.Ephemeral {
+		return nil
+	}
+	cks, err := s.cfg.Store.ListCheckpoints(ctx, sb.ID)
+	if err != nil {
+		return err
+	}
+	if len(cks) > 0 {
+		s.log.Info("ephemeral sandbox keeps its record: forks need its checkpoints", "sandbox", sb.Name)
+		return nil
+	}
+	return s.cfg.Store.DeleteSandbox(ctx, sb.ID)
+}
+
+// pin keeps a checkpoint from garbage collection while a verb works with
+// it; unpin releases it.
+func (s *Service) pin(id string) func() {
+	s.mu.Lock()
+	s.pinned[id]++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		if s.pinned[id]--; s.pinned[id] <= 0 {
+			delete(s.pinned, id)
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *Service) isPinned(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pinned[id] > 0
+}
+
+// collectGarbage removes checkpoints nothing references any more: those of
+// destroyed sandboxes and the ones den took for its own use (hibernation,
+// fork captures) once no sandbox needs them; then memory images left
+// without a record by a dend that died while taking them. Manual
+// checkpoints of live sandboxes go only by retention or by hand.
+func (s *Service) collectGarbage(ctx context.Context) {
+	cks, err := s.cfg.Store.ListCheckpoints(ctx, "")
+	if err != nil {
+		s.log.Error("garbage collection: listing checkpoints", "err", err)
+		return
+	}
+	needs, err := s.needs(ctx)
+	if err != nil {
+		s.log.Error("garbage collection", "err", err)
+		return
+	}
+	known := map[string]bool{}
+	for _, ck := range cks {
+		known[ck.ID] = true
+		if len(needs[ck.ID]) > 0 || s.isPinned(ck.ID) {
+			continue
+		}
+		s.collectOne(ctx, ck)
+	}
+	ents, err := os.ReadDir(s.cfg.CheckpointDir)
+	if err != nil && !os.IsNotExist(err) {
+		s.log.Error("garbage collection: reading checkpoint directory", "err", err)
+	}
+	for _, e := range ents {
+		if id := e.Name(); !known[id] && !s.isPinned(id) {
+			s.log.Warn("removing a memory image no checkpoint owns", "checkpoint", id)
+			s.dropCheckpointFiles(ctx, &Checkpoint{ID: id})
+		}
+	}
+}
+
+func (s *Service) collectOne(ctx context.Context, ck *Checkpoint) {
+	owner, err := s.cfg.Store.GetSandbox(ctx, ck.SandboxID)
+	if err != nil {
+		s.log.Error("garbage collection: finding owner", "checkpoint", ck.ID, "err", err)
+		return
+	}
+	if owner.State != StateDestroyed && ck.Kind == CheckpointManual {
+		return
+	}
+	l := s.lock(owner.ID)
+	l.Lock()
+	defer l.Unlock()
+	if owner, err = s.cfg.Store.GetSandbox(ctx, owner.ID); err != nil {
+		return
+	}
+	if owner.Checkpoint == ck.ID || owner.Pending != "" {
+		return
+	}
+	s.log.Info("removing a checkpoint nothing needs", "checkpoint", ck.ID, "sandbox", owner.Name, "kind", ck.Kind)
+	if err := s.deleteCheckpoint(ctx, owner, ck); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		s.log.Error("garbage collection", "checkpoint", ck.ID, "err", err)
+	}
+}

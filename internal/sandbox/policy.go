@@ -1,0 +1,128 @@
+package sandbox
+
+import (
+	"time"
+
+	"github.com/den-dev/den/internal/errdefs"
+)
+
+// Policy is a sandbox's idle policy and checkpoint retention. A nil field
+// takes the daemon's default; a zero duration means never.
+type Policy struct {
+	PauseAfter     *time.Duration `json:"pause_after,omitempty"`
+	HibernateAfter *time.Duration `json:"hibernate_after,omitempty"`
+	// TTL is how long the sandbox may run in total before it is destroyed;
+	// paused and hibernated time does not count.
+	TTL *time.Duration `json:"ttl,omitempty"`
+	// BackgroundActive makes processes still running in the sandbox count
+	// as activity, not only API calls and attached commands.
+	BackgroundActive *bool `json:"background_active,omitempty"`
+	// KeepLast and MaxAge bound the manual checkpoints kept; 0 is no bound.
+	KeepLast *int           `json:"keep_last,omitempty"`
+	MaxAge   *time.Duration `json:"max_age,omitempty"`
+}
+
+// Merge returns p with every unset field taken from def.
+func (p Policy) Merge(def Policy) Policy {
+	if p.PauseAfter == nil {
+		p.PauseAfter = def.PauseAfter
+	}
+	if p.HibernateAfter == nil {
+		p.HibernateAfter = def.HibernateAfter
+	}
+	if p.TTL == nil {
+		p.TTL = def.TTL
+	}
+	if p.BackgroundActive == nil {
+		p.BackgroundActive = def.BackgroundActive
+	}
+	if p.KeepLast == nil {
+		p.KeepLast = def.KeepLast
+	}
+	if p.MaxAge == nil {
+		p.MaxAge = def.MaxAge
+	}
+	return p
+}
+
+// Validate checks a policy's values.
+func (p Policy) Validate() error {
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+	}{{"pause_after", p.PauseAfter}, {"hibernate_after", p.HibernateAfter}, {"ttl", p.TTL}, {"max_age", p.MaxAge}} {
+		if d.v != nil && *d.v < 0 {
+			return errdefs.WithHint(errdefs.Invalid("invalid %s %s: negative", d.name, *d.v), "use a duration like 90s, 15m or 2h, or 0 for never")
+		}
+	}
+	if p.KeepLast != nil && *p.KeepLast < 0 {
+		return errdefs.WithHint(errdefs.Invalid("invalid keep_last %d: negative", *p.KeepLast), "use a count, or 0 to keep every checkpoint")
+	}
+	return nil
+}
+
+func durOf(d *time.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return *d
+}
+
+// Usage is the accounting the idle policy runs on.
+type Usage struct {
+	// RunningFor is the running time of earlier stretches, for the TTL.
+	RunningFor time.Duration `json:"running_for"`
+	// RunningSince is when the current running stretch began; zero when
+	// the sandbox is not running.
+	RunningSince time.Time `json:"running_since,omitzero"`
+}
+
+// Ran returns the total running time up to now.
+func (u Usage) Ran(now time.Time) time.Duration {
+	if u.RunningSince.IsZero() {
+		return u.RunningFor
+	}
+	return u.RunningFor + now.Sub(u.RunningSince)
+}
+
+// Due is the next step the idle policy will take for a sandbox.
+type Due struct {
+	Action string // "pause", "hibernate", "destroy", or "" for none
+	At     time.Time
+}
+
+// Idle-policy actions.
+const (
+	ActionPause     = "pause"
+	ActionHibernate = "hibernate"
+	ActionDestroy   = "destroy"
+)
+
+// NextDue says what the policy p does next to a sandbox in state st that
+// was last active at lastActive, with usage u. The earliest due step wins;
+// a step whose time has come is due now.
+func NextDue(p Policy, st State, lastActive time.Time, u Usage, now time.Time) Due {
+	var due Due
+	consider := func(action string, at time.Time) {
+		if due.Action == "" || at.Before(due.At) {
+			due = Due{Action: action, At: at}
+		}
+	}
+	if ttl := durOf(p.TTL); ttl > 0 && st == StateRunning {
+		consider(ActionDestroy, now.Add(ttl-u.Ran(now)))
+	}
+	pause, hib := durOf(p.PauseAfter), durOf(p.HibernateAfter)
+	switch st {
+	case StateRunning:
+		if pause > 0 && (hib == 0 || pause < hib) {
+			consider(ActionPause, lastActive.Add(pause))
+		} else if hib > 0 {
+			consider(ActionHibernate, lastActive.Add(hib))
+		}
+	case StatePaused:
+		if hib > 0 {
+			consider(ActionHibernate, lastActive.Add(hib))
+		}
+	}
+	return due
+}

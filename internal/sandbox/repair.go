@@ -1,0 +1,79 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/den-dev/den/internal/errdefs"
+)
+
+// RecoverSandbox brings back a sandbox in error that failed to come back
+// from a checkpoint, the documented ways: retry the same checkpoint, boot
+// its files cold (its processes are lost, its files are not), or roll back
+// to an earlier checkpoint.
+func (s *Service) RecoverSandbox(ctx context.Context, ref string, p RecoverParams) (*Sandbox, error) {
+	if p.Mode == "" {
+		p.Mode = RecoverRetry
+	}
+	if p.Mode != RecoverRetry && p.Mode != RecoverCold && p.Mode != RecoverRollback {
+		return nil, errdefs.WithHint(errdefs.Invalid("unknown recover mode %q", p.Mode), "use retry, cold or rollback")
+	}
+	if p.Checkpoint != "" && p.Mode != RecoverRollback {
+		return nil, errdefs.WithHint(errdefs.Invalid("a checkpoint is only chosen when rolling back"), "use --rollback --checkpoint CKPT")
+	}
+	sb, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := require(sb, "recover", StateError); err != nil {
+		return nil, errdefs.WithHint(err, "only a sandbox in error needs recovering")
+	}
+	if sb.Checkpoint == "" && p.Mode != RecoverRollback {
+		return nil, errdefs.WithHint(errdefs.Conflict("sandbox %q did not fail coming back from a checkpoint", sb.Name),
+			fmt.Sprintf("boot it again from its files with `den start %s`, or roll back with `den recover %s --rollback --checkpoint CKPT`", sb.Name, sb.Name))
+	}
+	ck, err := s.recoverTarget(ctx, sb, p)
+	if err != nil {
+		return nil, err
+	}
+	cold := p.Mode == RecoverCold
+	if !cold {
+		if err := s.restorable(ck, sb); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.rewind(ctx, sb, ck, cold, EventRestored, "recovered ("+p.Mode+")"); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// recoverTarget is the checkpoint a recovery boots from.
+func (s *Service) recoverTarget(ctx context.Context, sb *Sandbox, p RecoverParams) (*Checkpoint, error) {
+	if p.Mode != RecoverRollback {
+		return s.cfg.Store.GetCheckpoint(ctx, sb.ID, sb.Checkpoint)
+	}
+	if p.Checkpoint != "" {
+		return s.findCheckpoint(ctx, sb, p.Checkpoint)
+	}
+	// The newest checkpoint before the one that failed.
+	failed := sb.Checkpoint
+	if failed == "" {
+		failed = sb.Head
+	}
+	cks, err := s.cfg.Store.ListCheckpoints(ctx, sb.ID)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(cks) - 1; i >= 0; i-- {
+		if cks[i].ID == failed {
+			if i > 0 {
+				return cks[i-1], nil
+			}
+			break
+		}
+	}
+	return nil, errdefs.WithHint(errdefs.NotFound("sandbox %q has no earlier checkpoint to roll back to", sb.Name),
+		fmt.Sprintf("list them with `den checkpoints %s`, or boot the failed one's files with `den recover %s --cold`", sb.Name, sb.Name))
+}

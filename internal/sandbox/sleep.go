@@ -1,0 +1,196 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/docker/go-units"
+)
+
+// Pause freezes a running sandbox in RAM: its processes stop using CPU
+// until Resume, or until something uses the sandbox again.
+func (s *Service) Pause(ctx context.Context, ref string) (*Sandbox, error) {
+	sb, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return sb, s.pause(ctx, sb, "paused on request")
+}
+
+func (s *Service) pause(ctx context.Context, sb *Sandbox, why string) error {
+	if sb.State == StatePaused {
+		return nil
+	}
+	if err := require(sb, "pause", StateRunning); err != nil {
+		return err
+	}
+	if err := s.cfg.Runtime.Pause(ctx, sb.InstanceID()); err != nil {
+		return fmt.Errorf("pausing sandbox %q: %w", sb.Name, err)
+	}
+	if err := s.transition(ctx, sb, StatePaused, EventPaused, why); err != nil {
+		s.cfg.Runtime.Resume(context.WithoutCancel(ctx), sb.InstanceID())
+		return err
+	}
+	return nil
+}
+
+// Resume brings a paused or hibernated sandbox back to running. Its
+// processes carry on where they were.
+func (s *Service) Resume(ctx context.Context, ref string) (*Sandbox, error) {
+	sb, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return sb, s.resumeLocked(ctx, sb, "resumed on request")
+}
+
+func (s *Service) resumeLocked(ctx context.Context, sb *Sandbox, why string) error {
+	switch sb.State {
+	case StateRunning:
+		return nil
+	case StatePaused:
+		if err := s.cfg.Runtime.Resume(ctx, sb.InstanceID()); err != nil {
+			return fmt.Errorf("resuming sandbox %q: %w", sb.Name, err)
+		}
+		s.touch(sb.ID)
+		return s.transition(ctx, sb, StateRunning, EventResumed, why)
+	case StateHibernated:
+		return s.wakeFromDisk(ctx, sb, why)
+	}
+	return require(sb, "resume", StatePaused, StateHibernated)
+}
+
+// wakeFromDisk restores a hibernated sandbox as a new generation from the
+// checkpoint it sleeps in. A failure leaves it in error with the reason,
+// its checkpoint kept, for `den recover`.
+func (s *Service) wakeFromDisk(ctx context.Context, sb *Sandbox, why string) error {
+	ck, err := s.cfg.Store.GetCheckpoint(ctx, sb.ID, sb.Checkpoint)
+	if err != nil {
+		return fmt.Errorf("finding the checkpoint sandbox %q sleeps in: %w", sb.Name, err)
+	}
+	if err := s.restorable(ck, sb); err != nil {
+		return err
+	}
+	sb.Generation++
+	sb.Token = newToken()
+	sb.Pending = PendingResume
+	if err := s.record(ctx, sb, "waking", fmt.Sprintf("restoring generation %d from checkpoint %s", sb.Generation, ck.ID)); err != nil {
+		return err
+	}
+	return s.finishBoot(ctx, sb, ck, false, EventResumed, why)
+}
+
+// finishBoot boots sb from ck and records the outcome: running, with the
+// runs that slept with it collected again, or error with the reason.
+func (s *Service) finishBoot(ctx context.Context, sb *Sandbox, ck *Checkpoint, cold bool, evType, why string) error {
+	if err := s.bootFrom(ctx, sb, ck, cold); err != nil {
+		sb.Pending, sb.Checkpoint = "", ck.ID
+		msg := fmt.Sprintf("generation %d failed to come back from checkpoint %s: %v", sb.Generation, ck.ID, err)
+		if terr := s.transition(context.WithoutCancel(ctx), sb, StateError, EventFailed, msg); terr != nil {
+			s.log.Error("recording failed restore", "sandbox", sb.Name, "err", terr)
+		}
+		return fmt.Errorf("sandbox %q: %w", sb.Name, err)
+	}
+	sb.Pending, sb.Checkpoint = "", ""
+	if ck.Kind != CheckpointHibernate {
+		sb.Head = ck.ID
+	}
+	s.touch(sb.ID)
+	if err := s.transition(ctx, sb, StateRunning, evType, fmt.Sprintf("%s; generation %d from checkpoint %s", why, sb.Generation, ck.ID)); err != nil {
+		return err
+	}
+	if ck.Kind == CheckpointHibernate && !cold {
+		return s.wakeRuns(ctx, sb, s.guestFor(sb))
+	}
+	return s.loseRuns(ctx, sb)
+}
+
+// Hibernate saves a running or paused sandbox to disk, processes and
+// memory with its files at the same instant, and frees everything it held
+// on the host: no process, no RAM. Resume brings it back exactly.
+func (s *Service) Hibernate(ctx context.Context, ref string) (*Sandbox, error) {
+	sb, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return sb, s.hibernate(ctx, sb, "hibernated on request")
+}
+
+func (s *Service) hibernate(ctx context.Context, sb *Sandbox, why string) error {
+	if sb.State == StateHibernated {
+		return nil
+	}
+	if err := require(sb, "hibernate", StateRunning, StatePaused); err != nil {
+		return err
+	}
+	sb.Pending, sb.Checkpoint = PendingHibernate, newID(12)
+	if err := s.record(ctx, sb, "hibernating", "saving memory and files to checkpoint "+sb.Checkpoint); err != nil {
+		return err
+	}
+	// Output made from here on waits in den-init's buffers, which are
+	// saved with it.
+	s.parkRuns(sb.ID)
+	ck, err := s.takeCheckpoint(ctx, sb, capture{id: sb.Checkpoint, kind: CheckpointHibernate, memory: true})
+	if err != nil {
+		return s.undoHibernate(context.WithoutCancel(ctx), sb, err)
+	}
+	s.finishHibernate(ctx, sb)
+	if err := s.transition(ctx, sb, StateHibernated, EventHibernated, fmt.Sprintf("%s; %s of memory in checkpoint %s", why, units.BytesSize(float64(ck.Manifest.MemoryBytes)), ck.ID)); err != nil {
+		return err
+	}
+	return nil
+}
+
+// finishHibernate releases the engine instance and network of a sandbox
+// whose checkpoint is complete.
+func (s *Service) finishHibernate(ctx context.Context, sb *Sandbox) {
+	inst := sb.InstanceID()
+	if err := s.cfg.Runtime.Destroy(ctx, inst); err != nil {
+		s.log.Error("removing hibernated instance", "sandbox", sb.Name, "instance", inst, "err", err)
+	}
+	if err := s.cfg.Network.Detach(ctx, sb.ID); err != nil {
+		s.log.Error("detaching network", "sandbox", sb.Name, "err", err)
+	}
+	s.forgetGuest(inst)
+	sb.Pending = ""
+}
+
+// undoHibernate puts a sandbox whose hibernation failed back as it was, or,
+// when its instance did not survive, records it stopped with its files.
+func (s *Service) undoHibernate(ctx context.Context, sb *Sandbox, cause error) error {
+	sb.Pending, sb.Checkpoint = "", ""
+	st, err := s.cfg.Runtime.State(ctx, sb.InstanceID())
+	if err == nil && (st == InstanceRunning || st == InstancePaused) {
+		if err := s.record(ctx, sb, EventFailed, fmt.Sprintf("hibernation failed, still %s: %v", sb.State, cause)); err != nil {
+			s.log.Error("recording failed hibernation", "sandbox", sb.Name, "err", err)
+		}
+		if err := s.wakeRuns(ctx, sb, s.guestFor(sb)); err != nil {
+			s.log.Error("collecting runs again", "sandbox", sb.Name, "err", err)
+		}
+		return fmt.Errorf("hibernating sandbox %q: %w", sb.Name, cause)
+	}
+	s.halt(ctx, sb, 0)
+	msg := fmt.Sprintf("hibernation failed and the instance is gone: %v; files are kept, `den start %s` boots it again", cause, sb.Name)
+	if terr := s.transition(ctx, sb, StateStopped, EventFailed, msg); terr != nil {
+		s.log.Error("recording failed hibernation", "sandbox", sb.Name, "err", terr)
+	}
+	return fmt.Errorf("hibernating sandbox %q: %w", sb.Name, cause)
+}
+
+// wake brings a paused or hibernated sandbox back because something uses
+// it. Callers waking the same sandbox at once wake it once: the second
+// finds it running.
+func (s *Service) wake(ctx context.Context, id string) error {
+	sb, unlock, err := s.lockSandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if sb.State != StatePaused && sb.State != StateHibernated {
+		return nil
+	}
+	return s.resumeLocked(ctx, sb, "woken by use")
+}
