@@ -139,7 +139,8 @@ func (a *app) rootCommand() *cobra.Command {
 		Use:   "den",
 		Short: "Durable Linux sandboxes for AI agents",
 		Long: `den drives dend, the sandbox daemon: create durable Linux sandboxes, run
-commands in them, copy files in and out, and manage the images they start from.
+commands in them, copy files in and out, let them sleep when idle, checkpoint,
+rewind and fork them, and manage the images they start from.
 
 den talks to dend over its unix socket (` + client.DefaultSocket + `, root only), or over
 TCP with --host and a token from DEN_TOKEN.`,
@@ -147,6 +148,7 @@ TCP with --host and a token from DEN_TOKEN.`,
   den exec web -- uname -a
   den shell web
   den cp ./app web:/srv/app
+  den checkpoint web --name base && den fork web try --from base
   den ls`,
 		SilenceErrors:     true,
 		SilenceUsage:      true,
@@ -154,8 +156,11 @@ TCP with --host and a token from DEN_TOKEN.`,
 	}
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		hint := "see `" + cmd.CommandPath() + " --help`"
-		if cmd.Name() == "exec" {
+		switch {
+		case cmd.Name() == "exec":
 			hint = "write the command after --, e.g. `den exec NAME -- ls -la`"
+		case strings.Contains(err.Error(), "time: ") && strings.Contains(err.Error(), "duration"):
+			hint = "write durations like 90s, 15m or 2h (no days: 168h is a week); 0 turns the step off"
 		}
 		return usagef(hint, "%s", err)
 	})
@@ -169,6 +174,8 @@ TCP with --host and a token from DEN_TOKEN.`,
 	root.AddCommand(
 		a.createCommand(), a.lsCommand(), a.inspectCommand(),
 		a.startCommand(), a.stopCommand(), a.rmCommand(),
+		a.pauseCommand(), a.resumeCommand(), a.hibernateCommand(), a.policyCommand(), a.recoverCommand(),
+		a.checkpointCommand(), a.checkpointsCommand(), a.restoreCommand(), a.forkCommand(),
 		a.execCommand(), a.shellCommand(), a.cpCommand(),
 		a.runsCommand(), a.logsCommand(),
 		a.imageCommand(), a.versionCommand(),

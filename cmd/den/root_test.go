@@ -134,12 +134,18 @@ func fakeDend(t *testing.T, onExec func(api.ExecRequest)) string {
 		b, _ = json.Marshal(run)
 		frame(api.FrameExit, b)
 	})
+	return serveUnix(t, mux)
+}
+
+// serveUnix serves h on a new unix socket for the test and returns its path.
+func serveUnix(t *testing.T, h http.Handler) string {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "den.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(mux)
+	srv := httptest.NewUnstartedServer(h)
 	srv.Listener.Close()
 	srv.Listener = ln
 	srv.Start()

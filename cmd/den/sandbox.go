@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/den-dev/den/client"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/client"
 )
 
 func (a *app) createCommand() *cobra.Command {
@@ -17,14 +17,25 @@ func (a *app) createCommand() *cobra.Command {
 		req    api.CreateSandboxRequest
 		env    []string
 		labels []string
+		policy policyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create and start a sandbox",
 		Long: `Create a sandbox and start it. Its files, installed packages and state persist
-across stops, restarts of dend and reboots of the host, until it is removed.`,
+across stops, restarts of dend and reboots of the host, until it is removed.
+
+With --from it starts from a checkpoint instead of an image: a checkpoint id, or
+SANDBOX:NAME for a named checkpoint of a sandbox. It then gets that checkpoint's
+files, image, CPUs and memory, and its processes if the checkpoint holds them.
+
+When idle, a sandbox is paused, then hibernated, as dend's defaults or the
+policy flags say (see ` + "`den policy --help`" + `). An --ephemeral sandbox keeps nothing
+once destroyed, and is destroyed when its --ttl of running time ends.`,
 		Example: `  den create web
-  den create ml --image debian --cpus 2 --memory 4G --env API_URL=http://10.0.0.1 --label team=research`,
+  den create ml --image debian --cpus 2 --memory 4G --env API_URL=http://10.0.0.1 --label team=research
+  den create copy --from web:before-upgrade
+  den create scratch --ephemeral --ttl 30m --pause-after 1m --hibernate-after 5m`,
 		Args: args("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -35,12 +46,15 @@ across stops, restarts of dend and reboots of the host, until it is removed.`,
 			if req.Labels, err = parseKeyValues("--label", labels, nil); err != nil {
 				return err
 			}
+			req.Policy = policy.changed(cmd)
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			if err := a.buildOnFirstUse(cmd.Context(), c, req.Image); err != nil {
-				return err
+			if req.From == "" {
+				if err := a.buildOnFirstUse(cmd.Context(), c, req.Image); err != nil {
+					return err
+				}
 			}
 			sb, err := c.CreateSandbox(cmd.Context(), req)
 			if err != nil {
@@ -58,6 +72,9 @@ across stops, restarts of dend and reboots of the host, until it is removed.`,
 	f.StringVar(&req.Memory, "memory", "", "memory limit, e.g. 512M or 2G (default 1G)")
 	f.StringArrayVarP(&env, "env", "e", nil, "environment variable K=V for every command (K alone takes it from here); repeatable")
 	f.StringArrayVar(&labels, "label", nil, "label K=V; repeatable")
+	f.StringVar(&req.From, "from", "", "start from a checkpoint: its id, or SANDBOX:NAME")
+	f.BoolVar(&req.Ephemeral, "ephemeral", false, "keep nothing once destroyed; destroyed when its --ttl ends")
+	policy.register(cmd)
 	return cmd
 }
 
@@ -164,32 +181,33 @@ func (a *app) inspectCommand() *cobra.Command {
 }
 
 func (a *app) startCommand() *cobra.Command {
-	return a.stateCommand("start", "Start a stopped sandbox (a new generation, same files)", "den start web")
+	cmd := a.stateCommand("start", "Start a stopped sandbox (a new generation, same files)", (*client.Client).StartSandbox)
+	cmd.Example = "  den start web"
+	return cmd
 }
 
 func (a *app) stopCommand() *cobra.Command {
-	return a.stateCommand("stop", "Stop a sandbox, keeping its files", "den stop web")
+	cmd := a.stateCommand("stop", "Stop a sandbox, keeping its files", (*client.Client).StopSandbox)
+	cmd.Example = "  den stop web"
+	return cmd
 }
 
-// stateCommand makes start and stop, which differ only in the call.
-func (a *app) stateCommand(verb, short, example string) *cobra.Command {
+// stateCommand makes the verbs that move sandboxes to another state
+// (start, stop, pause, ...), which differ only in the call. It prints the
+// name of each sandbox moved, or with --json the sandboxes.
+func (a *app) stateCommand(verb, short string, call func(*client.Client, context.Context, string) (*api.Sandbox, error)) *cobra.Command {
 	return &cobra.Command{
-		Use:     verb + " NAME...",
-		Short:   short,
-		Example: "  " + example,
-		Args:    atLeast("NAME"),
+		Use:   verb + " NAME...",
+		Short: short,
+		Args:  atLeast("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			call := c.StartSandbox
-			if verb == "stop" {
-				call = c.StopSandbox
-			}
 			var sbs []api.Sandbox
 			err = a.each(args, func(name string) error {
-				sb, err := call(cmd.Context(), name)
+				sb, err := call(c, cmd.Context(), name)
 				if err != nil {
 					return err
 				}
