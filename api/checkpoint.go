@@ -64,7 +64,7 @@ const (
 
 // RecoverRequest is the body of POST /v1/sandboxes/{name}/recover.
 type RecoverRequest struct {
-	Mode string `json:"mode"` // retry, cold or rollback
+	Mode string `json:"mode,omitempty"` // retry (the default), cold or rollback
 	// Checkpoint is, for rollback, the checkpoint to go back to; absent
 	// takes the newest one before the failed one.
 	Checkpoint string `json:"checkpoint,omitempty"`

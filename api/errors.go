@@ -11,7 +11,7 @@ import (
 const (
 	CodeInvalid      = "invalid"      // 400: the request is malformed or a value is out of range
 	CodeUnauthorized = "unauthorized" // 401: missing or wrong token
-	CodeNotFound     = "not_found"    // 404: no such sandbox, run, image or file
+	CodeNotFound     = "not_found"    // 404: no such sandbox, checkpoint, run, image or file
 	CodeConflict     = "conflict"     // 409: the name is taken, or the sandbox is in the wrong state
 	CodeTooLarge     = "too_large"    // 413: the body is over the limit
 	CodeUnavailable  = "unavailable"  // 503: den or the sandbox cannot serve this right now
