@@ -73,7 +73,7 @@ once destroyed, and is destroyed when its --ttl of running time ends.`,
 	f.StringArrayVarP(&env, "env", "e", nil, "environment variable K=V for every command (K alone takes it from here); repeatable")
 	f.StringArrayVar(&labels, "label", nil, "label K=V; repeatable")
 	f.StringVar(&req.From, "from", "", "start from a checkpoint: its id, or SANDBOX:NAME")
-	f.BoolVar(&req.Ephemeral, "ephemeral", false, "keep nothing once destroyed; destroyed when its --ttl ends")
+	f.BoolVar(&req.Ephemeral, "ephemeral", false, "keep nothing once destroyed; destroyed when its --ttl (default: dend's --ephemeral-ttl) of running time ends")
 	policy.register(cmd)
 	return cmd
 }
