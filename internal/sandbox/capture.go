@@ -185,7 +185,7 @@ func (s *Service) restorable(ck *Checkpoint, sb *Sandbox) error {
 	}
 	if h := s.cfg.Runtime.SpecHash(s.instance(sb, "")); ck.Manifest.SpecHash != h {
 		return errdefs.WithHint(errdefs.Conflict("checkpoint %s was made for a different sandbox layout (this den changed how it builds sandboxes)", ck.ID),
-			"restore its files only: `den create NEW --from CKPT` boots them fresh once memory is not needed, or `den recover NAME --cold`")
+			"its files can still be booted without its processes with `den recover NAME --cold`")
 	}
 	return nil
 }

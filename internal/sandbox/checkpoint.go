@@ -76,12 +76,12 @@ func (e EngineInfo) Compatible(here EngineInfo) error {
 	if e.Version != here.Version {
 		return errdefs.WithHint(
 			errdefs.Conflict("checkpoint was made by runsc %s, this host runs %s", e.Version, here.Version),
-			"memory images only restore on the exact engine version that made them; restore files only with --fs-only, or use a host running that version")
+			"memory images only restore on the exact engine version that made them: use a host running that version, or boot its files without processes with `den recover NAME --cold`")
 	}
 	if fmt.Sprint(e.Flags) != fmt.Sprint(here.Flags) {
 		return errdefs.WithHint(
 			errdefs.Conflict("checkpoint was made with engine flags %v, this host uses %v", e.Flags, here.Flags),
-			"restore files only with --fs-only, or use a dend configured like the one that made it")
+			"use a dend configured like the one that made it, or boot its files without processes with `den recover NAME --cold`")
 	}
 	have := map[string]bool{}
 	for _, f := range here.CPUFeatures {
@@ -96,7 +96,7 @@ func (e EngineInfo) Compatible(here EngineInfo) error {
 	if len(missing) > 0 {
 		return errdefs.WithHint(
 			errdefs.Conflict("checkpoint needs CPU features this host lacks: %v", missing),
-			"restore it on a host with the same CPU, or restore files only with --fs-only")
+			"restore it on a host with the same CPU, or boot its files without processes with `den recover NAME --cold`")
 	}
 	return nil
 }

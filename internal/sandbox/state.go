@@ -70,6 +70,8 @@ func hintFor(s State, action string) string {
 		return "see `den inspect NAME` for the reason; `den stop NAME` then `den start NAME` boots it again from its files"
 	case StateCreating:
 		return "wait for creation to finish"
+	case StatePaused, StateHibernated:
+		return "resume it first with `den resume NAME`"
 	case StateDestroyed:
 		return "the sandbox is gone; create a new one"
 	}
