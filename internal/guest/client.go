@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,8 +27,8 @@ const maxFrame = 16 << 20
 // Client talks to den-init in one instance. It is safe for concurrent use
 // and keeps connections alive between calls.
 type Client struct {
-	base  string // http://addr
-	auth  string // "Bearer <token>"
+	base  string                 // http://addr
+	auth  atomic.Pointer[string] // "Bearer <token>"
 	httpc *http.Client
 }
 
@@ -44,11 +45,24 @@ func New(addr netip.AddrPort, token string) *Client {
 		DisableCompression:    true,
 		ExpectContinueTimeout: 0,
 	}
-	return &Client{
-		base:  "http://" + addr.String(),
-		auth:  "Bearer " + token,
-		httpc: &http.Client{Transport: tr},
+	c := &Client{base: "http://" + addr.String(), httpc: &http.Client{Transport: tr}}
+	c.setToken(token)
+	return c
+}
+
+func (c *Client) setToken(token string) {
+	auth := "Bearer " + token
+	c.auth.Store(&auth)
+}
+
+// Rekey makes den-init accept only token from now on; the client uses it
+// for every later call.
+func (c *Client) Rekey(ctx context.Context, token string) error {
+	if err := c.call(ctx, http.MethodPost, "/v1/rekey", nil, RekeyRequest{Token: token}, nil); err != nil {
+		return err
 	}
+	c.setToken(token)
+	return nil
 }
 
 // Close drops the idle connections.
@@ -265,7 +279,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	if err != nil {
 		return nil, fmt.Errorf("building request %s %s: %w", method, path, err)
 	}
-	req.Header.Set("Authorization", c.auth)
+	req.Header.Set("Authorization", *c.auth.Load())
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}

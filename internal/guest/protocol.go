@@ -82,3 +82,12 @@ type Error struct {
 	Code    string `json:"code"` // invalid, not_found, conflict, too_large, unavailable, internal
 	Message string `json:"message"`
 }
+
+// RekeyRequest is the body of POST /v1/rekey: den-init accepts only Token
+// from then on.
+type RekeyRequest struct {
+	Token string `json:"token"`
+}
+
+// MinTokenLen is the shortest token den-init accepts from Rekey.
+const MinTokenLen = 16

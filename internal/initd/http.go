@@ -37,6 +37,7 @@ func (s *Server) Handler() http.Handler {
 		"POST /v1/procs/{id}/resize": s.handleResize,
 		"POST /v1/shutdown":          s.handleShutdown,
 		"POST /v1/sync":              s.handleSync,
+		"POST /v1/rekey":             s.handleRekey,
 		"GET /v1/files/stat":         s.handleStat,
 		"GET /v1/files/list":         s.handleListDir,
 		"GET /v1/files/content":      s.handleRead,
@@ -56,10 +57,10 @@ func (s *Server) Handler() http.Handler {
 
 // authorize refuses requests without the instance's bearer token.
 func (s *Server) authorize(next http.Handler) http.Handler {
-	want := []byte("Bearer " + s.cfg.Token)
+	s.setToken(s.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		if subtle.ConstantTimeCompare(got, *s.auth.Load()) != 1 {
 			writeJSON(w, http.StatusUnauthorized, guest.ErrorBody{
 				Error: guest.Error{Code: "unauthorized", Message: "missing or wrong token"},
 			})
@@ -293,4 +294,26 @@ func (b bodyReader) Read(p []byte) (int, error) {
 		err = &readError{err}
 	}
 	return n, err
+}
+
+func (s *Server) setToken(token string) {
+	b := []byte("Bearer " + token)
+	s.auth.Store(&b)
+}
+
+// handleRekey replaces the token: from this answer on only the new one is
+// accepted. A sandbox restored from another's memory image gets its own
+// this way, so copies never share one.
+func (s *Server) handleRekey(w http.ResponseWriter, r *http.Request) error {
+	var req guest.RekeyRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if len(req.Token) < guest.MinTokenLen {
+		return errdefs.Invalid("token is %d bytes; at least %d are needed", len(req.Token), guest.MinTokenLen)
+	}
+	s.setToken(req.Token)
+	s.log.Info("token replaced")
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }

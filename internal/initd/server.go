@@ -94,6 +94,9 @@ type Server struct {
 	info      guest.Info
 	http      *http.Server
 	seq       atomic.Uint64 // numbers processes in start order
+	// auth is "Bearer <token>", the header every request must carry; a
+	// restored copy of a sandbox is given its own with Rekey.
+	auth atomic.Pointer[[]byte]
 
 	mu       sync.Mutex
 	addr     string // where Serve listens
