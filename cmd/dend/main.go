@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/den-dev/den/internal/daemon"
 	"github.com/den-dev/den/internal/errdefs"
@@ -35,7 +37,31 @@ func main() {
 	fs.StringVar(&cfg.Storage, "storage", env("DEN_STORAGE", cfg.Storage), "storage driver: auto, btrfs or copy")
 	fs.StringVar(&pool, "pool-size", env("DEN_POOL_SIZE", "64G"), "size of the sparse btrfs loop file made when the data dir is not on btrfs")
 	fs.StringVar(&cfg.Subnet, "subnet", env("DEN_SUBNET", cfg.Subnet), "private IPv4 range for sandbox links")
-	fs.DurationVar(&cfg.StopGrace, "stop-grace", cfg.StopGrace, "time processes get between SIGTERM and SIGKILL on stop")
+	durations := []struct {
+		v          *time.Duration
+		name, help string
+	}{
+		{&cfg.StopGrace, "stop-grace", "time processes get between SIGTERM and SIGKILL on stop"},
+		{&cfg.PauseAfter, "pause-after", "pause a sandbox unused this long (0: never); a sandbox's own policy overrides it"},
+		{&cfg.HibernateAfter, "hibernate-after", "hibernate a sandbox unused this long (0: never)"},
+		{&cfg.TTL, "ttl", "destroy a sandbox after this much running time (0: never)"},
+		{&cfg.EphemeralTTL, "ephemeral-ttl", "TTL of an ephemeral sandbox created without one"},
+		{&cfg.CheckpointMaxAge, "checkpoint-max-age", "remove manual checkpoints older than this (0: keep)"},
+		{&cfg.IdleInterval, "idle-interval", "how often the idle policy runs"},
+	}
+	for _, d := range durations {
+		def := *d.v
+		if v := env("DEN_"+envName(d.name), ""); v != "" {
+			parsed, err := time.ParseDuration(v)
+			if err != nil {
+				fatal(fmt.Errorf("DEN_%s: %w", envName(d.name), err))
+			}
+			def = parsed
+		}
+		fs.DurationVar(d.v, d.name, def, d.help)
+	}
+	fs.IntVar(&cfg.KeepCheckpoints, "keep-checkpoints", cfg.KeepCheckpoints, "manual checkpoints kept per sandbox, newest first (0: all)")
+	fs.BoolVar(&cfg.BackgroundActive, "background-active", env("DEN_BACKGROUND_ACTIVE", "") != "", "detached commands still running count as use for the idle policy")
 	fs.StringVar(&cfg.DebianMirror, "debian-mirror", env("DEN_DEBIAN_MIRROR", ""), "Debian mirror for the debian image (default: the host's apt mirror)")
 	fs.BoolVar(&cfg.Debug, "debug", env("DEN_DEBUG", "") != "", "debug logs, including runsc's per instance")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -61,6 +87,9 @@ func main() {
 		fatal(err)
 	}
 }
+
+// envName turns a flag name into its environment variable's suffix.
+func envName(flag string) string { return strings.ToUpper(strings.ReplaceAll(flag, "-", "_")) }
 
 func env(key, def string) string {
 	if v, ok := os.LookupEnv(key); ok {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/netns"
+	"github.com/den-dev/den/internal/sandbox"
 )
 
 // Storage drivers.
@@ -38,6 +39,16 @@ type Config struct {
 	Node         string        // this host's name
 	Debug        bool          // debug logs, and runsc debug logs per instance
 	DebianMirror string        // mirror for the debian image; default: the host's apt mirror
+
+	// The idle policy sandboxes get unless they set their own; 0 is never.
+	PauseAfter       time.Duration // pause after this long unused
+	HibernateAfter   time.Duration // hibernate after this long unused
+	TTL              time.Duration // destroy after this much running time
+	EphemeralTTL     time.Duration // TTL of an ephemeral sandbox that sets none
+	BackgroundActive bool          // detached commands still running count as use
+	KeepCheckpoints  int           // manual checkpoints kept per sandbox; 0 keeps all
+	CheckpointMaxAge time.Duration // manual checkpoints older than this go; 0 keeps all
+	IdleInterval     time.Duration // how often the idle policy is applied
 }
 
 // Default returns the configuration dend runs with when told nothing.
@@ -56,6 +67,11 @@ func Default() Config {
 		Subnet:    netns.DefaultPrefix,
 		StopGrace: 5 * time.Second,
 		Node:      host,
+
+		PauseAfter:     10 * time.Minute,
+		HibernateAfter: time.Hour,
+		EphemeralTTL:   time.Hour,
+		IdleInterval:   time.Second,
 	}
 }
 
@@ -85,8 +101,19 @@ func (c *Config) Validate() error {
 			return bad("listen", "%q is not an address:port like 127.0.0.1:7070", c.Listen)
 		}
 	}
-	if c.StopGrace < 0 {
-		return bad("stop-grace", "negative duration")
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"stop-grace", c.StopGrace}, {"pause-after", c.PauseAfter}, {"hibernate-after", c.HibernateAfter}, {"ttl", c.TTL}, {"ephemeral-ttl", c.EphemeralTTL}, {"checkpoint-max-age", c.CheckpointMaxAge}} {
+		if d.v < 0 {
+			return bad(d.name, "negative duration %s", d.v)
+		}
+	}
+	if c.IdleInterval <= 0 {
+		return bad("idle-interval", "%s is not a positive duration", c.IdleInterval)
+	}
+	if c.KeepCheckpoints < 0 {
+		return bad("keep-checkpoints", "negative count %d", c.KeepCheckpoints)
 	}
 	for _, f := range []struct{ name, path string }{{"runsc", c.Runsc}, {"init", c.Init}} {
 		if _, err := os.Stat(f.path); err != nil {
@@ -94,4 +121,12 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// Policy is the daemon-wide idle policy and retention.
+func (c *Config) Policy() sandbox.Policy {
+	return sandbox.Policy{
+		PauseAfter: &c.PauseAfter, HibernateAfter: &c.HibernateAfter, TTL: &c.TTL,
+		BackgroundActive: &c.BackgroundActive, KeepLast: &c.KeepCheckpoints, MaxAge: &c.CheckpointMaxAge,
+	}
 }

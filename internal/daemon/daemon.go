@@ -77,11 +77,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	svc, err := sandbox.NewService(sandbox.Config{
 		Store: st, Volumes: pool, Runtime: rt, Network: network, Images: images,
-		Dial:      func(addr netip.AddrPort, token string) sandbox.Guest { return guest.New(addr, token) },
-		Logger:    log,
-		Node:      cfg.Node,
-		RunsDir:   filepath.Join(cfg.DataDir, "runs"),
-		StopGrace: cfg.StopGrace,
+		Dial:          func(addr netip.AddrPort, token string) sandbox.Guest { return guest.New(addr, token) },
+		Logger:        log,
+		Node:          cfg.Node,
+		RunsDir:       filepath.Join(cfg.DataDir, "runs"),
+		CheckpointDir: filepath.Join(cfg.DataDir, "checkpoints"),
+		StopGrace:     cfg.StopGrace,
+		Policy:        cfg.Policy(),
+		EphemeralTTL:  cfg.EphemeralTTL,
 	})
 	if err != nil {
 		return err
@@ -90,6 +93,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := svc.Recover(ctx); err != nil {
 		return err
 	}
+	svc.RunIdle(cfg.IdleInterval)
 
 	health := func(context.Context) api.Health {
 		return api.Health{Status: "ok", Version: version.Version, RunscVersion: rt.Version(), Storage: pool.Name()}
