@@ -83,7 +83,25 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 	if err := s.cfg.Store.CreateCheckpoint(ctx, ck); err != nil {
 		return nil, fmt.Errorf("recording checkpoint: %w", err)
 	}
+	s.measure(ck.clone())
 	return ck, nil
+}
+
+// measure records the size of a new checkpoint's files in the background:
+// adding them up takes longer than taking the snapshot.
+func (s *Service) measure(ck *Checkpoint) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		n, err := s.cfg.Volumes.Usage(s.ctx, ck.VolumeKey())
+		if err != nil {
+			return // removed meanwhile, or dend is stopping
+		}
+		ck.Manifest.FilesBytes = n
+		if err := s.cfg.Store.UpdateCheckpoint(s.ctx, ck); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			s.log.Warn("recording checkpoint size", "checkpoint", ck.ID, "err", err)
+		}
+	}()
 }
 
 // saveMemory writes the instance's memory image into the checkpoint's

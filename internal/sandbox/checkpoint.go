@@ -33,6 +33,13 @@ const (
 	CheckpointFork      = "fork"      // the capture children of a live fork start from
 )
 
+func (c *Checkpoint) clone() *Checkpoint {
+	d := *c
+	d.Manifest.Files = append([]ImageFile(nil), c.Manifest.Files...)
+	d.NeededBy = append([]string(nil), c.NeededBy...)
+	return &d
+}
+
 // VolumeKey is the storage key of the checkpoint's read-only filesystem.
 func (c *Checkpoint) VolumeKey() string { return "checkpoints/" + c.ID }
 

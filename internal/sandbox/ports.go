@@ -69,6 +69,8 @@ type Volumes interface {
 	Remove(ctx context.Context, key string) error
 	// Path is where the volume key lives on the host.
 	Path(key string) string
+	// Usage is how many bytes the files in volume key hold.
+	Usage(ctx context.Context, key string) (int64, error)
 }
 
 // Instance is what the engine needs to boot one incarnation.
