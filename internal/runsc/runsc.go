@@ -9,10 +9,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/den-dev/den/internal/errdefs"
@@ -35,6 +37,7 @@ type Runtime struct {
 	cfg     Config
 	log     *slog.Logger
 	version string
+	cpu     []string // what `runsc cpu-features` reported in New
 }
 
 var _ sandbox.Runtime = (*Runtime)(nil)
@@ -61,22 +64,47 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Runtime, error) {
 			errdefs.Unavailable("runsc at %s carries no version stamp", cfg.Binary),
 			"checkpoints are only valid for one exact runsc version; rebuild it with `make setup`")
 	}
-	return &Runtime{cfg: cfg, log: log, version: v}, nil
+	cpu, err := cpuFeatures(ctx, cfg.Binary)
+	if err != nil {
+		return nil, err
+	}
+	return &Runtime{cfg: cfg, log: log, version: v, cpu: cpu}, nil
+}
+
+// cpuFeatures lists the CPU features runsc exposes to sandboxes on this
+// host: a memory image only restores where all of its own are present.
+func cpuFeatures(ctx context.Context, binary string) ([]string, error) {
+	out, err := exec.CommandContext(ctx, binary, "cpu-features").Output()
+	if err != nil {
+		return nil, errdefs.Unavailable("runsc at %s cannot list CPU features: %v", binary, err)
+	}
+	var fs []string
+	for _, f := range strings.Split(strings.TrimSpace(string(out)), ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			fs = append(fs, f)
+		}
+	}
+	return fs, nil
 }
 
 // Version is the exact runsc version string, recorded in checkpoints.
 func (r *Runtime) Version() string { return r.version }
 
-// globalFlags are the same for every verb on an instance: restore refuses
-// an instance whose flags changed since it was created.
-func (r *Runtime) globalFlags(id string) []string {
-	f := []string{
-		"--root=" + r.cfg.Root,
+// engineFlags are the global flags a memory image depends on: restore
+// fails, or corrupts, when they differ from the checkpointing engine's.
+func (r *Runtime) engineFlags() []string {
+	return []string{
 		"--platform=" + r.cfg.Platform,
 		"--network=sandbox",
 		"--overlay2=none",
 		"--host-uds=none",
 	}
+}
+
+// globalFlags are the same for every verb on an instance: restore refuses
+// an instance whose flags changed since it was created.
+func (r *Runtime) globalFlags(id string) []string {
+	f := append([]string{"--root=" + r.cfg.Root}, r.engineFlags()...)
 	if r.cfg.Debug && id != "" {
 		f = append(f, "--debug", "--debug-log="+filepath.Join(r.cfg.LogDir, id+".runsc."))
 	}
@@ -102,16 +130,16 @@ func (r *Runtime) run(ctx context.Context, id string, args ...string) ([]byte, e
 // Start writes the instance's bundle and boots it detached. It returns once
 // runsc reports the container started; den-init may still be coming up.
 func (r *Runtime) Start(ctx context.Context, inst sandbox.Instance) error {
-	bundle := filepath.Join(r.cfg.BundleDir, inst.ID)
-	if err := os.MkdirAll(bundle, 0o700); err != nil {
-		return fmt.Errorf("creating bundle for %s: %w", inst.ID, err)
-	}
-	spec, err := json.Marshal(r.spec(inst))
+	return r.boot(ctx, inst, "booting", "run", "--detach")
+}
+
+// boot writes inst's bundle and runs verb (run or restore, with args) on
+// it. The sandbox inherits runsc's stdout and stderr, den-init's log, so
+// a failure carries what runsc wrote there.
+func (r *Runtime) boot(ctx context.Context, inst sandbox.Instance, doing string, verb ...string) error {
+	bundle, err := r.writeBundle(inst)
 	if err != nil {
-		return fmt.Errorf("encoding spec for %s: %w", inst.ID, err)
-	}
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), spec, 0o600); err != nil {
-		return fmt.Errorf("writing spec for %s: %w", inst.ID, err)
+		return err
 	}
 	logPath := filepath.Join(r.cfg.LogDir, inst.ID+".log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -119,15 +147,30 @@ func (r *Runtime) Start(ctx context.Context, inst sandbox.Instance) error {
 		return fmt.Errorf("opening instance log: %w", err)
 	}
 	defer logf.Close()
-	before, _ := logf.Seek(0, 2)
+	before, _ := logf.Seek(0, io.SeekEnd)
 
-	// The sandbox inherits runsc's stdout and stderr: den-init's log.
-	cmd := r.command(ctx, inst.ID, "run", "--detach", "--bundle", bundle, inst.ID)
+	cmd := r.command(ctx, inst.ID, slices.Concat(verb, []string{"--bundle", bundle, inst.ID})...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("booting instance %s: %w: %s", inst.ID, err, tail(logPath, before))
+		return fmt.Errorf("%s instance %s: %w: %s", doing, inst.ID, err, tail(logPath, before))
 	}
 	return nil
+}
+
+// writeBundle writes inst's OCI bundle and returns its directory.
+func (r *Runtime) writeBundle(inst sandbox.Instance) (string, error) {
+	bundle := filepath.Join(r.cfg.BundleDir, inst.ID)
+	if err := os.MkdirAll(bundle, 0o700); err != nil {
+		return "", fmt.Errorf("creating bundle for %s: %w", inst.ID, err)
+	}
+	spec, err := json.Marshal(r.spec(inst))
+	if err != nil {
+		return "", fmt.Errorf("encoding spec for %s: %w", inst.ID, err)
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), spec, 0o600); err != nil {
+		return "", fmt.Errorf("writing spec for %s: %w", inst.ID, err)
+	}
+	return bundle, nil
 }
 
 // tail returns what runsc wrote to the log after offset, for error text.

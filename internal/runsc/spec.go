@@ -1,6 +1,10 @@
 package runsc
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -9,12 +13,13 @@ import (
 // everything here must depend only on the instance, never on the moment.
 
 type ociSpec struct {
-	Version  string     `json:"ociVersion"`
-	Process  ociProcess `json:"process"`
-	Root     ociRoot    `json:"root"`
-	Hostname string     `json:"hostname"`
-	Mounts   []ociMount `json:"mounts"`
-	Linux    ociLinux   `json:"linux"`
+	Version     string            `json:"ociVersion"`
+	Process     ociProcess        `json:"process"`
+	Root        ociRoot           `json:"root"`
+	Hostname    string            `json:"hostname"`
+	Mounts      []ociMount        `json:"mounts"`
+	Linux       ociLinux          `json:"linux"`
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 type ociProcess struct {
@@ -133,4 +138,52 @@ func (r *Runtime) spec(inst sandbox.Instance) ociSpec {
 			Resources:   &res,
 		},
 	}
+}
+
+// SpecHash is a sha256 (hex) of what restore validates in inst's spec:
+// the process (args, cwd, user, capabilities, rlimits), each mount's
+// destination, type and options, the namespace types and the
+// annotations. What may change between checkpoint and restore is left
+// out: root path, mount sources, hostname, environment, cgroups path,
+// namespace paths and resources. Two instances with the same hash restore
+// each other's images as far as the spec is concerned.
+func (r *Runtime) SpecHash(inst sandbox.Instance) string {
+	return hashSpec(r.spec(inst))
+}
+
+func hashSpec(spec ociSpec) string {
+	type mount struct {
+		Destination string   `json:"destination"`
+		Type        string   `json:"type"`
+		Options     []string `json:"options"`
+	}
+	checked := struct {
+		Args         []string          `json:"args"`
+		Cwd          string            `json:"cwd"`
+		User         ociUser           `json:"user"`
+		Capabilities ociCapabilities   `json:"capabilities"`
+		Rlimits      []ociRlimit       `json:"rlimits"`
+		Mounts       []mount           `json:"mounts"`
+		Namespaces   []string          `json:"namespaces"`
+		Annotations  map[string]string `json:"annotations"`
+	}{
+		Args:         spec.Process.Args,
+		Cwd:          spec.Process.Cwd,
+		User:         spec.Process.User,
+		Capabilities: spec.Process.Capabilities,
+		Rlimits:      spec.Process.Rlimits,
+		Annotations:  spec.Annotations,
+	}
+	for _, m := range spec.Mounts {
+		checked.Mounts = append(checked.Mounts, mount{m.Destination, m.Type, m.Options})
+	}
+	for _, ns := range spec.Linux.Namespaces {
+		checked.Namespaces = append(checked.Namespaces, ns.Type)
+	}
+	b, err := json.Marshal(checked)
+	if err != nil {
+		panic(err) // plain strings and numbers always encode
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

@@ -1,0 +1,58 @@
+package runsc
+
+import (
+	"testing"
+
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+func TestSpecHash(t *testing.T) {
+	r := &Runtime{cfg: Config{InitDir: "/usr/lib/den/init"}}
+	base := sandbox.Instance{
+		ID: "sb1-g1", Hostname: "one", Rootfs: "/pool/sb1", Netns: "/run/netns/den-sb1",
+		Env: []string{"DEN_INIT_TOKEN=aaaa"}, CPUs: 1, MemoryBytes: 256 << 20,
+	}
+	want := r.SpecHash(base)
+	if len(want) != 64 {
+		t.Fatalf("hash %q is not sha256 hex", want)
+	}
+
+	// What restore lets change leaves the hash alone.
+	other := sandbox.Instance{
+		ID: "sb2-g7", Hostname: "two", Rootfs: "/elsewhere/sb2", Netns: "/run/netns/den-sb2",
+		Env: []string{"DEN_INIT_TOKEN=bbbb", "X=1"}, CPUs: 2, MemoryBytes: 1 << 30,
+	}
+	if got := r.SpecHash(other); got != want {
+		t.Errorf("instances differing only in per-instance parts: %s != %s", got, want)
+	}
+	moved := &Runtime{cfg: Config{InitDir: "/opt/den/init"}}
+	if got := moved.SpecHash(base); got != want {
+		t.Errorf("another den-init directory (a mount source) changed the hash")
+	}
+
+	// What restore validates changes it.
+	changes := map[string]func(*ociSpec){
+		"mount destination": func(s *ociSpec) { s.Mounts[len(s.Mounts)-1].Destination = "/.den2" },
+		"mount options":     func(s *ociSpec) { s.Mounts[0].Options = []string{"ro"} },
+		"mount type":        func(s *ociSpec) { s.Mounts[1].Type = "bind" },
+		"args":              func(s *ociSpec) { s.Process.Args = append(s.Process.Args, "-v") },
+		"cwd":               func(s *ociSpec) { s.Process.Cwd = "/root" },
+		"user":              func(s *ociSpec) { s.Process.User.UID = 1000 },
+		"capabilities":      func(s *ociSpec) { s.Process.Capabilities.Bounding = s.Process.Capabilities.Bounding[1:] },
+		"rlimits":           func(s *ociSpec) { s.Process.Rlimits[0].Soft = 1024 },
+		"namespaces":        func(s *ociSpec) { s.Linux.Namespaces = s.Linux.Namespaces[1:] },
+		"annotations":       func(s *ociSpec) { s.Annotations = map[string]string{"dev.gvisor.internal.cpufeatures": "sse2"} },
+	}
+	for name, change := range changes {
+		t.Run(name, func(t *testing.T) {
+			s := r.spec(base)
+			if hashSpec(s) != want {
+				t.Fatal("hashSpec and SpecHash disagree")
+			}
+			change(&s)
+			if hashSpec(s) == want {
+				t.Errorf("changing the %s kept the hash", name)
+			}
+		})
+	}
+}
