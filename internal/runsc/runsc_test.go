@@ -31,6 +31,9 @@ type rig struct {
 // newRig skips unless the test runs as root with den's runsc built.
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("boots real sandboxes")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run runsc")
 	}
