@@ -55,8 +55,9 @@ func (c *Client) setToken(token string) {
 	c.auth.Store(&auth)
 }
 
-// Rekey makes den-init accept only token from now on; the client uses it
-// for every later call.
+// Rekey makes den-init accept only token (at least MinTokenLen bytes)
+// from now on; once den-init accepted it, the client uses it for every
+// later call. Calls that race a Rekey may be refused.
 func (c *Client) Rekey(ctx context.Context, token string) error {
 	if err := c.call(ctx, http.MethodPost, "/v1/rekey", nil, RekeyRequest{Token: token}, nil); err != nil {
 		return err

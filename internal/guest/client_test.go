@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -73,5 +74,87 @@ func TestStreamBreaks(t *testing.T) {
 	})
 	if !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Fatalf("broken stream: %v, want unavailable", err)
+	}
+}
+
+// Rekey hands den-init a new token and the client switches to it; a
+// refused rekey changes nothing, and a stream opened before goes on.
+func TestRekey(t *testing.T) {
+	c, srv := serveWith(t)
+	ctx := t.Context()
+	if err := c.Rekey(ctx, "short"); !errors.Is(err, errdefs.ErrInvalid) {
+		t.Fatalf("short token: %v, want invalid", err)
+	}
+	if _, err := c.Ping(ctx); err != nil {
+		t.Fatalf("a refused rekey changed the token: %v", err)
+	}
+	addr := netip.MustParseAddrPort(srv.Addr()) // set once serving
+
+	st, err := c.Start(ctx, guest.ProcSpec{Argv: []string{"sh", "-c", "echo ready; read x; echo $x"}, Stdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	streaming := make(chan struct{})
+	streamed := make(chan result, 1)
+	go func() {
+		var out strings.Builder
+		final, err := c.Stream(ctx, st.ID, 0, 0, func(_ byte, p []byte) error {
+			if out.Len() == 0 {
+				close(streaming)
+			}
+			out.Write(p)
+			return nil
+		})
+		if err != nil {
+			t.Errorf("stream across the rekey: %v", err)
+		}
+		streamed <- result{stdout: out.String(), status: final}
+	}()
+
+	select {
+	case <-streaming:
+	case got := <-streamed:
+		t.Fatalf("stream ended before any output: %+v", got)
+	}
+
+	// Calls racing the change may be refused, but never race in the client.
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					_, _ = c.Ping(ctx)
+				}
+			}
+		})
+	}
+	newToken := "0123456789abcdef-fresh"
+	err = c.Rekey(ctx, newToken)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := c.Stdin(ctx, st.ID, strings.NewReader("after rekey\n")); err != nil {
+		t.Fatalf("client after rekey: %v", err)
+	}
+	if got := <-streamed; got.stdout != "ready\nafter rekey\n" || got.status.Running {
+		t.Fatalf("stream opened before the rekey ended with %q, %+v", got.stdout, got.status)
+	}
+
+	old := guest.New(addr, testToken)
+	defer old.Close()
+	if _, err := old.Ping(ctx); err == nil || !strings.Contains(err.Error(), "token") {
+		t.Fatalf("old token after rekey: %v, want refused", err)
+	}
+	fresh := guest.New(addr, newToken)
+	defer fresh.Close()
+	if _, err := fresh.Ping(ctx); err != nil {
+		t.Fatalf("new token: %v", err)
 	}
 }

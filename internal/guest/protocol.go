@@ -73,7 +73,7 @@ type FileInfo struct {
 // Info is the body of GET /v1/ping.
 type Info struct {
 	Version string    `json:"version"`
-	BootID  string    `json:"boot_id"` // random per den-init start; changes when the instance changes
+	BootID  string    `json:"boot_id"` // random per den-init start; kept by a restore, which continues the same processes
 	Started time.Time `json:"started"`
 }
 

@@ -55,9 +55,8 @@ func (s *Server) Handler() http.Handler {
 	return s.authorize(mux)
 }
 
-// authorize refuses requests without the instance's bearer token.
+// authorize refuses requests without the instance's current bearer token.
 func (s *Server) authorize(next http.Handler) http.Handler {
-	s.setToken(s.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := []byte(r.Header.Get("Authorization"))
 		if subtle.ConstantTimeCompare(got, *s.auth.Load()) != 1 {

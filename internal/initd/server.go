@@ -121,6 +121,7 @@ func New(cfg Config) (*Server, error) {
 			Started: time.Now().UTC(),
 		},
 	}
+	s.setToken(cfg.Token)
 	if s.reaper == nil {
 		r, err := NewReaper(cfg.Logger)
 		if err != nil {
