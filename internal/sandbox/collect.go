@@ -379,7 +379,16 @@ func (s *Service) settleRuns(sandboxID string, d time.Duration) {
 // abandonRuns tells the collectors of a sandbox whose instance is gone to
 // stop retrying, and waits for them to record the runs as lost.
 func (s *Service) abandonRuns(sandboxID string) {
-	outs := s.outputsOf(sandboxID)
+	var outs []*output
+	for _, o := range s.outputsOf(sandboxID) {
+		if o.isParked() {
+			// Its collector already stopped for hibernation: the run
+			// ends here, lost with the sleeping instance.
+			s.finishRun(o, nil, nil, "its sleeping instance was discarded")
+			continue
+		}
+		outs = append(outs, o)
+	}
 	for _, o := range outs {
 		o.abandon()
 	}
