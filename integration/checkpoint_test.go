@@ -64,6 +64,11 @@ func TestCheckpointRestore(t *testing.T) {
 		t.Fatalf("a second checkpoint named one: %v, want a conflict", err)
 	}
 
+	// The size of their files is added up in the background.
+	waitFor(t, 30*time.Second, "both checkpoints' file sizes", func() bool {
+		cks, err := d.c.Checkpoints(ctx, "rw")
+		return err == nil && len(cks) == 2 && cks[0].FilesBytes > 0 && cks[1].FilesBytes > 0
+	})
 	out, errs, code := d.den("checkpoints", "rw", "--json")
 	if code != 0 {
 		t.Fatalf("den checkpoints --json: exit %d: %s", code, errs)
