@@ -1,283 +1,180 @@
 // Command bench measures den against the raw engine in one run on one
-// machine and prints the figures. It starts its own dend with a throwaway
-// data directory, so it never touches a dend you have running. It asserts
-// nothing: a benchmark reports, tests judge behaviour.
+// machine and prints the figures, each with its goal from DESIGN.md. It
+// starts its own dend with a throwaway data directory, so it never touches
+// a dend you have running, and drives bare runsc containers beside it
+// with the same global flags. It asserts nothing: a benchmark reports,
+// tests judge behaviour.
 //
-//	go run ./bench -bin ./bin [-n 20]
+//	go run ./bench -bin ./bin [-n 20] [-n-big 10]
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/den-dev/den/api"
-	"github.com/den-dev/den/client"
 )
 
 func main() {
 	bin := flag.String("bin", "bin", "directory holding dend, den-init and runsc")
-	n := flag.Int("n", 20, "repetitions per measurement")
+	n := flag.Int("n", 20, "repetitions per measurement on small sandboxes")
+	nBig := flag.Int("n-big", 10, "repetitions per measurement on sandboxes holding 1 GiB")
 	flag.Parse()
-	if err := run(*bin, *n); err != nil {
+	if err := run(*bin, *n, *nBig); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-type result struct {
-	name    string
-	samples []time.Duration
-	note    string
-}
+// samples are the durations of one operation, in the order measured.
+type samples []time.Duration
 
-func (r result) pct(p float64) time.Duration {
-	s := append([]time.Duration(nil), r.samples...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+func (s samples) pct(p float64) time.Duration {
 	if len(s) == 0 {
 		return 0
 	}
-	return s[int(float64(len(s)-1)*p)]
+	c := append(samples(nil), s...)
+	sort.Slice(c, func(i, j int) bool { return c[i] < c[j] })
+	return c[int(float64(len(c)-1)*p)]
 }
 
-func run(bin string, n int) error {
+// row is one line of the report: den's figure beside the raw engine's.
+type row struct {
+	op   string
+	den  samples
+	raw  samples // nil when the engine has no counterpart
+	goal string  // the p50 goal from DESIGN.md, or ""
+	note string
+}
+
+// section is a titled group of rows, with free-form lines after it.
+type section struct {
+	title string
+	rows  []row
+	lines []string
+}
+
+// bench is one benchmark run: a dend, a bare runsc beside it, and the
+// report being built.
+type bench struct {
+	ctx      context.Context
+	bin      string
+	work     string
+	n, nBig  int
+	d        *benchDend
+	raw      *rawEngine
+	ticker   []byte // the gap-measuring program, uploaded into sandboxes
+	sections []section
+	// sized are memory checkpoints by memory held, gathered on the way.
+	sized []sizedFigure
+}
+
+func run(bin string, n, nBig int) error {
 	bin, _ = filepath.Abs(bin)
 	work, err := os.MkdirTemp("", "den-bench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(work)
-	d, err := startDend(bin, work)
-	if err != nil {
+	defer unmountUnder(work)
+	b := &bench{ctx: context.Background(), bin: bin, work: work, n: n, nBig: nBig}
+	if b.ticker, err = buildTicker(work); err != nil {
 		return err
 	}
-	defer d.close()
-	ctx := context.Background()
-	c := d.c
+	if b.d, err = startDend(bin, work); err != nil {
+		return err
+	}
+	defer b.d.close()
+	b.raw = newRawEngine(bin, work)
+	defer b.raw.close()
 
 	// Warm up: the busybox image and the page cache.
-	if _, err := c.BuildImage(ctx, api.BuildImageRequest{Name: "busybox"}, nil); err != nil {
+	if _, err := b.d.c.BuildImage(b.ctx, api.BuildImageRequest{Name: "busybox"}, nil); err != nil {
 		return fmt.Errorf("building busybox: %w", err)
 	}
-	if err := createExecRemove(ctx, c, "warm"); err != nil {
-		return err
-	}
-
-	var results []result
-	raw, err := rawRunsc(bin, work, filepath.Join(d.dataDir, "pool", "images", "busybox"), n)
-	if err != nil {
+	if err := b.raw.prepare(filepath.Join(b.d.dataDir, "pool", "images", "busybox")); err != nil {
 		return fmt.Errorf("raw runsc: %w", err)
 	}
-	results = append(results, raw)
-
-	create := result{name: "den create → first exec done (busybox)"}
-	for i := 0; i < n; i++ {
-		name := "b" + strconv.Itoa(i)
-		start := time.Now()
-		if _, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: name, Image: "busybox", Memory: "256M"}); err != nil {
-			return err
-		}
-		if _, err := c.Exec(ctx, name, api.ExecRequest{Argv: []string{"true"}}, client.ExecIO{}); err != nil {
-			return err
-		}
-		create.samples = append(create.samples, time.Since(start))
-		if err := c.RemoveSandbox(ctx, name, true); err != nil {
-			return err
+	steps := []struct {
+		what string
+		f    func() error
+	}{
+		{"create and exec", b.createAndExec},
+		{"sleep and wake, idle", func() error { return b.sleepAndWake("idle busybox sandbox", "idle", 0, b.n) }},
+		{"sleep and wake, 1 GiB", func() error { return b.sleepAndWake("sandbox holding 1 GiB of memory (the goals are for small sandboxes)", "big", 1<<30, b.nBig) }},
+		{"checkpoint vs memory", b.checkpointVsMemory},
+		{"hibernated cost", b.hibernatedCost},
+	}
+	for _, s := range steps {
+		fmt.Fprintf(os.Stderr, "bench: %s…\n", s.what)
+		if err := s.f(); err != nil {
+			return fmt.Errorf("%s: %w", s.what, err)
 		}
 	}
-	results = append(results, create)
-
-	if _, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "idle", Image: "busybox", Memory: "256M"}); err != nil {
-		return err
-	}
-	execRT := result{name: "exec round trip (`true`)"}
-	for i := 0; i < n*5; i++ {
-		start := time.Now()
-		if _, err := c.Exec(ctx, "idle", api.ExecRequest{Argv: []string{"true"}}, client.ExecIO{}); err != nil {
-			return err
-		}
-		execRT.samples = append(execRT.samples, time.Since(start))
-	}
-	results = append(results, execRT)
-
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "operation\tp50\tp95\tn\tnote")
-	for _, r := range results {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", r.name, ms(r.pct(0.5)), ms(r.pct(0.95)), len(r.samples), r.note)
-	}
-	fmt.Fprintf(w, "ratio den create→exec / raw runsc run (p50)\t%.2fx\t\t\t\n", float64(create.pct(0.5))/float64(raw.pct(0.5)))
-	w.Flush()
-
-	time.Sleep(2 * time.Second) // let the idle sandbox settle before measuring memory
-	fmt.Println()
-	fmt.Printf("dend idle RSS: %s\n", mib(rss(d.cmd.Process.Pid)))
-	if pids := sandboxPIDs(d, "idle"); len(pids) > 0 {
-		var total, pss int64
-		for _, p := range pids {
-			total += rss(p)
-			pss += pssOf(p)
-		}
-		fmt.Printf("idle sandbox host memory (sentry + gofer, %d processes): RSS %s, PSS %s\n", len(pids), mib(total), mib(pss))
-	}
+	b.print()
 	return nil
 }
 
-func createExecRemove(ctx context.Context, c *client.Client, name string) error {
-	if _, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: name, Image: "busybox", Memory: "256M"}); err != nil {
-		return err
-	}
-	if _, err := c.Exec(ctx, name, api.ExecRequest{Argv: []string{"true"}}, client.ExecIO{}); err != nil {
-		return err
-	}
-	return c.RemoveSandbox(ctx, name, true)
-}
+func (b *bench) add(s section) { b.sections = append(b.sections, s) }
 
-// rawRunsc times `runsc run` of `true` on a copy of the same busybox root,
-// with the flags den uses but no network namespace of its own.
-func rawRunsc(bin, work, image string, n int) (result, error) {
-	r := result{name: "raw runsc run `true` (same image)", note: "--network=none, no den"}
-	rootfs := filepath.Join(work, "raw-rootfs")
-	if out, err := exec.Command("cp", "-a", image, rootfs).CombinedOutput(); err != nil {
-		return r, fmt.Errorf("copying image: %v: %s", err, out)
-	}
-	bundle := filepath.Join(work, "raw-bundle")
-	os.MkdirAll(bundle, 0o700)
-	spec := map[string]any{
-		"ociVersion": "1.0.2",
-		"process":    map[string]any{"args": []string{"/bin/true"}, "env": []string{"PATH=/bin"}, "cwd": "/", "user": map[string]int{"uid": 0, "gid": 0}},
-		"root":       map[string]any{"path": rootfs},
-		"hostname":   "raw",
-		"mounts":     []map[string]any{{"destination": "/proc", "type": "proc", "source": "proc"}},
-		"linux":      map[string]any{"namespaces": []map[string]string{{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}, {"type": "network"}}},
-	}
-	b, _ := json.Marshal(spec)
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o600); err != nil {
-		return r, err
-	}
-	root := filepath.Join(work, "raw-root")
-	for i := 0; i < n+1; i++ {
-		id := "raw" + strconv.Itoa(i)
-		start := time.Now()
-		cmd := exec.Command(filepath.Join(bin, "runsc"), "--root="+root, "--platform=systrap", "--network=none",
-			"--overlay2=none", "--host-uds=none", "run", "--bundle", bundle, id)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return r, fmt.Errorf("%v: %s", err, out)
+func (b *bench) print() {
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	for _, s := range b.sections {
+		fmt.Fprintf(w, "\n== %s ==\n", s.title)
+		if len(s.rows) > 0 {
+			fmt.Fprintln(w, "operation\tden p50\tden p95\traw p50\traw p95\tgoal (p50)\tn\tnote")
 		}
-		if i > 0 { // the first run warms the cache
-			r.samples = append(r.samples, time.Since(start))
-		}
-		exec.Command(filepath.Join(bin, "runsc"), "--root="+root, "delete", "--force", id).Run()
-	}
-	return r, nil
-}
-
-type benchDend struct {
-	cmd     *exec.Cmd
-	c       *client.Client
-	dataDir string
-	runDir  string
-	log     bytes.Buffer
-}
-
-func startDend(bin, work string) (*benchDend, error) {
-	d := &benchDend{dataDir: filepath.Join(work, "data"), runDir: filepath.Join(work, "run")}
-	sock := filepath.Join(work, "den.sock")
-	d.cmd = exec.Command(filepath.Join(bin, "dend"), "--data-dir", d.dataDir, "--run-dir", d.runDir,
-		"--socket", sock, "--subnet", "10.215.0.0/24", "--pool-size", "8G")
-	d.cmd.Stdout, d.cmd.Stderr = &d.log, &d.log
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := d.cmd.Start(); err != nil {
-		return nil, err
-	}
-	c, err := client.New(client.WithSocket(sock))
-	if err != nil {
-		return nil, err
-	}
-	d.c = c
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := c.Health(context.Background()); err == nil {
-			return d, nil
-		}
-		if time.Now().After(deadline) {
-			d.close()
-			return nil, fmt.Errorf("dend did not start:\n%s", d.log.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (d *benchDend) close() {
-	ctx := context.Background()
-	if list, err := d.c.ListSandboxes(ctx); err == nil {
-		for _, sb := range list {
-			d.c.RemoveSandbox(ctx, sb.Name, true)
-		}
-	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	d.cmd.Wait()
-	pool := filepath.Join(d.dataDir, "pool")
-	exec.Command("umount", pool).Run()
-	out, _ := exec.Command("losetup", "-j", filepath.Join(d.dataDir, "pool.img")).Output()
-	if dev, _, ok := strings.Cut(string(out), ":"); ok {
-		exec.Command("losetup", "-d", dev).Run()
-	}
-}
-
-// sandboxPIDs finds the host processes of a sandbox's instance.
-func sandboxPIDs(d *benchDend, name string) []int {
-	sb, err := d.c.GetSandbox(context.Background(), name)
-	if err != nil {
-		return nil
-	}
-	inst := fmt.Sprintf("%s-g%d", sb.ID, sb.Generation)
-	var pids []int
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		cl := string(b)
-		if strings.Contains(cl, inst) && (strings.Contains(cl, "boot") || strings.Contains(cl, "gofer")) {
-			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
-				pids = append(pids, pid)
+		for _, r := range s.rows {
+			rawP50, rawP95 := "—", "—"
+			if r.raw != nil {
+				rawP50, rawP95 = ms(r.raw.pct(0.5)), ms(r.raw.pct(0.95))
 			}
+			goal := r.goal
+			if goal == "" {
+				goal = "—"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.op, ms(r.den.pct(0.5)), ms(r.den.pct(0.95)),
+				rawP50, rawP95, goal, len(r.den), r.note)
+		}
+		w.Flush()
+		for _, l := range s.lines {
+			fmt.Println(l)
 		}
 	}
-	return pids
+	w.Flush()
 }
 
-func rss(pid int) int64   { return statusKB(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:") }
-func pssOf(pid int) int64 { return statusKB(fmt.Sprintf("/proc/%d/smaps_rollup", pid), "Pss:") }
-
-func statusKB(path, key string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, key) {
-			f := strings.Fields(line)
-			if len(f) >= 2 {
-				v, _ := strconv.ParseInt(f[1], 10, 64)
-				return v * 1024
-			}
-		}
-	}
-	return 0
+// timed runs f and returns how long it took.
+func timed(f func() error) (time.Duration, error) {
+	start := time.Now()
+	err := f()
+	return time.Since(start), err
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
 func mib(b int64) string        { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// ratio is "den/raw = 1.23×" for p50s, or "" without a raw figure.
+func ratio(den, raw samples) string {
+	if len(raw) == 0 || raw.pct(0.5) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f× raw", float64(den.pct(0.5))/float64(raw.pct(0.5)))
+}
+
+func joinNotes(parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, "; ")
+}

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// rawEngine drives bare runsc containers on copies of the busybox image,
+// with the global flags den uses and a root of their own: the baseline
+// den's figures are compared with.
+type rawEngine struct {
+	runsc string
+	root  string // runsc --root
+	work  string
+	image string // the busybox root filesystem to copy
+	seq   int
+}
+
+func newRawEngine(bin, work string) *rawEngine {
+	return &rawEngine{runsc: filepath.Join(bin, "runsc"), root: filepath.Join(work, "raw-root"), work: work}
+}
+
+func (r *rawEngine) prepare(image string) error {
+	r.image = image
+	return os.MkdirAll(r.root, 0o700)
+}
+
+// flags are den's engine flags (internal/runsc engineFlags) with the raw
+// engine's own root.
+func (r *rawEngine) flags() []string {
+	return []string{"--root=" + r.root, "--platform=systrap", "--network=sandbox", "--overlay2=none", "--host-uds=none"}
+}
+
+// do runs one runsc verb and returns its error with runsc's output. The
+// output goes to a file, not a pipe: a detached sandbox inherits it and
+// would hold a pipe open forever.
+func (r *rawEngine) do(args ...string) error {
+	out, err := os.CreateTemp(r.work, "runsc-out-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(out.Name())
+	defer out.Close()
+	cmd := exec.Command(r.runsc, append(r.flags(), args...)...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		msg, _ := os.ReadFile(out.Name())
+		return fmt.Errorf("runsc %s: %v: %s", args[0], err, strings.TrimSpace(string(msg)))
+	}
+	return nil
+}
+
+// time runs one runsc verb and returns how long it took.
+func (r *rawEngine) time(args ...string) (time.Duration, error) {
+	return timed(func() error { return r.do(args...) })
+}
+
+// container is a bare runsc container: its bundle, root and id.
+type container struct {
+	id     string
+	bundle string
+	rootfs string
+}
+
+// newContainer writes a bundle whose process is sh -c script, on a fresh
+// copy of the image, with the mounts den's spec has (less den-init's).
+func (r *rawEngine) newContainer(script string) (*container, error) {
+	r.seq++
+	c := &container{id: "raw" + strconv.Itoa(r.seq)}
+	c.bundle = filepath.Join(r.work, c.id+"-bundle")
+	c.rootfs = filepath.Join(r.work, c.id+"-rootfs")
+	if out, err := exec.Command("cp", "-a", r.image, c.rootfs).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("copying image: %v: %s", err, out)
+	}
+	if err := os.MkdirAll(c.bundle, 0o700); err != nil {
+		return nil, err
+	}
+	spec := map[string]any{
+		"ociVersion": "1.0.2",
+		"process": map[string]any{"args": []string{"/bin/sh", "-c", script}, "env": []string{"PATH=/bin"},
+			"cwd": "/", "user": map[string]int{"uid": 0, "gid": 0}},
+		"root":     map[string]any{"path": c.rootfs},
+		"hostname": c.id,
+		"mounts": []map[string]any{
+			{"destination": "/proc", "type": "proc", "source": "proc"},
+			{"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+			{"destination": "/dev/pts", "type": "devpts", "source": "devpts", "options": []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
+			{"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+			{"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": []string{"nosuid", "noexec", "nodev", "ro"}},
+		},
+		"linux": map[string]any{"namespaces": []map[string]string{{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}, {"type": "network"}}},
+	}
+	js, _ := json.Marshal(spec)
+	if err := os.WriteFile(filepath.Join(c.bundle, "config.json"), js, 0o600); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// newImageDir is a fresh directory for one checkpoint image: runsc
+// creates image files exclusively.
+func (r *rawEngine) newImageDir() string {
+	r.seq++
+	return filepath.Join(r.work, "raw-image-"+strconv.Itoa(r.seq))
+}
+
+// close removes every container left under the raw root.
+func (r *rawEngine) close() {
+	out, _ := exec.Command(r.runsc, "--root="+r.root, "list", "-quiet").Output()
+	for _, id := range strings.Fields(string(out)) {
+		exec.Command(r.runsc, append(r.flags(), "delete", "--force", id)...).Run()
+	}
+}
+
+// rawRun times `runsc run` of `true` on a copy of the busybox image.
+func (r *rawEngine) rawRun(n int) (samples, error) {
+	c, err := r.newContainer("exec /bin/true")
+	if err != nil {
+		return nil, err
+	}
+	var s samples
+	for i := 0; i < n+1; i++ {
+		id := fmt.Sprintf("%s-%d", c.id, i)
+		d, err := r.time("run", "--bundle", c.bundle, id)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 { // the first run warms the cache
+			s = append(s, d)
+		}
+		r.do("delete", "--force", id)
+	}
+	return s, nil
+}
+
+// rawFigures are the raw engine's counterparts of den's sleep and wake.
+type rawFigures struct {
+	pause, resume samples
+	checkpoint    samples // checkpoint --leave-running
+	freeze        samples // pause + checkpoint --leave-running + resume
+	child         samples // restore as a new container + runsc exec true
+	hibernate     samples // checkpoint + delete
+	wake          samples // restore + runsc exec true
+}
+
+// sleepAndWake measures a bare container that holds fill bytes of memory
+// (see fillScript) through the same steps as den's.
+func (r *rawEngine) sleepAndWake(fill int64, n int) (*rawFigures, error) {
+	c, err := r.newContainer(fillScript(fill, "/root/filled"))
+	if err != nil {
+		return nil, err
+	}
+	defer r.do("delete", "--force", c.id)
+	if err := r.do("run", "--detach", "--bundle", c.bundle, c.id); err != nil {
+		return nil, err
+	}
+	err = poll(5*time.Minute, "the raw container to fill its memory", func() (bool, error) {
+		_, err := os.Stat(filepath.Join(c.rootfs, "root", "filled"))
+		return err == nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	f := &rawFigures{}
+	for i := 0; i < n; i++ {
+		for _, step := range []struct {
+			s    *samples
+			verb string
+		}{{&f.pause, "pause"}, {&f.resume, "resume"}} {
+			d, err := r.time(step.verb, c.id)
+			if err != nil {
+				return nil, err
+			}
+			*step.s = append(*step.s, d)
+		}
+	}
+	for i := 0; i < n; i++ {
+		img := r.newImageDir()
+		d, err := r.time("checkpoint", "--leave-running", "--image-path="+img, c.id)
+		if err != nil {
+			return nil, err
+		}
+		f.checkpoint = append(f.checkpoint, d)
+		os.RemoveAll(img)
+	}
+	for i := 0; i < n; i++ {
+		if err := r.forkOnce(c, f); err != nil {
+			return nil, err
+		}
+	}
+	for i := 0; i < n; i++ {
+		if err := r.hibernateOnce(c, f); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// forkOnce is a fork by hand: freeze, save with --leave-running, thaw;
+// then restore the image as a second container sharing the (unchanged)
+// root filesystem, until a command has run in it.
+func (r *rawEngine) forkOnce(c *container, f *rawFigures) error {
+	img := r.newImageDir()
+	defer os.RemoveAll(img)
+	d, err := timed(func() error {
+		if err := r.do("pause", c.id); err != nil {
+			return err
+		}
+		if err := r.do("checkpoint", "--leave-running", "--image-path="+img, c.id); err != nil {
+			return err
+		}
+		return r.do("resume", c.id)
+	})
+	if err != nil {
+		return err
+	}
+	f.freeze = append(f.freeze, d)
+	child := c.id + "-child"
+	d, err = timed(func() error {
+		if err := r.do("restore", "--detach", "--bundle", c.bundle, "--image-path="+img, child); err != nil {
+			return err
+		}
+		return r.do("exec", child, "/bin/true")
+	})
+	r.do("delete", "--force", child)
+	if err != nil {
+		return err
+	}
+	f.child = append(f.child, d)
+	return nil
+}
+
+// hibernateOnce saves the container to disk and removes it, then restores
+// it under the same id until a command has run in it.
+func (r *rawEngine) hibernateOnce(c *container, f *rawFigures) error {
+	img := r.newImageDir()
+	defer os.RemoveAll(img)
+	d, err := timed(func() error {
+		if err := r.do("checkpoint", "--image-path="+img, c.id); err != nil {
+			return err
+		}
+		return r.do("delete", "--force", c.id)
+	})
+	if err != nil {
+		return err
+	}
+	f.hibernate = append(f.hibernate, d)
+	d, err = timed(func() error {
+		if err := r.do("restore", "--detach", "--bundle", c.bundle, "--image-path="+img, c.id); err != nil {
+			return err
+		}
+		return r.do("exec", c.id, "/bin/true")
+	})
+	if err != nil {
+		return err
+	}
+	f.wake = append(f.wake, d)
+	return nil
+}
+
+// fillScript is a shell script that makes a process hold fill bytes of
+// memory, touches marker once it does, and then sleeps. dd reads all of it
+// into one buffer and then blocks writing it to a pipe nobody drains; the
+// reader takes one byte first, which proves the buffer is full. (/dev/shm
+// would be simpler, but den's spec caps it at 64 MiB.)
+func fillScript(fill int64, marker string) string {
+	if fill == 0 {
+		return fmt.Sprintf("touch %s; exec sleep 1000000", marker)
+	}
+	return fmt.Sprintf("dd if=/dev/urandom bs=%d count=1 iflag=fullblock 2>/dev/null | { head -c 1 >/dev/null; touch %s; exec sleep 1000000; }", fill, marker)
+}
