@@ -108,7 +108,9 @@ func run(bin string, n, nBig int) error {
 	}{
 		{"create and exec", b.createAndExec},
 		{"sleep and wake, idle", func() error { return b.sleepAndWake("idle busybox sandbox", "idle", 0, b.n) }},
-		{"sleep and wake, 1 GiB", func() error { return b.sleepAndWake("sandbox holding 1 GiB of memory (the goals are for small sandboxes)", "big", 1<<30, b.nBig) }},
+		{"sleep and wake, 1 GiB", func() error {
+			return b.sleepAndWake("sandbox holding 1 GiB of memory (the goals are for small sandboxes)", "big", 1<<30, b.nBig)
+		}},
 		{"checkpoint vs memory", b.checkpointVsMemory},
 		{"hibernated cost", b.hibernatedCost},
 	}
