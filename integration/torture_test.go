@@ -345,7 +345,14 @@ func (tt *torture) opKillRunsc() {
 	}
 	waitFor(tt.t, 10*time.Second, "the instance's processes to die", func() bool { return len(torturePIDs(inst)) == 0 })
 	tt.restartDend()
-	tt.expectState(api.StateStopped)
+	after, err := tt.d.c.GetSandbox(tt.ctx(), tortureSandbox)
+	if err != nil {
+		tt.fatalf("getting the sandbox: %v", err)
+	}
+	if after.State != api.StateStopped {
+		tt.fatalf("den reports %s (%s) for a %s sandbox whose processes were all killed; runsc says instance %s is %q\nevents:\n%s",
+			after.State, after.Reason, sb.State, inst, tortureEngineStatus(tt.d, inst), tt.history(tortureSandbox))
+	}
 }
 
 // opKillMidOp starts a change and kills dend at a random moment of it.
