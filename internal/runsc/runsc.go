@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
@@ -112,7 +113,27 @@ func (r *Runtime) globalFlags(id string) []string {
 }
 
 func (r *Runtime) command(ctx context.Context, id string, args ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, r.cfg.Binary, append(r.globalFlags(id), args...)...)
+	cmd := exec.CommandContext(ctx, r.cfg.Binary, append(r.globalFlags(id), args...)...)
+	// A runsc verb must not outlive the dend that ran it: a restore left
+	// running by a killed dend would bring back an instance the next dend
+	// already settled. The sandbox processes it starts are its children
+	// and do not inherit this.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
+// alive reports whether process pid exists and is not a zombie.
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || (b[i+2] != 'Z' && b[i+2] != 'X')
 }
 
 // run executes a runsc verb and returns its stdout; failures carry stderr.
@@ -204,6 +225,11 @@ func (r *Runtime) State(ctx context.Context, id string) (sandbox.InstanceState, 
 	var st stateJSON
 	if err := json.Unmarshal(out, &st); err != nil {
 		return "", fmt.Errorf("decoding state of %s: %w", id, err)
+	}
+	// runsc believes its record of a paused sandbox without looking:
+	// check the sandbox process is really there.
+	if (st.Status == "running" || st.Status == "created" || st.Status == "paused") && !alive(st.Pid) {
+		return sandbox.InstanceStopped, nil
 	}
 	switch st.Status {
 	case "running", "created":

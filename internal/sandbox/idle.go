@@ -223,10 +223,16 @@ func (s *Service) collectGarbage(ctx context.Context) {
 		s.log.Error("garbage collection: reading checkpoint directory", "err", err)
 	}
 	for _, e := range ents {
-		if id := e.Name(); !known[id] && !s.isPinned(id) {
-			s.log.Warn("removing a memory image no checkpoint owns", "checkpoint", id)
-			s.dropCheckpointFiles(ctx, &Checkpoint{ID: id})
+		id := e.Name()
+		if known[id] || s.isPinned(id) {
+			continue
 		}
+		// The list above may be older than a checkpoint finished since.
+		if _, err := s.cfg.Store.GetCheckpoint(ctx, "", id); !errors.Is(err, errdefs.ErrNotFound) {
+			continue
+		}
+		s.log.Warn("removing a memory image no checkpoint owns", "checkpoint", id)
+		s.dropCheckpointFiles(ctx, &Checkpoint{ID: id})
 	}
 }
 
