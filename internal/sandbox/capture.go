@@ -49,6 +49,7 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 	ck = &Checkpoint{
 		ID: c.id, SandboxID: sb.ID, Name: c.name, Kind: c.kind, Parent: sb.Head,
 		Memory: c.memory, Generation: sb.Generation, CreatedAt: s.cfg.Now().UTC(),
+		Manifest: Manifest{Engine: s.cfg.Runtime.Engine(), Spec: sb.Spec},
 	}
 	inst := sb.InstanceID()
 	if sb.State == StateRunning {
@@ -61,23 +62,39 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 			s.dropCheckpointFiles(context.WithoutCancel(ctx), ck)
 		}
 	}()
+	// A running sandbox that stays up is frozen from its memory image to
+	// its snapshot, so both show one instant; this is the time its
+	// processes stand still.
+	frozen := c.memory && c.leaveRunning && sb.State == StateRunning
+	if frozen {
+		if err := s.cfg.Runtime.Pause(ctx, inst); err != nil {
+			return nil, fmt.Errorf("freezing the sandbox: %w", err)
+		}
+		defer func() {
+			if frozen {
+				s.cfg.Runtime.Resume(context.WithoutCancel(ctx), inst)
+			}
+		}()
+	}
 	if c.memory {
-		ck.Manifest, err = s.saveMemory(ctx, sb, ck.ID, c.leaveRunning)
-		if err != nil {
+		if err := s.saveMemory(ctx, sb, ck, c.leaveRunning); err != nil {
 			return nil, err
 		}
-	} else {
-		ck.Manifest = Manifest{Engine: s.cfg.Runtime.Engine(), Spec: sb.Spec}
 	}
 	if _, err := s.cfg.Volumes.Snapshot(ctx, sb.VolumeKey(), ck.VolumeKey(), true); err != nil {
-		if c.memory && c.leaveRunning && sb.State == StateRunning {
-			s.cfg.Runtime.Resume(context.WithoutCancel(ctx), inst)
-		}
 		return nil, fmt.Errorf("snapshotting the files: %w", err)
 	}
-	if c.memory && c.leaveRunning && sb.State == StateRunning {
+	if frozen {
+		frozen = false
 		if err := s.cfg.Runtime.Resume(ctx, inst); err != nil {
 			return nil, fmt.Errorf("thawing the sandbox after the checkpoint: %w", err)
+		}
+	}
+	if c.memory {
+		// Checksummed once the sandbox runs again: reading a large image
+		// takes a while and needs no freeze.
+		if ck.Manifest.Files, ck.Manifest.MemoryBytes, err = sumImage(s.memDir(ck.ID)); err != nil {
+			return nil, err
 		}
 	}
 	if err := s.cfg.Store.CreateCheckpoint(ctx, ck); err != nil {
@@ -105,39 +122,21 @@ func (s *Service) measure(ck *Checkpoint) {
 }
 
 // saveMemory writes the instance's memory image into the checkpoint's
-// directory and returns its manifest. A running instance is frozen first
-// and, with leaveRunning, left frozen for the caller to snapshot its files.
-func (s *Service) saveMemory(ctx context.Context, sb *Sandbox, ckID string, leaveRunning bool) (Manifest, error) {
-	dir := s.memDir(ckID)
+// directory and fills in what a restore checks it against.
+func (s *Service) saveMemory(ctx context.Context, sb *Sandbox, ck *Checkpoint, leaveRunning bool) error {
+	dir := s.memDir(ck.ID)
 	if err := os.MkdirAll(s.cfg.CheckpointDir, 0o700); err != nil {
-		return Manifest{}, fmt.Errorf("creating checkpoint directory: %w", err)
+		return fmt.Errorf("creating checkpoint directory: %w", err)
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
-		return Manifest{}, fmt.Errorf("creating memory image directory: %w", err)
+		return fmt.Errorf("creating memory image directory: %w", err)
 	}
-	inst := sb.InstanceID()
-	if leaveRunning && sb.State == StateRunning {
-		if err := s.cfg.Runtime.Pause(ctx, inst); err != nil {
-			return Manifest{}, fmt.Errorf("freezing the sandbox: %w", err)
-		}
+	if err := s.cfg.Runtime.Checkpoint(ctx, sb.InstanceID(), dir, leaveRunning); err != nil {
+		return fmt.Errorf("saving memory: %w", err)
 	}
-	if err := s.cfg.Runtime.Checkpoint(ctx, inst, dir, leaveRunning); err != nil {
-		if leaveRunning && sb.State == StateRunning {
-			s.cfg.Runtime.Resume(context.WithoutCancel(ctx), inst)
-		}
-		return Manifest{}, fmt.Errorf("saving memory: %w", err)
-	}
-	files, total, err := sumImage(dir)
-	if err != nil {
-		if leaveRunning && sb.State == StateRunning {
-			s.cfg.Runtime.Resume(context.WithoutCancel(ctx), inst)
-		}
-		return Manifest{}, err
-	}
-	return Manifest{
-		Engine: s.cfg.Runtime.Engine(), SpecHash: s.cfg.Runtime.SpecHash(s.instance(sb, "")),
-		Spec: sb.Spec, Files: files, MemoryBytes: total, InitToken: sb.Token,
-	}, nil
+	ck.Manifest.SpecHash = s.cfg.Runtime.SpecHash(s.instance(sb, ""))
+	ck.Manifest.InitToken = sb.Token
+	return nil
 }
 
 // sumImage lists a memory image's files with their checksums.

@@ -175,9 +175,7 @@ func (s *Service) forgetGuest(instanceID string) {
 	delete(s.guests, instanceID)
 	s.mu.Unlock()
 	// Its pooled connections lead to an instance that is gone.
-	if c, ok := g.(interface{ Close() }); ok {
-		c.Close()
-	}
+	closeGuest(g)
 }
 
 // transition moves sb to state to, persisting it with an event. It is the
