@@ -652,3 +652,41 @@ func TestPythonAcrossHibernateAndFork(t *testing.T) {
 	}
 	t.Logf("fresh randomness per child:\n%s", b.String())
 }
+
+// A hibernated sandbox whose memory image this engine cannot restore is
+// not tried: it waits in error with its checkpoint kept, and a cold
+// recover brings back its files.
+func TestWakeRefusesOtherEngineVersion(t *testing.T) {
+	d := startDend(t)
+	d.create("sleeper")
+	d.mustSh("sleeper", "echo kept > /root/f")
+	ctx := ctxT(t, 2*time.Minute)
+	if _, err := d.c.Hibernate(ctx, "sleeper"); err != nil {
+		t.Fatal(err)
+	}
+	ck := d.inspect("sleeper").Checkpoint
+	if ck == "" {
+		t.Fatal("a hibernated sandbox names no checkpoint")
+	}
+	d.stop()
+	setEngineVersion(t, d, ck, "release-20000101.0")
+	d.start()
+
+	_, err := d.c.Resume(ctx, "sleeper")
+	if !client.IsConflict(err) || !strings.Contains(client.Hint(err), "recover") {
+		t.Fatalf("waking from another engine's image: %v (hint %q), want a conflict pointing to recover", err, client.Hint(err))
+	}
+	sb := d.inspect("sleeper")
+	if sb.State != api.StateError || sb.Checkpoint != ck || !strings.Contains(sb.Reason, "release-20000101.0") {
+		t.Fatalf("after the refusal: state %s checkpoint %q reason %q", sb.State, sb.Checkpoint, sb.Reason)
+	}
+	if len(d.instances()) != 0 {
+		t.Fatalf("the refused wake started an instance: %v", d.instances())
+	}
+	if _, err := d.c.Recover(ctx, "sleeper", client.RecoverOptions{Mode: api.RecoverCold}); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.mustSh("sleeper", "cat /root/f"); got != "kept\n" {
+		t.Fatalf("files after a cold recover: %q", got)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/docker/go-units"
+
+	"github.com/den-dev/den/internal/errdefs"
 )
 
 // Pause freezes a running sandbox in RAM: its processes stop using CPU
@@ -71,7 +73,13 @@ func (s *Service) wakeFromDisk(ctx context.Context, sb *Sandbox, why string) err
 		return fmt.Errorf("finding the checkpoint sandbox %q sleeps in: %w", sb.Name, err)
 	}
 	if err := s.restorable(ck, sb); err != nil {
-		return err
+		// Not attempted: the sandbox waits in error, its checkpoint kept,
+		// for `den recover --cold` or an engine that can restore it.
+		msg := fmt.Sprintf("cannot wake from checkpoint %s here: %v", ck.ID, err)
+		if terr := s.transition(ctx, sb, StateError, EventFailed, msg); terr != nil {
+			return terr
+		}
+		return errdefs.WithHint(err, fmt.Sprintf("`den recover %s --cold` boots its saved files without its processes", sb.Name))
 	}
 	sb.Generation++
 	sb.Token = newToken()
