@@ -203,3 +203,12 @@ func (m *Manager) Detach(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// Enforce installs a sandbox's network policy. Only mode none, where the
+// namespace has no route out, is enforced so far.
+func (m *Manager) Enforce(ctx context.Context, id string, slot int, p sandbox.NetworkPolicy) error {
+	if p.Mode == "" || p.Mode == sandbox.NetworkNone {
+		return nil
+	}
+	return errdefs.Unavailable("network mode %s is not available yet", p.Mode)
+}

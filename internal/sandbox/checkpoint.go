@@ -130,6 +130,7 @@ type ForkParams struct {
 	Name  string // the child's name; with Count > 1, children are NAME-1 … NAME-N
 	From  string // a checkpoint of the parent (id or name); "" forks the live sandbox
 	Count int    // how many children; default 1
+	Owner string // id of the API token forking; "" for admin callers
 }
 
 // MaxForkCount bounds one fork request.

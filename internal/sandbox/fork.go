@@ -40,7 +40,7 @@ func (s *Service) Fork(ctx context.Context, ref string, p ForkParams) ([]*Sandbo
 	}
 	var children []*Sandbox
 	for _, n := range names {
-		child, err := s.createFrom(ctx, CreateParams{Name: n, Labels: parent.Spec.Labels, Policy: parent.Policy}, ck,
+		child, err := s.createFrom(ctx, CreateParams{Name: n, Labels: parent.Spec.Labels, Policy: parent.Policy, Owner: p.Owner}, ck,
 			fmt.Sprintf("forked from sandbox %s, checkpoint %s", parent.Name, ck.ID))
 		if err != nil {
 			cctx := context.WithoutCancel(ctx)
@@ -126,7 +126,7 @@ func (s *Service) createFrom(ctx context.Context, p CreateParams, ck *Checkpoint
 	now := s.cfg.Now().UTC()
 	sb := &Sandbox{
 		ID: newID(12), Name: p.Name, Spec: spec, State: StateCreating, Generation: 1, Token: newToken(),
-		Node: s.cfg.Node, Policy: p.Policy, Origin: ck.ID, Head: ck.ID, CreatedAt: now, UpdatedAt: now,
+		Node: s.cfg.Node, Owner: p.Owner, Policy: p.Policy, Origin: ck.ID, Head: ck.ID, CreatedAt: now, UpdatedAt: now,
 	}
 	var err error
 	if sb.Slot, err = s.allocSlot(sb.ID); err != nil {

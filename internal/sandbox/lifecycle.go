@@ -57,7 +57,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	now := s.cfg.Now().UTC()
 	sb := &Sandbox{
 		ID: newID(12), Name: p.Name, Spec: spec, State: StateCreating, Policy: p.Policy,
-		Generation: 1, Token: newToken(), Node: s.cfg.Node, CreatedAt: now, UpdatedAt: now,
+		Generation: 1, Token: newToken(), Node: s.cfg.Node, Owner: p.Owner, CreatedAt: now, UpdatedAt: now,
 	}
 	if sb.Slot, err = s.allocSlot(sb.ID); err != nil {
 		return nil, err

@@ -31,6 +31,8 @@ type CreateParams struct {
 	// Ephemeral sandboxes are destroyed when their TTL ends, keeping nothing.
 	Ephemeral bool
 	Policy    Policy
+	// Owner is the id of the API token creating it; "" for admin callers.
+	Owner string
 }
 
 // ExecParams is what a caller asks for when running a command.

@@ -137,7 +137,12 @@ type Network interface {
 	// Attach creates (or finds) the namespace and link for a sandbox in
 	// slot, with the addresses configured. Idempotent.
 	Attach(ctx context.Context, sandboxID string, slot int) (Attachment, error)
-	// Detach removes them. Detaching what is not there is not an error.
+	// Enforce makes p what the sandbox in slot reaches, at once: its
+	// firewall rules and the names its resolver answers. It is called
+	// after every Attach and whenever the policy changes.
+	Enforce(ctx context.Context, sandboxID string, slot int, p NetworkPolicy) error
+	// Detach removes the namespace, link, firewall rules and resolver
+	// entries. Detaching what is not there is not an error.
 	Detach(ctx context.Context, sandboxID string) error
 	// Addr returns the addresses of slot without touching the host.
 	Addr(slot int) (host, guest netip.Addr)
@@ -188,6 +193,14 @@ type Files interface {
 
 // GuestDialer returns a Guest for den-init at addr with token.
 type GuestDialer func(addr netip.AddrPort, token string) Guest
+
+// Secrets reveals secret values to the exec that needs them. A value never
+// enters a Sandbox, Run or Event record.
+type Secrets interface {
+	// Reveal returns the named secret's value; ErrNotFound when there is
+	// no such secret.
+	Reveal(ctx context.Context, name string) ([]byte, error)
+}
 
 // Images finds base images, building a built-in one on first use.
 type Images interface {

@@ -14,12 +14,15 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 )
 
-// Spec is what the user asked for. It does not change over a sandbox's life
-// in this version; its idle policy, which can, is kept apart.
+// Spec is what the user asked for. Its network policy and limits can be
+// changed on a live sandbox; its idle policy is kept apart.
 type Spec struct {
 	Image       string            `json:"image"`
 	CPUs        float64           `json:"cpus"`
 	MemoryBytes int64             `json:"memory_bytes"`
+	PIDs        int               `json:"pids,omitempty"`       // most processes and threads at once; 0: dend's default
+	DiskBytes   int64             `json:"disk_bytes,omitempty"` // most bytes its files may hold; 0: dend's default
+	Network     NetworkPolicy     `json:"network,omitzero"`     // zero value: mode none
 	Env         map[string]string `json:"env,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	// Ephemeral sandboxes keep nothing when they are destroyed: no
@@ -49,6 +52,7 @@ type Sandbox struct {
 	Generation int64  // grows with every new instance; 0 before the first boot
 	Version    int64  // optimistic-concurrency counter, bumped by every update
 	Node       string // host that owns it
+	Owner      string // id of the API token that created it; "" for admin callers
 	Slot       int    // network slot: which private address pair it uses
 	Token      string // den-init token of the current instance
 	Policy     Policy // idle policy and retention; unset fields take the daemon's defaults
