@@ -143,3 +143,18 @@ func TestBackgroundActive(t *testing.T) {
 		t.Fatalf("busy's runs: %v %+v", err, runs)
 	}
 }
+
+// A server a command left behind (`server &`) counts as background work
+// too, though den did not start it and its command has ended; once it is
+// gone the sandbox idles as usual.
+func TestBackgroundActiveCountsOrphans(t *testing.T) {
+	d := idleDend(t)
+	yes := true
+	d.create("srv", func(r *api.CreateSandboxRequest) { r.Policy = &api.Policy{BackgroundActive: &yes} })
+	d.mustSh("srv", "sleep 1000 >/dev/null 2>&1 &")
+	holdsFor(t, 2500*time.Millisecond, "srv staying running with a process left behind", func() bool {
+		return d.inspect("srv").State == api.StateRunning
+	})
+	d.mustSh("srv", "kill $(pidof sleep)")
+	d.waitState("srv", api.StatePaused, 30*time.Second)
+}

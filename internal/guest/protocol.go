@@ -75,6 +75,9 @@ type Info struct {
 	Version string    `json:"version"`
 	BootID  string    `json:"boot_id"` // random per den-init start; kept by a restore, which continues the same processes
 	Started time.Time `json:"started"`
+	// Procs is how many processes other than den-init are alive in the
+	// sandbox, whoever started them (a command's `server &` included).
+	Procs int `json:"procs"`
 }
 
 // Error is the body of every non-2xx answer from den-init.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"syscall"
 	"time"
 
@@ -130,7 +131,9 @@ func (s *Server) handleUnknown(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) handlePing(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, s.info)
+	info := s.info
+	info.Procs = countDescendants("/proc", os.Getpid())
+	writeJSON(w, http.StatusOK, info)
 	return nil
 }
 

@@ -82,6 +82,24 @@ func (s *Service) busy(sb *Sandbox, p Policy) bool {
 	return false
 }
 
+// leftRunning reports whether, under a policy that counts background
+// processes as activity, any process is alive in sb, including those a
+// command left behind (`server &`) that den did not start itself. It asks
+// den-init only when a step is due, so idle sandboxes cost nothing.
+func (s *Service) leftRunning(ctx context.Context, sb *Sandbox) bool {
+	if p := s.EffectivePolicy(sb); p.BackgroundActive == nil || !*p.BackgroundActive {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	info, err := s.guestFor(sb).Ping(ctx)
+	if err != nil {
+		s.log.Warn("idle policy: counting processes", "sandbox", sb.Name, "err", err)
+		return false
+	}
+	return info.Procs > 0
+}
+
 // Tick applies the idle policy to every sandbox whose next step is due,
 // then removes checkpoints nothing needs any more. dend calls it every
 // second; tests call it with their own clock.
@@ -133,6 +151,11 @@ func (s *Service) applyDue(ctx context.Context, id string) error {
 	due := s.Due(sb)
 	now := s.cfg.Now()
 	if due.Action == "" || now.Before(due.At) {
+		unlock()
+		return nil
+	}
+	if due.Action != ActionDestroy && sb.State == StateRunning && s.leftRunning(ctx, sb) {
+		s.touch(sb.ID)
 		unlock()
 		return nil
 	}

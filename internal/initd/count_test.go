@@ -1,0 +1,57 @@
+package initd
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/den-dev/den/internal/guest"
+)
+
+// A process a command leaves behind (`server &`) is counted by ping after
+// the command itself ended, and no longer once it is gone.
+func TestPingCountsOrphans(t *testing.T) {
+	url := serve(t) // starts the reaper, which makes this process the orphans' parent
+	ping := func() int {
+		resp, body := request(t, "GET", url+"/v1/ping", "tok", nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("ping: %d %s", resp.StatusCode, body)
+		}
+		var info guest.Info
+		if err := json.Unmarshal(body, &info); err != nil {
+			t.Fatal(err)
+		}
+		return info.Procs
+	}
+	before := ping()
+
+	out, err := exec.Command("sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("shell printed %q", out)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	if got := ping(); got != before+1 {
+		t.Fatalf("ping counts %d processes with an orphaned sleep, want %d", got, before+1)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ping() != before; {
+		if time.Now().After(deadline) {
+			t.Fatalf("ping still counts %d processes after the orphan was killed, want %d", ping(), before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := countDescendants("/nonexistent", os.Getpid()); n != 0 {
+		t.Errorf("countDescendants of a missing proc dir = %d", n)
+	}
+}
