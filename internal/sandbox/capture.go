@@ -46,11 +46,7 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 		c.id = newID(12)
 	}
 	defer s.pin(c.id)()
-	ck = &Checkpoint{
-		ID: c.id, SandboxID: sb.ID, Name: c.name, Kind: c.kind, Parent: sb.Head,
-		Memory: c.memory, Generation: sb.Generation, CreatedAt: s.cfg.Now().UTC(),
-		Manifest: Manifest{Engine: s.cfg.Runtime.Engine(), Spec: sb.Spec},
-	}
+	ck = s.newCheckpoint(sb, c)
 	inst := sb.InstanceID()
 	if sb.State == StateRunning {
 		if err := s.guestFor(sb).Sync(ctx); err != nil {
@@ -90,19 +86,64 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 			return nil, fmt.Errorf("thawing the sandbox after the checkpoint: %w", err)
 		}
 	}
-	if c.memory {
-		// Checksummed once the sandbox runs again: reading a large image
-		// takes a while and needs no freeze.
+	// Checksummed once the sandbox runs again: reading a large image takes
+	// a while and needs no freeze.
+	return ck, s.seal(ctx, ck)
+}
+
+// newCheckpoint is the record of a checkpoint c of sb's current instance.
+func (s *Service) newCheckpoint(sb *Sandbox, c capture) *Checkpoint {
+	return &Checkpoint{
+		ID: c.id, SandboxID: sb.ID, Name: c.name, Kind: c.kind, Parent: sb.Head,
+		Memory: c.memory, Generation: sb.Generation, CreatedAt: s.cfg.Now().UTC(),
+		Manifest: Manifest{Engine: s.cfg.Runtime.Engine(), Spec: sb.Spec},
+	}
+}
+
+// seal checksums a checkpoint's memory image, if it has one, and records
+// the checkpoint: the last step, after which it counts as complete.
+func (s *Service) seal(ctx context.Context, ck *Checkpoint) error {
+	if ck.Memory {
+		var err error
 		if ck.Manifest.Files, ck.Manifest.MemoryBytes, err = sumImage(s.memDir(ck.ID)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := s.cfg.Store.CreateCheckpoint(ctx, ck); err != nil {
-		return nil, fmt.Errorf("recording checkpoint: %w", err)
+		return fmt.Errorf("recording checkpoint: %w", err)
 	}
 	s.measure(ck.clone())
+	return nil
+}
+
+// salvageHibernation completes a hibernation whose memory image the engine
+// finished writing before dend died: the engine stops an instance only
+// once its image is saved, and nothing wrote to its files since, so the
+// snapshot taken now shows the same instant as the image.
+func (s *Service) salvageHibernation(ctx context.Context, sb *Sandbox) (*Checkpoint, error) {
+	if fi, err := os.Stat(filepath.Join(s.memDir(sb.Checkpoint), imageStateFile)); err != nil || fi.Size() == 0 {
+		return nil, errdefs.NotFound("no complete memory image for checkpoint %s", sb.Checkpoint)
+	}
+	ck := s.newCheckpoint(sb, capture{id: sb.Checkpoint, kind: CheckpointHibernate, memory: true})
+	ck.Manifest.SpecHash = s.cfg.Runtime.SpecHash(s.instance(sb, ""))
+	ck.Manifest.InitToken = sb.Token
+	// A snapshot taken before dend died may or may not be there.
+	if err := s.cfg.Volumes.Remove(ctx, ck.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return nil, fmt.Errorf("replacing the files snapshot: %w", err)
+	}
+	if _, err := s.cfg.Volumes.Snapshot(ctx, sb.VolumeKey(), ck.VolumeKey(), true); err != nil {
+		return nil, fmt.Errorf("snapshotting the files: %w", err)
+	}
+	if err := s.seal(ctx, ck); err != nil {
+		s.dropCheckpointFiles(context.WithoutCancel(ctx), ck)
+		return nil, err
+	}
 	return ck, nil
 }
+
+// imageStateFile is the file of a memory image the engine writes its
+// kernel state to; it is there and non-empty once the image is whole.
+const imageStateFile = "checkpoint.img"
 
 // measure records the size of a new checkpoint's files in the background:
 // adding them up takes longer than taking the snapshot.

@@ -186,6 +186,13 @@ func (s *Service) recoverPending(ctx context.Context, sb *Sandbox, st InstanceSt
 	ck, ckErr := s.cfg.Store.GetCheckpoint(ctx, sb.ID, sb.Checkpoint)
 	switch op {
 	case PendingHibernate:
+		if ckErr != nil && !alive {
+			// The engine saved the image and stopped the instance, but dend
+			// died before it recorded the checkpoint.
+			if ck, ckErr = s.salvageHibernation(ctx, sb); ckErr != nil {
+				s.log.Warn("completing an interrupted hibernation", "sandbox", sb.Name, "err", ckErr)
+			}
+		}
 		if ckErr == nil {
 			// The checkpoint is complete: finish going to sleep.
 			s.finishHibernate(ctx, sb)

@@ -1,0 +1,73 @@
+package integration
+
+import (
+	"database/sql"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/den-dev/den/api"
+)
+
+// A dend that dies after the engine saved a hibernating sandbox's memory
+// image, but before it recorded the checkpoint, finishes the hibernation
+// when it starts again: the processes are kept, not just the files.
+func TestHibernationFinishedAfterDendDied(t *testing.T) {
+	d := startDend(t)
+	sb := d.create("late")
+	d.startCounter("late", 3)
+	d.mustSh("late", "echo kept > /root/note")
+	d.kill()
+
+	// What a killed dend leaves: the image written and the instance
+	// stopped by the engine, the change marked pending, no record.
+	ckID := "salvagedck1"
+	dir := filepath.Join(d.dataDir, "checkpoints", ckID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(binDir, "runsc"), "--root="+d.runscRoot(), "--platform=systrap",
+		"--network=sandbox", "--overlay2=none", "--host-uds=none",
+		"checkpoint", "--image-path="+dir, instanceOf(sb)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("runsc checkpoint: %v: %s", err, out)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(d.dataDir, "den.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := db.Exec(`UPDATE sandboxes SET pending = 'hibernate', checkpoint = ? WHERE id = ?`, ckID, sb.ID)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("updated %d sandboxes, want 1", n)
+	}
+
+	d.start()
+	got := d.inspect("late")
+	if got.State != api.StateHibernated || got.Checkpoint != ckID || got.Pending != "" {
+		t.Fatalf("after the restart: %s checkpoint %q pending %q (%s), want hibernated in %s",
+			got.State, got.Checkpoint, got.Pending, got.Reason, ckID)
+	}
+	if countEvents(d.history("late"), "hibernated", "after dend restarted") != 1 {
+		t.Fatalf("history does not say the hibernation was finished: %+v", d.history("late"))
+	}
+	if got := d.instances(); len(got) != 0 {
+		t.Fatalf("instances left after finishing the hibernation: %v", got)
+	}
+	// Waking restores the processes: the counter counts on.
+	before := d.count("late")
+	d.countAbove("late", before)
+	if n := d.countersIn("late"); n != 1 {
+		t.Fatalf("%d counters after waking, want the one saved", n)
+	}
+	if note := d.mustSh("late", "cat /root/note"); note != "kept\n" {
+		t.Fatalf("file after waking: %q", note)
+	}
+	if got := d.inspect("late"); got.Generation != sb.Generation+1 {
+		t.Fatalf("generation %d after waking, want %d", got.Generation, sb.Generation+1)
+	}
+}
