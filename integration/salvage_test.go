@@ -6,8 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/client"
 )
 
 // A dend that dies after the engine saved a hibernating sandbox's memory
@@ -69,5 +71,30 @@ func TestHibernationFinishedAfterDendDied(t *testing.T) {
 	}
 	if got := d.inspect("late"); got.Generation != sb.Generation+1 {
 		t.Fatalf("generation %d after waking, want %d", got.Generation, sb.Generation+1)
+	}
+}
+
+// A file snapshot a crash left without a checkpoint record (dend died
+// between taking it and recording it) is collected; a recorded
+// checkpoint's is kept.
+func TestOrphanedSnapshotCollected(t *testing.T) {
+	d := startDend(t, "--idle-interval", "100ms")
+	sb := d.create("crashy")
+	d.mustSh("crashy", "echo x > /root/x")
+	ck, err := d.c.Checkpoint(ctxT(t, time.Minute), "crashy", client.CheckpointOptions{FSOnly: true, Name: "kept"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := filepath.Join(d.dataDir, "pool", "checkpoints", "orphanedsnap1")
+	if out, err := exec.Command("btrfs", "subvolume", "snapshot", "-r",
+		filepath.Join(d.dataDir, "pool", "sandboxes", sb.ID), orphan).CombinedOutput(); err != nil {
+		t.Fatalf("making a leftover snapshot: %v: %s", err, out)
+	}
+	waitFor(t, 30*time.Second, "the leftover snapshot to be collected", func() bool {
+		_, err := os.Stat(orphan)
+		return os.IsNotExist(err)
+	})
+	if _, err := os.Stat(filepath.Join(d.dataDir, "pool", "checkpoints", ck.ID)); err != nil {
+		t.Fatalf("the recorded checkpoint's snapshot: %v", err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
@@ -241,12 +243,9 @@ func (s *Service) collectGarbage(ctx context.Context) {
 		}
 		s.collectOne(ctx, ck)
 	}
-	ents, err := os.ReadDir(s.cfg.CheckpointDir)
-	if err != nil && !os.IsNotExist(err) {
-		s.log.Error("garbage collection: reading checkpoint directory", "err", err)
-	}
-	for _, e := range ents {
-		id := e.Name()
+	// Memory images and file snapshots a crash left without a record: a
+	// record is written last, so they belong to no complete checkpoint.
+	for _, id := range s.checkpointFiles() {
 		if known[id] || s.isPinned(id) {
 			continue
 		}
@@ -254,9 +253,29 @@ func (s *Service) collectGarbage(ctx context.Context) {
 		if _, err := s.cfg.Store.GetCheckpoint(ctx, "", id); !errors.Is(err, errdefs.ErrNotFound) {
 			continue
 		}
-		s.log.Warn("removing a memory image no checkpoint owns", "checkpoint", id)
+		s.log.Warn("removing checkpoint files no checkpoint owns", "checkpoint", id)
 		s.dropCheckpointFiles(ctx, &Checkpoint{ID: id})
 	}
+}
+
+// checkpointFiles lists the checkpoint ids that have a memory image or a
+// file snapshot on the host.
+func (s *Service) checkpointFiles() []string {
+	var ids []string
+	seen := map[string]bool{}
+	for _, dir := range []string{s.cfg.CheckpointDir, filepath.Dir(s.cfg.Volumes.Path((&Checkpoint{ID: "x"}).VolumeKey()))} {
+		ents, err := os.ReadDir(dir)
+		if err != nil && !os.IsNotExist(err) {
+			s.log.Error("garbage collection: reading checkpoint files", "err", err)
+		}
+		for _, e := range ents {
+			if id := e.Name(); e.IsDir() && !strings.HasPrefix(id, ".") && !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
 }
 
 func (s *Service) collectOne(ctx context.Context, ck *Checkpoint) {
