@@ -7,7 +7,10 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/den-dev/den/internal/audit"
+	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/secret"
 )
 
 // migrationsUpTo returns the embedded migrations up to version last.
@@ -54,7 +57,7 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	}
 
 	st := openTest(t, path)
-	if got, want := appliedVersions(t, st), []int{1, 2}; !reflect.DeepEqual(got, want) {
+	if got, want := appliedVersions(t, st), []int{1, 2, 3}; !reflect.DeepEqual(got, want) {
 		t.Errorf("applied %v, want %v", got, want)
 	}
 	createdAt, _ := parseTime(created)
@@ -88,5 +91,62 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	}
 	if got, err := st.GetSandbox(t.Context(), "sb-1"); err != nil || !reflect.DeepEqual(got, sb) {
 		t.Errorf("sandbox after update = %+v, %v\nwant %+v", got, err, sb)
+	}
+}
+
+// A database written by a den of schema version 2 opens; its sandboxes
+// belong to no token (only admins reach them), and tokens, audit entries
+// and secrets can be stored beside them.
+func TestUpgradeFromVersion2(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "den.db")
+	if err := prepareFile(path, discard()); err != nil {
+		t.Fatal(err)
+	}
+	db, err := openDB(t.Context(), path, 1, map[string][]string{"_txlock": {"immediate"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate(t.Context(), db, migrationsUpTo(t, 2), discard()); err != nil {
+		t.Fatalf("migrating to version 2: %v", err)
+	}
+	// The row as den of version 2 wrote it.
+	const created = "2025-03-14T14:09:26.535897932Z"
+	_, err = db.ExecContext(t.Context(), `INSERT INTO sandboxes
+		(id, name, image, spec, state, reason, generation, version, node, slot, token, created_at, updated_at, head)
+		VALUES ('sb-1', 'web', 'debian', '{"image":"debian","cpus":1,"memory_bytes":1073741824}',
+			'running', '', 1, 1, 'n', 4, 'tok', ?, ?, 'ck-1')`, created, created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	st := openTest(t, path)
+	if got, want := appliedVersions(t, st), []int{1, 2, 3}; !reflect.DeepEqual(got, want) {
+		t.Errorf("applied %v, want %v", got, want)
+	}
+	sb, err := st.GetSandbox(t.Context(), "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Owner != "" || sb.Head != "ck-1" {
+		t.Errorf("upgraded sandbox: owner %q, head %q; want no owner and its head kept", sb.Owner, sb.Head)
+	}
+	sb.Owner = "tok-1"
+	if err := st.UpdateSandbox(t.Context(), sb, sandbox.Event{Type: "owned"}); err != nil {
+		t.Fatalf("UpdateSandbox after upgrade: %v", err)
+	}
+	if got, err := st.GetSandbox(t.Context(), "sb-1"); err != nil || got.Owner != "tok-1" {
+		t.Errorf("owner after update = %+v, %v", got, err)
+	}
+	if err := st.CreateToken(t.Context(), &auth.Token{ID: "t1", Name: "ci", Scope: auth.ScopeOwner, Owner: "t1", Hash: "h"}); err != nil {
+		t.Errorf("CreateToken after upgrade: %v", err)
+	}
+	if err := st.RecordAudit(t.Context(), &audit.Entry{Method: "POST", Path: "/v1/sandboxes", Status: 201}); err != nil {
+		t.Errorf("RecordAudit after upgrade: %v", err)
+	}
+	if err := st.PutSecret(t.Context(), &secret.Record{Name: "A", Ciphertext: []byte{1}, Nonce: []byte{2}, KeyID: "k"}); err != nil {
+		t.Errorf("PutSecret after upgrade: %v", err)
 	}
 }

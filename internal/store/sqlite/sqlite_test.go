@@ -23,6 +23,12 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestAccessConformance(t *testing.T) {
+	storetest.RunAccess(t, func(t *testing.T) *Store {
+		return openTest(t, filepath.Join(t.TempDir(), "den.db"))
+	})
+}
+
 // openTest opens the store at path, closed when the test ends.
 func openTest(t *testing.T, path string) *Store {
 	t.Helper()

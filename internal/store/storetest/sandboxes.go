@@ -33,6 +33,7 @@ func testCreateRoundTrip(t *testing.T, st sandbox.Store) {
 	sb.Reason = "booted by hand"
 	sb.Generation = 3
 	sb.Token = "secret-token"
+	sb.Owner = "tok-owner"
 	sb.CreatedAt = at(0)
 	sb.UpdatedAt = at(5)
 	want := *sb

@@ -1,0 +1,50 @@
+// Package audit is the record of every call that changed, or tried to
+// change, something through dend's API: who, what, when, and how it ended.
+// Entries never hold request bodies, which may carry secrets; the store
+// keeps them and the API edge writes one per call.
+package audit
+
+import (
+	"context"
+	"time"
+)
+
+// Entry is one call.
+type Entry struct {
+	Seq       int64 // assigned by the store, in order of recording
+	Time      time.Time
+	TokenID   string // "" for root and the token file
+	TokenName string // the token's name, or who else called (auth.RootName)
+	Method    string // HTTP method
+	Route     string // the route's pattern, e.g. /v1/sandboxes/{name}/start
+	Path      string // the path called, without its query
+	// SandboxID and Sandbox are the sandbox the call was about, when it
+	// was about one: its id when it was found, and its name (or the name
+	// asked for, when none was found).
+	SandboxID string
+	Sandbox   string
+	Status    int    // HTTP status of the answer
+	Error     string // the error message the caller got, if any
+}
+
+// Filter selects entries. Zero fields select everything.
+type Filter struct {
+	Since   time.Time // entries at or after it
+	Sandbox string    // about the sandbox with this id or name
+	Token   string    // by the token with this id or name
+	Limit   int       // the newest Limit entries; 0 means DefaultLimit
+}
+
+// Limits on a query.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 10000
+)
+
+// Log keeps entries. The SQLite store implements it.
+type Log interface {
+	// RecordAudit appends e, setting its Seq.
+	RecordAudit(ctx context.Context, e *Entry) error
+	// QueryAudit returns the newest entries f selects, oldest first.
+	QueryAudit(ctx context.Context, f Filter) ([]*Entry, error)
+}

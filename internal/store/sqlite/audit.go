@@ -1,0 +1,74 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/den-dev/den/internal/audit"
+	"github.com/den-dev/den/internal/errdefs"
+)
+
+var _ audit.Log = (*Store)(nil)
+
+const auditCols = `seq, time, token_id, token_name, method, route, path, sandbox_id, sandbox, status, error`
+
+// RecordAudit appends e and sets its Seq. A zero Time is set to now.
+func (s *Store) RecordAudit(ctx context.Context, e *audit.Entry) error {
+	if e.Time.IsZero() {
+		e.Time = now()
+	}
+	e.Time = e.Time.UTC()
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO audit (time, token_id, token_name, method, route, path, sandbox_id, sandbox, status, error)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			formatTime(e.Time), e.TokenID, e.TokenName, e.Method, e.Route, e.Path, e.SandboxID, e.Sandbox, e.Status, e.Error)
+		if err != nil {
+			return err
+		}
+		e.Seq, err = res.LastInsertId()
+		return err
+	})
+	return wrap(err, "recording %s %s in the audit log", e.Method, e.Path)
+}
+
+// QueryAudit returns the newest entries f selects, oldest first.
+func (s *Store) QueryAudit(ctx context.Context, f audit.Filter) ([]*audit.Entry, error) {
+	limit := f.Limit
+	switch {
+	case limit == 0:
+		limit = audit.DefaultLimit
+	case limit < 0 || limit > audit.MaxLimit:
+		return nil, errdefs.WithHint(errdefs.Invalid("invalid audit limit %d", f.Limit), fmt.Sprintf("ask for 1 to %d entries", audit.MaxLimit))
+	}
+	var where []string
+	var args []any
+	if !f.Since.IsZero() {
+		where, args = append(where, "time >= ?"), append(args, formatTime(f.Since))
+	}
+	if f.Sandbox != "" {
+		where, args = append(where, "(sandbox_id = ? OR sandbox = ?)"), append(args, f.Sandbox, f.Sandbox)
+	}
+	if f.Token != "" {
+		where, args = append(where, "(token_id = ? OR token_name = ?)"), append(args, f.Token, f.Token)
+	}
+	q := `SELECT ` + auditCols + ` FROM audit`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	// The newest limit entries, then turned oldest first.
+	q = `SELECT * FROM (` + q + ` ORDER BY time DESC, seq DESC LIMIT ?) ORDER BY time, seq`
+	return queryAll(ctx, s.r, scanAudit, "reading the audit log", q, append(args, limit)...)
+}
+
+func scanAudit(row scanner) (*audit.Entry, error) {
+	var e audit.Entry
+	var t string
+	err := row.Scan(&e.Seq, &t, &e.TokenID, &e.TokenName, &e.Method, &e.Route, &e.Path, &e.SandboxID, &e.Sandbox, &e.Status, &e.Error)
+	if err != nil {
+		return nil, err
+	}
+	e.Time, err = parseTime(t)
+	return &e, err
+}

@@ -1,0 +1,135 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/den-dev/den/internal/auth"
+	"github.com/den-dev/den/internal/errdefs"
+)
+
+var _ auth.Store = (*Store)(nil)
+
+const tokenCols = `id, name, hash, scope, owner, created_at, expires_at, revoked_at, last_used_at`
+
+// CreateToken inserts t. CreatedAt is set to now when zero. A name held
+// by a token that is not revoked, or a taken id, is a conflict.
+func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
+	if t.ID == "" || t.Hash == "" {
+		return errdefs.Invalid("cannot store token %q: it needs an id and a hash", t.Name)
+	}
+	rec := *t
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = now()
+	}
+	rec.CreatedAt = rec.CreatedAt.UTC()
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var n int
+		err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tokens WHERE name = ? AND revoked_at IS NULL`, rec.Name).Scan(&n)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			return errdefs.WithHint(errdefs.Conflict("token name %q is already in use", rec.Name),
+				fmt.Sprintf("choose another name, or revoke the old token with `den token revoke %s`", rec.Name))
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			rec.ID, rec.Name, rec.Hash, string(rec.Scope), rec.Owner, formatTime(rec.CreatedAt),
+			formatNullTime(rec.ExpiresAt), formatNullTime(rec.RevokedAt), formatNullTime(rec.LastUsedAt))
+		if isUniqueViolation(err) {
+			return errdefs.Conflict("token id %q is already taken", rec.ID)
+		}
+		return err
+	})
+	if err != nil {
+		return wrap(err, "creating token %q", rec.Name)
+	}
+	*t = rec
+	normalizeTokenTimes(t)
+	return nil
+}
+
+// GetToken finds a token by id, or else by name among those not revoked.
+func (s *Store) GetToken(ctx context.Context, ref string) (*auth.Token, error) {
+	row := s.r.QueryRowContext(ctx, `SELECT `+tokenCols+` FROM tokens
+		WHERE id = ?1 OR (name = ?1 AND revoked_at IS NULL)
+		ORDER BY id = ?1 DESC LIMIT 1`, ref)
+	t, err := scanToken(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, tokenNotFound(ref)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading token %q: %w", ref, err)
+	}
+	return t, nil
+}
+
+// ListTokens returns every token, oldest first.
+func (s *Store) ListTokens(ctx context.Context) ([]*auth.Token, error) {
+	return queryAll(ctx, s.r, scanToken, "listing tokens",
+		`SELECT `+tokenCols+` FROM tokens ORDER BY created_at, rowid`)
+}
+
+// RevokeToken sets a token's revocation time, unless it has one.
+func (s *Store) RevokeToken(ctx context.Context, id string, at time.Time) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tokens WHERE id = ?`, id).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return tokenNotFound(id)
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, formatTime(at), id)
+		return err
+	})
+	return wrap(err, "revoking token %q", id)
+}
+
+// TouchToken records when a token was last used.
+func (s *Store) TouchToken(ctx context.Context, id string, at time.Time) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		return execOne(ctx, tx, tokenNotFound(id), `UPDATE tokens SET last_used_at = ? WHERE id = ?`, formatTime(at), id)
+	})
+	return wrap(err, "recording the use of token %q", id)
+}
+
+func scanToken(row scanner) (*auth.Token, error) {
+	var t auth.Token
+	var scope, created string
+	var expires, revoked, used sql.NullString
+	if err := row.Scan(&t.ID, &t.Name, &t.Hash, &scope, &t.Owner, &created, &expires, &revoked, &used); err != nil {
+		return nil, err
+	}
+	t.Scope = auth.Scope(scope)
+	var err error
+	if t.CreatedAt, err = parseTime(created); err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		from sql.NullString
+		into **time.Time
+	}{{expires, &t.ExpiresAt}, {revoked, &t.RevokedAt}, {used, &t.LastUsedAt}} {
+		if *f.into, err = parseNullTime(f.from); err != nil {
+			return nil, err
+		}
+	}
+	return &t, nil
+}
+
+// normalizeTokenTimes puts t's times in UTC, as a read returns them.
+func normalizeTokenTimes(t *auth.Token) {
+	for _, p := range []**time.Time{&t.ExpiresAt, &t.RevokedAt, &t.LastUsedAt} {
+		if *p != nil {
+			u := (*p).UTC()
+			*p = &u
+		}
+	}
+}
+
+func tokenNotFound(ref string) error {
+	return errdefs.WithHint(errdefs.NotFound("token %q not found", ref), "list tokens with `den token ls`")
+}
