@@ -122,8 +122,38 @@ func (s *Service) Tick(ctx context.Context) {
 			}
 		}
 	}
+	s.expireCheckpoints(ctx, sbs, now)
 	s.collectGarbage(ctx)
 }
+
+// expireCheckpoints applies retention by age to every sandbox that has a
+// maximum age, at most every retentionInterval: checkpoints age without
+// anything else happening to the sandbox.
+func (s *Service) expireCheckpoints(ctx context.Context, sbs []*Sandbox, now time.Time) {
+	s.mu.Lock()
+	due := !now.Before(s.nextRetention)
+	if due {
+		s.nextRetention = now.Add(retentionInterval)
+	}
+	s.mu.Unlock()
+	if !due {
+		return
+	}
+	for _, sb := range sbs {
+		if p := s.EffectivePolicy(sb); p.MaxAge != nil && *p.MaxAge > 0 {
+			fresh, unlock, err := s.lockSandbox(ctx, sb.ID)
+			if err != nil {
+				continue // destroyed meanwhile
+			}
+			s.retain(ctx, fresh)
+			unlock()
+		}
+	}
+}
+
+// retentionInterval is how often checkpoints are checked for age: fine
+// enough for ages given in hours, and cheap.
+const retentionInterval = time.Second * 10
 
 // RunIdle calls Tick every interval until Close.
 func (s *Service) RunIdle(interval time.Duration) {

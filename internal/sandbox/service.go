@@ -59,6 +59,8 @@ type Service struct {
 	mu sync.Mutex
 	// locks holds one lifecycle lock per sandbox id.
 	locks map[string]*sync.RWMutex
+	// nextRetention is when checkpoints are next checked for age.
+	nextRetention time.Time
 	// guests caches one den-init client per instance id.
 	guests map[string]Guest
 	// outputs holds the output of runs being collected, by run id.
