@@ -32,8 +32,8 @@ func readKey(path string, log *slog.Logger) ([]byte, error) {
 		return nil, fmt.Errorf("reading the secrets key: %w", err)
 	}
 	text := bytes.TrimSuffix(b, []byte("\n"))
-	key := make([]byte, keyBytes)
-	if n, err := hex.Decode(key, text); err != nil || n != keyBytes || len(text) != 2*keyBytes {
+	key, err := hex.DecodeString(string(text))
+	if err != nil || len(key) != keyBytes {
 		return nil, fmt.Errorf("secrets key file %s is malformed: it must hold %d hex digits (a %d-byte key) and a newline", path, 2*keyBytes, keyBytes)
 	}
 	fi, err := os.Stat(path)
