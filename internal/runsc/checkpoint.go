@@ -94,9 +94,12 @@ func emptyDir(dir string) error {
 // namespace and environment; what SpecHash covers must be the same.
 // inst.Rootfs must be a fresh writable snapshot of the filesystem saved
 // with the image: runsc does not check it, and restoring onto a changed
-// filesystem corrupts silently.
+// filesystem corrupts silently. Memory pages load in the background after
+// the instance is up, so a large image is usable long before all of it is
+// read; the image's files must stay until then (unlinking them is fine:
+// the engine holds them open).
 func (r *Runtime) Restore(ctx context.Context, inst sandbox.Instance, dir string) error {
-	return r.boot(ctx, inst, "restoring", "restore", "--detach", "--image-path="+dir)
+	return r.boot(ctx, inst, "restoring", "restore", "--detach", "--background", "--image-path="+dir)
 }
 
 // verbFailed classifies a failed runsc verb on id: NotFound when runsc
