@@ -69,12 +69,11 @@ func TestCheckpointRetention(t *testing.T) {
 		got := manualCheckpoints(t, d, "kept")
 		return len(got) == 1 && got[0] == "c3"
 	})
+	// The record goes first, then the files.
 	snap, mem := d.checkpointFiles(ids[3])
-	for _, p := range []string{snap, mem} {
-		if _, err := os.Stat(p); !os.IsNotExist(err) {
-			t.Fatalf("%s of an aged-out checkpoint is still there: %v", filepath.Base(p), err)
-		}
-	}
+	waitFor(t, 30*time.Second, "the aged-out checkpoint's files to go", func() bool {
+		return !exists(snap) && !exists(mem)
+	})
 }
 
 // Checkpoints, restore, hibernate and fork work on the copy driver too,
