@@ -19,8 +19,8 @@ type Entry struct {
 	Route     string // the route's pattern, e.g. /v1/sandboxes/{name}/start
 	Path      string // the path called, without its query
 	// SandboxID and Sandbox are the sandbox the call was about, when it
-	// was about one: its id when it was found, and its name (or the name
-	// asked for, when none was found).
+	// was about one: its id when it was looked up, and its name (or the
+	// name or id the caller gave, when it was not looked up or found).
 	SandboxID string
 	Sandbox   string
 	Status    int    // HTTP status of the answer
@@ -29,10 +29,13 @@ type Entry struct {
 
 // Filter selects entries. Zero fields select everything.
 type Filter struct {
-	Since   time.Time // entries at or after it
-	Sandbox string    // about the sandbox with this id or name
-	Token   string    // by the token with this id or name
-	Limit   int       // the newest Limit entries; 0 means DefaultLimit
+	Since time.Time // entries at or after it
+	// Sandboxes selects entries about a sandbox whose id or name is one
+	// of these: give a sandbox's id and name to find the calls that named
+	// it either way.
+	Sandboxes []string
+	Token     string // by the token with this id or name
+	Limit     int    // the newest Limit entries; 0 means DefaultLimit
 }
 
 // Limits on a query.

@@ -29,7 +29,8 @@ type Config struct {
 	RunDir       string        // engine state that must not survive a reboot
 	Socket       string        // unix socket for the local CLI (root only)
 	Listen       string        // optional TCP listener, e.g. 127.0.0.1:7070
-	TokenFile    string        // bearer token for the TCP listener; created if missing
+	TokenFile    string        // admin bearer token for the TCP listener, from before API tokens; created if missing
+	SecretsKey   string        // the secrets' encryption key file; default DATA_DIR/secrets.key
 	Runsc        string        // pinned runsc binary
 	Init         string        // den-init binary
 	Storage      string        // auto, btrfs or copy
@@ -85,6 +86,9 @@ func (c *Config) Validate() error {
 			return bad(f.name, "%q is not an absolute path", f.path)
 		}
 	}
+	if c.SecretsKey != "" && !filepath.IsAbs(c.SecretsKey) {
+		return bad("secrets-key", "%q is not an absolute path", c.SecretsKey)
+	}
 	switch c.Storage {
 	case StorageAuto, StorageBtrfs, StorageCopy:
 	default:
@@ -121,6 +125,15 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// SecretsKeyFile is where the key sealing secrets lives: SecretsKey, or
+// secrets.key in the data directory.
+func (c *Config) SecretsKeyFile() string {
+	if c.SecretsKey != "" {
+		return c.SecretsKey
+	}
+	return filepath.Join(c.DataDir, "secrets.key")
 }
 
 // Policy is the daemon-wide idle policy and retention.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/httpapi"
@@ -24,6 +25,7 @@ import (
 	"github.com/den-dev/den/internal/netns"
 	"github.com/den-dev/den/internal/runsc"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/secret"
 	"github.com/den-dev/den/internal/storage"
 	"github.com/den-dev/den/internal/storage/btrfs"
 	copydriver "github.com/den-dev/den/internal/storage/copy"
@@ -51,6 +53,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("opening the store: %w", err)
 	}
 	defer st.Close()
+	// secrets is the sandbox.Secrets for sandbox.Config, once execs take
+	// secrets; the API sets, lists and removes them.
+	secrets, err := secret.Open(ctx, secret.Config{KeyFile: cfg.SecretsKeyFile(), Store: st, Logger: log})
+	if err != nil {
+		return fmt.Errorf("opening the secret store: %w", err)
+	}
+	tokens, err := openTokens(cfg, st, log)
+	if err != nil {
+		return err
+	}
 
 	images, err := image.NewManager(image.Config{Pool: pool, Records: st, Logger: log, Mirror: cfg.DebianMirror})
 	if err != nil {
@@ -98,7 +110,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	health := func(context.Context) api.Health {
 		return api.Health{Status: "ok", Version: version.Version, RunscVersion: rt.Version(), Storage: pool.Name()}
 	}
-	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health})
+	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
+		Tokens: tokens, Audit: st, Secrets: secrets})
 	return serve(ctx, cfg, handler, log)
 }
 
@@ -169,20 +182,17 @@ func serve(ctx context.Context, cfg Config, handler http.Handler, log *slog.Logg
 		ul.Close()
 		return fmt.Errorf("restricting %s: %w", cfg.Socket, err)
 	}
-	servers := []*http.Server{{Handler: handler, ReadHeaderTimeout: 10 * time.Second}}
+	// The socket is root's alone: its callers are admins. TCP callers
+	// need a bearer token.
+	servers := []*http.Server{{Handler: httpapi.Local(handler), ReadHeaderTimeout: 10 * time.Second}}
 	listeners := []net.Listener{ul}
 	if cfg.Listen != "" {
-		token, err := loadToken(cfg)
-		if err != nil {
-			ul.Close()
-			return err
-		}
 		tl, err := net.Listen("tcp", cfg.Listen)
 		if err != nil {
 			ul.Close()
 			return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 		}
-		servers = append(servers, &http.Server{Handler: httpapi.RequireToken(token, handler), ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second})
 		listeners = append(listeners, tl)
 	}
 	errc := make(chan error, len(servers))
@@ -219,6 +229,19 @@ func removeStaleSocket(path string) error {
 			"stop it first, or give this one another --socket and --data-dir")
 	}
 	return os.Remove(path)
+}
+
+// openTokens makes the API token service. With a TCP listener, the token
+// file of den before API tokens still works there, as an admin token.
+func openTokens(cfg Config, st auth.Store, log *slog.Logger) (*auth.Service, error) {
+	legacy := ""
+	if cfg.Listen != "" {
+		var err error
+		if legacy, err = loadToken(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return auth.New(auth.Config{Store: st, LegacyToken: legacy, Logger: log})
 }
 
 // loadToken reads the TCP listener's token, creating one if needed.

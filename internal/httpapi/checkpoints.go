@@ -19,12 +19,15 @@ func (s *server) createCheckpoint(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, toCheckpoint(c))
+	return s.answerCheckpoint(w, r, http.StatusCreated, c)
 }
 
 func (s *server) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
 	cs, err := s.sandboxes.Checkpoints(r.Context(), r.PathValue("name"))
 	if err != nil {
+		return err
+	}
+	if cs, err = s.hideNeeds(r, cs...); err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, api.CheckpointList{Checkpoints: mapSlice(cs, toCheckpoint)})
@@ -35,7 +38,16 @@ func (s *server) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toCheckpoint(c))
+	return s.answerCheckpoint(w, r, http.StatusOK, c)
+}
+
+// answerCheckpoint answers with c as the caller may see it.
+func (s *server) answerCheckpoint(w http.ResponseWriter, r *http.Request, status int, c *sandbox.Checkpoint) error {
+	cs, err := s.hideNeeds(r, c)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, status, toCheckpoint(cs[0]))
 }
 
 func (s *server) removeCheckpoint(w http.ResponseWriter, r *http.Request) error {
@@ -65,7 +77,7 @@ func (s *server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	children, err := s.sandboxes.Fork(r.Context(), r.PathValue("name"),
-		sandbox.ForkParams{Name: req.Name, From: req.From, Count: req.Count})
+		sandbox.ForkParams{Name: req.Name, From: req.From, Count: req.Count, Owner: principalOf(r).Owner})
 	if err != nil {
 		return err
 	}

@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
 )
 
@@ -17,16 +19,20 @@ const internalMessage = "internal error; see dend's log"
 // class), so the caller logs it.
 func toAPIError(err error) (status int, body *api.Error, internal bool) {
 	var code string
-	switch errdefs.Class(err) {
-	case errdefs.ErrInvalid:
+	switch class := errdefs.Class(err); {
+	case errors.Is(err, auth.ErrUnauthorized):
+		status, code = http.StatusUnauthorized, api.CodeUnauthorized
+	case errors.Is(err, auth.ErrForbidden):
+		status, code = http.StatusForbidden, api.CodeForbidden
+	case class == errdefs.ErrInvalid:
 		status, code = http.StatusBadRequest, api.CodeInvalid
-	case errdefs.ErrNotFound:
+	case class == errdefs.ErrNotFound:
 		status, code = http.StatusNotFound, api.CodeNotFound
-	case errdefs.ErrConflict:
+	case class == errdefs.ErrConflict:
 		status, code = http.StatusConflict, api.CodeConflict
-	case errdefs.ErrTooLarge:
+	case class == errdefs.ErrTooLarge:
 		status, code = http.StatusRequestEntityTooLarge, api.CodeTooLarge
-	case errdefs.ErrUnavailable:
+	case class == errdefs.ErrUnavailable:
 		status, code = http.StatusServiceUnavailable, api.CodeUnavailable
 	default:
 		return http.StatusInternalServerError, &api.Error{Code: api.CodeInternal, Message: internalMessage}, true
@@ -41,6 +47,7 @@ func (s *server) apiError(r *http.Request, err error) (int, *api.Error) {
 	if internal {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
+	noteError(r, body.Message)
 	return status, body
 }
 

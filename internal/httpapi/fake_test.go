@@ -464,7 +464,7 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 	for _, f := range configure {
 		f(&cfg)
 	}
-	e.srv = httptest.NewServer(New(cfg))
+	e.srv = httptest.NewServer(Local(New(cfg))) // root, as on the unix socket
 	t.Cleanup(e.srv.Close)
 	return e
 }

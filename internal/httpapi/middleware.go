@@ -1,11 +1,8 @@
 package httpapi
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"net/http"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/den-dev/den/api"
@@ -99,41 +96,4 @@ func (s *server) recoverPanics(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(rec, r)
 	})
-}
-
-// RequireToken guards h with a bearer token, for dend's TCP listener: a
-// request without `Authorization: Bearer <token>`, or with another token,
-// gets 401 and the JSON envelope. An empty token lets nothing through.
-func RequireToken(token string, h http.Handler) http.Handler {
-	want := sha256.Sum256([]byte(token))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := bearer(r)
-		// Comparing digests keeps the time independent of the token's
-		// length as well as its content.
-		sum := sha256.Sum256([]byte(got))
-		if ok && token != "" && subtle.ConstantTimeCompare(sum[:], want[:]) == 1 {
-			h.ServeHTTP(w, r)
-			return
-		}
-		msg := "missing bearer token"
-		if ok {
-			msg = "wrong bearer token"
-		}
-		w.Header().Set("WWW-Authenticate", `Bearer realm="den"`)
-		writeJSONError(w, http.StatusUnauthorized, &api.Error{
-			Code:    api.CodeUnauthorized,
-			Message: msg,
-			Hint:    "set DEN_TOKEN to dend's API token (sent as `Authorization: Bearer <token>`)",
-		})
-	})
-}
-
-// bearer returns the token of an `Authorization: Bearer` header.
-func bearer(r *http.Request) (string, bool) {
-	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	tok = strings.TrimSpace(tok)
-	return tok, tok != ""
 }

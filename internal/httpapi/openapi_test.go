@@ -131,6 +131,9 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Checkpoint": api.Checkpoint{}, "CheckpointList": api.CheckpointList{},
 		"CheckpointRequest": api.CheckpointRequest{}, "RestoreRequest": api.RestoreRequest{},
 		"ForkRequest": api.ForkRequest{}, "RecoverRequest": api.RecoverRequest{},
+		"CreateTokenRequest": api.CreateTokenRequest{}, "Token": api.Token{}, "TokenList": api.TokenList{},
+		"AuditEntry": api.AuditEntry{}, "AuditList": api.AuditList{},
+		"Secret": api.Secret{}, "SecretList": api.SecretList{},
 	}
 	schemas := loadSpec(t).Components.Schemas
 	for name, v := range types {

@@ -63,6 +63,14 @@ func (s *server) routes() []route {
 		{"POST", "/v1/images/import", s.importImage},
 		{"POST", "/v1/images/pull", s.pullImage},
 		{"DELETE", "/v1/images/{image}", s.removeImage},
+
+		{"POST", "/v1/tokens", s.createToken},
+		{"GET", "/v1/tokens", s.listTokens},
+		{"DELETE", "/v1/tokens/{id}", s.revokeToken},
+		{"GET", "/v1/audit", s.listAudit},
+		{"PUT", "/v1/secrets/{name}", s.setSecret},
+		{"GET", "/v1/secrets", s.listSecrets},
+		{"DELETE", "/v1/secrets/{name}", s.removeSecret},
 	}
 }
 

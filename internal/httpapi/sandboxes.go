@@ -13,22 +13,31 @@ func (s *server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
+	noteSandbox(r, "", req.Name)
 	p, err := toCreateParams(req)
 	if err != nil {
+		return err
+	}
+	who := principalOf(r)
+	p.Owner = who.Owner
+	if p.From, err = s.scopeFrom(r.Context(), who, p.From); err != nil {
 		return err
 	}
 	sb, err := s.sandboxes.Create(r.Context(), p)
 	if err != nil {
 		return err
 	}
+	noteSandbox(r, sb.ID, sb.Name)
 	return writeJSON(w, http.StatusCreated, s.toSandbox(sb))
 }
 
+// listSandboxes lists the sandboxes the caller may see.
 func (s *server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
 	sbs, err := s.sandboxes.List(r.Context())
 	if err != nil {
 		return err
 	}
+	sbs = visible(principalOf(r), sbs)
 	return writeJSON(w, http.StatusOK, api.SandboxList{Sandboxes: mapSlice(sbs, s.toSandbox)})
 }
 

@@ -13,6 +13,7 @@ import (
 	"net/http"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -89,6 +90,16 @@ type Config struct {
 	// Uploads (file content, archives, image imports) are streamed and
 	// not bounded by it.
 	MaxJSONBytes int64
+
+	// Tokens checks the bearer token of every request that did not come
+	// through Local, and serves /v1/tokens. nil: only requests through
+	// Local get in, and the token routes answer 503.
+	Tokens TokenService
+	// Audit records every call that changes something, and serves
+	// /v1/audit. nil: nothing is recorded.
+	Audit audit.Log
+	// Secrets serves /v1/secrets. nil: those routes answer 503.
+	Secrets SecretService
 }
 
 // server holds the dependencies every handler shares.
@@ -98,11 +109,16 @@ type server struct {
 	log          *slog.Logger
 	health       func(ctx context.Context) api.Health
 	maxJSONBytes int64
+	tokens       TokenService
+	audit        audit.Log
+	secrets      SecretService
 }
 
 // New returns the handler of the whole API: every route of Routes, JSON
 // errors for unknown routes and wrong methods, request logging at Debug
-// level, and recovery from panics.
+// level, and recovery from panics. Every request needs a principal (see
+// access.go): wrap the handler in Local for the unix socket; elsewhere a
+// bearer token is required.
 func New(cfg Config) http.Handler {
 	s := &server{
 		sandboxes:    cfg.Sandboxes,
@@ -110,6 +126,9 @@ func New(cfg Config) http.Handler {
 		log:          cfg.Logger,
 		health:       cfg.Health,
 		maxJSONBytes: cfg.MaxJSONBytes,
+		tokens:       cfg.Tokens,
+		audit:        cfg.Audit,
+		secrets:      cfg.Secrets,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -119,9 +138,9 @@ func New(cfg Config) http.Handler {
 	}
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
-		mux.Handle(rt.method+" "+rt.path, s.handle(rt.fn))
+		mux.Handle(rt.method+" "+rt.path, s.handle(s.guard(rt)))
 	}
-	return s.logRequests(s.recoverPanics(s.fallback(mux)))
+	return s.logRequests(s.recoverPanics(s.authenticate(s.auditCalls(s.fallback(mux)))))
 }
 
 // handlerFunc is a route's handler. It returns an error instead of writing
@@ -150,9 +169,11 @@ func (s *server) handle(fn handlerFunc) http.Handler {
 			return
 		}
 		level := slog.LevelWarn
-		if _, _, internal := toAPIError(err); internal {
+		_, body, internal := toAPIError(err)
+		if internal {
 			level = slog.LevelError
 		}
+		noteError(r, body.Message)
 		s.log.Log(r.Context(), level, "response cut short", "method", r.Method, "path", r.URL.Path, "err", err)
 		panic(http.ErrAbortHandler)
 	})

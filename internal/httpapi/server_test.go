@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -124,40 +123,6 @@ func TestWrongMethod(t *testing.T) {
 	resp, body = e.do("POST", "/v1/sandboxes/alpha", nil)
 	assertError(t, resp, body, http.StatusMethodNotAllowed, api.CodeInvalid)
 	e.noCalls()
-}
-
-func TestRequireToken(t *testing.T) {
-	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
-	for _, tt := range []struct {
-		name, token, header string
-		want                int
-	}{
-		{"missing", "s3cret", "", http.StatusUnauthorized},
-		{"wrong", "s3cret", "Bearer nope", http.StatusUnauthorized},
-		{"prefix of the right one", "s3cret", "Bearer s3cre", http.StatusUnauthorized},
-		{"other scheme", "s3cret", "Basic s3cret", http.StatusUnauthorized},
-		{"right", "s3cret", "Bearer s3cret", http.StatusTeapot},
-		{"scheme in lower case", "s3cret", "bearer s3cret", http.StatusTeapot},
-		{"empty token lets nothing through", "", "Bearer ", http.StatusUnauthorized},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			rec := httptest.NewRecorder()
-			req := httptest.NewRequest("GET", "/v1/health", nil)
-			if tt.header != "" {
-				req.Header.Set("Authorization", tt.header)
-			}
-			RequireToken(tt.token, ok).ServeHTTP(rec, req)
-			if rec.Code != tt.want {
-				t.Fatalf("status %d, want %d", rec.Code, tt.want)
-			}
-			if tt.want == http.StatusUnauthorized {
-				got := assertError(t, rec.Result(), rec.Body.Bytes(), http.StatusUnauthorized, api.CodeUnauthorized)
-				if !strings.Contains(got.Hint, "DEN_TOKEN") {
-					t.Errorf("hint %q", got.Hint)
-				}
-			}
-		})
-	}
 }
 
 func TestHealthAndSpec(t *testing.T) {

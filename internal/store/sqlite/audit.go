@@ -47,8 +47,14 @@ func (s *Store) QueryAudit(ctx context.Context, f audit.Filter) ([]*audit.Entry,
 	if !f.Since.IsZero() {
 		where, args = append(where, "time >= ?"), append(args, formatTime(f.Since))
 	}
-	if f.Sandbox != "" {
-		where, args = append(where, "(sandbox_id = ? OR sandbox = ?)"), append(args, f.Sandbox, f.Sandbox)
+	if len(f.Sandboxes) > 0 {
+		in := strings.TrimSuffix(strings.Repeat("?, ", len(f.Sandboxes)), ", ")
+		where = append(where, "(sandbox_id IN ("+in+") OR sandbox IN ("+in+"))")
+		for range 2 {
+			for _, ref := range f.Sandboxes {
+				args = append(args, ref)
+			}
+		}
 	}
 	if f.Token != "" {
 		where, args = append(where, "(token_id = ? OR token_name = ?)"), append(args, f.Token, f.Token)

@@ -247,14 +247,15 @@ func testAuditFilters(t *testing.T, st AccessStore) {
 	}{
 		{"all", audit.Filter{}, []string{"1", "2", "3", "4"}},
 		{"since", audit.Filter{Since: at(2)}, []string{"2", "3", "4"}},
-		{"sandbox by id", audit.Filter{Sandbox: "sb-1"}, []string{"1", "4"}},
-		{"sandbox by name", audit.Filter{Sandbox: "db"}, []string{"2"}},
-		{"sandbox never found", audit.Filter{Sandbox: "ghost"}, []string{"3"}},
+		{"sandbox by id", audit.Filter{Sandboxes: []string{"sb-1"}}, []string{"1", "4"}},
+		{"sandbox by name", audit.Filter{Sandboxes: []string{"db"}}, []string{"2"}},
+		{"sandbox never found", audit.Filter{Sandboxes: []string{"ghost"}}, []string{"3"}},
+		{"sandbox by id or name", audit.Filter{Sandboxes: []string{"sb-2", "web"}}, []string{"1", "2", "4"}},
 		{"token by id", audit.Filter{Token: "aaa"}, []string{"1", "4"}},
 		{"token by name", audit.Filter{Token: "bot"}, []string{"3"}},
 		{"root", audit.Filter{Token: auth.RootName}, []string{"2"}},
 		{"together", audit.Filter{Token: "ci", Since: at(3)}, []string{"4"}},
-		{"nothing", audit.Filter{Sandbox: "none"}, []string{}},
+		{"nothing", audit.Filter{Sandboxes: []string{"none"}}, []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { same(t, "paths", auditPaths(t, st, tc.f), tc.want) })
 	}

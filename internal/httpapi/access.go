@@ -1,0 +1,381 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/den-dev/den/internal/audit"
+	"github.com/den-dev/den/internal/auth"
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+// Who may do what, in the order a request meets it:
+//
+//  1. authenticate: the principal. Requests that came through Local (the
+//     root-only unix socket) are root; any other needs a bearer token the
+//     TokenService accepts, or gets 401.
+//  2. auditCalls: once the call is answered, a call that changes (or
+//     tries to change) something is recorded with its outcome. Never its
+//     body.
+//  3. guard, per route: read-only scopes may change nothing (403); images
+//     change only for admins, tokens, the audit log and secrets are for
+//     admins only (403); and for owner scopes a sandbox another owns is
+//     answered exactly as one that does not exist (404), so they cannot
+//     even learn it is there.
+//
+// The handlers then act for the principal: creates and forks by an owner
+// token give the new sandboxes its owner identity, and lists show only
+// what it may see.
+
+// localKey marks a request's context as having come through Local.
+type localKey struct{}
+
+// Local marks every request through h as root's: use it for the unix
+// socket, which only root can open. Requests that do not come through it
+// must carry a bearer token.
+func Local(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), localKey{}, true)))
+	})
+}
+
+// requestInfo is what the access layers learn of one request: the guard
+// and the handlers fill it in, the audit reads it once the call is over.
+// Only the request's own goroutine touches it.
+type requestInfo struct {
+	principal auth.Principal
+	route     string // the route's pattern; "" when none matched
+	sandboxID string // the sandbox the call is about, when found
+	sandbox   string // its name, or the name asked for
+	errMsg    string // the message of the error answered, if any
+}
+
+type infoKey struct{}
+
+// infoOf returns the request's info. A request that did not go through
+// authenticate (a test calling a handler directly) gets a fresh one, of
+// no principal, which may do nothing.
+func infoOf(r *http.Request) *requestInfo {
+	if info, ok := r.Context().Value(infoKey{}).(*requestInfo); ok {
+		return info
+	}
+	return &requestInfo{}
+}
+
+func principalOf(r *http.Request) auth.Principal { return infoOf(r).principal }
+
+// noteSandbox records which sandbox a call was about, for the audit.
+func noteSandbox(r *http.Request, id, name string) {
+	info := infoOf(r)
+	info.sandboxID, info.sandbox = id, name
+}
+
+// noteError records the message of the error the call answered with.
+func noteError(r *http.Request, msg string) { infoOf(r).errMsg = msg }
+
+// authenticate finds the principal of each request, answering 401 when
+// there is none.
+func (s *server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p auth.Principal
+		if local, _ := r.Context().Value(localKey{}).(bool); local {
+			p = auth.Root()
+		} else {
+			var err error
+			if p, err = s.principal(r); err != nil {
+				if errors.Is(err, auth.ErrUnauthorized) {
+					w.Header().Set("WWW-Authenticate", `Bearer realm="den"`)
+					s.log.Info("refused a request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+				}
+				s.writeError(w, r, err)
+				return
+			}
+		}
+		ctx := context.WithValue(r.Context(), infoKey{}, &requestInfo{principal: p})
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// principal checks the request's bearer token.
+func (s *server) principal(r *http.Request) (auth.Principal, error) {
+	tok, ok := auth.ParseBearer(r.Header.Get("Authorization"))
+	if !ok {
+		return auth.Principal{}, errdefs.WithHint(auth.Unauthorized("missing bearer token"),
+			"set DEN_TOKEN to an API token (sent as `Authorization: Bearer <token>`); an admin makes one with `den token create`")
+	}
+	if s.tokens == nil {
+		return auth.Principal{}, errdefs.WithHint(auth.Unauthorized("this dend takes no API tokens here"),
+			"use dend's unix socket")
+	}
+	return s.tokens.Authenticate(r.Context(), tok)
+}
+
+// area is what a route is about, for the scope rules.
+type area int
+
+const (
+	areaOpen      area = iota // health and the spec: anyone let in
+	areaSandboxes             // sandboxes and all within them
+	areaImages                // read by all, changed by admins
+	areaTokens                // admins only
+	areaAudit
+	areaSecrets
+	areaOther // a route nobody classified: admins only
+)
+
+func areaOf(path string) area {
+	switch {
+	case path == "/v1/health" || path == "/v1/openapi.yaml":
+		return areaOpen
+	case path == "/v1/sandboxes" || strings.HasPrefix(path, "/v1/sandboxes/"):
+		return areaSandboxes
+	case path == "/v1/images" || strings.HasPrefix(path, "/v1/images/"):
+		return areaImages
+	case path == "/v1/tokens" || strings.HasPrefix(path, "/v1/tokens/"):
+		return areaTokens
+	case path == "/v1/audit":
+		return areaAudit
+	case path == "/v1/secrets" || strings.HasPrefix(path, "/v1/secrets/"):
+		return areaSecrets
+	}
+	return areaOther
+}
+
+// mutating reports whether a route changes something. Exec over a
+// WebSocket is a GET that runs a command, so it counts.
+func mutating(method, pattern string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return pattern == "/v1/sandboxes/{name}/exec/ws"
+	}
+	return true
+}
+
+// allow applies the scope rules that need no lookup.
+func allow(p auth.Principal, a area, mutates bool) error {
+	if mutates && p.Scope.ReadOnly() {
+		return errdefs.WithHint(auth.Forbidden("token %q has the read-only scope %s: it cannot change anything", p.Name, p.Scope),
+			"use a token of scope owner or admin for this")
+	}
+	adminOnly := func(what string) error {
+		if p.Scope.Admin() {
+			return nil
+		}
+		return errdefs.WithHint(auth.Forbidden("only an admin can %s", what),
+			"use dend's unix socket as root, or a token of scope admin")
+	}
+	switch a {
+	case areaOpen, areaSandboxes:
+		return nil
+	case areaImages:
+		if mutates {
+			return adminOnly("change images (they are shared by every token)")
+		}
+		return nil
+	case areaTokens:
+		return adminOnly("manage API tokens")
+	case areaAudit:
+		return adminOnly("read the audit log")
+	case areaSecrets:
+		return adminOnly("manage secrets")
+	}
+	return adminOnly("use this route")
+}
+
+// guard wraps a route's handler in the scope rules.
+func (s *server) guard(rt route) handlerFunc {
+	a, mutates := areaOf(rt.path), mutating(rt.method, rt.path)
+	return func(w http.ResponseWriter, r *http.Request) error {
+		info := infoOf(r)
+		info.route = rt.path
+		if err := allow(info.principal, a, mutates); err != nil {
+			return err
+		}
+		if a == areaSandboxes && r.PathValue("name") != "" {
+			if err := s.scopeSandbox(r, info); err != nil {
+				return err
+			}
+		}
+		return rt.fn(w, r)
+	}
+}
+
+// scopeSandbox resolves the sandbox a route names for the principal. For
+// an owner scope, a sandbox it may not see is not found, word for word as
+// one that does not exist; one it may see is then named by its id, so the
+// call acts on exactly the sandbox checked even if its name changes hands
+// meanwhile. Admins reach every sandbox and nothing is looked up: the
+// audit keeps the name or id they gave.
+func (s *server) scopeSandbox(r *http.Request, info *requestInfo) error {
+	ref := r.PathValue("name")
+	p := info.principal
+	if p.Scope.Admin() {
+		info.sandbox = ref
+		return nil
+	}
+	sb, err := s.ownSandbox(r.Context(), p, ref)
+	if err != nil {
+		info.sandbox = ref
+		return err
+	}
+	info.sandboxID, info.sandbox = sb.ID, sb.Name
+	r.SetPathValue("name", sb.ID)
+	return nil
+}
+
+// ownSandbox returns the sandbox ref names if p may see it; otherwise the
+// error for a sandbox that does not exist.
+func (s *server) ownSandbox(ctx context.Context, p auth.Principal, ref string) (*sandbox.Sandbox, error) {
+	sb, err := s.sandboxes.Get(ctx, ref)
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return nil, err
+	}
+	if err != nil || !p.Sees(sb.Owner) {
+		return nil, sandboxNotFound(ref)
+	}
+	return sb, nil
+}
+
+// sandboxNotFound is what a principal learns of a sandbox it may not see,
+// and of one that does not exist: the same words.
+func sandboxNotFound(ref string) error {
+	return errdefs.WithHint(errdefs.NotFound("sandbox %q not found", ref), "list sandboxes with `den ls`")
+}
+
+// scopeFrom checks the checkpoint a create starts from, for an owner
+// scope: it must be one of the principal's sandboxes'. It returns it as
+// SANDBOX-ID:CHECKPOINT, which the service looks up among that sandbox's
+// checkpoints only. A checkpoint of another's sandbox is not found, as one
+// that does not exist.
+func (s *server) scopeFrom(ctx context.Context, p auth.Principal, from string) (string, error) {
+	if from == "" || p.Scope.Admin() {
+		return from, nil
+	}
+	if sbRef, name, ok := strings.Cut(from, ":"); ok {
+		sb, err := s.ownSandbox(ctx, p, sbRef)
+		if err != nil {
+			return "", err
+		}
+		return sb.ID + ":" + name, nil
+	}
+	sbs, err := s.sandboxes.List(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, sb := range sbs {
+		if !p.Sees(sb.Owner) {
+			continue
+		}
+		cks, err := s.sandboxes.Checkpoints(ctx, sb.ID)
+		if err != nil {
+			return "", err
+		}
+		for _, ck := range cks {
+			if ck.ID == from {
+				return sb.ID + ":" + ck.ID, nil
+			}
+		}
+	}
+	return "", errdefs.WithHint(errdefs.NotFound("checkpoint %q not found", from), "name a checkpoint by its id, or as SANDBOX:NAME")
+}
+
+// visible keeps the sandboxes p may see.
+func visible(p auth.Principal, sbs []*sandbox.Sandbox) []*sandbox.Sandbox {
+	if p.Scope.Admin() {
+		return sbs
+	}
+	out := []*sandbox.Sandbox{}
+	for _, sb := range sbs {
+		if p.Sees(sb.Owner) {
+			out = append(out, sb)
+		}
+	}
+	return out
+}
+
+// hideNeeds drops, for an owner scope, the names of sandboxes it may not
+// see from what depends on each checkpoint. It returns copies.
+func (s *server) hideNeeds(r *http.Request, cks ...*sandbox.Checkpoint) ([]*sandbox.Checkpoint, error) {
+	p := principalOf(r)
+	if p.Scope.Admin() {
+		return cks, nil
+	}
+	sbs, err := s.sandboxes.List(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	mine := map[string]bool{}
+	for _, sb := range visible(p, sbs) {
+		mine[sb.Name] = true
+	}
+	out := make([]*sandbox.Checkpoint, len(cks))
+	for i, ck := range cks {
+		c := *ck
+		c.NeededBy = nil
+		for _, n := range ck.NeededBy {
+			if mine[n] {
+				c.NeededBy = append(c.NeededBy, n)
+			}
+		}
+		out[i] = &c
+	}
+	return out, nil
+}
+
+// Audit entries are written when the call is over, under a context of
+// their own: a caller that hangs up does not erase its trace.
+const (
+	auditTimeout = 10 * time.Second
+	maxAuditPath = 512
+)
+
+// auditCalls records every call that changes, or tries to change,
+// something, once it is answered.
+func (s *server) auditCalls(next http.Handler) http.Handler {
+	if s.audit == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := asRecorder(w)
+		start := time.Now()
+		info := infoOf(r)
+		defer func() {
+			status := rec.status
+			v := recover()
+			if v != nil && status == 0 {
+				status = http.StatusInternalServerError
+			}
+			if mutating(r.Method, info.route) {
+				s.record(r, info, start, status)
+			}
+			if v != nil {
+				panic(v)
+			}
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+func (s *server) record(r *http.Request, info *requestInfo, start time.Time, status int) {
+	if status == 0 {
+		status = http.StatusOK
+	}
+	path := r.URL.Path
+	if len(path) > maxAuditPath {
+		path = path[:maxAuditPath]
+	}
+	p := info.principal
+	e := &audit.Entry{
+		Time: start, TokenID: p.TokenID, TokenName: p.Name, Method: r.Method, Route: info.route, Path: path,
+		SandboxID: info.sandboxID, Sandbox: info.sandbox, Status: status, Error: info.errMsg,
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), auditTimeout)
+	defer cancel()
+	if err := s.audit.RecordAudit(ctx, e); err != nil {
+		s.log.Error("recording a call in the audit log", "method", r.Method, "path", path, "who", p.String(), "status", status, "err", err)
+	}
+}
