@@ -289,9 +289,9 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 	if err := s.verifyImage(ck); err != nil {
 		return err
 	}
-	att, err := s.cfg.Network.Attach(ctx, sb.ID, sb.Slot)
+	att, err := s.attach(ctx, sb)
 	if err != nil {
-		return fmt.Errorf("attaching network: %w", err)
+		return err
 	}
 	if err := s.cfg.Runtime.Restore(ctx, s.instance(sb, att.Netns), s.memDir(ck.ID)); err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)

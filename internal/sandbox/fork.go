@@ -40,7 +40,7 @@ func (s *Service) Fork(ctx context.Context, ref string, p ForkParams) ([]*Sandbo
 	}
 	var children []*Sandbox
 	for _, n := range names {
-		child, err := s.createFrom(ctx, CreateParams{Name: n, Labels: parent.Spec.Labels, Policy: parent.Policy, Owner: p.Owner}, ck,
+		child, err := s.createFrom(ctx, CreateParams{Name: n, Labels: parent.Spec.Labels, Policy: parent.Policy, Owner: p.Owner, Network: &parent.Spec.Network}, ck,
 			fmt.Sprintf("forked from sandbox %s, checkpoint %s", parent.Name, ck.ID))
 		if err != nil {
 			cctx := context.WithoutCancel(ctx)
@@ -123,6 +123,9 @@ func (s *Service) createFrom(ctx context.Context, p CreateParams, ck *Checkpoint
 	spec := ck.Manifest.Spec
 	spec.Labels = p.Labels
 	spec.Ephemeral = p.Ephemeral
+	if p.Network != nil {
+		spec.Network = *p.Network
+	}
 	now := s.cfg.Now().UTC()
 	sb := &Sandbox{
 		ID: newID(12), Name: p.Name, Spec: spec, State: StateCreating, Generation: 1, Token: newToken(),

@@ -28,10 +28,19 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 		ttl := s.cfg.EphemeralTTL
 		p.Policy.TTL = &ttl
 	}
+	if p.Network != nil {
+		if err := p.Network.Validate(); err != nil {
+			return nil, err
+		}
+	}
 	if p.From != "" {
 		return s.createFromRef(ctx, p)
 	}
 	spec := Spec{Image: p.Image, CPUs: p.CPUs, MemoryBytes: p.MemoryBytes, Env: p.Env, Labels: p.Labels, Ephemeral: p.Ephemeral}
+	spec.Network = NetworkPolicy{Mode: NetworkNone}
+	if p.Network != nil {
+		spec.Network = *p.Network
+	}
 	if spec.Image == "" {
 		spec.Image = DefaultImage
 	}
@@ -126,9 +135,9 @@ func (s *Service) undoCreate(ctx context.Context, sb *Sandbox) {
 
 // startInstance boots the current generation and waits for den-init.
 func (s *Service) startInstance(ctx context.Context, sb *Sandbox) (err error) {
-	att, err := s.cfg.Network.Attach(ctx, sb.ID, sb.Slot)
+	att, err := s.attach(ctx, sb)
 	if err != nil {
-		return fmt.Errorf("attaching network: %w", err)
+		return err
 	}
 	if err := s.cfg.Runtime.Start(ctx, s.instance(sb, att.Netns)); err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)

@@ -234,6 +234,22 @@ func (p *NetworkPolicy) Validate() error {
 	return nil
 }
 
+// Summary describes the policy in one line, for history and logs.
+func (p NetworkPolicy) Summary() string {
+	mode := p.Mode
+	if mode == "" {
+		mode = NetworkNone
+	}
+	if len(p.Allow) == 0 {
+		return string(mode)
+	}
+	rules := make([]string, len(p.Allow))
+	for i, r := range p.Allow {
+		rules[i] = r.String()
+	}
+	return string(mode) + " " + strings.Join(rules, " ")
+}
+
 // Matches reports whether domain rule r admits name (lowercase, no final dot).
 func (r NetworkRule) Matches(name string) bool {
 	if r.Domain == "" {

@@ -33,6 +33,9 @@ type CreateParams struct {
 	Policy    Policy
 	// Owner is the id of the API token creating it; "" for admin callers.
 	Owner string
+	// Network is what it may reach; nil means mode none, or, with From,
+	// the checkpoint's policy.
+	Network *NetworkPolicy
 }
 
 // ExecParams is what a caller asks for when running a command.

@@ -32,6 +32,13 @@ func (s *Service) Recover(ctx context.Context) error {
 		l := s.lock(sb.ID)
 		l.Lock()
 		alive, err := s.recoverOne(ctx, sb)
+		if err == nil && alive {
+			// The namespace and firewall outlive dend; the resolver's
+			// knowledge of the sandbox does not.
+			if nerr := s.cfg.Network.Enforce(ctx, sb.ID, sb.Slot, sb.Spec.Network); nerr != nil {
+				s.log.Error("applying network policy again", "sandbox", sb.Name, "err", nerr)
+			}
+		}
 		l.Unlock()
 		if err != nil {
 			return fmt.Errorf("recovering sandbox %q: %w", sb.Name, err)

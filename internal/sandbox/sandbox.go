@@ -105,6 +105,7 @@ const (
 	EventForked     = "forked"
 	EventPolicy     = "policy"
 	EventExpired    = "expired" // its TTL ended
+	EventNetwork    = "network" // its network policy changed
 )
 
 // Pending changes: the steps of a multi-step verb a restarted dend must

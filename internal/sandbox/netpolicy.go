@@ -1,0 +1,55 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+)
+
+// attach joins sb's next instance to the host network under its policy.
+func (s *Service) attach(ctx context.Context, sb *Sandbox) (Attachment, error) {
+	att, err := s.cfg.Network.Attach(ctx, sb.ID, sb.Slot)
+	if err != nil {
+		return att, fmt.Errorf("attaching network: %w", err)
+	}
+	if err := s.cfg.Network.Enforce(ctx, sb.ID, sb.Slot, sb.Spec.Network); err != nil {
+		if derr := s.cfg.Network.Detach(context.WithoutCancel(ctx), sb.ID); derr != nil {
+			s.log.Error("detaching network", "sandbox", sb.Name, "err", derr)
+		}
+		return att, fmt.Errorf("applying network policy: %w", err)
+	}
+	return att, nil
+}
+
+// SetNetwork changes what a sandbox may reach. A sandbox with an instance
+// (running or paused) gets the new policy at once; a stopped or
+// hibernated one when it next boots. It is kept across hibernate, restore
+// and fork.
+func (s *Service) SetNetwork(ctx context.Context, ref string, p NetworkPolicy) (*Sandbox, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	sb, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := require(sb, "change the network policy of", StateRunning, StatePaused, StateStopped, StateHibernated, StateError); err != nil {
+		return nil, err
+	}
+	if sb.State == StateRunning || sb.State == StatePaused {
+		if err := s.cfg.Network.Enforce(ctx, sb.ID, sb.Slot, p); err != nil {
+			return nil, fmt.Errorf("applying network policy to sandbox %q: %w", sb.Name, err)
+		}
+	}
+	old := sb.Spec.Network
+	sb.Spec.Network = p
+	if err := s.record(ctx, sb, EventNetwork, "network policy: "+p.Summary()); err != nil {
+		if sb.State == StateRunning || sb.State == StatePaused {
+			if rerr := s.cfg.Network.Enforce(context.WithoutCancel(ctx), sb.ID, sb.Slot, old); rerr != nil {
+				s.log.Error("putting back the network policy", "sandbox", sb.Name, "err", rerr)
+			}
+		}
+		return nil, err
+	}
+	return sb, nil
+}
