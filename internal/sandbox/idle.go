@@ -323,7 +323,9 @@ func (s *Service) collectOne(ctx context.Context, ck *Checkpoint) {
 	if owner, err = s.cfg.Store.GetSandbox(ctx, owner.ID); err != nil {
 		return
 	}
-	if owner.Checkpoint == ck.ID || owner.Pending != "" {
+	// A verb may have started using it while this waited for the lock: a
+	// fork pins its new checkpoint before it lets go of the parent.
+	if owner.Checkpoint == ck.ID || owner.Pending != "" || s.isPinned(ck.ID) {
 		return
 	}
 	s.log.Info("removing a checkpoint nothing needs", "checkpoint", ck.ID, "sandbox", owner.Name, "kind", ck.Kind)
