@@ -36,6 +36,9 @@ type CreateSandboxRequest struct {
 	// destroyed when their TTL ends.
 	Ephemeral bool    `json:"ephemeral,omitempty"`
 	Policy    *Policy `json:"policy,omitempty"` // unset fields take dend's defaults
+	// Network is what it may reach; absent means mode none, or, with From,
+	// the checkpoint's policy.
+	Network *NetworkPolicy `json:"network,omitempty"`
 }
 
 // Sandbox is the durable record of one sandbox.
@@ -52,6 +55,7 @@ type Sandbox struct {
 	Generation  int64             `json:"generation"`
 	Address     string            `json:"address,omitempty"` // private in-sandbox address
 	Ephemeral   bool              `json:"ephemeral,omitempty"`
+	Network     NetworkPolicy     `json:"network"` // what it may reach
 	// Policy is the idle policy in effect: the sandbox's own values with
 	// dend's defaults filled in, every field set.
 	Policy Policy      `json:"policy"`

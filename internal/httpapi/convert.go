@@ -26,6 +26,7 @@ func (s *server) toSandbox(sb *sandbox.Sandbox) api.Sandbox {
 		Generation:  sb.Generation,
 		Address:     s.sandboxes.Address(sb),
 		Ephemeral:   sb.Spec.Ephemeral,
+		Network:     fromNetwork(sb.Spec.Network),
 		Policy:      fromPolicy(s.sandboxes.EffectivePolicy(sb)),
 		RunningFor:  api.FormatDuration(sb.Usage.Ran(time.Now()).Round(time.Second)),
 		Checkpoint:  sb.Checkpoint,
@@ -195,7 +196,16 @@ func toCreateParams(req api.CreateSandboxRequest) (sandbox.CreateParams, error) 
 			return sandbox.CreateParams{}, err
 		}
 	}
+	var network *sandbox.NetworkPolicy
+	if req.Network != nil {
+		p, err := toNetwork(*req.Network)
+		if err != nil {
+			return sandbox.CreateParams{}, err
+		}
+		network = &p
+	}
 	return sandbox.CreateParams{
+		Network:     network,
 		Name:        req.Name,
 		Image:       req.Image,
 		CPUs:        req.CPUs,

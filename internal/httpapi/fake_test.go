@@ -343,6 +343,15 @@ func (f *fakeSandboxes) SetPolicy(ctx context.Context, ref string, p sandbox.Pol
 	return &sb, nil
 }
 
+func (f *fakeSandboxes) SetNetwork(ctx context.Context, ref string, p sandbox.NetworkPolicy) (*sandbox.Sandbox, error) {
+	if err := f.enter("SetNetwork", ref, p); err != nil {
+		return nil, err
+	}
+	sb := *f.sandboxes[0]
+	sb.Spec.Network = p
+	return &sb, nil
+}
+
 func (f *fakeSandboxes) EffectivePolicy(sb *sandbox.Sandbox) sandbox.Policy {
 	return sb.Policy.Merge(f.defaults)
 }

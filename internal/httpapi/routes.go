@@ -32,6 +32,7 @@ func (s *server) routes() []route {
 		{"POST", "/v1/sandboxes/{name}/hibernate", s.hibernateSandbox},
 		{"POST", "/v1/sandboxes/{name}/recover", s.recoverSandbox},
 		{"PATCH", "/v1/sandboxes/{name}/policy", s.setPolicy},
+		{"PUT", "/v1/sandboxes/{name}/network", s.setNetwork},
 
 		{"POST", "/v1/sandboxes/{name}/checkpoints", s.createCheckpoint},
 		{"GET", "/v1/sandboxes/{name}/checkpoints", s.listCheckpoints},

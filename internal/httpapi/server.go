@@ -71,6 +71,8 @@ type SandboxService interface {
 	Fork(ctx context.Context, ref string, p sandbox.ForkParams) ([]*sandbox.Sandbox, error)
 	// RecoverSandbox brings a sandbox in error back.
 	RecoverSandbox(ctx context.Context, ref string, p sandbox.RecoverParams) (*sandbox.Sandbox, error)
+	// SetNetwork replaces what a sandbox may reach, at once.
+	SetNetwork(ctx context.Context, ref string, p sandbox.NetworkPolicy) (*sandbox.Sandbox, error)
 	// SetPolicy changes the fields of a sandbox's idle policy that p sets.
 	SetPolicy(ctx context.Context, ref string, p sandbox.Policy) (*sandbox.Sandbox, error)
 	// EffectivePolicy is sb's policy with dend's defaults filled in; Due

@@ -1,0 +1,60 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+// setNetwork replaces a sandbox's network policy, effective at once.
+func (s *server) setNetwork(w http.ResponseWriter, r *http.Request) error {
+	var req api.NetworkPolicy
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	p, err := toNetwork(req)
+	if err != nil {
+		return err
+	}
+	sb, err := s.sandboxes.SetNetwork(r.Context(), r.PathValue("name"), p)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+}
+
+// toNetwork reads a policy from the wire, rules in their written form.
+func toNetwork(req api.NetworkPolicy) (sandbox.NetworkPolicy, error) {
+	if len(req.Allow) > sandbox.MaxNetworkRules {
+		return sandbox.NetworkPolicy{}, errdefs.WithHint(errdefs.TooLarge("%d network rules, over the limit of %d", len(req.Allow), sandbox.MaxNetworkRules),
+			"admit whole ranges with a CIDR, or a domain's subdomains with *.example.com")
+	}
+	p := sandbox.NetworkPolicy{Mode: sandbox.NetworkMode(req.Mode)}
+	if p.Mode == "" {
+		p.Mode = sandbox.NetworkNone
+		if len(req.Allow) > 0 {
+			p.Mode = sandbox.NetworkAllow
+		}
+	}
+	for _, s := range req.Allow {
+		r, err := sandbox.ParseNetworkRule(s)
+		if err != nil {
+			return sandbox.NetworkPolicy{}, err
+		}
+		p.Allow = append(p.Allow, r)
+	}
+	return p, p.Validate()
+}
+
+func fromNetwork(p sandbox.NetworkPolicy) api.NetworkPolicy {
+	out := api.NetworkPolicy{Mode: string(p.Mode)}
+	if out.Mode == "" {
+		out.Mode = api.NetworkNone
+	}
+	for _, r := range p.Allow {
+		out.Allow = append(out.Allow, r.String())
+	}
+	return out
+}
