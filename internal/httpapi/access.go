@@ -192,10 +192,14 @@ func (s *server) guard(rt route) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		info := infoOf(r)
 		info.route = rt.path
+		ref := r.PathValue("name")
+		if a == areaSandboxes {
+			info.sandbox = ref
+		}
 		if err := allow(info.principal, a, mutates); err != nil {
 			return err
 		}
-		if a == areaSandboxes && r.PathValue("name") != "" {
+		if a == areaSandboxes && ref != "" {
 			if err := s.scopeSandbox(r, info); err != nil {
 				return err
 			}
@@ -214,12 +218,10 @@ func (s *server) scopeSandbox(r *http.Request, info *requestInfo) error {
 	ref := r.PathValue("name")
 	p := info.principal
 	if p.Scope.Admin() {
-		info.sandbox = ref
 		return nil
 	}
 	sb, err := s.ownSandbox(r.Context(), p, ref)
 	if err != nil {
-		info.sandbox = ref
 		return err
 	}
 	info.sandboxID, info.sandbox = sb.ID, sb.Name
