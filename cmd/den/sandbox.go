@@ -18,6 +18,7 @@ func (a *app) createCommand() *cobra.Command {
 		env    []string
 		labels []string
 		policy policyFlags
+		net    networkFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME",
@@ -31,11 +32,15 @@ files, image, CPUs and memory, and its processes if the checkpoint holds them.
 
 When idle, a sandbox is paused, then hibernated, as dend's defaults or the
 policy flags say (see ` + "`den policy --help`" + `). An --ephemeral sandbox keeps nothing
-once destroyed, and is destroyed when its --ttl of running time ends.`,
+once destroyed, and is destroyed when its --ttl of running time ends.
+
+A new sandbox reaches no network; --network and --allow say what it may reach
+(see ` + "`den network --help`" + `).`,
 		Example: `  den create web
   den create ml --image debian --cpus 2 --memory 4G --env API_URL=http://10.0.0.1 --label team=research
   den create copy --from web:before-upgrade
-  den create scratch --ephemeral --ttl 30m --pause-after 1m --hibernate-after 5m`,
+  den create scratch --ephemeral --ttl 30m --pause-after 1m --hibernate-after 5m
+  den create agent --allow pypi.org:443 --allow '*.pythonhosted.org:443'`,
 		Args: args("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -47,6 +52,7 @@ once destroyed, and is destroyed when its --ttl of running time ends.`,
 				return err
 			}
 			req.Policy = policy.changed(cmd)
+			req.Network = net.policy()
 			c, err := a.client()
 			if err != nil {
 				return err
@@ -73,6 +79,7 @@ once destroyed, and is destroyed when its --ttl of running time ends.`,
 	f.StringArrayVarP(&env, "env", "e", nil, "environment variable K=V for every command (K alone takes it from here); repeatable")
 	f.StringArrayVar(&labels, "label", nil, "label K=V; repeatable")
 	f.StringVar(&req.From, "from", "", "start from a checkpoint: its id, or SANDBOX:NAME")
+	net.register(cmd, "network")
 	f.BoolVar(&req.Ephemeral, "ephemeral", false, "keep nothing once destroyed; destroyed when its --ttl (default: dend's --ephemeral-ttl) of running time ends")
 	policy.register(cmd)
 	return cmd
