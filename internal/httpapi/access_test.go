@@ -634,10 +634,10 @@ func TestAuditRecordsChanges(t *testing.T) {
 	a.do("alice", "POST", "/v1/sandboxes", strings.NewReader(`{"name":"web","env":{"PASSWORD":"`+envValue+`"}}`))
 	a.do("alice", "POST", "/v1/sandboxes/mine/stop", nil)
 	a.do("alice", "POST", "/v1/sandboxes/theirs/stop", nil) // another's: 404
-	a.do("alice-ro", "DELETE", "/v1/sandboxes/mine", nil)  // read-only: 403
-	a.do("alice", "GET", "/v1/sandboxes/mine", nil)        // a read: not recorded
-	a.do("root", "POST", "/v1/nowhere", nil)               // no such route
-	a.do("", "POST", "/v1/sandboxes/mine/stop", nil)       // no token: 401, logged only
+	a.do("alice-ro", "DELETE", "/v1/sandboxes/mine", nil)   // read-only: 403
+	a.do("alice", "GET", "/v1/sandboxes/mine", nil)         // a read: not recorded
+	a.do("root", "POST", "/v1/nowhere", nil)                // no such route
+	a.do("", "POST", "/v1/sandboxes/mine/stop", nil)        // no token: 401, logged only
 
 	var got api.AuditList
 	if resp := a.doJSON("root", "GET", "/v1/audit", nil, &got); resp.StatusCode != 200 {
@@ -704,4 +704,3 @@ func TestAuditRecordsChanges(t *testing.T) {
 		}
 	}
 }
-
