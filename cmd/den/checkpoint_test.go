@@ -147,6 +147,13 @@ func (d *sleepDend) start(t *testing.T) string {
 	mux.HandleFunc("PATCH /v1/sandboxes/{name}/policy", func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(sandbox(r.PathValue("name"), api.StateRunning))
 	})
+	mux.HandleFunc("PUT /v1/sandboxes/{name}/network", func(w http.ResponseWriter, r *http.Request) {
+		var p api.NetworkPolicy
+		_ = json.NewDecoder(r.Body).Decode(&p)
+		sb := sandbox(r.PathValue("name"), api.StateRunning)
+		sb.Network = p
+		_ = json.NewEncoder(w).Encode(sb)
+	})
 	mux.HandleFunc("POST /v1/sandboxes", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(201)
 		_ = json.NewEncoder(w).Encode(sandbox("new", api.StateRunning))
