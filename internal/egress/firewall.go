@@ -164,7 +164,9 @@ func (f *Firewall) Setup() error {
 	for _, ch := range []*nftables.Chain{forward, input, nat} {
 		c.FlushChain(ch)
 	}
-	rule := func(ch *nftables.Chain, e ...expr.Any) { c.AddRule(&nftables.Rule{Table: f.table, Chain: ch, Exprs: e}) }
+	rule := func(ch *nftables.Chain, e ...expr.Any) {
+		c.AddRule(&nftables.Rule{Table: f.table, Chain: ch, Exprs: e})
+	}
 
 	rule(forward, &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
 		&expr.Lookup{SourceRegister: 1, SetName: fwd.Name, SetID: fwd.ID, IsDestRegSet: true, DestRegister: 0})
