@@ -17,6 +17,7 @@ import (
 var (
 	ErrInvalid      = errors.New("invalid request")
 	ErrUnauthorized = errors.New("unauthorized")
+	ErrForbidden    = errors.New("forbidden")
 	ErrNotFound     = errors.New("not found")
 	ErrConflict     = errors.New("conflict")
 	ErrTooLarge     = errors.New("too large")
@@ -26,6 +27,7 @@ var (
 var classByCode = map[string]error{
 	api.CodeInvalid:      ErrInvalid,
 	api.CodeUnauthorized: ErrUnauthorized,
+	api.CodeForbidden:    ErrForbidden,
 	api.CodeNotFound:     ErrNotFound,
 	api.CodeConflict:     ErrConflict,
 	api.CodeTooLarge:     ErrTooLarge,
@@ -35,6 +37,7 @@ var classByCode = map[string]error{
 var codeByStatus = map[int]string{
 	http.StatusBadRequest:            api.CodeInvalid,
 	http.StatusUnauthorized:          api.CodeUnauthorized,
+	http.StatusForbidden:             api.CodeForbidden,
 	http.StatusNotFound:              api.CodeNotFound,
 	http.StatusMethodNotAllowed:      api.CodeInvalid,
 	http.StatusConflict:              api.CodeConflict,
@@ -47,6 +50,7 @@ var codeByStatus = map[int]string{
 var statusByCode = map[string]int{
 	api.CodeInvalid:      http.StatusBadRequest,
 	api.CodeUnauthorized: http.StatusUnauthorized,
+	api.CodeForbidden:    http.StatusForbidden,
 	api.CodeNotFound:     http.StatusNotFound,
 	api.CodeConflict:     http.StatusConflict,
 	api.CodeTooLarge:     http.StatusRequestEntityTooLarge,
@@ -119,8 +123,13 @@ func IsInvalid(err error) bool { return errors.Is(err, ErrInvalid) }
 // the request right now, including when dend cannot be reached.
 func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
 
-// IsUnauthorized reports whether err says the token is missing or wrong.
+// IsUnauthorized reports whether err says the token is missing, wrong,
+// expired or revoked.
 func IsUnauthorized(err error) bool { return errors.Is(err, ErrUnauthorized) }
+
+// IsForbidden reports whether err says the token's scope does not allow
+// the call.
+func IsForbidden(err error) bool { return errors.Is(err, ErrForbidden) }
 
 // fromAPI wraps an in-band wire error.
 func fromAPI(e *api.Error) *Error {
