@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -17,16 +18,26 @@ import (
 	denns "github.com/den-dev/den/internal/netns"
 )
 
-// A sandbox's namespace reaches the host end of its link and nothing else,
-// and Detach leaves no link or namespace behind. Traffic stays between the
-// host and the namespace this test made.
+// A sandbox's namespace is routed through the host end of its link, the
+// host reaches den-init's address in it, and Detach leaves no link or
+// namespace behind. Traffic stays between the host and the namespace this
+// test made.
 func TestNetnsAttachDetach(t *testing.T) {
-	m, err := denns.New("10.214.250.0/28", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m, err := denns.Open(context.Background(), denns.Config{
+		Prefix:    "10.214.250.0/28",
+		Upstreams: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53")}, // never asked: no policy allows a name
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Slots() != 4 {
-		t.Fatalf("a /28 holds %d slots, want 4", m.Slots())
+	t.Cleanup(func() { m.Close() })
+	// The last /30 is den's: its first address is the resolver's.
+	if m.Slots() != 3 {
+		t.Fatalf("a /28 holds %d slots, want 3", m.Slots())
+	}
+	if got := m.ResolverAddr().String(); got != "10.214.250.13" {
+		t.Fatalf("resolver address %s, want 10.214.250.13", got)
 	}
 	ctx := context.Background()
 	id := "nstest" + time.Now().Format("150405")
@@ -34,16 +45,16 @@ func TestNetnsAttachDetach(t *testing.T) {
 
 	// Attach twice: the second replaces the first.
 	for i := 0; i < 2; i++ {
-		if _, err := m.Attach(ctx, id, 3); err != nil {
+		if _, err := m.Attach(ctx, id, 2); err != nil {
 			t.Fatalf("attach %d: %v", i, err)
 		}
 	}
-	att, err := m.Attach(ctx, id, 3)
+	att, err := m.Attach(ctx, id, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if att.Host.String() != "10.214.250.13" || att.Guest.String() != "10.214.250.14" {
-		t.Fatalf("slot 3 addresses: %s %s", att.Host, att.Guest)
+	if att.Host.String() != "10.214.250.9" || att.Guest.String() != "10.214.250.10" {
+		t.Fatalf("slot 2 addresses: %s %s", att.Host, att.Guest)
 	}
 
 	// A listener inside the namespace answers the host.
@@ -61,10 +72,14 @@ func TestNetnsAttachDetach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var gw string
 	for _, r := range routes {
-		if r.Dst == nil {
-			t.Fatalf("the namespace has a default route: %+v", r)
+		if r.Dst == nil || r.Dst.String() == "0.0.0.0/0" {
+			gw = r.Gw.String()
 		}
+	}
+	if gw != att.Host.String() {
+		t.Fatalf("the namespace's default route goes via %q, want the host end %s: %+v", gw, att.Host, routes)
 	}
 	ln := listenIn(t, ns, att.Guest.String()+":7777")
 	go func() {
@@ -97,17 +112,17 @@ func TestNetnsAttachDetach(t *testing.T) {
 	if _, err := netlink.LinkByName("den" + id[:12]); err == nil {
 		t.Fatalf("link left after detach")
 	}
-	if _, err := m.Attach(ctx, id, 4); err == nil {
-		t.Fatalf("slot 4 of 4 accepted")
+	if _, err := m.Attach(ctx, id, 3); err == nil {
+		t.Fatalf("slot 3, den's own, accepted")
 	}
 
 	// A slot whose address another link already has is refused.
-	if _, err := m.Attach(ctx, id, 2); err != nil {
+	if _, err := m.Attach(ctx, id, 1); err != nil {
 		t.Fatal(err)
 	}
 	other := id[:len(id)-1] + "x"
 	t.Cleanup(func() { m.Detach(ctx, other) })
-	if _, err := m.Attach(ctx, other, 2); !errors.Is(err, errdefs.ErrConflict) {
+	if _, err := m.Attach(ctx, other, 1); !errors.Is(err, errdefs.ErrConflict) {
 		t.Fatalf("attaching a second sandbox to a used slot: %v, want a conflict", err)
 	}
 	if _, err := os.Stat(denns.Path(other)); !os.IsNotExist(err) {

@@ -1,7 +1,15 @@
-// Package netns gives each sandbox its own network namespace, joined to the
-// host by a veth pair on a private /30: the host end gets the first address,
-// the sandbox's eth0 the second, where den-init listens. There is no route
-// out of the namespace, so a sandbox reaches nothing but its host end.
+// Package netns puts each sandbox on the network: its own network
+// namespace, joined to the host by a veth pair on a private /30 (the host
+// end gets the first address, the sandbox's eth0 the second, where
+// den-init listens, and the namespace routes everything through the host
+// end), with the sandbox's network policy enforced on the host by an
+// egress.Firewall and its DNS answered by an egress.Resolver on one fixed
+// address that every sandbox, fork and restored copy shares.
+//
+// The last /30 of the range is den's own: its first address is the
+// resolver's, on the host's lo. Host state (namespaces, links, the nftables
+// table) outlives dend, as sandboxes do; a restarted dend calls Enforce
+// again for each running sandbox so its resolver knows them.
 package netns
 
 import (
@@ -14,10 +22,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/den-dev/den/internal/egress"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -29,29 +39,135 @@ const DefaultPrefix = "10.213.0.0/16"
 // they outlive dend.
 const nsDir = "/run/netns"
 
-// Manager is the sandbox.Network over netlink.
+// Config is what a Manager needs.
+type Config struct {
+	// Prefix is the IPv4 range of sandbox links, /28 or wider, that no
+	// host network uses; DefaultPrefix when empty.
+	Prefix string
+	// Upstreams are the DNS servers the resolver forwards allowed names
+	// to; the host's /etc/resolv.conf nameservers when empty.
+	Upstreams []netip.AddrPort
+	Logger    *slog.Logger
+}
+
+// Manager is the sandbox.Network over netlink, nftables and den's resolver.
 type Manager struct {
-	prefix netip.Prefix
-	log    *slog.Logger
+	prefix   netip.Prefix
+	log      *slog.Logger
+	fw       *egress.Firewall
+	resolver *egress.Resolver
 }
 
 var _ sandbox.Network = (*Manager)(nil)
 
-// New returns a Manager handing out /30 links from prefix.
-func New(prefix string, log *slog.Logger) (*Manager, error) {
-	p, err := netip.ParsePrefix(prefix)
+// Open sets up the host for sandboxes in cfg.Prefix: the nftables table,
+// the resolver's address and the resolver itself, which serves until
+// Close. It is safe to open again what a previous dend left.
+func Open(ctx context.Context, cfg Config) (*Manager, error) {
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	p, err := netip.ParsePrefix(cfg.Prefix)
 	if err != nil || !p.Addr().Is4() || p.Bits() > 28 {
-		return nil, errdefs.WithHint(errdefs.Invalid("invalid sandbox address range %q", prefix),
+		return nil, errdefs.WithHint(errdefs.Invalid("invalid sandbox address range %q", cfg.Prefix),
 			"use an IPv4 prefix of /28 or wider that no host network uses, e.g. "+DefaultPrefix)
 	}
-	return &Manager{prefix: p.Masked(), log: log}, nil
+	m := &Manager{prefix: p.Masked(), log: cfg.Logger}
+	resolver := m.ResolverAddr()
+	ups := cfg.Upstreams
+	if len(ups) == 0 {
+		if ups, err = hostNameservers(); err != nil {
+			return nil, err
+		}
+	}
+	for _, u := range ups {
+		if m.prefix.Contains(u.Addr()) {
+			return nil, errdefs.Invalid("DNS upstream %s is inside the sandbox range %s", u, m.prefix)
+		}
+	}
+	if len(ups) == 0 {
+		m.log.Warn("no DNS upstream: sandboxes will resolve no name; give dend one or add a nameserver to /etc/resolv.conf")
+	}
+
+	m.fw, err = egress.NewFirewall(egress.FirewallConfig{Table: m.tableName(), Sandboxes: m.prefix, Resolver: resolver})
+	if err != nil {
+		return nil, err
+	}
+	if err := m.fw.Setup(); err != nil {
+		return nil, err
+	}
+	if err := ensureResolverAddr(resolver); err != nil {
+		return nil, err
+	}
+	m.resolver, err = egress.NewResolver(egress.ResolverConfig{
+		Addr: netip.AddrPortFrom(resolver, 53), Upstreams: ups, Denied: m.fw.Denied(), Admit: m.fw, Logger: m.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := m.resolver.Start(); err != nil {
+		if errors.Is(err, errAddrInUse) {
+			return nil, errdefs.WithHint(errdefs.Conflict("den's resolver address %s is in use", resolver),
+				"another dend serves this range: give this dend its own --subnet")
+		}
+		return nil, err
+	}
+	m.log.Info("sandbox network ready", "range", m.prefix, "resolver", resolver, "upstreams", ups, "table", m.fw.Table())
+	return m, nil
 }
 
-// Slots is how many /30 links the range holds.
-func (m *Manager) Slots() int { return 1 << (32 - m.prefix.Bits() - 2) }
+// New is Open with the host's DNS servers as upstreams.
+//
+// Deprecated: use Open, and Close the Manager.
+func New(prefix string, log *slog.Logger) (*Manager, error) {
+	return Open(context.Background(), Config{Prefix: prefix, Logger: log})
+}
+
+// Close stops the resolver. Sandboxes still attached keep their links and
+// rules (they outlive dend); when none is left, den's table and resolver
+// address go too.
+func (m *Manager) Close() error {
+	err := m.resolver.Close()
+	links, lerr := m.fw.Links()
+	if lerr != nil || len(links) > 0 {
+		return errors.Join(err, lerr)
+	}
+	return errors.Join(err, removeResolverAddr(m.ResolverAddr()), m.fw.Teardown())
+}
+
+// ResolverAddr is the one DNS server every sandbox uses.
+func (m *Manager) ResolverAddr() netip.Addr {
+	host, _ := m.addr(m.slots())
+	return host
+}
+
+// ResolvConf is the /etc/resolv.conf every sandbox gets.
+func (m *Manager) ResolvConf() []byte {
+	return []byte("# den's resolver: it answers only the names this sandbox's network policy allows.\nnameserver " +
+		m.ResolverAddr().String() + "\n")
+}
+
+// Table is the name of den's nftables table (family inet).
+func (m *Manager) Table() string { return m.fw.Table() }
+
+// tableName derives from the range, so that dends with different ranges
+// never share a table, and a restarted dend finds its own.
+func (m *Manager) tableName() string {
+	return "den-" + strings.ReplaceAll(m.prefix.String(), "/", "-")
+}
+
+// Slots is how many sandbox links the range holds: every /30 but the last.
+func (m *Manager) Slots() int { return m.slots() }
+
+func (m *Manager) slots() int { return 1<<(32-m.prefix.Bits()-2) - 1 }
 
 // Addr returns the host and sandbox addresses of slot.
-func (m *Manager) Addr(slot int) (host, guest netip.Addr) {
+func (m *Manager) Addr(slot int) (host, guest netip.Addr) { return m.addr(slot) }
+
+func (m *Manager) addr(slot int) (host, guest netip.Addr) {
 	base := m.prefix.Addr().As4()
 	n := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
 	n += uint32(slot) * 4
@@ -74,9 +190,14 @@ func linkName(id string) string {
 // Path is where the sandbox's namespace is mounted.
 func Path(id string) string { return filepath.Join(nsDir, nsName(id)) }
 
-// Attach creates the namespace and link of a sandbox and addresses both
-// ends. Whatever was left from an earlier attach is replaced: gVisor takes
-// the addresses off the link when it starts, so each boot needs them anew.
+// LinkName is the host end of the sandbox's veth.
+func LinkName(id string) string { return linkName(id) }
+
+// Attach creates the namespace and link of a sandbox, addresses both ends
+// and routes the namespace through the host end, under policy none until
+// Enforce says otherwise. Whatever was left from an earlier attach is
+// replaced: gVisor takes the addresses off the link when it starts, so
+// each boot needs them anew.
 func (m *Manager) Attach(ctx context.Context, id string, slot int) (att sandbox.Attachment, err error) {
 	if slot < 0 || slot >= m.Slots() {
 		return att, errdefs.Invalid("network slot %d outside the range's %d slots", slot, m.Slots())
@@ -93,51 +214,74 @@ func (m *Manager) Attach(ctx context.Context, id string, slot int) (att sandbox.
 	if err := addrFree(host, guest); err != nil {
 		return att, err
 	}
+	// Rules first: the route out comes last.
+	sb := egress.Sandbox{ID: id, Link: linkName(id), Guest: guest}
+	if err := m.fw.Apply(sb, sandbox.NetworkPolicy{Mode: sandbox.NetworkNone}); err != nil {
+		return att, err
+	}
 	ns, err := newNamed(nsName(id))
 	if err != nil {
 		return att, fmt.Errorf("creating network namespace: %w", err)
 	}
 	defer ns.Close()
+	if err := makeLink(ns, sb.Link, host, guest); err != nil {
+		return att, err
+	}
+	return sandbox.Attachment{Netns: Path(id), Host: host, Guest: guest}, nil
+}
 
+// makeLink creates the veth pair with its host end named name and its
+// other end eth0 in ns, addresses and raises both, and routes ns through
+// the host end.
+func makeLink(ns netns.NsHandle, name string, host, guest netip.Addr) error {
 	veth := &netlink.Veth{
-		LinkAttrs:     netlink.LinkAttrs{Name: linkName(id), MTU: 1500},
+		LinkAttrs:     netlink.LinkAttrs{Name: name, MTU: 1500},
 		PeerName:      "eth0",
 		PeerNamespace: netlink.NsFd(int(ns)),
 	}
 	if err := netlink.LinkAdd(veth); err != nil {
-		return att, fmt.Errorf("creating link %s: %w", veth.Name, err)
+		return fmt.Errorf("creating link %s: %w", name, err)
 	}
-	hostLink, err := netlink.LinkByName(veth.Name)
+	hostLink, err := netlink.LinkByName(name)
 	if err != nil {
-		return att, fmt.Errorf("finding link %s: %w", veth.Name, err)
+		return fmt.Errorf("finding link %s: %w", name, err)
 	}
+	// Sandboxes have no IPv6: not even a link-local address on the host end.
+	_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0o644)
 	if err := netlink.AddrAdd(hostLink, addr(host)); err != nil {
-		return att, fmt.Errorf("addressing link %s: %w", veth.Name, err)
+		return fmt.Errorf("addressing link %s: %w", name, err)
 	}
 	if err := netlink.LinkSetUp(hostLink); err != nil {
-		return att, fmt.Errorf("raising link %s: %w", veth.Name, err)
+		return fmt.Errorf("raising link %s: %w", name, err)
 	}
 
 	h, err := netlink.NewHandleAt(ns)
 	if err != nil {
-		return att, fmt.Errorf("opening namespace: %w", err)
+		return fmt.Errorf("opening namespace: %w", err)
 	}
 	defer h.Close()
-	for _, name := range []string{"lo", "eth0"} {
-		l, err := h.LinkByName(name)
+	for _, n := range []string{"lo", "eth0"} {
+		l, err := h.LinkByName(n)
 		if err != nil {
-			return att, fmt.Errorf("finding %s in namespace: %w", name, err)
+			return fmt.Errorf("finding %s in namespace: %w", n, err)
 		}
-		if name == "eth0" {
+		if n == "eth0" {
 			if err := h.AddrAdd(l, addr(guest)); err != nil {
-				return att, fmt.Errorf("addressing eth0: %w", err)
+				return fmt.Errorf("addressing eth0: %w", err)
 			}
 		}
 		if err := h.LinkSetUp(l); err != nil {
-			return att, fmt.Errorf("raising %s in namespace: %w", name, err)
+			return fmt.Errorf("raising %s in namespace: %w", n, err)
+		}
+		if n == "eth0" {
+			// gVisor copies the namespace's routes when it boots or restores.
+			route := &netlink.Route{LinkIndex: l.Attrs().Index, Gw: host.AsSlice(), Family: netlink.FAMILY_V4}
+			if err := h.RouteAdd(route); err != nil {
+				return fmt.Errorf("routing the namespace through %s: %w", host, err)
+			}
 		}
 	}
-	return sandbox.Attachment{Netns: Path(id), Host: host, Guest: guest}, nil
+	return nil
 }
 
 // addrFree refuses a slot whose addresses some host interface already
@@ -191,7 +335,9 @@ func newNamed(name string) (netns.NsHandle, error) {
 	return ns, err
 }
 
-// Detach removes the link and the namespace. Missing parts are fine.
+// Detach removes the link and the namespace, then the sandbox's rules and
+// resolver entry (in that order, so the sandbox is never routed out
+// without its rules). Missing parts are fine.
 func (m *Manager) Detach(ctx context.Context, id string) error {
 	if l, err := netlink.LinkByName(linkName(id)); err == nil {
 		if err := netlink.LinkDel(l); err != nil {
@@ -201,14 +347,45 @@ func (m *Manager) Detach(ctx context.Context, id string) error {
 	if err := netns.DeleteNamed(nsName(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("removing network namespace of %s: %w", id, err)
 	}
-	return nil
+	m.resolver.Remove(id)
+	return m.fw.Remove(id, linkName(id))
 }
 
-// Enforce installs a sandbox's network policy. Only mode none, where the
-// namespace has no route out, is enforced so far.
+// Enforce makes p what the sandbox in slot reaches, at once, in one
+// nftables transaction, and has the resolver answer it under p. A
+// sandbox with no link (not running) has nothing to enforce: its next
+// Attach and Enforce apply its policy then.
 func (m *Manager) Enforce(ctx context.Context, id string, slot int, p sandbox.NetworkPolicy) error {
-	if p.Mode == "" || p.Mode == sandbox.NetworkNone {
-		return nil
+	if p.Mode == "" {
+		p.Mode = sandbox.NetworkNone
 	}
-	return errdefs.Unavailable("network mode %s is not available yet", p.Mode)
+	p.Allow = append([]sandbox.NetworkRule(nil), p.Allow...) // Validate sorts: keep the caller's
+	for i := range p.Allow {
+		p.Allow[i].Ports = append([]uint16(nil), p.Allow[i].Ports...)
+	}
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if slot < 0 || slot >= m.Slots() {
+		return errdefs.Invalid("network slot %d outside the range's %d slots", slot, m.Slots())
+	}
+	if _, err := netlink.LinkByName(linkName(id)); err != nil {
+		var notFound netlink.LinkNotFoundError
+		if errors.As(err, &notFound) {
+			return nil
+		}
+		return fmt.Errorf("finding link %s: %w", linkName(id), err)
+	}
+	if p.Mode != sandbox.NetworkNone {
+		if err := m.enableForwarding(); err != nil {
+			return err
+		}
+	}
+	_, guest := m.Addr(slot)
+	sb := egress.Sandbox{ID: id, Link: linkName(id), Guest: guest}
+	if err := m.fw.Apply(sb, p); err != nil {
+		return err
+	}
+	m.resolver.Set(sb, p)
+	return nil
 }
