@@ -3,28 +3,16 @@ package integration
 import (
 	"bufio"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"log/slog"
-	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/google/nftables"
 	"github.com/miekg/dns"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	denns "github.com/den-dev/den/internal/netns"
 	"github.com/den-dev/den/internal/sandbox"
@@ -44,865 +32,243 @@ const (
 	egressTable  = 2514 // routing table sending the test range's metadata traffic to the denied namespace
 )
 
-// TestEgress checks every network mode on live namespaces, policy changes
-// on them, and that Detach and Close leave nothing behind.
-func TestEgress(t *testing.T) {
+func TestEgressNoneReachesNothing(t *testing.T) {
+	r := newEgressRig(t)
+	a := r.attach(t, "a", 0)
+	a.enforce(t, sandbox.NetworkNone)
+	a.refused(t, "allowed.test")
+	a.unreachable(t, allowedAddr+":8080", r.allowed)
+	a.unreachable(t, deniedAddr+":8080", r.denied)
+	a.noDNS(t, deniedAddr, r.deniedDNS)
+	if n := r.stub.count("allowed.test"); n != 0 {
+		t.Fatalf("a name was forwarded upstream under mode none (%d times)", n)
+	}
+}
+
+func TestEgressCIDRRule(t *testing.T) {
+	r := newEgressRig(t)
+	a := r.attach(t, "a", 0)
+	a.enforce(t, sandbox.NetworkAllow, allowedAddr+":8080")
+	a.reaches(t, allowedAddr+":8080", "allowed:8080")
+	a.unreachable(t, allowedAddr+":8081", r.allowed)
+	a.unreachable(t, deniedAddr+":8080", r.denied)
+	a.refused(t, "allowed.test") // a CIDR rule allows no name
+}
+
+func TestEgressDomainRule(t *testing.T) {
+	r := newEgressRig(t)
+	a := r.attach(t, "a", 0)
+	a.enforce(t, sandbox.NetworkAllow, "allowed.test:8080", "*.wild.test")
+	// Not before den's resolver has answered the name.
+	a.unreachable(t, allowedAddr+":8080", r.allowed)
+	if got := a.resolve(t, "allowed.test", "udp"); !equalAddrs(got, allowedAddr) {
+		t.Fatalf("allowed.test resolved to %v", got)
+	}
+	a.reaches(t, allowedAddr+":8080", "allowed:8080")
+	a.unreachable(t, allowedAddr+":8081", r.allowed)
+
+	// A name no rule allows is refused and never leaves the host.
+	a.refused(t, "denied.test")
+	if n := r.stub.count("denied.test"); n != 0 {
+		t.Fatalf("a disallowed name went upstream %d times", n)
+	}
+	a.unreachable(t, deniedAddr+":8080", r.denied)
+	// DNS to any other server is dropped, so it cannot carry data out.
+	a.noDNS(t, deniedAddr, r.deniedDNS)
+	a.noDNS(t, allowedAddr, r.allowedDNS)
+
+	// Wildcards cover names under the domain, over TCP too, and AAAA
+	// is always empty.
+	if got := a.resolve(t, "deep.wild.test", "tcp"); !equalAddrs(got, deniedAddr) {
+		t.Fatalf("deep.wild.test resolved to %v", got)
+	}
+	a.reaches(t, deniedAddr+":8080", "denied:8080")
+	a.refused(t, "wild.test")
+	if m := a.query(t, "allowed.test", dns.TypeAAAA, "udp"); m.Rcode != dns.RcodeSuccess || len(m.Answer) != 0 {
+		t.Fatalf("AAAA answer: %v", m)
+	}
+
+	// Dropping the rule drops what it admitted, at once; what the kept
+	// rule admitted stays.
+	a.enforce(t, sandbox.NetworkAllow, "allowed.test:8080")
+	a.unreachable(t, deniedAddr+":8080", r.denied)
+	a.reaches(t, allowedAddr+":8080", "allowed:8080")
+}
+
+func TestEgressPrivateAnswers(t *testing.T) {
+	r := newEgressRig(t)
+	a := r.attach(t, "a", 0)
+	b := r.attach(t, "b", 1) // private.test's address is b's
+	bListener := r.serveIn(t, b.ns, b.guest.String()+":7000", "sandbox b")
+	a.enforce(t, sandbox.NetworkAllow, "private.test", "mixed.test")
+	if got := a.resolve(t, "private.test", "udp"); len(got) != 0 {
+		t.Fatalf("private.test resolved to %v; a private address must not be answered", got)
+	}
+	if got := a.resolve(t, "mixed.test", "udp"); !equalAddrs(got, allowedAddr) {
+		t.Fatalf("mixed.test resolved to %v, want only the public address", got)
+	}
+	a.unreachable(t, b.guest.String()+":7000", bListener)
+	if got := admitted(t, r.m.Table()); slices.Contains(got, b.guest.String()) {
+		t.Fatalf("the private address was admitted: %v", got)
+	}
+	// A CIDR rule is what admits a denied range, and then the resolver
+	// answers it too.
+	a.enforce(t, sandbox.NetworkAllow, "private.test", b.guest.String()+":7000")
+	if got := a.resolve(t, "private.test", "udp"); !equalAddrs(got, b.guest.String()) {
+		t.Fatalf("private.test resolved to %v under a CIDR rule naming it", got)
+	}
+	a.reaches(t, b.guest.String()+":7000", "sandbox b:7000")
+}
+
+func TestEgressOpen(t *testing.T) {
 	r := newEgressRig(t)
 	a := r.attach(t, "a", 0)
 	b := r.attach(t, "b", 1)
-	ctx := context.Background()
 	bListener := r.serveIn(t, b.ns, b.guest.String()+":7000", "sandbox b")
 	hostEnd := r.serveHost(t, a.host.String()+":7001")
 	hostVeth := r.serveHost(t, "198.18.0.1:7002")
 	resolverTCP := r.serveHost(t, r.m.ResolverAddr().String()+":7003")
-	enforce := func(t *testing.T, mode sandbox.NetworkMode, rules ...string) {
+
+	a.enforce(t, sandbox.NetworkOpen)
+	a.reaches(t, allowedAddr+":8080", "allowed:8080")
+	a.reaches(t, deniedAddr+":8081", "denied:8081")
+	if got := a.resolve(t, "denied.test", "udp"); !equalAddrs(got, deniedAddr) {
+		t.Fatalf("denied.test resolved to %v under open", got)
+	}
+	if got := a.resolve(t, "private.test", "udp"); len(got) != 0 {
+		t.Fatalf("private.test resolved to %v under open", got)
+	}
+	// Never the host, another sandbox, or the metadata address.
+	a.unreachable(t, hostEnd.addr, hostEnd)
+	a.unreachable(t, hostVeth.addr, hostVeth)
+	a.unreachable(t, resolverTCP.addr, resolverTCP)
+	a.unreachable(t, b.guest.String()+":7000", bListener)
+	a.unreachable(t, metadataAddr+":80", r.metadata)
+	// Unless a CIDR rule names them.
+	a.enforce(t, sandbox.NetworkOpen, hostEnd.addr, hostVeth.addr)
+	a.reaches(t, hostEnd.addr, "host")
+	a.reaches(t, hostVeth.addr, "host")
+	a.unreachable(t, resolverTCP.addr, resolverTCP)
+}
+
+func TestEgressPolicyChangesAtOnce(t *testing.T) {
+	r := newEgressRig(t)
+	a := r.attach(t, "a", 0)
+	a.enforce(t, sandbox.NetworkOpen)
+	conn := a.dial(t, allowedAddr+":8080")
+	defer conn.Close()
+	rd := bufio.NewReader(conn)
+	if !echoes(conn, rd, "") || !echoes(conn, rd, "one") {
+		t.Fatal("no echo under open")
+	}
+	a.enforce(t, sandbox.NetworkNone)
+	if echoes(conn, rd, "two") {
+		t.Fatal("an open connection still worked after the policy became none")
+	}
+	a.unreachable(t, allowedAddr+":8080", r.allowed)
+	a.refused(t, "allowed.test")
+}
+
+func TestEgressDropsSpoofedSources(t *testing.T) {
+	r := newEgressRig(t)
+	a := r.attach(t, "a", 0)
+	a.enforce(t, sandbox.NetworkOpen)
+	// Another source address than its own gets the sandbox nowhere.
+	spoofed := "10.214.251.14" // in slot 3, which nobody has
+	a.addAddr(t, spoofed)
+	if a.reachesFrom(spoofed, allowedAddr+":8080") || r.allowed.accepted.Load() != 0 {
+		t.Fatal("a spoofed source got through")
+	}
+	a.reaches(t, allowedAddr+":8080", "allowed:8080")
+	if out := nftList(t, r.m.Table()); !strings.Contains(out, "meta nfproto != ipv4 counter") {
+		t.Fatalf("sandbox chains do not drop IPv6:\n%s", out)
+	}
+}
+
+// gVisor takes the namespace's route when it boots, and a resolv.conf
+// naming den's resolver is all a sandbox needs.
+func TestEgressInGvisor(t *testing.T) {
+	r := newEgressRig(t)
+	c := r.attach(t, "c", 2)
+	c.enforce(t, sandbox.NetworkAllow, "allowed.test:8080")
+	g := newGvisorBundle(t, c, r.m.ResolvConf(), `
+		echo | nc -w 5 allowed.test 8080 && echo reached-allowed
+		echo | nc -w 1 `+deniedAddr+` 8080 || echo denied-unreachable
+		nslookup denied.test >/dev/null 2>&1 || echo denied-refused`)
+	id := "egress-" + c.id
+	t.Cleanup(func() { g.destroy(id) })
+	g.runsc("run", "--bundle", g.dir, id)
+	out := g.output()
+	for _, want := range []string{"allowed:8080", "reached-allowed", "denied-unreachable", "denied-refused"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("inside gVisor: no %q in:\n%s", want, out)
+		}
+	}
+}
+
+// A sandbox restored from a checkpoint into a new namespace (as after
+// hibernation) resolves and reaches what it did before.
+func TestEgressInGvisorAfterRestore(t *testing.T) {
+	r := newEgressRig(t)
+	c := r.attach(t, "c", 2)
+	c.enforce(t, sandbox.NetworkAllow, "allowed.test:8080")
+	g := newGvisorBundle(t, c, r.m.ResolvConf(), `while true; do echo | nc -w 1 allowed.test 8080; sleep 0.2; done`)
+	id, restored := "egress-"+c.id, "egress-"+c.id+"-r"
+	t.Cleanup(func() { g.destroy(id); g.destroy(restored) })
+	reaching := func(what string) {
 		t.Helper()
-		p := sandbox.NetworkPolicy{Mode: mode}
-		for _, s := range rules {
-			rule, err := sandbox.ParseNetworkRule(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.Allow = append(p.Allow, rule)
-		}
-		if err := r.m.Enforce(ctx, a.id, a.slot, p); err != nil {
-			t.Fatalf("enforce %s %v: %v", mode, rules, err)
-		}
-	}
-
-	t.Run("none", func(t *testing.T) {
-		enforce(t, sandbox.NetworkNone)
-		a.refused(t, "allowed.test")
-		a.unreachable(t, allowedAddr+":8080", r.allowed)
-		a.unreachable(t, deniedAddr+":8080", r.denied)
-		a.noDNS(t, deniedAddr, r.deniedDNS)
-		if n := r.stub.count("allowed.test"); n != 0 {
-			t.Fatalf("a name was forwarded upstream under mode none (%d times)", n)
-		}
-	})
-
-	t.Run("cidr", func(t *testing.T) {
-		enforce(t, sandbox.NetworkAllow, allowedAddr+":8080")
-		a.reaches(t, allowedAddr+":8080", "allowed:8080")
-		a.unreachable(t, allowedAddr+":8081", r.allowed)
-		a.unreachable(t, deniedAddr+":8080", r.denied)
-		a.refused(t, "allowed.test") // a CIDR rule allows no name
-	})
-
-	t.Run("domain", func(t *testing.T) {
-		enforce(t, sandbox.NetworkAllow, "allowed.test:8080", "*.wild.test")
-		// Not before den's resolver has answered the name.
-		a.unreachable(t, allowedAddr+":8080", r.allowed)
-		if got := a.resolve(t, "allowed.test", "udp"); !equalAddrs(got, allowedAddr) {
-			t.Fatalf("allowed.test resolved to %v", got)
-		}
-		a.reaches(t, allowedAddr+":8080", "allowed:8080")
-		a.unreachable(t, allowedAddr+":8081", r.allowed)
-
-		// A name no rule allows is refused and never leaves the host.
-		a.refused(t, "denied.test")
-		if n := r.stub.count("denied.test"); n != 0 {
-			t.Fatalf("a disallowed name went upstream %d times", n)
-		}
-		a.unreachable(t, deniedAddr+":8080", r.denied)
-		// DNS to any other server is dropped, so it cannot carry data out.
-		a.noDNS(t, deniedAddr, r.deniedDNS)
-		a.noDNS(t, allowedAddr, r.allowedDNS)
-
-		// Wildcards cover names under the domain, over TCP too, and AAAA
-		// is always empty.
-		if got := a.resolve(t, "deep.wild.test", "tcp"); !equalAddrs(got, deniedAddr) {
-			t.Fatalf("deep.wild.test resolved to %v", got)
-		}
-		a.reaches(t, deniedAddr+":8080", "denied:8080")
-		a.refused(t, "wild.test")
-		if m := a.query(t, "allowed.test", dns.TypeAAAA, "udp"); m.Rcode != dns.RcodeSuccess || len(m.Answer) != 0 {
-			t.Fatalf("AAAA answer: %v", m)
-		}
-
-		// Dropping the rule drops what it admitted, at once.
-		enforce(t, sandbox.NetworkAllow, "allowed.test:8080")
-		a.unreachable(t, deniedAddr+":8080", r.denied)
-		a.reaches(t, allowedAddr+":8080", "allowed:8080")
-	})
-
-	t.Run("private answers", func(t *testing.T) {
-		enforce(t, sandbox.NetworkAllow, "private.test", "mixed.test")
-		if got := a.resolve(t, "private.test", "udp"); len(got) != 0 {
-			t.Fatalf("private.test resolved to %v; a private address must not be answered", got)
-		}
-		if got := a.resolve(t, "mixed.test", "udp"); !equalAddrs(got, allowedAddr) {
-			t.Fatalf("mixed.test resolved to %v, want only the public address", got)
-		}
-		a.unreachable(t, b.guest.String()+":7000", bListener)
-		if got := admitted(t, r.m.Table()); slices.Contains(got, b.guest.String()) {
-			t.Fatalf("the private address was admitted: %v", got)
-		}
-		// A CIDR rule is what admits a denied range, and then the
-		// resolver answers it too.
-		enforce(t, sandbox.NetworkAllow, "private.test", b.guest.String()+":7000")
-		if got := a.resolve(t, "private.test", "udp"); !equalAddrs(got, b.guest.String()) {
-			t.Fatalf("private.test resolved to %v under a CIDR rule naming it", got)
-		}
-		a.reaches(t, b.guest.String()+":7000", "sandbox b:7000")
-	})
-
-	t.Run("open", func(t *testing.T) {
-		enforce(t, sandbox.NetworkOpen)
-		a.reaches(t, allowedAddr+":8080", "allowed:8080")
-		a.reaches(t, deniedAddr+":8081", "denied:8081")
-		if got := a.resolve(t, "denied.test", "udp"); !equalAddrs(got, deniedAddr) {
-			t.Fatalf("denied.test resolved to %v under open", got)
-		}
-		if got := a.resolve(t, "private.test", "udp"); len(got) != 0 {
-			t.Fatalf("private.test resolved to %v under open", got)
-		}
-		// Never the host, another sandbox, or the metadata address.
-		a.unreachable(t, hostEnd.addr, hostEnd)
-		a.unreachable(t, hostVeth.addr, hostVeth)
-		a.unreachable(t, resolverTCP.addr, resolverTCP)
-		a.unreachable(t, b.guest.String()+":7000", bListener)
-		a.unreachable(t, metadataAddr+":80", r.metadata)
-		if n := r.metadata.accepted.Load(); n != 0 {
-			t.Fatalf("the metadata address was reached %d times", n)
-		}
-		// Unless a CIDR rule names them.
-		enforce(t, sandbox.NetworkOpen, hostEnd.addr, hostVeth.addr)
-		a.reaches(t, hostEnd.addr, "host")
-		a.reaches(t, hostVeth.addr, "host")
-		a.unreachable(t, resolverTCP.addr, resolverTCP)
-	})
-
-	t.Run("live change", func(t *testing.T) {
-		enforce(t, sandbox.NetworkOpen)
-		conn := a.dial(t, allowedAddr+":8080")
-		defer conn.Close()
-		rd := bufio.NewReader(conn)
-		if !echoes(conn, rd, "") || !echoes(conn, rd, "one") {
-			t.Fatal("no echo under open")
-		}
-		enforce(t, sandbox.NetworkNone)
-		if echoes(conn, rd, "two") {
-			t.Fatal("an open connection still worked after the policy became none")
-		}
-		a.unreachable(t, allowedAddr+":8080", r.allowed)
-		a.refused(t, "allowed.test")
-	})
-
-	t.Run("spoofing and IPv6", func(t *testing.T) {
-		enforce(t, sandbox.NetworkOpen)
-		// Another source address than its own gets the sandbox nowhere.
-		h, err := netlink.NewHandleAt(a.ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Close()
-		eth0, err := h.LinkByName("eth0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		spoofed := netip.MustParseAddr("10.214.251.14") // in slot 3, which nobody has
-		if err := h.AddrAdd(eth0, &netlink.Addr{IPNet: mustIPNet(spoofed.String() + "/32")}); err != nil {
-			t.Fatal(err)
-		}
 		before := r.allowed.accepted.Load()
-		err = inNS(a.ns, func() error {
-			d := net.Dialer{Timeout: time.Second, LocalAddr: &net.TCPAddr{IP: spoofed.AsSlice()}}
-			c, err := d.Dial("tcp4", allowedAddr+":8080")
-			if err == nil {
-				c.Close()
-			}
-			return err
-		})
-		if err == nil || r.allowed.accepted.Load() != before {
-			t.Fatalf("a spoofed source got through (%v)", err)
-		}
-		if err := h.AddrDel(eth0, &netlink.Addr{IPNet: mustIPNet(spoofed.String() + "/32")}); err != nil {
-			t.Fatal(err)
-		}
-		a.reaches(t, allowedAddr+":8080", "allowed:8080")
-		if out := nftList(t, r.m.Table()); !strings.Contains(out, "meta nfproto != ipv4 counter") {
-			t.Fatalf("sandbox chains do not drop IPv6:\n%s", out)
-		}
-	})
-
-	t.Run("gvisor", func(t *testing.T) {
-		// gVisor takes the namespace's route when it boots, and a
-		// resolv.conf naming den's resolver is all a sandbox needs.
-		c := r.attach(t, "c", 2)
-		p := sandbox.NetworkPolicy{Mode: sandbox.NetworkAllow, Allow: []sandbox.NetworkRule{{Domain: "allowed.test", Ports: []uint16{8080}}}}
-		if err := r.m.Enforce(ctx, c.id, c.slot, p); err != nil {
-			t.Fatal(err)
-		}
-		g := newGvisorBundle(t, c, r.m.ResolvConf(), `
-			echo | nc -w 5 allowed.test 8080 && echo reached-allowed
-			echo | nc -w 1 `+deniedAddr+` 8080 || echo denied-unreachable
-			nslookup denied.test >/dev/null 2>&1 || echo denied-refused`)
-		id := "egress-" + c.id
-		t.Cleanup(func() { g.destroy(id) })
-		g.runsc("run", "--bundle", g.dir, id)
-		out := g.output()
-		for _, want := range []string{"allowed:8080", "reached-allowed", "denied-unreachable", "denied-refused"} {
-			if !strings.Contains(out, want) {
-				t.Fatalf("inside gVisor: no %q in:\n%s", want, out)
-			}
-		}
-		if err := r.m.Detach(ctx, c.id); err != nil {
-			t.Fatal(err)
-		}
-	})
-
-	t.Run("gvisor restore", func(t *testing.T) {
-		// A sandbox restored from a checkpoint into a new namespace (as
-		// after hibernation) resolves and reaches what it did before.
-		c := r.attach(t, "c", 2)
-		p := sandbox.NetworkPolicy{Mode: sandbox.NetworkAllow, Allow: []sandbox.NetworkRule{{Domain: "allowed.test", Ports: []uint16{8080}}}}
-		if err := r.m.Enforce(ctx, c.id, c.slot, p); err != nil {
-			t.Fatal(err)
-		}
-		g := newGvisorBundle(t, c, r.m.ResolvConf(), `while true; do echo | nc -w 1 allowed.test 8080; sleep 0.2; done`)
-		id, restored := "egress-"+c.id, "egress-"+c.id+"-r"
-		t.Cleanup(func() { g.destroy(id); g.destroy(restored) })
-		reaching := func(what string) {
-			t.Helper()
-			before := r.allowed.accepted.Load()
-			waitFor(t, 20*time.Second, what, func() bool { return r.allowed.accepted.Load() > before })
-		}
-		g.runsc("run", "--detach", "--bundle", g.dir, id)
-		reaching("the booted sandbox to reach allowed.test")
-		g.runsc("checkpoint", "--image-path="+filepath.Join(g.dir, "image"), id)
-		g.destroy(id)
-		// What dend does when it wakes a sandbox: a new namespace, the
-		// policy again, then restore.
-		if _, err := r.m.Attach(ctx, c.id, c.slot); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.m.Enforce(ctx, c.id, c.slot, p); err != nil {
-			t.Fatal(err)
-		}
-		g.runsc("restore", "--detach", "--image-path="+filepath.Join(g.dir, "image"), "--bundle", g.dir, restored)
-		reaching("the restored sandbox to reach allowed.test")
-		g.destroy(restored)
-		if err := r.m.Detach(ctx, c.id); err != nil {
-			t.Fatal(err)
-		}
-	})
-
-	t.Run("detach", func(t *testing.T) {
-		for _, s := range []*egressSandbox{a, b} {
-			if err := r.m.Detach(ctx, s.id); err != nil {
-				t.Fatal(err)
-			}
-		}
-		out := nftList(t, r.m.Table())
-		for _, s := range []*egressSandbox{a, b} {
-			if strings.Contains(out, s.id) || strings.Contains(out, denns.LinkName(s.id)) {
-				t.Fatalf("sandbox %s left in the table:\n%s", s.id, out)
-			}
-			if _, err := netlink.LinkByName(denns.LinkName(s.id)); err == nil {
-				t.Fatalf("link of %s left", s.id)
-			}
-			if _, err := os.Stat(denns.Path(s.id)); !os.IsNotExist(err) {
-				t.Fatalf("namespace of %s left: %v", s.id, err)
-			}
-		}
-		if err := r.m.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := exec.Command("nft", "list", "table", "inet", r.m.Table()).CombinedOutput(); err == nil {
-			t.Fatalf("table left after Close with no sandbox:\n%s", out)
-		}
-		if err := addrUnused(r.m.ResolverAddr()); err != nil {
-			t.Fatalf("after Close with no sandbox: %v", err)
-		}
-	})
-}
-
-// egressRig is a Manager on the test range, a stub upstream DNS server
-// on loopback and two server namespaces.
-type egressRig struct {
-	m                 *denns.Manager
-	stub              *stubDNS
-	allowed, denied   *tcpServer // anything accepted on their :8080 and :8081
-	metadata          *tcpServer // 169.254.169.254:80 in the denied namespace
-	allowedDNS        *stubDNS   // DNS servers in the server namespaces
-	deniedDNS         *stubDNS
-	allowedNS, denyNS netns.NsHandle
-}
-
-func newEgressRig(t *testing.T) *egressRig {
-	t.Helper()
-	r := &egressRig{}
-	r.stub = startStubDNS(t, nil, "127.0.0.1:0")
-	var err error
-	r.m, err = denns.Open(context.Background(), denns.Config{
-		Prefix:    egressPrefix,
-		Upstreams: []netip.AddrPort{r.stub.addr},
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
+		waitFor(t, 20*time.Second, what, func() bool { return r.allowed.accepted.Load() > before })
 	}
-	t.Cleanup(func() { r.m.Close() })
-
-	tag := fmt.Sprintf("%05d", os.Getpid()%100000)
-	r.allowedNS = serverNS(t, "egt-a"+tag, "198.18.0.1", allowedAddr)
-	r.denyNS = serverNS(t, "egt-d"+tag, "198.18.1.1", deniedAddr)
-	r.allowed = serveTCP(t, r.allowedNS, allowedAddr, "allowed", 8080, 8081)
-	r.denied = serveTCP(t, r.denyNS, deniedAddr, "denied", 8080, 8081)
-	r.allowedDNS = startStubDNS(t, &r.allowedNS, allowedAddr+":53")
-	r.deniedDNS = startStubDNS(t, &r.denyNS, deniedAddr+":53")
-
-	// The metadata address lives in the denied namespace, and only the
-	// test range is routed there: whatever happens, nothing leaves.
-	h, err := netlink.NewHandleAt(r.denyNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lo, err := h.LinkByName("lo")
-	if err == nil {
-		err = h.AddrAdd(lo, &netlink.Addr{IPNet: mustIPNet(metadataAddr + "/32")})
-	}
-	h.Close()
-	if err != nil {
-		t.Fatalf("giving the denied namespace the metadata address: %v", err)
-	}
-	r.metadata = serveTCP(t, r.denyNS, metadataAddr, "metadata", 80)
-	veth, err := netlink.LinkByName("egt-d" + tag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	route := &netlink.Route{Dst: mustIPNet(metadataAddr + "/32"), Gw: net.ParseIP(deniedAddr), LinkIndex: veth.Attrs().Index, Table: egressTable}
-	if err := netlink.RouteAdd(route); err != nil {
-		t.Fatalf("routing the metadata address: %v", err)
-	}
-	t.Cleanup(func() { netlink.RouteDel(route) })
-	rule := netlink.NewRule()
-	rule.Src = mustIPNet(egressPrefix)
-	rule.Table = egressTable
-	rule.Priority = egressTable
-	if err := netlink.RuleAdd(rule); err != nil {
-		t.Fatalf("adding a routing rule: %v", err)
-	}
-	t.Cleanup(func() { netlink.RuleDel(rule) })
-	return r
-}
-
-func mustIPNet(s string) *net.IPNet {
-	_, n, err := net.ParseCIDR(s)
-	if err != nil {
-		panic(err)
-	}
-	return n
-}
-
-// serverNS makes a namespace joined to the host by a veth named name,
-// hostAddr/30 on the host, addr/30 inside, removed when the test ends.
-func serverNS(t *testing.T, name, hostAddr, addr string) netns.NsHandle {
-	t.Helper()
-	if err := addrUnused(netip.MustParseAddr(hostAddr)); err != nil {
-		t.Fatalf("test server address: %v", err)
-	}
-	ns := newTestNS(t, name)
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(ns))}
-	if err := netlink.LinkAdd(veth); err != nil {
-		t.Fatalf("creating %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		if l, err := netlink.LinkByName(name); err == nil {
-			netlink.LinkDel(l)
-		}
-	})
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP(hostAddr), Mask: net.CIDRMask(30, 32)}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := netlink.LinkSetUp(l); err != nil {
-		t.Fatal(err)
-	}
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	for _, n := range []string{"lo", "eth0"} {
-		l, err := h.LinkByName(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == "eth0" {
-			if err := h.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP(addr), Mask: net.CIDRMask(30, 32)}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := h.LinkSetUp(l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return ns
-}
-
-// newTestNS makes a named namespace, deleted when the test ends.
-func newTestNS(t *testing.T, name string) netns.NsHandle {
-	t.Helper()
-	var ns netns.NsHandle
-	err := inNS(netns.None(), func() error {
-		var err error
-		ns, err = netns.NewNamed(name)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("creating namespace %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ns.Close()
-		netns.DeleteNamed(name)
-	})
-	return ns
-}
-
-// inNS runs fn on a thread of its own in ns (or, for netns.None(), a
-// thread fn may move), and throws the thread away after: sockets fn opens
-// stay in ns.
-func inNS(ns netns.NsHandle, fn func() error) error {
-	ch := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		if ns != netns.None() {
-			if err := netns.Set(ns); err != nil {
-				ch <- err
-				return
-			}
-		}
-		ch <- fn()
-	}()
-	return <-ch
-}
-
-// addrUnused fails if a host interface has a.
-func addrUnused(a netip.Addr) error {
-	have, err := netlink.AddrList(nil, netlink.FAMILY_V4)
-	if err != nil {
-		return err
-	}
-	for _, h := range have {
-		if ip, ok := netip.AddrFromSlice(h.IP); ok && ip.Unmap() == a {
-			return fmt.Errorf("address %s is on a host interface", a)
-		}
-	}
-	return nil
-}
-
-// tcpServer answers each connection with its name, then echoes lines.
-type tcpServer struct {
-	addr     string
-	accepted atomic.Int64
-}
-
-func serveTCP(t *testing.T, ns netns.NsHandle, addr, name string, ports ...int) *tcpServer {
-	t.Helper()
-	s := &tcpServer{addr: fmt.Sprintf("%s:%d", addr, ports[0])}
-	for _, p := range ports {
-		ln := listenIn(t, ns, fmt.Sprintf("%s:%d", addr, p))
-		t.Cleanup(func() { ln.Close() })
-		go s.serve(ln, fmt.Sprintf("%s:%d", name, p))
-	}
-	return s
-}
-
-func (s *tcpServer) serve(ln net.Listener, greeting string) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		s.accepted.Add(1)
-		go func() {
-			defer c.Close()
-			fmt.Fprintln(c, greeting)
-			sc := bufio.NewScanner(c)
-			for sc.Scan() {
-				fmt.Fprintln(c, sc.Text())
-			}
-		}()
-	}
-}
-
-// serveIn runs a tcpServer on addr inside ns.
-func (r *egressRig) serveIn(t *testing.T, ns netns.NsHandle, addr, name string) *tcpServer {
-	t.Helper()
-	ap := netip.MustParseAddrPort(addr)
-	s := serveTCP(t, ns, ap.Addr().String(), name, int(ap.Port()))
-	return s
-}
-
-// serveHost runs a tcpServer on a host address.
-func (r *egressRig) serveHost(t *testing.T, addr string) *tcpServer {
-	t.Helper()
-	ln, err := net.Listen("tcp4", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	s := &tcpServer{addr: addr}
-	go s.serve(ln, "host")
-	return s
-}
-
-// echoes reports whether a line sent on c comes back through rd in
-// time; an empty line only reads the server's greeting.
-func echoes(c net.Conn, rd *bufio.Reader, line string) bool {
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	defer c.SetDeadline(time.Time{})
-	if line != "" {
-		if _, err := fmt.Fprintln(c, line); err != nil {
-			return false
-		}
-	}
-	got, err := rd.ReadString('\n')
-	return err == nil && (line == "" || strings.TrimSpace(got) == line)
-}
-
-// stubDNS answers fixed A records and counts the names asked.
-type stubDNS struct {
-	addr netip.AddrPort
-	mu   sync.Mutex
-	seen map[string]int
-}
-
-var stubRecords = map[string][]string{
-	"allowed.test.":   {allowedAddr},
-	"denied.test.":    {deniedAddr},
-	"deep.wild.test.": {deniedAddr},
-	"wild.test.":      {deniedAddr},
-	"private.test.":   {"10.214.251.6"}, // sandbox b's address
-	"mixed.test.":     {"192.168.7.7", allowedAddr, "169.254.169.254"},
-}
-
-// startStubDNS serves on addr (UDP and TCP), inside *ns when ns is set.
-func startStubDNS(t *testing.T, ns *netns.NsHandle, addr string) *stubDNS {
-	t.Helper()
-	s := &stubDNS{seen: map[string]int{}}
-	var pc net.PacketConn
-	var ln net.Listener
-	listen := func() error {
-		var err error
-		if pc, err = net.ListenPacket("udp4", addr); err != nil {
-			return err
-		}
-		ln, err = net.Listen("tcp4", pc.LocalAddr().String())
-		return err
-	}
-	var err error
-	if ns != nil {
-		err = inNS(*ns, listen)
-	} else {
-		err = listen()
-	}
-	if err != nil {
-		t.Fatalf("stub DNS on %s: %v", addr, err)
-	}
-	s.addr = pc.LocalAddr().(*net.UDPAddr).AddrPort()
-	for _, srv := range []*dns.Server{{PacketConn: pc, Handler: s}, {Listener: ln, Handler: s}} {
-		go srv.ActivateAndServe()
-		t.Cleanup(func() { srv.Shutdown() })
-	}
-	return s
-}
-
-func (s *stubDNS) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
-	m := new(dns.Msg)
-	m.SetReply(req)
-	q := req.Question[0]
-	name := strings.ToLower(q.Name)
-	s.mu.Lock()
-	s.seen[strings.TrimSuffix(name, ".")]++
-	s.mu.Unlock()
-	addrs, ok := stubRecords[name]
-	if !ok {
-		m.Rcode = dns.RcodeNameError
-	}
-	if q.Qtype == dns.TypeA {
-		for _, a := range addrs {
-			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 30}, A: net.ParseIP(a)})
-		}
-	}
-	w.WriteMsg(m)
-}
-
-func (s *stubDNS) count(name string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.seen[name]
-}
-
-// egressSandbox is a namespace made by the Manager, as a sandbox's.
-type egressSandbox struct {
-	r           *egressRig
-	id          string
-	slot        int
-	ns          netns.NsHandle
-	host, guest netip.Addr
-}
-
-func (r *egressRig) attach(t *testing.T, name string, slot int) *egressSandbox {
-	t.Helper()
+	g.runsc("run", "--detach", "--bundle", g.dir, id)
+	reaching("the booted sandbox to reach allowed.test")
+	g.runsc("checkpoint", "--image-path="+filepath.Join(g.dir, "image"), id)
+	g.destroy(id)
+	// What dend does when it wakes a sandbox: a new namespace, the
+	// policy again, then restore.
 	ctx := context.Background()
-	id := fmt.Sprintf("eg%s%05d", name, os.Getpid()%100000)
-	t.Cleanup(func() { r.m.Detach(ctx, id) })
-	att, err := r.m.Attach(ctx, id, slot)
-	if err != nil {
+	if _, err := r.m.Attach(ctx, c.id, c.slot); err != nil {
 		t.Fatal(err)
 	}
-	ns, err := netns.GetFromPath(att.Netns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	return &egressSandbox{r: r, id: id, slot: slot, ns: ns, host: att.Host, guest: att.Guest}
+	c.enforce(t, sandbox.NetworkAllow, "allowed.test:8080")
+	g.runsc("restore", "--detach", "--image-path="+filepath.Join(g.dir, "image"), "--bundle", g.dir, restored)
+	reaching("the restored sandbox to reach allowed.test")
 }
 
-// dial connects from inside the sandbox, or fails the test.
-func (s *egressSandbox) dial(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	var c net.Conn
-	err := inNS(s.ns, func() error {
-		var err error
-		c, err = net.DialTimeout("tcp4", addr, 5*time.Second)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("from the sandbox to %s: %v", addr, err)
-	}
-	return c
-}
-
-// reaches checks that a server at addr greets the sandbox with greeting.
-func (s *egressSandbox) reaches(t *testing.T, addr, greeting string) {
-	t.Helper()
-	c := s.dial(t, addr)
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	got, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil || strings.TrimSpace(got) != greeting {
-		t.Fatalf("from the sandbox to %s: read %q, %v; want %q", addr, got, err, greeting)
-	}
-}
-
-// unreachable checks that a connection to addr does not get through, and
-// that srv (what listens there) accepted nothing meanwhile.
-func (s *egressSandbox) unreachable(t *testing.T, addr string, srv *tcpServer) {
-	t.Helper()
-	before := srv.accepted.Load()
-	err := inNS(s.ns, func() error {
-		c, err := net.DialTimeout("tcp4", addr, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	})
-	if err == nil {
-		t.Fatalf("the sandbox reached %s", addr)
-	}
-	if n := srv.accepted.Load() - before; n != 0 {
-		t.Fatalf("the server at %s accepted %d connections from the sandbox", addr, n)
-	}
-}
-
-// query asks den's resolver from inside the sandbox.
-func (s *egressSandbox) query(t *testing.T, name string, qtype uint16, network string) *dns.Msg {
-	t.Helper()
-	m, err := s.ask(netip.AddrPortFrom(s.r.m.ResolverAddr(), 53), name, qtype, network, 5*time.Second)
-	if err != nil {
-		t.Fatalf("asking den's resolver for %s over %s: %v", name, network, err)
-	}
-	return m
-}
-
-func (s *egressSandbox) ask(server netip.AddrPort, name string, qtype uint16, network string, timeout time.Duration) (*dns.Msg, error) {
-	q := new(dns.Msg)
-	q.SetQuestion(dns.Fqdn(name), qtype)
-	var m *dns.Msg
-	err := inNS(s.ns, func() error {
-		var err error
-		m, _, err = (&dns.Client{Net: network, Timeout: timeout}).Exchange(q, server.String())
-		return err
-	})
-	return m, err
-}
-
-// resolve returns the A records den's resolver answers for name.
-func (s *egressSandbox) resolve(t *testing.T, name, network string) []string {
-	t.Helper()
-	m := s.query(t, name, dns.TypeA, network)
-	if m.Rcode != dns.RcodeSuccess {
-		t.Fatalf("resolving %s: %s", name, dns.RcodeToString[m.Rcode])
-	}
-	var addrs []string
-	for _, rr := range m.Answer {
-		if a, ok := rr.(*dns.A); ok {
-			addrs = append(addrs, a.A.String())
-		}
-	}
-	return addrs
-}
-
-// refused checks that den's resolver refuses name.
-func (s *egressSandbox) refused(t *testing.T, name string) {
-	t.Helper()
-	if m := s.query(t, name, dns.TypeA, "udp"); m.Rcode != dns.RcodeRefused || len(m.Answer) != 0 {
-		t.Fatalf("den's resolver answered %s: %v", name, m)
-	}
-}
-
-// noDNS checks that a DNS query to a server other than den's gets no
-// answer and that the server saw nothing.
-func (s *egressSandbox) noDNS(t *testing.T, server string, srv *stubDNS) {
-	t.Helper()
-	before := srv.count("allowed.test")
-	for _, network := range []string{"udp", "tcp"} {
-		if m, err := s.ask(netip.AddrPortFrom(netip.MustParseAddr(server), 53), "allowed.test", dns.TypeA, network, time.Second); err == nil {
-			t.Fatalf("DNS over %s to %s answered: %v", network, server, m)
-		}
-	}
-	if n := srv.count("allowed.test") - before; n != 0 {
-		t.Fatalf("the DNS server at %s got %d queries from the sandbox", server, n)
-	}
-}
-
-func equalAddrs(got []string, want ...string) bool {
-	return strings.Join(got, ",") == strings.Join(want, ",")
-}
-
-// gvisorBundle is an OCI bundle that runs busybox sh -c script in
-// gVisor in a sandbox's namespace, with a resolv.conf of den's mounted as
-// /etc/resolv.conf, and a runsc root of its own.
-type gvisorBundle struct {
-	t         *testing.T
-	dir, root string
-	log       string // where the sandbox's output goes
-}
-
-func newGvisorBundle(t *testing.T, s *egressSandbox, resolvConf []byte, script string) *gvisorBundle {
-	t.Helper()
-	dir := t.TempDir()
-	rootfs := filepath.Join(dir, "rootfs")
-	for _, d := range []string{"bin", "proc", "sys", "dev", "etc", "tmp"} {
-		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {
+// Detach leaves no rule, set, map entry, link or namespace, and Close
+// with no sandbox left removes den's table and resolver address.
+func TestEgressDetachLeavesNothing(t *testing.T) {
+	r := newEgressRig(t)
+	a := r.attach(t, "a", 0)
+	b := r.attach(t, "b", 1)
+	a.enforce(t, sandbox.NetworkAllow, "allowed.test:8080", "198.18.1.0/24")
+	b.enforce(t, sandbox.NetworkOpen)
+	a.resolve(t, "allowed.test", "udp")
+	ctx := context.Background()
+	for _, s := range []*egressSandbox{a, b} {
+		if err := r.m.Detach(ctx, s.id); err != nil {
 			t.Fatal(err)
 		}
 	}
-	bb, err := os.ReadFile("/bin/busybox")
-	if err != nil {
-		t.Skipf("no busybox: %v", err)
-	}
-	files := map[string][]byte{"rootfs/bin/busybox": bb, "rootfs/etc/resolv.conf": nil, "resolv.conf": resolvConf}
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o755); err != nil {
-			t.Fatal(err)
+	out := nftList(t, r.m.Table())
+	for _, s := range []*egressSandbox{a, b} {
+		if strings.Contains(out, s.id) || strings.Contains(out, denns.LinkName(s.id)) {
+			t.Fatalf("sandbox %s left in the table:\n%s", s.id, out)
+		}
+		if _, err := netlink.LinkByName(denns.LinkName(s.id)); err == nil {
+			t.Fatalf("link of %s left", s.id)
+		}
+		if _, err := os.Stat(denns.Path(s.id)); !os.IsNotExist(err) {
+			t.Fatalf("namespace of %s left: %v", s.id, err)
 		}
 	}
-	spec := map[string]any{
-		"ociVersion": "1.0.2",
-		"process": map[string]any{
-			"args": []string{"/bin/busybox", "sh", "-c", script},
-			"env":  []string{"PATH=/bin"}, "cwd": "/", "user": map[string]int{"uid": 0, "gid": 0},
-		},
-		"root":     map[string]any{"path": rootfs},
-		"hostname": "egress",
-		"mounts": []map[string]any{
-			{"destination": "/proc", "type": "proc", "source": "proc"},
-			{"destination": "/etc/resolv.conf", "type": "bind", "source": filepath.Join(dir, "resolv.conf"), "options": []string{"rbind", "ro"}},
-		},
-		"linux": map[string]any{"namespaces": []map[string]string{
-			{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"},
-			{"type": "network", "path": denns.Path(s.id)},
-		}},
-	}
-	b, err := json.Marshal(spec)
-	if err != nil {
+	if err := r.m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o644); err != nil {
-		t.Fatal(err)
+	if out, err := exec.Command("nft", "list", "table", "inet", r.m.Table()).CombinedOutput(); err == nil {
+		t.Fatalf("table left after Close with no sandbox:\n%s", out)
 	}
-	// runsc keeps sockets under its root: keep the path short.
-	root, err := os.MkdirTemp("", "den-eg-")
-	if err != nil {
-		t.Fatal(err)
+	if err := addrUnused(r.m.ResolverAddr()); err != nil {
+		t.Fatalf("after Close with no sandbox: %v", err)
 	}
-	t.Cleanup(func() {
-		_ = unix.Unmount(filepath.Join(root, "null-netns"), unix.MNT_DETACH)
-		os.RemoveAll(root)
-	})
-	return &gvisorBundle{t: t, dir: dir, root: root, log: filepath.Join(dir, "out.log")}
-}
-
-// runsc runs a runsc verb on the bundle's root, the sandbox's output
-// going to the log.
-func (g *gvisorBundle) runsc(args ...string) {
-	g.t.Helper()
-	logf, err := os.OpenFile(g.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	defer logf.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "runsc"), append([]string{"--root=" + g.root, "--network=sandbox",
-		"--overlay2=none", "--host-uds=none"}, args...)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Run(); err != nil {
-		out, _ := os.ReadFile(g.log)
-		g.t.Fatalf("runsc %v: %v\n%s", args, err, out)
-	}
-}
-
-// destroy removes instance id, when the test ends too.
-func (g *gvisorBundle) destroy(id string) {
-	exec.Command(filepath.Join(binDir, "runsc"), "--root="+g.root, "delete", "--force", id).Run()
-}
-
-// output is what the sandbox printed so far.
-func (g *gvisorBundle) output() string {
-	b, _ := os.ReadFile(g.log)
-	return string(b)
-}
-
-// admitted lists what den's resolver admitted, in any sandbox's sets.
-func admitted(t *testing.T, table string) []string {
-	t.Helper()
-	c := &nftables.Conn{}
-	tab := &nftables.Table{Name: table, Family: nftables.TableFamilyINet}
-	sets, err := c.GetSets(tab)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var addrs []string
-	for _, s := range sets {
-		if !strings.HasPrefix(s.Name, "dom-") {
-			continue
-		}
-		elems, err := c.GetSetElements(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range elems {
-			addrs = append(addrs, net.IP(e.Key).String())
-		}
-	}
-	return addrs
-}
-
-// nftList prints den's table.
-func nftList(t *testing.T, table string) string {
-	t.Helper()
-	out, err := exec.Command("nft", "list", "table", "inet", table).CombinedOutput()
-	if err != nil {
-		t.Fatalf("nft list table %s: %v\n%s", table, err, out)
-	}
-	return string(out)
 }
