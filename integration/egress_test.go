@@ -185,6 +185,24 @@ func TestEgressDropsSpoofedSources(t *testing.T) {
 	}
 }
 
+// Something else removing den's table (a host firewall reload flushes the
+// whole ruleset) does not leave sandboxes unfiltered for long: the table
+// and every sandbox's policy come back.
+func TestEgressRestoresRemovedTable(t *testing.T) {
+	r := newEgressRig(t)
+	a := r.attach(t, "a", 0)
+	a.enforce(t, sandbox.NetworkAllow, allowedAddr+":8080")
+	if out, err := exec.Command("nft", "delete", "table", "inet", r.m.Table()).CombinedOutput(); err != nil {
+		t.Fatalf("deleting den's table: %v: %s", err, out)
+	}
+	waitFor(t, 20*time.Second, "den's table to come back", func() bool {
+		return exec.Command("nft", "list", "chain", "inet", r.m.Table(), "fwd-"+a.id).Run() == nil
+	})
+	a.reaches(t, allowedAddr+":8080", "allowed:8080")
+	a.unreachable(t, allowedAddr+":8081", r.allowed)
+	a.unreachable(t, deniedAddr+":8080", r.denied)
+}
+
 // gVisor takes the namespace's route when it boots, and a resolv.conf
 // naming den's resolver is all a sandbox needs.
 func TestEgressInGvisor(t *testing.T) {

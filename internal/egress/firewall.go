@@ -429,6 +429,18 @@ func (f *Firewall) Links() ([]string, error) {
 	return links, nil
 }
 
+// Present reports whether the table is there.
+func (f *Firewall) Present() (bool, error) {
+	c := &nftables.Conn{}
+	if _, err := c.ListTableOfFamily(f.table.Name, f.table.Family); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		return false, fmt.Errorf("finding nftables table %s: %w", f.table.Name, err)
+	}
+	return true, nil
+}
+
 // Teardown deletes the table, if there is one.
 func (f *Firewall) Teardown() error {
 	f.mu.Lock()

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -56,6 +57,11 @@ type Manager struct {
 	log      *slog.Logger
 	fw       *egress.Firewall
 	resolver *egress.Resolver
+
+	// mu orders policy changes with the guard's restore, and guards applied.
+	mu        sync.Mutex
+	applied   map[string]applied // by sandbox id: what restore puts back
+	stopGuard func()
 }
 
 var _ sandbox.Network = (*Manager)(nil)
@@ -75,7 +81,7 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 		return nil, errdefs.WithHint(errdefs.Invalid("invalid sandbox address range %q", cfg.Prefix),
 			"use an IPv4 prefix of /28 or wider that no host network uses, e.g. "+DefaultPrefix)
 	}
-	m := &Manager{prefix: p.Masked(), log: cfg.Logger}
+	m := &Manager{prefix: p.Masked(), log: cfg.Logger, applied: map[string]applied{}}
 	resolver := m.ResolverAddr()
 	ups := cfg.Upstreams
 	if len(ups) == 0 {
@@ -115,6 +121,7 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 		}
 		return nil, err
 	}
+	m.startGuard()
 	m.log.Info("sandbox network ready", "range", m.prefix, "resolver", resolver, "upstreams", ups, "table", m.fw.Table())
 	return m, nil
 }
@@ -126,10 +133,11 @@ func New(prefix string, log *slog.Logger) (*Manager, error) {
 	return Open(context.Background(), Config{Prefix: prefix, Logger: log})
 }
 
-// Close stops the resolver. Sandboxes still attached keep their links and
-// rules (they outlive dend); when none is left, den's table and resolver
-// address go too.
+// Close stops the resolver and the guard of den's table. Sandboxes still
+// attached keep their links and rules (they outlive dend); when none is
+// left, den's table and resolver address go too.
 func (m *Manager) Close() error {
+	m.stopGuard()
 	err := m.resolver.Close()
 	links, lerr := m.fw.Links()
 	if lerr != nil || len(links) > 0 {
@@ -216,7 +224,7 @@ func (m *Manager) Attach(ctx context.Context, id string, slot int) (att sandbox.
 	}
 	// Rules first: the route out comes last.
 	sb := egress.Sandbox{ID: id, Link: linkName(id), Guest: guest}
-	if err := m.fw.Apply(sb, sandbox.NetworkPolicy{Mode: sandbox.NetworkNone}); err != nil {
+	if err := m.apply(sb, sandbox.NetworkPolicy{Mode: sandbox.NetworkNone}); err != nil {
 		return att, err
 	}
 	ns, err := newNamed(nsName(id))
@@ -347,7 +355,7 @@ func (m *Manager) Detach(ctx context.Context, id string) error {
 	if err := netns.DeleteNamed(nsName(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("removing network namespace of %s: %w", id, err)
 	}
-	m.resolver.Remove(id)
+	m.forget(id)
 	return m.fw.Remove(id, linkName(id))
 }
 
@@ -383,9 +391,5 @@ func (m *Manager) Enforce(ctx context.Context, id string, slot int, p sandbox.Ne
 	}
 	_, guest := m.Addr(slot)
 	sb := egress.Sandbox{ID: id, Link: linkName(id), Guest: guest}
-	if err := m.fw.Apply(sb, p); err != nil {
-		return err
-	}
-	m.resolver.Set(sb, p)
-	return nil
+	return m.apply(sb, p)
 }
