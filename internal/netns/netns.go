@@ -103,7 +103,8 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	if err := m.fw.Setup(); err != nil {
-		return nil, err
+		return nil, errdefs.WithHint(errdefs.Unavailable("cannot enforce sandbox network policies: %v", err),
+			"dend needs root and a kernel with nftables (nf_tables, nft_ct, nft_nat) to isolate sandboxes")
 	}
 	if err := ensureResolverAddr(resolver); err != nil {
 		return nil, err
