@@ -46,6 +46,7 @@ fuzz:
 	go test -run=NONE -fuzz='^FuzzApplyLayer$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=200x ./internal/image/
 	go test -run=NONE -fuzz='^FuzzParseToken$$' -fuzztime=$(FUZZTIME) ./internal/auth/
 	go test -run=NONE -fuzz='^FuzzParseBearer$$' -fuzztime=$(FUZZTIME) ./internal/auth/
+	go test -run=NONE -fuzz='^FuzzParseNetworkRule$$' -fuzztime=$(FUZZTIME) ./internal/sandbox/
 
 vet:
 	go vet ./...

@@ -146,16 +146,24 @@ func TestExec(t *testing.T) {
 		}
 	})
 
-	t.Run("no route out of the sandbox", func(t *testing.T) {
-		// Read the routing table only: no traffic is sent anywhere.
+	t.Run("everything routes through the host end, resolver fixed", func(t *testing.T) {
+		// Read the routing table and resolv.conf only: no traffic is sent.
+		// The host's firewall, not the routes, enforces the policy.
 		routes := d.mustSh("ex", "cat /proc/net/route")
+		def := false
 		for _, line := range strings.Split(strings.TrimSpace(routes), "\n")[1:] {
-			if f := strings.Fields(line); len(f) > 1 && f[1] == "00000000" {
-				t.Fatalf("the sandbox has a default route:\n%s", routes)
+			if f := strings.Fields(line); len(f) > 2 && f[0] == "eth0" && f[1] == "00000000" && f[2] != "00000000" {
+				def = true
 			}
 		}
-		if !strings.Contains(routes, "eth0") {
-			t.Fatalf("no eth0 route at all:\n%s", routes)
+		if !def {
+			t.Fatalf("no default route through eth0's gateway:\n%s", routes)
+		}
+		if rc := d.mustSh("ex", "cat /etc/resolv.conf"); !strings.Contains(rc, "nameserver ") || strings.Count(rc, "nameserver") != 1 {
+			t.Fatalf("resolv.conf names not exactly one server (den's):\n%s", rc)
+		}
+		if _, _, code := d.sh("ex", "echo nameserver 192.0.2.1 > /etc/resolv.conf"); code == 0 {
+			t.Fatal("the sandbox could rewrite its resolv.conf")
 		}
 	})
 

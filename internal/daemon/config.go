@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
@@ -36,6 +37,7 @@ type Config struct {
 	Storage      string        // auto, btrfs or copy
 	PoolSize     int64         // size of the loop file made when the data dir is not on btrfs
 	Subnet       string        // private range for sandbox links
+	DNSUpstreams string        // name servers den's resolver asks for allowed names, "ADDR[:PORT],..."; default: the host's
 	StopGrace    time.Duration // SIGTERM→SIGKILL on stop
 	Node         string        // this host's name
 	Debug        bool          // debug logs, and runsc debug logs per instance
@@ -100,6 +102,9 @@ func (c *Config) Validate() error {
 	if _, err := netip.ParsePrefix(c.Subnet); err != nil {
 		return bad("subnet", "%q is not a CIDR prefix", c.Subnet)
 	}
+	if _, err := c.Upstreams(); err != nil {
+		return err
+	}
 	if c.Listen != "" {
 		if _, err := netip.ParseAddrPort(c.Listen); err != nil {
 			return bad("listen", "%q is not an address:port like 127.0.0.1:7070", c.Listen)
@@ -142,4 +147,24 @@ func (c *Config) Policy() sandbox.Policy {
 		PauseAfter: &c.PauseAfter, HibernateAfter: &c.HibernateAfter, TTL: &c.TTL,
 		BackgroundActive: &c.BackgroundActive, KeepLast: &c.KeepCheckpoints, MaxAge: &c.CheckpointMaxAge,
 	}
+}
+
+// Upstreams parses DNSUpstreams; none means the host's name servers.
+func (c *Config) Upstreams() ([]netip.AddrPort, error) {
+	var out []netip.AddrPort
+	for _, f := range strings.Split(c.DNSUpstreams, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		ap, err := netip.ParseAddrPort(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				return nil, errdefs.Invalid("config dns-upstream: %q is not an address or address:port like 192.0.2.53 or 127.0.0.1:5353", f)
+			}
+			ap = netip.AddrPortFrom(a, 53)
+		}
+		out = append(out, ap)
+	}
+	return out, nil
 }

@@ -72,18 +72,28 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	rt, err := runsc.New(ctx, runsc.Config{
-		Binary:    cfg.Runsc,
-		Root:      filepath.Join(cfg.RunDir, "runsc"),
-		BundleDir: filepath.Join(cfg.RunDir, "bundles"),
-		LogDir:    filepath.Join(cfg.DataDir, "logs"),
-		InitDir:   initDir,
-		Debug:     cfg.Debug,
-	}, log)
+	upstreams, err := cfg.Upstreams()
 	if err != nil {
 		return err
 	}
-	network, err := netns.New(cfg.Subnet, log)
+	network, err := netns.Open(ctx, netns.Config{Prefix: cfg.Subnet, Upstreams: upstreams, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer network.Close()
+	resolvConf := filepath.Join(cfg.DataDir, "resolv.conf")
+	if err := writeFileAtomic(resolvConf, network.ResolvConf(), 0o644); err != nil {
+		return fmt.Errorf("writing the sandboxes' resolv.conf: %w", err)
+	}
+	rt, err := runsc.New(ctx, runsc.Config{
+		Binary:     cfg.Runsc,
+		Root:       filepath.Join(cfg.RunDir, "runsc"),
+		BundleDir:  filepath.Join(cfg.RunDir, "bundles"),
+		LogDir:     filepath.Join(cfg.DataDir, "logs"),
+		InitDir:    initDir,
+		ResolvConf: resolvConf,
+		Debug:      cfg.Debug,
+	}, log)
 	if err != nil {
 		return err
 	}
@@ -264,4 +274,26 @@ func loadToken(cfg Config) (string, error) {
 		return "", fmt.Errorf("writing token: %w", err)
 	}
 	return tok, nil
+}
+
+// writeFileAtomic replaces path with data, so a sandbox booting meanwhile
+// mounts either the old file or the new one, never half of one.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

@@ -29,8 +29,11 @@ type Config struct {
 	BundleDir string // one OCI bundle directory per instance
 	LogDir    string // one log file per instance: den-init's stdout and stderr
 	InitDir   string // host directory holding den-init, mounted read-only at /.den
-	Platform  string // default systrap
-	Debug     bool   // pass --debug --debug-log to runsc
+	// ResolvConf is a host file mounted read-only at /etc/resolv.conf,
+	// naming den's resolver; none when empty.
+	ResolvConf string
+	Platform   string // default systrap
+	Debug      bool   // pass --debug --debug-log to runsc
 }
 
 // Runtime is the sandbox.Runtime over the runsc CLI.

@@ -107,7 +107,7 @@ func (r *Runtime) spec(inst sandbox.Instance) ociSpec {
 	if inst.CPUs > 0 {
 		res.CPU = &ociCPU{Quota: int64(inst.CPUs * cpuPeriod), Period: cpuPeriod}
 	}
-	return ociSpec{
+	spec := ociSpec{
 		Version: "1.0.2",
 		Process: ociProcess{
 			Args: []string{InitPath},
@@ -138,6 +138,12 @@ func (r *Runtime) spec(inst sandbox.Instance) ociSpec {
 			Resources:   &res,
 		},
 	}
+	if r.cfg.ResolvConf != "" {
+		// The name server every sandbox asks, the same in forks and
+		// restored copies; read-only, as DNS anywhere else is dropped.
+		spec.Mounts = append(spec.Mounts, ociMount{Destination: "/etc/resolv.conf", Type: "bind", Source: r.cfg.ResolvConf, Options: []string{"rbind", "ro"}})
+	}
+	return spec
 }
 
 // SpecHash is a sha256 (hex) of what restore validates in inst's spec:
