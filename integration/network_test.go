@@ -17,8 +17,8 @@ import (
 // (198.18.0.2 and 198.18.1.2, with a DNS server each), and a stub name
 // server on loopback that den's resolver asks. Nothing else is reachable.
 type networkRig struct {
-	allowed, denied       *tcpServer
-	stub, bad             *stubDNS
+	allowed, denied *tcpServer
+	stub, bad       *stubDNS
 }
 
 func newNetworkRig(t *testing.T) *networkRig {
