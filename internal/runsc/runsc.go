@@ -256,6 +256,9 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	if _, err := r.run(ctx, id, "delete", "--force", id); err != nil && !isMissing(err) {
 		return fmt.Errorf("destroying instance %s: %w", id, err)
 	}
+	if n := r.killStragglers(id); n > 0 {
+		r.log.Warn("killed engine processes runsc had lost track of", "instance", id, "processes", n)
+	}
 	if err := os.RemoveAll(filepath.Join(r.cfg.BundleDir, id)); err != nil {
 		return fmt.Errorf("removing bundle of %s: %w", id, err)
 	}
