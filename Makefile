@@ -47,6 +47,7 @@ fuzz:
 	go test -run=NONE -fuzz='^FuzzParseToken$$' -fuzztime=$(FUZZTIME) ./internal/auth/
 	go test -run=NONE -fuzz='^FuzzParseBearer$$' -fuzztime=$(FUZZTIME) ./internal/auth/
 	go test -run=NONE -fuzz='^FuzzParseNetworkRule$$' -fuzztime=$(FUZZTIME) ./internal/sandbox/
+	go test -run=NONE -fuzz='^FuzzDecodeSecrets$$' -fuzztime=$(FUZZTIME) ./internal/guest/
 
 vet:
 	go vet ./...

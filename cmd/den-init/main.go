@@ -26,6 +26,12 @@ var version = "dev"
 const stopGrace = 2 * time.Second
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == initd.SecretExecArg {
+		// Wrapper mode: start a command given secrets (see initd.SecretExec).
+		err := initd.SecretExec(os.Args[2:])
+		fmt.Fprintf(os.Stderr, "den-init: starting the command: %v\n", err)
+		os.Exit(127)
+	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if err := run(log); err != nil {
 		log.Error("den-init failed", "err", err)

@@ -79,8 +79,24 @@ func (c *Client) Ping(ctx context.Context) (Info, error) {
 // Start starts a process and returns at once; read its output with Stream.
 func (c *Client) Start(ctx context.Context, spec ProcSpec) (ProcStatus, error) {
 	var st ProcStatus
-	err := c.call(ctx, http.MethodPost, "/v1/procs", nil, spec, &st)
-	return st, err
+	if len(spec.Secrets) == 0 {
+		err := c.call(ctx, http.MethodPost, "/v1/procs", nil, spec, &st)
+		return st, err
+	}
+	body, err := EncodeStart(spec)
+	if err != nil {
+		return st, err
+	}
+	defer clear(body)
+	resp, err := c.do(ctx, http.MethodPost, "/v1/procs", nil, bytes.NewReader(body), ContentTypeSecrets)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return st, c.broken(ctx, "reading den-init's answer", err)
+	}
+	return st, nil
 }
 
 // Status returns a process's status.
@@ -124,11 +140,19 @@ func (c *Client) Stream(ctx context.Context, id string, stdoutFrom, stderrFrom i
 // stream (the process keeps running). If the connection breaks after
 // started, resume with Stream.
 func (c *Client) StartStream(ctx context.Context, spec ProcSpec, started func(ProcStatus) error, fn func(kind byte, p []byte) error) (ProcStatus, error) {
-	body, err := json.Marshal(spec)
+	body, ctype := []byte(nil), "application/json"
+	var err error
+	if len(spec.Secrets) == 0 {
+		body, err = json.Marshal(spec)
+	} else {
+		body, err = EncodeStart(spec)
+		ctype = ContentTypeSecrets
+		defer clear(body)
+	}
 	if err != nil {
 		return ProcStatus{}, fmt.Errorf("encoding process spec: %w", err)
 	}
-	resp, err := c.do(ctx, http.MethodPost, "/v1/procs", url.Values{"stream": {"1"}}, bytes.NewReader(body), "application/json")
+	resp, err := c.do(ctx, http.MethodPost, "/v1/procs", url.Values{"stream": {"1"}}, bytes.NewReader(body), ctype)
 	if err != nil {
 		return ProcStatus{}, err
 	}

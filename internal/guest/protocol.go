@@ -27,6 +27,9 @@ type ProcSpec struct {
 	Cols    uint16        `json:"cols,omitempty"`
 	Stdin   bool          `json:"stdin,omitempty"`   // keep a stdin pipe open; else stdin is /dev/null
 	Timeout time.Duration `json:"timeout,omitempty"` // kill the whole process tree after this long; 0 = never
+	// Secrets go to the process only, never into JSON: a spec with some
+	// is sent as ContentTypeSecrets.
+	Secrets []Secret `json:"-"`
 }
 
 // ProcStatus describes one process den-init started.

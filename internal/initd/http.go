@@ -139,10 +139,18 @@ func (s *Server) handlePing(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) error {
 	var spec guest.ProcSpec
-	if err := decodeJSON(w, r, &spec); err != nil {
+	var secrets []byte // the one copy of the secrets den-init has
+	if r.Header.Get("Content-Type") == guest.ContentTypeSecrets {
+		var err error
+		if spec, secrets, err = readSecretStart(r); err != nil {
+			return err
+		}
+	} else if err := decodeJSON(w, r, &spec); err != nil {
 		return err
 	}
 	p, err := s.startProc(spec)
+	clear(secrets)
+	spec.Secrets = nil
 	if err != nil {
 		return err
 	}

@@ -259,12 +259,31 @@ func (s *Server) startProc(spec guest.ProcSpec) (*proc, error) {
 		p.out[stderr].eof = true // a terminal has one output, sent as stdout
 	}
 	p.started = time.Now().UTC()
+	argv := spec.Argv
+	var secrets *os.File
+	if len(spec.Secrets) > 0 {
+		if secrets, argv, err = ex.wrapSecrets(s.cfg.Self, argv); err != nil {
+			ex.closeParentEnds()
+			return nil, err
+		}
+	}
 	pid, err := s.reaper.Start(func() (int, error) {
-		return syscall.ForkExec(ex.path, spec.Argv, ex.attr)
+		return syscall.ForkExec(ex.path, argv, ex.attr)
 	}, p.onExit)
 	if err != nil {
+		if secrets != nil {
+			secrets.Close()
+		}
 		ex.closeParentEnds()
 		return nil, execError(spec.Argv[0], err)
+	}
+	if secrets != nil {
+		// Our copy of the pipe's read end goes first, so a wrapper that
+		// died cannot leave the write blocked.
+		ex.closeChildEnds()
+		if err := sendSecrets(secrets, spec.Secrets); err != nil {
+			s.log.Warn("handing secrets to a process", "argv0", spec.Argv[0], "err", err)
+		}
 	}
 	p.pid = pid
 

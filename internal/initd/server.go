@@ -57,6 +57,10 @@ type Config struct {
 	// Reaper collects exit statuses. There must be one per process; when
 	// nil, New starts one and Close stops it.
 	Reaper *Reaper
+	// Self is den-init's own binary, run in wrapper mode to start a
+	// process given secrets (default: this executable). A program that
+	// embeds a Server must hand os.Args[1] == SecretExecArg to SecretExec.
+	Self string
 }
 
 // Validate checks the config and names the bad field.
@@ -71,6 +75,9 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) setDefaults() {
+	if c.Self == "" {
+		c.Self, _ = os.Executable()
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
