@@ -92,3 +92,18 @@ type SecretList struct {
 
 // MaxSecretBytes bounds a secret's value, the body of PUT /v1/secrets/{name}.
 const MaxSecretBytes = 64 << 10
+
+// SecretGrant gives a sandbox's commands one secret at exec time: as the
+// environment variable Env (default: the secret's name), or as the file
+// File in /run/secrets, an in-memory mount. Only admins grant secrets.
+type SecretGrant struct {
+	Name string `json:"name"`
+	Env  string `json:"env,omitempty"`
+	File string `json:"file,omitempty"`
+}
+
+// SecretGrants is the body of PUT /v1/sandboxes/{name}/secrets: the whole
+// list, replacing the one before. A secret left out is revoked.
+type SecretGrants struct {
+	Grants []SecretGrant `json:"grants"`
+}

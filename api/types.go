@@ -39,6 +39,9 @@ type CreateSandboxRequest struct {
 	// Network is what it may reach; absent means mode none, or, with From,
 	// the checkpoint's policy.
 	Network *NetworkPolicy `json:"network,omitempty"`
+	// Secrets are granted to its commands (admins only). A sandbox made
+	// from a checkpoint gets only these, never its origin's.
+	Secrets []SecretGrant `json:"secrets,omitempty"`
 }
 
 // Sandbox is the durable record of one sandbox.
@@ -55,7 +58,8 @@ type Sandbox struct {
 	Generation  int64             `json:"generation"`
 	Address     string            `json:"address,omitempty"` // private in-sandbox address
 	Ephemeral   bool              `json:"ephemeral,omitempty"`
-	Network     NetworkPolicy     `json:"network"` // what it may reach
+	Network     NetworkPolicy     `json:"network"`           // what it may reach
+	Secrets     []SecretGrant     `json:"secrets,omitempty"` // granted to its commands: names, never values
 	// Policy is the idle policy in effect: the sandbox's own values with
 	// dend's defaults filled in, every field set.
 	Policy Policy      `json:"policy"`

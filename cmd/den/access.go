@@ -272,11 +272,15 @@ never come back out through the API.`,
   den secret set DB_PASSWORD --file ./pw.txt
   printf %s "$TOKEN" | den secret set GH_TOKEN
   den secret ls
-  den secret rm DB_PASSWORD`,
-		Args: subcommands("secret", "set, ls, rm"),
+  den secret rm DB_PASSWORD
+  den secret grant web GH_TOKEN                 # $GH_TOKEN in web's commands
+  den secret grant web TLS_KEY --file key.pem   # /run/secrets/key.pem
+  den secret revoke web GH_TOKEN`,
+		Args: subcommands("secret", "set, ls, rm, grant, revoke"),
 		RunE: func(*cobra.Command, []string) error { return nil },
 	}
-	cmd.AddCommand(a.secretSetCommand(), a.secretLsCommand(), a.secretRmCommand())
+	cmd.AddCommand(a.secretSetCommand(), a.secretLsCommand(), a.secretRmCommand(),
+		a.secretGrantCommand(), a.secretRevokeCommand())
 	return cmd
 }
 

@@ -14,11 +14,12 @@ import (
 
 func (a *app) createCommand() *cobra.Command {
 	var (
-		req    api.CreateSandboxRequest
-		env    []string
-		labels []string
-		policy policyFlags
-		net    networkFlags
+		req                     api.CreateSandboxRequest
+		env                     []string
+		labels                  []string
+		policy                  policyFlags
+		net                     networkFlags
+		envSecrets, fileSecrets []string
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME",
@@ -53,6 +54,7 @@ A new sandbox reaches no network; --network and --allow say what it may reach
 			}
 			req.Policy = policy.changed(cmd)
 			req.Network = net.policy()
+			req.Secrets = parseGrants(envSecrets, fileSecrets)
 			c, err := a.client()
 			if err != nil {
 				return err
@@ -80,6 +82,8 @@ A new sandbox reaches no network; --network and --allow say what it may reach
 	f.StringArrayVar(&labels, "label", nil, "label K=V; repeatable")
 	f.StringVar(&req.From, "from", "", "start from a checkpoint: its id, or SANDBOX:NAME")
 	net.register(cmd, "network")
+	f.StringArrayVar(&envSecrets, "secret", nil, "give its commands secret NAME as $NAME, or NAME=VAR as $VAR (admin); repeatable")
+	f.StringArrayVar(&fileSecrets, "secret-file", nil, "give its commands secret NAME as /run/secrets/NAME, or NAME=FILE (admin); repeatable")
 	f.BoolVar(&req.Ephemeral, "ephemeral", false, "keep nothing once destroyed; destroyed when its --ttl (default: dend's --ephemeral-ttl) of running time ends")
 	policy.register(cmd)
 	return cmd

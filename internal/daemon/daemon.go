@@ -53,8 +53,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("opening the store: %w", err)
 	}
 	defer st.Close()
-	// secrets is the sandbox.Secrets for sandbox.Config, once execs take
-	// secrets; the API sets, lists and removes them.
+	// secrets is both what the API sets, lists and removes and where
+	// sandboxes' execs get the secrets granted to them.
 	secrets, err := secret.Open(ctx, secret.Config{KeyFile: cfg.SecretsKeyFile(), Store: st, Logger: log})
 	if err != nil {
 		return fmt.Errorf("opening the secret store: %w", err)
@@ -98,7 +98,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	svc, err := sandbox.NewService(sandbox.Config{
-		Store: st, Volumes: pool, Runtime: rt, Network: network, Images: images,
+		Store: st, Volumes: pool, Runtime: rt, Network: network, Images: images, Secrets: secrets,
 		Dial:          func(addr netip.AddrPort, token string) sandbox.Guest { return guest.New(addr, token) },
 		Logger:        log,
 		Node:          cfg.Node,

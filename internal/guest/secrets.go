@@ -65,16 +65,22 @@ func EncodeStart(spec ProcSpec) ([]byte, error) {
 	return b, nil
 }
 
-// EncodeSecrets writes secrets as frames.
+// EncodeSecrets writes secrets as frames, into a buffer allocated once at
+// its final size: a buffer grown by append would leave copies of the first
+// frames behind, unwiped.
 func EncodeSecrets(secrets []Secret) ([]byte, error) {
 	if len(secrets) > MaxSecrets {
 		return nil, errdefs.TooLarge("%d secrets, over the limit of %d", len(secrets), MaxSecrets)
 	}
-	var b []byte
+	n := 0
 	for _, s := range secrets {
 		if err := s.check(); err != nil {
 			return nil, err
 		}
+		n += 1 + 2 + len(s.Env) + len(s.File) + 4 + len(s.Value)
+	}
+	b := make([]byte, 0, n)
+	for _, s := range secrets {
 		kind, name := byte('e'), s.Env
 		if s.File != "" {
 			kind, name = 'f', s.File

@@ -131,6 +131,8 @@ func areaOf(path string) area {
 	switch {
 	case path == "/v1/health" || path == "/v1/openapi.yaml":
 		return areaOpen
+	case strings.HasPrefix(path, "/v1/sandboxes/") && strings.HasSuffix(path, "/secrets"):
+		return areaSecrets // granting a secret hands out its value
 	case path == "/v1/sandboxes" || strings.HasPrefix(path, "/v1/sandboxes/"):
 		return areaSandboxes
 	case path == "/v1/images" || strings.HasPrefix(path, "/v1/images/"):

@@ -269,6 +269,11 @@ func TestOwnerSeesOnlyItsSandboxes(t *testing.T) {
 			got := answer{resp.StatusCode, resp.Header.Get("Content-Type"), string(body)}
 			want := answer{404, "application/json", `{"error":{"code":"not_found","message":"sandbox \"` + ref +
 				`\" not found","hint":"list sandboxes with ` + "`den ls`" + `"}}` + "\n"}
+			if strings.HasSuffix(rt.Path, "/secrets") {
+				// Granting secrets is for admins, whichever sandbox: the
+				// same refusal for every name tells nothing either.
+				want = answer{403, "application/json", `{"error":{"code":"forbidden","message":"only an admin can manage secrets","hint":"use dend's unix socket as root, or a token of scope admin"}}` + "\n"}
+			}
 			if got != want {
 				t.Errorf("%s %s as alice = %+v, want %+v", rt.Method, rt.Path, got, want)
 			}
@@ -702,5 +707,18 @@ func TestAuditRecordsChanges(t *testing.T) {
 		if strings.Contains(string(raw), v) || bytes.Contains(db, []byte(v)) || bytes.Contains(wal, []byte(v)) {
 			t.Errorf("%q is in the audit log or the database", v)
 		}
+	}
+}
+
+// Only an admin grants secrets: an owner token creating a sandbox with
+// secrets is refused before anything is created.
+func TestOwnerCannotGrantSecrets(t *testing.T) {
+	a := newAccessEnv(t)
+	resp, body := a.do("alice", "POST", "/v1/sandboxes", strings.NewReader(`{"name":"mine","secrets":[{"name":"GH_TOKEN"}]}`))
+	if resp.StatusCode != 403 || !strings.Contains(string(body), "only an admin can grant secrets") {
+		t.Fatalf("create with secrets as an owner: %d %s", resp.StatusCode, body)
+	}
+	if v := a.verbs(); len(v) > 0 {
+		t.Fatalf("a refused create reached the service: %v", v)
 	}
 }

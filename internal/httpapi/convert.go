@@ -27,6 +27,7 @@ func (s *server) toSandbox(sb *sandbox.Sandbox) api.Sandbox {
 		Address:     s.sandboxes.Address(sb),
 		Ephemeral:   sb.Spec.Ephemeral,
 		Network:     fromNetwork(sb.Spec.Network),
+		Secrets:     fromGrants(sb.Spec.Secrets),
 		Policy:      fromPolicy(s.sandboxes.EffectivePolicy(sb)),
 		RunningFor:  api.FormatDuration(sb.Usage.Ran(time.Now()).Round(time.Second)),
 		Checkpoint:  sb.Checkpoint,
@@ -206,6 +207,7 @@ func toCreateParams(req api.CreateSandboxRequest) (sandbox.CreateParams, error) 
 	}
 	return sandbox.CreateParams{
 		Network:     network,
+		Secrets:     toGrants(req.Secrets),
 		Name:        req.Name,
 		Image:       req.Image,
 		CPUs:        req.CPUs,

@@ -352,6 +352,15 @@ func (f *fakeSandboxes) SetNetwork(ctx context.Context, ref string, p sandbox.Ne
 	return &sb, nil
 }
 
+func (f *fakeSandboxes) SetSecrets(ctx context.Context, ref string, grants []sandbox.SecretGrant) (*sandbox.Sandbox, error) {
+	if err := f.enter("SetSecrets", ref, grants); err != nil {
+		return nil, err
+	}
+	sb := *f.sandboxes[0]
+	sb.Spec.Secrets = grants
+	return &sb, nil
+}
+
 func (f *fakeSandboxes) EffectivePolicy(sb *sandbox.Sandbox) sandbox.Policy {
 	return sb.Policy.Merge(f.defaults)
 }

@@ -33,6 +33,7 @@ func (s *server) routes() []route {
 		{"POST", "/v1/sandboxes/{name}/recover", s.recoverSandbox},
 		{"PATCH", "/v1/sandboxes/{name}/policy", s.setPolicy},
 		{"PUT", "/v1/sandboxes/{name}/network", s.setNetwork},
+		{"PUT", "/v1/sandboxes/{name}/secrets", s.setSecrets},
 
 		{"POST", "/v1/sandboxes/{name}/checkpoints", s.createCheckpoint},
 		{"GET", "/v1/sandboxes/{name}/checkpoints", s.listCheckpoints},

@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/auth"
+	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -19,6 +21,10 @@ func (s *server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	who := principalOf(r)
+	if len(p.Secrets) > 0 && !who.Scope.Admin() {
+		return errdefs.WithHint(auth.Forbidden("only an admin can grant secrets"),
+			"create the sandbox without secrets and have an admin grant them: `den secret grant SANDBOX NAME`")
+	}
 	p.Owner = who.Owner
 	if p.From, err = s.scopeFrom(r.Context(), who, p.From); err != nil {
 		return err

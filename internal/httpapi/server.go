@@ -71,6 +71,8 @@ type SandboxService interface {
 	Fork(ctx context.Context, ref string, p sandbox.ForkParams) ([]*sandbox.Sandbox, error)
 	// RecoverSandbox brings a sandbox in error back.
 	RecoverSandbox(ctx context.Context, ref string, p sandbox.RecoverParams) (*sandbox.Sandbox, error)
+	// SetSecrets replaces the secrets granted to a sandbox's commands.
+	SetSecrets(ctx context.Context, ref string, grants []sandbox.SecretGrant) (*sandbox.Sandbox, error)
 	// SetNetwork replaces what a sandbox may reach, at once.
 	SetNetwork(ctx context.Context, ref string, p sandbox.NetworkPolicy) (*sandbox.Sandbox, error)
 	// SetPolicy changes the fields of a sandbox's idle policy that p sets.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 
+	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -128,6 +129,9 @@ func (r *Runtime) spec(inst sandbox.Instance) ociSpec {
 			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
 			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 			{Destination: "/.den", Type: "bind", Source: r.cfg.InitDir, Options: []string{"rbind", "ro"}},
+			// Secret files, written at exec time, removed before any
+			// checkpoint: in memory, never on the sandbox's disk.
+			{Destination: guest.SecretDir, Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=1777", "size=8m"}},
 		},
 		Linux: ociLinux{
 			Namespaces: []ociNamespace{

@@ -49,6 +49,7 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 	ck = s.newCheckpoint(sb, c)
 	inst := sb.InstanceID()
 	if sb.State == StateRunning {
+		s.scrubSecrets(ctx, sb)
 		if err := s.guestFor(sb).Sync(ctx); err != nil {
 			return nil, fmt.Errorf("flushing the sandbox's files: %w", err)
 		}

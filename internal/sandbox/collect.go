@@ -60,6 +60,9 @@ type output struct {
 	changed chan struct{}
 	// finished is closed once the run's final record is stored.
 	finished chan struct{}
+	// redact are the secret values the run was given: masked in its
+	// output before it reaches the host.
+	redact [][]byte
 }
 
 func (s *Service) newOutput(sandboxID string) *output {
@@ -135,6 +138,7 @@ func (s *Service) register(o *output) {
 // stored. If record fails the process is killed.
 func (s *Service) startRun(sandboxID string, g Guest, spec guest.ProcSpec, record func(guest.ProcStatus) (*Run, error)) (*Run, error) {
 	o := s.newOutput(sandboxID)
+	o.redact = redactions(spec.Secrets)
 	type started struct {
 		run *Run
 		err error
@@ -207,6 +211,7 @@ func (s *Service) write(ctx context.Context, o *output, g Guest, kind byte, p []
 		}
 		o.files[i] = f
 	}
+	p = mask(p, o.redact)
 	if _, err := o.files[i].Write(p); err != nil {
 		return fmt.Errorf("writing run output: %w", err)
 	}

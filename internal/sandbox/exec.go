@@ -42,10 +42,24 @@ func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (*Run, err
 		Argv: p.Argv, Env: mergeEnv(base.Env, sb.Spec.Env, p.Env), Cwd: cwd, User: user,
 		TTY: p.TTY, Rows: p.Rows, Cols: p.Cols, Stdin: p.Stdin, Timeout: p.Timeout,
 	}
+	envNames := sortedKeys(p.Env)
+	if len(sb.Spec.Secrets) > 0 {
+		secrets, err := s.revealGrants(ctx, sb)
+		if err != nil {
+			return nil, err
+		}
+		defer wipeSecrets(secrets)
+		spec.Secrets = secrets
+		for _, g := range sb.Spec.Secrets {
+			if g.Env != "" {
+				envNames = append(envNames, g.Env)
+			}
+		}
+	}
 	run, err := s.startRun(sb.ID, g, spec, func(st guest.ProcStatus) (*Run, error) {
 		run := &Run{
 			ID: newID(12), SandboxID: sb.ID, Generation: sb.Generation, GuestID: st.ID,
-			Argv: p.Argv, Cwd: cwd, EnvNames: sortedKeys(p.Env), User: user, TTY: p.TTY,
+			Argv: p.Argv, Cwd: cwd, EnvNames: envNames, User: user, TTY: p.TTY,
 			Detached: p.Detach, Status: RunRunning, StartedAt: st.StartedAt.UTC(),
 		}
 		if run.StartedAt.IsZero() {

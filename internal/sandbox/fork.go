@@ -123,6 +123,7 @@ func (s *Service) createFrom(ctx context.Context, p CreateParams, ck *Checkpoint
 	spec := ck.Manifest.Spec
 	spec.Labels = p.Labels
 	spec.Ephemeral = p.Ephemeral
+	spec.Secrets = p.Secrets // never the origin's
 	if p.Network != nil {
 		spec.Network = *p.Network
 	}

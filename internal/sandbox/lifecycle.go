@@ -33,10 +33,16 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 			return nil, err
 		}
 	}
+	if err := ValidateGrants(p.Secrets); err != nil {
+		return nil, err
+	}
+	if err := s.checkSecretsExist(ctx, p.Secrets); err != nil {
+		return nil, err
+	}
 	if p.From != "" {
 		return s.createFromRef(ctx, p)
 	}
-	spec := Spec{Image: p.Image, CPUs: p.CPUs, MemoryBytes: p.MemoryBytes, Env: p.Env, Labels: p.Labels, Ephemeral: p.Ephemeral}
+	spec := Spec{Image: p.Image, CPUs: p.CPUs, MemoryBytes: p.MemoryBytes, Env: p.Env, Labels: p.Labels, Ephemeral: p.Ephemeral, Secrets: p.Secrets}
 	spec.Network = NetworkPolicy{Mode: NetworkNone}
 	if p.Network != nil {
 		spec.Network = *p.Network

@@ -36,6 +36,9 @@ type CreateParams struct {
 	// Network is what it may reach; nil means mode none, or, with From,
 	// the checkpoint's policy.
 	Network *NetworkPolicy
+	// Secrets are granted to its commands. A sandbox made from a
+	// checkpoint or forked gets only these, never its origin's.
+	Secrets []SecretGrant
 }
 
 // ExecParams is what a caller asks for when running a command.

@@ -23,6 +23,7 @@ type Spec struct {
 	PIDs        int               `json:"pids,omitempty"`       // most processes and threads at once; 0: dend's default
 	DiskBytes   int64             `json:"disk_bytes,omitempty"` // most bytes its files may hold; 0: dend's default
 	Network     NetworkPolicy     `json:"network,omitzero"`     // zero value: mode none
+	Secrets     []SecretGrant     `json:"secrets,omitempty"`    // what its commands get at exec time
 	Env         map[string]string `json:"env,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	// Ephemeral sandboxes keep nothing when they are destroyed: no
@@ -106,6 +107,7 @@ const (
 	EventPolicy     = "policy"
 	EventExpired    = "expired" // its TTL ended
 	EventNetwork    = "network" // its network policy changed
+	EventSecrets    = "secrets" // the secrets granted to it changed
 )
 
 // Pending changes: the steps of a multi-step verb a restarted dend must

@@ -22,6 +22,7 @@ type Config struct {
 	Runtime Runtime
 	Network Network
 	Images  Images
+	Secrets Secrets // nil: no secrets can be granted
 	Dial    GuestDialer
 	Logger  *slog.Logger
 	Node    string // this host's name, recorded on every sandbox

@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"regexp"
 	"sync"
 	"time"
 
@@ -35,17 +34,9 @@ var _ sandbox.Secrets = (*Vault)(nil)
 // MaxValueBytes bounds a secret's value.
 const MaxValueBytes = 64 << 10
 
-// nameRE is the form of a secret's name: an environment variable's.
-var nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
-
-// ValidateName checks a secret's name.
-func ValidateName(name string) error {
-	if nameRE.MatchString(name) {
-		return nil
-	}
-	return errdefs.WithHint(errdefs.Invalid("invalid secret name %q", name),
-		"use 1-64 letters, digits and underscores, not starting with a digit, like an environment variable: DB_PASSWORD")
-}
+// ValidateName checks a secret's name: an environment variable's, the
+// rule the sandboxes it is granted to use.
+func ValidateName(name string) error { return sandbox.ValidateSecretName(name) }
 
 // Record is a sealed secret as the store keeps it.
 type Record struct {

@@ -1,0 +1,37 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+// setSecrets replaces the secrets granted to a sandbox (admins only).
+func (s *server) setSecrets(w http.ResponseWriter, r *http.Request) error {
+	var req api.SecretGrants
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	sb, err := s.sandboxes.SetSecrets(r.Context(), r.PathValue("name"), toGrants(req.Grants))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+}
+
+func toGrants(in []api.SecretGrant) []sandbox.SecretGrant {
+	var out []sandbox.SecretGrant
+	for _, g := range in {
+		out = append(out, sandbox.SecretGrant(g))
+	}
+	return out
+}
+
+func fromGrants(in []sandbox.SecretGrant) []api.SecretGrant {
+	var out []api.SecretGrant
+	for _, g := range in {
+		out = append(out, api.SecretGrant(g))
+	}
+	return out
+}
