@@ -124,6 +124,7 @@ func (s *Service) createFrom(ctx context.Context, p CreateParams, ck *Checkpoint
 	spec.Labels = p.Labels
 	spec.Ephemeral = p.Ephemeral
 	spec.Secrets = p.Secrets // never the origin's
+	spec.Ports = nil         // nor its exposed ports: see ExposePort
 	if p.Network != nil {
 		spec.Network = *p.Network
 	}

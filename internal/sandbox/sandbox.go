@@ -24,6 +24,7 @@ type Spec struct {
 	DiskBytes   int64             `json:"disk_bytes,omitempty"` // most bytes its files may hold; 0: dend's default
 	Network     NetworkPolicy     `json:"network,omitzero"`     // zero value: mode none
 	Secrets     []SecretGrant     `json:"secrets,omitempty"`    // what its commands get at exec time
+	Ports       []ExposedPort     `json:"ports,omitempty"`      // served through dend, by port number
 	Env         map[string]string `json:"env,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	// Ephemeral sandboxes keep nothing when they are destroyed: no
@@ -108,6 +109,7 @@ const (
 	EventExpired    = "expired" // its TTL ended
 	EventNetwork    = "network" // its network policy changed
 	EventSecrets    = "secrets" // the secrets granted to it changed
+	EventPorts      = "ports"   // a port was exposed, unexposed or made public or private
 )
 
 // Pending changes: the steps of a multi-step verb a restarted dend must
