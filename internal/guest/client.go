@@ -76,6 +76,13 @@ func (c *Client) Ping(ctx context.Context) (Info, error) {
 	return info, err
 }
 
+// Processes lists every process in the sandbox but den-init.
+func (c *Client) Processes(ctx context.Context) ([]Process, error) {
+	var out []Process
+	err := c.call(ctx, http.MethodGet, "/v1/ps", nil, nil, &out)
+	return out, err
+}
+
 // Start starts a process and returns at once; read its output with Stream.
 func (c *Client) Start(ctx context.Context, spec ProcSpec) (ProcStatus, error) {
 	var st ProcStatus

@@ -83,6 +83,16 @@ type Info struct {
 	Procs int `json:"procs"`
 }
 
+// Process is one process in the sandbox, as GET /v1/ps lists it.
+type Process struct {
+	PID      int    `json:"pid"`
+	PPID     int    `json:"ppid"`
+	Name     string `json:"name"`    // the kernel's short name
+	Command  string `json:"command"` // its arguments, space-separated
+	State    string `json:"state"`   // R running, S sleeping, T stopped, ...
+	RSSBytes int64  `json:"rss_bytes"`
+}
+
 // Error is the body of every non-2xx answer from den-init.
 type Error struct {
 	Code    string `json:"code"` // invalid, not_found, conflict, too_large, unavailable, internal

@@ -27,6 +27,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	routes := map[string]handlerFunc{
 		"GET /v1/ping":               s.handlePing,
+		"GET /v1/ps":                 s.handlePs,
 		"POST /v1/procs":             s.handleStart,
 		"GET /v1/procs":              s.handleList,
 		"GET /v1/procs/{id}":         s.handleStatus,
@@ -132,7 +133,7 @@ func (s *Server) handleUnknown(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) handlePing(w http.ResponseWriter, r *http.Request) error {
 	info := s.info
-	info.Procs = countDescendants("/proc", os.Getpid())
+	info.Procs = len(descendants(readProcTable(), os.Getpid()))
 	writeJSON(w, http.StatusOK, info)
 	return nil
 }

@@ -273,3 +273,18 @@ func firstNonEmpty(v ...string) string {
 	}
 	return ""
 }
+
+// Processes lists every process in a sandbox, the ones its commands left
+// behind included, waking it if it sleeps.
+func (s *Service) Processes(ctx context.Context, ref string) ([]guest.Process, error) {
+	sb, unlock, err := s.useSandbox(ctx, ref, "list the processes of")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	procs, err := s.guestFor(sb).Processes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing the processes of sandbox %q: %w", sb.Name, err)
+	}
+	return procs, nil
+}

@@ -153,6 +153,8 @@ type Network interface {
 // Guest is a connection to den-init inside one instance.
 type Guest interface {
 	Ping(ctx context.Context) (guest.Info, error)
+	// Processes lists every process in the sandbox but den-init.
+	Processes(ctx context.Context) ([]guest.Process, error)
 	Start(ctx context.Context, spec guest.ProcSpec) (guest.ProcStatus, error)
 	// StartStream starts a process and streams its output in one request:
 	// started gets its status before any output; an error from started
