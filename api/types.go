@@ -60,6 +60,7 @@ type Sandbox struct {
 	Ephemeral   bool              `json:"ephemeral,omitempty"`
 	Network     NetworkPolicy     `json:"network"`           // what it may reach
 	Secrets     []SecretGrant     `json:"secrets,omitempty"` // granted to its commands: names, never values
+	Ports       []ExposedPort     `json:"ports,omitempty"`   // served through dend, by port number
 	// Policy is the idle policy in effect: the sandbox's own values with
 	// dend's defaults filled in, every field set.
 	Policy Policy      `json:"policy"`

@@ -17,7 +17,9 @@ import (
 //
 //  1. authenticate: the principal. Requests that came through Local (the
 //     root-only unix socket) are root; any other needs a bearer token the
-//     TokenService accepts, or gets 401.
+//     TokenService accepts, or gets 401 — except a request to an exposed
+//     port that is public or carries dend's signature, which is let in to
+//     that one port alone (portaccess.go).
 //  2. auditCalls: once the call is answered, a call that changes (or
 //     tries to change) something is recorded with its outcome. Never its
 //     body.
@@ -52,6 +54,9 @@ type requestInfo struct {
 	sandboxID string // the sandbox the call is about, when found
 	sandbox   string // its name, or the name asked for
 	errMsg    string // the message of the error answered, if any
+	// grant is, for a request let in without a token (a public port or
+	// a signed URL, see portaccess.go), the one port it may reach.
+	grant *portGrant
 }
 
 type infoKey struct{}
@@ -81,23 +86,36 @@ func noteError(r *http.Request, msg string) { infoOf(r).errMsg = msg }
 // there is none.
 func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var p auth.Principal
+		info := &requestInfo{}
 		if local, _ := r.Context().Value(localKey{}).(bool); local {
-			p = auth.Root()
-		} else {
-			var err error
-			if p, err = s.principal(r); err != nil {
-				if errors.Is(err, auth.ErrUnauthorized) {
-					w.Header().Set("WWW-Authenticate", `Bearer realm="den"`)
-					s.log.Info("refused a request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
-				}
-				s.writeError(w, r, err)
-				return
+			info.principal = auth.Root()
+		} else if err := s.identify(r, info); err != nil {
+			if errors.Is(err, auth.ErrUnauthorized) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="den"`)
+				s.log.Info("refused a request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
 			}
+			s.writeError(w, r, err)
+			return
 		}
-		ctx := context.WithValue(r.Context(), infoKey{}, &requestInfo{principal: p})
+		ctx := context.WithValue(r.Context(), infoKey{}, info)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// identify finds the principal of a request that did not come through
+// Local: one an exposed port lets in without a token, or the bearer
+// token's.
+func (s *server) identify(r *http.Request, info *requestInfo) error {
+	p, grant, ok, err := s.portPrincipal(r)
+	if err != nil {
+		return err
+	}
+	if ok {
+		info.principal, info.grant = p, grant
+		return nil
+	}
+	info.principal, err = s.principal(r)
+	return err
 }
 
 // principal checks the request's bearer token.
@@ -148,13 +166,21 @@ func areaOf(path string) area {
 }
 
 // mutating reports whether a route changes something. Exec over a
-// WebSocket is a GET that runs a command, so it counts.
+// WebSocket is a GET that runs a command, and a signed port URL is a GET
+// that hands out access, so they count.
 func mutating(method, pattern string) bool {
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return pattern == "/v1/sandboxes/{name}/exec/ws"
+		return pattern == "/v1/sandboxes/{name}/exec/ws" || pattern == portURLPattern
 	}
 	return true
+}
+
+// audited reports whether a call is recorded in the audit log: those that
+// change something, except what goes through an exposed port, which is
+// the application's traffic.
+func audited(method, pattern string) bool {
+	return mutating(method, pattern) && !isProxy(pattern)
 }
 
 // allow applies the scope rules that need no lookup.
@@ -194,11 +220,20 @@ func (s *server) guard(rt route) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		info := infoOf(r)
 		info.route = rt.path
+		if info.grant != nil {
+			if !info.grant.covers(rt, r) {
+				return grantNotFor()
+			}
+			useGrant(r, info)
+			return rt.fn(w, r)
+		}
 		ref := r.PathValue("name")
 		if a == areaSandboxes {
 			info.sandbox = ref
 		}
-		if err := allow(info.principal, a, mutates); err != nil {
+		// A WebSocket through an exposed port can do anything a POST can.
+		changes := mutates || (isProxy(rt.path) && r.Header.Get("Upgrade") != "")
+		if err := allow(info.principal, a, changes); err != nil {
 			return err
 		}
 		if a == areaSandboxes && ref != "" {
@@ -353,7 +388,8 @@ func (s *server) auditCalls(next http.Handler) http.Handler {
 			if v != nil && status == 0 {
 				status = http.StatusInternalServerError
 			}
-			if mutating(r.Method, info.route) {
+			// A request let in by a port grant can change nothing of den's.
+			if audited(r.Method, info.route) && info.grant == nil {
 				s.record(r, info, start, status)
 			}
 			if v != nil {

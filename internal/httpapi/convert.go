@@ -28,6 +28,7 @@ func (s *server) toSandbox(sb *sandbox.Sandbox) api.Sandbox {
 		Ephemeral:   sb.Spec.Ephemeral,
 		Network:     fromNetwork(sb.Spec.Network),
 		Secrets:     fromGrants(sb.Spec.Secrets),
+		Ports:       fromPorts(sb.Spec.Ports),
 		Policy:      fromPolicy(s.sandboxes.EffectivePolicy(sb)),
 		RunningFor:  api.FormatDuration(sb.Usage.Ran(time.Now()).Round(time.Second)),
 		Checkpoint:  sb.Checkpoint,

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -72,6 +73,7 @@ type fakeSandboxes struct {
 	output    map[string]string // stream → what Logs writes
 	files     *fakeFiles
 
+	target      netip.AddrPort // what PortTarget answers
 	checkpoints []*sandbox.Checkpoint
 	defaults    sandbox.Policy // dend's defaults, for EffectivePolicy
 	due         sandbox.Due    // what Due answers
@@ -359,6 +361,33 @@ func (f *fakeSandboxes) SetSecrets(ctx context.Context, ref string, grants []san
 	sb := *f.sandboxes[0]
 	sb.Spec.Secrets = grants
 	return &sb, nil
+}
+
+func (f *fakeSandboxes) ExposePort(ctx context.Context, ref string, port uint16, public bool) (*sandbox.Sandbox, error) {
+	if err := f.enter("ExposePort", ref, port, public); err != nil {
+		return nil, err
+	}
+	sb := *f.sandboxes[0]
+	sb.Spec.Ports = []sandbox.ExposedPort{{Port: port, Public: public}}
+	return &sb, nil
+}
+
+func (f *fakeSandboxes) UnexposePort(ctx context.Context, ref string, port uint16) (*sandbox.Sandbox, error) {
+	if err := f.enter("UnexposePort", ref, port); err != nil {
+		return nil, err
+	}
+	return f.sandboxes[0], nil
+}
+
+// PortTarget answers target, a server the test runs, for every port.
+func (f *fakeSandboxes) PortTarget(ctx context.Context, ref string, port uint16) (netip.AddrPort, error) {
+	if err := f.enter("PortTarget", ref, port); err != nil {
+		return netip.AddrPort{}, err
+	}
+	if !f.target.IsValid() {
+		return netip.AddrPort{}, errdefs.NotFound("port %d of sandbox %q is not exposed", port, ref)
+	}
+	return f.target, nil
 }
 
 func (f *fakeSandboxes) EffectivePolicy(sb *sandbox.Sandbox) sandbox.Policy {

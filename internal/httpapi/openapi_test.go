@@ -134,6 +134,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"CreateTokenRequest": api.CreateTokenRequest{}, "Token": api.Token{}, "TokenList": api.TokenList{},
 		"AuditEntry": api.AuditEntry{}, "AuditList": api.AuditList{},
 		"Secret": api.Secret{}, "SecretList": api.SecretList{},
+		"ExposedPort": api.ExposedPort{}, "ExposePortRequest": api.ExposePortRequest{}, "PortURL": api.PortURL{},
 	}
 	schemas := loadSpec(t).Components.Schemas
 	for name, v := range types {

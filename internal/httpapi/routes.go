@@ -16,7 +16,7 @@ type route struct {
 
 // routes is the one table of the API: New registers it, Routes reports it.
 func (s *server) routes() []route {
-	return []route{
+	return append([]route{
 		{"GET", "/v1/health", s.getHealth},
 		{"GET", "/v1/openapi.yaml", s.getOpenAPI},
 
@@ -34,6 +34,9 @@ func (s *server) routes() []route {
 		{"PATCH", "/v1/sandboxes/{name}/policy", s.setPolicy},
 		{"PUT", "/v1/sandboxes/{name}/network", s.setNetwork},
 		{"PUT", "/v1/sandboxes/{name}/secrets", s.setSecrets},
+		{"PUT", "/v1/sandboxes/{name}/ports/{port}", s.exposePort},
+		{"DELETE", "/v1/sandboxes/{name}/ports/{port}", s.unexposePort},
+		{"GET", portURLPattern, s.portURL},
 
 		{"POST", "/v1/sandboxes/{name}/checkpoints", s.createCheckpoint},
 		{"GET", "/v1/sandboxes/{name}/checkpoints", s.listCheckpoints},
@@ -73,7 +76,7 @@ func (s *server) routes() []route {
 		{"PUT", "/v1/secrets/{name}", s.setSecret},
 		{"GET", "/v1/secrets", s.listSecrets},
 		{"DELETE", "/v1/secrets/{name}", s.removeSecret},
-	}
+	}, s.proxyRoutes()...)
 }
 
 // Routes lists every route New serves, in the order of the table.

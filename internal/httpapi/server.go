@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"strings"
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/audit"
@@ -75,6 +77,13 @@ type SandboxService interface {
 	SetSecrets(ctx context.Context, ref string, grants []sandbox.SecretGrant) (*sandbox.Sandbox, error)
 	// SetNetwork replaces what a sandbox may reach, at once.
 	SetNetwork(ctx context.Context, ref string, p sandbox.NetworkPolicy) (*sandbox.Sandbox, error)
+	// ExposePort serves a port of the sandbox, or changes whether it is
+	// public; UnexposePort stops serving it.
+	ExposePort(ctx context.Context, ref string, port uint16, public bool) (*sandbox.Sandbox, error)
+	UnexposePort(ctx context.Context, ref string, port uint16) (*sandbox.Sandbox, error)
+	// PortTarget is where a request to an exposed port goes, the sandbox
+	// woken first if it sleeps.
+	PortTarget(ctx context.Context, ref string, port uint16) (netip.AddrPort, error)
 	// SetPolicy changes the fields of a sandbox's idle policy that p sets.
 	SetPolicy(ctx context.Context, ref string, p sandbox.Policy) (*sandbox.Sandbox, error)
 	// EffectivePolicy is sb's policy with dend's defaults filled in; Due
@@ -104,6 +113,12 @@ type Config struct {
 	Audit audit.Log
 	// Secrets serves /v1/secrets. nil: those routes answer 503.
 	Secrets SecretService
+	// PortsKey signs URLs to exposed ports (see portaccess.go); 32 random
+	// bytes. nil: no URLs are signed (503) and none is accepted.
+	PortsKey []byte
+	// PortsDomain, when set, serves requests to the host
+	// PORT-NAME.PortsDomain as the proxy of that port of that sandbox.
+	PortsDomain string
 }
 
 // server holds the dependencies every handler shares.
@@ -116,6 +131,10 @@ type server struct {
 	tokens       TokenService
 	audit        audit.Log
 	secrets      SecretService
+	// Exposed ports: see ports.go.
+	portsKey      []byte
+	portsDomain   string
+	portTransport *http.Transport
 }
 
 // New returns the handler of the whole API: every route of Routes, JSON
@@ -134,6 +153,8 @@ func New(cfg Config) http.Handler {
 		audit:        cfg.Audit,
 		secrets:      cfg.Secrets,
 	}
+	s.portsKey, s.portTransport = cfg.PortsKey, newPortTransport()
+	s.portsDomain = strings.Trim(strings.ToLower(cfg.PortsDomain), ".")
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -144,7 +165,7 @@ func New(cfg Config) http.Handler {
 	for _, rt := range s.routes() {
 		mux.Handle(rt.method+" "+rt.path, s.handle(s.guard(rt)))
 	}
-	return s.logRequests(s.recoverPanics(s.authenticate(s.auditCalls(s.fallback(mux)))))
+	return s.logRequests(s.recoverPanics(s.routeHosts(s.authenticate(s.auditCalls(s.fallback(mux))))))
 }
 
 // handlerFunc is a route's handler. It returns an error instead of writing

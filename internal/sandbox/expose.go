@@ -43,7 +43,8 @@ func (sb *Sandbox) Exposed(port uint16) (ExposedPort, bool) {
 	return sb.Spec.Ports[i], true
 }
 
-func portNotExposed(sb *Sandbox, port uint16) error {
+// PortNotExposed is the error for a port of sb that is not exposed.
+func PortNotExposed(sb *Sandbox, port uint16) error {
 	return errdefs.WithHint(errdefs.NotFound("port %d of sandbox %q is not exposed", port, sb.Name),
 		fmt.Sprintf("expose it first: `den port expose %s %d`", sb.Name, port))
 }
@@ -109,7 +110,7 @@ func (s *Service) UnexposePort(ctx context.Context, ref string, port uint16) (*S
 	}
 	defer unlock()
 	if _, ok := sb.Exposed(port); !ok {
-		return nil, portNotExposed(sb, port)
+		return nil, PortNotExposed(sb, port)
 	}
 	prev := sb.Spec.Ports
 	sb.Spec.Ports = slices.DeleteFunc(slices.Clone(prev), func(p ExposedPort) bool { return p.Port == port })
@@ -139,7 +140,7 @@ func (s *Service) PortTarget(ctx context.Context, ref string, port uint16) (neti
 	// Checked before waking, so a request to a port nobody exposed wakes
 	// nothing.
 	if _, ok := sb.Exposed(port); !ok {
-		return netip.AddrPort{}, portNotExposed(sb, port)
+		return netip.AddrPort{}, PortNotExposed(sb, port)
 	}
 	sb, unlock, err := s.useSandbox(ctx, sb.ID, fmt.Sprintf("serve port %d of", port))
 	if err != nil {
@@ -147,7 +148,7 @@ func (s *Service) PortTarget(ctx context.Context, ref string, port uint16) (neti
 	}
 	defer unlock()
 	if _, ok := sb.Exposed(port); !ok {
-		return netip.AddrPort{}, portNotExposed(sb, port)
+		return netip.AddrPort{}, PortNotExposed(sb, port)
 	}
 	_, addr := s.cfg.Network.Addr(sb.Slot)
 	return netip.AddrPortFrom(addr, port), nil
