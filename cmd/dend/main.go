@@ -38,6 +38,7 @@ func main() {
 	fs.StringVar(&cfg.Storage, "storage", env("DEN_STORAGE", cfg.Storage), "storage driver: auto, btrfs or copy")
 	fs.StringVar(&pool, "pool-size", env("DEN_POOL_SIZE", "64G"), "size of the sparse btrfs loop file made when the data dir is not on btrfs")
 	fs.StringVar(&cfg.Subnet, "subnet", env("DEN_SUBNET", cfg.Subnet), "private IPv4 range for sandbox links; its last 4 addresses are den's (the resolver)")
+	fs.StringVar(&cfg.PortsDomain, "ports-domain", env("DEN_PORTS_DOMAIN", ""), "also serve exposed ports by host name, PORT-NAME.DOMAIN (point *.DOMAIN at dend's --listen address)")
 	fs.StringVar(&cfg.DNSUpstreams, "dns-upstream", env("DEN_DNS_UPSTREAM", ""), "name servers den's resolver asks for the names a policy allows, ADDR[:PORT],... (default: the host's /etc/resolv.conf)")
 	durations := []struct {
 		v          *time.Duration

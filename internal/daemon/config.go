@@ -42,6 +42,7 @@ type Config struct {
 	Node         string        // this host's name
 	Debug        bool          // debug logs, and runsc debug logs per instance
 	DebianMirror string        // mirror for the debian image; default: the host's apt mirror
+	PortsDomain  string        // serve exposed ports at PORT-NAME.PortsDomain too; "" for none
 
 	// The idle policy sandboxes get unless they set their own; 0 is never.
 	PauseAfter       time.Duration // pause after this long unused
@@ -104,6 +105,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.Upstreams(); err != nil {
 		return err
+	}
+	if c.PortsDomain != "" && !validDomain(c.PortsDomain) {
+		return bad("ports-domain", "%q is not a lowercase domain name like ports.example.com", c.PortsDomain)
 	}
 	if c.Listen != "" {
 		if _, err := netip.ParseAddrPort(c.Listen); err != nil {

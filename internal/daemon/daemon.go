@@ -120,8 +120,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	health := func(context.Context) api.Health {
 		return api.Health{Status: "ok", Version: version.Version, RunscVersion: rt.Version(), Storage: pool.Name()}
 	}
+	portsKey, err := loadPortsKey(cfg.PortsKeyFile())
+	if err != nil {
+		return err
+	}
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
-		Tokens: tokens, Audit: st, Secrets: secrets})
+		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain})
 	return serve(ctx, cfg, handler, log)
 }
 
