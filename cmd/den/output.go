@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -59,11 +60,22 @@ func shortDuration(d time.Duration) string {
 
 func formatCPUs(c float64) string { return strconv.FormatFloat(c, 'f', -1, 64) }
 
+// renderSandboxes prints the sandboxes table; a PORTS column, with public
+// ones marked, when any of them exposes a port.
 func renderSandboxes(w io.Writer, sbs []api.Sandbox, now time.Time) error {
-	t := newTable(w, "NAME", "STATE", "IMAGE", "CPUS", "MEMORY", "GEN", "AGE")
+	header := []string{"NAME", "STATE", "IMAGE", "CPUS", "MEMORY", "GEN", "AGE"}
+	ports := slices.ContainsFunc(sbs, func(s api.Sandbox) bool { return len(s.Ports) > 0 })
+	if ports {
+		header = append(header, "PORTS")
+	}
+	t := newTable(w, header...)
 	for _, s := range sbs {
-		t.row(s.Name, s.State, s.Image, formatCPUs(s.CPUs), units.BytesSize(float64(s.MemoryBytes)),
-			strconv.FormatInt(s.Generation, 10), ago(s.CreatedAt, now))
+		row := []string{s.Name, s.State, s.Image, formatCPUs(s.CPUs), units.BytesSize(float64(s.MemoryBytes)),
+			strconv.FormatInt(s.Generation, 10), ago(s.CreatedAt, now)}
+		if ports {
+			row = append(row, portsCell(s.Ports))
+		}
+		t.row(row...)
 	}
 	return t.flush()
 }

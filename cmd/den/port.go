@@ -1,0 +1,217 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/den-dev/den/api"
+)
+
+func (a *app) portCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "port COMMAND",
+		Short: "Serve ports of a sandbox through dend",
+		Long: `Serve a port inside a sandbox through dend: HTTP and WebSocket requests to
+/v1/sandboxes/NAME/ports/PORT/proxy/... on dend's address (and to
+http://PORT-NAME.DOMAIN/... when dend runs with --ports-domain) go on to that
+port of the sandbox. A paused or hibernated sandbox is woken by a request.
+
+A port is private unless exposed with --public: it then needs a token that
+reaches the sandbox, or a signed link from ` + "`den port url`" + `. A public port is
+open to anyone who can reach dend, and shows in ` + "`den ls`" + `.`,
+		Example: `  den port expose web 8080
+  den port expose web 3000 --public
+  den port url web 8080 --expires 24h
+  den port ls web
+  den port rm web 3000`,
+		Args: subcommands("port", "expose, rm, ls, url"),
+		RunE: func(*cobra.Command, []string) error { return nil },
+	}
+	cmd.AddCommand(a.portExposeCommand(), a.portRmCommand(), a.portLsCommand(), a.portURLCommand())
+	return cmd
+}
+
+// parsePortArg reads a port from the command line.
+func parsePortArg(s string) (uint16, error) {
+	n, err := strconv.ParseUint(s, 10, 16)
+	if err != nil || n == 0 {
+		return 0, usagef("give a port from 1 to 65535", "invalid port %q", s)
+	}
+	return uint16(n), nil
+}
+
+func (a *app) portExposeCommand() *cobra.Command {
+	var public bool
+	cmd := &cobra.Command{
+		Use:   "expose NAME PORT",
+		Short: "Serve a port of a sandbox through dend",
+		Long: `Serve a port of a sandbox through dend, private unless --public. Exposing
+an exposed port again only changes whether it is public. The server in the
+sandbox must listen on 0.0.0.0 (or the sandbox's address), not 127.0.0.1.`,
+		Example: `  den port expose web 8080
+  den port expose web 8080 --public`,
+		Args: args("NAME", "PORT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			port, err := parsePortArg(args[1])
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			sb, err := c.ExposePort(cmd.Context(), args[0], port, public)
+			if err != nil {
+				return err
+			}
+			return a.printPorts(sb)
+		},
+	}
+	cmd.Flags().BoolVar(&public, "public", false, "open it to anyone who can reach dend, without a token")
+	return cmd
+}
+
+func (a *app) portRmCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm NAME PORT",
+		Aliases: []string{"remove", "unexpose"},
+		Short:   "Stop serving a port of a sandbox",
+		Example: "  den port rm web 8080",
+		Args:    args("NAME", "PORT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			port, err := parsePortArg(args[1])
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			if err := c.UnexposePort(cmd.Context(), args[0], port); err != nil {
+				return err
+			}
+			if !a.jsonOut {
+				fmt.Fprintln(a.stdout, port)
+			}
+			return nil
+		},
+	}
+}
+
+func (a *app) portLsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "ls NAME",
+		Aliases: []string{"list"},
+		Short:   "List the ports a sandbox exposes",
+		Example: `  den port ls web
+  den port ls web --json`,
+		Args: args("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			sb, err := c.GetSandbox(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return a.printPorts(sb)
+		},
+	}
+}
+
+func (a *app) portURLCommand() *cobra.Command {
+	var expires time.Duration
+	cmd := &cobra.Command{
+		Use:   "url NAME PORT",
+		Short: "Print a link to a port that works without a token until it expires",
+		Long: `Print a link to an exposed port that anyone holding it can use, without a
+token, until it expires. It reaches every path of that port of that sandbox
+(not another sandbox later given the same name). On dend's ports domain a
+browser can follow the application's own links with it; under dend's own
+address each request must carry it.
+
+Over the unix socket, without a ports domain, den cannot know dend's TCP
+address: the link is then printed as a path to append to it.`,
+		Example: `  den port url web 8080
+  den port url web 8080 --expires 24h`,
+		Args: args("NAME", "PORT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			port, err := parsePortArg(args[1])
+			if err != nil {
+				return err
+			}
+			if expires < 0 {
+				return usagef("give a positive duration such as 30m or 24h", "invalid --expires %s", expires)
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			u, err := c.PortURL(cmd.Context(), args[0], port, expires)
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return printJSON(a.stdout, u)
+			}
+			if u.URL == "" {
+				fmt.Fprintln(a.stderr, "note: a path under dend's TCP address (dend --listen); valid until", u.ExpiresAt.Local().Format(time.RFC3339))
+				_, err = fmt.Fprintln(a.stdout, u.Path)
+				return err
+			}
+			_, err = fmt.Fprintln(a.stdout, u.URL)
+			return err
+		},
+	}
+	cmd.Flags().DurationVar(&expires, "expires", 0, "how long the link works, up to 720h (default: dend's, 1h)")
+	return cmd
+}
+
+func (a *app) printPorts(sb *api.Sandbox) error {
+	if a.jsonOut {
+		ports := sb.Ports
+		if ports == nil {
+			ports = []api.ExposedPort{}
+		}
+		return printJSON(a.stdout, ports)
+	}
+	return renderPorts(a.stdout, sb)
+}
+
+func renderPorts(w io.Writer, sb *api.Sandbox) error {
+	if len(sb.Ports) == 0 {
+		_, err := fmt.Fprintf(w, "%s exposes no ports\n", sb.Name)
+		return err
+	}
+	t := newTable(w, "PORT", "ACCESS", "PATH")
+	for _, p := range sb.Ports {
+		access := "private"
+		if p.Public {
+			access = "public"
+		}
+		t.row(strconv.Itoa(int(p.Port)), access, fmt.Sprintf("/v1/sandboxes/%s/ports/%d/proxy/", sb.Name, p.Port))
+	}
+	return t.flush()
+}
+
+// portsCell is what `den ls` shows of a sandbox's exposed ports:
+// "3000 (public), 8080".
+func portsCell(ports []api.ExposedPort) string {
+	if len(ports) == 0 {
+		return "-"
+	}
+	cells := make([]string, len(ports))
+	for i, p := range ports {
+		cells[i] = strconv.Itoa(int(p.Port))
+		if p.Public {
+			cells[i] += " (public)"
+		}
+	}
+	return strings.Join(cells, ", ")
+}
