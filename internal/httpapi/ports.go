@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -187,8 +188,9 @@ func (s *server) proxyPort(w http.ResponseWriter, r *http.Request) error {
 			pr.Out.Header.Del("Authorization")
 			dropPortCookie(pr.Out.Header)
 		},
-		Transport: s.portTransport,
-		ErrorLog:  slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		Transport:  s.portTransport,
+		BufferPool: proxyBuffers,
+		ErrorLog:   slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.proxyError(w, r, name, port, err)
 		},
@@ -219,6 +221,15 @@ func (s *server) proxyError(w http.ResponseWriter, r *http.Request, name string,
 	noteError(r, e.Message)
 	writeJSONError(w, http.StatusBadGateway, e)
 }
+
+// proxyBuffers are the buffers bodies are copied through: larger than
+// ReverseProxy's own 32 KiB, for throughput on large downloads.
+var proxyBuffers = &bufferPool{pool: sync.Pool{New: func() any { return new([256 << 10]byte) }}}
+
+type bufferPool struct{ pool sync.Pool }
+
+func (p *bufferPool) Get() []byte  { return p.pool.Get().(*[256 << 10]byte)[:] }
+func (p *bufferPool) Put(b []byte) { p.pool.Put((*[256 << 10]byte)(b)) }
 
 // newPortTransport is how dend connects to sandboxes' ports: directly (never
 // through a proxy from the environment), connections kept for reuse.
