@@ -158,3 +158,34 @@ func TestBackgroundActiveCountsOrphans(t *testing.T) {
 	d.mustSh("srv", "kill $(pidof sleep)")
 	d.waitState("srv", api.StatePaused, 30*time.Second)
 }
+
+// Listing a hibernated sandbox's processes wakes it, and shows the ones a
+// command left behind, carried across the hibernation.
+func TestProcessesWakesAndListsOrphans(t *testing.T) {
+	d := startDend(t)
+	d.create("busy")
+	d.mustSh("busy", "sleep 1000 >/dev/null 2>&1 &")
+	ctx := ctxT(t, time.Minute)
+	if _, err := d.c.Hibernate(ctx, "busy"); err != nil {
+		t.Fatal(err)
+	}
+	procs, err := d.c.Processes(ctx, "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range procs {
+		if p.Command == "sleep 1000" && p.PID > 1 {
+			found = true
+		}
+		if p.PID == 1 {
+			t.Errorf("den-init is listed: %+v", p)
+		}
+	}
+	if !found {
+		t.Fatalf("the orphaned sleep is not listed after waking: %+v", procs)
+	}
+	if got := d.inspect("busy"); got.State != api.StateRunning {
+		t.Fatalf("after listing processes: %s, want running", got.State)
+	}
+}

@@ -390,6 +390,13 @@ func (f *fakeSandboxes) PortTarget(ctx context.Context, ref string, port uint16)
 	return f.target, nil
 }
 
+func (f *fakeSandboxes) Processes(ctx context.Context, ref string) ([]guest.Process, error) {
+	if err := f.enter("Processes", ref); err != nil {
+		return nil, err
+	}
+	return []guest.Process{{PID: 7, PPID: 1, Name: "sleep", Command: "sleep 100", State: "S", RSSBytes: 4096}}, nil
+}
+
 func (f *fakeSandboxes) EffectivePolicy(sb *sandbox.Sandbox) sandbox.Policy {
 	return sb.Policy.Merge(f.defaults)
 }

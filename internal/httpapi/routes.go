@@ -48,6 +48,7 @@ func (s *server) routes() []route {
 		{"POST", "/v1/sandboxes/{name}/exec", s.exec},
 		{"GET", "/v1/sandboxes/{name}/exec/ws", s.execWebSocket},
 		{"GET", "/v1/sandboxes/{name}/runs", s.listRuns},
+		{"GET", "/v1/sandboxes/{name}/processes", s.listProcesses},
 		{"GET", "/v1/sandboxes/{name}/runs/{run}", s.getRun},
 		{"GET", "/v1/sandboxes/{name}/runs/{run}/logs", s.runLogs},
 		{"POST", "/v1/sandboxes/{name}/runs/{run}/signal", s.signalRun},

@@ -16,6 +16,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/audit"
+	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -75,6 +76,8 @@ type SandboxService interface {
 	RecoverSandbox(ctx context.Context, ref string, p sandbox.RecoverParams) (*sandbox.Sandbox, error)
 	// SetSecrets replaces the secrets granted to a sandbox's commands.
 	SetSecrets(ctx context.Context, ref string, grants []sandbox.SecretGrant) (*sandbox.Sandbox, error)
+	// Processes lists a sandbox's processes, waking it if it sleeps.
+	Processes(ctx context.Context, ref string) ([]guest.Process, error)
 	// SetNetwork replaces what a sandbox may reach, at once.
 	SetNetwork(ctx context.Context, ref string, p sandbox.NetworkPolicy) (*sandbox.Sandbox, error)
 	// ExposePort serves a port of the sandbox, or changes whether it is

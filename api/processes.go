@@ -1,0 +1,18 @@
+package api
+
+// Process is one process running in a sandbox.
+type Process struct {
+	PID      int    `json:"pid"`
+	PPID     int    `json:"ppid"`
+	Name     string `json:"name"`    // the kernel's short name
+	Command  string `json:"command"` // its arguments, space-separated
+	State    string `json:"state"`   // R running, S sleeping, T stopped, ...
+	RSSBytes int64  `json:"rss_bytes"`
+}
+
+// ProcessList is the body of GET /v1/sandboxes/{name}/processes: every
+// process but den-init, by pid. Asking wakes a paused or hibernated
+// sandbox.
+type ProcessList struct {
+	Processes []Process `json:"processes"`
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"io"
+	"strconv"
+
+	"github.com/docker/go-units"
+	"github.com/spf13/cobra"
+
+	"github.com/den-dev/den/api"
+)
+
+func (a *app) psCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "ps NAME",
+		Short: "List the processes running in a sandbox",
+		Long: `List every process in a sandbox, those its commands left running in the
+background included (den-init, its PID 1, aside). A paused or hibernated
+sandbox is woken to answer.`,
+		Example: `  den ps web
+  den ps web --json | jq '.[].command'`,
+		Args: args("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			procs, err := c.Processes(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				if procs == nil {
+					procs = []api.Process{}
+				}
+				return printJSON(a.stdout, procs)
+			}
+			return renderProcesses(a.stdout, procs)
+		},
+	}
+}
+
+func renderProcesses(w io.Writer, procs []api.Process) error {
+	t := newTable(w, "PID", "PPID", "STATE", "RSS", "COMMAND")
+	for _, p := range procs {
+		cmd := p.Command
+		if cmd == "" {
+			cmd = "[" + p.Name + "]"
+		}
+		if len(cmd) > maxCommandWidth {
+			cmd = cmd[:maxCommandWidth-3] + "..."
+		}
+		t.row(strconv.Itoa(p.PID), strconv.Itoa(p.PPID), p.State, units.BytesSize(float64(p.RSSBytes)), cmd)
+	}
+	return t.flush()
+}

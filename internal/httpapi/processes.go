@@ -1,0 +1,20 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/den-dev/den/api"
+)
+
+// listProcesses lists a sandbox's processes, waking it if it sleeps.
+func (s *server) listProcesses(w http.ResponseWriter, r *http.Request) error {
+	procs, err := s.sandboxes.Processes(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	out := api.ProcessList{Processes: make([]api.Process, 0, len(procs))}
+	for _, p := range procs {
+		out.Processes = append(out.Processes, api.Process(p))
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
