@@ -114,6 +114,7 @@ func run(bin string, n, nBig int) error {
 		{"checkpoint vs memory", b.checkpointVsMemory},
 		{"hibernated cost", b.hibernatedCost},
 		{"exposed ports", b.exposedPorts},
+		{"network policy", b.networkPolicy},
 	}
 	for _, s := range steps {
 		fmt.Fprintf(os.Stderr, "bench: %s…\n", s.what)
