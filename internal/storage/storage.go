@@ -67,6 +67,23 @@ type Driver interface {
 	// Usage is how many bytes the files in the volume hold (apparent
 	// size; a file linked twice counts once).
 	Usage(ctx context.Context, key string) (int64, error)
+
+	// SetLimit caps what volume key may hold at bytes, counting what it
+	// shares with the volume it was snapshotted from; 0 lifts the cap. A
+	// write past the cap fails inside the volume (EDQUOT) and nowhere
+	// else. A snapshot starts with its parent's cap, so a sandbox keeps
+	// its cap through checkpoints, resumes and forks. A driver that cannot enforce caps says so with ErrUnavailable
+	// rather than accept one.
+	SetLimit(ctx context.Context, key string, bytes int64) error
+	// Quota reports what volume key holds, as its cap counts it, and the
+	// cap (0: none).
+	Quota(ctx context.Context, key string) (Quota, error)
+}
+
+// Quota is what a volume holds against its cap.
+type Quota struct {
+	Used  int64 // bytes that count against the cap
+	Limit int64 // the cap; 0 when there is none
 }
 
 // Every Driver can serve as the sandbox service's Volumes.

@@ -39,12 +39,21 @@ type Driver struct {
 	// and removing volumes, and making the directories above them), so
 	// that no volume is ever made inside another.
 	mu sync.Mutex
+
+	quotas QuotaMode // the mode to turn quotas on in
+	// quotaMu serializes turning quotas on.
+	quotaMu sync.Mutex
+	// sysfsMu guards sysfs, the filesystem's /sys/fs/btrfs directory,
+	// found on first use.
+	sysfsMu sync.Mutex
+	sysfs   string
 }
 
-func newDriver(dir string, log *slog.Logger) *Driver {
+func newDriver(dir string, quotas QuotaMode, log *slog.Logger) *Driver {
 	return &Driver{
-		tree: storage.Tree{Root: dir, Probe: probe},
-		log:  log,
+		tree:   storage.Tree{Root: dir, Probe: probe},
+		log:    log,
+		quotas: quotas,
 	}
 }
 
@@ -136,7 +145,13 @@ func (d *Driver) Snapshot(ctx context.Context, parent, key string, readonly bool
 		}
 		return "", fmt.Errorf("snapshotting %q as %q: %w", parent, key, classify(err, key))
 	}
-	return d.tree.Path(key), nil
+	path := d.tree.Path(key)
+	if !readonly {
+		if err := d.joinGroupOf(key, path); err != nil {
+			return "", fmt.Errorf("snapshotting %q as %q: %w", parent, key, err)
+		}
+	}
+	return path, nil
 }
 
 // prepareLocked checks that key is free, makes the directories above it,

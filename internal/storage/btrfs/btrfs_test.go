@@ -23,6 +23,12 @@ func TestIoctlNumbers(t *testing.T) {
 		{"BTRFS_IOC_SNAP_CREATE_V2", iocSnapCreateV2, 0x50009417},
 		{"BTRFS_IOC_SUBVOL_GETFLAGS", iocSubvolGetflags, 0x80089419},
 		{"BTRFS_IOC_SUBVOL_SETFLAGS", iocSubvolSetflags, 0x4008941a},
+		{"BTRFS_IOC_INO_LOOKUP", iocInoLookup, 0xd0009412},
+		{"BTRFS_IOC_FS_INFO", iocFsInfo, 0x8400941f},
+		{"BTRFS_IOC_QUOTA_CTL", iocQuotaCtl, 0xc0109428},
+		{"BTRFS_IOC_QGROUP_LIMIT", iocQgroupLimit, 0x8030942b},
+		{"BTRFS_IOC_QUOTA_RESCAN", iocQuotaRescan, 0x4040942c},
+		{"BTRFS_IOC_QUOTA_RESCAN_WAIT", iocQuotaRescanWait, 0x942e},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("%s = %#x, want %#x", tt.name, tt.got, tt.want)

@@ -34,6 +34,9 @@ type Config struct {
 	// LoopSize is the size of LoopFile when it is created
 	// (DefaultLoopSize if 0).
 	LoopSize int64
+	// Quotas is how size caps are counted once the first is set (see
+	// QuotaMode); a filesystem whose quotas are already on keeps its mode.
+	Quotas QuotaMode
 }
 
 // Validate names the first bad field.
@@ -47,6 +50,8 @@ func (c Config) Validate() error {
 		return errdefs.Invalid("storage config: LoopFile must be an absolute path")
 	case c.LoopSize != 0 && c.LoopSize < minLoopSize:
 		return errdefs.Invalid("storage config: LoopSize must be at least %d MiB", minLoopSize>>20)
+	case c.Quotas != QuotasAuto && c.Quotas != QuotasSimple && c.Quotas != QuotasFull:
+		return errdefs.Invalid("storage config: Quotas must be %q, %q or empty", QuotasSimple, QuotasFull)
 	}
 	return nil
 }
@@ -91,7 +96,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Driver, error) {
 		}
 	}
 	log.Debug("storage pool open", logKeyDir, cfg.Dir)
-	return newDriver(cfg.Dir, log), nil
+	return newDriver(cfg.Dir, cfg.Quotas, log), nil
 }
 
 // IsBtrfs tells whether dir is on a btrfs filesystem.

@@ -370,3 +370,33 @@ func (d *Driver) List(ctx context.Context, prefix string) ([]storage.Info, error
 func (d *Driver) Usage(ctx context.Context, key string) (int64, error) {
 	return d.tree.Usage(ctx, key)
 }
+
+// SetLimit refuses a cap: plain directories have nothing that could
+// enforce one. Lifting a cap (0) is accepted, as there never is one.
+func (d *Driver) SetLimit(ctx context.Context, key string, bytes int64) error {
+	if err := storage.ValidateKey(key); err != nil {
+		return err
+	}
+	if bytes < 0 {
+		return errdefs.Invalid("invalid size limit %d", bytes)
+	}
+	if _, err := d.tree.Volume(key); err != nil {
+		return fmt.Errorf("limiting %q: %w", key, err)
+	}
+	if bytes == 0 {
+		return nil
+	}
+	return errdefs.WithHint(
+		errdefs.Unavailable("the copy storage driver cannot limit disk size"),
+		"use the btrfs storage driver (a btrfs directory or a loop file) to limit disk size, or set no disk limit")
+}
+
+// Quota reports the apparent size of the volume's files; there is never a
+// cap.
+func (d *Driver) Quota(ctx context.Context, key string) (storage.Quota, error) {
+	used, err := d.tree.Usage(ctx, key)
+	if err != nil {
+		return storage.Quota{}, err
+	}
+	return storage.Quota{Used: used}, nil
+}

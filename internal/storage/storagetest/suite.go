@@ -38,6 +38,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) storage.Driver) {
 		{"RemoveTree", testRemoveTree},
 		{"Usage", testUsage},
 		{"List", testList},
+		{"Limit", testLimit},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newDriver(t)) })
