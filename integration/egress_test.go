@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"fmt"
 	"context"
 	"os"
 	"os/exec"
@@ -289,4 +290,17 @@ func TestEgressDetachLeavesNothing(t *testing.T) {
 	if err := addrUnused(r.m.ResolverAddr()); err != nil {
 		t.Fatalf("after Close with no sandbox: %v", err)
 	}
+}
+
+// A policy at the rule limit, each rule with two ports, is one
+// transaction the kernel takes: the netlink buffers are sized for it.
+func TestEgressMaxRules(t *testing.T) {
+	r := newEgressRig(t)
+	c := r.attach(t, "c", 2)
+	rules := []string{allowedAddr + ":8080"}
+	for i := 1; i < sandbox.MaxNetworkRules; i++ {
+		rules = append(rules, fmt.Sprintf("198.51.%d.%d:%d,%d", 100+i/200, i%200, 1000+i, 2000+i))
+	}
+	c.enforce(t, sandbox.NetworkAllow, rules...)
+	c.reaches(t, r.allowed.addr, "allowed:8080")
 }

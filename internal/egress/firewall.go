@@ -16,6 +16,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/den-dev/den/internal/errdefs"
@@ -133,7 +134,7 @@ func (f *Firewall) Table() string { return f.table.Name }
 func (f *Firewall) Setup() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c := &nftables.Conn{}
+	c := newConn()
 	c.AddTable(f.table)
 
 	denied := &nftables.Set{Table: f.table, Name: setDenied, KeyType: nftables.TypeIPAddr, Interval: true}
@@ -197,7 +198,7 @@ func (f *Firewall) Apply(sb Sandbox, p sandbox.NetworkPolicy) error {
 	if err != nil {
 		return err
 	}
-	c := &nftables.Conn{}
+	c := newConn()
 	fwd := c.AddChain(&nftables.Chain{Name: forwardChain(sb.ID), Table: f.table})
 	in := c.AddChain(&nftables.Chain{Name: inputChain(sb.ID), Table: f.table})
 	c.FlushChain(fwd)
@@ -341,7 +342,7 @@ func (f *Firewall) Admit(id, domain string, addrs []netip.Addr, timeout time.Dur
 	}
 	// Adding an element that is there leaves its timeout alone on older
 	// kernels: add (so it is there), delete and add again, atomically.
-	c := &nftables.Conn{}
+	c := newConn()
 	if err := errors.Join(c.SetAddElements(set, plain), c.SetDeleteElements(set, plain), c.SetAddElements(set, timed)); err != nil {
 		return err
 	}
@@ -356,7 +357,7 @@ func (f *Firewall) Admit(id, domain string, addrs []netip.Addr, timeout time.Dur
 func (f *Firewall) Remove(id, link string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c := &nftables.Conn{}
+	c := newConn()
 	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
 	if err != nil {
 		return fmt.Errorf("listing nftables chains: %w", err)
@@ -414,7 +415,7 @@ func (f *Firewall) Remove(id, link string) error {
 func (f *Firewall) Links() ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c := &nftables.Conn{}
+	c := newConn()
 	elems, err := c.GetSetElements(&nftables.Set{Table: f.table, Name: setLinks})
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -431,7 +432,7 @@ func (f *Firewall) Links() ([]string, error) {
 
 // Present reports whether the table is there.
 func (f *Firewall) Present() (bool, error) {
-	c := &nftables.Conn{}
+	c := newConn()
 	if _, err := c.ListTableOfFamily(f.table.Name, f.table.Family); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return false, nil
@@ -445,7 +446,7 @@ func (f *Firewall) Present() (bool, error) {
 func (f *Firewall) Teardown() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c := &nftables.Conn{}
+	c := newConn()
 	if _, err := c.ListTableOfFamily(f.table.Name, f.table.Family); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil
@@ -460,7 +461,7 @@ func (f *Firewall) Teardown() error {
 }
 
 func (f *Firewall) domainSets(id string) ([]string, error) {
-	return f.domainSetsLocked(&nftables.Conn{}, id)
+	return f.domainSetsLocked(newConn(), id)
 }
 
 func (f *Firewall) domainSetsLocked(c *nftables.Conn, id string) ([]string, error) {
@@ -479,3 +480,33 @@ func (f *Firewall) domainSetsLocked(c *nftables.Conn, id string) ([]string, erro
 	}
 	return names, nil
 }
+
+// newConn is a connection for one nftables transaction, with socket
+// buffers big enough for a large one (a policy of a few hundred rules):
+// with the defaults the batch is refused as too long, or the kernel's
+// acknowledgements overflow the receive buffer (ENOBUFS). dend runs as
+// root, so the sizes are forced past the host's rmem_max and wmem_max.
+func newConn() *nftables.Conn {
+	c, err := nftables.New(nftables.WithSockOptions(func(nc *netlink.Conn) error {
+		raw, err := nc.SyscallConn()
+		if err != nil {
+			return err
+		}
+		var serr error
+		err = raw.Control(func(fd uintptr) {
+			for _, opt := range []int{unix.SO_SNDBUFFORCE, unix.SO_RCVBUFFORCE} {
+				if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt, nftBufferBytes); e != nil && serr == nil {
+					serr = e
+				}
+			}
+		})
+		return errors.Join(err, serr)
+	}))
+	if err != nil {
+		return &nftables.Conn{} // New fails only on a lasting connection
+	}
+	return c
+}
+
+// nftBufferBytes sizes the socket buffers of nftables transactions.
+const nftBufferBytes = 16 << 20
