@@ -2,8 +2,8 @@ package integration
 
 import (
 	"bufio"
-	"fmt"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
