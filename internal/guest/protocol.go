@@ -45,6 +45,9 @@ type ProcStatus struct {
 	EndedAt    *time.Time `json:"ended_at,omitempty"`
 	StdoutSize int64      `json:"stdout_size"` // bytes written so far
 	StderrSize int64      `json:"stderr_size"`
+	// LimitHit says which limit the process ran into (LimitMemory,
+	// LimitPIDs); "" when none.
+	LimitHit string `json:"limit_hit,omitempty"`
 }
 
 // Frame kinds of GET /v1/procs/{id}/stream. Each frame is one kind byte, a
@@ -81,6 +84,9 @@ type Info struct {
 	// Procs is how many processes other than den-init are alive in the
 	// sandbox, whoever started them (a command's `server &` included).
 	Procs int `json:"procs"`
+	// OOMKills is how many processes den-init killed to keep the sandbox
+	// under its memory limit (Limits) since it started.
+	OOMKills int `json:"oom_kills,omitempty"`
 }
 
 // Process is one process in the sandbox, as GET /v1/ps lists it.

@@ -40,6 +40,7 @@ func (s *Server) Handler() http.Handler {
 		"POST /v1/shutdown":          s.handleShutdown,
 		"POST /v1/sync":              s.handleSync,
 		"POST /v1/rekey":             s.handleRekey,
+		"POST /v1/limits":            s.handleLimits,
 		"GET /v1/files/stat":         s.handleStat,
 		"GET /v1/files/list":         s.handleListDir,
 		"GET /v1/files/content":      s.handleRead,
@@ -134,6 +135,7 @@ func (s *Server) handleUnknown(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) handlePing(w http.ResponseWriter, r *http.Request) error {
 	info := s.info
 	info.Procs = len(descendants(readProcTable(), os.Getpid()))
+	info.OOMKills = s.limits.kills()
 	writeJSON(w, http.StatusOK, info)
 	return nil
 }

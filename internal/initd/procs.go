@@ -50,6 +50,7 @@ type proc struct {
 	status      unix.WaitStatus
 	ended       time.Time
 	timedOut    bool
+	limitHit    string // which limit it ran into (guest.LimitMemory, guest.LimitPIDs)
 	released    bool
 	stdinBusy   bool // a POST .../stdin is copying
 	stdinClosed bool
@@ -129,6 +130,7 @@ func (p *proc) statusLocked() guest.ProcStatus {
 		Argv:       p.argv,
 		Running:    !p.exited,
 		TimedOut:   p.timedOut,
+		LimitHit:   p.limitHit,
 		StartedAt:  p.started,
 		StdoutSize: p.out[stdout].end(),
 		StderrSize: p.out[stderr].end(),
@@ -268,8 +270,16 @@ func (s *Server) startProc(spec guest.ProcSpec) (*proc, error) {
 		}
 	}
 	pid, err := s.reaper.Start(func() (int, error) {
-		return syscall.ForkExec(ex.path, argv, ex.attr)
-	}, p.onExit)
+		return s.limits.fork(func() (int, error) { // under the process limit
+			return syscall.ForkExec(ex.path, argv, ex.attr)
+		})
+	}, func(ws unix.WaitStatus) {
+		// A shell whose fork failed at the process limit gives up.
+		if ws.ExitStatus() != 0 && s.limits.nearPIDs() {
+			p.hitLimit(guest.LimitPIDs)
+		}
+		p.onExit(ws)
+	})
 	if err != nil {
 		if secrets != nil {
 			secrets.Close()

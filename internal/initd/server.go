@@ -61,6 +61,10 @@ type Config struct {
 	// process given secrets (default: this executable). A program that
 	// embeds a Server must hand os.Args[1] == SecretExecArg to SecretExec.
 	Self string
+	// Cgroups is where gVisor's cgroup controllers are mounted, which
+	// den-init uses to enforce limits (POST /v1/limits); default
+	// /sys/fs/cgroup with SignalAll, else none.
+	Cgroups string
 }
 
 // Validate checks the config and names the bad field.
@@ -87,6 +91,9 @@ func (c *Config) setDefaults() {
 	if c.EtcDir == "" {
 		c.EtcDir = "/etc"
 	}
+	if c.Cgroups == "" && c.SignalAll {
+		c.Cgroups = "/sys/fs/cgroup"
+	}
 	if c.Version == "" {
 		c.Version = "dev"
 	}
@@ -98,6 +105,7 @@ type Server struct {
 	log       *slog.Logger
 	reaper    *Reaper
 	ownReaper bool
+	limits    *limiter
 	info      guest.Info
 	http      *http.Server
 	seq       atomic.Uint64 // numbers processes in start order
@@ -136,6 +144,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.reaper, s.ownReaper = r, true
 	}
+	s.limits = newLimiter(cfg.Cgroups, limitHooks{overMemory: s.killForMemory, atPIDs: s.blamePIDs}, cfg.Logger)
 	s.http = &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 30 * time.Second,
@@ -160,6 +169,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // reaper, stops reaping. Processes keep running.
 func (s *Server) Close() error {
 	err := s.http.Close()
+	s.limits.close()
 	if s.ownReaper {
 		s.reaper.Stop()
 	}

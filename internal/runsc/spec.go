@@ -75,6 +75,11 @@ type ociNamespace struct {
 type ociResources struct {
 	Memory *ociMemory `json:"memory,omitempty"`
 	CPU    *ociCPU    `json:"cpu,omitempty"`
+	Pids   *ociPids   `json:"pids,omitempty"`
+}
+
+type ociPids struct {
+	Limit int64 `json:"limit"`
 }
 
 type ociMemory struct {
@@ -93,6 +98,10 @@ var capabilities = []string{
 	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",
 	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
 	"CAP_SYS_PTRACE",
+	// den-init keeps it to stay out of the process limit it sets for
+	// everything else; it forks every process without it (see
+	// internal/initd).
+	"CAP_SYS_RESOURCE",
 }
 
 // InitPath is where den-init appears inside every sandbox.
@@ -101,9 +110,10 @@ const InitPath = "/.den/den-init"
 const cpuPeriod = 100000
 
 func (r *Runtime) spec(inst sandbox.Instance) ociSpec {
-	var res ociResources
+	// The host's cgroups are backstops; see limits.go.
+	res := ociResources{Pids: &ociPids{Limit: HostPIDs(0)}}
 	if inst.MemoryBytes > 0 {
-		res.Memory = &ociMemory{Limit: inst.MemoryBytes}
+		res.Memory = &ociMemory{Limit: HostMemory(inst.MemoryBytes)}
 	}
 	if inst.CPUs > 0 {
 		res.CPU = &ociCPU{Quota: int64(inst.CPUs * cpuPeriod), Period: cpuPeriod}
@@ -128,6 +138,9 @@ func (r *Runtime) spec(inst sandbox.Instance) ociSpec {
 			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
 			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
 			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+			// gVisor's own cgroups, where den-init reads what the
+			// sandbox uses (see limits.go).
+			{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"ro"}},
 			{Destination: "/.den", Type: "bind", Source: r.cfg.InitDir, Options: []string{"rbind", "ro"}},
 			// Secret files, written at exec time, removed before any
 			// checkpoint: in memory, never on the sandbox's disk.
@@ -138,7 +151,7 @@ func (r *Runtime) spec(inst sandbox.Instance) ociSpec {
 				{Type: "pid"}, {Type: "ipc"}, {Type: "uts"}, {Type: "mount"},
 				{Type: "network", Path: inst.Netns},
 			},
-			CgroupsPath: "/den/" + inst.ID,
+			CgroupsPath: cgroupsPath(inst.ID),
 			Resources:   &res,
 		},
 	}
