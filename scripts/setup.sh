@@ -23,7 +23,9 @@ fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+	# No `| grep -q`: under pipefail, a reader that stops early can fail
+	# the pipeline with SIGPIPE.
+	[[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" == *"install ok installed"* ]] || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
 	say "installing ${missing[*]}"
@@ -32,7 +34,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 have=""
-[ -x "$RUNSC" ] && have=$("$RUNSC" --version 2>/dev/null | head -n1)
+# sed reads all of it: `head -n1` could leave runsc to die of SIGPIPE and,
+# under pipefail, fail the whole set-up now and then.
+[ -x "$RUNSC" ] && have=$("$RUNSC" --version 2>/dev/null | sed -n 1p)
 if [ "$have" != "runsc version $RUNSC_VERSION" ]; then
 	say "building runsc $RUNSC_VERSION (static, version-stamped; about 2 minutes the first time)"
 	tmp=$(mktemp -d)
