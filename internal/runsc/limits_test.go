@@ -4,18 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/storage/btrfs"
 )
 
 // hog allocates memory without end, 1 KB at a time, in busybox awk.
@@ -217,6 +222,43 @@ func TestLiveLimits(t *testing.T) {
 	}
 }
 
+// Writing past a disk limit fails inside the sandbox (EDQUOT, "Disk
+// quota exceeded"), and nowhere else: the sandbox goes on, and so does
+// the pool.
+func TestDiskLimit(t *testing.T) {
+	g := newRig(t)
+	pool := loopPool(t)
+	ctx := context.Background()
+	root, err := pool.Create(ctx, "sandboxes/disk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", "-a", g.rootfs+"/.", root).CombinedOutput(); err != nil {
+		t.Fatalf("copying the root filesystem: %v: %s", err, out)
+	}
+	if err := pool.SetLimit(ctx, "sandboxes/disk", 32<<20); err != nil {
+		t.Fatal(err)
+	}
+	g.rootfs = root
+	inst, c := g.boot(t, "disk", 256<<20)
+
+	out := g.outputStatus(t, c, guest.ProcSpec{Argv: []string{"sh", "-c", "dd if=/dev/zero of=/big bs=1M count=64 && sync /big"}})
+	if !strings.Contains(out, "Disk quota exceeded") {
+		t.Errorf("writing 64 MiB into a sandbox limited to 32: %q, want EDQUOT", out)
+	}
+	other, err := pool.Create(ctx, "sandboxes/other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other+"/big", make([]byte, 64<<20), 0o644); err != nil {
+		t.Errorf("writing 64 MiB elsewhere in the pool: %v", err)
+	}
+	g.wantAlive(t, inst.ID, c)
+	if out := g.output(t, c, "sh", "-c", "rm /big && echo freed > /note && cat /note"); out != "freed\n" {
+		t.Errorf("writing after freeing room: %q", out)
+	}
+}
+
 // boot starts an instance with den-init reachable over a link of its own
 // and returns a client for it.
 func (g *rig) boot(t *testing.T, suffix string, memory int64) (sandbox.Instance, *guest.Client) {
@@ -287,6 +329,23 @@ func status(c *guest.Client, id string) (guest.ProcStatus, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return c.Status(ctx, id)
+}
+
+// outputStatus runs spec and returns its stdout and stderr, whatever it
+// exits with.
+func (g *rig) outputStatus(t *testing.T, c *guest.Client, spec guest.ProcSpec) string {
+	t.Helper()
+	st, err := c.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.Stream(ctx, st.ID, 0, 0, func(_ byte, p []byte) error { out.Write(p); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
 }
 
 // output runs argv and returns its stdout and stderr.
@@ -366,6 +425,31 @@ func (g *rig) throttled(t *testing.T, id string) int64 {
 		}
 	}
 	return 0
+}
+
+// loopPool opens a btrfs pool in a loop file of the test's own, unmounted
+// when the test ends; it skips without mkfs.btrfs.
+func loopPool(t *testing.T) *btrfs.Driver {
+	t.Helper()
+	if _, err := exec.LookPath("mkfs.btrfs"); err != nil {
+		t.Skip("needs mkfs.btrfs (btrfs-progs)")
+	}
+	base := t.TempDir()
+	cfg := btrfs.Config{Dir: filepath.Join(base, "pool"), LoopFile: filepath.Join(base, "pool.img"), LoopSize: 1 << 30}
+	t.Cleanup(func() {
+		if err := unix.Unmount(cfg.Dir, 0); err != nil {
+			t.Errorf("unmounting the pool: %v", err)
+		}
+		waitFor(t, "the pool's loop device to go", func() bool {
+			devs, err := btrfs.LoopDevices(cfg.LoopFile)
+			return err == nil && len(devs) == 0
+		})
+	})
+	d, err := btrfs.Open(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 var links atomic.Int32
