@@ -60,3 +60,10 @@ type ResourceUsage struct {
 	PIDs        int           // processes and threads alive
 	DiskBytes   int64         // bytes its files hold
 }
+
+// DiskQuota is what a volume holds against its cap, as the storage pool
+// counts it.
+type DiskQuota struct {
+	Used  int64 // bytes that count against the cap
+	Limit int64 // the cap; 0 when there is none
+}

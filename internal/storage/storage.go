@@ -81,10 +81,7 @@ type Driver interface {
 }
 
 // Quota is what a volume holds against its cap.
-type Quota struct {
-	Used  int64 // bytes that count against the cap
-	Limit int64 // the cap; 0 when there is none
-}
+type Quota = sandbox.DiskQuota
 
 // Every Driver can serve as the sandbox service's Volumes.
 var _ sandbox.Volumes = Driver(nil)
