@@ -26,6 +26,8 @@ type CreateSandboxRequest struct {
 	Image  string            `json:"image,omitempty"`  // default "debian"
 	CPUs   float64           `json:"cpus,omitempty"`   // default 1
 	Memory string            `json:"memory,omitempty"` // e.g. "512M", "2G"; default 1G
+	PIDs   int               `json:"pids,omitempty"`   // processes and threads at once; default one per MiB of memory, 256 to 32768
+	Disk   string            `json:"disk,omitempty"`   // cap on its files, e.g. "10G"; default none
 	Env    map[string]string `json:"env,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
 	// From starts the sandbox from a checkpoint instead of an image: a
@@ -51,6 +53,9 @@ type Sandbox struct {
 	Image       string            `json:"image"`
 	CPUs        float64           `json:"cpus"`
 	MemoryBytes int64             `json:"memory_bytes"`
+	PIDs        int               `json:"pids,omitempty"`       // process limit; 0: none
+	DiskBytes   int64             `json:"disk_bytes,omitempty"` // disk cap; 0: none
+	Usage       *Usage            `json:"usage,omitempty"`      // now, against the limits (GET of one sandbox)
 	Env         map[string]string `json:"env,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	State       string            `json:"state"`
@@ -138,6 +143,7 @@ type Run struct {
 	Status     string     `json:"status"`
 	ExitCode   *int       `json:"exit_code,omitempty"`
 	Signal     string     `json:"signal,omitempty"`
+	LimitHit   string     `json:"limit_hit,omitempty"` // memory (killed: out of memory) or pids
 	StartedAt  time.Time  `json:"started_at"`
 	EndedAt    *time.Time `json:"ended_at,omitempty"`
 	StdoutSize int64      `json:"stdout_bytes"`

@@ -102,6 +102,8 @@ func renderRuns(w io.Writer, runs []api.Run, now time.Time, trunc bool) error {
 // runExit is the EXIT column: the code, the signal, or "-" while running.
 func runExit(r api.Run) string {
 	switch {
+	case r.LimitHit == api.LimitMemory:
+		return "OOM"
 	case r.Signal != "":
 		return "SIG" + strings.TrimPrefix(strings.ToUpper(r.Signal), "SIG")
 	case r.ExitCode != nil:

@@ -19,6 +19,8 @@ func (s *server) toSandbox(sb *sandbox.Sandbox) api.Sandbox {
 		Image:       sb.Spec.Image,
 		CPUs:        sb.Spec.CPUs,
 		MemoryBytes: sb.Spec.MemoryBytes,
+		PIDs:        sb.Spec.PIDs,
+		DiskBytes:   sb.Spec.DiskBytes,
 		Env:         sb.Spec.Env,
 		Labels:      sb.Spec.Labels,
 		State:       string(sb.State),
@@ -130,6 +132,7 @@ func toRun(r *sandbox.Run) api.Run {
 		Status:     string(r.Status),
 		ExitCode:   r.ExitCode,
 		Signal:     r.Signal,
+		LimitHit:   r.LimitHit,
 		StartedAt:  r.StartedAt,
 		EndedAt:    r.EndedAt,
 		StdoutSize: r.StdoutSize,
@@ -192,6 +195,10 @@ func toCreateParams(req api.CreateSandboxRequest) (sandbox.CreateParams, error) 
 	if err != nil {
 		return sandbox.CreateParams{}, err
 	}
+	disk, err := parseDisk(req.Disk)
+	if err != nil {
+		return sandbox.CreateParams{}, err
+	}
 	var pol sandbox.Policy
 	if req.Policy != nil {
 		if pol, err = toPolicy(*req.Policy, "policy."); err != nil {
@@ -213,6 +220,8 @@ func toCreateParams(req api.CreateSandboxRequest) (sandbox.CreateParams, error) 
 		Image:       req.Image,
 		CPUs:        req.CPUs,
 		MemoryBytes: mem,
+		PIDs:        req.PIDs,
+		DiskBytes:   disk,
 		Env:         req.Env,
 		Labels:      req.Labels,
 		From:        req.From,

@@ -397,6 +397,21 @@ func (f *fakeSandboxes) Processes(ctx context.Context, ref string) ([]guest.Proc
 	return []guest.Process{{PID: 7, PPID: 1, Name: "sleep", Command: "sleep 100", State: "S", RSSBytes: 4096}}, nil
 }
 
+func (f *fakeSandboxes) SetLimits(ctx context.Context, ref string, c sandbox.LimitChange) (*sandbox.Sandbox, error) {
+	if err := f.enter("SetLimits", ref, c); err != nil {
+		return nil, err
+	}
+	sb := *f.sandboxes[0]
+	if c.PIDs != nil {
+		sb.Spec.PIDs = *c.PIDs
+	}
+	return &sb, nil
+}
+
+func (f *fakeSandboxes) Resources(ctx context.Context, sb *sandbox.Sandbox) (sandbox.ResourceUsage, sandbox.DiskQuota) {
+	return sandbox.ResourceUsage{MemoryBytes: 1 << 20, PIDs: 3}, sandbox.DiskQuota{}
+}
+
 func (f *fakeSandboxes) EffectivePolicy(sb *sandbox.Sandbox) sandbox.Policy {
 	return sb.Policy.Merge(f.defaults)
 }

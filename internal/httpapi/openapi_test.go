@@ -128,6 +128,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"BuildImageRequest": api.BuildImageRequest{}, "PullImageRequest": api.PullImageRequest{},
 		"Progress": api.Progress{},
 		"Policy":   api.Policy{}, "NextAction": api.NextAction{},
+		"LimitsRequest": api.LimitsRequest{}, "Usage": api.Usage{}, "NetworkPolicy": api.NetworkPolicy{},
+		"SecretGrant": api.SecretGrant{}, "SecretGrants": api.SecretGrants{}, "Process": api.Process{}, "ProcessList": api.ProcessList{},
 		"Checkpoint": api.Checkpoint{}, "CheckpointList": api.CheckpointList{},
 		"CheckpointRequest": api.CheckpointRequest{}, "RestoreRequest": api.RestoreRequest{},
 		"ForkRequest": api.ForkRequest{}, "RecoverRequest": api.RecoverRequest{},

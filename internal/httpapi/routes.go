@@ -33,6 +33,7 @@ func (s *server) routes() []route {
 		{"POST", "/v1/sandboxes/{name}/recover", s.recoverSandbox},
 		{"PATCH", "/v1/sandboxes/{name}/policy", s.setPolicy},
 		{"PUT", "/v1/sandboxes/{name}/network", s.setNetwork},
+		{"PATCH", "/v1/sandboxes/{name}/limits", s.setLimits},
 		{"PUT", "/v1/sandboxes/{name}/secrets", s.setSecrets},
 		{"PUT", "/v1/sandboxes/{name}/ports/{port}", s.exposePort},
 		{"DELETE", "/v1/sandboxes/{name}/ports/{port}", s.unexposePort},

@@ -47,8 +47,16 @@ func (s *server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, api.SandboxList{Sandboxes: mapSlice(sbs, s.toSandbox)})
 }
 
+// getSandbox answers with the sandbox and what it uses now.
 func (s *server) getSandbox(w http.ResponseWriter, r *http.Request) error {
-	return s.answerSandbox(w, r, s.sandboxes.Get)
+	sb, err := s.sandboxes.Get(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	out := s.toSandbox(sb)
+	use, _ := s.sandboxes.Resources(r.Context(), sb)
+	out.Usage = &api.Usage{CPUSeconds: use.CPUTime.Seconds(), MemoryBytes: use.MemoryBytes, PIDs: use.PIDs, DiskBytes: use.DiskBytes}
+	return writeJSON(w, http.StatusOK, out)
 }
 
 func (s *server) startSandbox(w http.ResponseWriter, r *http.Request) error {

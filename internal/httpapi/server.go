@@ -78,6 +78,10 @@ type SandboxService interface {
 	SetSecrets(ctx context.Context, ref string, grants []sandbox.SecretGrant) (*sandbox.Sandbox, error)
 	// Processes lists a sandbox's processes, waking it if it sleeps.
 	Processes(ctx context.Context, ref string) ([]guest.Process, error)
+	// SetLimits changes a sandbox's resource limits, at once on a live one.
+	SetLimits(ctx context.Context, ref string, c sandbox.LimitChange) (*sandbox.Sandbox, error)
+	// Resources is what a sandbox uses now.
+	Resources(ctx context.Context, sb *sandbox.Sandbox) (sandbox.ResourceUsage, sandbox.DiskQuota)
 	// SetNetwork replaces what a sandbox may reach, at once.
 	SetNetwork(ctx context.Context, ref string, p sandbox.NetworkPolicy) (*sandbox.Sandbox, error)
 	// ExposePort serves a port of the sandbox, or changes whether it is

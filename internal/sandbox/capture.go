@@ -284,6 +284,9 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 	if _, err := s.cfg.Volumes.Snapshot(ctx, ck.VolumeKey(), sb.VolumeKey(), false); err != nil {
 		return fmt.Errorf("copying the checkpoint's files: %w", err)
 	}
+	if err := s.capDisk(ctx, sb); err != nil {
+		return err
+	}
 	if cold || !ck.Memory {
 		return s.startInstance(ctx, sb)
 	}
@@ -310,6 +313,10 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 	if err := old.Rekey(ctx, sb.Token); err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return fmt.Errorf("giving the restored den-init its token: %w", err)
+	}
+	if err := s.enforceLimits(ctx, sb, s.guestFor(sb)); err != nil {
+		s.halt(context.WithoutCancel(ctx), sb, 0)
+		return err
 	}
 	return nil
 }

@@ -332,6 +332,9 @@ func (s *Service) finishRun(o *output, g Guest, st *guest.ProcStatus, lostWhy st
 		code := st.ExitCode
 		r.ExitCode = &code
 	}
+	if st != nil {
+		r.LimitHit = st.LimitHit
+	}
 	if st != nil && st.EndedAt != nil {
 		end = st.EndedAt.UTC()
 	}

@@ -56,7 +56,14 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	if spec.MemoryBytes == 0 {
 		spec.MemoryBytes = DefaultMemory
 	}
+	spec.PIDs, spec.DiskBytes = p.PIDs, p.DiskBytes
+	if spec.PIDs == 0 {
+		spec.PIDs = DefaultPIDs(spec.MemoryBytes)
+	}
 	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	if err := spec.Limits().Validate(); err != nil {
 		return nil, err
 	}
 	// Refuse a taken name before building an image for it.
@@ -99,6 +106,9 @@ func (s *Service) createInstance(ctx context.Context, sb *Sandbox, im *Image) er
 	if _, err := s.cfg.Volumes.Snapshot(ctx, im.VolumeKey(), sb.VolumeKey(), false); err != nil {
 		return fmt.Errorf("making its root filesystem: %w", err)
 	}
+	if err := s.capDisk(ctx, sb); err != nil {
+		return err
+	}
 	if err := s.startInstance(ctx, sb); err != nil {
 		return err
 	}
@@ -108,9 +118,9 @@ func (s *Service) createInstance(ctx context.Context, sb *Sandbox, im *Image) er
 
 // createFromRef creates a sandbox from the checkpoint p.From names.
 func (s *Service) createFromRef(ctx context.Context, p CreateParams) (*Sandbox, error) {
-	if p.Image != "" || p.CPUs != 0 || p.MemoryBytes != 0 || len(p.Env) > 0 {
-		return nil, errdefs.WithHint(errdefs.Invalid("a sandbox created from a checkpoint takes its image, cpus, memory and env from it"),
-			"drop --image, --cpus, --memory and --env, or create from an image instead")
+	if p.Image != "" || p.CPUs != 0 || p.MemoryBytes != 0 || p.PIDs != 0 || p.DiskBytes != 0 || len(p.Env) > 0 {
+		return nil, errdefs.WithHint(errdefs.Invalid("a sandbox created from a checkpoint takes its image, limits and env from it"),
+			"drop --image, --cpus, --memory, --pids, --disk and --env (change limits after with `den limits`), or create from an image instead")
 	}
 	if err := s.nameFree(ctx, p.Name); err != nil {
 		return nil, err
@@ -150,6 +160,10 @@ func (s *Service) startInstance(ctx context.Context, sb *Sandbox) (err error) {
 		return err
 	}
 	if err := s.waitReady(ctx, sb, s.guestFor(sb)); err != nil {
+		s.halt(context.WithoutCancel(ctx), sb, 0)
+		return err
+	}
+	if err := s.enforceLimits(ctx, sb, s.guestFor(sb)); err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}

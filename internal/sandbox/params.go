@@ -22,6 +22,8 @@ type CreateParams struct {
 	Image       string  // default DefaultImage
 	CPUs        float64 // default DefaultCPUs
 	MemoryBytes int64   // default DefaultMemory
+	PIDs        int     // processes and threads at once; default DefaultPIDs(MemoryBytes)
+	DiskBytes   int64   // cap on its files; default 0, none
 	Env         map[string]string
 	Labels      map[string]string
 	// From is a checkpoint to start from instead of an image: its id, or
@@ -98,4 +100,11 @@ func ParseMemory(s string) (int64, error) {
 		return 0, errdefs.WithHint(errdefs.Invalid("invalid memory size %q", s), "use a size like 512M or 2G")
 	}
 	return n, nil
+}
+
+// DefaultPIDs is the process limit of a sandbox created without one: one
+// per MiB of memory, within [256, 32768], which keeps gVisor's host cost
+// per process inside the engine's backstops.
+func DefaultPIDs(memory int64) int {
+	return min(max(int(memory>>20), 256), 32768)
 }

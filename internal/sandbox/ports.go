@@ -71,6 +71,11 @@ type Volumes interface {
 	Path(key string) string
 	// Usage is how many bytes the files in volume key hold.
 	Usage(ctx context.Context, key string) (int64, error)
+	// SetLimit caps what volume key may hold (0 lifts the cap); writes
+	// past it fail inside the sandbox. Unavailable where the pool cannot.
+	SetLimit(ctx context.Context, key string, bytes int64) error
+	// Quota is what volume key holds against its cap.
+	Quota(ctx context.Context, key string) (DiskQuota, error)
 }
 
 // Instance is what the engine needs to boot one incarnation.
@@ -123,6 +128,14 @@ type Runtime interface {
 	Engine() EngineInfo
 	// SpecHash hashes the parts of inst's engine spec a restore checks.
 	SpecHash(inst Instance) string
+	// Update changes an instance's CPU share and the host's backstops
+	// for its memory and processes, in any state.
+	Update(ctx context.Context, id string, l Limits) error
+	// Stats is what the instance uses now.
+	Stats(ctx context.Context, id string) (ResourceUsage, error)
+	// ExitReason says why an instance's processes died, when the host
+	// knows ("out of memory"), or "".
+	ExitReason(ctx context.Context, id string) (string, error)
 }
 
 // Attachment is a sandbox's place on the host network.
@@ -176,6 +189,8 @@ type Guest interface {
 	// Rekey makes den-init accept only token from now on: a restored copy
 	// of a sandbox must not share its parent's.
 	Rekey(ctx context.Context, token string) error
+	// SetLimits makes den-init enforce memory and process limits inside.
+	SetLimits(ctx context.Context, l guest.Limits) error
 	Files
 }
 

@@ -118,6 +118,9 @@ func (s *Service) reattach(ctx context.Context, sb *Sandbox, st InstanceState) (
 		s.log.Warn("instance runs but den-init does not answer", "sandbox", sb.Name)
 	}
 	why := fmt.Sprintf("instance of generation %d was lost (host restart or engine killed); files are kept, `den start %s` boots it again", sb.Generation, sb.Name)
+	if reason, err := s.cfg.Runtime.ExitReason(ctx, sb.InstanceID()); err == nil && reason != "" {
+		why = fmt.Sprintf("instance of generation %d was killed by the host: %s; files are kept, `den start %s` boots it again", sb.Generation, reason, sb.Name)
+	}
 	s.halt(ctx, sb, 0)
 	if err := s.loseRuns(ctx, sb); err != nil {
 		return false, err

@@ -109,6 +109,7 @@ const (
 	EventExpired    = "expired" // its TTL ended
 	EventNetwork    = "network" // its network policy changed
 	EventSecrets    = "secrets" // the secrets granted to it changed
+	EventLimits     = "limits"  // its resource limits changed
 	EventPorts      = "ports"   // a port was exposed, unexposed or made public or private
 )
 
@@ -153,6 +154,9 @@ type Run struct {
 	EndedAt    *time.Time
 	StdoutSize int64
 	StderrSize int64
+	// LimitHit is the limit its process ran into (guest.LimitMemory,
+	// guest.LimitPIDs), or "".
+	LimitHit string
 }
 
 // Image is a base root filesystem.

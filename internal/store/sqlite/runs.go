@@ -12,7 +12,7 @@ import (
 )
 
 const runCols = `id, sandbox_id, generation, guest_id, argv, cwd, env_names, user, tty, detached,
-	status, exit_code, signal, started_at, ended_at, stdout_size, stderr_size`
+	status, exit_code, signal, started_at, ended_at, stdout_size, stderr_size, limit_hit`
 
 // CreateRun inserts a run of an existing sandbox. StartedAt is set to now
 // when zero. A run id already taken is a conflict.
@@ -42,7 +42,7 @@ func (s *Store) CreateRun(ctx context.Context, r *sandbox.Run) error {
 			return sandboxNotFound(rec.SandboxID)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO runs (`+runCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			append([]any{rec.ID, rec.SandboxID}, args...)...)
 		if isUniqueViolation(err) {
 			return errdefs.Conflict("run id %q is already taken", rec.ID)
@@ -65,7 +65,8 @@ func (s *Store) UpdateRun(ctx context.Context, r *sandbox.Run) error {
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		return execOne(ctx, tx, runNotFound(r.ID), `UPDATE runs SET
 			generation = ?, guest_id = ?, argv = ?, cwd = ?, env_names = ?, user = ?, tty = ?, detached = ?,
-			status = ?, exit_code = ?, signal = ?, started_at = ?, ended_at = ?, stdout_size = ?, stderr_size = ?
+			status = ?, exit_code = ?, signal = ?, started_at = ?, ended_at = ?, stdout_size = ?, stderr_size = ?,
+			limit_hit = ?
 			WHERE id = ? AND sandbox_id = ?`,
 			append(args, r.ID, r.SandboxID)...)
 	})
@@ -124,7 +125,7 @@ func runArgs(r *sandbox.Run) ([]any, error) {
 		exit = sql.NullInt64{Int64: int64(*r.ExitCode), Valid: true}
 	}
 	return []any{r.Generation, r.GuestID, string(argv), r.Cwd, string(envNames), r.User, r.TTY, r.Detached,
-		r.Status, exit, r.Signal, formatTime(r.StartedAt), formatNullTime(r.EndedAt), r.StdoutSize, r.StderrSize}, nil
+		r.Status, exit, r.Signal, formatTime(r.StartedAt), formatNullTime(r.EndedAt), r.StdoutSize, r.StderrSize, r.LimitHit}, nil
 }
 
 func scanRun(row scanner) (*sandbox.Run, error) {
@@ -133,7 +134,7 @@ func scanRun(row scanner) (*sandbox.Run, error) {
 	var exit sql.NullInt64
 	var ended sql.NullString
 	err := row.Scan(&r.ID, &r.SandboxID, &r.Generation, &r.GuestID, &argv, &r.Cwd, &envNames, &r.User,
-		&r.TTY, &r.Detached, &r.Status, &exit, &r.Signal, &started, &ended, &r.StdoutSize, &r.StderrSize)
+		&r.TTY, &r.Detached, &r.Status, &exit, &r.Signal, &started, &ended, &r.StdoutSize, &r.StderrSize, &r.LimitHit)
 	if err != nil {
 		return nil, err
 	}

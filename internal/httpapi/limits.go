@@ -1,0 +1,52 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+// setLimits changes the limits the body names.
+func (s *server) setLimits(w http.ResponseWriter, r *http.Request) error {
+	var req api.LimitsRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	c := sandbox.LimitChange{CPUs: req.CPUs, PIDs: req.PIDs}
+	if req.Memory != nil {
+		mem, err := sandbox.ParseMemory(*req.Memory)
+		if err != nil {
+			return err
+		}
+		c.MemoryBytes = &mem
+	}
+	if req.Disk != nil {
+		disk, err := parseDisk(*req.Disk)
+		if err != nil {
+			return err
+		}
+		c.DiskBytes = &disk
+	}
+	if c == (sandbox.LimitChange{}) {
+		return errdefs.WithHint(errdefs.Invalid("no limit to change"), "give at least one of cpus, memory, pids, disk")
+	}
+	sb, err := s.sandboxes.SetLimits(r.Context(), r.PathValue("name"), c)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+}
+
+// parseDisk reads a disk size; "" and "0" mean no cap.
+func parseDisk(v string) (int64, error) {
+	if v == "" || v == "0" {
+		return 0, nil
+	}
+	n, err := sandbox.ParseMemory(v)
+	if err != nil {
+		return 0, errdefs.WithHint(errdefs.Invalid("invalid disk size %q", v), "use a size like 10G, or 0 for no cap")
+	}
+	return n, nil
+}

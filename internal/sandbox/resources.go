@@ -1,0 +1,150 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
+)
+
+// hostPIDBackstop is the process count the engine's host cgroup allows an
+// instance booted without Update: a limit above what fits in it needs an
+// Update after the boot.
+const hostPIDBackstop = 7680
+
+// enforceLimits has a booted (or restored) instance's den-init enforce
+// sb's memory and process limits inside; a restored den-init keeps the
+// ones it was saved with until told.
+func (s *Service) enforceLimits(ctx context.Context, sb *Sandbox, g Guest) error {
+	l := sb.Spec.Limits()
+	if err := g.SetLimits(ctx, guest.Limits{MemoryBytes: l.MemoryBytes, PIDs: l.PIDs}); err != nil {
+		return fmt.Errorf("setting limits inside the sandbox: %w", err)
+	}
+	if l.PIDs > hostPIDBackstop {
+		if err := s.cfg.Runtime.Update(ctx, sb.InstanceID(), l); err != nil {
+			return fmt.Errorf("setting the host's limits: %w", err)
+		}
+	}
+	return nil
+}
+
+// capDisk applies sb's disk limit to its volume, after every fresh one.
+func (s *Service) capDisk(ctx context.Context, sb *Sandbox) error {
+	if sb.Spec.DiskBytes == 0 {
+		return nil
+	}
+	if err := s.cfg.Volumes.SetLimit(ctx, sb.VolumeKey(), sb.Spec.DiskBytes); err != nil {
+		return fmt.Errorf("capping its disk at %s: %w", size(sb.Spec.DiskBytes), err)
+	}
+	return nil
+}
+
+// LimitChange is a change of limits: nil fields keep their value; a PIDs
+// or DiskBytes of 0 lifts that limit.
+type LimitChange struct {
+	CPUs        *float64
+	MemoryBytes *int64
+	PIDs        *int
+	DiskBytes   *int64
+}
+
+// SetLimits changes a sandbox's limits, at once on a live one. Lowering
+// memory below what it uses gets its largest processes killed first, as
+// reaching the limit would.
+func (s *Service) SetLimits(ctx context.Context, ref string, c LimitChange) (*Sandbox, error) {
+	sb, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := require(sb, "change the limits of", StateRunning, StatePaused, StateStopped, StateHibernated, StateError); err != nil {
+		return nil, err
+	}
+	old := sb.Spec.Limits()
+	l := old
+	if c.CPUs != nil {
+		l.CPUs = *c.CPUs
+	}
+	if c.MemoryBytes != nil {
+		l.MemoryBytes = *c.MemoryBytes
+	}
+	if c.PIDs != nil {
+		l.PIDs = *c.PIDs
+	}
+	if c.DiskBytes != nil {
+		l.DiskBytes = *c.DiskBytes
+	}
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	if l.DiskBytes != old.DiskBytes {
+		if err := s.cfg.Volumes.SetLimit(ctx, sb.VolumeKey(), l.DiskBytes); err != nil {
+			return nil, fmt.Errorf("capping the disk of sandbox %q: %w", sb.Name, err)
+		}
+	}
+	if sb.State == StateRunning || sb.State == StatePaused {
+		if err := s.applyLive(ctx, sb, old, l); err != nil {
+			if l.DiskBytes != old.DiskBytes {
+				s.cfg.Volumes.SetLimit(context.WithoutCancel(ctx), sb.VolumeKey(), old.DiskBytes)
+			}
+			return nil, fmt.Errorf("changing the limits of sandbox %q: %w", sb.Name, err)
+		}
+	}
+	sb.Spec.CPUs, sb.Spec.MemoryBytes, sb.Spec.PIDs, sb.Spec.DiskBytes = l.CPUs, l.MemoryBytes, l.PIDs, l.DiskBytes
+	msg := fmt.Sprintf("limits: %g CPUs, %s memory, %s processes, %s disk", l.CPUs, size(l.MemoryBytes), orNone(l.PIDs != 0, fmt.Sprint(l.PIDs)), orNone(l.DiskBytes != 0, size(l.DiskBytes)))
+	if err := s.record(ctx, sb, EventLimits, msg); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// applyLive changes a live instance's limits: inside first when memory
+// shrinks (so den-init frees it by killing before the host would), the
+// host first when it grows. A paused sandbox's den-init learns them when
+// it wakes.
+func (s *Service) applyLive(ctx context.Context, sb *Sandbox, old, l Limits) error {
+	inst := sb.InstanceID()
+	inside := func() error {
+		if sb.State != StateRunning {
+			return nil
+		}
+		return s.guestFor(sb).SetLimits(ctx, guest.Limits{MemoryBytes: l.MemoryBytes, PIDs: l.PIDs})
+	}
+	if l.MemoryBytes < old.MemoryBytes {
+		if err := inside(); err != nil {
+			return err
+		}
+		return s.cfg.Runtime.Update(ctx, inst, l)
+	}
+	if err := s.cfg.Runtime.Update(ctx, inst, l); err != nil {
+		return err
+	}
+	return inside()
+}
+
+func orNone(ok bool, v string) string {
+	if ok {
+		return v
+	}
+	return "no limit on"
+}
+
+// Resources is what a sandbox uses now against its limits: the engine's
+// count for a live one, the pool's for its disk. Parts that cannot be
+// read are left zero.
+func (s *Service) Resources(ctx context.Context, sb *Sandbox) (ResourceUsage, DiskQuota) {
+	var use ResourceUsage
+	if sb.State == StateRunning || sb.State == StatePaused {
+		if u, err := s.cfg.Runtime.Stats(ctx, sb.InstanceID()); err == nil {
+			use = u
+		}
+	}
+	q, err := s.cfg.Volumes.Quota(ctx, sb.VolumeKey())
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		s.log.Debug("reading disk usage", "sandbox", sb.Name, "err", err)
+	}
+	use.DiskBytes = q.Used
+	return use, q
+}
