@@ -164,8 +164,8 @@ func (s *Service) SetSecrets(ctx context.Context, ref string, grants []SecretGra
 		return nil, err
 	}
 	defer unlock()
-	if sb.State == StateDestroyed || sb.State == StateCreating {
-		return nil, require(sb, "grant secrets to", StateRunning, StatePaused, StateStopped, StateHibernated, StateError)
+	if err := require(sb, "grant secrets to", StateRunning, StatePaused, StateStopped, StateHibernated, StateError); err != nil {
+		return nil, err
 	}
 	old := sb.Spec.Secrets
 	sb.Spec.Secrets = grants
