@@ -362,3 +362,42 @@ func TestPortsWake(t *testing.T) {
 	status, body = r.get("", "GET", r.proxyURL("kid", 8080, ""), nil)
 	wantStatus(t, "the fork's port", status, body, 401, "missing bearer token")
 }
+
+// A request through an exposed port that stays open (a slow response, a
+// WebSocket) keeps the sandbox in use for as long as it lasts: the idle
+// policy does not pause it under the request, and does once it is over.
+func TestPortsRequestKeepsSandboxActive(t *testing.T) {
+	d := startDend(t, "--pause-after", "1s", "--hibernate-after", "0", "--idle-interval", "100ms")
+	d.create("slow")
+	d.mustSh("slow", `mkdir -p /www && printf '#!/bin/sh\nprintf "HTTP/1.0 200 OK\\r\\n\\r\\n"; sleep 3; echo done\n' > /www/slow.sh && chmod +x /www/slow.sh`)
+	ctx := ctxT(t, 2*time.Minute)
+	if _, err := d.c.ExecDetached(ctx, "slow", api.ExecRequest{Argv: []string{"nc", "-ll", "-p", "8082", "-e", "/www/slow.sh"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.ExposePort(ctx, "slow", 8082, false); err != nil {
+		t.Fatal(err)
+	}
+	// A sandbox paused under the request would leave it hanging: fail
+	// instead.
+	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", d.socket)
+	}}}
+	waitFor(t, 30*time.Second, "the slow server to listen", func() bool {
+		_, _, code := d.sh("slow", "netstat -ltn | grep -q ':8082 '")
+		return code == 0
+	})
+	before := countEvents(d.history("slow"), "paused", "")
+	resp, err := hc.Get("http://den/v1/sandboxes/slow/ports/8082/proxy/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "done\n" {
+		t.Fatalf("slow response: %d %q", resp.StatusCode, b)
+	}
+	if n := countEvents(d.history("slow"), "paused", ""); n != before {
+		t.Fatalf("paused %d times while a 3 s request was open", n-before)
+	}
+	d.waitState("slow", api.StatePaused, 30*time.Second)
+}

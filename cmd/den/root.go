@@ -178,7 +178,7 @@ TCP with --host and a token from DEN_TOKEN.`,
 		a.networkCommand(), a.limitsCommand(), a.portCommand(),
 		a.checkpointCommand(), a.checkpointsCommand(), a.restoreCommand(), a.forkCommand(),
 		a.execCommand(), a.shellCommand(), a.cpCommand(),
-		a.runsCommand(), a.logsCommand(), a.psCommand(),
+		a.runsCommand(), a.logsCommand(), a.topCommand(),
 		a.imageCommand(), a.tokenCommand(), a.auditCommand(), a.secretCommand(), a.versionCommand(),
 	)
 	return root

@@ -412,6 +412,8 @@ func (f *fakeSandboxes) Resources(ctx context.Context, sb *sandbox.Sandbox) (san
 	return sandbox.ResourceUsage{MemoryBytes: 1 << 20, PIDs: 3}, sandbox.DiskQuota{}
 }
 
+func (f *fakeSandboxes) Hold(ctx context.Context, ref string) func() { return func() {} }
+
 func (f *fakeSandboxes) EffectivePolicy(sb *sandbox.Sandbox) sandbox.Policy {
 	return sb.Policy.Merge(f.defaults)
 }

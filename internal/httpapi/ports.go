@@ -165,6 +165,7 @@ func (s *server) proxyPort(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	defer s.sandboxes.Hold(r.Context(), ref)()
 	info := infoOf(r)
 	name := info.sandbox
 	if name == "" {

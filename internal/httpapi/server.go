@@ -80,6 +80,8 @@ type SandboxService interface {
 	Processes(ctx context.Context, ref string) ([]guest.Process, error)
 	// SetLimits changes a sandbox's resource limits, at once on a live one.
 	SetLimits(ctx context.Context, ref string, c sandbox.LimitChange) (*sandbox.Sandbox, error)
+	// Hold keeps a sandbox in use until the returned func is called.
+	Hold(ctx context.Context, ref string) func()
 	// Resources is what a sandbox uses now.
 	Resources(ctx context.Context, sb *sandbox.Sandbox) (sandbox.ResourceUsage, sandbox.DiskQuota)
 	// SetNetwork replaces what a sandbox may reach, at once.

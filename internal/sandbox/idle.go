@@ -74,6 +74,12 @@ func (s *Service) SetPolicy(ctx context.Context, ref string, p Policy) (*Sandbox
 
 // busy reports whether commands running in sb count as use.
 func (s *Service) busy(sb *Sandbox, p Policy) bool {
+	s.mu.Lock()
+	held := s.held[sb.ID] > 0
+	s.mu.Unlock()
+	if held {
+		return true
+	}
 	background := p.BackgroundActive != nil && *p.BackgroundActive
 	for _, o := range s.outputsOf(sb.ID) {
 		r := o.snapshot()
@@ -331,5 +337,27 @@ func (s *Service) collectOne(ctx context.Context, ck *Checkpoint) {
 	s.log.Info("removing a checkpoint nothing needs", "checkpoint", ck.ID, "sandbox", owner.Name, "kind", ck.Kind)
 	if err := s.deleteCheckpoint(ctx, owner, ck); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		s.log.Error("garbage collection", "checkpoint", ck.ID, "err", err)
+	}
+}
+
+// Hold keeps a sandbox in use until the returned func is called: the idle
+// policy leaves it running meanwhile. For requests that stay open long,
+// such as a WebSocket or a download through an exposed port, which count
+// as activity for as long as they last, not only when they start.
+func (s *Service) Hold(ctx context.Context, ref string) func() {
+	sb, err := s.Get(ctx, ref)
+	if err != nil {
+		return func() {}
+	}
+	s.mu.Lock()
+	s.held[sb.ID]++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		if s.held[sb.ID]--; s.held[sb.ID] <= 0 {
+			delete(s.held, sb.ID)
+		}
+		s.mu.Unlock()
+		s.touch(sb.ID)
 	}
 }

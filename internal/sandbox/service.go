@@ -72,6 +72,9 @@ type Service struct {
 	active map[string]time.Time
 	// pinned counts the verbs working with each checkpoint right now.
 	pinned map[string]int
+	// held counts the open requests keeping each sandbox in use (a
+	// WebSocket or a long download through an exposed port).
+	held map[string]int
 }
 
 // NewService checks cfg and returns a Service. Call Recover before serving
@@ -108,6 +111,7 @@ func NewService(cfg Config) (*Service, error) {
 		slotTaken: map[int]string{},
 		active:    map[string]time.Time{},
 		pinned:    map[string]int{},
+		held:      map[string]int{},
 	}, nil
 }
 

@@ -10,15 +10,15 @@ import (
 	"github.com/den-dev/den/api"
 )
 
-func (a *app) psCommand() *cobra.Command {
+func (a *app) topCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "ps NAME",
+		Use:   "top NAME",
 		Short: "List the processes running in a sandbox",
 		Long: `List every process in a sandbox, those its commands left running in the
 background included (den-init, its PID 1, aside). A paused or hibernated
 sandbox is woken to answer.`,
-		Example: `  den ps web
-  den ps web --json | jq '.[].command'`,
+		Example: `  den top web
+  den top web --json | jq '.[].command'`,
 		Args: args("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
