@@ -82,4 +82,21 @@ func TestLimitsThroughDend(t *testing.T) {
 	if sb := d.inspect("boxed"); sb.MemoryBytes != 256<<20 || sb.PIDs != 256 {
 		t.Fatalf("limits after a refused change: %d %d", sb.MemoryBytes, sb.PIDs)
 	}
+
+	// Changed while paused: in force once it resumes.
+	d.mustSh("boxed", "kill -9 -1 2>/dev/null; true")
+	if _, err := d.c.Pause(ctx, "boxed"); err != nil {
+		t.Fatal(err)
+	}
+	pids = 48
+	if _, err := d.c.SetLimits(ctx, "boxed", api.LimitsRequest{PIDs: &pids}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.Resume(ctx, "boxed"); err != nil {
+		t.Fatal(err)
+	}
+	d.sh("boxed", `i=0; while [ $i -lt 100 ]; do sleep 30 & i=$((i+1)); done 2>/dev/null; true`)
+	if procs, err = d.c.Processes(ctx, "boxed"); err != nil || len(procs) > 48 {
+		t.Fatalf("after lowering the limit to 48 while paused: %v, %d processes", err, len(procs))
+	}
 }

@@ -30,6 +30,20 @@ func (s *Service) enforceLimits(ctx context.Context, sb *Sandbox, g Guest) error
 	return nil
 }
 
+// limitsOnResume tells a resumed sandbox's den-init the limits changed
+// while it was paused, if any were.
+func (s *Service) limitsOnResume(ctx context.Context, sb *Sandbox) {
+	s.mu.Lock()
+	stale := s.staleLimits[sb.ID]
+	delete(s.staleLimits, sb.ID)
+	s.mu.Unlock()
+	if stale {
+		if err := s.enforceLimits(ctx, sb, s.guestFor(sb)); err != nil {
+			s.log.Error("applying limits changed while paused", "sandbox", sb.Name, "err", err)
+		}
+	}
+}
+
 // capDisk applies sb's disk limit to its volume, after every fresh one.
 func (s *Service) capDisk(ctx context.Context, sb *Sandbox) error {
 	if sb.Spec.DiskBytes == 0 {
@@ -108,6 +122,9 @@ func (s *Service) applyLive(ctx context.Context, sb *Sandbox, old, l Limits) err
 	inst := sb.InstanceID()
 	inside := func() error {
 		if sb.State != StateRunning {
+			s.mu.Lock()
+			s.staleLimits[sb.ID] = true // told on resume
+			s.mu.Unlock()
 			return nil
 		}
 		return s.guestFor(sb).SetLimits(ctx, guest.Limits{MemoryBytes: l.MemoryBytes, PIDs: l.PIDs})

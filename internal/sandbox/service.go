@@ -75,6 +75,9 @@ type Service struct {
 	// held counts the open requests keeping each sandbox in use (a
 	// WebSocket or a long download through an exposed port).
 	held map[string]int
+	// staleLimits are paused sandboxes whose den-init has yet to learn
+	// limits changed while they slept.
+	staleLimits map[string]bool
 }
 
 // NewService checks cfg and returns a Service. Call Recover before serving
@@ -105,13 +108,14 @@ func NewService(cfg Config) (*Service, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Service{
 		cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
-		locks:     map[string]*sync.RWMutex{},
-		guests:    map[string]Guest{},
-		outputs:   map[string]*output{},
-		slotTaken: map[int]string{},
-		active:    map[string]time.Time{},
-		pinned:    map[string]int{},
-		held:      map[string]int{},
+		locks:       map[string]*sync.RWMutex{},
+		guests:      map[string]Guest{},
+		outputs:     map[string]*output{},
+		slotTaken:   map[int]string{},
+		active:      map[string]time.Time{},
+		pinned:      map[string]int{},
+		held:        map[string]int{},
+		staleLimits: map[string]bool{},
 	}, nil
 }
 

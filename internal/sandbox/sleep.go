@@ -58,7 +58,11 @@ func (s *Service) resumeLocked(ctx context.Context, sb *Sandbox, why string) err
 			return fmt.Errorf("resuming sandbox %q: %w", sb.Name, err)
 		}
 		s.touch(sb.ID)
-		return s.transition(ctx, sb, StateRunning, EventResumed, why)
+		if err := s.transition(ctx, sb, StateRunning, EventResumed, why); err != nil {
+			return err
+		}
+		s.limitsOnResume(ctx, sb)
+		return nil
 	case StateHibernated:
 		return s.wakeFromDisk(ctx, sb, why)
 	}
