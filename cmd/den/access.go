@@ -124,13 +124,7 @@ func (a *app) tokenLsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.jsonOut {
-				if ts == nil {
-					ts = []api.Token{}
-				}
-				return printJSON(a.stdout, ts)
-			}
-			return renderTokens(a.stdout, ts, time.Now())
+			return printList(a, ts, func() error { return renderTokens(a.stdout, ts, time.Now()) })
 		},
 	}
 }
@@ -217,13 +211,7 @@ change, something, with who made it, when, and how it ended. The newest
 			if err != nil {
 				return err
 			}
-			if a.jsonOut {
-				if entries == nil {
-					entries = []api.AuditEntry{}
-				}
-				return printJSON(a.stdout, entries)
-			}
-			return renderAudit(a.stdout, entries)
+			return printList(a, entries, func() error { return renderAudit(a.stdout, entries) })
 		},
 	}
 	f := cmd.Flags()

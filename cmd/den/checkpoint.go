@@ -102,13 +102,7 @@ With --json, the flat list, oldest first, with parent links.`,
 			if err != nil {
 				return err
 			}
-			if a.jsonOut {
-				if cks == nil {
-					cks = []api.Checkpoint{}
-				}
-				return printJSON(a.stdout, cks)
-			}
-			return renderCheckpoints(a.stdout, cks, time.Now())
+			return printList(a, cks, func() error { return renderCheckpoints(a.stdout, cks, time.Now()) })
 		},
 	}
 }
@@ -229,13 +223,7 @@ With --count N, the children are NEW-1 … NEW-N.`,
 			if err != nil {
 				return err
 			}
-			if a.jsonOut {
-				if kids == nil {
-					kids = []api.Sandbox{}
-				}
-				return printJSON(a.stdout, kids)
-			}
-			return renderSandboxes(a.stdout, kids, time.Now())
+			return printList(a, kids, func() error { return renderSandboxes(a.stdout, kids, time.Now()) })
 		},
 	}
 	cmd.Flags().StringVar(&opts.From, "from", "", "fork from this checkpoint (id or name) instead of the live sandbox")

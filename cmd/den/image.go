@@ -54,13 +54,7 @@ func (a *app) imageLsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.jsonOut {
-				if imgs == nil {
-					imgs = []api.Image{}
-				}
-				return printJSON(a.stdout, imgs)
-			}
-			return renderImages(a.stdout, imgs, time.Now())
+			return printList(a, imgs, func() error { return renderImages(a.stdout, imgs, time.Now()) })
 		},
 	}
 }

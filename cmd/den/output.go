@@ -263,3 +263,15 @@ func (a *app) imageProgress() (func(api.Progress), func()) {
 		_ = bar.Set64(p.Current)
 	}, finish
 }
+
+// printList prints a list: as JSON with --json (an empty array, never
+// null), else with render.
+func printList[T any](a *app, items []T, render func() error) error {
+	if a.jsonOut {
+		if items == nil {
+			items = []T{}
+		}
+		return printJSON(a.stdout, items)
+	}
+	return render()
+}

@@ -34,13 +34,7 @@ func (a *app) runsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.jsonOut {
-				if runs == nil {
-					runs = []api.Run{}
-				}
-				return printJSON(a.stdout, runs)
-			}
-			return renderRuns(a.stdout, runs, time.Now(), !noTrunc)
+			return printList(a, runs, func() error { return renderRuns(a.stdout, runs, time.Now(), !noTrunc) })
 		},
 	}
 	cmd.Flags().IntVarP(&limit, "limit", "n", 20, "show at most this many runs")

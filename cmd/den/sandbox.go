@@ -148,13 +148,7 @@ func (a *app) lsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.jsonOut {
-				if sbs == nil {
-					sbs = []api.Sandbox{}
-				}
-				return printJSON(a.stdout, sbs)
-			}
-			return renderSandboxes(a.stdout, sbs, time.Now())
+			return printList(a, sbs, func() error { return renderSandboxes(a.stdout, sbs, time.Now()) })
 		},
 	}
 }

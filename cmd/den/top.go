@@ -29,13 +29,7 @@ sandbox is woken to answer.`,
 			if err != nil {
 				return err
 			}
-			if a.jsonOut {
-				if procs == nil {
-					procs = []api.Process{}
-				}
-				return printJSON(a.stdout, procs)
-			}
-			return renderProcesses(a.stdout, procs)
+			return printList(a, procs, func() error { return renderProcesses(a.stdout, procs) })
 		},
 	}
 }
