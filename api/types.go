@@ -48,8 +48,11 @@ type CreateSandboxRequest struct {
 
 // Sandbox is the durable record of one sandbox.
 type Sandbox struct {
-	ID          string            `json:"id"`
-	Name        string            `json:"name"`
+	ID   string `json:"id"`
+	Name string `json:"name"` // unique among its owner's sandboxes
+	// Owner is the owner identity of the token that created it (a token
+	// id); empty for sandboxes admins created. Names are unique per owner.
+	Owner       string            `json:"owner,omitempty"`
 	Image       string            `json:"image"`
 	CPUs        float64           `json:"cpus"`
 	MemoryBytes int64             `json:"memory_bytes"`

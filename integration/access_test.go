@@ -197,6 +197,47 @@ func TestAccessTokens(t *testing.T) {
 		t.Errorf("alice listing tokens: %v", err)
 	}
 
+	// Names are per owner: alice may take the name bob's sandbox has, and
+	// is told nothing by it; each then reaches their own by that name, and
+	// an admin, who sees both, names the one meant by id.
+	mine := create(alice, "b1")
+	if mine.ID == b1.ID || mine.Owner == "" || mine.Owner == b1.Owner {
+		t.Errorf("alice's b1 %+v beside bob's %+v", mine, b1)
+	}
+	_, err = alice.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "b1", Image: "busybox", Memory: "256M"})
+	if e := apiErr(t, err); e.Code != api.CodeConflict || e.Message != `sandbox name "b1" is already in use` {
+		t.Errorf("alice taking her own name twice: %+v", e)
+	}
+	if sb, err := alice.GetSandbox(ctx, "b1"); err != nil || sb.ID != mine.ID {
+		t.Errorf("alice's b1 is %+v, %v; want %s", sb, err, mine.ID)
+	}
+	if sb, err := bob.GetSandbox(ctx, "b1"); err != nil || sb.ID != b1.ID {
+		t.Errorf("bob's b1 is %+v, %v; want %s", sb, err, b1.ID)
+	}
+	if out, errs, code := d.denAs(aliceEnv, "", "exec", "b1", "--", "sh", "-c", "echo alices > /root/whose; cat /root/whose"); code != 0 || out != "alices\n" {
+		t.Errorf("den exec b1 as alice: %d %q %s", code, out, errs)
+	}
+	bobEnv := []string{"DEN_HOST=" + host, "DEN_TOKEN=" + tokens["bob"]}
+	if out, _, _ := d.denAs(bobEnv, "", "exec", "b1", "--", "sh", "-c", "cat /root/whose 2>&1 || true"); strings.Contains(out, "alices") {
+		t.Errorf("alice's exec landed in bob's b1: %q", out)
+	}
+	_, errs, code := d.denAs(nil, "", "inspect", "b1")
+	if code == 0 || !strings.Contains(errs, `2 sandboxes of different owners are named "b1"`) || !strings.Contains(errs, mine.ID) || !strings.Contains(errs, b1.ID) {
+		t.Errorf("root inspecting a name two owners hold: %d %s", code, errs)
+	}
+	if sb, err := d.c.GetSandbox(ctx, mine.ID); err != nil || sb.Owner != mine.Owner {
+		t.Errorf("root by id: %+v, %v", sb, err)
+	}
+	if table := d.mustDen("", "ls"); !strings.Contains(table, "OWNER") || !strings.Contains(table, mine.ID) || !strings.Contains(table, b1.ID) {
+		t.Errorf("den ls as root with a name two owners hold:\n%s", table)
+	}
+	if err := alice.RemoveSandbox(ctx, "b1", true); err != nil {
+		t.Fatal(err)
+	}
+	if sb, err := bob.GetSandbox(ctx, "b1"); err != nil || sb.State != api.StateRunning {
+		t.Errorf("bob's b1 after alice removed hers: %+v, %v", sb, err)
+	}
+
 	// Once bob's sandbox is gone, alice gets the very same answers.
 	if err := bob.RemoveSandbox(ctx, "b1", true); err != nil {
 		t.Fatal(err)
@@ -215,7 +256,7 @@ func TestAccessTokens(t *testing.T) {
 	if e := apiErr(t, err); e.Code != api.CodeUnauthorized || !strings.Contains(e.Message, `token "alice" was revoked`) {
 		t.Errorf("revoked token: %+v", e)
 	}
-	_, errs, code := d.denAs(aliceEnv, "", "ls")
+	_, errs, code = d.denAs(aliceEnv, "", "ls")
 	if code != 1 || !strings.Contains(errs, "was revoked") || !strings.Contains(errs, "hint: ") {
 		t.Errorf("den ls with a revoked token: %d %s", code, errs)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -62,16 +63,41 @@ func formatCPUs(c float64) string { return strconv.FormatFloat(c, 'f', -1, 64) }
 
 // renderSandboxes prints the sandboxes table; a PORTS column, with public
 // ones marked, when any of them exposes a port.
+// renderSandboxes prints the sandboxes table. Names are unique per owner,
+// so when an admin's list holds several owners it shows whose each is,
+// and the ids when a name repeats.
 func renderSandboxes(w io.Writer, sbs []api.Sandbox, now time.Time) error {
-	header := []string{"NAME", "STATE", "IMAGE", "CPUS", "MEMORY", "GEN", "AGE"}
+	owners, names := map[string]bool{}, map[string]int{}
+	for _, s := range sbs {
+		owners[s.Owner] = true
+		names[s.Name]++
+	}
+	ids := slices.ContainsFunc(sbs, func(s api.Sandbox) bool { return names[s.Name] > 1 })
 	ports := slices.ContainsFunc(sbs, func(s api.Sandbox) bool { return len(s.Ports) > 0 })
+	var header []string
+	if ids {
+		header = append(header, "ID")
+	}
+	header = append(header, "NAME")
+	if len(owners) > 1 {
+		header = append(header, "OWNER")
+	}
+	header = append(header, "STATE", "IMAGE", "CPUS", "MEMORY", "GEN", "AGE")
 	if ports {
 		header = append(header, "PORTS")
 	}
 	t := newTable(w, header...)
 	for _, s := range sbs {
-		row := []string{s.Name, s.State, s.Image, formatCPUs(s.CPUs), units.BytesSize(float64(s.MemoryBytes)),
-			strconv.FormatInt(s.Generation, 10), ago(s.CreatedAt, now)}
+		var row []string
+		if ids {
+			row = append(row, s.ID)
+		}
+		row = append(row, s.Name)
+		if len(owners) > 1 {
+			row = append(row, cmp.Or(s.Owner, "-"))
+		}
+		row = append(row, s.State, s.Image, formatCPUs(s.CPUs), units.BytesSize(float64(s.MemoryBytes)),
+			strconv.FormatInt(s.Generation, 10), ago(s.CreatedAt, now))
 		if ports {
 			row = append(row, portsCell(s.Ports))
 		}

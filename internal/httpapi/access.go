@@ -266,23 +266,13 @@ func (s *server) scopeSandbox(r *http.Request, info *requestInfo) error {
 	return nil
 }
 
-// ownSandbox returns the sandbox ref names if p may see it; otherwise the
-// error for a sandbox that does not exist.
+// ownSandbox returns the sandbox ref names among p's owner identity's;
+// any other is not found, in the words for one that does not exist.
 func (s *server) ownSandbox(ctx context.Context, p auth.Principal, ref string) (*sandbox.Sandbox, error) {
-	sb, err := s.sandboxes.Get(ctx, ref)
-	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		return nil, err
+	if !p.Scope.Owned() || p.Owner == "" {
+		return nil, sandbox.NotFound(ref)
 	}
-	if err != nil || !p.Sees(sb.Owner) {
-		return nil, sandboxNotFound(ref)
-	}
-	return sb, nil
-}
-
-// sandboxNotFound is what a principal learns of a sandbox it may not see,
-// and of one that does not exist: the same words.
-func sandboxNotFound(ref string) error {
-	return errdefs.WithHint(errdefs.NotFound("sandbox %q not found", ref), "list sandboxes with `den ls`")
+	return s.sandboxes.GetOwned(ctx, p.Owner, ref)
 }
 
 // scopeFrom checks the checkpoint a create starts from, for an owner

@@ -47,6 +47,18 @@ func (f *scopedSandboxes) Get(ctx context.Context, ref string) (*sandbox.Sandbox
 	return nil, errdefs.WithHint(errdefs.NotFound("sandbox %q not found", ref), "list sandboxes with `den ls`")
 }
 
+func (f *scopedSandboxes) GetOwned(ctx context.Context, owner, ref string) (*sandbox.Sandbox, error) {
+	f.calls.add("GetOwned", owner, ref)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, sb := range f.list {
+		if sb.Owner == owner && (sb.ID == ref || sb.Name == ref) {
+			return sb, nil
+		}
+	}
+	return nil, sandbox.NotFound(ref)
+}
+
 func (f *scopedSandboxes) List(ctx context.Context) ([]*sandbox.Sandbox, error) {
 	f.calls.add("List")
 	f.mu.Lock()
@@ -222,7 +234,7 @@ func (a *accessEnv) reset() {
 func (a *accessEnv) verbs() []string {
 	var out []string
 	for _, c := range a.calls.all() {
-		if c.Method != "Get" && c.Method != "List" {
+		if c.Method != "Get" && c.Method != "GetOwned" && c.Method != "List" {
 			out = append(out, c.String())
 		}
 	}

@@ -16,6 +16,7 @@ func (s *server) toSandbox(sb *sandbox.Sandbox) api.Sandbox {
 	out := api.Sandbox{
 		ID:          sb.ID,
 		Name:        sb.Name,
+		Owner:       sb.Owner,
 		Image:       sb.Spec.Image,
 		CPUs:        sb.Spec.CPUs,
 		MemoryBytes: sb.Spec.MemoryBytes,

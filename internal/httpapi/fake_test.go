@@ -138,6 +138,13 @@ func (f *fakeSandboxes) Get(ctx context.Context, ref string) (*sandbox.Sandbox, 
 	return f.sandboxes[0], nil
 }
 
+func (f *fakeSandboxes) GetOwned(ctx context.Context, owner, ref string) (*sandbox.Sandbox, error) {
+	if err := f.enter("GetOwned", owner, ref); err != nil {
+		return nil, err
+	}
+	return f.sandboxes[0], nil
+}
+
 func (f *fakeSandboxes) List(ctx context.Context) ([]*sandbox.Sandbox, error) {
 	if err := f.enter("List"); err != nil {
 		return nil, err

@@ -89,8 +89,10 @@ func (s *server) portPrincipal(r *http.Request) (p auth.Principal, g *portGrant,
 	if !isProxy {
 		return p, nil, false, nil
 	}
+	// A name several owners hold names no one sandbox here: links made
+	// for callers without a token name their sandbox by id.
 	sb, err := s.sandboxes.Get(r.Context(), ref)
-	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrConflict) {
 		return p, nil, false, err
 	}
 	if sb != nil {

@@ -97,7 +97,8 @@ func (s *server) unexposePort(w http.ResponseWriter, r *http.Request) error {
 }
 
 // portURL signs a link to an exposed port that works without a token
-// until it expires.
+// until it expires. The link names the sandbox by id, which no other
+// sandbox shares (names are unique only per owner).
 func (s *server) portURL(w http.ResponseWriter, r *http.Request) error {
 	port, err := parsePort(r.PathValue("port"))
 	if err != nil {
@@ -126,11 +127,11 @@ func (s *server) portURL(w http.ResponseWriter, r *http.Request) error {
 	q.Set(api.PortExpiresParam, strconv.FormatInt(expires.Unix(), 10))
 	q.Set(api.PortSignatureParam, s.signPort(sb.ID, port, expires.Unix()))
 	out := api.PortURL{
-		Path:      fmt.Sprintf("/v1/sandboxes/%s/ports/%d/proxy/?%s", sb.Name, port, q.Encode()),
+		Path:      fmt.Sprintf("/v1/sandboxes/%s/ports/%d/proxy/?%s", sb.ID, port, q.Encode()),
 		ExpiresAt: expires,
 	}
 	if s.portsDomain != "" {
-		out.URL = fmt.Sprintf("%s://%d-%s.%s%s/?%s", requestScheme(r), port, sb.Name, s.portsDomain, requestPort(r), q.Encode())
+		out.URL = fmt.Sprintf("%s://%d-%s.%s%s/?%s", requestScheme(r), port, sb.ID, s.portsDomain, requestPort(r), q.Encode())
 	}
 	return writeJSON(w, http.StatusOK, out)
 }

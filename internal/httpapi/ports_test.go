@@ -161,7 +161,7 @@ func TestPortURL(t *testing.T) {
 		t.Errorf("a URL on a ports domain dend does not have: %s", u.URL)
 	}
 	p, err := url.Parse(u.Path)
-	if err != nil || p.Path != "/v1/sandboxes/alpha/ports/8080/proxy/" {
+	if err != nil || p.Path != "/v1/sandboxes/sb1/ports/8080/proxy/" {
 		t.Fatalf("path %q", u.Path)
 	}
 	exp := p.Query().Get(api.PortExpiresParam)
@@ -419,7 +419,7 @@ func TestPortAccess(t *testing.T) {
 		t.Fatalf("url: %d", resp.StatusCode)
 	}
 	p, _ := url.Parse(u.Path)
-	if p.Path != "/v1/sandboxes/mine/ports/8080/proxy/" {
+	if p.Path != "/v1/sandboxes/sb-mine/ports/8080/proxy/" {
 		t.Errorf("path %s", u.Path)
 	}
 	resp, body = a.do("", "GET", "/v1/sandboxes/mine/ports/8080/proxy/deep/path?"+p.RawQuery+"&keep=1", nil)
@@ -530,7 +530,7 @@ func TestPortsDomain(t *testing.T) {
 	json.NewDecoder(resp.Body).Decode(&u)
 	resp.Body.Close()
 	pu, err := url.Parse(u.URL)
-	if err != nil || pu.Scheme != "http" || pu.Host != "8080-mine.ports.test:7070" || pu.Path != "/" {
+	if err != nil || pu.Scheme != "http" || pu.Host != "8080-sb-mine.ports.test:7070" || pu.Path != "/" {
 		t.Fatalf("url %q", u.URL)
 	}
 	resp, body = a.doHost("", "GET", pu.Host, "/?"+pu.RawQuery)

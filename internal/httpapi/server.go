@@ -27,7 +27,10 @@ const DefaultMaxJSONBytes = 1 << 20
 // implements it. ref is a sandbox name or id; runID a run id.
 type SandboxService interface {
 	Create(ctx context.Context, p sandbox.CreateParams) (*sandbox.Sandbox, error)
+	// Get finds a sandbox as an admin names it; GetOwned one of an owner
+	// identity's, any other being not found.
 	Get(ctx context.Context, ref string) (*sandbox.Sandbox, error)
+	GetOwned(ctx context.Context, owner, ref string) (*sandbox.Sandbox, error)
 	List(ctx context.Context) ([]*sandbox.Sandbox, error)
 	Start(ctx context.Context, ref string) (*sandbox.Sandbox, error)
 	Stop(ctx context.Context, ref string) (*sandbox.Sandbox, error)

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/den-dev/den/internal/errdefs"
@@ -20,7 +19,7 @@ func (s *Service) Fork(ctx context.Context, ref string, p ForkParams) ([]*Sandbo
 		return nil, err
 	}
 	for _, n := range names {
-		if err := s.nameFree(ctx, n); err != nil {
+		if err := s.nameFree(ctx, p.Owner, n); err != nil {
 			return nil, err
 		}
 	}
@@ -101,19 +100,6 @@ func (p ForkParams) childNames() ([]string, error) {
 		}
 	}
 	return names, nil
-}
-
-// nameFree refuses a name a live sandbox already has.
-func (s *Service) nameFree(ctx context.Context, name string) error {
-	_, err := s.cfg.Store.GetSandbox(ctx, name)
-	if err == nil {
-		return errdefs.WithHint(errdefs.Conflict("sandbox name %q is already in use", name),
-			fmt.Sprintf("choose another name, or remove the old one with `den rm -f %s`", name))
-	}
-	if errors.Is(err, errdefs.ErrNotFound) {
-		return nil
-	}
-	return err
 }
 
 // createFrom makes a sandbox whose files, and processes when ck has them,

@@ -67,7 +67,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 		return nil, err
 	}
 	// Refuse a taken name before building an image for it.
-	if err := s.nameFree(ctx, p.Name); err != nil {
+	if err := s.nameFree(ctx, p.Owner, p.Name); err != nil {
 		return nil, err
 	}
 	im, err := s.cfg.Images.Ensure(ctx, spec.Image)
@@ -122,7 +122,7 @@ func (s *Service) createFromRef(ctx context.Context, p CreateParams) (*Sandbox, 
 		return nil, errdefs.WithHint(errdefs.Invalid("a sandbox created from a checkpoint takes its image, limits and env from it"),
 			"drop --image, --cpus, --memory, --pids, --disk and --env (change limits after with `den limits`), or create from an image instead")
 	}
-	if err := s.nameFree(ctx, p.Name); err != nil {
+	if err := s.nameFree(ctx, p.Owner, p.Name); err != nil {
 		return nil, err
 	}
 	ck, err := s.findAnyCheckpoint(ctx, p.From)

@@ -15,11 +15,14 @@ import (
 // the same transaction, so no change is lost and none is applied twice.
 type Store interface {
 	// CreateSandbox inserts sb (Version 1) and its first event. It fails
-	// with ErrConflict when a sandbox that is not destroyed has the name.
+	// with ErrConflict when a live sandbox of the same owner has the name.
 	CreateSandbox(ctx context.Context, sb *Sandbox, ev Event) error
-	// GetSandbox finds a sandbox by id, or by name among those not
-	// destroyed. ErrNotFound when there is none.
+	// GetSandbox finds a sandbox by id, or by name among the live
+	// sandboxes of owner "". ErrNotFound when there is none.
 	GetSandbox(ctx context.Context, ref string) (*Sandbox, error)
+	// SandboxesNamed returns the live sandboxes of every owner that have
+	// the name.
+	SandboxesNamed(ctx context.Context, name string) ([]*Sandbox, error)
 	// ListSandboxes returns the sandboxes that are not destroyed, oldest first.
 	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
 	// UpdateSandbox writes sb if its Version is still the stored one, bumps

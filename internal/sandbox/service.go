@@ -138,14 +138,6 @@ func (s *Service) lock(id string) *sync.RWMutex {
 	return l
 }
 
-// Get returns a sandbox by name or id.
-func (s *Service) Get(ctx context.Context, ref string) (*Sandbox, error) {
-	if ref == "" {
-		return nil, errdefs.WithHint(errdefs.Invalid("no sandbox name given"), "name the sandbox, e.g. `den inspect NAME`")
-	}
-	return s.cfg.Store.GetSandbox(ctx, ref)
-}
-
 // List returns every sandbox that is not destroyed.
 func (s *Service) List(ctx context.Context) ([]*Sandbox, error) {
 	return s.cfg.Store.ListSandboxes(ctx)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,11 +81,12 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 	return nil
 }
 
-// GetSandbox finds a sandbox by id, or else by name among those not
-// destroyed.
+// GetSandbox finds a sandbox by id, or else by name among the live
+// sandboxes of admin callers (owner ”). Names are unique per owner: see
+// SandboxesNamed for the others'.
 func (s *Store) GetSandbox(ctx context.Context, ref string) (*sandbox.Sandbox, error) {
 	row := s.r.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes
-		WHERE id = ?1 OR (name = ?1 AND state <> 'destroyed')
+		WHERE id = ?1 OR (name = ?1 AND owner = '' AND state <> 'destroyed')
 		ORDER BY id = ?1 DESC LIMIT 1`, ref)
 	sb, err := scanSandbox(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -94,6 +96,13 @@ func (s *Store) GetSandbox(ctx context.Context, ref string) (*sandbox.Sandbox, e
 		return nil, fmt.Errorf("reading sandbox %q: %w", ref, err)
 	}
 	return sb, nil
+}
+
+// SandboxesNamed returns the live sandboxes of every owner that have the
+// name, oldest first.
+func (s *Store) SandboxesNamed(ctx context.Context, name string) ([]*sandbox.Sandbox, error) {
+	return queryAll(ctx, s.r, scanSandbox, "finding sandboxes named "+strconv.Quote(name), `SELECT `+sandboxCols+` FROM sandboxes
+		WHERE name = ? AND state <> 'destroyed' ORDER BY created_at, rowid`, name)
 }
 
 // ListSandboxes returns the sandboxes that are not destroyed, oldest first.
@@ -186,8 +195,8 @@ func scanEvent(row scanner) (sandbox.Event, error) {
 	return ev, err
 }
 
-// checkClashes fails when a live sandbox other than sb holds sb's name or
-// slot. The unique indexes enforce the same; checking first gives an error
+// checkClashes fails when a live sandbox other than sb holds sb's name
+// among its owner's, or its slot. The unique indexes enforce the same; checking first gives an error
 // that says which. A destroyed sb clashes with nothing.
 func checkClashes(ctx context.Context, tx *sql.Tx, sb *sandbox.Sandbox) error {
 	if sb.State == sandbox.StateDestroyed {
@@ -195,7 +204,7 @@ func checkClashes(ctx context.Context, tx *sql.Tx, sb *sandbox.Sandbox) error {
 	}
 	var n int
 	err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sandboxes
-		WHERE name = ? AND state <> 'destroyed' AND id <> ?`, sb.Name, sb.ID).Scan(&n)
+		WHERE name = ? AND owner = ? AND state <> 'destroyed' AND id <> ?`, sb.Name, sb.Owner, sb.ID).Scan(&n)
 	if err != nil {
 		return err
 	}
@@ -284,9 +293,7 @@ func scanSandbox(row scanner) (*sandbox.Sandbox, error) {
 	return &sb, nil
 }
 
-func sandboxNotFound(ref string) error {
-	return errdefs.WithHint(errdefs.NotFound("sandbox %q not found", ref), "list sandboxes with `den ls`")
-}
+func sandboxNotFound(ref string) error { return sandbox.NotFound(ref) }
 
 func changedConcurrently(sb *sandbox.Sandbox) error {
 	err := errdefs.Conflict("sandbox %q was changed concurrently", sb.Name)

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ var sandboxTests = []testCase{
 	{"GetMissing", testGetMissing},
 	{"GetByIDBeforeName", testGetByIDBeforeName},
 	{"NameInUse", testNameInUse},
+	{"NamesPerOwner", testNamesPerOwner},
 	{"SlotInUse", testSlotInUse},
 	{"IDTaken", testIDTaken},
 	{"NameAndSlotFreedByDestroy", testNameAndSlotFreedByDestroy},
@@ -45,8 +47,12 @@ func testCreateRoundTrip(t *testing.T, st sandbox.Store) {
 		t.Errorf("Version after create = %d, want 1", sb.Version)
 	}
 	same(t, "by id", mustGet(t, st, "sb-1"), &want)
-	same(t, "by name", mustGet(t, st, "web"), &want)
-	if got := mustGet(t, st, "web"); got.CreatedAt.Location() != time.UTC || !got.CreatedAt.Equal(at(0)) {
+	named, err := st.SandboxesNamed(t.Context(), "web")
+	if err != nil || len(named) != 1 {
+		t.Fatalf("SandboxesNamed(web) = %v, %v; want the one", named, err)
+	}
+	same(t, "by name", named[0], &want)
+	if got := named[0]; got.CreatedAt.Location() != time.UTC || !got.CreatedAt.Equal(at(0)) {
 		t.Errorf("CreatedAt = %v, want %v in UTC", got.CreatedAt, at(0))
 	}
 }
@@ -132,6 +138,44 @@ func testNameInUse(t *testing.T, st sandbox.Store) {
 				t.Errorf("the refused sandbox has events: %s", dump(evs))
 			}
 		})
+	}
+}
+
+// Names are unique per owner: owners share a name without clashing, a
+// name lookup by GetSandbox reaches only admins' (owner "") sandboxes, and
+// SandboxesNamed finds every live holder.
+func testNamesPerOwner(t *testing.T, st sandbox.Store) {
+	admins := newSandbox("sb-a", "web", 1)
+	alices := newSandbox("sb-b", "web", 2)
+	alices.Owner = "alice"
+	bobs := newSandbox("sb-c", "web", 3)
+	bobs.Owner = "bob"
+	for _, sb := range []*sandbox.Sandbox{alices, bobs, admins} {
+		mustCreate(t, st, sb)
+	}
+	again := newSandbox("sb-d", "web", 4)
+	again.Owner = "alice"
+	err := st.CreateSandbox(t.Context(), again, createdEvent(again))
+	wantErr(t, err, errdefs.ErrConflict, `sandbox name "web" is already in use`, "")
+	if got := mustGet(t, st, "web"); got.ID != "sb-a" {
+		t.Errorf("GetSandbox(web) = %s of owner %q, want the admins' sb-a", got.ID, got.Owner)
+	}
+	if got := mustGet(t, st, "sb-c"); got.Owner != "bob" {
+		t.Errorf("GetSandbox(sb-c) = %s of owner %q, want bob's", got.ID, got.Owner)
+	}
+	named, err := st.SandboxesNamed(t.Context(), "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, sb := range named {
+		ids = append(ids, sb.ID)
+	}
+	if want := []string{"sb-b", "sb-c", "sb-a"}; !slices.Equal(ids, want) {
+		t.Errorf("SandboxesNamed(web) = %v, want %v (oldest first)", ids, want)
+	}
+	if named, err := st.SandboxesNamed(t.Context(), "api"); err != nil || len(named) != 0 {
+		t.Errorf("SandboxesNamed(api) = %v, %v; want none", named, err)
 	}
 }
 

@@ -49,9 +49,13 @@ func testUpdateRoundTrip(t *testing.T, st sandbox.Store) {
 		t.Errorf("UpdatedAt went back: %v, was %v", sb.UpdatedAt, created)
 	}
 	same(t, "stored sandbox", mustGet(t, st, "sb-1"), sb)
-	same(t, "by new name", mustGet(t, st, "web2"), sb)
-	if _, err := st.GetSandbox(t.Context(), "web"); !errors.Is(err, errdefs.ErrNotFound) {
-		t.Errorf("old name still finds it: %v", err)
+	if named, err := st.SandboxesNamed(t.Context(), "web2"); err != nil || len(named) != 1 {
+		t.Errorf("SandboxesNamed(web2) = %v, %v; want the one", named, err)
+	} else {
+		same(t, "by new name", named[0], sb)
+	}
+	if named, err := st.SandboxesNamed(t.Context(), "web"); err != nil || len(named) != 0 {
+		t.Errorf("old name still finds it: %v, %v", named, err)
 	}
 }
 
