@@ -8,6 +8,10 @@ type Process struct {
 	Command  string `json:"command"` // its arguments, space-separated
 	State    string `json:"state"`   // R running, S sleeping, T stopped, ...
 	RSSBytes int64  `json:"rss_bytes"`
+	// Secrets marks a process that may hold a secret in its memory: one
+	// started with secrets, or in its process group or session, or below
+	// one of those. While one runs, the sandbox's memory is not saved.
+	Secrets bool `json:"secrets,omitempty"`
 }
 
 // ProcessList is the body of GET /v1/sandboxes/{name}/processes: every

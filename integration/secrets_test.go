@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -128,4 +129,144 @@ func TestSecretsNeverSaved(t *testing.T) {
 		t.Fatalf("after revoking everything: %q", got)
 	}
 	noValues("at the end")
+}
+
+// A process started with secrets holds them in its memory for as long as
+// it runs, so den saves no memory of the sandbox meanwhile: hibernate, a
+// checkpoint with memory and a fork with processes are refused saying
+// which process, the idle policy keeps the sandbox paused in RAM instead
+// (saying why in its history), and files-only checkpoints and forks from
+// them work. Once the process ends, hibernation goes ahead, and no file of
+// the pool or checkpoint directory ever holds the value.
+func TestSecretHoldersNotSaved(t *testing.T) {
+	d := startDend(t)
+	ctx := ctxT(t, 5*time.Minute)
+	token := []byte("held-" + rand.Text())
+	if _, err := d.c.SetSecret(ctx, "API_TOKEN", token); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "svc", Image: "busybox", Memory: "256M",
+		Secrets: []api.SecretGrant{{Name: "API_TOKEN"}}}); err != nil {
+		t.Fatal(err)
+	}
+	d.create("plain") // no secrets: its memory is saved as ever
+	pool, cks := filepath.Join(d.dataDir, "pool"), filepath.Join(d.dataDir, "checkpoints")
+	noValue := func(when string) {
+		t.Helper()
+		for _, dir := range []string{pool, cks} {
+			if hits := findValues(t, dir, token); len(hits) > 0 {
+				t.Fatalf("%s: the secret's value is in %v", when, hits)
+			}
+		}
+	}
+
+	// A server left behind by a command, in the command's process group.
+	pid := strings.TrimSpace(d.mustSh("svc", `sleep 600 >/dev/null 2>&1 & echo $!`))
+	procs, err := d.c.Processes(ctx, "svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := false
+	for _, p := range procs {
+		if fmt.Sprint(p.PID) == pid {
+			marked = p.Secrets
+		} else if p.Secrets {
+			t.Errorf("process %+v is marked as holding secrets", p)
+		}
+	}
+	if !marked {
+		t.Fatalf("the orphaned sleep %s is not marked as holding secrets: %+v", pid, procs)
+	}
+	if out := d.mustDen("", "top", "svc"); !strings.Contains(out, "SECRETS") || !strings.Contains(out, "yes") {
+		t.Errorf("den top:\n%s", out)
+	}
+
+	refused := func(what string, err error) {
+		t.Helper()
+		e := apiErr(t, err)
+		if e.Code != api.CodeConflict || !strings.Contains(e.Message, "would save secrets to disk") ||
+			!strings.Contains(e.Message, "pid "+pid+" `sleep 600`") || !strings.Contains(e.Hint, "kill PID") {
+			t.Errorf("%s: %+v", what, e)
+		}
+	}
+	_, err = d.c.Hibernate(ctx, "svc")
+	refused("hibernate", err)
+	_, err = d.c.Checkpoint(ctx, "svc", client.CheckpointOptions{Name: "mem"})
+	refused("checkpoint with memory", err)
+	_, err = d.c.Fork(ctx, "svc", client.ForkOptions{Name: "kid"})
+	refused("fork", err)
+	if _, err := d.c.GetSandbox(ctx, "kid"); !client.IsNotFound(err) {
+		t.Errorf("the refused fork left a sandbox: %v", err)
+	}
+	if sb, err := d.c.GetSandbox(ctx, "svc"); err != nil || sb.State != api.StateRunning {
+		t.Fatalf("after the refusals: %+v, %v", sb, err)
+	}
+	if cks, err := d.c.Checkpoints(ctx, "svc"); err != nil || len(cks) != 0 {
+		t.Errorf("the refusals left checkpoints: %+v, %v", cks, err)
+	}
+	noValue("after the refusals")
+
+	// Files alone are fine, and a fork from them has no process of svc's.
+	if _, err := d.c.Checkpoint(ctx, "svc", client.CheckpointOptions{Name: "files", FSOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.Fork(ctx, "svc", client.ForkOptions{Name: "kid", From: "files"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.mustSh("kid", `pidof sleep || echo none`); got != "none\n" {
+		t.Errorf("the fork from files runs %q", got)
+	}
+	// The neighbour without secrets hibernates as ever.
+	if _, err := d.c.Hibernate(ctx, "plain"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Paused, it is asked (thawed for the question, frozen again) and
+	// refused; the idle policy keeps it paused and says why.
+	if _, err := d.c.Pause(ctx, "svc"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.c.Hibernate(ctx, "svc")
+	refused("hibernate while paused", err)
+	if sb, _ := d.c.GetSandbox(ctx, "svc"); sb.State != api.StatePaused {
+		t.Fatalf("after a refused hibernate of a paused sandbox: %s", sb.State)
+	}
+	soon := "1s"
+	if _, err := d.c.SetPolicy(ctx, "svc", api.Policy{HibernateAfter: &soon}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the idle policy to put off hibernating", func() bool {
+		evs, err := d.c.Events(ctx, "svc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.Type == "deferred" && strings.Contains(ev.Message, "not hibernated") && strings.Contains(ev.Message, "pid "+pid) {
+				return true
+			}
+		}
+		return false
+	})
+	if sb, _ := d.c.GetSandbox(ctx, "svc"); sb.State != api.StatePaused {
+		t.Fatalf("the idle policy left it %s, want paused", sb.State)
+	}
+	noValue("after the idle policy's tries")
+
+	// Once the holder ends, it hibernates (the policy is still due).
+	later := "1h"
+	if _, err := d.c.SetPolicy(ctx, "svc", api.Policy{HibernateAfter: &later}); err != nil {
+		t.Fatal(err)
+	}
+	d.mustSh("svc", "kill "+pid)
+	waitFor(t, 10*time.Second, "the holder to end", func() bool {
+		out, _, _ := d.sh("svc", `pidof sleep || echo none`)
+		return out == "none\n"
+	})
+	if _, err := d.c.Hibernate(ctx, "svc"); err != nil {
+		t.Fatalf("hibernate once no process holds secrets: %v", err)
+	}
+	noValue("after hibernate")
+	if got := d.mustSh("svc", `printf %s "$API_TOKEN" | sha256sum | cut -c1-64`); got != sha(token)+"\n" {
+		t.Fatalf("the secret after waking: %q", got)
+	}
 }

@@ -34,8 +34,10 @@ sandbox is woken to answer.`,
 	}
 }
 
+// renderProcesses prints the processes table; SECRETS marks those that
+// may hold a secret (while one lives the sandbox's memory is not saved).
 func renderProcesses(w io.Writer, procs []api.Process) error {
-	t := newTable(w, "PID", "PPID", "STATE", "RSS", "COMMAND")
+	t := newTable(w, "PID", "PPID", "STATE", "RSS", "SECRETS", "COMMAND")
 	for _, p := range procs {
 		cmd := p.Command
 		if cmd == "" {
@@ -44,7 +46,11 @@ func renderProcesses(w io.Writer, procs []api.Process) error {
 		if len(cmd) > maxCommandWidth {
 			cmd = cmd[:maxCommandWidth-3] + "..."
 		}
-		t.row(strconv.Itoa(p.PID), strconv.Itoa(p.PPID), p.State, units.BytesSize(float64(p.RSSBytes)), cmd)
+		secrets := "-"
+		if p.Secrets {
+			secrets = "yes"
+		}
+		t.row(strconv.Itoa(p.PID), strconv.Itoa(p.PPID), p.State, units.BytesSize(float64(p.RSSBytes)), secrets, cmd)
 	}
 	return t.flush()
 }

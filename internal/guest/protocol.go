@@ -97,6 +97,10 @@ type Process struct {
 	Command  string `json:"command"` // its arguments, space-separated
 	State    string `json:"state"`   // R running, S sleeping, T stopped, ...
 	RSSBytes int64  `json:"rss_bytes"`
+	// Secrets marks a process that may hold a secret in its memory: one
+	// started with secrets, or in its process group or session, or below
+	// one of those.
+	Secrets bool `json:"secrets,omitempty"`
 }
 
 // Error is the body of every non-2xx answer from den-init.

@@ -299,6 +299,9 @@ func (s *Server) startProc(spec guest.ProcSpec) (*proc, error) {
 
 	s.mu.Lock()
 	s.procs[p.id] = p
+	if secrets != nil {
+		s.secretRoots[pid] = true
+	}
 	s.mu.Unlock()
 
 	for i, f := range ex.outputs {

@@ -70,9 +70,57 @@ func describe(pe procEntry) guest.Process {
 
 func (s *Server) handlePs(w http.ResponseWriter, r *http.Request) error {
 	out := []guest.Process{}
-	for _, pe := range descendants(readProcTable(), os.Getpid()) {
-		out = append(out, describe(pe))
+	live := descendants(readProcTable(), os.Getpid())
+	holders := s.secretHolders(live)
+	for _, pe := range live {
+		p := describe(pe)
+		p.Secrets = holders[pe.pid]
+		out = append(out, p)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// secretHolders returns, of the live processes, those that may hold a
+// secret: a process started with secrets (a root), every process in a
+// root's process group or session (a shell's `cmd &` and pipelines stay
+// in them), and every process below one of those. A process that left
+// both and was orphaned meanwhile is not seen. Roots none of whose
+// processes live any more are forgotten.
+func (s *Server) secretHolders(live []procEntry) map[int]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.secretRoots) == 0 {
+		return nil
+	}
+	parent := make(map[int]int, len(live))
+	for _, pe := range live {
+		parent[pe.pid] = pe.ppid
+	}
+	marked := map[int]bool{}
+	for _, pe := range live {
+		if s.secretRoots[pe.pid] || s.secretRoots[pe.pgrp] || s.secretRoots[pe.session] {
+			marked[pe.pid] = true
+		}
+	}
+	holders, used := map[int]bool{}, map[int]bool{}
+	for _, pe := range live {
+		for q, hops := pe.pid, 0; q > 1 && hops <= len(live); q, hops = parent[q], hops+1 {
+			if marked[q] {
+				holders[pe.pid] = true
+				break
+			}
+		}
+	}
+	for _, pe := range live {
+		if holders[pe.pid] {
+			used[pe.pid], used[pe.pgrp], used[pe.session] = true, true, true
+		}
+	}
+	for root := range s.secretRoots {
+		if !used[root] {
+			delete(s.secretRoots, root)
+		}
+	}
+	return holders
 }

@@ -117,6 +117,10 @@ type Server struct {
 	addr     string // where Serve listens
 	procs    map[string]*proc
 	stopping bool // after Shutdown: no new processes
+	// secretRoots are the pids of processes started with secrets, each
+	// the leader of its process group (and, with a terminal, session),
+	// for as long as any process of theirs lives: see secretHolders.
+	secretRoots map[int]bool
 }
 
 // New returns a Server; call Serve to accept connections.
@@ -126,10 +130,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.setDefaults()
 	s := &Server{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		reaper: cfg.Reaper,
-		procs:  make(map[string]*proc),
+		cfg:         cfg,
+		log:         cfg.Logger,
+		reaper:      cfg.Reaper,
+		procs:       make(map[string]*proc),
+		secretRoots: make(map[int]bool),
 		info: guest.Info{
 			Version: cfg.Version,
 			BootID:  randomID(16),

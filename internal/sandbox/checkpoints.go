@@ -31,6 +31,12 @@ func (s *Service) Checkpoint(ctx context.Context, ref string, p CheckpointParams
 				"choose another name, or remove the old one with `den checkpoint rm`")
 		}
 	}
+	if !p.FSOnly {
+		instead := fmt.Sprintf("take a files-only checkpoint with `den checkpoint %s --fs-only`", sb.Name)
+		if err := s.refuseSecretCapture(ctx, sb, "checkpointing the memory of", instead); err != nil {
+			return nil, err
+		}
+	}
 	s.touch(sb.ID)
 	ck, err := s.takeCheckpoint(ctx, sb, capture{kind: CheckpointManual, name: p.Name, memory: !p.FSOnly, leaveRunning: true})
 	if err != nil {

@@ -67,6 +67,10 @@ func (s *Service) forkPoint(ctx context.Context, parent *Sandbox, from string) (
 	default:
 		return nil, require(parent, "fork", StateRunning, StatePaused, StateHibernated)
 	}
+	instead := fmt.Sprintf("fork its files alone: `den checkpoint %s --fs-only --name base`, then `den fork %s NEW --from base`", parent.Name, parent.Name)
+	if err := s.refuseSecretCapture(ctx, parent, "forking the processes of", instead); err != nil {
+		return nil, err
+	}
 	s.touch(parent.ID)
 	ck, err := s.takeCheckpoint(ctx, parent, capture{kind: CheckpointFork, memory: true, leaveRunning: true})
 	if err != nil {

@@ -204,6 +204,15 @@ func (s *Service) applyDue(ctx context.Context, id string) error {
 		return s.pause(ctx, sb, fmt.Sprintf("idle for %s", idle))
 	case ActionHibernate:
 		defer unlock()
+		holders, err := s.secretHolders(ctx, sb)
+		if err != nil {
+			return err
+		}
+		if len(holders) > 0 {
+			// Kept in RAM, and asked again after another idle period.
+			s.touch(sb.ID)
+			return s.record(ctx, sb, EventDeferred, fmt.Sprintf("idle for %s, not hibernated: saving its memory would save secrets to disk; %s", idle, describeHolders(holders)))
+		}
 		return s.hibernate(ctx, sb, fmt.Sprintf("idle for %s", idle))
 	case ActionDestroy:
 		unlock()

@@ -106,11 +106,12 @@ const (
 	EventRestored   = "restored"
 	EventForked     = "forked"
 	EventPolicy     = "policy"
-	EventExpired    = "expired" // its TTL ended
-	EventNetwork    = "network" // its network policy changed
-	EventSecrets    = "secrets" // the secrets granted to it changed
-	EventLimits     = "limits"  // its resource limits changed
-	EventPorts      = "ports"   // a port was exposed, unexposed or made public or private
+	EventExpired    = "expired"  // its TTL ended
+	EventNetwork    = "network"  // its network policy changed
+	EventSecrets    = "secrets"  // the secrets granted to it changed
+	EventLimits     = "limits"   // its resource limits changed
+	EventPorts      = "ports"    // a port was exposed, unexposed or made public or private
+	EventDeferred   = "deferred" // an idle step was put off, saying why
 )
 
 // Pending changes: the steps of a multi-step verb a restarted dend must

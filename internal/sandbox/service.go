@@ -78,6 +78,10 @@ type Service struct {
 	// staleLimits are paused sandboxes whose den-init has yet to learn
 	// limits changed while they slept.
 	staleLimits map[string]bool
+	// secretFree are the instances known to run no process that may hold
+	// a secret: booted from files, and given none since. Any other is
+	// asked before its memory is saved (see secretHolders).
+	secretFree map[string]bool
 }
 
 // NewService checks cfg and returns a Service. Call Recover before serving
@@ -116,6 +120,7 @@ func NewService(cfg Config) (*Service, error) {
 		pinned:      map[string]int{},
 		held:        map[string]int{},
 		staleLimits: map[string]bool{},
+		secretFree:  map[string]bool{},
 	}, nil
 }
 
@@ -176,6 +181,7 @@ func (s *Service) forgetGuest(instanceID string) {
 	s.mu.Lock()
 	g := s.guests[instanceID]
 	delete(s.guests, instanceID)
+	delete(s.secretFree, instanceID)
 	s.mu.Unlock()
 	// Its pooled connections lead to an instance that is gone.
 	closeGuest(g)

@@ -139,6 +139,9 @@ func (s *Service) hibernate(ctx context.Context, sb *Sandbox, why string) error 
 	if err := require(sb, "hibernate", StateRunning, StatePaused); err != nil {
 		return err
 	}
+	if err := s.refuseSecretCapture(ctx, sb, "hibernating", "keep it in RAM with `den pause "+sb.Name+"`"); err != nil {
+		return err
+	}
 	sb.Pending, sb.Checkpoint = PendingHibernate, newID(12)
 	if err := s.record(ctx, sb, "hibernating", "saving memory and files to checkpoint "+sb.Checkpoint); err != nil {
 		return err
