@@ -274,6 +274,12 @@ func (c *Client) Sync(ctx context.Context) error {
 	return c.call(ctx, http.MethodPost, "/v1/sync", nil, nil, nil)
 }
 
+// Scrub removes the secret files and has den-init give back the memory
+// it freed, before the sandbox's memory is saved.
+func (c *Client) Scrub(ctx context.Context) error {
+	return c.call(ctx, http.MethodPost, "/v1/scrub", nil, nil, nil)
+}
+
 // call sends a JSON body (when in is not nil) and decodes a JSON answer
 // into out (when not nil).
 func (c *Client) call(ctx context.Context, method, path string, q url.Values, in, out any) error {

@@ -39,6 +39,7 @@ func (s *Server) Handler() http.Handler {
 		"POST /v1/procs/{id}/resize": s.handleResize,
 		"POST /v1/shutdown":          s.handleShutdown,
 		"POST /v1/sync":              s.handleSync,
+		"POST /v1/scrub":             s.handleScrub,
 		"POST /v1/rekey":             s.handleRekey,
 		"POST /v1/limits":            s.handleLimits,
 		"GET /v1/files/stat":         s.handleStat,

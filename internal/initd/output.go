@@ -48,10 +48,20 @@ func (b *outBuf) end() int64 { return b.start + int64(b.pending()) }
 // pending is how many bytes are kept (read but not acknowledged).
 func (b *outBuf) pending() int { return len(b.buf) - b.head }
 
+// write keeps p. Output may hold a secret a command printed, and
+// den-init's memory is saved with the sandbox's, so no copy is left
+// behind: bytes moved or dropped are zeroed, an outgrown array too.
 func (b *outBuf) write(p []byte) {
 	if b.head > 0 && (b.head >= len(b.buf)/2 || cap(b.buf)-len(b.buf) < len(p)) {
 		n := copy(b.buf, b.buf[b.head:])
+		clear(b.buf[n:])
 		b.buf, b.head = b.buf[:n], 0
+	}
+	if cap(b.buf)-len(b.buf) < len(p) {
+		grown := make([]byte, len(b.buf), max(2*cap(b.buf), len(b.buf)+len(p)))
+		copy(grown, b.buf)
+		clear(b.buf)
+		b.buf = grown
 	}
 	b.buf = append(b.buf, p...)
 }
@@ -66,6 +76,7 @@ func (b *outBuf) ack(off int64) {
 	if off <= b.start {
 		return
 	}
+	clear(b.buf[b.head : b.head+int(off-b.start)])
 	b.head += int(off - b.start)
 	b.start = off
 	if b.head == len(b.buf) {
@@ -113,6 +124,7 @@ func (p *proc) pump(i int, f *os.File, limit int) {
 			continue
 		}
 		p.out[i].write(chunk[:n])
+		clear(chunk[:n])
 		if err != nil {
 			// EOF for a pipe; EIO for a terminal whose last holder closed it.
 			p.out[i].eof = true
@@ -162,6 +174,7 @@ func (s *Server) streamFrames(w http.ResponseWriter, r *http.Request, p *proc, f
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	frame := make([]byte, frameHeaderLen+maxFramePayload)
+	defer clear(frame)
 	if started != nil {
 		// Its own buffer: a status carries argv, which may exceed a frame.
 		sf := make([]byte, frameHeaderLen+len(started))
@@ -238,7 +251,9 @@ func (p *proc) next(from *[2]int64, turn int, buf []byte) (chunk, error) {
 func writeFrame(w io.Writer, rc *http.ResponseController, kind byte, frame []byte, n int) error {
 	frame[0] = kind
 	binary.BigEndian.PutUint32(frame[1:frameHeaderLen], uint32(n))
-	if _, err := w.Write(frame[:frameHeaderLen+n]); err != nil {
+	_, err := w.Write(frame[:frameHeaderLen+n])
+	clear(frame[frameHeaderLen : frameHeaderLen+n])
+	if err != nil {
 		return err
 	}
 	return rc.Flush()

@@ -42,3 +42,32 @@ func TestOutBuf(t *testing.T) {
 		t.Fatal("memory kept after the last byte of a closed stream was acknowledged")
 	}
 }
+
+// Output may hold a printed secret, and den-init's memory is saved with
+// the sandbox: bytes acknowledged, moved or outgrown are zeroed, not left
+// behind.
+func TestOutBufLeavesNoCopy(t *testing.T) {
+	zero := func(p []byte) bool { return bytes.Count(p, []byte{0}) == len(p) }
+	var b outBuf
+	b.write([]byte("secret-1"))
+	first := b.buf[:cap(b.buf)]
+	b.write(bytes.Repeat([]byte("x"), 4096)) // outgrows the first array
+	if !zero(first) {
+		t.Fatalf("the outgrown array still holds %q", first)
+	}
+	b.ack(b.start + 8)
+	if !zero(b.buf[:b.head]) {
+		t.Fatalf("acknowledged bytes left in place: %q", b.buf[:b.head])
+	}
+	b.write([]byte("secret-2"))
+	b.ack(b.end() - 8)
+	whole := b.buf[:cap(b.buf)]
+	b.write(bytes.Repeat([]byte("y"), 16)) // moves the kept bytes to the front
+	if n := bytes.Count(whole, []byte("secret-2")); n != 1 {
+		t.Fatalf("%d copies of the kept bytes after moving them, want 1", n)
+	}
+	b.ack(b.end())
+	if bytes.Contains(whole, []byte("secret")) {
+		t.Fatal("a secret is left after everything was acknowledged")
+	}
+}

@@ -165,6 +165,9 @@ func (p *proc) release() error {
 	}
 	p.released = true
 	sealed := [2]bool{p.out[0].sealed, p.out[1].sealed}
+	for i := range p.out {
+		clear(p.out[i].buf) // output may hold a printed secret
+	}
 	p.out = [2]outBuf{{eof: true, sealed: sealed[0]}, {eof: true, sealed: sealed[1]}}
 	if p.timer != nil {
 		p.timer.Stop()

@@ -8,6 +8,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/den-dev/den/internal/errdefs"
@@ -153,5 +156,28 @@ func writeSecretFile(s guest.Secret) error {
 		os.Remove(tmp)
 		return fmt.Errorf("writing secret file %s: %w", s.File, err)
 	}
+	return nil
+}
+
+// handleScrub serves POST /v1/scrub, which the host calls before the
+// sandbox's memory is saved: it removes the secret files, and gives back
+// to the kernel the memory den-init freed, which may still hold output
+// a command printed (Go does not zero freed memory; memory given back is
+// not saved). Its own buffers it zeroes as it goes (see outBuf).
+func (s *Server) handleScrub(w http.ResponseWriter, r *http.Request) error {
+	ents, err := os.ReadDir(guest.SecretDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("reading %s: %w", guest.SecretDir, err)
+	}
+	for _, e := range ents {
+		if err := os.Remove(filepath.Join(guest.SecretDir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing secret file %s: %w", e.Name(), err)
+		}
+	}
+	// Two collections (FreeOSMemory runs one): a sync.Pool, which holds
+	// net/http's buffers, lets go of its items over two.
+	runtime.GC()
+	debug.FreeOSMemory()
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

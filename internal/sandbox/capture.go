@@ -48,8 +48,12 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 	defer s.pin(c.id)()
 	ck = s.newCheckpoint(sb, c)
 	inst := sb.InstanceID()
+	if c.memory {
+		if err := s.refuseSecretCapture(ctx, sb, "saving the memory of", "take a files-only checkpoint"); err != nil {
+			return nil, err
+		}
+	}
 	if sb.State == StateRunning {
-		s.scrubSecrets(ctx, sb)
 		if err := s.guestFor(sb).Sync(ctx); err != nil {
 			return nil, fmt.Errorf("flushing the sandbox's files: %w", err)
 		}
@@ -318,6 +322,8 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
+	// Memory is saved only once it is clear of secrets.
+	s.setSecretState(sb, secretState{})
 	return nil
 }
 

@@ -60,9 +60,9 @@ type output struct {
 	changed chan struct{}
 	// finished is closed once the run's final record is stored.
 	finished chan struct{}
-	// redact are the secret values the run was given: masked in its
-	// output before it reaches the host.
-	redact [][]byte
+	// redact masks the secret values the run was given in its output
+	// before it reaches the host; only the collector goroutine uses it.
+	redact *masker
 }
 
 func (s *Service) newOutput(sandboxID string) *output {
@@ -138,7 +138,7 @@ func (s *Service) register(o *output) {
 // stored. If record fails the process is killed.
 func (s *Service) startRun(sandboxID string, g Guest, spec guest.ProcSpec, record func(guest.ProcStatus) (*Run, error)) (*Run, error) {
 	o := s.newOutput(sandboxID)
-	o.redact = redactions(spec.Secrets)
+	o.redact = newMasker(spec.Secrets)
 	type started struct {
 		run *Run
 		err error
@@ -194,11 +194,19 @@ func (s *Service) resume(sandboxID string, run *Run, g Guest) {
 	}()
 }
 
-// write appends output to the run's host file and wakes readers.
+// write appends output to the run's host file, masked, and wakes readers.
 func (s *Service) write(ctx context.Context, o *output, g Guest, kind byte, p []byte) error {
 	i := 0
 	if kind == guest.FrameStderr {
 		i = 1
+	}
+	return s.appendOutput(ctx, o, g, i, o.redact.mask(i, p))
+}
+
+// appendOutput appends p to stream i's host file and wakes readers.
+func (s *Service) appendOutput(ctx context.Context, o *output, g Guest, i int, p []byte) error {
+	if len(p) == 0 {
+		return nil
 	}
 	if o.files[i] == nil {
 		if err := os.MkdirAll(o.dir, 0o700); err != nil {
@@ -211,7 +219,6 @@ func (s *Service) write(ctx context.Context, o *output, g Guest, kind byte, p []
 		}
 		o.files[i] = f
 	}
-	p = mask(p, o.redact)
 	if _, err := o.files[i].Write(p); err != nil {
 		return fmt.Errorf("writing run output: %w", err)
 	}
@@ -268,6 +275,7 @@ func (s *Service) collectLoop(o *output, g Guest, lastErr error) {
 			}
 		}
 		run = o.snapshot()
+		o.redact.reset() // the stream starts again from what the host has
 		sctx, cancel := o.streamContext()
 		st, err := g.Stream(sctx, run.GuestID, run.StdoutSize, run.StderrSize, func(kind byte, p []byte) error {
 			return s.write(sctx, o, g, kind, p)
@@ -306,6 +314,13 @@ func (s *Service) syncAndAck(ctx context.Context, o *output, g Guest) {
 // stored, and only then den-init may forget the process. st is den-init's
 // final status, or nil when the run was lost with its instance.
 func (s *Service) finishRun(o *output, g Guest, st *guest.ProcStatus, lostWhy string) {
+	if st != nil {
+		for i := range o.files {
+			if err := s.appendOutput(context.WithoutCancel(o.ctx), o, g, i, o.redact.flush(i)); err != nil {
+				s.log.Error("writing the end of a run's output", "run", o.run.ID, "err", err)
+			}
+		}
+	}
 	o.mu.Lock()
 	sizes := [2]int64{o.run.StdoutSize, o.run.StderrSize}
 	o.mu.Unlock()

@@ -50,7 +50,7 @@ func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (*Run, err
 		}
 		defer wipeSecrets(secrets)
 		spec.Secrets = secrets
-		s.setSecretFree(sb, false)
+		s.setSecretState(sb, secretState{holders: true, residue: true})
 		for _, g := range sb.Spec.Secrets {
 			if g.Env != "" {
 				envNames = append(envNames, g.Env)

@@ -20,33 +20,48 @@ import (
 // processes and what to do instead. The idle policy then leaves the
 // sandbox paused in RAM, and tries again after another idle period.
 // Files-only checkpoints, pausing in RAM, and everything else go on.
+//
+// Once no such process is left, the secret files and den-init's freed
+// memory (which may still hold output a command printed) are scrubbed
+// before the memory is saved.
 
-// setSecretFree records whether sb's instance is known to run no process
-// that may hold a secret.
-func (s *Service) setSecretFree(sb *Sandbox, free bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if free {
-		s.secretFree[sb.InstanceID()] = true
-	} else {
-		delete(s.secretFree, sb.InstanceID())
-	}
+// secretState is what dend knows of the secrets an instance's commands
+// were given. An instance dend knows nothing of (found again after a
+// restart) may have both.
+type secretState struct {
+	holders bool // a process given secrets may still run: ask first
+	residue bool // secret files or printed output may be left: scrub first
 }
 
-// secretHolders returns the processes of sb that may hold a secret. A
-// paused sandbox is thawed for the question and frozen again. The caller
-// holds sb's lifecycle lock.
-func (s *Service) secretHolders(ctx context.Context, sb *Sandbox) ([]guest.Process, error) {
+func (s *Service) secretStateOf(sb *Sandbox) secretState {
 	s.mu.Lock()
-	free := s.secretFree[sb.InstanceID()]
-	s.mu.Unlock()
-	if free || (sb.State != StateRunning && sb.State != StatePaused) {
+	defer s.mu.Unlock()
+	st, ok := s.secretStates[sb.InstanceID()]
+	if !ok {
+		return secretState{holders: true, residue: true}
+	}
+	return st
+}
+
+func (s *Service) setSecretState(sb *Sandbox, st secretState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.secretStates[sb.InstanceID()] = st
+}
+
+// readyToSave makes sb's memory safe to save, or returns the processes
+// that make it unsafe. A paused sandbox is thawed for it and frozen
+// again. The caller holds sb's lifecycle lock, so no command starts
+// meanwhile.
+func (s *Service) readyToSave(ctx context.Context, sb *Sandbox) ([]guest.Process, error) {
+	st := s.secretStateOf(sb)
+	if (!st.holders && !st.residue) || (sb.State != StateRunning && sb.State != StatePaused) {
 		return nil, nil
 	}
 	if sb.State == StatePaused {
 		inst := sb.InstanceID()
 		if err := s.cfg.Runtime.Resume(ctx, inst); err != nil {
-			return nil, fmt.Errorf("thawing the sandbox to look for processes holding secrets: %w", err)
+			return nil, fmt.Errorf("thawing the sandbox to clear secrets from its memory: %w", err)
 		}
 		defer func() {
 			if err := s.cfg.Runtime.Pause(context.WithoutCancel(ctx), inst); err != nil {
@@ -54,26 +69,63 @@ func (s *Service) secretHolders(ctx context.Context, sb *Sandbox) ([]guest.Proce
 			}
 		}()
 	}
-	procs, err := s.guestFor(sb).Processes(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("looking for processes holding secrets: %w", err)
-	}
-	var holders []guest.Process
-	for _, p := range procs {
-		if p.Secrets {
-			holders = append(holders, p)
+	g := s.guestFor(sb)
+	if st.holders {
+		procs, err := g.Processes(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("looking for processes holding secrets: %w", err)
 		}
+		var holders []guest.Process
+		for _, p := range procs {
+			if p.Secrets {
+				holders = append(holders, p)
+			}
+		}
+		if len(holders) > 0 {
+			return holders, nil
+		}
+		st.holders = false
+		s.setSecretState(sb, st)
 	}
-	if len(holders) == 0 {
-		s.setSecretFree(sb, true)
+	if st.residue {
+		if err := scrub(ctx, g); err != nil {
+			return nil, fmt.Errorf("clearing secrets from the sandbox's memory: %w", err)
+		}
+		st.residue = false
+		s.setSecretState(sb, st)
 	}
-	return holders, nil
+	return nil, nil
+}
+
+// scrubBeforePause clears what secrets den-init may still hold in a
+// running sandbox about to be paused, so a later hibernation need not
+// thaw it for that. A failure only costs that thaw.
+func (s *Service) scrubBeforePause(ctx context.Context, sb *Sandbox) {
+	st := s.secretStateOf(sb)
+	if !st.residue {
+		return
+	}
+	if err := scrub(ctx, s.guestFor(sb)); err != nil {
+		s.log.Warn("clearing secrets before pausing", "sandbox", sb.Name, "err", err)
+		return
+	}
+	st.residue = false
+	s.setSecretState(sb, st)
+}
+
+// scrub has den-init clear secrets from its memory. The connections that
+// carried output go first: their buffers, den-init's and its network
+// stack's, may hold what a command printed.
+func scrub(ctx context.Context, g Guest) error {
+	closeGuest(g)
+	return g.Scrub(ctx)
 }
 
 // refuseSecretCapture fails when saving sb's memory, to do what (e.g.
-// "hibernating"), would save a secret a process holds.
+// "hibernating"), would save a secret a process holds; else it readies
+// the memory to be saved.
 func (s *Service) refuseSecretCapture(ctx context.Context, sb *Sandbox, what, instead string) error {
-	holders, err := s.secretHolders(ctx, sb)
+	holders, err := s.readyToSave(ctx, sb)
 	if err != nil || len(holders) == 0 {
 		return err
 	}

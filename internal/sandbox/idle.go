@@ -204,7 +204,7 @@ func (s *Service) applyDue(ctx context.Context, id string) error {
 		return s.pause(ctx, sb, fmt.Sprintf("idle for %s", idle))
 	case ActionHibernate:
 		defer unlock()
-		holders, err := s.secretHolders(ctx, sb)
+		holders, err := s.readyToSave(ctx, sb)
 		if err != nil {
 			return err
 		}

@@ -167,7 +167,7 @@ func (s *Service) startInstance(ctx context.Context, sb *Sandbox) (err error) {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
-	s.setSecretFree(sb, true) // booted from files: no process yet
+	s.setSecretState(sb, secretState{}) // booted from files: nothing given yet
 	return nil
 }
 

@@ -171,6 +171,9 @@ type Guest interface {
 	Ping(ctx context.Context) (guest.Info, error)
 	// Processes lists every process in the sandbox but den-init.
 	Processes(ctx context.Context) ([]guest.Process, error)
+	// Scrub removes the secret files and the memory den-init freed
+	// (which may hold printed output), before memory is saved.
+	Scrub(ctx context.Context) error
 	Start(ctx context.Context, spec guest.ProcSpec) (guest.ProcStatus, error)
 	// StartStream starts a process and streams its output in one request:
 	// started gets its status before any output; an error from started

@@ -189,33 +189,12 @@ func (s *Service) SetSecrets(ctx context.Context, ref string, grants []SecretGra
 }
 
 // removeSecretFiles deletes secret files from a running sandbox's
-// in-memory mount; all of them when names is nil.
+// in-memory mount.
 func (s *Service) removeSecretFiles(ctx context.Context, sb *Sandbox, names []string) {
 	g := s.guestFor(sb)
-	if names == nil {
-		ents, err := g.ReadDir(ctx, guest.SecretDir)
-		if err != nil {
-			return // no mount, or nothing was ever written
-		}
-		for _, e := range ents {
-			names = append(names, e.Name)
-		}
-	}
 	for _, n := range names {
 		if err := g.Remove(ctx, path.Join(guest.SecretDir, n), false); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			s.log.Warn("removing a secret file", "sandbox", sb.Name, "file", n, "err", err)
-		}
-	}
-}
-
-// scrubSecrets removes a running sandbox's secret files before its memory
-// is saved or frozen: the in-memory mount is part of the memory image. The
-// next exec writes them again.
-func (s *Service) scrubSecrets(ctx context.Context, sb *Sandbox) {
-	for _, g := range sb.Spec.Secrets {
-		if g.File != "" {
-			s.removeSecretFiles(ctx, sb, nil)
-			return
 		}
 	}
 }
@@ -235,9 +214,84 @@ func redactions(secrets []guest.Secret) [][]byte {
 	return out
 }
 
+// masker masks the secret values a run was given in its two output
+// streams, also a value a process wrote in pieces: the end of what came so
+// far that could begin a value is held back until the next piece, or the
+// run's end, shows whether it does. Offsets stay true (a value becomes as
+// many '*'), so a stream resumed from what the host has is resumed from
+// before the held-back end (reset). A nil masker passes output through.
+type masker struct {
+	values [][]byte
+	carry  [2][]byte // per stream: the held-back end, not yet on the host
+}
+
+func newMasker(secrets []guest.Secret) *masker {
+	values := redactions(secrets)
+	if len(values) == 0 {
+		return nil
+	}
+	return &masker{values: values}
+}
+
+// mask returns what of p (the next output of stream i) may go to the
+// host, masked.
+func (m *masker) mask(i int, p []byte) []byte {
+	if m == nil {
+		return p
+	}
+	if c := m.carry[i]; len(c) > 0 {
+		p, m.carry[i] = append(c, p...), nil
+	}
+	p = mask(p, m.values)
+	if k := m.pending(p); k > 0 {
+		m.carry[i] = bytes.Clone(p[len(p)-k:])
+		p = p[:len(p)-k]
+	}
+	return p
+}
+
+// pending is the length of the longest end of p that begins a value
+// without completing it.
+func (m *masker) pending(p []byte) int {
+	best := 0
+	for _, v := range m.values {
+		from := max(len(p)-(len(v)-1), 0)
+		for j := from; j < len(p)-best; j++ {
+			k := bytes.IndexByte(p[j:len(p)-best], v[0])
+			if k < 0 {
+				break
+			}
+			j += k
+			if bytes.HasPrefix(v, p[j:]) {
+				best = len(p) - j
+				break
+			}
+		}
+	}
+	return best
+}
+
+// reset drops what was held back: the stream restarts from before it.
+func (m *masker) reset() {
+	if m != nil {
+		m.carry = [2][]byte{}
+	}
+}
+
+// flush returns what stream i held back, once its output is complete: a
+// beginning of a value that was never finished, passed as it is.
+func (m *masker) flush(i int) []byte {
+	if m == nil {
+		return nil
+	}
+	c := m.carry[i]
+	m.carry[i] = nil
+	return c
+}
+
 // mask replaces every occurrence of a secret value in p with as many '*'
 // (the same length, so output offsets stay true), copying p first if it
-// holds any. A value split across two writes of the process is not seen.
+// holds any.
 func mask(p []byte, secrets [][]byte) []byte {
 	copied := false
 	for _, v := range secrets {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
 )
 
 func TestMask(t *testing.T) {
@@ -23,6 +24,43 @@ func TestMask(t *testing.T) {
 	}
 	if r := redactions(nil); r != nil {
 		t.Fatalf("redactions of none: %v", r)
+	}
+}
+
+// A value written in pieces, split anywhere, is masked all the same; the
+// offsets stay true; an unfinished beginning at the end is passed on.
+func TestMaskerAcrossWrites(t *testing.T) {
+	secret := "hunter22"
+	text := "a=hunter22; b=hunhunter22 c=hunte"
+	want := "a=********; b=hun******** c=hunte"
+	for cut1 := 0; cut1 <= len(text); cut1++ {
+		for cut2 := cut1; cut2 <= len(text); cut2++ {
+			m := newMasker([]guest.Secret{{Value: []byte(secret)}, {Value: []byte("xyz")}}) // too short to mask
+			var got []byte
+			for _, piece := range []string{text[:cut1], text[cut1:cut2], text[cut2:]} {
+				got = append(got, m.mask(0, []byte(piece))...)
+			}
+			got = append(got, m.flush(0)...)
+			if string(got) != want {
+				t.Fatalf("pieces cut at %d and %d: %q, want %q", cut1, cut2, got, want)
+			}
+		}
+	}
+	// The streams are separate, and a restarted stream forgets what was
+	// held back (it comes again).
+	m := newMasker([]guest.Secret{{Value: []byte(secret)}})
+	if got := m.mask(0, []byte("x hun")); string(got) != "x " {
+		t.Fatalf("held back nothing: %q", got)
+	}
+	if got := m.mask(1, []byte("ter22")); string(got) != "ter22" {
+		t.Fatalf("stderr finished stdout's value: %q", got)
+	}
+	m.reset()
+	if got := m.mask(0, []byte("hunter22!")); string(got) != "********!" {
+		t.Fatalf("after reset: %q", got)
+	}
+	if m := newMasker(nil); m != nil || string(m.mask(0, []byte("as is"))) != "as is" || m.flush(0) != nil {
+		t.Fatal("a run without secrets is not passed through")
 	}
 }
 

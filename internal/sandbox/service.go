@@ -78,10 +78,9 @@ type Service struct {
 	// staleLimits are paused sandboxes whose den-init has yet to learn
 	// limits changed while they slept.
 	staleLimits map[string]bool
-	// secretFree are the instances known to run no process that may hold
-	// a secret: booted from files, and given none since. Any other is
-	// asked before its memory is saved (see secretHolders).
-	secretFree map[string]bool
+	// secretStates is, by instance id, what is known of the secrets its
+	// commands were given (see holders.go).
+	secretStates map[string]secretState
 }
 
 // NewService checks cfg and returns a Service. Call Recover before serving
@@ -112,15 +111,15 @@ func NewService(cfg Config) (*Service, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Service{
 		cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
-		locks:       map[string]*sync.RWMutex{},
-		guests:      map[string]Guest{},
-		outputs:     map[string]*output{},
-		slotTaken:   map[int]string{},
-		active:      map[string]time.Time{},
-		pinned:      map[string]int{},
-		held:        map[string]int{},
-		staleLimits: map[string]bool{},
-		secretFree:  map[string]bool{},
+		locks:        map[string]*sync.RWMutex{},
+		guests:       map[string]Guest{},
+		outputs:      map[string]*output{},
+		slotTaken:    map[int]string{},
+		active:       map[string]time.Time{},
+		pinned:       map[string]int{},
+		held:         map[string]int{},
+		staleLimits:  map[string]bool{},
+		secretStates: map[string]secretState{},
 	}, nil
 }
 
@@ -181,7 +180,7 @@ func (s *Service) forgetGuest(instanceID string) {
 	s.mu.Lock()
 	g := s.guests[instanceID]
 	delete(s.guests, instanceID)
-	delete(s.secretFree, instanceID)
+	delete(s.secretStates, instanceID)
 	s.mu.Unlock()
 	// Its pooled connections lead to an instance that is gone.
 	closeGuest(g)
