@@ -51,6 +51,7 @@ func main() {
 		{&cfg.EphemeralTTL, "ephemeral-ttl", "TTL of an ephemeral sandbox created without one"},
 		{&cfg.CheckpointMaxAge, "checkpoint-max-age", "remove manual checkpoints older than this (0: keep)"},
 		{&cfg.IdleInterval, "idle-interval", "how often the idle policy runs"},
+		{&cfg.AuditRetention, "audit-retention", "remove audit log entries older than this, hourly (0: keep them all)"},
 	}
 	for _, d := range durations {
 		def := *d.v

@@ -6,6 +6,7 @@ package audit
 
 import (
 	"context"
+	"log/slog"
 	"time"
 )
 
@@ -50,4 +51,36 @@ type Log interface {
 	RecordAudit(ctx context.Context, e *Entry) error
 	// QueryAudit returns the newest entries f selects, oldest first.
 	QueryAudit(ctx context.Context, f Filter) ([]*Entry, error)
+	// PruneAudit removes the entries recorded before t and says how many.
+	PruneAudit(ctx context.Context, before time.Time) (int64, error)
+}
+
+// Pruner removes old entries.
+type Pruner interface {
+	PruneAudit(ctx context.Context, before time.Time) (int64, error)
+}
+
+// Retain removes entries older than keep from l now and then every
+// interval, until ctx ends. keep 0 keeps every entry: Retain returns at
+// once.
+func Retain(ctx context.Context, l Pruner, keep, interval time.Duration, log *slog.Logger) {
+	if keep <= 0 {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		n, err := l.PruneAudit(ctx, time.Now().Add(-keep))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Error("pruning the audit log", "err", err)
+		case n > 0:
+			log.Info("pruned the audit log", "entries", n, "older_than", keep)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

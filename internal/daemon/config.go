@@ -43,6 +43,8 @@ type Config struct {
 	Debug        bool          // debug logs, and runsc debug logs per instance
 	DebianMirror string        // mirror for the debian image; default: the host's apt mirror
 	PortsDomain  string        // serve exposed ports at PORT-NAME.PortsDomain too; "" for none
+	// AuditRetention is how long audit log entries are kept; 0 keeps them.
+	AuditRetention time.Duration
 
 	// The idle policy sandboxes get unless they set their own; 0 is never.
 	PauseAfter       time.Duration // pause after this long unused
@@ -71,6 +73,8 @@ func Default() Config {
 		Subnet:    netns.DefaultPrefix,
 		StopGrace: 5 * time.Second,
 		Node:      host,
+
+		AuditRetention: 90 * 24 * time.Hour,
 
 		PauseAfter:     10 * time.Minute,
 		HibernateAfter: time.Hour,
@@ -117,7 +121,7 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"stop-grace", c.StopGrace}, {"pause-after", c.PauseAfter}, {"hibernate-after", c.HibernateAfter}, {"ttl", c.TTL}, {"ephemeral-ttl", c.EphemeralTTL}, {"checkpoint-max-age", c.CheckpointMaxAge}} {
+	}{{"stop-grace", c.StopGrace}, {"pause-after", c.PauseAfter}, {"hibernate-after", c.HibernateAfter}, {"ttl", c.TTL}, {"ephemeral-ttl", c.EphemeralTTL}, {"checkpoint-max-age", c.CheckpointMaxAge}, {"audit-retention", c.AuditRetention}} {
 		if d.v < 0 {
 			return bad(d.name, "negative duration %s", d.v)
 		}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
@@ -116,6 +117,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	svc.RunIdle(cfg.IdleInterval)
+	go audit.Retain(ctx, st, cfg.AuditRetention, time.Hour, log)
 
 	health := func(context.Context) api.Health {
 		return api.Health{Status: "ok", Version: version.Version, RunscVersion: rt.Version(), Storage: pool.Name()}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/errdefs"
@@ -31,6 +32,20 @@ func (s *Store) RecordAudit(ctx context.Context, e *audit.Entry) error {
 		return err
 	})
 	return wrap(err, "recording %s %s in the audit log", e.Method, e.Path)
+}
+
+// PruneAudit removes the entries recorded before t.
+func (s *Store) PruneAudit(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM audit WHERE time < ?`, formatTime(before.UTC()))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, wrap(err, "pruning the audit log")
 }
 
 // QueryAudit returns the newest entries f selects, oldest first.

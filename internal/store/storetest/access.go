@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -184,6 +185,7 @@ var auditTests = []accessCase{
 	{"RecordRoundTrips", testAuditRoundTrip},
 	{"Filters", testAuditFilters},
 	{"LimitKeepsNewest", testAuditLimit},
+	{"PruneDropsOlder", testAuditPrune},
 }
 
 func testAuditRoundTrip(t *testing.T, st AccessStore) {
@@ -350,4 +352,20 @@ func testSecretDelete(t *testing.T, st AccessStore) {
 	_, err := st.GetSecret(t.Context(), "A")
 	wantErr(t, err, errdefs.ErrNotFound, `secret "A" not found`, "den secret ls")
 	wantErr(t, st.DeleteSecret(t.Context(), "A"), errdefs.ErrNotFound, `secret "A" not found`, "")
+}
+
+func testAuditPrune(t *testing.T, st AccessStore) {
+	for i := range 5 {
+		recordAudit(t, st, audit.Entry{Time: at(i), Path: fmt.Sprint(i)})
+	}
+	n, err := st.PruneAudit(t.Context(), at(3))
+	if err != nil || n != 3 {
+		t.Fatalf("PruneAudit before the fourth = %d, %v; want 3 removed", n, err)
+	}
+	if got := auditPaths(t, st, audit.Filter{}); !slices.Equal(got, []string{"3", "4"}) {
+		t.Errorf("left %v, want [3 4]", got)
+	}
+	if n, err := st.PruneAudit(t.Context(), at(0)); err != nil || n != 0 {
+		t.Errorf("pruning nothing = %d, %v", n, err)
+	}
 }
