@@ -29,6 +29,12 @@ func (c *Client) UnexposePort(ctx context.Context, name string, port uint16) err
 	return c.do(ctx, http.MethodDelete, portPath(name, port), nil, nil, nil)
 }
 
+// RevokePortURLs ends every signed link to an exposed port made so far;
+// links asked for afterwards work.
+func (c *Client) RevokePortURLs(ctx context.Context, name string, port uint16) error {
+	return c.do(ctx, http.MethodDelete, portPath(name, port)+"/url", nil, nil, nil)
+}
+
 // PortURL asks dend for a link to an exposed port that works without a
 // token until it expires (expires 0: dend's default, an hour). URL is
 // set when dend has a ports domain; otherwise, over TCP, it is Path under

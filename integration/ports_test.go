@@ -181,7 +181,11 @@ func TestPortsAccess(t *testing.T) {
 	}
 	status, body = r.get("", "GET", "http://"+r.addr+strings.Replace(u.Path, "/proxy/?", "/proxy/index.html?", 1), nil)
 	wantStatus(t, "signed path", status, body, 200, "hello from web")
-	if !strings.HasPrefix(u.URL, "http://8080-web."+portsDomain+":") {
+	webSB, err := alice.GetSandbox(ctx, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(u.URL, "http://8080-"+webSB.ID+"."+portsDomain+":") {
 		t.Errorf("url on the ports domain: %q", u.URL)
 	}
 	status, body = r.get("", "GET", u.URL, nil)
@@ -192,6 +196,39 @@ func TestPortsAccess(t *testing.T) {
 	other := strings.Replace(u.Path, "/ports/8080/", "/ports/8081/", 1)
 	status, body = r.get("", "GET", "http://"+r.addr+other, nil)
 	wantStatus(t, "another port", status, body, 401, "signature does not match")
+	// Revoked: the links made so far stop at once, by path and by host;
+	// one made afterwards works. Unexposing the port ends them too.
+	if err := alice.RevokePortURLs(ctx, "web", 8080); err != nil {
+		t.Fatal(err)
+	}
+	for _, link := range []string{"http://" + r.addr + u.Path, u.URL} {
+		status, body = r.get("", "GET", link, nil)
+		wantStatus(t, "revoked link", status, body, 401, "signature does not match")
+	}
+	fresh, err := alice.PortURL(ctx, "web", 8080, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, body = r.get("", "GET", "http://"+r.addr+fresh.Path, nil)
+	wantStatus(t, "link made after the revocation", status, body, 200, "hello from web")
+	if out := r.mustDen("", "port", "url", "web", "8080", "--revoke"); !strings.Contains(out, "revoked") {
+		t.Errorf("den port url --revoke: %q", out)
+	}
+	status, body = r.get("", "GET", "http://"+r.addr+fresh.Path, nil)
+	wantStatus(t, "revoked by the CLI", status, body, 401, "signature does not match")
+	fresh, err = alice.PortURL(ctx, "web", 8080, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.UnexposePort(ctx, "web", 8080); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.ExposePort(ctx, "web", 8080, false); err != nil {
+		t.Fatal(err)
+	}
+	status, body = r.get("", "GET", "http://"+r.addr+fresh.Path, nil)
+	wantStatus(t, "link from before the port was exposed anew", status, body, 401, "signature does not match")
+
 	short, err := alice.PortURL(ctx, "web", 8080, time.Second)
 	if err != nil {
 		t.Fatal(err)

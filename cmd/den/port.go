@@ -127,6 +127,7 @@ func (a *app) portLsCommand() *cobra.Command {
 
 func (a *app) portURLCommand() *cobra.Command {
 	var expires time.Duration
+	var revoke bool
 	cmd := &cobra.Command{
 		Use:   "url NAME PORT",
 		Short: "Print a link to a port that works without a token until it expires",
@@ -137,9 +138,13 @@ browser can follow the application's own links with it; under dend's own
 address each request must carry it.
 
 Over the unix socket, without a ports domain, den cannot know dend's TCP
-address: the link is then printed as a path to append to it.`,
+address: the link is then printed as a path to append to it.
+
+--revoke ends every link to the port made so far, at once (so does
+unexposing the port); links made afterwards work.`,
 		Example: `  den port url web 8080
-  den port url web 8080 --expires 24h`,
+  den port url web 8080 --expires 24h
+  den port url web 8080 --revoke`,
 		Args: args("NAME", "PORT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			port, err := parsePortArg(args[1])
@@ -149,9 +154,21 @@ address: the link is then printed as a path to append to it.`,
 			if expires < 0 {
 				return usagef("give a positive duration such as 30m or 24h", "invalid --expires %s", expires)
 			}
+			if revoke && expires != 0 {
+				return usagef("give one of them", "--revoke and --expires do not go together")
+			}
 			c, err := a.client()
 			if err != nil {
 				return err
+			}
+			if revoke {
+				if err := c.RevokePortURLs(cmd.Context(), args[0], port); err != nil {
+					return err
+				}
+				if !a.jsonOut {
+					fmt.Fprintf(a.stdout, "signed links to port %d of %s revoked\n", port, args[0])
+				}
+				return nil
 			}
 			u, err := c.PortURL(cmd.Context(), args[0], port, expires)
 			if err != nil {
@@ -170,6 +187,7 @@ address: the link is then printed as a path to append to it.`,
 		},
 	}
 	cmd.Flags().DurationVar(&expires, "expires", 0, "how long the link works, up to 720h (default: dend's, 1h)")
+	cmd.Flags().BoolVar(&revoke, "revoke", false, "end every link to the port made so far instead")
 	return cmd
 }
 

@@ -386,6 +386,13 @@ func (f *fakeSandboxes) UnexposePort(ctx context.Context, ref string, port uint1
 	return f.sandboxes[0], nil
 }
 
+func (f *fakeSandboxes) RevokePortLinks(ctx context.Context, ref string, port uint16) (*sandbox.Sandbox, error) {
+	if err := f.enter("RevokePortLinks", ref, port); err != nil {
+		return nil, err
+	}
+	return f.sandboxes[0], nil
+}
+
 // PortTarget answers target, a server the test runs, for every port.
 func (f *fakeSandboxes) PortTarget(ctx context.Context, ref string, port uint16) (netip.AddrPort, error) {
 	if err := f.enter("PortTarget", ref, port); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
 )
 
 // Who may reach an exposed port, in the order authenticate asks:
@@ -113,7 +114,10 @@ func (s *server) portPrincipal(r *http.Request) (p auth.Principal, g *portGrant,
 		// token learns nothing of which sandboxes exist.
 		return p, nil, false, badSignature()
 	}
-	if err := s.checkPortSignature(sb.ID, port, exp, sig, time.Now()); err != nil {
+	// A port not exposed has no link key: its links fail as forged ones,
+	// and the request then finds nothing to serve.
+	ep, _ := sb.Exposed(port)
+	if err := s.checkPortSignature(sb.ID, ep, exp, sig, time.Now()); err != nil {
 		return p, nil, false, err
 	}
 	g.signedQuery = fromQuery
@@ -139,15 +143,16 @@ func (s *server) signatureOf(r *http.Request) (exp, sig string, fromQuery bool) 
 }
 
 // portMAC is the signature of a link to port of the sandbox with id until
-// expires (Unix seconds).
-func portMAC(key []byte, sandboxID string, port uint16, expires int64) []byte {
+// expires (Unix seconds), under the port's link key (which revoking the
+// port's links changes).
+func portMAC(key []byte, sandboxID string, port uint16, linkKey string, expires int64) []byte {
 	m := hmac.New(sha256.New, key)
-	fmt.Fprintf(m, "den port url v1\x00%s\x00%d\x00%d", sandboxID, port, expires)
+	fmt.Fprintf(m, "den port url v2\x00%s\x00%d\x00%s\x00%d", sandboxID, port, linkKey, expires)
 	return m.Sum(nil)
 }
 
-func (s *server) signPort(sandboxID string, port uint16, expires int64) string {
-	return base64.RawURLEncoding.EncodeToString(portMAC(s.portsKey, sandboxID, port, expires))
+func (s *server) signPort(sandboxID string, ep sandbox.ExposedPort, expires int64) string {
+	return base64.RawURLEncoding.EncodeToString(portMAC(s.portsKey, sandboxID, ep.Port, ep.LinkKey, expires))
 }
 
 func badSignature() error {
@@ -157,7 +162,7 @@ func badSignature() error {
 
 // checkPortSignature checks a signature against the sandbox's id, the
 // port and the expiry it came with, in constant time, then the expiry.
-func (s *server) checkPortSignature(sandboxID string, port uint16, exp, sig string, now time.Time) error {
+func (s *server) checkPortSignature(sandboxID string, ep sandbox.ExposedPort, exp, sig string, now time.Time) error {
 	if exp == "" || sig == "" {
 		return errdefs.WithHint(auth.Unauthorized("malformed signed URL: it needs both %s and %s", api.PortExpiresParam, api.PortSignatureParam),
 			"use the whole URL `den port url NAME PORT` printed")
@@ -168,7 +173,7 @@ func (s *server) checkPortSignature(sandboxID string, port uint16, exp, sig stri
 			"use the whole URL `den port url NAME PORT` printed")
 	}
 	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || len(s.portsKey) == 0 || !hmac.Equal(got, portMAC(s.portsKey, sandboxID, port, expires)) {
+	if err != nil || len(s.portsKey) == 0 || !hmac.Equal(got, portMAC(s.portsKey, sandboxID, ep.Port, ep.LinkKey, expires)) {
 		return badSignature()
 	}
 	if at := time.Unix(expires, 0); !now.Before(at) {

@@ -96,6 +96,19 @@ func (s *server) unexposePort(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// revokePortURLs ends every signed link to a port made so far.
+func (s *server) revokePortURLs(w http.ResponseWriter, r *http.Request) error {
+	port, err := parsePort(r.PathValue("port"))
+	if err != nil {
+		return err
+	}
+	if _, err := s.sandboxes.RevokePortLinks(r.Context(), r.PathValue("name"), port); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 // portURL signs a link to an exposed port that works without a token
 // until it expires. The link names the sandbox by id, which no other
 // sandbox shares (names are unique only per owner).
@@ -119,13 +132,14 @@ func (s *server) portURL(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := sb.Exposed(port); !ok {
+	ep, ok := sb.Exposed(port)
+	if !ok {
 		return sandbox.PortNotExposed(sb, port)
 	}
 	expires := time.Now().Add(lifetime).Truncate(time.Second).UTC()
 	q := url.Values{}
 	q.Set(api.PortExpiresParam, strconv.FormatInt(expires.Unix(), 10))
-	q.Set(api.PortSignatureParam, s.signPort(sb.ID, port, expires.Unix()))
+	q.Set(api.PortSignatureParam, s.signPort(sb.ID, ep, expires.Unix()))
 	out := api.PortURL{
 		Path:      fmt.Sprintf("/v1/sandboxes/%s/ports/%d/proxy/?%s", sb.ID, port, q.Encode()),
 		ExpiresAt: expires,
@@ -293,7 +307,7 @@ func isProxy(pattern string) bool { return pattern == proxyPattern }
 func fromPorts(in []sandbox.ExposedPort) []api.ExposedPort {
 	var out []api.ExposedPort
 	for _, p := range in {
-		out = append(out, api.ExposedPort(p))
+		out = append(out, api.ExposedPort{Port: p.Port, Public: p.Public})
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -169,7 +170,7 @@ func TestPortURL(t *testing.T) {
 		t.Errorf("den_expires %s, expires_at %v", exp, u.ExpiresAt)
 	}
 	s := &server{portsKey: testPortsKey}
-	if err := s.checkPortSignature("sb1", 8080, exp, p.Query().Get(api.PortSignatureParam), time.Now()); err != nil {
+	if err := s.checkPortSignature("sb1", sandbox.ExposedPort{Port: 8080}, exp, p.Query().Get(api.PortSignatureParam), time.Now()); err != nil {
 		t.Errorf("the signature does not check: %v", err)
 	}
 
@@ -185,9 +186,10 @@ func TestCheckPortSignature(t *testing.T) {
 	s := &server{portsKey: testPortsKey}
 	now := time.Unix(1_800_000_000, 0)
 	exp := now.Add(time.Hour).Unix()
-	good := s.signPort("sb1", 8080, exp)
+	ep := sandbox.ExposedPort{Port: 8080, LinkKey: "k1"}
+	good := s.signPort("sb1", ep, exp)
 	e := strconv.FormatInt(exp, 10)
-	if err := s.checkPortSignature("sb1", 8080, e, good, now); err != nil {
+	if err := s.checkPortSignature("sb1", ep, e, good, now); err != nil {
 		t.Fatalf("a good signature: %v", err)
 	}
 	other := &server{portsKey: bytes.Repeat([]byte{8}, 32)}
@@ -197,11 +199,13 @@ func TestCheckPortSignature(t *testing.T) {
 		exp, sig string
 		now      time.Time
 		msg      string
+		linkKey  string
 	}{
+		{name: "revoked", id: "sb1", port: 8080, exp: e, sig: good, now: now, msg: "does not match", linkKey: "k2"},
 		{name: "another sandbox", id: "sb2", port: 8080, exp: e, sig: good, now: now, msg: "does not match"},
 		{name: "another port", id: "sb1", port: 8081, exp: e, sig: good, now: now, msg: "does not match"},
 		{name: "a later expiry", id: "sb1", port: 8080, exp: strconv.FormatInt(exp+3600, 10), sig: good, now: now, msg: "does not match"},
-		{name: "another key", id: "sb1", port: 8080, exp: e, sig: other.signPort("sb1", 8080, exp), now: now, msg: "does not match"},
+		{name: "another key", id: "sb1", port: 8080, exp: e, sig: other.signPort("sb1", ep, exp), now: now, msg: "does not match"},
 		{name: "not base64", id: "sb1", port: 8080, exp: e, sig: "!!!", now: now, msg: "does not match"},
 		{name: "truncated", id: "sb1", port: 8080, exp: e, sig: good[:20], now: now, msg: "does not match"},
 		{name: "expired", id: "sb1", port: 8080, exp: e, sig: good, now: now.Add(time.Hour), msg: "expired at " + time.Unix(exp, 0).UTC().Format(time.RFC3339)},
@@ -209,7 +213,8 @@ func TestCheckPortSignature(t *testing.T) {
 		{name: "no expiry", id: "sb1", port: 8080, exp: "", sig: good, now: now, msg: "needs both"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := s.checkPortSignature(tc.id, tc.port, tc.exp, tc.sig, tc.now)
+			key := cmp.Or(tc.linkKey, ep.LinkKey)
+			err := s.checkPortSignature(tc.id, sandbox.ExposedPort{Port: tc.port, LinkKey: key}, tc.exp, tc.sig, tc.now)
 			if err == nil || !strings.Contains(err.Error(), tc.msg) || errdefs.Hint(err) == "" {
 				t.Errorf("error %v (hint %q), want one saying %q with a hint", err, errdefs.Hint(err), tc.msg)
 			}
@@ -218,7 +223,7 @@ func TestCheckPortSignature(t *testing.T) {
 			}
 		})
 	}
-	if err := (&server{}).checkPortSignature("sb1", 8080, e, good, now); err == nil {
+	if err := (&server{}).checkPortSignature("sb1", ep, e, good, now); err == nil {
 		t.Error("a dend without a key accepted a signature")
 	}
 }
@@ -438,7 +443,7 @@ func TestPortAccess(t *testing.T) {
 		{"another sandbox", "/v1/sandboxes/theirs/ports/8080/proxy/?" + p.RawQuery, "does not match"},
 		{"no such sandbox", "/v1/sandboxes/ghost/ports/8080/proxy/?" + p.RawQuery, "does not match"},
 		{"forged", "/v1/sandboxes/mine/ports/8080/proxy/?den_expires=" + q.Get(api.PortExpiresParam) + "&den_signature=" + strings.Repeat("A", 43), "does not match"},
-		{"expired", "/v1/sandboxes/mine/ports/8080/proxy/?den_expires=1000&den_signature=" + a.server().signPort("sb-mine", 8080, 1000), "expired at 1970-01-01T00:16:40Z"},
+		{"expired", "/v1/sandboxes/mine/ports/8080/proxy/?den_expires=1000&den_signature=" + a.server().signPort("sb-mine", sandbox.ExposedPort{Port: 8080}, 1000), "expired at 1970-01-01T00:16:40Z"},
 		{"expiry moved", "/v1/sandboxes/mine/ports/8080/proxy/?den_expires=" + strconv.FormatInt(exp+86400, 10) + "&den_signature=" + q.Get(api.PortSignatureParam), "does not match"},
 		{"elsewhere", "/v1/sandboxes/mine/events?" + p.RawQuery, "missing bearer token"},
 	} {

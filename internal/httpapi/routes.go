@@ -38,6 +38,7 @@ func (s *server) routes() []route {
 		{"PUT", "/v1/sandboxes/{name}/ports/{port}", s.exposePort},
 		{"DELETE", "/v1/sandboxes/{name}/ports/{port}", s.unexposePort},
 		{"GET", portURLPattern, s.portURL},
+		{"DELETE", portURLPattern, s.revokePortURLs},
 
 		{"POST", "/v1/sandboxes/{name}/checkpoints", s.createCheckpoint},
 		{"GET", "/v1/sandboxes/{name}/checkpoints", s.listCheckpoints},

@@ -93,6 +93,8 @@ type SandboxService interface {
 	// public; UnexposePort stops serving it.
 	ExposePort(ctx context.Context, ref string, port uint16, public bool) (*sandbox.Sandbox, error)
 	UnexposePort(ctx context.Context, ref string, port uint16) (*sandbox.Sandbox, error)
+	// RevokePortLinks ends every signed link to the port made so far.
+	RevokePortLinks(ctx context.Context, ref string, port uint16) (*sandbox.Sandbox, error)
 	// PortTarget is where a request to an exposed port goes, the sandbox
 	// woken first if it sleeps.
 	PortTarget(ctx context.Context, ref string, port uint16) (netip.AddrPort, error)

@@ -17,6 +17,10 @@ import (
 type ExposedPort struct {
 	Port   uint16 `json:"port"`
 	Public bool   `json:"public,omitempty"`
+	// LinkKey is signed into every link to the port, so the links die
+	// when it changes: on RevokePortLinks, and when the port is exposed
+	// anew after it was unexposed.
+	LinkKey string `json:"link_key,omitempty"`
 }
 
 // MaxExposedPorts bounds the ports one sandbox exposes.
@@ -77,7 +81,11 @@ func (s *Service) ExposePort(ctx context.Context, ref string, port uint16, publi
 	}
 	prev := sb.Spec.Ports
 	ports := slices.DeleteFunc(slices.Clone(prev), func(p ExposedPort) bool { return p.Port == port })
-	ports = append(ports, ExposedPort{Port: port, Public: public})
+	key := old.LinkKey
+	if !had {
+		key = newID(16)
+	}
+	ports = append(ports, ExposedPort{Port: port, Public: public, LinkKey: key})
 	slices.SortFunc(ports, func(a, b ExposedPort) int { return int(a.Port) - int(b.Port) })
 	sb.Spec.Ports = ports
 	msg := fmt.Sprintf("exposed port %d (%s)", port, visibility(public))
@@ -118,6 +126,34 @@ func (s *Service) UnexposePort(ctx context.Context, ref string, port uint16) (*S
 		sb.Spec.Ports = nil
 	}
 	if err := s.record(ctx, sb, EventPorts, fmt.Sprintf("unexposed port %d", port)); err != nil {
+		sb.Spec.Ports = prev
+		return nil, err
+	}
+	return sb, nil
+}
+
+// RevokePortLinks ends every signed link to an exposed port of the
+// sandbox made so far; links made afterwards work.
+func (s *Service) RevokePortLinks(ctx context.Context, ref string, port uint16) (*Sandbox, error) {
+	if err := ValidatePort(port); err != nil {
+		return nil, err
+	}
+	sb, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if _, ok := sb.Exposed(port); !ok {
+		return nil, PortNotExposed(sb, port)
+	}
+	prev := sb.Spec.Ports
+	sb.Spec.Ports = slices.Clone(prev)
+	for i := range sb.Spec.Ports {
+		if sb.Spec.Ports[i].Port == port {
+			sb.Spec.Ports[i].LinkKey = newID(16)
+		}
+	}
+	if err := s.record(ctx, sb, EventPorts, fmt.Sprintf("signed links to port %d revoked", port)); err != nil {
 		sb.Spec.Ports = prev
 		return nil, err
 	}
