@@ -193,6 +193,14 @@ func TestEgressRestoresRemovedTable(t *testing.T) {
 	r := newEgressRig(t)
 	a := r.attach(t, "a", 0)
 	a.enforce(t, sandbox.NetworkAllow, allowedAddr+":8080")
+	// What a domain rule admitted comes back too, without resolving
+	// again.
+	b := r.attach(t, "b", 1)
+	b.enforce(t, sandbox.NetworkAllow, "allowed.test:8080")
+	if got := b.resolve(t, "allowed.test", "udp"); !equalAddrs(got, allowedAddr) {
+		t.Fatalf("allowed.test resolved to %v", got)
+	}
+	b.reaches(t, allowedAddr+":8080", "allowed:8080")
 	if out, err := exec.Command("nft", "delete", "table", "inet", r.m.Table()).CombinedOutput(); err != nil {
 		t.Fatalf("deleting den's table: %v: %s", err, out)
 	}
@@ -202,6 +210,11 @@ func TestEgressRestoresRemovedTable(t *testing.T) {
 	a.reaches(t, allowedAddr+":8080", "allowed:8080")
 	a.unreachable(t, allowedAddr+":8081", r.allowed)
 	a.unreachable(t, deniedAddr+":8080", r.denied)
+	waitFor(t, 20*time.Second, "b's policy to come back", func() bool {
+		return exec.Command("nft", "list", "chain", "inet", r.m.Table(), "fwd-"+b.id).Run() == nil
+	})
+	b.reaches(t, allowedAddr+":8080", "allowed:8080")
+	b.unreachable(t, deniedAddr+":8080", r.denied)
 }
 
 // gVisor takes the namespace's route when it boots, and a resolv.conf

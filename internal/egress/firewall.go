@@ -59,6 +59,10 @@ type Firewall struct {
 	// mu serializes transactions, so that Admit never races Apply or
 	// Remove changing the same sandbox's sets.
 	mu sync.Mutex
+	// admitted remembers what Admit let each sandbox reach, by sandbox id
+	// and domain set, with when it lapses: the table keeps it, but a
+	// table something else removed comes back without it (Readmit).
+	admitted map[string]map[string]map[netip.Addr]time.Time
 }
 
 // FirewallConfig says which table a Firewall owns and what it protects.
@@ -119,6 +123,7 @@ func NewFirewall(cfg FirewallConfig) (*Firewall, error) {
 		sandboxes: cfg.Sandboxes.Masked(),
 		resolver:  cfg.Resolver,
 		denied:    AlwaysDenied(cfg.Sandboxes),
+		admitted:  map[string]map[string]map[netip.Addr]time.Time{},
 	}, nil
 }
 
@@ -247,6 +252,11 @@ func (f *Firewall) Apply(sb Sandbox, p sandbox.NetworkPolicy) error {
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("applying the network policy of sandbox %s: %w", sb.ID, err)
 	}
+	for name := range f.admitted[sb.ID] {
+		if !wanted[name] {
+			delete(f.admitted[sb.ID], name)
+		}
+	}
 	return nil
 }
 
@@ -349,6 +359,60 @@ func (f *Firewall) Admit(id, domain string, addrs []netip.Addr, timeout time.Dur
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("admitting addresses of %s for sandbox %s: %w", domain, id, err)
 	}
+	sets := f.admitted[id]
+	if sets == nil {
+		sets = map[string]map[netip.Addr]time.Time{}
+		f.admitted[id] = sets
+	}
+	if sets[set.Name] == nil {
+		sets[set.Name] = map[netip.Addr]time.Time{}
+	}
+	now := time.Now()
+	for a, until := range sets[set.Name] {
+		if !until.After(now) {
+			delete(sets[set.Name], a)
+		}
+	}
+	for _, a := range addrs {
+		sets[set.Name][a] = now.Add(timeout)
+	}
+	return nil
+}
+
+// Readmit puts back in sandbox id's domain sets what Admit let it reach
+// that has not lapsed, each with the time it has left: after the table
+// was removed by something else and set up again (Setup, Apply).
+func (f *Firewall) Readmit(id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	c := newConn()
+	n := 0
+	for name, addrs := range f.admitted[id] {
+		var elems []nftables.SetElement
+		for a, until := range addrs {
+			left := until.Sub(now).Truncate(time.Second)
+			if left < time.Second {
+				delete(addrs, a)
+				continue
+			}
+			elems = append(elems, nftables.SetElement{Key: a.AsSlice(), Timeout: left})
+		}
+		if len(elems) == 0 {
+			continue
+		}
+		set := &nftables.Set{Table: f.table, Name: name, KeyType: nftables.TypeIPAddr, HasTimeout: true}
+		if err := c.SetAddElements(set, elems); err != nil {
+			return err
+		}
+		n += len(elems)
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("admitting again what sandbox %s had resolved: %w", id, err)
+	}
 	return nil
 }
 
@@ -369,6 +433,7 @@ func (f *Firewall) Remove(id, link string) error {
 		}
 	}
 	if len(have) == 0 {
+		delete(f.admitted, id)
 		return nil // no table
 	}
 	key := ifname(link)
@@ -407,6 +472,7 @@ func (f *Firewall) Remove(id, link string) error {
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("removing the network policy of sandbox %s: %w", id, err)
 	}
+	delete(f.admitted, id)
 	return nil
 }
 

@@ -76,8 +76,8 @@ func (m *Manager) startGuard() {
 }
 
 // restore sets the table up again and reapplies every policy the Manager
-// applied to a sandbox that still has its link. Domain rules start over:
-// sandboxes reach their names' addresses again once they resolve them.
+// applied to a sandbox that still has its link, with the addresses its
+// domain rules had admitted and the time each has left.
 func (m *Manager) restore() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -90,6 +90,10 @@ func (m *Manager) restore() error {
 			continue
 		}
 		if err := m.fw.Apply(a.sb, a.policy); err != nil {
+			errs = append(errs, fmt.Errorf("sandbox %s: %w", id, err))
+			continue
+		}
+		if err := m.fw.Readmit(id); err != nil {
 			errs = append(errs, fmt.Errorf("sandbox %s: %w", id, err))
 		}
 	}
