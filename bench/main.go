@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -26,8 +27,9 @@ func main() {
 	bin := flag.String("bin", "bin", "directory holding dend, den-init and runsc")
 	n := flag.Int("n", 20, "repetitions per measurement on small sandboxes")
 	nBig := flag.Int("n-big", 10, "repetitions per measurement on sandboxes holding 1 GiB")
+	only := flag.String("only", "", "run only these steps, comma-separated: "+strings.Join(stepNames, ", ")+" (default: all)")
 	flag.Parse()
-	if err := run(*bin, *n, *nBig); err != nil {
+	if err := run(*bin, *n, *nBig, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -76,7 +78,20 @@ type bench struct {
 	sized []sizedFigure
 }
 
-func run(bin string, n, nBig int) error {
+// stepNames name the steps for -only, in the order they run.
+var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "ports", "network"}
+
+func run(bin string, n, nBig int, only string) error {
+	want := map[string]bool{}
+	for _, name := range strings.Split(only, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		if !slices.Contains(stepNames, name) {
+			return fmt.Errorf("-only: unknown step %q; the steps are %s", name, strings.Join(stepNames, ", "))
+		}
+		want[name] = true
+	}
 	bin, _ = filepath.Abs(bin)
 	work, err := os.MkdirTemp("", "den-bench-")
 	if err != nil {
@@ -103,20 +118,23 @@ func run(bin string, n, nBig int) error {
 		return fmt.Errorf("raw runsc: %w", err)
 	}
 	steps := []struct {
-		what string
-		f    func() error
+		name, what string
+		f          func() error
 	}{
-		{"create and exec", b.createAndExec},
-		{"sleep and wake, idle", func() error { return b.sleepAndWake("idle busybox sandbox", "idle", 0, b.n) }},
-		{"sleep and wake, 1 GiB", func() error {
+		{"create", "create and exec", b.createAndExec},
+		{"idle", "sleep and wake, idle", func() error { return b.sleepAndWake("idle busybox sandbox", "idle", 0, b.n) }},
+		{"big", "sleep and wake, 1 GiB", func() error {
 			return b.sleepAndWake("sandbox holding 1 GiB of memory (the goals are for small sandboxes)", "big", 1<<30, b.nBig)
 		}},
-		{"checkpoint vs memory", b.checkpointVsMemory},
-		{"hibernated cost", b.hibernatedCost},
-		{"exposed ports", b.exposedPorts},
-		{"network policy", b.networkPolicy},
+		{"memory", "checkpoint vs memory", b.checkpointVsMemory},
+		{"hibernated", "hibernated cost", b.hibernatedCost},
+		{"ports", "exposed ports", b.exposedPorts},
+		{"network", "network policy", b.networkPolicy},
 	}
 	for _, s := range steps {
+		if len(want) > 0 && !want[s.name] {
+			continue
+		}
 		fmt.Fprintf(os.Stderr, "bench: %s…\n", s.what)
 		if err := s.f(); err != nil {
 			return fmt.Errorf("%s: %w", s.what, err)

@@ -259,7 +259,7 @@ func TestEgressInGvisorAfterRestore(t *testing.T) {
 	// What dend does when it wakes a sandbox: a new namespace, the
 	// policy again, then restore.
 	ctx := context.Background()
-	if _, err := r.m.Attach(ctx, c.id, c.slot); err != nil {
+	if _, err := r.m.Attach(ctx, c.id, c.slot, sandbox.NetworkPolicy{}); err != nil {
 		t.Fatal(err)
 	}
 	c.enforce(t, sandbox.NetworkAllow, "allowed.test:8080")

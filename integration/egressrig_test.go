@@ -368,7 +368,7 @@ func (r *egressRig) attach(t *testing.T, name string, slot int) *egressSandbox {
 	ctx := context.Background()
 	id := fmt.Sprintf("eg%s%05d", name, os.Getpid()%100000)
 	t.Cleanup(func() { r.m.Detach(ctx, id) })
-	att, err := r.m.Attach(ctx, id, slot)
+	att, err := r.m.Attach(ctx, id, slot, sandbox.NetworkPolicy{})
 	if err != nil {
 		t.Fatal(err)
 	}

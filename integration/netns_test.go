@@ -16,6 +16,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	denns "github.com/den-dev/den/internal/netns"
+	"github.com/den-dev/den/internal/sandbox"
 )
 
 // A sandbox's namespace is routed through the host end of its link, the
@@ -45,11 +46,11 @@ func TestNetnsAttachDetach(t *testing.T) {
 
 	// Attach twice: the second replaces the first.
 	for i := 0; i < 2; i++ {
-		if _, err := m.Attach(ctx, id, 2); err != nil {
+		if _, err := m.Attach(ctx, id, 2, sandbox.NetworkPolicy{}); err != nil {
 			t.Fatalf("attach %d: %v", i, err)
 		}
 	}
-	att, err := m.Attach(ctx, id, 2)
+	att, err := m.Attach(ctx, id, 2, sandbox.NetworkPolicy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,17 +113,17 @@ func TestNetnsAttachDetach(t *testing.T) {
 	if _, err := netlink.LinkByName("den" + id[:12]); err == nil {
 		t.Fatalf("link left after detach")
 	}
-	if _, err := m.Attach(ctx, id, 3); err == nil {
+	if _, err := m.Attach(ctx, id, 3, sandbox.NetworkPolicy{}); err == nil {
 		t.Fatalf("slot 3, den's own, accepted")
 	}
 
 	// A slot whose address another link already has is refused.
-	if _, err := m.Attach(ctx, id, 1); err != nil {
+	if _, err := m.Attach(ctx, id, 1, sandbox.NetworkPolicy{}); err != nil {
 		t.Fatal(err)
 	}
 	other := id[:len(id)-1] + "x"
 	t.Cleanup(func() { m.Detach(ctx, other) })
-	if _, err := m.Attach(ctx, other, 1); !errors.Is(err, errdefs.ErrConflict) {
+	if _, err := m.Attach(ctx, other, 1, sandbox.NetworkPolicy{}); !errors.Is(err, errdefs.ErrConflict) {
 		t.Fatalf("attaching a second sandbox to a used slot: %v, want a conflict", err)
 	}
 	if _, err := os.Stat(denns.Path(other)); !os.IsNotExist(err) {

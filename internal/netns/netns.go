@@ -203,13 +203,23 @@ func Path(id string) string { return filepath.Join(nsDir, nsName(id)) }
 func LinkName(id string) string { return linkName(id) }
 
 // Attach creates the namespace and link of a sandbox, addresses both ends
-// and routes the namespace through the host end, under policy none until
-// Enforce says otherwise. Whatever was left from an earlier attach is
-// replaced: gVisor takes the addresses off the link when it starts, so
-// each boot needs them anew.
-func (m *Manager) Attach(ctx context.Context, id string, slot int) (att sandbox.Attachment, err error) {
+// and routes the namespace through the host end, under policy p (its
+// rules first, the route out last). Whatever was left from an earlier
+// attach is replaced: gVisor takes the addresses off the link when it
+// starts, so each boot needs them anew.
+func (m *Manager) Attach(ctx context.Context, id string, slot int, p sandbox.NetworkPolicy) (att sandbox.Attachment, err error) {
 	if slot < 0 || slot >= m.Slots() {
 		return att, errdefs.Invalid("network slot %d outside the range's %d slots", slot, m.Slots())
+	}
+	// Applied once, to new chains: rewriting a chain's rules costs the
+	// kernel an RCU grace period (several milliseconds) on every boot.
+	if p, err = checkPolicy(p); err != nil {
+		return att, err
+	}
+	if p.Mode != sandbox.NetworkNone {
+		if err := m.enableForwarding(); err != nil {
+			return att, err
+		}
 	}
 	if err := m.Detach(ctx, id); err != nil {
 		return att, err
@@ -225,7 +235,7 @@ func (m *Manager) Attach(ctx context.Context, id string, slot int) (att sandbox.
 	}
 	// Rules first: the route out comes last.
 	sb := egress.Sandbox{ID: id, Link: linkName(id), Guest: guest}
-	if err := m.apply(sb, sandbox.NetworkPolicy{Mode: sandbox.NetworkNone}); err != nil {
+	if err := m.apply(sb, p); err != nil {
 		return att, err
 	}
 	ns, err := newNamed(nsName(id))
@@ -360,19 +370,26 @@ func (m *Manager) Detach(ctx context.Context, id string) error {
 	return m.fw.Remove(id, linkName(id))
 }
 
-// Enforce makes p what the sandbox in slot reaches, at once, in one
-// nftables transaction, and has the resolver answer it under p. A
-// sandbox with no link (not running) has nothing to enforce: its next
-// Attach and Enforce apply its policy then.
-func (m *Manager) Enforce(ctx context.Context, id string, slot int, p sandbox.NetworkPolicy) error {
+// checkPolicy validates a copy of p (Validate sorts: the caller's stays
+// as it was), mode none when unset.
+func checkPolicy(p sandbox.NetworkPolicy) (sandbox.NetworkPolicy, error) {
 	if p.Mode == "" {
 		p.Mode = sandbox.NetworkNone
 	}
-	p.Allow = append([]sandbox.NetworkRule(nil), p.Allow...) // Validate sorts: keep the caller's
+	p.Allow = append([]sandbox.NetworkRule(nil), p.Allow...)
 	for i := range p.Allow {
 		p.Allow[i].Ports = append([]uint16(nil), p.Allow[i].Ports...)
 	}
-	if err := p.Validate(); err != nil {
+	return p, p.Validate()
+}
+
+// Enforce makes p what the sandbox in slot reaches, at once, in one
+// nftables transaction, and has the resolver answer it under p. A
+// sandbox with no link (not running) has nothing to enforce: its next
+// Attach applies its policy then.
+func (m *Manager) Enforce(ctx context.Context, id string, slot int, p sandbox.NetworkPolicy) error {
+	p, err := checkPolicy(p)
+	if err != nil {
 		return err
 	}
 	if slot < 0 || slot >= m.Slots() {

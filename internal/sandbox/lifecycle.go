@@ -103,17 +103,22 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 }
 
 func (s *Service) createInstance(ctx context.Context, sb *Sandbox, im *Image) error {
+	t0 := time.Now()
 	if _, err := s.cfg.Volumes.Snapshot(ctx, im.VolumeKey(), sb.VolumeKey(), false); err != nil {
 		return fmt.Errorf("making its root filesystem: %w", err)
 	}
 	if err := s.capDisk(ctx, sb); err != nil {
 		return err
 	}
+	t1 := time.Now()
 	if err := s.startInstance(ctx, sb); err != nil {
 		return err
 	}
+	t2 := time.Now()
 	s.touch(sb.ID)
-	return s.transition(ctx, sb, StateRunning, EventStarted, fmt.Sprintf("generation %d booted", sb.Generation))
+	err := s.transition(ctx, sb, StateRunning, EventStarted, fmt.Sprintf("generation %d booted", sb.Generation))
+	s.log.Debug("created", "sandbox", sb.Name, "files", t1.Sub(t0), "boot", t2.Sub(t1), "record", time.Since(t2))
+	return err
 }
 
 // createFromRef creates a sandbox from the checkpoint p.From names.
@@ -151,23 +156,29 @@ func (s *Service) undoCreate(ctx context.Context, sb *Sandbox) {
 
 // startInstance boots the current generation and waits for den-init.
 func (s *Service) startInstance(ctx context.Context, sb *Sandbox) (err error) {
+	t0 := time.Now()
 	att, err := s.attach(ctx, sb)
 	if err != nil {
 		return err
 	}
+	t1 := time.Now()
 	if err := s.cfg.Runtime.Start(ctx, s.instance(sb, att.Netns)); err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
+	t2 := time.Now()
 	if err := s.waitReady(ctx, sb, s.guestFor(sb)); err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
+	t3 := time.Now()
 	if err := s.enforceLimits(ctx, sb, s.guestFor(sb)); err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
 	s.setSecretState(sb, secretState{}) // booted from files: nothing given yet
+	s.log.Debug("booted", "sandbox", sb.Name, "network", t1.Sub(t0), "engine", t2.Sub(t1),
+		"den_init", t3.Sub(t2), "limits", time.Since(t3))
 	return nil
 }
 

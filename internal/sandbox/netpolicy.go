@@ -7,15 +7,9 @@ import (
 
 // attach joins sb's next instance to the host network under its policy.
 func (s *Service) attach(ctx context.Context, sb *Sandbox) (Attachment, error) {
-	att, err := s.cfg.Network.Attach(ctx, sb.ID, sb.Slot)
+	att, err := s.cfg.Network.Attach(ctx, sb.ID, sb.Slot, sb.Spec.Network)
 	if err != nil {
-		return att, fmt.Errorf("attaching network: %w", err)
-	}
-	if err := s.cfg.Network.Enforce(ctx, sb.ID, sb.Slot, sb.Spec.Network); err != nil {
-		if derr := s.cfg.Network.Detach(context.WithoutCancel(ctx), sb.ID); derr != nil {
-			s.log.Error("detaching network", "sandbox", sb.Name, "err", derr)
-		}
-		return att, fmt.Errorf("applying network policy: %w", err)
+		return att, fmt.Errorf("attaching network under its policy: %w", err)
 	}
 	return att, nil
 }

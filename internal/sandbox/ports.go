@@ -151,8 +151,8 @@ type Attachment struct {
 // Network gives each sandbox its own namespace and link to the host.
 type Network interface {
 	// Attach creates (or finds) the namespace and link for a sandbox in
-	// slot, with the addresses configured. Idempotent.
-	Attach(ctx context.Context, sandboxID string, slot int) (Attachment, error)
+	// slot, with the addresses configured, under policy p. Idempotent.
+	Attach(ctx context.Context, sandboxID string, slot int, p NetworkPolicy) (Attachment, error)
 	// Enforce makes p what the sandbox in slot reaches, at once: its
 	// firewall rules and the names its resolver answers. It is called
 	// after every Attach and whenever the policy changes.
