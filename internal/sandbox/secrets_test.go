@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 
@@ -93,4 +94,29 @@ func TestValidateGrants(t *testing.T) {
 	if err := ValidateGrants(many); !errors.Is(err, errdefs.ErrTooLarge) {
 		t.Errorf("%d grants: %v, want too large", len(many), err)
 	}
+}
+
+// However output is cut into writes, the masked stream is as long as the
+// output, holds no value, and equals masking the whole at once.
+func FuzzMasker(f *testing.F) {
+	f.Add([]byte("a=hunter22; b=hunhunter22 c=hunte"), []byte("hunter22"), uint16(7), uint16(19))
+	f.Add([]byte("aaaaaaaaaa"), []byte("aaab"), uint16(3), uint16(3))
+	f.Fuzz(func(t *testing.T, text, secret []byte, cut1, cut2 uint16) {
+		if len(secret) < minRedact || len(secret) > 64 || len(text) > 4096 {
+			return
+		}
+		c1, c2 := int(cut1)%(len(text)+1), int(cut2)%(len(text)+1)
+		if c1 > c2 {
+			c1, c2 = c2, c1
+		}
+		m := newMasker([]guest.Secret{{Value: secret}})
+		var got []byte
+		for _, piece := range [][]byte{text[:c1], text[c1:c2], text[c2:]} {
+			got = append(got, m.mask(0, bytes.Clone(piece))...)
+		}
+		got = append(got, m.flush(0)...)
+		if want := mask(text, [][]byte{secret}); !bytes.Equal(got, want) {
+			t.Fatalf("cut at %d, %d: %q, want %q", c1, c2, got, want)
+		}
+	})
 }
