@@ -59,6 +59,15 @@ func addSandbox(t *testing.T, st *sqlite.Store, name string, state sandbox.State
 	}
 }
 
+// ports is what a sandbox exposes, without the link keys.
+func ports(sb *sandbox.Sandbox) []sandbox.ExposedPort {
+	var out []sandbox.ExposedPort
+	for _, p := range sb.Spec.Ports {
+		out = append(out, sandbox.ExposedPort{Port: p.Port, Public: p.Public})
+	}
+	return out
+}
+
 func TestExposePort(t *testing.T) {
 	svc, st := newExposeService(t)
 	addSandbox(t, st, "web", sandbox.StateStopped, 3)
@@ -76,29 +85,51 @@ func TestExposePort(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []sandbox.ExposedPort{{Port: 3000, Public: true}, {Port: 8080}}
-	if !slices.Equal(sb.Spec.Ports, want) {
-		t.Fatalf("ports %+v, want %+v", sb.Spec.Ports, want)
+	if got := ports(sb); !slices.Equal(got, want) {
+		t.Fatalf("ports %+v, want %+v", got, want)
 	}
-	// Again, private: only the flag changes.
+	key3000, _ := sb.Exposed(3000)
+	key8080, _ := sb.Exposed(8080)
+	if key3000.LinkKey == "" || key8080.LinkKey == "" || key3000.LinkKey == key8080.LinkKey {
+		t.Fatalf("link keys %q and %q: want two, different", key3000.LinkKey, key8080.LinkKey)
+	}
+	// Again, private: only the flag changes, the link key stays.
 	if sb, err = svc.ExposePort(ctx, "web", 3000, false); err != nil {
 		t.Fatal(err)
 	}
-	if p, ok := sb.Exposed(3000); !ok || p.Public {
+	if p, ok := sb.Exposed(3000); !ok || p.Public || p.LinkKey != key3000.LinkKey {
 		t.Fatalf("port 3000 after making it private: %+v %v", p, ok)
 	}
 	stored, err := svc.Get(ctx, "web")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(stored.Spec.Ports, []sandbox.ExposedPort{{Port: 3000}, {Port: 8080}}) {
-		t.Fatalf("stored ports %+v", stored.Spec.Ports)
+	if got := ports(stored); !slices.Equal(got, []sandbox.ExposedPort{{Port: 3000}, {Port: 8080}}) {
+		t.Fatalf("stored ports %+v", got)
+	}
+	if p, _ := stored.Exposed(3000); p.LinkKey != key3000.LinkKey {
+		t.Fatalf("stored link key %q, want %q", p.LinkKey, key3000.LinkKey)
+	}
+
+	// Revoking its links gives the port a new key; the other keeps its.
+	if sb, err = svc.RevokePortLinks(ctx, "web", 3000); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := sb.Exposed(3000); p.LinkKey == "" || p.LinkKey == key3000.LinkKey {
+		t.Fatalf("link key after revoking: %q, was %q", p.LinkKey, key3000.LinkKey)
+	}
+	if p, _ := sb.Exposed(8080); p.LinkKey != key8080.LinkKey {
+		t.Fatalf("the other port's key changed: %q, was %q", p.LinkKey, key8080.LinkKey)
+	}
+	if _, err := svc.RevokePortLinks(ctx, "web", 9999); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("revoking the links of a port not exposed: %v, want not found", err)
 	}
 
 	if sb, err = svc.UnexposePort(ctx, "web", 3000); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(sb.Spec.Ports, []sandbox.ExposedPort{{Port: 8080}}) {
-		t.Fatalf("ports after unexposing 3000: %+v", sb.Spec.Ports)
+	if got := ports(sb); !slices.Equal(got, []sandbox.ExposedPort{{Port: 8080}}) {
+		t.Fatalf("ports after unexposing 3000: %+v", got)
 	}
 	if _, err := svc.UnexposePort(ctx, "web", 3000); !errors.Is(err, errdefs.ErrNotFound) || errdefs.Hint(err) == "" {
 		t.Errorf("unexposing a port not exposed: %v (hint %q), want not found with a hint", err, errdefs.Hint(err))
@@ -114,7 +145,7 @@ func TestExposePort(t *testing.T) {
 			got = append(got, ev.Message)
 		}
 	}
-	wantEvs := []string{"exposed port 8080 (private)", "exposed port 3000 (public)", "port 3000 made private", "unexposed port 3000"}
+	wantEvs := []string{"exposed port 8080 (private)", "exposed port 3000 (public)", "port 3000 made private", "signed links to port 3000 revoked", "unexposed port 3000"}
 	if !slices.Equal(got, wantEvs) {
 		t.Errorf("events %q, want %q", got, wantEvs)
 	}
