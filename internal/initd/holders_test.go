@@ -14,7 +14,7 @@ func TestSecretHolders(t *testing.T) {
 	live := []procEntry{
 		{pid: 100, ppid: 1, pgrp: 100, session: 1},
 		{pid: 101, ppid: 100, pgrp: 100, session: 1},
-		{pid: 102, ppid: 1, pgrp: 100, session: 1}, // `cmd &` whose shell ended
+		{pid: 102, ppid: 1, pgrp: 100, session: 1},   // `cmd &` whose shell ended
 		{pid: 103, ppid: 101, pgrp: 103, session: 1}, // left the group, still below
 		{pid: 104, ppid: 103, pgrp: 103, session: 1},
 		{pid: 200, ppid: 1, pgrp: 200, session: 1}, // started without secrets
