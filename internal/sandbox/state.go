@@ -32,6 +32,16 @@ var transitions = map[State][]State{
 	StateDestroyed:  {},
 }
 
+// InMemoryChange reports whether a move is between the two states whose
+// instance lives only in the host's RAM, running and paused. If the host
+// loses power that instance is gone whichever of the two was recorded, so
+// the record of such a move need not reach the disk before the move
+// returns (a crash of dend alone loses nothing either way).
+func InMemoryChange(from, to State) bool {
+	ram := func(s State) bool { return s == StateRunning || s == StatePaused }
+	return from != to && ram(from) && ram(to)
+}
+
 // CanTransition reports whether a sandbox may move from one state to another.
 func CanTransition(from, to State) bool {
 	for _, s := range transitions[from] {

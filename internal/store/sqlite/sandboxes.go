@@ -117,14 +117,21 @@ func (s *Store) ListSandboxes(ctx context.Context) ([]*sandbox.Sandbox, error) {
 // failure sb is untouched and nothing is written.
 //
 // Empty ev.From and ev.To are filled in with the stored and the new state;
-// a zero ev.Time with the time of the update.
+// a zero ev.Time with the time of the update. A move ev.From names between
+// running and paused is committed without waiting for the disk
+// (sandbox.InMemoryChange); every other write waits.
 func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandbox.Event) error {
 	values, err := sandboxValues(sb)
 	if err != nil {
 		return err
 	}
 	t := now()
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	write := s.write
+	inMemory := ev.From != "" && sandbox.InMemoryChange(ev.From, sb.State)
+	if inMemory {
+		write = s.writeRelaxed
+	}
+	err = write(ctx, func(tx *sql.Tx) error {
 		var stored sandbox.State
 		var version int64
 		err := tx.QueryRowContext(ctx, `SELECT state, version FROM sandboxes WHERE id = ?`, sb.ID).Scan(&stored, &version)
@@ -134,7 +141,7 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 		if err != nil {
 			return err
 		}
-		if version != sb.Version {
+		if version != sb.Version || (inMemory && stored != ev.From) {
 			return changedConcurrently(sb)
 		}
 		if sb.State != stored && !sandbox.CanTransition(stored, sb.State) {

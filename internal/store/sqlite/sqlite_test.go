@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"os"
@@ -301,6 +302,57 @@ func TestPragmas(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("%s: PRAGMA %s = %s, want %s", tc.pool, tc.pragma, got, tc.want)
 		}
+	}
+}
+
+// A move between running and paused commits without waiting for the
+// disk, and the one writer connection is FULL again after, whether the
+// write committed or failed.
+func TestRelaxedWritesLeaveWriterFull(t *testing.T) {
+	st := openTest(t, filepath.Join(t.TempDir(), "den.db"))
+	synchronous := func() string {
+		var got string
+		if err := st.w.QueryRowContext(t.Context(), "PRAGMA synchronous").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	var during string
+	err := st.writeRelaxed(t.Context(), func(tx *sql.Tx) error {
+		return tx.QueryRowContext(t.Context(), "PRAGMA synchronous").Scan(&during)
+	})
+	if err != nil || during != "1" {
+		t.Fatalf("synchronous during a relaxed write = %q, %v; want 1 (NORMAL)", during, err)
+	}
+	if got := synchronous(); got != "2" {
+		t.Fatalf("synchronous after a relaxed write = %s, want 2 (FULL)", got)
+	}
+	failed := errors.New("refused")
+	if err := st.writeRelaxed(t.Context(), func(*sql.Tx) error { return failed }); !errors.Is(err, failed) {
+		t.Fatalf("writeRelaxed = %v, want its function's error", err)
+	}
+	if got := synchronous(); got != "2" {
+		t.Fatalf("synchronous after a failed relaxed write = %s, want 2 (FULL)", got)
+	}
+
+	// Through UpdateSandbox: a pause is stored like any move, and one
+	// that assumed another stored state is refused.
+	sb := &sandbox.Sandbox{ID: "sb-1", Name: "web", State: sandbox.StateRunning, Spec: sandbox.Spec{Image: "busybox"}}
+	if err := st.CreateSandbox(t.Context(), sb, sandbox.Event{Type: sandbox.EventCreated}); err != nil {
+		t.Fatal(err)
+	}
+	sb.State = sandbox.StatePaused
+	if err := st.UpdateSandbox(t.Context(), sb, sandbox.Event{Type: sandbox.EventPaused, From: sandbox.StateRunning}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.GetSandbox(t.Context(), "sb-1")
+	if err != nil || got.State != sandbox.StatePaused || synchronous() != "2" {
+		t.Fatalf("after a pause: %+v, %v, synchronous %s", got, err, synchronous())
+	}
+	// Paused again, from running: but it is paused already.
+	err = st.UpdateSandbox(t.Context(), sb, sandbox.Event{Type: sandbox.EventPaused, From: sandbox.StateRunning})
+	if !errors.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("a pause assuming the wrong stored state: %v, want a conflict", err)
 	}
 }
 

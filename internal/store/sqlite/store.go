@@ -3,7 +3,9 @@
 // modernc.org/sqlite driver so that dend stays a static binary.
 //
 // The file is in WAL mode with synchronous=FULL: a write that returned is
-// on disk, and readers never wait for the writer. SQLite takes one writer
+// on disk, and readers never wait for the writer. The one exception is a
+// sandbox moving between running and paused, whose instance lives only in
+// RAM: that commit does not wait for the disk (see writeRelaxed). SQLite takes one writer
 // at a time, so the Store writes through a pool of exactly one connection
 // (writes queue there, in Go, honouring their contexts) and reads through
 // a small pool of read-only connections. Every write starts its
@@ -14,6 +16,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -160,6 +163,39 @@ func checkJournalMode(ctx context.Context, db *sql.DB) error {
 // write runs fn in a write transaction and commits it unless fn fails.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback() // the error from fn is the one that matters
+		return err
+	}
+	return tx.Commit()
+}
+
+// writeRelaxed is write for a change that may be lost with the host's
+// power but not with dend (see sandbox.InMemoryChange): it commits without
+// waiting for the disk, synchronous=NORMAL for this one transaction. The
+// WAL is in the kernel's cache, so a dend that crashes loses nothing; the
+// next write that waits, or SQLite's next checkpoint, takes it to disk.
+func (s *Store) writeRelaxed(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous = NORMAL"); err != nil {
+		return err
+	}
+	defer func() {
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous = FULL"); err != nil {
+			// Never leave the one writer connection relaxed: drop it, and
+			// the pool opens a new one with the DSN's FULL.
+			s.log.Error("restoring synchronous=FULL; reopening the write connection", "err", err)
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
