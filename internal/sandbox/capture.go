@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
@@ -282,6 +283,7 @@ func (s *Service) instance(sb *Sandbox, netns string) Instance {
 // generation from it: restored from its memory image when it has one,
 // else booted cold. The caller has set the new generation and token.
 func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, cold bool) error {
+	t0 := time.Now()
 	if err := s.cfg.Volumes.Remove(ctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return fmt.Errorf("removing the old files: %w", err)
 	}
@@ -294,17 +296,21 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 	if cold || !ck.Memory {
 		return s.startInstance(ctx, sb)
 	}
+	t1 := time.Now()
 	if err := s.verifyImage(ck); err != nil {
 		return err
 	}
+	t2 := time.Now()
 	att, err := s.attach(ctx, sb)
 	if err != nil {
 		return err
 	}
+	t3 := time.Now()
 	if err := s.cfg.Runtime.Restore(ctx, s.instance(sb, att.Netns), s.memDir(ck.ID)); err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return fmt.Errorf("restoring memory: %w", err)
 	}
+	t4 := time.Now()
 	// The restored den-init still knows the token of the instance the
 	// image was taken from: reach it with that, then give it its own.
 	_, addr := s.cfg.Network.Addr(sb.Slot)
@@ -318,12 +324,15 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return fmt.Errorf("giving the restored den-init its token: %w", err)
 	}
+	t5 := time.Now()
 	if err := s.enforceLimits(ctx, sb, s.guestFor(sb)); err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
 	// Memory is saved only once it is clear of secrets.
 	s.setSecretState(sb, secretState{})
+	s.log.Debug("restored", "sandbox", sb.Name, "checkpoint", ck.ID, "files", t1.Sub(t0), "verify", t2.Sub(t1),
+		"network", t3.Sub(t2), "engine", t4.Sub(t3), "den_init", t5.Sub(t4), "limits", time.Since(t5))
 	return nil
 }
 
