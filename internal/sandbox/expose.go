@@ -109,32 +109,31 @@ func visibility(public bool) string {
 // UnexposePort stops serving a port of the sandbox. Requests under way
 // finish; new ones are refused.
 func (s *Service) UnexposePort(ctx context.Context, ref string, port uint16) (*Sandbox, error) {
-	if err := ValidatePort(port); err != nil {
-		return nil, err
-	}
-	sb, unlock, err := s.lockSandbox(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if _, ok := sb.Exposed(port); !ok {
-		return nil, PortNotExposed(sb, port)
-	}
-	prev := sb.Spec.Ports
-	sb.Spec.Ports = slices.DeleteFunc(slices.Clone(prev), func(p ExposedPort) bool { return p.Port == port })
-	if len(sb.Spec.Ports) == 0 {
-		sb.Spec.Ports = nil
-	}
-	if err := s.record(ctx, sb, EventPorts, fmt.Sprintf("unexposed port %d", port)); err != nil {
-		sb.Spec.Ports = prev
-		return nil, err
-	}
-	return sb, nil
+	return s.changeExposed(ctx, ref, port, fmt.Sprintf("unexposed port %d", port), func(ports []ExposedPort) []ExposedPort {
+		ports = slices.DeleteFunc(ports, func(p ExposedPort) bool { return p.Port == port })
+		if len(ports) == 0 {
+			return nil
+		}
+		return ports
+	})
 }
 
 // RevokePortLinks ends every signed link to an exposed port of the
 // sandbox made so far; links made afterwards work.
 func (s *Service) RevokePortLinks(ctx context.Context, ref string, port uint16) (*Sandbox, error) {
+	return s.changeExposed(ctx, ref, port, fmt.Sprintf("signed links to port %d revoked", port), func(ports []ExposedPort) []ExposedPort {
+		for i := range ports {
+			if ports[i].Port == port {
+				ports[i].LinkKey = newID(16)
+			}
+		}
+		return ports
+	})
+}
+
+// changeExposed applies change to a copy of the ports of a sandbox that
+// exposes port, and records it with msg; nothing changes if that fails.
+func (s *Service) changeExposed(ctx context.Context, ref string, port uint16, msg string, change func([]ExposedPort) []ExposedPort) (*Sandbox, error) {
 	if err := ValidatePort(port); err != nil {
 		return nil, err
 	}
@@ -147,13 +146,8 @@ func (s *Service) RevokePortLinks(ctx context.Context, ref string, port uint16) 
 		return nil, PortNotExposed(sb, port)
 	}
 	prev := sb.Spec.Ports
-	sb.Spec.Ports = slices.Clone(prev)
-	for i := range sb.Spec.Ports {
-		if sb.Spec.Ports[i].Port == port {
-			sb.Spec.Ports[i].LinkKey = newID(16)
-		}
-	}
-	if err := s.record(ctx, sb, EventPorts, fmt.Sprintf("signed links to port %d revoked", port)); err != nil {
+	sb.Spec.Ports = change(slices.Clone(prev))
+	if err := s.record(ctx, sb, EventPorts, msg); err != nil {
 		sb.Spec.Ports = prev
 		return nil, err
 	}
