@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -69,7 +68,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	initDir, err := installInit(cfg)
+	initDir, initVersion, err := installInit(cfg)
 	if err != nil {
 		return err
 	}
@@ -99,7 +98,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	svc, err := sandbox.NewService(sandbox.Config{
-		Store: st, Volumes: pool, Runtime: rt, Network: network, Images: images, Secrets: secrets,
+		Store: st, Volumes: pool, Runtime: rt, Network: network, Images: images, Secrets: secrets, Init: initVersion,
 		Dial:          func(addr netip.AddrPort, token string) sandbox.Guest { return guest.New(addr, token) },
 		Logger:        log,
 		Node:          cfg.Node,
@@ -152,38 +151,15 @@ func openStorage(ctx context.Context, cfg Config, log *slog.Logger) (pool, error
 	return copydriver.Open(filepath.Join(cfg.DataDir, "pool-copy"), log)
 }
 
-// installInit copies den-init into the directory every sandbox mounts
-// read-only, replacing it atomically so running sandboxes keep theirs.
-func installInit(cfg Config) (string, error) {
-	dir := filepath.Join(cfg.DataDir, "init")
+// installInit installs this dend's den-init as a version of its own under
+// DATA_DIR/init, keeping the others: memory images need theirs back.
+func installInit(cfg Config) (dir, version string, err error) {
+	dir = filepath.Join(cfg.DataDir, "init")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("creating init directory: %w", err)
+		return "", "", fmt.Errorf("creating init directory: %w", err)
 	}
-	src, err := os.Open(cfg.Init)
-	if err != nil {
-		return "", fmt.Errorf("reading den-init: %w", err)
-	}
-	defer src.Close()
-	tmp, err := os.CreateTemp(dir, ".den-init-*")
-	if err != nil {
-		return "", fmt.Errorf("installing den-init: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, src); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("installing den-init: %w", err)
-	}
-	if err := tmp.Chmod(0o755); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("installing den-init: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("installing den-init: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, filepath.Base(runsc.InitPath))); err != nil {
-		return "", fmt.Errorf("installing den-init: %w", err)
-	}
-	return dir, nil
+	version, err = runsc.InstallInit(dir, cfg.Init)
+	return dir, version, err
 }
 
 func serve(ctx context.Context, cfg Config, handler http.Handler, log *slog.Logger) error {

@@ -28,7 +28,9 @@ type Config struct {
 	Root      string // runsc --root: engine state, e.g. /run/den/runsc
 	BundleDir string // one OCI bundle directory per instance
 	LogDir    string // one log file per instance: den-init's stdout and stderr
-	InitDir   string // host directory holding den-init, mounted read-only at /.den
+	// InitDir holds a directory per den-init version (see InstallInit),
+	// one of which is mounted read-only at /.den in each instance.
+	InitDir   string
 	// ResolvConf is a host file mounted read-only at /etc/resolv.conf,
 	// naming den's resolver; none when empty.
 	ResolvConf string

@@ -141,7 +141,7 @@ func (r *Runtime) spec(inst sandbox.Instance) ociSpec {
 			// gVisor's own cgroups, where den-init reads what the
 			// sandbox uses (see limits.go).
 			{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"ro"}},
-			{Destination: "/.den", Type: "bind", Source: r.cfg.InitDir, Options: []string{"rbind", "ro"}},
+			{Destination: "/.den", Type: "bind", Source: r.initDir(inst.Init), Options: []string{"rbind", "ro"}},
 			// Secret files, written at exec time, removed before any
 			// checkpoint: in memory, never on the sandbox's disk.
 			{Destination: guest.SecretDir, Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=1777", "size=8m"}},

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -102,7 +103,7 @@ func (s *Service) newCheckpoint(sb *Sandbox, c capture) *Checkpoint {
 	return &Checkpoint{
 		ID: c.id, SandboxID: sb.ID, Name: c.name, Kind: c.kind, Parent: sb.Head,
 		Memory: c.memory, Generation: sb.Generation, CreatedAt: s.cfg.Now().UTC(),
-		Manifest: Manifest{Engine: s.cfg.Runtime.Engine(), Spec: sb.Spec},
+		Manifest: Manifest{Engine: s.cfg.Runtime.Engine(), Spec: sb.Spec, Init: sb.Init},
 	}
 }
 
@@ -247,6 +248,10 @@ func (s *Service) restorable(ck *Checkpoint, sb *Sandbox) error {
 	if err := ck.Manifest.Engine.Compatible(s.cfg.Runtime.Engine()); err != nil {
 		return err
 	}
+	if !s.cfg.Runtime.HasInit(ck.Manifest.Init) {
+		return errdefs.WithHint(errdefs.Unavailable("checkpoint %s needs den-init %s, which this host no longer has", ck.ID, cmp.Or(ck.Manifest.Init, "from before versions were kept")),
+			"its files can still be booted without its processes with `den recover NAME --cold`")
+	}
 	if h := s.cfg.Runtime.SpecHash(s.instance(sb, "")); ck.Manifest.SpecHash != h {
 		return errdefs.WithHint(errdefs.Conflict("checkpoint %s was made for a different sandbox layout (this den changed how it builds sandboxes)", ck.ID),
 			"its files can still be booted without its processes with `den recover NAME --cold`")
@@ -276,6 +281,7 @@ func (s *Service) instance(sb *Sandbox, netns string) Instance {
 		Env:         append([]string{guest.EnvToken + "=" + sb.Token}, s.cfg.InitEnv...),
 		CPUs:        sb.Spec.CPUs,
 		MemoryBytes: sb.Spec.MemoryBytes,
+		Init:        sb.Init,
 	}
 }
 
@@ -301,6 +307,7 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 		return err
 	}
 	t2 := time.Now()
+	sb.Init = ck.Manifest.Init // its den-init comes back as it was
 	att, err := s.attach(ctx, sb)
 	if err != nil {
 		return err

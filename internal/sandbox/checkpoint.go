@@ -61,6 +61,9 @@ type Manifest struct {
 	// InitToken is the token den-init in the memory image accepts; a
 	// restore uses it once to hand the new instance its own.
 	InitToken string `json:"init_token,omitempty"`
+	// Init is the version of den-init in the memory image: its process
+	// needs that binary back, whatever den-init dend has now.
+	Init string `json:"init,omitempty"`
 }
 
 // ImageFile is one file of a memory image.

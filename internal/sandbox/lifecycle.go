@@ -157,6 +157,7 @@ func (s *Service) undoCreate(ctx context.Context, sb *Sandbox) {
 // startInstance boots the current generation and waits for den-init.
 func (s *Service) startInstance(ctx context.Context, sb *Sandbox) (err error) {
 	t0 := time.Now()
+	sb.Init = s.cfg.Init // a fresh boot runs the current den-init
 	att, err := s.attach(ctx, sb)
 	if err != nil {
 		return err

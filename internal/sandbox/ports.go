@@ -90,6 +90,9 @@ type Instance struct {
 	Env         []string // den-init's environment
 	CPUs        float64
 	MemoryBytes int64
+	// Init is the version of den-init to run ("": the one from before
+	// versions were kept).
+	Init string
 }
 
 // InstanceState is what the engine says about an instance.
@@ -131,6 +134,8 @@ type Runtime interface {
 	Engine() EngineInfo
 	// SpecHash hashes the parts of inst's engine spec a restore checks.
 	SpecHash(inst Instance) string
+	// HasInit reports whether this host keeps that version of den-init.
+	HasInit(version string) bool
 	// Update changes an instance's CPU share and the host's backstops
 	// for its memory and processes, in any state.
 	Update(ctx context.Context, id string, l Limits) error

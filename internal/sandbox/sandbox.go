@@ -66,7 +66,11 @@ type Sandbox struct {
 	Head       string // its newest checkpoint: the parent of its next one
 	// Pending names a change of several steps under way (PendingHibernate,
 	// ...), so a dend that restarts in its middle finishes or undoes it.
-	Pending   string
+	Pending string
+	// Init is the version of den-init its current instance runs ("" for
+	// instances from before versions were kept): a memory image needs the
+	// very binary it was taken with to come back.
+	Init      string
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }

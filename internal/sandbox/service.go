@@ -29,6 +29,9 @@ type Config struct {
 	RunsDir string // where run output is kept on the host
 	// InitEnv is extra environment for den-init (e.g. its log level).
 	InitEnv []string
+	// Init is the version of den-init fresh instances run; memory images
+	// restore with the version they were taken with.
+	Init string
 	// StopGrace is how long processes get between SIGTERM and SIGKILL on stop.
 	StopGrace time.Duration
 	// BootTimeout bounds how long den-init may take to answer after boot.

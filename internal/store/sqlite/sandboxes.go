@@ -16,13 +16,13 @@ import (
 
 // sandboxCols are the columns scanSandbox reads, in its order.
 const sandboxCols = `id, name, spec, state, reason, generation, version, node, slot, token,
-	policy, usage, checkpoint, origin, head, pending, owner, created_at, updated_at`
+	policy, usage, checkpoint, origin, head, pending, owner, init, created_at, updated_at`
 
 // sandboxFields are the columns every write sets from a Sandbox's fields,
 // in the order of sandboxValues. A create adds id, version and both times;
 // an update the new version and update time.
 var sandboxFields = []string{"name", "image", "spec", "state", "reason", "generation", "node", "slot", "token",
-	"policy", "usage", "checkpoint", "origin", "head", "pending", "owner"}
+	"policy", "usage", "checkpoint", "origin", "head", "pending", "owner", "init"}
 
 var (
 	insertSandbox = `INSERT INTO sandboxes (id, version, created_at, updated_at, ` + strings.Join(sandboxFields, ", ") +
@@ -269,7 +269,7 @@ func sandboxValues(sb *sandbox.Sandbox) ([]any, error) {
 		return nil, fmt.Errorf("encoding usage of sandbox %q: %w", sb.Name, err)
 	}
 	return []any{sb.Name, sb.Spec.Image, string(spec), sb.State, sb.Reason, sb.Generation, sb.Node, sb.Slot, sb.Token,
-		string(policy), string(usageJSON), sb.Checkpoint, sb.Origin, sb.Head, sb.Pending, sb.Owner}, nil
+		string(policy), string(usageJSON), sb.Checkpoint, sb.Origin, sb.Head, sb.Pending, sb.Owner, sb.Init}, nil
 }
 
 func scanSandbox(row scanner) (*sandbox.Sandbox, error) {
@@ -277,7 +277,7 @@ func scanSandbox(row scanner) (*sandbox.Sandbox, error) {
 	var spec, policy, usage, created, updated string
 	err := row.Scan(&sb.ID, &sb.Name, &spec, &sb.State, &sb.Reason, &sb.Generation, &sb.Version,
 		&sb.Node, &sb.Slot, &sb.Token, &policy, &usage, &sb.Checkpoint, &sb.Origin, &sb.Head, &sb.Pending,
-		&sb.Owner, &created, &updated)
+		&sb.Owner, &sb.Init, &created, &updated)
 	if err != nil {
 		return nil, err
 	}

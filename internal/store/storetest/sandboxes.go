@@ -36,6 +36,7 @@ func testCreateRoundTrip(t *testing.T, st sandbox.Store) {
 	sb.Generation = 3
 	sb.Token = "secret-token"
 	sb.Owner = "tok-owner"
+	sb.Init = "v-0123456789abcdef"
 	sb.CreatedAt = at(0)
 	sb.UpdatedAt = at(5)
 	want := *sb

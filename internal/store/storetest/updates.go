@@ -39,6 +39,7 @@ func testUpdateRoundTrip(t *testing.T, st sandbox.Store) {
 	sb.Slot = 9
 	sb.Token = "t-1"
 	sb.Owner = "tok-2"
+	sb.Init = "v-fedcba9876543210"
 	if err := st.UpdateSandbox(t.Context(), sb, sandbox.Event{Type: sandbox.EventStarted, Generation: 1}); err != nil {
 		t.Fatalf("UpdateSandbox: %v", err)
 	}

@@ -1,0 +1,77 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/den-dev/den/client"
+)
+
+// A den upgrade brings a new den-init, but a memory image holds the
+// den-init process it was taken with, which needs its own binary back:
+// den keeps every version. Here the "new" den-init is not even den-init
+// (the den CLI in its place), so a wake or restore that used it would
+// fail: they use the version recorded with the image, and the sandbox
+// comes back with its processes and files.
+func TestWakeAfterDenInitUpgrade(t *testing.T) {
+	d := startDend(t)
+	ctx := ctxT(t, 5*time.Minute)
+	d.create("up")
+	pid := d.mustSh("up", `sleep 1000 >/dev/null 2>&1 & echo $!`)
+	d.mustSh("up", `echo kept > /root/f`)
+	if _, err := d.c.Checkpoint(ctx, "up", client.CheckpointOptions{Name: "mem"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.Hibernate(ctx, "up"); err != nil {
+		t.Fatal(err)
+	}
+
+	d.stop()
+	other := filepath.Join(t.TempDir(), "den-init")
+	b, err := os.ReadFile(filepath.Join(binDir, "den"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d.args = append(d.args, "--init", other)
+	d.start()
+	versions, err := filepath.Glob(filepath.Join(d.dataDir, "init", "v-*", "den-init"))
+	if err != nil || len(versions) != 2 {
+		t.Fatalf("den-init versions kept: %v, %v; want the old and the new", versions, err)
+	}
+
+	check := func(when string) {
+		t.Helper()
+		if got := d.mustSh("up", `pidof sleep; cat /root/f`); got != pid+"kept\n" {
+			t.Fatalf("%s: %q, want the sleep %s and the file", when, got, strings.TrimSpace(pid))
+		}
+	}
+	if _, err := d.c.Resume(ctx, "up"); err != nil {
+		t.Fatalf("waking after the upgrade: %v", err)
+	}
+	check("woken after the upgrade")
+	if _, err := d.c.Restore(ctx, "up", "mem"); err != nil {
+		t.Fatalf("restoring a checkpoint from before the upgrade: %v", err)
+	}
+	check("restored after the upgrade")
+	// A fork from it is a new sandbox, with the image's den-init too.
+	if _, err := d.c.Fork(ctx, "up", client.ForkOptions{Name: "kid", From: "mem"}); err != nil {
+		t.Fatalf("forking a checkpoint from before the upgrade: %v", err)
+	}
+	if got := d.mustSh("kid", `pidof sleep; cat /root/f`); got != pid+"kept\n" {
+		t.Fatalf("the fork: %q, want the sleep %s and the file", got, strings.TrimSpace(pid))
+	}
+	// Taken again, the image records the version its den-init still is.
+	if _, err := d.c.Hibernate(ctx, "up"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.Resume(ctx, "up"); err != nil {
+		t.Fatalf("waking a second time: %v", err)
+	}
+	check("woken a second time")
+}

@@ -1,0 +1,84 @@
+package runsc
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// den-init comes in versions: a memory image holds the den-init process
+// it was taken with, and that process needs its very binary back when the
+// image is restored (gVisor maps the executable from the file, so another
+// den-init breaks it, as a den upgrade would). Each version lives in its
+// own directory under Config.InitDir, named for its content, and is never
+// replaced; instances mount theirs (sandbox.Instance.Init). The version ""
+// is InitDir itself, where the one den-init lived before versions were
+// kept: images from then restore with what is there.
+
+// InstallInit puts the den-init binary at path under initDir as its own
+// version, unless that version is there already, and returns the version.
+func InstallInit(initDir, path string) (string, error) {
+	src, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("reading den-init: %w", err)
+	}
+	defer src.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, src); err != nil {
+		return "", fmt.Errorf("reading den-init: %w", err)
+	}
+	version := "v-" + hex.EncodeToString(h.Sum(nil))[:16]
+	dir := filepath.Join(initDir, version)
+	dst := filepath.Join(dir, filepath.Base(InitPath))
+	if fi, err := os.Stat(dst); err == nil && fi.Mode().IsRegular() {
+		return version, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("installing den-init: %w", err)
+	}
+	if _, err := src.Seek(0, io.SeekStart); err != nil {
+		return "", fmt.Errorf("reading den-init: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".den-init-*")
+	if err != nil {
+		return "", fmt.Errorf("installing den-init: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = io.Copy(tmp, src)
+	if err == nil {
+		err = tmp.Chmod(0o755)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), dst)
+	}
+	if err != nil {
+		return "", fmt.Errorf("installing den-init: %w", err)
+	}
+	return version, nil
+}
+
+// initDir is the host directory holding that version of den-init.
+func (r *Runtime) initDir(version string) string {
+	if version == "" {
+		return r.cfg.InitDir
+	}
+	return filepath.Join(r.cfg.InitDir, version)
+}
+
+// HasInit reports whether this host keeps that version of den-init.
+func (r *Runtime) HasInit(version string) bool {
+	if version != "" && (version != filepath.Base(version) || version == "." || version == "..") {
+		return false
+	}
+	fi, err := os.Stat(filepath.Join(r.initDir(version), filepath.Base(InitPath)))
+	return err == nil && fi.Mode().IsRegular()
+}

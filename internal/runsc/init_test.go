@@ -1,0 +1,63 @@
+package runsc
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+// Each den-init is kept as its own version, never replaced; instances
+// mount the one they name.
+func TestInstallInit(t *testing.T) {
+	base := t.TempDir()
+	initDir := filepath.Join(base, "init")
+	bin := filepath.Join(base, "den-init")
+	write := func(content string) {
+		if err := os.WriteFile(bin, []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("first den-init")
+	v1, err := InstallInit(initDir, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := InstallInit(initDir, bin); err != nil || again != v1 {
+		t.Fatalf("installing the same binary again: %q, %v; want %q", again, err, v1)
+	}
+	write("second den-init, as after an upgrade")
+	v2, err := InstallInit(initDir, bin)
+	if err != nil || v2 == v1 {
+		t.Fatalf("a new binary: version %q, %v (first %q)", v2, err, v1)
+	}
+	for v, want := range map[string]string{v1: "first den-init", v2: "second den-init, as after an upgrade"} {
+		b, err := os.ReadFile(filepath.Join(initDir, v, "den-init"))
+		if err != nil || string(b) != want {
+			t.Errorf("version %s holds %q, %v; want %q", v, b, err, want)
+		}
+	}
+
+	r := &Runtime{cfg: Config{InitDir: initDir}}
+	for v, want := range map[string]bool{v1: true, v2: true, "v-0000000000000000": false, "": false, "../init": false, "..": false} {
+		if got := r.HasInit(v); got != want {
+			t.Errorf("HasInit(%q) = %v, want %v", v, got, want)
+		}
+	}
+	// The one den-init from before versions lives in InitDir itself.
+	if err := os.WriteFile(filepath.Join(initDir, "den-init"), []byte("legacy"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if !r.HasInit("") {
+		t.Error("HasInit(\"\") with the legacy den-init in place = false")
+	}
+	for v, want := range map[string]string{v1: filepath.Join(initDir, v1), "": initDir} {
+		spec := r.spec(sandbox.Instance{ID: "sb-g1", Init: v})
+		for _, m := range spec.Mounts {
+			if m.Destination == "/.den" && m.Source != want {
+				t.Errorf("instance of version %q mounts %s, want %s", v, m.Source, want)
+			}
+		}
+	}
+}
