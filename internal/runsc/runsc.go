@@ -30,7 +30,7 @@ type Config struct {
 	LogDir    string // one log file per instance: den-init's stdout and stderr
 	// InitDir holds a directory per den-init version (see InstallInit),
 	// one of which is mounted read-only at /.den in each instance.
-	InitDir   string
+	InitDir string
 	// ResolvConf is a host file mounted read-only at /etc/resolv.conf,
 	// naming den's resolver; none when empty.
 	ResolvConf string
