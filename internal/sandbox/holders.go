@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 
@@ -116,9 +118,26 @@ func (s *Service) scrubBeforePause(ctx context.Context, sb *Sandbox) {
 // scrub has den-init clear secrets from its memory. The connections that
 // carried output go first: their buffers, den-init's and its network
 // stack's, may hold what a command printed.
+//
+// A den-init from before scrubbing existed (restored from an older image)
+// answers not found: its secret files are removed one by one instead,
+// which is all that den-init could do.
 func scrub(ctx context.Context, g Guest) error {
 	closeGuest(g)
-	return g.Scrub(ctx)
+	err := g.Scrub(ctx)
+	if !errors.Is(err, errdefs.ErrNotFound) {
+		return err
+	}
+	ents, err := g.ReadDir(ctx, guest.SecretDir)
+	if err != nil {
+		return nil // no mount, or nothing was ever written
+	}
+	for _, e := range ents {
+		if err := g.Remove(ctx, path.Join(guest.SecretDir, e.Name), false); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return fmt.Errorf("removing secret file %s: %w", e.Name, err)
+		}
+	}
+	return nil
 }
 
 // refuseSecretCapture fails when saving sb's memory, to do what (e.g.
