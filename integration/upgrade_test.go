@@ -74,4 +74,17 @@ func TestWakeAfterDenInitUpgrade(t *testing.T) {
 		t.Fatalf("waking a second time: %v", err)
 	}
 	check("woken a second time")
+
+	// Once nothing needs the old den-init, a restart removes it.
+	for _, name := range []string{"kid", "up"} { // the fork first: it needs up's checkpoint
+		if err := d.c.RemoveSandbox(ctx, name, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.stop()
+	d.start()
+	versions, err = filepath.Glob(filepath.Join(d.dataDir, "init", "v-*", "den-init"))
+	if err != nil || len(versions) != 1 {
+		t.Fatalf("den-init versions after the last user of the old one went: %v, %v; want the new one only", versions, err)
+	}
 }

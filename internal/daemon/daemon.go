@@ -115,6 +115,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := svc.Recover(ctx); err != nil {
 		return err
 	}
+	if err := pruneInits(ctx, svc, initDir, log); err != nil {
+		log.Warn("removing den-init versions nothing needs", "err", err)
+	}
 	svc.RunIdle(cfg.IdleInterval)
 	go audit.Retain(ctx, st, cfg.AuditRetention, time.Hour, log)
 
@@ -160,6 +163,21 @@ func installInit(cfg Config) (dir, version string, err error) {
 	}
 	version, err = runsc.InstallInit(dir, cfg.Init)
 	return dir, version, err
+}
+
+// pruneInits removes the versions of den-init no sandbox runs and no
+// memory image needs. It runs before the API serves, so nothing starts
+// meanwhile.
+func pruneInits(ctx context.Context, svc *sandbox.Service, dir string, log *slog.Logger) error {
+	keep, err := svc.InitVersions(ctx)
+	if err != nil {
+		return err
+	}
+	removed, err := runsc.PruneInits(dir, keep)
+	if len(removed) > 0 {
+		log.Info("removed den-init versions nothing needs", "versions", removed)
+	}
+	return err
 }
 
 func serve(ctx context.Context, cfg Config, handler http.Handler, log *slog.Logger) error {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // den-init comes in versions: a memory image holds the den-init process
@@ -81,4 +82,25 @@ func (r *Runtime) HasInit(version string) bool {
 	}
 	fi, err := os.Stat(filepath.Join(r.initDir(version), filepath.Base(InitPath)))
 	return err == nil && fi.Mode().IsRegular()
+}
+
+// PruneInits removes the versions of den-init under initDir that keep
+// does not name, and returns them. The file from before versions stays.
+func PruneInits(initDir string, keep map[string]bool) ([]string, error) {
+	ents, err := os.ReadDir(initDir)
+	if err != nil {
+		return nil, fmt.Errorf("listing den-init versions: %w", err)
+	}
+	var removed []string
+	for _, e := range ents {
+		v := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(v, "v-") || keep[v] {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(initDir, v)); err != nil {
+			return removed, fmt.Errorf("removing den-init %s: %w", v, err)
+		}
+		removed = append(removed, v)
+	}
+	return removed, nil
 }

@@ -61,3 +61,27 @@ func TestInstallInit(t *testing.T) {
 		}
 	}
 }
+
+// Versions nothing keeps go; kept ones and the file from before stay.
+func TestPruneInits(t *testing.T) {
+	dir := t.TempDir()
+	for _, v := range []string{"v-1", "v-2", "v-3"} {
+		if err := os.MkdirAll(filepath.Join(dir, v), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, v, "den-init"), []byte(v), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "den-init"), []byte("legacy"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := PruneInits(dir, map[string]bool{"v-2": true, "": true})
+	if err != nil || len(removed) != 2 || removed[0] != "v-1" || removed[1] != "v-3" {
+		t.Fatalf("PruneInits removed %v, %v; want v-1 and v-3", removed, err)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if len(left) != 2 {
+		t.Fatalf("left %v, want v-2 and the file from before", left)
+	}
+}
