@@ -99,22 +99,6 @@ func (s *Service) readyToSave(ctx context.Context, sb *Sandbox) ([]guest.Process
 	return nil, nil
 }
 
-// scrubBeforePause clears what secrets den-init may still hold in a
-// running sandbox about to be paused, so a later hibernation need not
-// thaw it for that. A failure only costs that thaw.
-func (s *Service) scrubBeforePause(ctx context.Context, sb *Sandbox) {
-	st := s.secretStateOf(sb)
-	if !st.residue {
-		return
-	}
-	if err := scrub(ctx, s.guestFor(sb)); err != nil {
-		s.log.Warn("clearing secrets before pausing", "sandbox", sb.Name, "err", err)
-		return
-	}
-	st.residue = false
-	s.setSecretState(sb, st)
-}
-
 // scrub has den-init clear secrets from its memory. The connections that
 // carried output go first: their buffers, den-init's and its network
 // stack's, may hold what a command printed.

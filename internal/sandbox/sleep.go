@@ -27,7 +27,6 @@ func (s *Service) pause(ctx context.Context, sb *Sandbox, why string) error {
 	if err := require(sb, "pause", StateRunning); err != nil {
 		return err
 	}
-	s.scrubBeforePause(ctx, sb)
 	if err := s.cfg.Runtime.Pause(ctx, sb.InstanceID()); err != nil {
 		return fmt.Errorf("pausing sandbox %q: %w", sb.Name, err)
 	}
