@@ -30,7 +30,10 @@ const (
 	allowedAddr  = "198.18.0.2" // host end 198.18.0.1
 	deniedAddr   = "198.18.1.2" // host end 198.18.1.1
 	metadataAddr = "169.254.169.254"
-	egressTable  = 2514 // routing table sending the test range's metadata traffic to the denied namespace
+	// A private range for TestEgressOpenedPrivateRange: host end .1.
+	privateHostAddr = "10.214.252.1"
+	privateAddr     = "10.214.252.2"
+	egressTable     = 2514 // routing table sending the test range's metadata traffic to the denied namespace
 )
 
 func TestEgressNoneReachesNothing(t *testing.T) {
@@ -112,13 +115,13 @@ func TestEgressPrivateAnswers(t *testing.T) {
 	if got := admitted(t, r.m.Table()); slices.Contains(got, b.guest.String()) {
 		t.Fatalf("the private address was admitted: %v", got)
 	}
-	// A CIDR rule is what admits a denied range, and then the resolver
-	// answers it too.
+	// Not even a CIDR rule naming it (den refuses such a rule before it
+	// gets here): den's sandbox network is never reached.
 	a.enforce(t, sandbox.NetworkAllow, "private.test", b.guest.String()+":7000")
-	if got := a.resolve(t, "private.test", "udp"); !equalAddrs(got, b.guest.String()) {
-		t.Fatalf("private.test resolved to %v under a CIDR rule naming it", got)
+	if got := a.resolve(t, "private.test", "udp"); len(got) != 0 {
+		t.Fatalf("private.test resolved to %v under a CIDR rule naming another sandbox", got)
 	}
-	a.reaches(t, b.guest.String()+":7000", "sandbox b:7000")
+	a.unreachable(t, b.guest.String()+":7000", bListener)
 }
 
 func TestEgressOpen(t *testing.T) {
@@ -145,11 +148,53 @@ func TestEgressOpen(t *testing.T) {
 	a.unreachable(t, resolverTCP.addr, resolverTCP)
 	a.unreachable(t, b.guest.String()+":7000", bListener)
 	a.unreachable(t, metadataAddr+":80", r.metadata)
-	// Unless a CIDR rule names them.
-	a.enforce(t, sandbox.NetworkOpen, hostEnd.addr, hostVeth.addr)
-	a.reaches(t, hostEnd.addr, "host")
-	a.reaches(t, hostVeth.addr, "host")
+	// Not even when a CIDR rule names them (den refuses such rules
+	// before they get here).
+	a.enforce(t, sandbox.NetworkOpen, hostEnd.addr, hostVeth.addr, b.guest.String(), metadataAddr, r.m.ResolverAddr().String())
+	a.unreachable(t, hostEnd.addr, hostEnd)
+	a.unreachable(t, hostVeth.addr, hostVeth)
 	a.unreachable(t, resolverTCP.addr, resolverTCP)
+	a.unreachable(t, b.guest.String()+":7000", bListener)
+	a.unreachable(t, metadataAddr+":80", r.metadata)
+}
+
+// TestEgressNoSandboxOpensAnother: ingress to a sandbox is den's alone.
+// Whatever both sandboxes' rules say, one never reaches the other, on
+// its services or its den-init port; answers to what a sandbox itself
+// connected to still come back.
+func TestEgressNoSandboxOpensAnother(t *testing.T) {
+	r := newEgressRig(t)
+	a := r.attach(t, "a", 0)
+	b := r.attach(t, "b", 1)
+	svc := r.serveIn(t, b.ns, b.guest.String()+":7000", "sandbox b")
+	initPort := r.serveIn(t, b.ns, b.guest.String()+":7071", "den-init of b")
+	for _, mode := range []sandbox.NetworkMode{sandbox.NetworkOpen, sandbox.NetworkAllow} {
+		a.enforce(t, mode, egressPrefix, b.guest.String()+":7000,7071")
+		b.enforce(t, mode, egressPrefix)
+		a.unreachable(t, b.guest.String()+":7000", svc)
+		a.unreachable(t, b.guest.String()+":7071", initPort)
+		b.enforce(t, sandbox.NetworkOpen)
+		b.reaches(t, allowedAddr+":8080", "allowed:8080")
+	}
+}
+
+// TestEgressOpenedPrivateRange: a private range a rule names is reached
+// (den lets such a rule through only where the operator opened the
+// range), and nothing of the range the rule does not name.
+func TestEgressOpenedPrivateRange(t *testing.T) {
+	r := newEgressRig(t)
+	tag := fmt.Sprintf("%05d", os.Getpid()%100000)
+	ns := serverNS(t, "egt-p"+tag, privateHostAddr, privateAddr)
+	srv := serveTCP(t, ns, privateAddr, "private", 8080, 8081)
+	a := r.attach(t, "a", 0)
+	a.enforce(t, sandbox.NetworkOpen)
+	a.unreachable(t, privateAddr+":8080", srv)
+	a.enforce(t, sandbox.NetworkAllow, privateAddr+":8080")
+	a.reaches(t, privateAddr+":8080", "private:8080")
+	a.unreachable(t, privateAddr+":8081", srv)
+	a.enforce(t, sandbox.NetworkOpen, privateAddr+":8081")
+	a.reaches(t, privateAddr+":8081", "private:8081")
+	a.unreachable(t, privateAddr+":8080", srv)
 }
 
 func TestEgressPolicyChangesAtOnce(t *testing.T) {

@@ -40,6 +40,7 @@ func main() {
 	fs.StringVar(&cfg.Subnet, "subnet", env("DEN_SUBNET", cfg.Subnet), "private IPv4 range for sandbox links; its last 4 addresses are den's (the resolver)")
 	fs.StringVar(&cfg.PortsDomain, "ports-domain", env("DEN_PORTS_DOMAIN", ""), "also serve exposed ports by host name, PORT-NAME.DOMAIN (point *.DOMAIN at dend's --listen address)")
 	fs.StringVar(&cfg.DNSUpstreams, "dns-upstream", env("DEN_DNS_UPSTREAM", ""), "name servers den's resolver asks for the names a policy allows, ADDR[:PORT],... (default: the host's /etc/resolv.conf)")
+	fs.StringVar(&cfg.AllowPrivate, "allow-private", env("DEN_ALLOW_PRIVATE", ""), "private ranges every owner's network rules may name, CIDR,... (default: none; `den owner set --allow-private` opens one to one owner)")
 	durations := []struct {
 		v          *time.Duration
 		name, help string

@@ -38,6 +38,7 @@ type Config struct {
 	PoolSize     int64         // size of the loop file made when the data dir is not on btrfs
 	Subnet       string        // private range for sandbox links
 	DNSUpstreams string        // name servers den's resolver asks for allowed names, "ADDR[:PORT],..."; default: the host's
+	AllowPrivate string        // private ranges every owner's rules may name, "CIDR,..."; default: none
 	StopGrace    time.Duration // SIGTERM→SIGKILL on stop
 	Node         string        // this host's name
 	Debug        bool          // debug logs, and runsc debug logs per instance
@@ -110,6 +111,9 @@ func (c *Config) Validate() error {
 	if _, err := c.Upstreams(); err != nil {
 		return err
 	}
+	if _, err := c.OpenedPrivate(); err != nil {
+		return err
+	}
 	if c.PortsDomain != "" && !validDomain(c.PortsDomain) {
 		return bad("ports-domain", "%q is not a lowercase domain name like ports.example.com", c.PortsDomain)
 	}
@@ -173,6 +177,23 @@ func (c *Config) Upstreams() ([]netip.AddrPort, error) {
 			ap = netip.AddrPortFrom(a, 53)
 		}
 		out = append(out, ap)
+	}
+	return out, nil
+}
+
+// OpenedPrivate parses AllowPrivate: private ranges (RFC 1918, CGNAT)
+// that every owner's network rules may name.
+func (c *Config) OpenedPrivate() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(c.AllowPrivate, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		p, err := sandbox.ParsePrivateRange(f)
+		if err != nil {
+			return nil, fmt.Errorf("config allow-private: %w", err)
+		}
+		out = append(out, p)
 	}
 	return out, nil
 }

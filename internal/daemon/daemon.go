@@ -97,8 +97,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	opened, err := cfg.OpenedPrivate()
+	if err != nil {
+		return err
+	}
 	svc, err := sandbox.NewService(sandbox.Config{
 		Store: st, Volumes: pool, Runtime: rt, Network: network, Images: images, Secrets: secrets, Init: initVersion,
+		Reach:         network.Reach(opened),
 		Dial:          func(addr netip.AddrPort, token string) sandbox.Guest { return guest.New(addr, token) },
 		Logger:        log,
 		Node:          cfg.Node,

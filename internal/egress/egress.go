@@ -13,29 +13,22 @@ import (
 	"github.com/den-dev/den/internal/sandbox"
 )
 
-// alwaysDenied are the ranges no sandbox reaches unless one of its CIDR
-// rules names them: "this network", loopback, link-local (where cloud
-// metadata services live), the private and shared ranges, multicast and
-// the reserved block up to broadcast.
-var alwaysDenied = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("10.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"),
-	netip.MustParsePrefix("127.0.0.0/8"),
-	netip.MustParsePrefix("169.254.0.0/16"),
-	netip.MustParsePrefix("172.16.0.0/12"),
-	netip.MustParsePrefix("192.168.0.0/16"),
-	netip.MustParsePrefix("224.0.0.0/4"),
-	netip.MustParsePrefix("240.0.0.0/4"),
+// Denied is what sandboxes do not reach: Never whatever their rules say,
+// Private unless one of their CIDR rules names it (den checks that such
+// a rule is within what the operator opened before it gets here).
+type Denied struct {
+	Never   []netip.Prefix
+	Private []netip.Prefix
 }
 
-// AlwaysDenied returns the ranges no sandbox reaches unless a CIDR rule
-// names them: the sandboxes' own range, wherever it is, and the
-// link-local, private, loopback, multicast and reserved ranges. The
-// host's own addresses are denied too, whatever they are, by the input
-// path of the Firewall.
-func AlwaysDenied(sandboxes netip.Prefix) []netip.Prefix {
-	return append([]netip.Prefix{sandboxes.Masked()}, alwaysDenied...)
+// DeniedFor is den's Denied for sandboxes in the range sandboxes; the
+// host's own addresses are never reached either, whatever they are, by
+// the input path of the Firewall.
+func DeniedFor(sandboxes netip.Prefix) Denied {
+	return Denied{
+		Never:   sandbox.Prefixes(sandbox.NeverReached(sandboxes)),
+		Private: sandbox.Prefixes(sandbox.PrivateRanges()),
+	}
 }
 
 // Sandbox is one sandbox as the network sees it.
@@ -55,11 +48,16 @@ func cidrAdmits(p sandbox.NetworkPolicy, a netip.Addr) bool {
 	return false
 }
 
-// deniedFor reports whether a is in one of the denied ranges and no CIDR
-// rule of p names it: the Firewall drops whatever goes there.
-func deniedFor(denied []netip.Prefix, p sandbox.NetworkPolicy, a netip.Addr) bool {
-	for _, d := range denied {
-		if d.Contains(a) {
+// Has reports whether a sandbox under p does not reach a: a is in a
+// Never range, or in a Private one that no CIDR rule of p names.
+func (d Denied) Has(p sandbox.NetworkPolicy, a netip.Addr) bool {
+	for _, n := range d.Never {
+		if n.Contains(a) {
+			return true
+		}
+	}
+	for _, pr := range d.Private {
+		if pr.Contains(a) {
 			return !cidrAdmits(p, a)
 		}
 	}

@@ -44,9 +44,13 @@ func TestIntervals(t *testing.T) {
 }
 
 func TestDeniedFor(t *testing.T) {
-	denied := AlwaysDenied(netip.MustParsePrefix("198.18.64.0/24"))
+	denied := DeniedFor(netip.MustParsePrefix("198.18.64.0/24"))
 	open := sandbox.NetworkPolicy{Mode: sandbox.NetworkOpen}
 	withRule := sandbox.NetworkPolicy{Mode: sandbox.NetworkOpen, Allow: []sandbox.NetworkRule{{Prefix: netip.MustParsePrefix("10.9.0.0/16"), Ports: []uint16{5432}}}}
+	// A rule naming a never-reached range (den refuses it before it
+	// gets here) still reaches nothing there.
+	naming := sandbox.NetworkPolicy{Mode: sandbox.NetworkOpen, Allow: []sandbox.NetworkRule{
+		{Prefix: netip.MustParsePrefix("198.18.64.0/24")}, {Prefix: netip.MustParsePrefix("169.254.169.254/32")}}}
 	for _, tc := range []struct {
 		addr string
 		p    sandbox.NetworkPolicy
@@ -64,8 +68,10 @@ func TestDeniedFor(t *testing.T) {
 		{"93.184.216.34", open, false},
 		{"10.9.1.1", withRule, false},
 		{"10.10.1.1", withRule, true},
+		{"198.18.64.9", naming, true},
+		{"169.254.169.254", naming, true},
 	} {
-		if got := deniedFor(denied, tc.p, netip.MustParseAddr(tc.addr)); got != tc.want {
+		if got := denied.Has(tc.p, netip.MustParseAddr(tc.addr)); got != tc.want {
 			t.Errorf("deniedFor(%s, %v) = %v, want %v", tc.addr, tc.p.Allow, got, tc.want)
 		}
 	}

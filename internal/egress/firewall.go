@@ -29,32 +29,37 @@ import (
 // other tables (and other dends, each with its own table) are unaffected:
 //
 //	table inet NAME {
-//	  set denied { type ipv4_addr; flags interval }   # AlwaysDenied
+//	  set never { type ipv4_addr; flags interval }    # Denied.Never
+//	  set private { type ipv4_addr; flags interval }  # Denied.Private
 //	  set links { type ifname }                       # every sandbox link
 //	  map forward-links { type ifname : verdict }     # link : jump fwd-ID
 //	  map input-links { type ifname : verdict }       # link : jump in-ID
 //	  chain forward { type filter hook forward priority filter
-//	    iifname vmap @forward-links
 //	    oifname @links ct direction reply accept      # answers to a sandbox
-//	    oifname @links drop }                         # nobody else gets in
+//	    oifname @links drop                           # nobody else gets in
+//	    iifname vmap @forward-links }
 //	  chain input { type filter hook input priority filter
 //	    iifname vmap @input-links }
 //	  chain postrouting { type nat hook postrouting priority srcnat
 //	    ip saddr SANDBOXES ip daddr != SANDBOXES masquerade }
 //	  chain fwd-ID { ... }      # what sandbox ID reaches through the host
-//	  chain in-ID { ... }       # what it reaches on the host itself
+//	  chain in-ID { ... }       # what it reaches on the host itself: DNS
 //	  set dom-ID-HASH { type ipv4_addr; flags timeout }  # per domain rule
 //	}
 //
-// A sandbox's chains decide every packet it sends, not only the first of
-// a connection, so a policy change holds at once for connections already
-// open too. All state lives in the table: a restarted dend finds it as it
-// was and only needs to tell its Resolver the policies again.
+// Ingress to a sandbox is decided before any sandbox's own chain, so no
+// rule of one sandbox opens another: only answers to connections the
+// sandbox made, or that the host made to it (den-init's channel, the port
+// proxy), reach it. A sandbox's chains decide every packet it sends, not
+// only the first of a connection, so a policy change holds at once for
+// connections already open too. All state lives in the table: a
+// restarted dend finds it as it was and only needs to tell its Resolver
+// the policies again.
 type Firewall struct {
 	table     *nftables.Table
 	sandboxes netip.Prefix
 	resolver  netip.Addr
-	denied    []netip.Prefix
+	denied    Denied
 
 	// mu serializes transactions, so that Admit never races Apply or
 	// Remove changing the same sandbox's sets.
@@ -79,7 +84,8 @@ type FirewallConfig struct {
 
 // Names in the table.
 const (
-	setDenied    = "denied"
+	setNever     = "never"
+	setPrivate   = "private"
 	setLinks     = "links"
 	mapForward   = "forward-links"
 	mapInput     = "input-links"
@@ -122,18 +128,18 @@ func NewFirewall(cfg FirewallConfig) (*Firewall, error) {
 		table:     &nftables.Table{Name: cfg.Table, Family: nftables.TableFamilyINet},
 		sandboxes: cfg.Sandboxes.Masked(),
 		resolver:  cfg.Resolver,
-		denied:    AlwaysDenied(cfg.Sandboxes),
+		denied:    DeniedFor(cfg.Sandboxes),
 		admitted:  map[string]map[string]map[netip.Addr]time.Time{},
 	}, nil
 }
 
-// Denied is what no sandbox reaches unless a CIDR rule names it.
-func (f *Firewall) Denied() []netip.Prefix { return f.denied }
+// Denied is what sandboxes do not reach.
+func (f *Firewall) Denied() Denied { return f.denied }
 
 // Table is the name of the nftables table.
 func (f *Firewall) Table() string { return f.table.Name }
 
-// Setup creates the table, its base chains, maps and the denied set, or
+// Setup creates the table, its base chains, maps and the denied sets, or
 // brings them back to what they should be; sandbox chains are kept. It
 // is one transaction, safe to repeat.
 func (f *Firewall) Setup() error {
@@ -142,13 +148,15 @@ func (f *Firewall) Setup() error {
 	c := newConn()
 	c.AddTable(f.table)
 
-	denied := &nftables.Set{Table: f.table, Name: setDenied, KeyType: nftables.TypeIPAddr, Interval: true}
-	if err := c.AddSet(denied, nil); err != nil {
-		return fmt.Errorf("declaring the denied set: %w", err)
-	}
-	c.FlushSet(denied)
-	if err := c.SetAddElements(denied, intervals(f.denied)); err != nil {
-		return fmt.Errorf("filling the denied set: %w", err)
+	for name, ranges := range map[string][]netip.Prefix{setNever: f.denied.Never, setPrivate: f.denied.Private} {
+		set := &nftables.Set{Table: f.table, Name: name, KeyType: nftables.TypeIPAddr, Interval: true}
+		if err := c.AddSet(set, nil); err != nil {
+			return fmt.Errorf("declaring the %s set: %w", name, err)
+		}
+		c.FlushSet(set)
+		if err := c.SetAddElements(set, intervals(ranges)); err != nil {
+			return fmt.Errorf("filling the %s set: %w", name, err)
+		}
 	}
 	// Interface names are strings, in host byte order for nft to show them.
 	links := &nftables.Set{Table: f.table, Name: setLinks, KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian}
@@ -174,10 +182,12 @@ func (f *Firewall) Setup() error {
 		c.AddRule(&nftables.Rule{Table: f.table, Chain: ch, Exprs: e})
 	}
 
-	rule(forward, &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
-		&expr.Lookup{SourceRegister: 1, SetName: fwd.Name, SetID: fwd.ID, IsDestRegSet: true, DestRegister: 0})
+	// Into a sandbox first: a sandbox's own chain must never decide what
+	// enters another (an accept there would end the base chain).
 	rule(forward, cat(oifIn(links), ctReply(), verdict(expr.VerdictAccept))...)
 	rule(forward, cat(oifIn(links), counter(), verdict(expr.VerdictDrop))...)
+	rule(forward, &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Lookup{SourceRegister: 1, SetName: fwd.Name, SetID: fwd.ID, IsDestRegSet: true, DestRegister: 0})
 	rule(input, &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
 		&expr.Lookup{SourceRegister: 1, SetName: in.Name, SetID: in.ID, IsDestRegSet: true, DestRegister: 0})
 	rule(nat, cat(addrIn(offSaddr, f.sandboxes, expr.CmpOpEq), addrIn(offDaddr, f.sandboxes, expr.CmpOpNeq),
@@ -230,7 +240,7 @@ func (f *Firewall) Apply(sb Sandbox, p sandbox.NetworkPolicy) error {
 	for _, e := range f.forwardRules(c, sb, p) {
 		c.AddRule(&nftables.Rule{Table: f.table, Chain: fwd, Exprs: e})
 	}
-	for _, e := range f.inputRules(c, sb, p) {
+	for _, e := range f.inputRules(c, sb) {
 		c.AddRule(&nftables.Rule{Table: f.table, Chain: in, Exprs: e})
 	}
 	for _, name := range existing {
@@ -261,13 +271,15 @@ func (f *Firewall) Apply(sb Sandbox, p sandbox.NetworkPolicy) error {
 }
 
 // forwardRules decide what sb sends through the host: nothing but IPv4
-// from its own address; answers to connections made to it; then its CIDR
-// rules; never the denied ranges; then what its Resolver admitted for
+// from its own address; answers to connections made to it; never the
+// Never ranges, whatever its rules say; then its CIDR rules; never the
+// private ranges they did not name; then what its Resolver admitted for
 // its domain rules; then everything under mode open.
 func (f *Firewall) forwardRules(c *nftables.Conn, sb Sandbox, p sandbox.NetworkPolicy) [][]expr.Any {
 	rules := f.commonRules(sb)
+	rules = append(rules, cat(ipv4Daddr(), lookup(setNever, 0), counter(), verdict(expr.VerdictDrop)))
 	rules = append(rules, f.cidrRules(c, p)...)
-	rules = append(rules, cat(ipv4Daddr(), lookup(setDenied, 0), counter(), verdict(expr.VerdictDrop)))
+	rules = append(rules, cat(ipv4Daddr(), lookup(setPrivate, 0), counter(), verdict(expr.VerdictDrop)))
 	switch p.Mode {
 	case sandbox.NetworkAllow:
 		for _, r := range p.Allow {
@@ -281,18 +293,19 @@ func (f *Firewall) forwardRules(c *nftables.Conn, sb Sandbox, p sandbox.NetworkP
 	return append(rules, cat(counter(), verdict(expr.VerdictDrop)))
 }
 
-// inputRules decide what sb sends to the host itself: DNS to the
-// Resolver, and only what a CIDR rule names besides.
-func (f *Firewall) inputRules(c *nftables.Conn, sb Sandbox, p sandbox.NetworkPolicy) [][]expr.Any {
+// inputRules decide what sb sends to the host itself, at any of its
+// addresses: DNS to the Resolver (which under mode none refuses every
+// name at once, so programs fail fast rather than wait), and nothing
+// else, whatever its rules say.
+func (f *Firewall) inputRules(c *nftables.Conn, sb Sandbox) [][]expr.Any {
 	rules := f.commonRules(sb)
 	rules = append(rules, cat(addrIn(offDaddr, netip.PrefixFrom(f.resolver, 32), expr.CmpOpEq), f.ports(c, []uint16{53}), verdict(expr.VerdictAccept)))
-	rules = append(rules, f.cidrRules(c, p)...)
 	return append(rules, cat(counter(), verdict(expr.VerdictDrop)))
 }
 
 // commonRules start both chains: IPv6 and spoofed sources are dropped,
 // and answers to connections made to the sandbox (by den-init's host
-// side, or by a sandbox its policy lets in) go through.
+// side or the port proxy) go through.
 func (f *Firewall) commonRules(sb Sandbox) [][]expr.Any {
 	return [][]expr.Any{
 		cat([]expr.Any{&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},

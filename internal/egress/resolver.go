@@ -40,9 +40,8 @@ type ResolverConfig struct {
 	// Upstreams are the servers allowed names are forwarded to, tried
 	// in order. With none, every name the policy allows fails (SERVFAIL).
 	Upstreams []netip.AddrPort
-	// Denied are the ranges no answer may carry unless a CIDR rule of
-	// the asking sandbox names them: the Firewall's.
-	Denied []netip.Prefix
+	// Denied are the addresses no answer may carry: the Firewall's.
+	Denied Denied
 	// Admit puts answered addresses into the asking sandbox's firewall
 	// sets before the answer leaves: the Firewall.
 	Admit  admitter
@@ -55,7 +54,8 @@ type ResolverConfig struct {
 // rule, and only their A records, after admitting those addresses into
 // the sandbox's firewall; under open everything. A name it does not
 // answer is never sent upstream. Answers never carry AAAA records (IPv6
-// is dropped) nor, unless a CIDR rule names them, denied addresses.
+// is dropped), never-reached addresses, nor, unless a CIDR rule names
+// them, private ones.
 type Resolver struct {
 	cfg ResolverConfig
 	log *slog.Logger
@@ -253,7 +253,7 @@ func (r *Resolver) answer(ctx context.Context, src netip.Addr, req *dns.Msg) *dn
 		switch rr := rr.(type) {
 		case *dns.A:
 			a, ok := netip.AddrFromSlice(rr.A)
-			if !ok || deniedFor(r.cfg.Denied, c.policy, a.Unmap()) {
+			if !ok || r.cfg.Denied.Has(c.policy, a.Unmap()) {
 				continue
 			}
 			addrs = append(addrs, a.Unmap())

@@ -145,7 +145,7 @@ func newResolverRig(t *testing.T) *resolverRig {
 	r, err := NewResolver(ResolverConfig{
 		Addr:      netip.MustParseAddrPort("127.0.0.1:0"),
 		Upstreams: []netip.AddrPort{rig.up.addr},
-		Denied:    AlwaysDenied(netip.MustParsePrefix("10.213.0.0/16")),
+		Denied:    DeniedFor(netip.MustParsePrefix("10.213.0.0/16")),
 		Admit:     rig.adm,
 	})
 	if err != nil {

@@ -46,6 +46,24 @@ func hostNameservers() ([]netip.AddrPort, error) {
 	return ups, nil
 }
 
+// HostAddrs lists the addresses of the host's interfaces now; none when
+// they cannot be read.
+func HostAddrs() []netip.Addr {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out
+}
+
 // resolverLabel marks the resolver's address on lo as den's.
 const resolverLabel = "lo:den"
 

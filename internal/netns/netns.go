@@ -134,6 +134,12 @@ func New(prefix string, log *slog.Logger) (*Manager, error) {
 	return Open(context.Background(), Config{Prefix: prefix, Logger: log})
 }
 
+// Reach is what rules of sandboxes in this range may never name, and
+// the private ranges opened to every owner.
+func (m *Manager) Reach(opened []netip.Prefix) sandbox.Reach {
+	return sandbox.Reach{Never: sandbox.NeverReached(m.prefix), Private: sandbox.PrivateRanges(), Opened: opened, HostAddrs: HostAddrs}
+}
+
 // Close stops the resolver and the guard of den's table. Sandboxes still
 // attached keep their links and rules (they outlive dend); when none is
 // left, den's table and resolver address go too.

@@ -32,6 +32,9 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 		if err := p.Network.Validate(); err != nil {
 			return nil, err
 		}
+		if err := s.checkReach(ctx, p.Owner, *p.Network); err != nil {
+			return nil, err
+		}
 	}
 	if err := ValidateGrants(p.Secrets); err != nil {
 		return nil, err

@@ -27,6 +27,9 @@ func (s *Service) SetNetwork(ctx context.Context, ref string, p NetworkPolicy) (
 		return nil, err
 	}
 	defer unlock()
+	if err := s.checkReach(ctx, sb.Owner, p); err != nil {
+		return nil, err
+	}
 	if err := require(sb, "change the network policy of", StateRunning, StatePaused, StateStopped, StateHibernated, StateError); err != nil {
 		return nil, err
 	}
@@ -46,4 +49,10 @@ func (s *Service) SetNetwork(ctx context.Context, ref string, p NetworkPolicy) (
 		return nil, err
 	}
 	return sb, nil
+}
+
+// checkReach refuses a policy that names what no sandbox of owner may
+// reach.
+func (s *Service) checkReach(ctx context.Context, owner string, p NetworkPolicy) error {
+	return s.cfg.Reach.Check(p, nil)
 }

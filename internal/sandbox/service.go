@@ -21,6 +21,8 @@ type Config struct {
 	Volumes Volumes
 	Runtime Runtime
 	Network Network
+	// Reach is what network rules may name, whatever the tenant asks.
+	Reach   Reach
 	Images  Images
 	Secrets Secrets // nil: no secrets can be granted
 	Dial    GuestDialer
