@@ -215,8 +215,16 @@ func allow(p auth.Principal, a area, mutates bool) error {
 }
 
 // guard wraps a route's handler in the scope rules.
-func (s *server) guard(rt route) handlerFunc {
+func (s *server) guard(rt route, query []string) handlerFunc {
 	a, mutates := areaOf(rt.path), mutating(rt.method, rt.path)
+	call := func(w http.ResponseWriter, r *http.Request) error {
+		// After the scope rules: a sandbox the caller may not see is
+		// not found, whatever the query says.
+		if err := checkQuery(rt, query, r); err != nil {
+			return err
+		}
+		return rt.fn(w, r)
+	}
 	return func(w http.ResponseWriter, r *http.Request) error {
 		info := infoOf(r)
 		info.route = rt.path
@@ -225,7 +233,7 @@ func (s *server) guard(rt route) handlerFunc {
 				return grantNotFor()
 			}
 			useGrant(r, info)
-			return rt.fn(w, r)
+			return call(w, r)
 		}
 		ref := r.PathValue("name")
 		if a == areaSandboxes {
@@ -241,7 +249,7 @@ func (s *server) guard(rt route) handlerFunc {
 				return err
 			}
 		}
-		return rt.fn(w, r)
+		return call(w, r)
 	}
 }
 

@@ -30,7 +30,6 @@ func loadSpec(t *testing.T) spec {
 	return s
 }
 
-var httpMethods = []string{"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 
 // TestRoutesMatchOpenAPI keeps the served routes and the documented ones
 // the same set, in both directions.

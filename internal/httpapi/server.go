@@ -176,8 +176,9 @@ func New(cfg Config) http.Handler {
 		s.maxJSONBytes = DefaultMaxJSONBytes
 	}
 	mux := http.NewServeMux()
+	queries := routeQueries()
 	for _, rt := range s.routes() {
-		mux.Handle(rt.method+" "+rt.path, s.handle(s.guard(rt)))
+		mux.Handle(rt.method+" "+rt.path, s.handle(s.guard(rt, queries[rt.method+" "+rt.path])))
 	}
 	return s.logRequests(s.recoverPanics(s.routeHosts(s.authenticate(s.auditCalls(s.fallback(mux))))))
 }
