@@ -30,7 +30,6 @@ func loadSpec(t *testing.T) spec {
 	return s
 }
 
-
 // TestRoutesMatchOpenAPI keeps the served routes and the documented ones
 // the same set, in both directions.
 func TestRoutesMatchOpenAPI(t *testing.T) {
