@@ -52,6 +52,7 @@ type Config struct {
 	HibernateAfter   time.Duration // hibernate after this long unused
 	TTL              time.Duration // destroy after this much running time
 	EphemeralTTL     time.Duration // TTL of an ephemeral sandbox that sets none
+	MinTTL           time.Duration // the shortest ttl or max_age a sandbox's own policy may set
 	BackgroundActive bool          // detached commands still running count as use
 	KeepCheckpoints  int           // manual checkpoints kept per sandbox; 0 keeps all
 	CheckpointMaxAge time.Duration // manual checkpoints older than this go; 0 keeps all
@@ -80,6 +81,7 @@ func Default() Config {
 		PauseAfter:     10 * time.Minute,
 		HibernateAfter: time.Hour,
 		EphemeralTTL:   time.Hour,
+		MinTTL:         time.Minute,
 		IdleInterval:   time.Second,
 	}
 }
@@ -125,7 +127,7 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"stop-grace", c.StopGrace}, {"pause-after", c.PauseAfter}, {"hibernate-after", c.HibernateAfter}, {"ttl", c.TTL}, {"ephemeral-ttl", c.EphemeralTTL}, {"checkpoint-max-age", c.CheckpointMaxAge}, {"audit-retention", c.AuditRetention}} {
+	}{{"stop-grace", c.StopGrace}, {"pause-after", c.PauseAfter}, {"hibernate-after", c.HibernateAfter}, {"ttl", c.TTL}, {"ephemeral-ttl", c.EphemeralTTL}, {"min-ttl", c.MinTTL}, {"checkpoint-max-age", c.CheckpointMaxAge}, {"audit-retention", c.AuditRetention}} {
 		if d.v < 0 {
 			return bad(d.name, "negative duration %s", d.v)
 		}

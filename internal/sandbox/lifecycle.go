@@ -21,7 +21,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	if err := ValidateName("sandbox", p.Name); err != nil {
 		return nil, err
 	}
-	if err := p.Policy.Validate(); err != nil {
+	if err := s.validatePolicy(p.Policy); err != nil {
 		return nil, err
 	}
 	if p.Ephemeral && (p.Policy.TTL == nil || *p.Policy.TTL == 0) {
