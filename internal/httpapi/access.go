@@ -92,7 +92,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 		} else if err := s.identify(r, info); err != nil {
 			if errors.Is(err, auth.ErrUnauthorized) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="den"`)
-				s.log.Info("refused a request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+				s.refusals.note(r, err)
 			}
 			s.writeError(w, r, err)
 			return

@@ -149,6 +149,8 @@ type server struct {
 	portsKey      []byte
 	portsDomain   string
 	portTransport *http.Transport
+	// refusals logs requests refused for want of a valid token.
+	refusals *refusalLog
 }
 
 // New returns the handler of the whole API: every route of Routes, JSON
@@ -172,6 +174,7 @@ func New(cfg Config) http.Handler {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.refusals = newRefusalLog(s.log, nil)
 	if s.maxJSONBytes <= 0 {
 		s.maxJSONBytes = DefaultMaxJSONBytes
 	}
