@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
 )
 
 // cleanupTimeout bounds undo work that runs after the caller gave up.
@@ -166,12 +168,13 @@ func (s *Service) startInstance(ctx context.Context, sb *Sandbox) (err error) {
 		return err
 	}
 	t1 := time.Now()
-	if err := s.cfg.Runtime.Start(ctx, s.instance(sb, att.Netns)); err != nil {
+	bootToken := newToken()
+	if err := s.cfg.Runtime.Start(ctx, s.instance(sb, att.Netns, bootToken)); err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
 	t2 := time.Now()
-	if err := s.waitReady(ctx, sb, s.guestFor(sb)); err != nil {
+	if err := s.handOver(ctx, sb, bootToken); err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
@@ -183,6 +186,21 @@ func (s *Service) startInstance(ctx context.Context, sb *Sandbox) (err error) {
 	s.setSecretState(sb, secretState{}) // booted from files: nothing given yet
 	s.log.Debug("booted", "sandbox", sb.Name, "network", t1.Sub(t0), "engine", t2.Sub(t1),
 		"den_init", t3.Sub(t2), "limits", time.Since(t3))
+	return nil
+}
+
+// handOver waits for the den-init of sb's fresh instance, which knows
+// only the boot token of its environment, and gives it sb's own.
+func (s *Service) handOver(ctx context.Context, sb *Sandbox, bootToken string) error {
+	_, addr := s.cfg.Network.Addr(sb.Slot)
+	boot := s.cfg.Dial(netip.AddrPortFrom(addr, guest.Port), bootToken)
+	defer closeGuest(boot)
+	if err := s.waitReady(ctx, sb, boot); err != nil {
+		return err
+	}
+	if err := boot.Rekey(ctx, sb.Token); err != nil {
+		return fmt.Errorf("giving den-init its token: %w", err)
+	}
 	return nil
 }
 
