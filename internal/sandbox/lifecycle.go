@@ -184,6 +184,7 @@ func (s *Service) startInstance(ctx context.Context, sb *Sandbox) (err error) {
 		return err
 	}
 	s.setSecretState(sb, secretState{}) // booted from files: nothing given yet
+	s.supervise(sb)
 	s.log.Debug("booted", "sandbox", sb.Name, "network", t1.Sub(t0), "engine", t2.Sub(t1),
 		"den_init", t3.Sub(t2), "limits", time.Since(t3))
 	return nil
