@@ -112,6 +112,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		StopGrace:     cfg.StopGrace,
 		Policy:        cfg.Policy(),
 		EphemeralTTL:  cfg.EphemeralTTL,
+		Quotas:        cfg.quotas(st),
 	})
 	if err != nil {
 		return err

@@ -47,6 +47,8 @@ type Config struct {
 	EphemeralTTL time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Quotas bounds what each owner, and each sandbox, may take (quota.go).
+	Quotas Quotas
 }
 
 // Service carries out every verb on sandboxes. It serializes lifecycle
@@ -86,6 +88,9 @@ type Service struct {
 	// secretStates is, by instance id, what is known of the secrets its
 	// commands were given (see holders.go).
 	secretStates map[string]secretState
+
+	// admission checks owners' quotas (admission.go); it has its own lock.
+	admission *admission
 }
 
 // NewService checks cfg and returns a Service. Call Recover before serving
@@ -125,6 +130,7 @@ func NewService(cfg Config) (*Service, error) {
 		held:         map[string]int{},
 		staleLimits:  map[string]bool{},
 		secretStates: map[string]secretState{},
+		admission:    newAdmission(cfg.Quotas),
 	}, nil
 }
 
