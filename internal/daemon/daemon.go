@@ -135,7 +135,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
-		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain})
+		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc})
 	return serve(ctx, cfg, handler, log)
 }
 
