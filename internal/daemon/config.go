@@ -46,6 +46,10 @@ type Config struct {
 	PortsDomain  string        // serve exposed ports at PORT-NAME.PortsDomain too; "" for none
 	// AuditRetention is how long audit log entries are kept; 0 keeps them.
 	AuditRetention time.Duration
+	// OwnerQuota is the quota of owners an admin set none for (quota.go).
+	OwnerQuota sandbox.Quota
+	// MaxPIDs is the highest process limit an owner may give a sandbox.
+	MaxPIDs int
 
 	// The idle policy sandboxes get unless they set their own; 0 is never.
 	PauseAfter       time.Duration // pause after this long unused
@@ -77,6 +81,8 @@ func Default() Config {
 		Node:      host,
 
 		AuditRetention: 90 * 24 * time.Hour,
+		OwnerQuota:     sandbox.Quota{Sandboxes: DefaultOwnerSandboxes, Checkpoints: DefaultOwnerCheckpoints},
+		MaxPIDs:        DefaultMaxPIDs,
 
 		PauseAfter:     10 * time.Minute,
 		HibernateAfter: time.Hour,
@@ -134,6 +140,9 @@ func (c *Config) Validate() error {
 	}
 	if c.IdleInterval <= 0 {
 		return bad("idle-interval", "%s is not a positive duration", c.IdleInterval)
+	}
+	if err := c.validateQuotas(); err != nil {
+		return err
 	}
 	if c.KeepCheckpoints < 0 {
 		return bad("keep-checkpoints", "negative count %d", c.KeepCheckpoints)

@@ -113,6 +113,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Policy:        cfg.Policy(),
 		EphemeralTTL:  cfg.EphemeralTTL,
 		MinTTL:        cfg.MinTTL,
+		Quotas:        cfg.quotas(st),
 	})
 	if err != nil {
 		return err
@@ -135,7 +136,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
-		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain})
+		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc})
 	return serve(ctx, cfg, handler, log)
 }
 

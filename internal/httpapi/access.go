@@ -142,7 +142,9 @@ const (
 	areaTokens                // admins only
 	areaAudit
 	areaSecrets
-	areaOther // a route nobody classified: admins only
+	areaOwners // the list of owners and changes to them: admins only
+	areaOwner  // one owner: read by admins and by the owner itself
+	areaOther  // a route nobody classified: admins only
 )
 
 func areaOf(path string) area {
@@ -161,6 +163,10 @@ func areaOf(path string) area {
 		return areaAudit
 	case path == "/v1/secrets" || strings.HasPrefix(path, "/v1/secrets/"):
 		return areaSecrets
+	case path == "/v1/owners":
+		return areaOwners
+	case strings.HasPrefix(path, "/v1/owners/"):
+		return areaOwner
 	}
 	return areaOther
 }
@@ -210,6 +216,13 @@ func allow(p auth.Principal, a area, mutates bool) error {
 		return adminOnly("read the audit log")
 	case areaSecrets:
 		return adminOnly("manage secrets")
+	case areaOwners:
+		return adminOnly("list owners' quotas")
+	case areaOwner:
+		if mutates {
+			return adminOnly("set an owner's quota or grants")
+		}
+		return nil // the handler lets an owner read only its own
 	}
 	return adminOnly("use this route")
 }

@@ -127,6 +127,8 @@ type Config struct {
 	Audit audit.Log
 	// Secrets serves /v1/secrets. nil: those routes answer 503.
 	Secrets SecretService
+	// Owners serves /v1/owners (quotas and grants). nil: 503.
+	Owners OwnerService
 	// PortsKey signs URLs to exposed ports (see portaccess.go); 32 random
 	// bytes. nil: no URLs are signed (503) and none is accepted.
 	PortsKey []byte
@@ -145,6 +147,7 @@ type server struct {
 	tokens       TokenService
 	audit        audit.Log
 	secrets      SecretService
+	owners       OwnerService
 	// Exposed ports: see ports.go.
 	portsKey      []byte
 	portsDomain   string
@@ -168,6 +171,7 @@ func New(cfg Config) http.Handler {
 		tokens:       cfg.Tokens,
 		audit:        cfg.Audit,
 		secrets:      cfg.Secrets,
+		owners:       cfg.Owners,
 	}
 	s.portsKey, s.portTransport = cfg.PortsKey, newPortTransport()
 	s.portsDomain = strings.Trim(strings.ToLower(cfg.PortsDomain), ".")

@@ -63,7 +63,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	}
 	spec.PIDs, spec.DiskBytes = p.PIDs, p.DiskBytes
 	if spec.PIDs == 0 {
-		spec.PIDs = DefaultPIDs(spec.MemoryBytes)
+		spec.PIDs = s.defaultPIDs(spec.MemoryBytes)
 	}
 	if err := spec.Validate(); err != nil {
 		return nil, err
@@ -75,6 +75,11 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	if err := s.nameFree(ctx, p.Owner, p.Name); err != nil {
 		return nil, err
 	}
+	release, err := s.admitSandboxes(ctx, p.Owner, spec.Limits(), 1)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	im, err := s.cfg.Images.Ensure(ctx, spec.Image)
 	if err != nil {
 		return nil, fmt.Errorf("preparing image %q: %w", spec.Image, err)
@@ -144,6 +149,11 @@ func (s *Service) createFromRef(ctx context.Context, p CreateParams) (*Sandbox, 
 	if err := s.restorable(ck, probe); err != nil {
 		return nil, err
 	}
+	release, err := s.admitSandboxes(ctx, p.Owner, ck.Manifest.Spec.Limits(), 1)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	return s.createFrom(ctx, p, ck, fmt.Sprintf("from checkpoint %s of sandbox %s", ck.ID, ck.SandboxID))
 }
 

@@ -93,6 +93,11 @@ func (s *Service) SetLimits(ctx context.Context, ref string, c LimitChange) (*Sa
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
+	release, err := s.admitLimits(ctx, sb, old, l)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	if l.DiskBytes != old.DiskBytes {
 		if err := s.cfg.Volumes.SetLimit(ctx, sb.VolumeKey(), l.DiskBytes); err != nil {
 			return nil, fmt.Errorf("capping the disk of sandbox %q: %w", sb.Name, err)

@@ -51,6 +51,8 @@ type Config struct {
 	MinTTL time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Quotas bounds what each owner, and each sandbox, may take (quota.go).
+	Quotas Quotas
 }
 
 // Service carries out every verb on sandboxes. It serializes lifecycle
@@ -90,6 +92,9 @@ type Service struct {
 	// secretStates is, by instance id, what is known of the secrets its
 	// commands were given (see holders.go).
 	secretStates map[string]secretState
+
+	// admission checks owners' quotas (admission.go); it has its own lock.
+	admission *admission
 }
 
 // NewService checks cfg and returns a Service. Call Recover before serving
@@ -129,6 +134,7 @@ func NewService(cfg Config) (*Service, error) {
 		held:         map[string]int{},
 		staleLimits:  map[string]bool{},
 		secretStates: map[string]secretState{},
+		admission:    newAdmission(cfg.Quotas),
 	}, nil
 }
 
