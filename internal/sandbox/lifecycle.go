@@ -42,6 +42,9 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	if err := s.checkSecretsExist(ctx, p.Secrets); err != nil {
 		return nil, err
 	}
+	if err := s.checkReserve("create a sandbox"); err != nil {
+		return nil, err
+	}
 	if p.From != "" {
 		return s.createFromRef(ctx, p)
 	}
@@ -320,6 +323,7 @@ func (s *Service) destroy(ctx context.Context, ref, why string) error {
 	if err := os.RemoveAll(filepath.Join(s.cfg.RunsDir, sb.ID)); err != nil {
 		s.log.Error("removing run output", "sandbox", sb.Name, "err", err)
 	}
+	s.allowance.forget(sb.ID)
 	sb.Checkpoint, sb.Origin, sb.Pending = "", "", ""
 	if err := s.transition(cctx, sb, StateDestroyed, EventDestroyed, why); err != nil {
 		return err

@@ -29,6 +29,8 @@ type Config struct {
 	Logger  *slog.Logger
 	Node    string // this host's name, recorded on every sandbox
 	RunsDir string // where run output is kept on the host
+	// Output bounds the run output kept in RunsDir (see outputroom.go).
+	Output OutputLimits
 	// InitEnv is extra environment for den-init (e.g. its log level).
 	InitEnv []string
 	// Init is the version of den-init fresh instances run; memory images
@@ -86,6 +88,10 @@ type Service struct {
 	// secretStates is, by instance id, what is known of the secrets its
 	// commands were given (see holders.go).
 	secretStates map[string]secretState
+
+	// reserve and allowance bound run output on the host (outputroom.go).
+	reserve   *diskReserve
+	allowance *runAllowance
 }
 
 // NewService checks cfg and returns a Service. Call Recover before serving
@@ -113,8 +119,12 @@ func NewService(cfg Config) (*Service, error) {
 	if err := cfg.Policy.Validate(); err != nil {
 		return nil, fmt.Errorf("sandbox service: default policy: %w", err)
 	}
+	if err := cfg.Output.Validate(); err != nil {
+		return nil, fmt.Errorf("sandbox service: %w", err)
+	}
+	cfg.Output.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Service{
+	s := &Service{
 		cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
 		locks:        map[string]*sync.RWMutex{},
 		guests:       map[string]Guest{},
@@ -125,7 +135,10 @@ func NewService(cfg Config) (*Service, error) {
 		held:         map[string]int{},
 		staleLimits:  map[string]bool{},
 		secretStates: map[string]secretState{},
-	}, nil
+		reserve:      &diskReserve{dir: cfg.RunsDir, reserve: cfg.Output.Reserve, now: cfg.Now},
+	}
+	s.allowance = &runAllowance{s: s, limit: cfg.Output.PerSandbox, used: map[string]int64{}}
+	return s, nil
 }
 
 // Close stops collecting output. Sandboxes and their commands keep running:
