@@ -30,9 +30,11 @@ import (
 //
 // A keeper holds at most max bytes of a stream: its head, the first
 // max/2 bytes, and its tail, the last max/2 at most, in pieces of up to
-// max/16 so the oldest can be removed whole as new output arrives; the tail
-// kept is never less than 7/16 of max. Output the host has no room for (its
-// reserve or the sandbox's allowance, see outputRoom) is dropped too.
+// max/16 (at least 64 KiB, at most half the tail) so the oldest can be
+// removed whole as new output arrives: a stream longer than its cap keeps
+// its first max/2 bytes and at least its last 7/16 of max (a quarter of
+// max under a 1 MiB cap). Output the host has no room for (its reserve or
+// the sandbox's allowance, see outputroom.go) is dropped too.
 
 // Why output was dropped, as a run records it (Run.OutputCut).
 const (
@@ -43,7 +45,11 @@ const (
 )
 
 // MinRunOutput is the smallest per-stream cap a run may ask for.
-const MinRunOutput = 4 << 10
+const MinRunOutput = 64 << 10
+
+// minSegment is the smallest tail piece a keeper makes when its tail is
+// larger: fewer files to make and remove for a long stream.
+const minSegment = 64 << 10
 
 // piece is a run of consecutive bytes of a stream kept in one file.
 type piece struct{ start, size int64 }
@@ -131,6 +137,9 @@ type keeper struct {
 	cut    string   // why bytes were last dropped, "" if none were
 	dirty  bool     // f has writes not yet synced
 	newDir bool     // the directory changed since the last sync
+	// unsynced are closed pieces with writes not yet synced, by start:
+	// sync syncs them, unless they were removed first.
+	unsynced map[int64]*os.File
 }
 
 // openKeeper returns the keeper of a stream, carrying on from the pieces a
@@ -148,7 +157,7 @@ func openKeeper(dir, runID, stream string, max int64) (*keeper, error) {
 func (k *keeper) head() int64 { return k.max / 2 }
 func (k *keeper) tail() int64 { return k.max - k.head() }
 func (k *keeper) segment() int64 {
-	return max(k.tail()/8, 1)
+	return max(k.tail()/8, min(minSegment, k.tail()/2), 1)
 }
 
 // kept is how many bytes of the stream are on disk.
@@ -238,6 +247,10 @@ func (k *keeper) rotate(n int64, r room) error {
 			}
 		}
 		old := k.pieces[first]
+		if f, ok := k.unsynced[old.start]; ok {
+			f.Close()
+			delete(k.unsynced, old.start)
+		}
 		if err := os.Remove(k.path(old.start)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("removing old run output: %w", err)
 		}
@@ -278,23 +291,23 @@ func (k *keeper) append(b []byte) error {
 	return nil
 }
 
-// closeLast closes the open piece, remembering to sync it if it has
-// writes that are not yet on disk.
+// closeLast closes the open piece; one with writes not yet on disk waits
+// in unsynced for the next sync.
 func (k *keeper) closeLast() error {
 	if k.f == nil {
 		return nil
 	}
-	if k.dirty {
-		if err := k.f.Sync(); err != nil {
-			k.f.Close()
-			k.f = nil
-			return fmt.Errorf("syncing run output: %w", err)
-		}
-	}
-	k.dirty = false
-	err := k.f.Close()
+	f := k.f
 	k.f = nil
-	if err != nil {
+	if k.dirty {
+		if k.unsynced == nil {
+			k.unsynced = map[int64]*os.File{}
+		}
+		k.unsynced[k.pieces[len(k.pieces)-1].start] = f
+		k.dirty = false
+		return nil
+	}
+	if err := f.Close(); err != nil {
 		return fmt.Errorf("closing run output: %w", err)
 	}
 	return nil
@@ -313,6 +326,14 @@ func (k *keeper) sync() error {
 	if n := len(k.pieces); k.end > 0 && (n == 0 || k.pieces[n-1].end() < k.end) {
 		if err := k.markEnd(); err != nil {
 			return err
+		}
+	}
+	for start, f := range k.unsynced {
+		err := f.Sync()
+		f.Close()
+		delete(k.unsynced, start)
+		if err != nil {
+			return fmt.Errorf("syncing run output: %w", err)
 		}
 	}
 	if k.newDir {
