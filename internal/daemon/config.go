@@ -46,6 +46,10 @@ type Config struct {
 	PortsDomain  string        // serve exposed ports at PORT-NAME.PortsDomain too; "" for none
 	// AuditRetention is how long audit log entries are kept; 0 keeps them.
 	AuditRetention time.Duration
+	// Run output dend keeps on the data disk (see sandbox.OutputLimits).
+	RunOutputMax       int64 // per stream of a run: head and tail
+	RunOutputAllowance int64 // per sandbox, its runs together
+	DataReserve        int64 // free space left on the data disk; 0: none
 
 	// The idle policy sandboxes get unless they set their own; 0 is never.
 	PauseAfter       time.Duration // pause after this long unused
@@ -76,6 +80,10 @@ func Default() Config {
 		Node:      host,
 
 		AuditRetention: 90 * 24 * time.Hour,
+
+		RunOutputMax:       sandbox.DefaultRunOutputMax,
+		RunOutputAllowance: sandbox.DefaultRunOutputAllowance,
+		DataReserve:        1 << 30,
 
 		PauseAfter:     10 * time.Minute,
 		HibernateAfter: time.Hour,
@@ -133,6 +141,14 @@ func (c *Config) Validate() error {
 	if c.IdleInterval <= 0 {
 		return bad("idle-interval", "%s is not a positive duration", c.IdleInterval)
 	}
+	switch {
+	case c.RunOutputMax < sandbox.MinRunOutput:
+		return bad("run-output-max", "%d bytes is below the %d minimum", c.RunOutputMax, sandbox.MinRunOutput)
+	case c.RunOutputAllowance < c.RunOutputMax:
+		return bad("run-output-allowance", "%d bytes is below run-output-max (%d)", c.RunOutputAllowance, c.RunOutputMax)
+	case c.DataReserve < 0:
+		return bad("data-reserve", "negative size %d", c.DataReserve)
+	}
 	if c.KeepCheckpoints < 0 {
 		return bad("keep-checkpoints", "negative count %d", c.KeepCheckpoints)
 	}
@@ -151,6 +167,11 @@ func (c *Config) SecretsKeyFile() string {
 		return c.SecretsKey
 	}
 	return filepath.Join(c.DataDir, "secrets.key")
+}
+
+// OutputLimits are the bounds on run output dend keeps.
+func (c *Config) OutputLimits() sandbox.OutputLimits {
+	return sandbox.OutputLimits{PerStream: c.RunOutputMax, PerSandbox: c.RunOutputAllowance, Reserve: c.DataReserve}
 }
 
 // Policy is the daemon-wide idle policy and retention.

@@ -108,6 +108,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Logger:        log,
 		Node:          cfg.Node,
 		RunsDir:       filepath.Join(cfg.DataDir, "runs"),
+		Output:        cfg.OutputLimits(),
 		CheckpointDir: filepath.Join(cfg.DataDir, "checkpoints"),
 		StopGrace:     cfg.StopGrace,
 		Policy:        cfg.Policy(),
@@ -127,7 +128,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	go audit.Retain(ctx, st, cfg.AuditRetention, time.Hour, log)
 
 	health := func(context.Context) api.Health {
-		return api.Health{Status: "ok", Version: version.Version, RunscVersion: rt.Version(), Storage: pool.Name()}
+		d := svc.DiskStatus()
+		return api.Health{Status: "ok", Version: version.Version, RunscVersion: rt.Version(), Storage: pool.Name(),
+			Disk: &api.DiskHealth{FreeBytes: d.FreeBytes, ReserveBytes: d.ReserveBytes, Low: d.Low}}
 	}
 	portsKey, err := loadPortsKey(cfg.PortsKeyFile())
 	if err != nil {
