@@ -91,5 +91,8 @@ func renderLimits(w io.Writer, sb *api.Sandbox) error {
 	t.row("memory", units.BytesSize(float64(u.MemoryBytes)), limit(sb.MemoryBytes, true))
 	t.row("processes", fmt.Sprint(u.PIDs), limit(int64(sb.PIDs), false))
 	t.row("disk", units.BytesSize(float64(u.DiskBytes)), limit(sb.DiskBytes, true))
+	if u.RunOutputLimitBytes > 0 {
+		t.row("run output", units.BytesSize(float64(u.RunOutputBytes)), limit(u.RunOutputLimitBytes, true))
+	}
 	return t.flush()
 }
