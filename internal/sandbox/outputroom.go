@@ -105,7 +105,11 @@ func (d *diskReserve) measureLocked(force bool) {
 		return
 	}
 	var st unix.Statfs_t
-	if err := unix.Statfs(d.dir, &st); err != nil {
+	err := unix.Statfs(d.dir, &st)
+	if errors.Is(err, unix.ENOENT) { // before the first run's output
+		err = unix.Statfs(filepath.Dir(d.dir), &st)
+	}
+	if err != nil {
 		d.free = -1 // unknown: nothing is refused on a guess
 		return
 	}
