@@ -69,6 +69,7 @@ func main() {
 	fs.BoolVar(&cfg.BackgroundActive, "background-active", env("DEN_BACKGROUND_ACTIVE", "") != "", "detached commands still running count as use for the idle policy")
 	fs.StringVar(&cfg.DebianMirror, "debian-mirror", env("DEN_DEBIAN_MIRROR", ""), "Debian mirror for the debian image (default: the host's apt mirror)")
 	fs.BoolVar(&cfg.Debug, "debug", env("DEN_DEBUG", "") != "", "debug logs, including runsc's per instance")
+	parseDisk := diskFlags(fs, &cfg)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Parse(os.Args[1:])
 	if *showVersion {
@@ -80,6 +81,9 @@ func main() {
 		fatal(fmt.Errorf("--pool-size: %w", err))
 	}
 	cfg.PoolSize = n
+	if err := parseDisk(); err != nil {
+		fatal(err)
+	}
 
 	level := slog.LevelInfo
 	if cfg.Debug {

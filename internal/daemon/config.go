@@ -46,6 +46,11 @@ type Config struct {
 	PortsDomain  string        // serve exposed ports at PORT-NAME.PortsDomain too; "" for none
 	// AuditRetention is how long audit log entries are kept; 0 keeps them.
 	AuditRetention time.Duration
+	// How sandboxes share the storage pool (see disk.go).
+	DefaultDisk        int64   // cap of a sandbox that asks for none: AutoDisk, or 0 for none
+	DiskOvercommit     float64 // caps together ≤ pool size × this; 0: unbounded
+	DiskReserve        int64   // bytes of the pool kept for den's snapshots; with DiskReservePercent 0
+	DiskReservePercent float64 // or this share of the pool, in percent
 
 	// The idle policy sandboxes get unless they set their own; 0 is never.
 	PauseAfter       time.Duration // pause after this long unused
@@ -77,6 +82,10 @@ func Default() Config {
 
 		AuditRetention: 90 * 24 * time.Hour,
 
+		DefaultDisk:        AutoDisk,
+		DiskOvercommit:     2,
+		DiskReservePercent: 10,
+
 		PauseAfter:     10 * time.Minute,
 		HibernateAfter: time.Hour,
 		EphemeralTTL:   time.Hour,
@@ -104,6 +113,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PoolSize < 1<<30 {
 		return bad("pool-size", "%d bytes is below the 1G minimum", c.PoolSize)
+	}
+	if err := c.validateDisk(); err != nil {
+		return err
 	}
 	if _, err := netip.ParsePrefix(c.Subnet); err != nil {
 		return bad("subnet", "%q is not a CIDR prefix", c.Subnet)

@@ -101,6 +101,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	disk, err := diskPolicy(ctx, cfg, pool, log)
+	if err != nil {
+		return err
+	}
 	svc, err := sandbox.NewService(sandbox.Config{
 		Store: st, Volumes: pool, Runtime: rt, Network: network, Images: images, Secrets: secrets, Init: initVersion,
 		Reach:         network.Reach(opened),
@@ -112,6 +116,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		StopGrace:     cfg.StopGrace,
 		Policy:        cfg.Policy(),
 		EphemeralTTL:  cfg.EphemeralTTL,
+		Disk:          disk,
 	})
 	if err != nil {
 		return err
@@ -126,8 +131,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	svc.RunIdle(cfg.IdleInterval)
 	go audit.Retain(ctx, st, cfg.AuditRetention, time.Hour, log)
 
-	health := func(context.Context) api.Health {
-		return api.Health{Status: "ok", Version: version.Version, RunscVersion: rt.Version(), Storage: pool.Name()}
+	health := func(ctx context.Context) api.Health {
+		return api.Health{Status: "ok", Version: version.Version, RunscVersion: rt.Version(), Storage: pool.Name(), Pool: poolHealth(ctx, svc, log)}
 	}
 	portsKey, err := loadPortsKey(cfg.PortsKeyFile())
 	if err != nil {
@@ -148,9 +153,10 @@ func openStorage(ctx context.Context, cfg Config, log *slog.Logger) (pool, error
 	if cfg.Storage == StorageCopy {
 		return copydriver.Open(dir, log)
 	}
-	d, err := btrfs.Open(ctx, btrfs.Config{Dir: dir, LoopFile: filepath.Join(cfg.DataDir, "pool.img"), LoopSize: cfg.PoolSize}, log)
+	bc := btrfs.Config{Dir: dir, LoopFile: filepath.Join(cfg.DataDir, "pool.img"), LoopSize: cfg.PoolSize}
+	_, err := btrfs.Open(ctx, bc, log)
 	if err == nil {
-		return d, nil
+		return withReserve(ctx, cfg, bc, log)
 	}
 	if cfg.Storage == StorageBtrfs {
 		return nil, fmt.Errorf("opening the btrfs pool: %w", err)

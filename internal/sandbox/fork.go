@@ -27,6 +27,12 @@ func (s *Service) Fork(ctx context.Context, ref string, p ForkParams) ([]*Sandbo
 	if err != nil {
 		return nil, err
 	}
+	release, err := s.admitFork(ctx, parent, p.From, len(names))
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	defer release()
 	ck, err := s.forkPoint(ctx, parent, p.From)
 	if err != nil {
 		unlock()

@@ -73,6 +73,11 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	if err := s.nameFree(ctx, p.Owner, p.Name); err != nil {
 		return nil, err
 	}
+	release, err := s.admitNew(ctx, &spec)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	im, err := s.cfg.Images.Ensure(ctx, spec.Image)
 	if err != nil {
 		return nil, fmt.Errorf("preparing image %q: %w", spec.Image, err)
@@ -142,6 +147,11 @@ func (s *Service) createFromRef(ctx context.Context, p CreateParams) (*Sandbox, 
 	if err := s.restorable(ck, probe); err != nil {
 		return nil, err
 	}
+	release, err := s.admitDisk(ctx, "create sandbox", 1, s.diskCap(ck.Manifest.Spec.DiskBytes))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	return s.createFrom(ctx, p, ck, fmt.Sprintf("from checkpoint %s of sandbox %s", ck.ID, ck.SandboxID))
 }
 

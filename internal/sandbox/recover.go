@@ -32,6 +32,9 @@ func (s *Service) Recover(ctx context.Context) error {
 		l := s.lock(sb.ID)
 		l.Lock()
 		alive, err := s.recoverOne(ctx, sb)
+		if err == nil {
+			s.capOnRecover(ctx, sb)
+		}
 		if err == nil && alive {
 			// The namespace and firewall outlive dend; the resolver's
 			// knowledge of the sandbox does not.

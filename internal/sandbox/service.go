@@ -47,6 +47,8 @@ type Config struct {
 	EphemeralTTL time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Disk is how sandboxes share the storage pool (see disk.go).
+	Disk DiskPolicy
 }
 
 // Service carries out every verb on sandboxes. It serializes lifecycle
@@ -86,6 +88,9 @@ type Service struct {
 	// secretStates is, by instance id, what is known of the secrets its
 	// commands were given (see holders.go).
 	secretStates map[string]secretState
+
+	// disk holds the disk caps admitted but not yet recorded.
+	disk diskLedger
 }
 
 // NewService checks cfg and returns a Service. Call Recover before serving
