@@ -148,6 +148,7 @@ func TestDiskPoolFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, time.Minute, "health to say the pool has room", func() bool {
+		syncPool(t, d)
 		h, err := d.c.Health(ctx)
 		return err == nil && !h.Pool.Full
 	})
@@ -175,6 +176,18 @@ func fill(t *testing.T, path string, n int64) {
 	if err := unix.Syncfs(int(f.Fd())); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// syncPool commits the pool's filesystem: btrfs frees what was deleted,
+// and shows it in its free space, only once it commits (every 30 s unless
+// asked).
+func syncPool(t *testing.T, d *dend) {
+	f, err := os.Open(filepath.Join(d.dataDir, "pool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	unix.Syncfs(int(f.Fd()))
 }
 
 // wantRefused checks err is of class, its message holds msg and its hint
@@ -214,4 +227,46 @@ func leftovers(t *testing.T, d *dend) string {
 	}
 	return "records " + strings.Join(names, ",") + "; volumes " + dir("pool/sandboxes") + "; snapshots " + dir("pool/checkpoints") +
 		"; images " + dir("checkpoints") + "; instances " + strings.Join(d.instances(), ",") + "; namespaces " + namespaces(t)
+}
+
+// Sandboxes together cannot eat the pool's reserve, whatever their caps
+// promise: each writes until the pool less the reserve is taken, gets the
+// quota error inside, and den still hibernates and checkpoints them. Once
+// one frees its files, the other writes again.
+func TestDiskReserve(t *testing.T) {
+	d := startDend(t, "--pool-size", "2G", "--disk-reserve", "1G", "--default-disk", "900M")
+	ctx := ctxT(t, 5*time.Minute)
+	d.create("a")
+	d.create("b")
+	out, errs, code := d.sh("a", "dd if=/dev/zero of=/root/zeros bs=1M count=850 2>&1; sync")
+	if code != 0 || strings.Contains(out+errs, "quota") {
+		t.Fatalf("a writing 850M under its 900M cap, with 1G for sandboxes: exit %d %q %q", code, out, errs)
+	}
+	out, errs, code = d.sh("b", "dd if=/dev/zero of=/root/zeros bs=1M count=850 2>&1; echo exit $?; sync")
+	if !strings.Contains(out+errs, "quota") || strings.Contains(out, "exit 0") || code != 0 {
+		t.Fatalf("b writing 850M with about 170M left to sandboxes: exit %d %q %q", code, out, errs)
+	}
+	if sb := d.inspect("b"); sb.Usage == nil || sb.Usage.DiskBytes > 256<<20 {
+		t.Fatalf("b's usage past what sandboxes may take together: %+v", sb.Usage)
+	}
+
+	// The reserve is den's: a checkpoint and a hibernation still work.
+	if _, err := d.c.Checkpoint(ctx, "b", client.CheckpointOptions{}); err != nil {
+		t.Fatalf("checkpointing with sandboxes at their bound: %v", err)
+	}
+	if _, err := d.c.Hibernate(ctx, "b"); err != nil {
+		t.Fatalf("hibernating with sandboxes at their bound: %v", err)
+	}
+	if got := d.mustSh("b", "echo awake"); got != "awake\n" {
+		t.Fatalf("after waking: %q", got)
+	}
+
+	// a frees its files; b writes again. (Files a checkpoint holds would
+	// count until it is removed.)
+	d.mustSh("a", "rm /root/zeros")
+	waitFor(t, time.Minute, "b to write once a's files are gone", func() bool {
+		syncPool(t, d)
+		_, _, code := d.sh("b", "rm -f /root/more; dd if=/dev/zero of=/root/more bs=1M count=256 2>/dev/null && sync")
+		return code == 0
+	})
 }
