@@ -50,6 +50,7 @@ func main() {
 		{&cfg.HibernateAfter, "hibernate-after", "hibernate a sandbox unused this long (0: never)"},
 		{&cfg.TTL, "ttl", "destroy a sandbox after this much running time (0: never)"},
 		{&cfg.EphemeralTTL, "ephemeral-ttl", "TTL of an ephemeral sandbox created without one"},
+		{&cfg.MinTTL, "min-ttl", "the shortest ttl or max_age a sandbox's own policy may set, so a slip cannot destroy work at once"},
 		{&cfg.CheckpointMaxAge, "checkpoint-max-age", "remove manual checkpoints older than this (0: keep)"},
 		{&cfg.IdleInterval, "idle-interval", "how often the idle policy runs"},
 		{&cfg.AuditRetention, "audit-retention", "remove audit log entries older than this, hourly (0: keep them all)"},
@@ -70,6 +71,7 @@ func main() {
 	fs.StringVar(&cfg.DebianMirror, "debian-mirror", env("DEN_DEBIAN_MIRROR", ""), "Debian mirror for the debian image (default: the host's apt mirror)")
 	fs.BoolVar(&cfg.Debug, "debug", env("DEN_DEBUG", "") != "", "debug logs, including runsc's per instance")
 	parseDisk := diskFlags(fs, &cfg)
+	parseQuotas := quotaFlags(fs, &cfg)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Parse(os.Args[1:])
 	if *showVersion {
@@ -82,6 +84,9 @@ func main() {
 	}
 	cfg.PoolSize = n
 	if err := parseDisk(); err != nil {
+		fatal(err)
+	}
+	if err := parseQuotas(); err != nil {
 		fatal(err)
 	}
 

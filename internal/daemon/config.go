@@ -51,12 +51,17 @@ type Config struct {
 	DiskOvercommit     float64 // caps together ≤ pool size × this; 0: unbounded
 	DiskReserve        int64   // bytes of the pool kept for den's snapshots; with DiskReservePercent 0
 	DiskReservePercent float64 // or this share of the pool, in percent
+	// OwnerQuota is the quota of owners an admin set none for (quota.go).
+	OwnerQuota sandbox.Quota
+	// MaxPIDs is the highest process limit an owner may give a sandbox.
+	MaxPIDs int
 
 	// The idle policy sandboxes get unless they set their own; 0 is never.
 	PauseAfter       time.Duration // pause after this long unused
 	HibernateAfter   time.Duration // hibernate after this long unused
 	TTL              time.Duration // destroy after this much running time
 	EphemeralTTL     time.Duration // TTL of an ephemeral sandbox that sets none
+	MinTTL           time.Duration // the shortest ttl or max_age a sandbox's own policy may set
 	BackgroundActive bool          // detached commands still running count as use
 	KeepCheckpoints  int           // manual checkpoints kept per sandbox; 0 keeps all
 	CheckpointMaxAge time.Duration // manual checkpoints older than this go; 0 keeps all
@@ -81,6 +86,8 @@ func Default() Config {
 		Node:      host,
 
 		AuditRetention: 90 * 24 * time.Hour,
+		OwnerQuota:     sandbox.Quota{Sandboxes: DefaultOwnerSandboxes, Checkpoints: DefaultOwnerCheckpoints},
+		MaxPIDs:        DefaultMaxPIDs,
 
 		DefaultDisk:        AutoDisk,
 		DiskOvercommit:     2,
@@ -89,6 +96,7 @@ func Default() Config {
 		PauseAfter:     10 * time.Minute,
 		HibernateAfter: time.Hour,
 		EphemeralTTL:   time.Hour,
+		MinTTL:         time.Minute,
 		IdleInterval:   time.Second,
 	}
 }
@@ -137,13 +145,16 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"stop-grace", c.StopGrace}, {"pause-after", c.PauseAfter}, {"hibernate-after", c.HibernateAfter}, {"ttl", c.TTL}, {"ephemeral-ttl", c.EphemeralTTL}, {"checkpoint-max-age", c.CheckpointMaxAge}, {"audit-retention", c.AuditRetention}} {
+	}{{"stop-grace", c.StopGrace}, {"pause-after", c.PauseAfter}, {"hibernate-after", c.HibernateAfter}, {"ttl", c.TTL}, {"ephemeral-ttl", c.EphemeralTTL}, {"min-ttl", c.MinTTL}, {"checkpoint-max-age", c.CheckpointMaxAge}, {"audit-retention", c.AuditRetention}} {
 		if d.v < 0 {
 			return bad(d.name, "negative duration %s", d.v)
 		}
 	}
 	if c.IdleInterval <= 0 {
 		return bad("idle-interval", "%s is not a positive duration", c.IdleInterval)
+	}
+	if err := c.validateQuotas(); err != nil {
+		return err
 	}
 	if c.KeepCheckpoints < 0 {
 		return bad("keep-checkpoints", "negative count %d", c.KeepCheckpoints)

@@ -117,6 +117,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Policy:        cfg.Policy(),
 		EphemeralTTL:  cfg.EphemeralTTL,
 		Disk:          disk,
+		MinTTL:        cfg.MinTTL,
+		Quotas:        cfg.quotas(st),
 	})
 	if err != nil {
 		return err
@@ -139,7 +141,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
-		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain})
+		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc})
 	return serve(ctx, cfg, handler, log)
 }
 

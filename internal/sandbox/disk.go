@@ -233,27 +233,3 @@ func (s *Service) capOnRecover(ctx context.Context, sb *Sandbox) {
 		s.log.Warn("recording a sandbox's default disk cap", "sandbox", sb.Name, "err", err)
 	}
 }
-
-// admitNew gives a new sandbox's spec its disk cap (the default when it
-// asks for none) and admits it.
-func (s *Service) admitNew(ctx context.Context, spec *Spec) (func(), error) {
-	spec.DiskBytes = s.diskCap(spec.DiskBytes)
-	if err := s.checkDiskSize(ctx, spec.DiskBytes); err != nil {
-		return nil, err
-	}
-	return s.admitDisk(ctx, "create sandbox", 1, spec.DiskBytes)
-}
-
-// admitFork admits n children of parent, each with the cap of the
-// checkpoint they start from: from, or the parent as it is now.
-func (s *Service) admitFork(ctx context.Context, parent *Sandbox, from string, n int) (func(), error) {
-	capBytes := parent.Spec.DiskBytes
-	if from != "" {
-		ck, err := s.findCheckpoint(ctx, parent, from)
-		if err != nil {
-			return nil, err
-		}
-		capBytes = ck.Manifest.Spec.DiskBytes
-	}
-	return s.admitDisk(ctx, "fork sandbox "+parent.Name, n, s.diskCap(capBytes))
-}

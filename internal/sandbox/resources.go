@@ -94,6 +94,11 @@ func (s *Service) SetLimits(ctx context.Context, ref string, c LimitChange) (*Sa
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
+	release, err := s.admitLimits(ctx, sb, old, l)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	if l.DiskBytes != old.DiskBytes {
 		release, err := s.checkDiskChange(ctx, sb, l.DiskBytes)
 		if err != nil {

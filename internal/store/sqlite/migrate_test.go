@@ -57,7 +57,7 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	}
 
 	st := openTest(t, path)
-	if got, want := appliedVersions(t, st), []int{1, 2, 3, 4, 5, 6}; !reflect.DeepEqual(got, want) {
+	if got, want := appliedVersions(t, st), []int{1, 2, 3, 4, 5, 6, 7}; !reflect.DeepEqual(got, want) {
 		t.Errorf("applied %v, want %v", got, want)
 	}
 	createdAt, _ := parseTime(created)
@@ -123,7 +123,7 @@ func TestUpgradeFromVersion2(t *testing.T) {
 	}
 
 	st := openTest(t, path)
-	if got, want := appliedVersions(t, st), []int{1, 2, 3, 4, 5, 6}; !reflect.DeepEqual(got, want) {
+	if got, want := appliedVersions(t, st), []int{1, 2, 3, 4, 5, 6, 7}; !reflect.DeepEqual(got, want) {
 		t.Errorf("applied %v, want %v", got, want)
 	}
 	sb, err := st.GetSandbox(t.Context(), "web")
