@@ -265,6 +265,8 @@ type Health struct {
 	Storage      string `json:"storage"` // btrfs or copy
 	// Disk is the free space on dend's data disk against its reserve.
 	Disk *DiskHealth `json:"disk,omitempty"`
+	// Pool is how full the storage pool is; absent when it cannot be read.
+	Pool *PoolHealth `json:"pool,omitempty"`
 }
 
 // DiskHealth is the free space dend keeps on its data disk. Once it is
@@ -274,4 +276,21 @@ type DiskHealth struct {
 	FreeBytes    int64 `json:"free_bytes"` // -1 when unknown
 	ReserveBytes int64 `json:"reserve_bytes"`
 	Low          bool  `json:"low"`
+}
+
+// PoolHealth is how full the storage pool is and how sandboxes share it.
+type PoolHealth struct {
+	SizeBytes    int64 `json:"size_bytes"`
+	UsedBytes    int64 `json:"used_bytes"`
+	FreeBytes    int64 `json:"free_bytes"`    // still available for writing
+	ReserveBytes int64 `json:"reserve_bytes"` // kept for den's checkpoints and hibernation
+	// Full: free space is below the reserve; new sandboxes and forks are
+	// refused until some is freed.
+	Full bool `json:"full"`
+	// DiskCaps says whether the pool enforces sandboxes' disk caps (the
+	// copy driver cannot).
+	DiskCaps         bool    `json:"disk_caps"`
+	DefaultDiskBytes int64   `json:"default_disk_bytes,omitempty"` // cap of a sandbox that asks for none
+	PromisedBytes    int64   `json:"promised_bytes"`               // sandboxes' caps added up
+	Overcommit       float64 `json:"overcommit,omitempty"`         // caps together may reach size × this
 }

@@ -39,8 +39,9 @@ func (a *app) execCommand() *cobra.Command {
 		Short: "Run a command in a sandbox",
 		Long: `Run a command in a sandbox. Its output streams to den's stdout and stderr as it
 comes, and den exits with the command's exit status: 128+N if a signal N killed
-it, 124 if its --timeout passed. Ctrl-C and SIGTERM are passed on to the command;
-press Ctrl-C three times to detach and leave it running.
+it, 124 if its --timeout passed (den ends the command itself then). The first
+Ctrl-C or SIGTERM is passed on to the command; a second one detaches: den
+prints the run's id and exits, and the command goes on.
 
 Every run is recorded: see it later with den runs and den logs.`,
 		Example: `  den exec web -- uname -a
@@ -193,8 +194,9 @@ func signalNumber(s string) int {
 	return int(unix.SignalNum(s))
 }
 
-// signalForwarder passes SIGINT and SIGTERM on to the command; a third
-// SIGINT detaches instead.
+// signalForwarder passes the first SIGINT or SIGTERM on to the command;
+// the second detaches instead, so that den never outlives the patience of
+// whoever sent them (a `timeout 20 den exec ...` ends too).
 type signalForwarder struct {
 	out  chan string
 	stop func()
@@ -218,7 +220,7 @@ func (a *app) forwardSignals(ctx context.Context, detach context.CancelFunc) *si
 		close(done)
 	}
 	go func() {
-		interrupts := 0
+		received := 0
 		for {
 			var sig os.Signal
 			select {
@@ -226,16 +228,16 @@ func (a *app) forwardSignals(ctx context.Context, detach context.CancelFunc) *si
 				return
 			case sig = <-ch:
 			}
+			if received++; received >= 2 {
+				s.mu.Lock()
+				s.det = true
+				s.mu.Unlock()
+				detach()
+				return
+			}
 			name := "TERM"
 			if sig == syscall.SIGINT {
 				name = "INT"
-				if interrupts++; interrupts >= 3 {
-					s.mu.Lock()
-					s.det = true
-					s.mu.Unlock()
-					detach()
-					return
-				}
 			}
 			select {
 			case s.out <- name:

@@ -52,6 +52,7 @@ func main() {
 		{&cfg.HibernateAfter, "hibernate-after", "hibernate a sandbox unused this long (0: never)"},
 		{&cfg.TTL, "ttl", "destroy a sandbox after this much running time (0: never)"},
 		{&cfg.EphemeralTTL, "ephemeral-ttl", "TTL of an ephemeral sandbox created without one"},
+		{&cfg.MinTTL, "min-ttl", "the shortest ttl or max_age a sandbox's own policy may set, so a slip cannot destroy work at once"},
 		{&cfg.CheckpointMaxAge, "checkpoint-max-age", "remove manual checkpoints older than this (0: keep)"},
 		{&cfg.IdleInterval, "idle-interval", "how often the idle policy runs"},
 		{&cfg.AuditRetention, "audit-retention", "remove audit log entries older than this, hourly (0: keep them all)"},
@@ -83,6 +84,8 @@ func main() {
 	for i := range sizes {
 		fs.StringVar(&sizes[i].text, sizes[i].name, env("DEN_"+envName(sizes[i].name), units.BytesSize(float64(*sizes[i].v))), sizes[i].help)
 	}
+	parseDisk := diskFlags(fs, &cfg)
+	parseQuotas := quotaFlags(fs, &cfg)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Parse(os.Args[1:])
 	if *showVersion {
@@ -101,6 +104,12 @@ func main() {
 		fatal(fmt.Errorf("--pool-size: %w", err))
 	}
 	cfg.PoolSize = n
+	if err := parseDisk(); err != nil {
+		fatal(err)
+	}
+	if err := parseQuotas(); err != nil {
+		fatal(err)
+	}
 
 	level := slog.LevelInfo
 	if cfg.Debug {

@@ -72,18 +72,18 @@ type runRoom struct {
 }
 
 func (r runRoom) take(n int64) (bool, string) {
-	if !r.s.reserve.take(n) {
+	if !r.s.dataReserve.take(n) {
 		return false, OutputCutReserve
 	}
 	if !r.s.allowance.take(r.sandboxID, n) {
-		r.s.reserve.give(n)
+		r.s.dataReserve.give(n)
 		return false, OutputCutAllowance
 	}
 	return true, ""
 }
 
 func (r runRoom) give(n int64) {
-	r.s.reserve.give(n)
+	r.s.dataReserve.give(n)
 	r.s.allowance.give(r.sandboxID, n)
 }
 
@@ -159,12 +159,12 @@ func (d *diskReserve) status() DiskStatus {
 }
 
 // DiskStatus reports the free space dend keeps on its data disk.
-func (s *Service) DiskStatus() DiskStatus { return s.reserve.status() }
+func (s *Service) DiskStatus() DiskStatus { return s.dataReserve.status() }
 
 // checkReserve refuses to start something new once the data disk is down
 // to its reserve.
 func (s *Service) checkReserve(doing string) error {
-	st := s.reserve.status()
+	st := s.dataReserve.status()
 	if !st.Low {
 		return nil
 	}

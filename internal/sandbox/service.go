@@ -47,8 +47,16 @@ type Config struct {
 	Policy Policy
 	// EphemeralTTL is the TTL of an ephemeral sandbox created without one.
 	EphemeralTTL time.Duration
+	// MinTTL is the shortest ttl and max_age a sandbox's own policy may
+	// set (0 turns them off whatever MinTTL is): a slip like "1ns" must
+	// not destroy a sandbox or its checkpoints at once.
+	MinTTL time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Disk is how sandboxes share the storage pool (see disk.go).
+	Disk DiskPolicy
+	// Quotas bounds what each owner, and each sandbox, may take (quota.go).
+	Quotas Quotas
 }
 
 // Service carries out every verb on sandboxes. It serializes lifecycle
@@ -90,8 +98,12 @@ type Service struct {
 	secretStates map[string]secretState
 
 	// reserve and allowance bound run output on the host (outputroom.go).
-	reserve   *diskReserve
-	allowance *runAllowance
+	dataReserve *diskReserve
+	allowance   *runAllowance
+	// disk holds the disk caps admitted but not yet recorded.
+	disk diskLedger
+	// admission checks owners' quotas (admission.go); it has its own lock.
+	admission *admission
 }
 
 // NewService checks cfg and returns a Service. Call Recover before serving
@@ -135,7 +147,8 @@ func NewService(cfg Config) (*Service, error) {
 		held:         map[string]int{},
 		staleLimits:  map[string]bool{},
 		secretStates: map[string]secretState{},
-		reserve:      &diskReserve{dir: cfg.RunsDir, reserve: cfg.Output.Reserve, now: cfg.Now},
+		dataReserve:  &diskReserve{dir: cfg.RunsDir, reserve: cfg.Output.Reserve, now: cfg.Now},
+		admission:    newAdmission(cfg.Quotas),
 	}
 	s.allowance = &runAllowance{s: s, limit: cfg.Output.PerSandbox, used: map[string]int64{}}
 	return s, nil
