@@ -29,6 +29,7 @@ type execFlags struct {
 	env                []string
 	workdir, user      string
 	timeout            time.Duration
+	outputMax          string
 }
 
 func (a *app) execCommand() *cobra.Command {
@@ -67,6 +68,8 @@ Every run is recorded: see it later with den runs and den logs.`,
 				User:    fl.user,
 				TTY:     fl.tty,
 				Timeout: api.Duration(fl.timeout),
+
+				OutputMax: fl.outputMax,
 			}
 			c, err := a.client()
 			if err != nil {
@@ -86,6 +89,7 @@ Every run is recorded: see it later with den runs and den logs.`,
 	f.StringVarP(&fl.workdir, "workdir", "w", "", "working directory inside the sandbox (absolute)")
 	f.StringVarP(&fl.user, "user", "u", "", "user to run as: name, uid or uid:gid (default root)")
 	f.DurationVar(&fl.timeout, "timeout", 0, "kill the command and its children after this long, e.g. 30s (default none)")
+	f.StringVar(&fl.outputMax, "output-max", "", "keep at most this much of each output stream, its head and tail, e.g. 1M (default and most: dend's --run-output-max)")
 	return cmd
 }
 

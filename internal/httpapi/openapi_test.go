@@ -115,7 +115,7 @@ func resolves(root map[string]any, ref string) bool {
 // fields of its wire type.
 func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	types := map[string]any{
-		"Error": api.Error{}, "ErrorBody": api.ErrorBody{}, "Health": api.Health{},
+		"Error": api.Error{}, "ErrorBody": api.ErrorBody{}, "Health": api.Health{}, "PoolHealth": api.PoolHealth{},
 		"CreateSandboxRequest": api.CreateSandboxRequest{}, "Sandbox": api.Sandbox{}, "SandboxList": api.SandboxList{},
 		"Event": api.Event{}, "EventList": api.EventList{},
 		"ExecRequest": api.ExecRequest{}, "Run": api.Run{}, "RunList": api.RunList{},

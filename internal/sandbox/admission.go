@@ -167,6 +167,24 @@ func (a *admission) reserve(ctx context.Context, owner string, add Use,
 	return func() { once.Do(func() { a.leave(owner, o, add) }) }, nil
 }
 
+// admit checks n new sandboxes of limits l for owner (the verb says what
+// they are for) against the storage pool, the host and owner's quota.
+// A sandbox that asks for no disk cap gets dend's default, and counts
+// with it. Call release once the sandboxes are recorded, or failed.
+func (s *Service) admit(ctx context.Context, verb, owner string, l Limits, n int) (release func(), err error) {
+	l.DiskBytes = s.diskCap(l.DiskBytes)
+	disk, err := s.admitDisk(ctx, verb, n, l.DiskBytes)
+	if err != nil {
+		return nil, err
+	}
+	quota, err := s.admitSandboxes(ctx, owner, l, n)
+	if err != nil {
+		disk()
+		return nil, err
+	}
+	return func() { quota(); disk() }, nil
+}
+
 // admitSandboxes checks n new sandboxes of limits l for owner: within the
 // host and the process maximum, and within its quota.
 func (s *Service) admitSandboxes(ctx context.Context, owner string, l Limits, n int) (func(), error) {

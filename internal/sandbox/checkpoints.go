@@ -25,6 +25,9 @@ func (s *Service) Checkpoint(ctx context.Context, ref string, p CheckpointParams
 	if err := require(sb, "checkpoint", StateRunning, StatePaused); err != nil {
 		return nil, err
 	}
+	if err := s.admitCheckpoint(ctx, sb); err != nil {
+		return nil, err
+	}
 	if p.Name != "" {
 		if _, err := s.cfg.Store.GetCheckpoint(ctx, sb.ID, p.Name); err == nil {
 			return nil, errdefs.WithHint(errdefs.Conflict("sandbox %q already has a checkpoint named %q", sb.Name, p.Name),

@@ -32,7 +32,7 @@ func (s *Service) Fork(ctx context.Context, ref string, p ForkParams) ([]*Sandbo
 		unlock()
 		return nil, err
 	}
-	release, err := s.admitSandboxes(ctx, p.Owner, lim, len(names))
+	release, err := s.admit(ctx, "fork sandbox "+parent.Name, p.Owner, lim, len(names))
 	if err != nil {
 		unlock()
 		return nil, err

@@ -44,6 +44,9 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	if err := s.checkSecretsExist(ctx, p.Secrets); err != nil {
 		return nil, err
 	}
+	if err := s.checkReserve("create a sandbox"); err != nil {
+		return nil, err
+	}
 	if p.From != "" {
 		return s.createFromRef(ctx, p)
 	}
@@ -75,7 +78,11 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	if err := s.nameFree(ctx, p.Owner, p.Name); err != nil {
 		return nil, err
 	}
-	release, err := s.admitSandboxes(ctx, p.Owner, spec.Limits(), 1)
+	spec.DiskBytes = s.diskCap(spec.DiskBytes)
+	if err := s.checkDiskSize(ctx, spec.DiskBytes); err != nil {
+		return nil, err
+	}
+	release, err := s.admit(ctx, "create sandbox", p.Owner, spec.Limits(), 1)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +156,7 @@ func (s *Service) createFromRef(ctx context.Context, p CreateParams) (*Sandbox, 
 	if err := s.restorable(ck, probe); err != nil {
 		return nil, err
 	}
-	release, err := s.admitSandboxes(ctx, p.Owner, ck.Manifest.Spec.Limits(), 1)
+	release, err := s.admit(ctx, "create sandbox", p.Owner, ck.Manifest.Spec.Limits(), 1)
 	if err != nil {
 		return nil, err
 	}
@@ -349,6 +356,7 @@ func (s *Service) destroy(ctx context.Context, ref, why string) error {
 	if err := os.RemoveAll(filepath.Join(s.cfg.RunsDir, sb.ID)); err != nil {
 		s.log.Error("removing run output", "sandbox", sb.Name, "err", err)
 	}
+	s.allowance.forget(sb.ID)
 	sb.Checkpoint, sb.Origin, sb.Pending = "", "", ""
 	if err := s.transition(cctx, sb, StateDestroyed, EventDestroyed, why); err != nil {
 		return err

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
@@ -32,6 +32,9 @@ func (s *Service) Recover(ctx context.Context) error {
 		l := s.lock(sb.ID)
 		l.Lock()
 		alive, err := s.recoverOne(ctx, sb)
+		if err == nil {
+			s.capOnRecover(ctx, sb)
+		}
 		if err == nil && alive {
 			// The namespace and firewall outlive dend; the resolver's
 			// knowledge of the sandbox does not.
@@ -168,20 +171,22 @@ func (s *Service) loseRuns(ctx context.Context, sb *Sandbox) error {
 func (s *Service) markLost(ctx context.Context, r *Run) error {
 	now := s.cfg.Now().UTC()
 	r.Status, r.EndedAt = RunLost, &now
-	r.StdoutSize = fileSize(s.runPath(r.SandboxID, r.ID, StreamStdout))
-	r.StderrSize = fileSize(s.runPath(r.SandboxID, r.ID, StreamStderr))
+	dir := filepath.Join(s.cfg.RunsDir, r.SandboxID)
+	for _, st := range []struct {
+		name          string
+		size, dropped *int64
+	}{{StreamStdout, &r.StdoutSize, &r.StdoutDropped}, {StreamStderr, &r.StderrSize, &r.StderrDropped}} {
+		pieces, err := scanPieces(dir, r.ID, st.name)
+		if err != nil {
+			return fmt.Errorf("marking run %s lost: %w", r.ID, err)
+		}
+		end, kept := streamExtent(pieces)
+		*st.size, *st.dropped = end, end-kept
+	}
 	if err := s.cfg.Store.UpdateRun(ctx, r); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return fmt.Errorf("marking run %s lost: %w", r.ID, err)
 	}
 	return nil
-}
-
-func fileSize(path string) int64 {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0
-	}
-	return fi.Size()
 }
 
 // recoverPending finishes or undoes a change of several steps that dend

@@ -29,6 +29,8 @@ type Config struct {
 	Logger  *slog.Logger
 	Node    string // this host's name, recorded on every sandbox
 	RunsDir string // where run output is kept on the host
+	// Output bounds the run output kept in RunsDir (see outputroom.go).
+	Output OutputLimits
 	// InitEnv is extra environment for den-init (e.g. its log level).
 	InitEnv []string
 	// Init is the version of den-init fresh instances run; memory images
@@ -51,6 +53,8 @@ type Config struct {
 	MinTTL time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Disk is how sandboxes share the storage pool (see disk.go).
+	Disk DiskPolicy
 	// Quotas bounds what each owner, and each sandbox, may take (quota.go).
 	Quotas Quotas
 }
@@ -93,6 +97,11 @@ type Service struct {
 	// commands were given (see holders.go).
 	secretStates map[string]secretState
 
+	// reserve and allowance bound run output on the host (outputroom.go).
+	dataReserve *diskReserve
+	allowance   *runAllowance
+	// disk holds the disk caps admitted but not yet recorded.
+	disk diskLedger
 	// admission checks owners' quotas (admission.go); it has its own lock.
 	admission *admission
 }
@@ -122,8 +131,12 @@ func NewService(cfg Config) (*Service, error) {
 	if err := cfg.Policy.Validate(); err != nil {
 		return nil, fmt.Errorf("sandbox service: default policy: %w", err)
 	}
+	if err := cfg.Output.Validate(); err != nil {
+		return nil, fmt.Errorf("sandbox service: %w", err)
+	}
+	cfg.Output.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Service{
+	s := &Service{
 		cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
 		locks:        map[string]*sync.RWMutex{},
 		guests:       map[string]Guest{},
@@ -134,8 +147,11 @@ func NewService(cfg Config) (*Service, error) {
 		held:         map[string]int{},
 		staleLimits:  map[string]bool{},
 		secretStates: map[string]secretState{},
+		dataReserve:  &diskReserve{dir: cfg.RunsDir, reserve: cfg.Output.Reserve, now: cfg.Now},
 		admission:    newAdmission(cfg.Quotas),
-	}, nil
+	}
+	s.allowance = &runAllowance{s: s, limit: cfg.Output.PerSandbox, used: map[string]int64{}}
+	return s, nil
 }
 
 // Close stops collecting output. Sandboxes and their commands keep running:
