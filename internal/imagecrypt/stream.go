@@ -43,7 +43,7 @@ const (
 	lengthMask = finalBit - 1
 	tagSize    = 16
 	// KeySize is the size of an images key.
-	KeySize = 32
+	KeySize   = 32
 	keyIDSize = 8
 )
 
