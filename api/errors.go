@@ -16,6 +16,9 @@ const (
 	CodeTooLarge     = "too_large"    // 413: the body is over the limit
 	CodeUnavailable  = "unavailable"  // 503: den or the sandbox cannot serve this right now
 	CodeInternal     = "internal"     // 500: a bug or a host failure; see dend's log
+	// CodeQuotaExceeded (403): the owner's quota has no room for it; the
+	// message names the quota, its use and limit.
+	CodeQuotaExceeded = "quota_exceeded"
 )
 
 // Error is the body of every non-2xx response: {"error": {...}}.

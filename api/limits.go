@@ -17,6 +17,11 @@ type Usage struct {
 	MemoryBytes int64   `json:"memory_bytes"`
 	PIDs        int     `json:"pids"`
 	DiskBytes   int64   `json:"disk_bytes"`
+	// RunOutputBytes is the output of its runs dend keeps on its own
+	// disk, against RunOutputLimitBytes: older runs' output is pruned to
+	// make room for newer.
+	RunOutputBytes      int64 `json:"run_output_bytes"`
+	RunOutputLimitBytes int64 `json:"run_output_limit_bytes"`
 }
 
 // Reasons a run was stopped by a limit (Run.LimitHit).

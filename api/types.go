@@ -121,6 +121,10 @@ type ExecRequest struct {
 	Cols    uint16            `json:"cols,omitempty"`
 	Timeout Duration          `json:"timeout,omitempty"` // 0: none; the whole process tree is killed when it passes
 	Detach  bool              `json:"detach,omitempty"`
+	// OutputMax is the most of each output stream dend keeps, e.g. "1M":
+	// the head and the tail, the middle dropped. Default and most: dend's
+	// --run-output-max.
+	OutputMax string `json:"output_max,omitempty"`
 }
 
 // Run statuses.
@@ -151,7 +155,24 @@ type Run struct {
 	EndedAt    *time.Time `json:"ended_at,omitempty"`
 	StdoutSize int64      `json:"stdout_bytes"`
 	StderrSize int64      `json:"stderr_bytes"`
+	// StdoutDropped and StderrDropped are how many of those bytes dend
+	// did not keep; logs show a marker line in their place. Offsets count
+	// them: stdout_bytes is always the offset the stream reached.
+	StdoutDropped int64 `json:"stdout_dropped"`
+	StderrDropped int64 `json:"stderr_dropped"`
+	// OutputMax is the most of each stream kept for this run.
+	OutputMax int64 `json:"output_max,omitempty"`
+	// OutputCut says why output was last dropped, "" if none was.
+	OutputCut string `json:"output_cut,omitempty"`
 }
+
+// Why a run's output was dropped (Run.OutputCut).
+const (
+	OutputCutCap       = "cap"       // the middle of a stream longer than its cap
+	OutputCutReserve   = "reserve"   // dend's disk was down to its free-space reserve
+	OutputCutAllowance = "allowance" // the sandbox's run output allowance was full of running runs
+	OutputCutPruned    = "pruned"    // removed to make room for the sandbox's newer runs
+)
 
 // RunList is the body of GET /v1/sandboxes/{name}/runs.
 type RunList struct {
@@ -242,4 +263,34 @@ type Health struct {
 	Version      string `json:"version"`
 	RunscVersion string `json:"runsc_version"`
 	Storage      string `json:"storage"` // btrfs or copy
+	// Disk is the free space on dend's data disk against its reserve.
+	Disk *DiskHealth `json:"disk,omitempty"`
+	// Pool is how full the storage pool is; absent when it cannot be read.
+	Pool *PoolHealth `json:"pool,omitempty"`
+}
+
+// DiskHealth is the free space dend keeps on its data disk. Once it is
+// down to the reserve (Low), dend drops run output and refuses new
+// sandboxes and commands until space is freed.
+type DiskHealth struct {
+	FreeBytes    int64 `json:"free_bytes"` // -1 when unknown
+	ReserveBytes int64 `json:"reserve_bytes"`
+	Low          bool  `json:"low"`
+}
+
+// PoolHealth is how full the storage pool is and how sandboxes share it.
+type PoolHealth struct {
+	SizeBytes    int64 `json:"size_bytes"`
+	UsedBytes    int64 `json:"used_bytes"`
+	FreeBytes    int64 `json:"free_bytes"`    // still available for writing
+	ReserveBytes int64 `json:"reserve_bytes"` // kept for den's checkpoints and hibernation
+	// Full: free space is below the reserve; new sandboxes and forks are
+	// refused until some is freed.
+	Full bool `json:"full"`
+	// DiskCaps says whether the pool enforces sandboxes' disk caps (the
+	// copy driver cannot).
+	DiskCaps         bool    `json:"disk_caps"`
+	DefaultDiskBytes int64   `json:"default_disk_bytes,omitempty"` // cap of a sandbox that asks for none
+	PromisedBytes    int64   `json:"promised_bytes"`               // sandboxes' caps added up
+	Overcommit       float64 `json:"overcommit,omitempty"`         // caps together may reach size × this
 }

@@ -22,16 +22,19 @@ var (
 	ErrConflict     = errors.New("conflict")
 	ErrTooLarge     = errors.New("too large")
 	ErrUnavailable  = errors.New("unavailable")
+	// ErrQuota: the owner's quota has no room for what was asked.
+	ErrQuota = errors.New("quota exceeded")
 )
 
 var classByCode = map[string]error{
-	api.CodeInvalid:      ErrInvalid,
-	api.CodeUnauthorized: ErrUnauthorized,
-	api.CodeForbidden:    ErrForbidden,
-	api.CodeNotFound:     ErrNotFound,
-	api.CodeConflict:     ErrConflict,
-	api.CodeTooLarge:     ErrTooLarge,
-	api.CodeUnavailable:  ErrUnavailable,
+	api.CodeInvalid:       ErrInvalid,
+	api.CodeUnauthorized:  ErrUnauthorized,
+	api.CodeForbidden:     ErrForbidden,
+	api.CodeNotFound:      ErrNotFound,
+	api.CodeConflict:      ErrConflict,
+	api.CodeTooLarge:      ErrTooLarge,
+	api.CodeUnavailable:   ErrUnavailable,
+	api.CodeQuotaExceeded: ErrQuota,
 }
 
 var codeByStatus = map[int]string{
@@ -48,14 +51,15 @@ var codeByStatus = map[int]string{
 }
 
 var statusByCode = map[string]int{
-	api.CodeInvalid:      http.StatusBadRequest,
-	api.CodeUnauthorized: http.StatusUnauthorized,
-	api.CodeForbidden:    http.StatusForbidden,
-	api.CodeNotFound:     http.StatusNotFound,
-	api.CodeConflict:     http.StatusConflict,
-	api.CodeTooLarge:     http.StatusRequestEntityTooLarge,
-	api.CodeUnavailable:  http.StatusServiceUnavailable,
-	api.CodeInternal:     http.StatusInternalServerError,
+	api.CodeInvalid:       http.StatusBadRequest,
+	api.CodeUnauthorized:  http.StatusUnauthorized,
+	api.CodeForbidden:     http.StatusForbidden,
+	api.CodeNotFound:      http.StatusNotFound,
+	api.CodeConflict:      http.StatusConflict,
+	api.CodeTooLarge:      http.StatusRequestEntityTooLarge,
+	api.CodeUnavailable:   http.StatusServiceUnavailable,
+	api.CodeInternal:      http.StatusInternalServerError,
+	api.CodeQuotaExceeded: http.StatusForbidden,
 }
 
 // Error is an error reported by dend, or a failure to reach it. It wraps
@@ -130,6 +134,10 @@ func IsUnauthorized(err error) bool { return errors.Is(err, ErrUnauthorized) }
 // IsForbidden reports whether err says the token's scope does not allow
 // the call.
 func IsForbidden(err error) bool { return errors.Is(err, ErrForbidden) }
+
+// IsQuota reports whether err says the owner's quota has no room for
+// what was asked.
+func IsQuota(err error) bool { return errors.Is(err, ErrQuota) }
 
 // fromAPI wraps an in-band wire error.
 func fromAPI(e *api.Error) *Error {

@@ -115,6 +115,7 @@ func mustIPNet(s string) *net.IPNet {
 // hostAddr/30 on the host, addr/30 inside, removed when the test ends.
 func serverNS(t *testing.T, name, hostAddr, addr string) netns.NsHandle {
 	t.Helper()
+	reapStale(t, netip.MustParseAddr(hostAddr), name)
 	if err := addrUnused(netip.MustParseAddr(hostAddr)); err != nil {
 		t.Fatalf("test server address: %v", err)
 	}
@@ -195,6 +196,47 @@ func inNS(ns netns.NsHandle, fn func() error) error {
 		ch <- fn()
 	}()
 	return <-ch
+}
+
+// reapStale removes what a test run killed before its cleanup left
+// holding addr: a test server's veth (its name's five-digit tag is the
+// pid of the run that made it, so one unlike name's is not this run's)
+// and the named namespace it leads into.
+func reapStale(t *testing.T, addr netip.Addr, name string) {
+	t.Helper()
+	links, err := netlink.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := name[len(name)-5:]
+	for _, l := range links {
+		n := l.Attrs().Name
+		if len(n) != len(name) || n[len(n)-5:] == tag || !hasTestPrefix(n) {
+			continue
+		}
+		addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap() == addr {
+				t.Logf("removing %s, left holding %s by an earlier run", n, addr)
+				netlink.LinkDel(l)
+				netns.DeleteNamed(n)
+			}
+		}
+	}
+}
+
+// hasTestPrefix tells whether n is the name serverNS gives a veth in
+// one of these tests.
+func hasTestPrefix(n string) bool {
+	for _, p := range []string{"egt-", "ten-", "ent-"} {
+		if strings.HasPrefix(n, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // addrUnused fails if a host interface has a.

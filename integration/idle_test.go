@@ -73,9 +73,20 @@ func TestIdlePolicyPausesThenHibernates(t *testing.T) {
 // An ephemeral sandbox is gone, record and all, once its TTL of running
 // time is used up.
 func TestEphemeralTTL(t *testing.T) {
-	d := idleDend(t)
+	d := startDend(t, "--pause-after", "1s", "--hibernate-after", "3s", "--idle-interval", "100ms", "--min-ttl", "1s")
 	ttl, zero := "2s", "0"
 	ctx := ctxT(t, 2*time.Minute)
+	// A TTL under the floor would destroy the sandbox at once: refused,
+	// and nothing made.
+	brief := "1ns"
+	_, err := d.c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "brief", Image: "busybox", Memory: "256M", Ephemeral: true,
+		Policy: &api.Policy{TTL: &brief}})
+	if !client.IsInvalid(err) || !strings.Contains(err.Error(), "shorter than 1s") {
+		t.Fatalf("a TTL of 1ns: %v, want refused as shorter than the floor", err)
+	}
+	if list, _ := d.c.ListSandboxes(ctx); len(list) != 0 {
+		t.Fatalf("a refused create left %d sandboxes", len(list))
+	}
 	sb, err := d.c.CreateSandbox(ctx, api.CreateSandboxRequest{
 		Name: "brief", Image: "busybox", Memory: "256M", Ephemeral: true,
 		// Paused time does not count towards the TTL, so it must not idle.

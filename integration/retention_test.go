@@ -30,7 +30,7 @@ func manualCheckpoints(t *testing.T, d *dend, name string) []string {
 // than the maximum age as they age, with their files; one a fork still
 // needs stays.
 func TestCheckpointRetention(t *testing.T) {
-	d := startDend(t, "--idle-interval", "100ms")
+	d := startDend(t, "--idle-interval", "100ms", "--min-ttl", "1s")
 	d.create("kept")
 	ctx := ctxT(t, 2*time.Minute)
 	keep := 2

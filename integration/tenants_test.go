@@ -101,7 +101,7 @@ func TestTenantNetworkReach(t *testing.T) {
 
 	victim := tn.create(tn.bob, "victim")
 	probe := tn.create(tn.alice, "probe", func(r *api.CreateSandboxRequest) { r.Network = &api.NetworkPolicy{Mode: api.NetworkOpen} })
-	if _, err := tn.bob.Exec(ctx, "victim", api.ExecRequest{Argv: []string{"nc", "-ll", "-p", "7000", "-e", "echo", "victim"}, Detach: true}, client.ExecIO{}); err != nil {
+	if _, err := tn.bob.ExecDetached(ctx, "victim", api.ExecRequest{Argv: []string{"nc", "-ll", "-p", "7000", "-e", "echo", "victim"}}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the victim's server", func() bool {
@@ -124,7 +124,7 @@ func TestTenantNetworkReach(t *testing.T) {
 		{"172.16.0.0/12", "not opened"},
 		{"192.168.1.1", "not opened"},
 		{"100.64.0.0/10", "carrier-grade NAT"},
-		{privateHostAddr[:strings.LastIndex(privateHostAddr, ".")] + ".0/24", "not opened"},
+		{privateHostAddr[:strings.LastIndex(privateHostAddr, ".")] + ".4/30", "not opened"}, // beside the opened /30
 		{"::1", "IPv4"},
 		{"fd00::/8", "IPv4"},
 	}
@@ -186,4 +186,43 @@ func TestTenantNetworkReach(t *testing.T) {
 	if got := reach(d, "probe", victim.Address, 7000); got != "" {
 		t.Fatalf("the victim, under allow: %q", got)
 	}
+}
+
+// The token den-init first learns is in its environment, which processes
+// in the sandbox can read (/proc/gvisor/spec_environ is world-readable
+// in gVisor): it must be dead by the time they run, after a boot, a wake
+// and a fork alike, so nobody in the sandbox can drive den-init as dend.
+func TestTenantInitTokenNotExposed(t *testing.T) {
+	d := startDend(t)
+	ctx := ctxT(t, 3*time.Minute)
+	if _, err := d.c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "tok", Image: "busybox", Memory: "256M"}); err != nil {
+		t.Fatal(err)
+	}
+	// Every token a process in the sandbox can find, each tried on
+	// den-init: all must be refused.
+	script := `for f in /proc/gvisor/spec_environ /proc/1/environ; do
+  tok=$(tr '\0' '\n' < $f 2>/dev/null | sed -n 's/^DEN_INIT_TOKEN=//p')
+  [ -z "$tok" ] && { echo "$f: none"; continue; }
+  if wget -q -T 5 -O /dev/null --header "Authorization: Bearer $tok" http://ADDR:49900/v1/ping 2>/dev/null; then echo "$f: ACCEPTED"; else echo "$f: refused"; fi
+done`
+	check := func(name, when string) {
+		t.Helper()
+		sb, err := d.c.GetSandbox(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, errs, code := d.sh(name, strings.ReplaceAll(script, "ADDR", sb.Address))
+		if code != 0 || strings.Contains(out, "ACCEPTED") || !strings.Contains(out, "spec_environ") {
+			t.Fatalf("%s: exit %d: %q %q", when, code, out, errs)
+		}
+		if !strings.Contains(out, "/proc/gvisor/spec_environ: refused") {
+			t.Fatalf("%s: no boot token found to try (%q): the test no longer shows anything", when, out)
+		}
+	}
+	check("tok", "after boot")
+	d.mustDen("", "hibernate", "tok")
+	check("tok", "after a wake")
+	d.mustDen("", "fork", "tok", "kid")
+	check("kid", "in a fork")
+	check("tok", "in the fork's parent")
 }

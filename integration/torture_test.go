@@ -328,7 +328,7 @@ func (tt *torture) opKillDend() {
 
 // opKillRunsc kills -9 every host process of the sandbox's instance, the
 // way a host crash or the OOM killer would, running or paused. dend finds
-// out when it restarts: the sandbox must then be stopped, files kept.
+// out at once, and a restart agrees: the sandbox is stopped, files kept.
 func (tt *torture) opKillRunsc() {
 	tt.maybePause()
 	sb, err := tt.d.c.GetSandbox(tt.ctx(), tortureSandbox)
@@ -344,6 +344,12 @@ func (tt *torture) opKillRunsc() {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
 	waitFor(tt.t, 10*time.Second, "the instance's processes to die", func() bool { return len(torturePIDs(inst)) == 0 })
+	// dend watches its engines: it settles the sandbox by itself, and a
+	// restart finds it so.
+	waitFor(tt.t, 10*time.Second, "dend to notice the engine died", func() bool {
+		now, err := tt.d.c.GetSandbox(tt.ctx(), tortureSandbox)
+		return err == nil && now.State == api.StateStopped
+	})
 	tt.restartDend()
 	after, err := tt.d.c.GetSandbox(tt.ctx(), tortureSandbox)
 	if err != nil {

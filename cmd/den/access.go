@@ -124,13 +124,19 @@ func (a *app) tokenLsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printList(a, ts, func() error { return renderTokens(a.stdout, ts, time.Now()) })
+			return printList(a, ts, func() error { return renderTokens(a.stdout, ts, ownersByID(cmd, c), time.Now()) })
 		},
 	}
 }
 
-func renderTokens(w io.Writer, ts []api.Token, now time.Time) error {
-	t := newTable(w, "ID", "NAME", "SCOPE", "STATUS", "CREATED", "EXPIRES", "LAST USED", "FOR")
+// renderTokens shows the tokens; with owners, owner tokens show their
+// owner's use against its quota.
+func renderTokens(w io.Writer, ts []api.Token, owners map[string]api.Owner, now time.Time) error {
+	header := []string{"ID", "NAME", "SCOPE", "STATUS", "CREATED", "EXPIRES", "LAST USED", "FOR"}
+	if owners != nil {
+		header = append(header, "USE/QUOTA")
+	}
+	t := newTable(w, header...)
 	for _, tk := range ts {
 		expires := "never"
 		if tk.ExpiresAt != nil {
@@ -144,7 +150,15 @@ func renderTokens(w io.Writer, ts []api.Token, now time.Time) error {
 		if tk.Owner != "" && tk.Owner != tk.ID {
 			forOwner = tk.Owner
 		}
-		t.row(tk.ID, tk.Name, tk.Scope, tk.Status, ago(tk.CreatedAt, now), expires, used, forOwner)
+		cells := []string{tk.ID, tk.Name, tk.Scope, tk.Status, ago(tk.CreatedAt, now), expires, used, forOwner}
+		if owners != nil {
+			use := "-"
+			if o, ok := owners[tk.Owner]; ok && tk.Owner != "" {
+				use = ownerSummary(o)
+			}
+			cells = append(cells, use)
+		}
+		t.row(cells...)
 	}
 	return t.flush()
 }

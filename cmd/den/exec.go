@@ -29,6 +29,7 @@ type execFlags struct {
 	env                []string
 	workdir, user      string
 	timeout            time.Duration
+	outputMax          string
 }
 
 func (a *app) execCommand() *cobra.Command {
@@ -38,8 +39,9 @@ func (a *app) execCommand() *cobra.Command {
 		Short: "Run a command in a sandbox",
 		Long: `Run a command in a sandbox. Its output streams to den's stdout and stderr as it
 comes, and den exits with the command's exit status: 128+N if a signal N killed
-it, 124 if its --timeout passed. Ctrl-C and SIGTERM are passed on to the command;
-press Ctrl-C three times to detach and leave it running.
+it, 124 if its --timeout passed (den ends the command itself then). The first
+Ctrl-C or SIGTERM is passed on to the command; a second one detaches: den
+prints the run's id and exits, and the command goes on.
 
 Every run is recorded: see it later with den runs and den logs.`,
 		Example: `  den exec web -- uname -a
@@ -66,6 +68,8 @@ Every run is recorded: see it later with den runs and den logs.`,
 				User:    fl.user,
 				TTY:     fl.tty,
 				Timeout: api.Duration(fl.timeout),
+
+				OutputMax: fl.outputMax,
 			}
 			c, err := a.client()
 			if err != nil {
@@ -85,6 +89,7 @@ Every run is recorded: see it later with den runs and den logs.`,
 	f.StringVarP(&fl.workdir, "workdir", "w", "", "working directory inside the sandbox (absolute)")
 	f.StringVarP(&fl.user, "user", "u", "", "user to run as: name, uid or uid:gid (default root)")
 	f.DurationVar(&fl.timeout, "timeout", 0, "kill the command and its children after this long, e.g. 30s (default none)")
+	f.StringVar(&fl.outputMax, "output-max", "", "keep at most this much of each output stream, its head and tail, e.g. 1M (default and most: dend's --run-output-max)")
 	return cmd
 }
 
@@ -189,8 +194,9 @@ func signalNumber(s string) int {
 	return int(unix.SignalNum(s))
 }
 
-// signalForwarder passes SIGINT and SIGTERM on to the command; a third
-// SIGINT detaches instead.
+// signalForwarder passes the first SIGINT or SIGTERM on to the command;
+// the second detaches instead, so that den never outlives the patience of
+// whoever sent them (a `timeout 20 den exec ...` ends too).
 type signalForwarder struct {
 	out  chan string
 	stop func()
@@ -214,7 +220,7 @@ func (a *app) forwardSignals(ctx context.Context, detach context.CancelFunc) *si
 		close(done)
 	}
 	go func() {
-		interrupts := 0
+		received := 0
 		for {
 			var sig os.Signal
 			select {
@@ -222,16 +228,16 @@ func (a *app) forwardSignals(ctx context.Context, detach context.CancelFunc) *si
 				return
 			case sig = <-ch:
 			}
+			if received++; received >= 2 {
+				s.mu.Lock()
+				s.det = true
+				s.mu.Unlock()
+				detach()
+				return
+			}
 			name := "TERM"
 			if sig == syscall.SIGINT {
 				name = "INT"
-				if interrupts++; interrupts >= 3 {
-					s.mu.Lock()
-					s.det = true
-					s.mu.Unlock()
-					detach()
-					return
-				}
 			}
 			select {
 			case s.out <- name:

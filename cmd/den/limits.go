@@ -24,7 +24,8 @@ given change, at once on a running or paused sandbox. A process that goes past
 the memory limit is killed (its run says limit_hit: memory), and a fork bomb
 stops at the process limit, while the sandbox and the host carry on. A write
 past the disk limit fails inside with "Disk quota exceeded" (btrfs pools only).
---pids 0 and --disk 0 lift those limits.`,
+--pids 0 lifts the process limit; --disk 0 lifts the disk cap only where
+dend has no default cap (--default-disk 0).`,
 		Example: `  den limits web
   den limits web --memory 2G --cpus 2
   den limits web --pids 512 --disk 20G`,
@@ -67,7 +68,7 @@ past the disk limit fails inside with "Disk quota exceeded" (btrfs pools only).
 	f.Float64Var(&cpus, "cpus", 0, "CPUs, may be fractional")
 	f.StringVar(&memory, "memory", "", "memory, e.g. 512M or 2G")
 	f.IntVar(&pids, "pids", 0, "processes and threads at once (0: no limit)")
-	f.StringVar(&dsk, "disk", "", "cap on its files, e.g. 10G (0: no cap)")
+	f.StringVar(&dsk, "disk", "", "cap on its files, e.g. 10G")
 	return cmd
 }
 
@@ -91,5 +92,8 @@ func renderLimits(w io.Writer, sb *api.Sandbox) error {
 	t.row("memory", units.BytesSize(float64(u.MemoryBytes)), limit(sb.MemoryBytes, true))
 	t.row("processes", fmt.Sprint(u.PIDs), limit(int64(sb.PIDs), false))
 	t.row("disk", units.BytesSize(float64(u.DiskBytes)), limit(sb.DiskBytes, true))
+	if u.RunOutputLimitBytes > 0 {
+		t.row("run output", units.BytesSize(float64(u.RunOutputBytes)), limit(u.RunOutputLimitBytes, true))
+	}
 	return t.flush()
 }

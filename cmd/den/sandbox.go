@@ -79,7 +79,7 @@ A new sandbox reaches no network; --network and --allow say what it may reach
 	f.Float64Var(&req.CPUs, "cpus", 0, "CPUs, may be fractional (default 1)")
 	f.StringVar(&req.Memory, "memory", "", "memory limit, e.g. 512M or 2G (default 1G)")
 	f.IntVar(&req.PIDs, "pids", 0, "processes and threads at once (default one per MiB of memory, 256 to 32768)")
-	f.StringVar(&req.Disk, "disk", "", "cap on its files, e.g. 10G (btrfs pools; default none)")
+	f.StringVar(&req.Disk, "disk", "", "cap on its files, e.g. 10G (btrfs pools; default: dend's --default-disk)")
 	f.StringArrayVarP(&env, "env", "e", nil, "environment variable K=V for every command (K alone takes it from here); repeatable")
 	f.StringArrayVar(&labels, "label", nil, "label K=V; repeatable")
 	f.StringVar(&req.From, "from", "", "start from a checkpoint: its id, or SANDBOX:NAME")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"strconv"
 
@@ -16,7 +17,9 @@ func (a *app) topCommand() *cobra.Command {
 		Short: "List the processes running in a sandbox",
 		Long: `List every process in a sandbox, those its commands left running in the
 background included (den-init, its PID 1, aside). A paused or hibernated
-sandbox is woken to answer.`,
+sandbox is woken to answer. When dend's disk is down to its free-space
+reserve, a warning on stderr says so: run output is being dropped and new
+sandboxes and commands are refused until space is freed.`,
 		Example: `  den top web
   den top web --json | jq '.[].command'`,
 		Args: args("NAME"),
@@ -29,9 +32,24 @@ sandbox is woken to answer.`,
 			if err != nil {
 				return err
 			}
-			return printList(a, procs, func() error { return renderProcesses(a.stdout, procs) })
+			if err := printList(a, procs, func() error { return renderProcesses(a.stdout, procs) }); err != nil {
+				return err
+			}
+			if h, err := c.Health(cmd.Context()); err == nil {
+				warnDiskLow(a.stderr, h)
+			}
+			return nil
 		},
 	}
+}
+
+// warnDiskLow says when dend's data disk is down to its reserve.
+func warnDiskLow(w io.Writer, h *api.Health) {
+	if h.Disk == nil || !h.Disk.Low {
+		return
+	}
+	fmt.Fprintf(w, "warning: dend's disk is down to its free-space reserve (%s free, %s kept free): run output is being dropped and new sandboxes and commands are refused until space is freed\n",
+		units.BytesSize(float64(h.Disk.FreeBytes)), units.BytesSize(float64(h.Disk.ReserveBytes)))
 }
 
 // renderProcesses prints the processes table; SECRETS marks those that

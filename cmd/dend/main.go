@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/go-units"
+
 	"github.com/den-dev/den/internal/daemon"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
@@ -50,6 +52,7 @@ func main() {
 		{&cfg.HibernateAfter, "hibernate-after", "hibernate a sandbox unused this long (0: never)"},
 		{&cfg.TTL, "ttl", "destroy a sandbox after this much running time (0: never)"},
 		{&cfg.EphemeralTTL, "ephemeral-ttl", "TTL of an ephemeral sandbox created without one"},
+		{&cfg.MinTTL, "min-ttl", "the shortest ttl or max_age a sandbox's own policy may set, so a slip cannot destroy work at once"},
 		{&cfg.CheckpointMaxAge, "checkpoint-max-age", "remove manual checkpoints older than this (0: keep)"},
 		{&cfg.IdleInterval, "idle-interval", "how often the idle policy runs"},
 		{&cfg.AuditRetention, "audit-retention", "remove audit log entries older than this, hourly (0: keep them all)"},
@@ -69,17 +72,44 @@ func main() {
 	fs.BoolVar(&cfg.BackgroundActive, "background-active", env("DEN_BACKGROUND_ACTIVE", "") != "", "detached commands still running count as use for the idle policy")
 	fs.StringVar(&cfg.DebianMirror, "debian-mirror", env("DEN_DEBIAN_MIRROR", ""), "Debian mirror for the debian image (default: the host's apt mirror)")
 	fs.BoolVar(&cfg.Debug, "debug", env("DEN_DEBUG", "") != "", "debug logs, including runsc's per instance")
+	sizes := []struct {
+		v          *int64
+		name, help string
+		text       string
+	}{
+		{v: &cfg.RunOutputMax, name: "run-output-max", help: "most bytes kept of each output stream of a run: its head and tail, the middle dropped (a run may ask for less)"},
+		{v: &cfg.RunOutputAllowance, name: "run-output-allowance", help: "most bytes of run output kept per sandbox; its oldest ended runs' output is pruned for newer"},
+		{v: &cfg.DataReserve, name: "data-reserve", help: "free space dend keeps on its data disk: past it, run output is dropped and new sandboxes and commands are refused (0: none)"},
+	}
+	for i := range sizes {
+		fs.StringVar(&sizes[i].text, sizes[i].name, env("DEN_"+envName(sizes[i].name), units.BytesSize(float64(*sizes[i].v))), sizes[i].help)
+	}
+	parseDisk := diskFlags(fs, &cfg)
+	parseQuotas := quotaFlags(fs, &cfg)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Parse(os.Args[1:])
 	if *showVersion {
 		fmt.Println("dend", version.Version)
 		return
 	}
+	for _, sz := range sizes {
+		n, err := parseSize(sz.text)
+		if err != nil {
+			fatal(fmt.Errorf("--%s: %w", sz.name, err))
+		}
+		*sz.v = n
+	}
 	n, err := sandbox.ParseMemory(pool)
 	if err != nil {
 		fatal(fmt.Errorf("--pool-size: %w", err))
 	}
 	cfg.PoolSize = n
+	if err := parseDisk(); err != nil {
+		fatal(err)
+	}
+	if err := parseQuotas(); err != nil {
+		fatal(err)
+	}
 
 	level := slog.LevelInfo
 	if cfg.Debug {
@@ -91,6 +121,18 @@ func main() {
 	if err := daemon.Run(ctx, cfg, log); err != nil {
 		fatal(err)
 	}
+}
+
+// parseSize reads a size flag like 64M or 1G; 0 is zero.
+func parseSize(v string) (int64, error) {
+	if v == "0" {
+		return 0, nil
+	}
+	n, err := units.RAMInBytes(v)
+	if err != nil || n <= 0 {
+		return 0, errdefs.WithHint(errdefs.Invalid("invalid size %q", v), "use a size like 64M or 1G, or 0")
+	}
+	return n, nil
 }
 
 // envName turns a flag name into its environment variable's suffix.

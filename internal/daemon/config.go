@@ -46,12 +46,26 @@ type Config struct {
 	PortsDomain  string        // serve exposed ports at PORT-NAME.PortsDomain too; "" for none
 	// AuditRetention is how long audit log entries are kept; 0 keeps them.
 	AuditRetention time.Duration
+	// Run output dend keeps on the data disk (see sandbox.OutputLimits).
+	RunOutputMax       int64 // per stream of a run: head and tail
+	RunOutputAllowance int64 // per sandbox, its runs together
+	DataReserve        int64 // free space left on the data disk; 0: none
+	// How sandboxes share the storage pool (see disk.go).
+	DefaultDisk        int64   // cap of a sandbox that asks for none: AutoDisk, or 0 for none
+	DiskOvercommit     float64 // caps together ≤ pool size × this; 0: unbounded
+	DiskReserve        int64   // bytes of the pool kept for den's snapshots; with DiskReservePercent 0
+	DiskReservePercent float64 // or this share of the pool, in percent
+	// OwnerQuota is the quota of owners an admin set none for (quota.go).
+	OwnerQuota sandbox.Quota
+	// MaxPIDs is the highest process limit an owner may give a sandbox.
+	MaxPIDs int
 
 	// The idle policy sandboxes get unless they set their own; 0 is never.
 	PauseAfter       time.Duration // pause after this long unused
 	HibernateAfter   time.Duration // hibernate after this long unused
 	TTL              time.Duration // destroy after this much running time
 	EphemeralTTL     time.Duration // TTL of an ephemeral sandbox that sets none
+	MinTTL           time.Duration // the shortest ttl or max_age a sandbox's own policy may set
 	BackgroundActive bool          // detached commands still running count as use
 	KeepCheckpoints  int           // manual checkpoints kept per sandbox; 0 keeps all
 	CheckpointMaxAge time.Duration // manual checkpoints older than this go; 0 keeps all
@@ -76,10 +90,21 @@ func Default() Config {
 		Node:      host,
 
 		AuditRetention: 90 * 24 * time.Hour,
+		OwnerQuota:     sandbox.Quota{Sandboxes: DefaultOwnerSandboxes, Checkpoints: DefaultOwnerCheckpoints},
+		MaxPIDs:        DefaultMaxPIDs,
+
+		DefaultDisk:        AutoDisk,
+		DiskOvercommit:     2,
+		DiskReservePercent: 10,
+
+		RunOutputMax:       sandbox.DefaultRunOutputMax,
+		RunOutputAllowance: sandbox.DefaultRunOutputAllowance,
+		DataReserve:        1 << 30,
 
 		PauseAfter:     10 * time.Minute,
 		HibernateAfter: time.Hour,
 		EphemeralTTL:   time.Hour,
+		MinTTL:         time.Minute,
 		IdleInterval:   time.Second,
 	}
 }
@@ -105,6 +130,9 @@ func (c *Config) Validate() error {
 	if c.PoolSize < 1<<30 {
 		return bad("pool-size", "%d bytes is below the 1G minimum", c.PoolSize)
 	}
+	if err := c.validateDisk(); err != nil {
+		return err
+	}
 	if _, err := netip.ParsePrefix(c.Subnet); err != nil {
 		return bad("subnet", "%q is not a CIDR prefix", c.Subnet)
 	}
@@ -125,13 +153,24 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"stop-grace", c.StopGrace}, {"pause-after", c.PauseAfter}, {"hibernate-after", c.HibernateAfter}, {"ttl", c.TTL}, {"ephemeral-ttl", c.EphemeralTTL}, {"checkpoint-max-age", c.CheckpointMaxAge}, {"audit-retention", c.AuditRetention}} {
+	}{{"stop-grace", c.StopGrace}, {"pause-after", c.PauseAfter}, {"hibernate-after", c.HibernateAfter}, {"ttl", c.TTL}, {"ephemeral-ttl", c.EphemeralTTL}, {"min-ttl", c.MinTTL}, {"checkpoint-max-age", c.CheckpointMaxAge}, {"audit-retention", c.AuditRetention}} {
 		if d.v < 0 {
 			return bad(d.name, "negative duration %s", d.v)
 		}
 	}
 	if c.IdleInterval <= 0 {
 		return bad("idle-interval", "%s is not a positive duration", c.IdleInterval)
+	}
+	switch {
+	case c.RunOutputMax < sandbox.MinRunOutput:
+		return bad("run-output-max", "%d bytes is below the %d minimum", c.RunOutputMax, sandbox.MinRunOutput)
+	case c.RunOutputAllowance < c.RunOutputMax:
+		return bad("run-output-allowance", "%d bytes is below run-output-max (%d)", c.RunOutputAllowance, c.RunOutputMax)
+	case c.DataReserve < 0:
+		return bad("data-reserve", "negative size %d", c.DataReserve)
+	}
+	if err := c.validateQuotas(); err != nil {
+		return err
 	}
 	if c.KeepCheckpoints < 0 {
 		return bad("keep-checkpoints", "negative count %d", c.KeepCheckpoints)
@@ -151,6 +190,11 @@ func (c *Config) SecretsKeyFile() string {
 		return c.SecretsKey
 	}
 	return filepath.Join(c.DataDir, "secrets.key")
+}
+
+// OutputLimits are the bounds on run output dend keeps.
+func (c *Config) OutputLimits() sandbox.OutputLimits {
+	return sandbox.OutputLimits{PerStream: c.RunOutputMax, PerSandbox: c.RunOutputAllowance, Reserve: c.DataReserve}
 }
 
 // Policy is the daemon-wide idle policy and retention.

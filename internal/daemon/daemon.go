@@ -106,6 +106,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	disk, err := diskPolicy(ctx, cfg, pool, log)
+	if err != nil {
+		return err
+	}
 	svc, err := sandbox.NewService(sandbox.Config{
 		Store: st, Volumes: pool, Runtime: rt, Network: network, Images: images, Secrets: secrets, Init: initVersion,
 		Sealer:        sealer,
@@ -114,10 +118,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Logger:        log,
 		Node:          cfg.Node,
 		RunsDir:       filepath.Join(cfg.DataDir, "runs"),
+		Output:        cfg.OutputLimits(),
 		CheckpointDir: filepath.Join(cfg.DataDir, "checkpoints"),
 		StopGrace:     cfg.StopGrace,
 		Policy:        cfg.Policy(),
 		EphemeralTTL:  cfg.EphemeralTTL,
+		Disk:          disk,
+		MinTTL:        cfg.MinTTL,
+		Quotas:        cfg.quotas(st),
 	})
 	if err != nil {
 		return err
@@ -137,15 +145,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	svc.RunIdle(cfg.IdleInterval)
 	go audit.Retain(ctx, st, cfg.AuditRetention, time.Hour, log)
 
-	health := func(context.Context) api.Health {
-		return api.Health{Status: "ok", Version: version.Version, RunscVersion: rt.Version(), Storage: pool.Name()}
+	health := func(ctx context.Context) api.Health {
+		d := svc.DiskStatus()
+		return api.Health{Status: "ok", Version: version.Version, RunscVersion: rt.Version(), Storage: pool.Name(),
+			Disk: &api.DiskHealth{FreeBytes: d.FreeBytes, ReserveBytes: d.ReserveBytes, Low: d.Low}, Pool: poolHealth(ctx, svc, log)}
 	}
 	portsKey, err := loadPortsKey(cfg.PortsKeyFile())
 	if err != nil {
 		return err
 	}
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
-		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain})
+		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc})
 	return serve(ctx, cfg, handler, log)
 }
 
@@ -159,9 +169,10 @@ func openStorage(ctx context.Context, cfg Config, log *slog.Logger) (pool, error
 	if cfg.Storage == StorageCopy {
 		return copydriver.Open(dir, log)
 	}
-	d, err := btrfs.Open(ctx, btrfs.Config{Dir: dir, LoopFile: filepath.Join(cfg.DataDir, "pool.img"), LoopSize: cfg.PoolSize}, log)
+	bc := btrfs.Config{Dir: dir, LoopFile: filepath.Join(cfg.DataDir, "pool.img"), LoopSize: cfg.PoolSize}
+	_, err := btrfs.Open(ctx, bc, log)
 	if err == nil {
-		return d, nil
+		return withReserve(ctx, cfg, bc, log)
 	}
 	if cfg.Storage == StorageBtrfs {
 		return nil, fmt.Errorf("opening the btrfs pool: %w", err)

@@ -15,6 +15,9 @@ var (
 	ErrConflict    = errors.New("conflict")
 	ErrTooLarge    = errors.New("too large")
 	ErrUnavailable = errors.New("unavailable")
+	// ErrQuota is a refusal because an owner's quota has no room for
+	// what was asked: the message names the quota, its use and limit.
+	ErrQuota = errors.New("quota exceeded")
 )
 
 // classified is an error with a class, a message and an optional hint.
@@ -33,12 +36,13 @@ func New(class error, format string, a ...any) error {
 	return &classified{class: class, msg: fmt.Sprintf(format, a...)}
 }
 
-// Invalid, NotFound, Conflict, TooLarge and Unavailable are shorthands for New.
+// Invalid, NotFound, Conflict, TooLarge, Unavailable and Quota are shorthands for New.
 func Invalid(format string, a ...any) error     { return New(ErrInvalid, format, a...) }
 func NotFound(format string, a ...any) error    { return New(ErrNotFound, format, a...) }
 func Conflict(format string, a ...any) error    { return New(ErrConflict, format, a...) }
 func TooLarge(format string, a ...any) error    { return New(ErrTooLarge, format, a...) }
 func Unavailable(format string, a ...any) error { return New(ErrUnavailable, format, a...) }
+func Quota(format string, a ...any) error       { return New(ErrQuota, format, a...) }
 
 // WithHint attaches a hint (how to fix it) to err, keeping its class.
 func WithHint(err error, hint string) error {
@@ -68,7 +72,7 @@ func Hint(err error) string {
 // Class returns which class err belongs to, or nil when it has none (a bug
 // or a host failure: internal).
 func Class(err error) error {
-	for _, c := range []error{ErrInvalid, ErrNotFound, ErrConflict, ErrTooLarge, ErrUnavailable} {
+	for _, c := range []error{ErrInvalid, ErrNotFound, ErrConflict, ErrTooLarge, ErrUnavailable, ErrQuota} {
 		if errors.Is(err, c) {
 			return c
 		}

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -30,24 +31,100 @@ type Client struct {
 	base  string                 // http://addr
 	auth  atomic.Pointer[string] // "Bearer <token>"
 	httpc *http.Client
+	// aborted is why the instance is known gone (see Abort); nil while
+	// it may be there.
+	aborted atomic.Pointer[error]
+
+	mu sync.Mutex
+	// conns are the connections open to den-init now.
+	conns map[net.Conn]struct{}
 }
+
+// A den-init that stops answering must not hang its callers. dend's
+// engine watch learns at once when an instance dies and ends every call
+// to it with Abort; unary calls have a deadline besides, and idle
+// connections are probed (TCP keepalive). Streams have no deadline: a
+// paused sandbox's den-init answers nothing until it thaws, and its
+// output streams must outlast that.
+const (
+	dialTimeout  = 2 * time.Second
+	keepAlive    = 30 * time.Second
+	callDeadline = 2 * time.Minute
+)
 
 // New returns a client for den-init at addr with the instance's token.
 // It never goes through a proxy: den-init is on a private link.
 func New(addr netip.AddrPort, token string) *Client {
-	dialer := &net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}
+	c := &Client{base: "http://" + addr.String(), conns: map[net.Conn]struct{}{}}
+	dialer := &net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive}
 	tr := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           dialer.DialContext,
+		Proxy: nil,
+		DialContext: func(ctx context.Context, network, address string) (net.Conn, error) {
+			if err := c.abortErr(); err != nil {
+				return nil, err
+			}
+			conn, err := dialer.DialContext(ctx, network, address)
+			if err != nil {
+				return nil, err
+			}
+			return c.track(conn), nil
+		},
 		MaxIdleConns:          64,
 		MaxIdleConnsPerHost:   16,
 		IdleConnTimeout:       90 * time.Second,
 		DisableCompression:    true,
 		ExpectContinueTimeout: 0,
 	}
-	c := &Client{base: "http://" + addr.String(), httpc: &http.Client{Transport: tr}}
+	c.httpc = &http.Client{Transport: tr}
 	c.setToken(token)
 	return c
+}
+
+// trackedConn is a connection the Client can close under its user.
+type trackedConn struct {
+	net.Conn
+	c    *Client
+	once sync.Once
+}
+
+func (t *trackedConn) Close() error {
+	t.once.Do(func() {
+		t.c.mu.Lock()
+		delete(t.c.conns, t.Conn)
+		t.c.mu.Unlock()
+	})
+	return t.Conn.Close()
+}
+
+func (c *Client) track(conn net.Conn) net.Conn {
+	c.mu.Lock()
+	c.conns[conn] = struct{}{}
+	c.mu.Unlock()
+	return &trackedConn{Conn: conn, c: c}
+}
+
+// Abort ends every call in flight and fails every later one at once with
+// why (classified unavailable): the instance is known to be gone, so
+// nothing is to be gained by waiting for it.
+func (c *Client) Abort(why error) {
+	c.aborted.Store(&why)
+	c.mu.Lock()
+	conns := make([]net.Conn, 0, len(c.conns))
+	for conn := range c.conns {
+		conns = append(conns, conn)
+	}
+	c.mu.Unlock()
+	for _, conn := range conns {
+		conn.Close()
+	}
+	c.httpc.CloseIdleConnections()
+}
+
+func (c *Client) abortErr() error {
+	if p := c.aborted.Load(); p != nil {
+		return errdefs.Unavailable("%v", *p)
+	}
+	return nil
 }
 
 func (c *Client) setToken(token string) {
@@ -283,6 +360,8 @@ func (c *Client) Scrub(ctx context.Context) error {
 // call sends a JSON body (when in is not nil) and decodes a JSON answer
 // into out (when not nil).
 func (c *Client) call(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, callDeadline)
+	defer cancel()
 	var body io.Reader
 	ctype := ""
 	if in != nil {
@@ -309,6 +388,9 @@ func (c *Client) call(ctx context.Context, method, path string, q url.Values, in
 // do sends a request and returns the response if it is a success; any
 // other answer becomes the error den-init described.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body io.Reader, ctype string) (*http.Response, error) {
+	if err := c.abortErr(); err != nil {
+		return nil, fmt.Errorf("reaching den-init: %w", err)
+	}
 	u := c.base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
@@ -367,6 +449,9 @@ func responseError(resp *http.Response) error {
 // stays what it is; anything else means den-init is unavailable (not
 // running, restoring, or the link dropped) and the call may be retried.
 func (c *Client) broken(ctx context.Context, doing string, err error) error {
+	if aerr := c.abortErr(); aerr != nil {
+		return fmt.Errorf("%s: %w", doing, aerr)
+	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s: %w", doing, ctx.Err())
 	}

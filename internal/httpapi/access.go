@@ -92,7 +92,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 		} else if err := s.identify(r, info); err != nil {
 			if errors.Is(err, auth.ErrUnauthorized) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="den"`)
-				s.log.Info("refused a request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+				s.refusals.note(r, err)
 			}
 			s.writeError(w, r, err)
 			return
@@ -142,7 +142,9 @@ const (
 	areaTokens                // admins only
 	areaAudit
 	areaSecrets
-	areaOther // a route nobody classified: admins only
+	areaOwners // the list of owners and changes to them: admins only
+	areaOwner  // one owner: read by admins and by the owner itself
+	areaOther  // a route nobody classified: admins only
 )
 
 func areaOf(path string) area {
@@ -161,6 +163,10 @@ func areaOf(path string) area {
 		return areaAudit
 	case path == "/v1/secrets" || strings.HasPrefix(path, "/v1/secrets/"):
 		return areaSecrets
+	case path == "/v1/owners":
+		return areaOwners
+	case strings.HasPrefix(path, "/v1/owners/"):
+		return areaOwner
 	}
 	return areaOther
 }
@@ -210,13 +216,28 @@ func allow(p auth.Principal, a area, mutates bool) error {
 		return adminOnly("read the audit log")
 	case areaSecrets:
 		return adminOnly("manage secrets")
+	case areaOwners:
+		return adminOnly("list owners' quotas")
+	case areaOwner:
+		if mutates {
+			return adminOnly("set an owner's quota or grants")
+		}
+		return nil // the handler lets an owner read only its own
 	}
 	return adminOnly("use this route")
 }
 
 // guard wraps a route's handler in the scope rules.
-func (s *server) guard(rt route) handlerFunc {
+func (s *server) guard(rt route, query []string) handlerFunc {
 	a, mutates := areaOf(rt.path), mutating(rt.method, rt.path)
+	call := func(w http.ResponseWriter, r *http.Request) error {
+		// After the scope rules: a sandbox the caller may not see is
+		// not found, whatever the query says.
+		if err := checkQuery(rt, query, r); err != nil {
+			return err
+		}
+		return rt.fn(w, r)
+	}
 	return func(w http.ResponseWriter, r *http.Request) error {
 		info := infoOf(r)
 		info.route = rt.path
@@ -225,7 +246,7 @@ func (s *server) guard(rt route) handlerFunc {
 				return grantNotFor()
 			}
 			useGrant(r, info)
-			return rt.fn(w, r)
+			return call(w, r)
 		}
 		ref := r.PathValue("name")
 		if a == areaSandboxes {
@@ -241,7 +262,7 @@ func (s *server) guard(rt route) handlerFunc {
 				return err
 			}
 		}
-		return rt.fn(w, r)
+		return call(w, r)
 	}
 }
 

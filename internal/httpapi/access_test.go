@@ -112,6 +112,8 @@ type accessEnv struct {
 	// tokens by name, and the principals' owner identities
 	tok    map[string]string
 	owners map[string]string
+	// quotas is the fake owner service (owners_test.go).
+	quotas *fakeOwners
 }
 
 const legacyToken = "0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -135,7 +137,7 @@ func newAccessEnv(t *testing.T) *accessEnv {
 	}
 	a := &accessEnv{t: t, calls: c, dir: dir, st: st, tokens: tokens, logBuf: &syncBuffer{},
 		sbx: &scopedSandboxes{fakeSandboxes: newFakeSandboxes(c), ckpts: map[string][]*sandbox.Checkpoint{}},
-		tok: map[string]string{}, owners: map[string]string{}}
+		tok: map[string]string{}, owners: map[string]string{}, quotas: newFakeOwners(c)}
 	for _, tt := range []struct {
 		name  string
 		scope auth.Scope
@@ -167,7 +169,7 @@ func newAccessEnv(t *testing.T) *accessEnv {
 		Kind: sandbox.CheckpointManual, CreatedAt: testTime}}
 
 	h := New(Config{
-		Sandboxes: a.sbx, Images: newFakeImages(c), Tokens: tokens, Audit: st, Secrets: vault,
+		Sandboxes: a.sbx, Images: newFakeImages(c), Tokens: tokens, Audit: st, Secrets: vault, Owners: a.quotas,
 		Logger: slog.New(slog.NewJSONHandler(a.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	a.root = httptest.NewServer(Local(h))

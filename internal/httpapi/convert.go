@@ -138,6 +138,11 @@ func toRun(r *sandbox.Run) api.Run {
 		EndedAt:    r.EndedAt,
 		StdoutSize: r.StdoutSize,
 		StderrSize: r.StderrSize,
+
+		StdoutDropped: r.StdoutDropped,
+		StderrDropped: r.StderrDropped,
+		OutputMax:     r.OutputMax,
+		OutputCut:     r.OutputCut,
 	}
 }
 
@@ -231,17 +236,27 @@ func toCreateParams(req api.CreateSandboxRequest) (sandbox.CreateParams, error) 
 	}, nil
 }
 
-func toExecParams(req api.ExecRequest) sandbox.ExecParams {
-	return sandbox.ExecParams{
-		Argv:    req.Argv,
-		Env:     req.Env,
-		Cwd:     req.Cwd,
-		User:    req.User,
-		TTY:     req.TTY,
-		Stdin:   req.Stdin,
-		Rows:    req.Rows,
-		Cols:    req.Cols,
-		Timeout: time.Duration(req.Timeout),
-		Detach:  req.Detach,
+func toExecParams(req api.ExecRequest) (sandbox.ExecParams, error) {
+	var outMax int64
+	if req.OutputMax != "" {
+		n, err := sandbox.ParseMemory(req.OutputMax)
+		if err != nil {
+			return sandbox.ExecParams{}, errdefs.WithHint(errdefs.Invalid("invalid output cap %q", req.OutputMax),
+				"use a size like 1M or 16M per stream, or leave output_max out for dend's cap")
+		}
+		outMax = n
 	}
+	return sandbox.ExecParams{
+		OutputMax: outMax,
+		Argv:      req.Argv,
+		Env:       req.Env,
+		Cwd:       req.Cwd,
+		User:      req.User,
+		TTY:       req.TTY,
+		Stdin:     req.Stdin,
+		Rows:      req.Rows,
+		Cols:      req.Cols,
+		Timeout:   time.Duration(req.Timeout),
+		Detach:    req.Detach,
+	}, nil
 }

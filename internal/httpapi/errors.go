@@ -34,6 +34,10 @@ func toAPIError(err error) (status int, body *api.Error, internal bool) {
 		status, code = http.StatusRequestEntityTooLarge, api.CodeTooLarge
 	case class == errdefs.ErrUnavailable:
 		status, code = http.StatusServiceUnavailable, api.CodeUnavailable
+	case class == errdefs.ErrQuota:
+		// Forbidden, not a conflict: retrying changes nothing until the
+		// owner frees some or an admin raises its quota.
+		status, code = http.StatusForbidden, api.CodeQuotaExceeded
 	default:
 		return http.StatusInternalServerError, &api.Error{Code: api.CodeInternal, Message: internalMessage}, true
 	}

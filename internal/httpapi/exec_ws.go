@@ -86,7 +86,11 @@ func (e *execSession) serve(ctx context.Context) {
 		e.fail(ctx, err)
 		return
 	}
-	p := toExecParams(req)
+	p, err := toExecParams(req)
+	if err != nil {
+		e.fail(ctx, err)
+		return
+	}
 	p.Detach = false // this connection is attached to it
 	run, err := e.srv.sandboxes.Exec(ctx, e.ref, p)
 	if err != nil {

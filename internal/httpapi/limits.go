@@ -39,14 +39,15 @@ func (s *server) setLimits(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
 }
 
-// parseDisk reads a disk size; "" and "0" mean no cap.
+// parseDisk reads a disk size; "" and "0" mean dend's default cap at
+// create, and no cap (where dend allows it) in a change of limits.
 func parseDisk(v string) (int64, error) {
 	if v == "" || v == "0" {
 		return 0, nil
 	}
 	n, err := sandbox.ParseMemory(v)
 	if err != nil {
-		return 0, errdefs.WithHint(errdefs.Invalid("invalid disk size %q", v), "use a size like 10G, or 0 for no cap")
+		return 0, errdefs.WithHint(errdefs.Invalid("invalid disk size %q", v), "use a size like 10G")
 	}
 	return n, nil
 }

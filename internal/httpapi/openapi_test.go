@@ -30,8 +30,6 @@ func loadSpec(t *testing.T) spec {
 	return s
 }
 
-var httpMethods = []string{"get", "put", "post", "delete", "patch", "head", "options", "trace"}
-
 // TestRoutesMatchOpenAPI keeps the served routes and the documented ones
 // the same set, in both directions.
 func TestRoutesMatchOpenAPI(t *testing.T) {
@@ -117,7 +115,7 @@ func resolves(root map[string]any, ref string) bool {
 // fields of its wire type.
 func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	types := map[string]any{
-		"Error": api.Error{}, "ErrorBody": api.ErrorBody{}, "Health": api.Health{},
+		"Error": api.Error{}, "ErrorBody": api.ErrorBody{}, "Health": api.Health{}, "PoolHealth": api.PoolHealth{},
 		"CreateSandboxRequest": api.CreateSandboxRequest{}, "Sandbox": api.Sandbox{}, "SandboxList": api.SandboxList{},
 		"Event": api.Event{}, "EventList": api.EventList{},
 		"ExecRequest": api.ExecRequest{}, "Run": api.Run{}, "RunList": api.RunList{},
@@ -136,6 +134,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"CreateTokenRequest": api.CreateTokenRequest{}, "Token": api.Token{}, "TokenList": api.TokenList{},
 		"AuditEntry": api.AuditEntry{}, "AuditList": api.AuditList{},
 		"Secret": api.Secret{}, "SecretList": api.SecretList{},
+		"Quota": api.Quota{}, "Owner": api.Owner{}, "OwnerList": api.OwnerList{}, "SetOwnerRequest": api.SetOwnerRequest{},
 		"ExposedPort": api.ExposedPort{}, "ExposePortRequest": api.ExposePortRequest{}, "PortURL": api.PortURL{},
 	}
 	schemas := loadSpec(t).Components.Schemas

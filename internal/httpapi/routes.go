@@ -79,6 +79,11 @@ func (s *server) routes() []route {
 		{"PUT", "/v1/secrets/{name}", s.setSecret},
 		{"GET", "/v1/secrets", s.listSecrets},
 		{"DELETE", "/v1/secrets/{name}", s.removeSecret},
+
+		{"GET", "/v1/owners", s.listOwners},
+		{"GET", "/v1/owners/{owner}", s.getOwner},
+		{"PATCH", "/v1/owners/{owner}", s.setOwner},
+		{"DELETE", "/v1/owners/{owner}", s.resetOwner},
 	}, s.proxyRoutes()...)
 }
 

@@ -18,7 +18,10 @@ func (s *server) exec(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	p := toExecParams(req)
+	p, err := toExecParams(req)
+	if err != nil {
+		return err
+	}
 	p.Detach = true // nobody is attached to this request's output
 	run, err := s.sandboxes.Exec(r.Context(), r.PathValue("name"), p)
 	if err != nil {

@@ -55,7 +55,8 @@ func (s *server) getSandbox(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := s.toSandbox(sb)
 	use, _ := s.sandboxes.Resources(r.Context(), sb)
-	out.Usage = &api.Usage{CPUSeconds: use.CPUTime.Seconds(), MemoryBytes: use.MemoryBytes, PIDs: use.PIDs, DiskBytes: use.DiskBytes}
+	out.Usage = &api.Usage{CPUSeconds: use.CPUTime.Seconds(), MemoryBytes: use.MemoryBytes, PIDs: use.PIDs, DiskBytes: use.DiskBytes,
+		RunOutputBytes: use.RunOutput, RunOutputLimitBytes: use.RunOutputLimit}
 	return writeJSON(w, http.StatusOK, out)
 }
 

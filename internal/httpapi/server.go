@@ -127,6 +127,8 @@ type Config struct {
 	Audit audit.Log
 	// Secrets serves /v1/secrets. nil: those routes answer 503.
 	Secrets SecretService
+	// Owners serves /v1/owners (quotas and grants). nil: 503.
+	Owners OwnerService
 	// PortsKey signs URLs to exposed ports (see portaccess.go); 32 random
 	// bytes. nil: no URLs are signed (503) and none is accepted.
 	PortsKey []byte
@@ -145,10 +147,13 @@ type server struct {
 	tokens       TokenService
 	audit        audit.Log
 	secrets      SecretService
+	owners       OwnerService
 	// Exposed ports: see ports.go.
 	portsKey      []byte
 	portsDomain   string
 	portTransport *http.Transport
+	// refusals logs requests refused for want of a valid token.
+	refusals *refusalLog
 }
 
 // New returns the handler of the whole API: every route of Routes, JSON
@@ -166,18 +171,21 @@ func New(cfg Config) http.Handler {
 		tokens:       cfg.Tokens,
 		audit:        cfg.Audit,
 		secrets:      cfg.Secrets,
+		owners:       cfg.Owners,
 	}
 	s.portsKey, s.portTransport = cfg.PortsKey, newPortTransport()
 	s.portsDomain = strings.Trim(strings.ToLower(cfg.PortsDomain), ".")
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.refusals = newRefusalLog(s.log, nil)
 	if s.maxJSONBytes <= 0 {
 		s.maxJSONBytes = DefaultMaxJSONBytes
 	}
 	mux := http.NewServeMux()
+	queries := routeQueries()
 	for _, rt := range s.routes() {
-		mux.Handle(rt.method+" "+rt.path, s.handle(s.guard(rt)))
+		mux.Handle(rt.method+" "+rt.path, s.handle(s.guard(rt, queries[rt.method+" "+rt.path])))
 	}
 	return s.logRequests(s.recoverPanics(s.routeHosts(s.authenticate(s.auditCalls(s.fallback(mux))))))
 }

@@ -44,6 +44,8 @@ type Runtime struct {
 	log     *slog.Logger
 	version string
 	cpu     []string // what `runsc cpu-features` reported in New
+	// exits tells of instances whose engine exited by itself (watch.go).
+	exits exitWatcher
 }
 
 var _ sandbox.Runtime = (*Runtime)(nil)

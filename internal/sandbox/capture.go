@@ -132,7 +132,7 @@ func (s *Service) salvageHibernation(ctx context.Context, sb *Sandbox) (*Checkpo
 		return nil, errdefs.NotFound("no complete memory image for checkpoint %s", sb.Checkpoint)
 	}
 	ck := s.newCheckpoint(sb, capture{id: sb.Checkpoint, kind: CheckpointHibernate, memory: true})
-	ck.Manifest.SpecHash = s.cfg.Runtime.SpecHash(s.instance(sb, ""))
+	ck.Manifest.SpecHash = s.cfg.Runtime.SpecHash(s.instance(sb, "", ""))
 	ck.Manifest.InitToken = sb.Token
 	ck.Manifest.Sealed = s.sealedSalvage(sb)
 	// A snapshot taken before dend died may or may not be there.
@@ -187,7 +187,7 @@ func (s *Service) saveMemory(ctx context.Context, sb *Sandbox, ck *Checkpoint, l
 	} else if err := s.cfg.Runtime.Checkpoint(ctx, sb.InstanceID(), dir, leaveRunning); err != nil {
 		return fmt.Errorf("saving memory: %w", err)
 	}
-	ck.Manifest.SpecHash = s.cfg.Runtime.SpecHash(s.instance(sb, ""))
+	ck.Manifest.SpecHash = s.cfg.Runtime.SpecHash(s.instance(sb, "", ""))
 	ck.Manifest.InitToken = sb.Token
 	return nil
 }
@@ -260,7 +260,7 @@ func (s *Service) restorable(ck *Checkpoint, sb *Sandbox) error {
 	if err := s.sealedWithOurKey(ck); err != nil {
 		return err
 	}
-	if h := s.cfg.Runtime.SpecHash(s.instance(sb, "")); ck.Manifest.SpecHash != h {
+	if h := s.cfg.Runtime.SpecHash(s.instance(sb, "", "")); ck.Manifest.SpecHash != h {
 		return errdefs.WithHint(errdefs.Conflict("checkpoint %s was made for a different sandbox layout (this den changed how it builds sandboxes)", ck.ID),
 			"its files can still be booted without its processes with `den recover NAME --cold`")
 	}
@@ -280,13 +280,19 @@ func (s *Service) dropCheckpointFiles(ctx context.Context, ck *Checkpoint) {
 
 // instance describes sb's current incarnation to the engine; netns is
 // filled once the network is attached.
-func (s *Service) instance(sb *Sandbox, netns string) Instance {
+//
+// den-init learns a boot token from its environment, which processes in
+// the sandbox can read (gVisor shows the spec's environment to every user
+// in /proc/gvisor/spec_environ), so it is good only until dend gives
+// den-init the sandbox's own token over the network (see boot and
+// bootFrom); sb.Token itself never enters the environment.
+func (s *Service) instance(sb *Sandbox, netns, bootToken string) Instance {
 	return Instance{
 		ID:          sb.InstanceID(),
 		Hostname:    sb.Name,
 		Rootfs:      s.cfg.Volumes.Path(sb.VolumeKey()),
 		Netns:       netns,
-		Env:         append([]string{guest.EnvToken + "=" + sb.Token}, s.cfg.InitEnv...),
+		Env:         append([]string{guest.EnvToken + "=" + bootToken}, s.cfg.InitEnv...),
 		CPUs:        sb.Spec.CPUs,
 		MemoryBytes: sb.Spec.MemoryBytes,
 		Init:        sb.Init,
@@ -329,7 +335,9 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 	// The engine holds the image's files open once restore returns, also
 	// while it loads pages in the background: a tmpfs keeps an open
 	// file's pages after it is removed, and frees them when it is closed.
-	err = s.cfg.Runtime.Restore(ctx, s.instance(sb, att.Netns), image)
+	// The restored den-init keeps the token it had; the boot token in the
+	// environment is never used.
+	err = s.cfg.Runtime.Restore(ctx, s.instance(sb, att.Netns, newToken()), image)
 	done()
 	if err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
@@ -356,6 +364,7 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 	}
 	// Memory is saved only once it is clear of secrets.
 	s.setSecretState(sb, secretState{})
+	s.supervise(sb)
 	s.log.Debug("restored", "sandbox", sb.Name, "checkpoint", ck.ID, "files", t1.Sub(t0), "verify", t2.Sub(t1),
 		"network", t3.Sub(t2), "engine", t4.Sub(t3), "den_init", t5.Sub(t4), "limits", time.Since(t5))
 	return nil

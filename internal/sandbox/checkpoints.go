@@ -25,6 +25,9 @@ func (s *Service) Checkpoint(ctx context.Context, ref string, p CheckpointParams
 	if err := require(sb, "checkpoint", StateRunning, StatePaused); err != nil {
 		return nil, err
 	}
+	if err := s.admitCheckpoint(ctx, sb); err != nil {
+		return nil, err
+	}
 	if p.Name != "" {
 		if _, err := s.cfg.Store.GetCheckpoint(ctx, sb.ID, p.Name); err == nil {
 			return nil, errdefs.WithHint(errdefs.Conflict("sandbox %q already has a checkpoint named %q", sb.Name, p.Name),
@@ -37,6 +40,11 @@ func (s *Service) Checkpoint(ctx context.Context, ref string, p CheckpointParams
 			return nil, err
 		}
 	}
+	release, err := s.reserve(ctx, sb.Owner, Use{Checkpoints: 1}, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	s.touch(sb.ID)
 	ck, err := s.takeCheckpoint(ctx, sb, capture{kind: CheckpointManual, name: p.Name, memory: !p.FSOnly, leaveRunning: true})
 	if err != nil {
@@ -201,6 +209,9 @@ func (s *Service) Restore(ctx context.Context, ref, ckpt string) (*Sandbox, erro
 		return nil, err
 	}
 	if err := s.restorable(ck, sb); err != nil {
+		return nil, err
+	}
+	if err := s.admitRenewal(ctx, sb); err != nil {
 		return nil, err
 	}
 	if err := s.rewind(ctx, sb, ck, false, EventRestored, "restored on request"); err != nil {

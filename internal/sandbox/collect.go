@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -20,7 +19,8 @@ import (
 // connection loses a byte; it resumes from the files' sizes. den-init
 // keeps a finished process's status until the collector has stored the
 // run's final record and released it, so a dend that dies in between
-// learns the ending again on its next start.
+// learns the ending again on its next start. What the host keeps of a long
+// stream, and what offsets mean then, is in runoutput.go.
 
 // Streams, as named in the API.
 const (
@@ -40,9 +40,8 @@ type output struct {
 	ctx     context.Context
 	abandon context.CancelFunc
 
-	// Only the collector goroutine touches files, synced and unacked.
-	files   [2]*os.File // opened on first output
-	synced  [2]int64    // how much of each file is known to be on disk
+	// Only the collector goroutine touches keepers and unacked.
+	keepers [2]*keeper // opened on first output
 	unacked int64
 
 	mu sync.Mutex
@@ -122,8 +121,32 @@ func (r *Run) clone() *Run {
 	return &c
 }
 
-func (s *Service) runPath(sandboxID, runID, stream string) string {
-	return filepath.Join(s.cfg.RunsDir, sandboxID, runID+"."+stream)
+// keeper returns the keeper of stream i, opening it on first use.
+func (s *Service) keeper(o *output, i int) (*keeper, error) {
+	if o.keepers[i] == nil {
+		max := o.run.OutputMax
+		if max <= 0 { // a run from before output was capped
+			max = s.cfg.Output.PerStream
+		}
+		k, err := openKeeper(o.dir, o.run.ID, []string{StreamStdout, StreamStderr}[i], max)
+		if err != nil {
+			return nil, err
+		}
+		o.keepers[i] = k
+	}
+	return o.keepers[i], nil
+}
+
+// setSizesLocked copies where stream i of the run got to into its record.
+func (o *output) setSizesLocked(i int, k *keeper) {
+	if i == 0 {
+		o.run.StdoutSize, o.run.StdoutDropped = k.end, k.dropped()
+	} else {
+		o.run.StderrSize, o.run.StderrDropped = k.end, k.dropped()
+	}
+	if k.cut != "" {
+		o.run.OutputCut = k.cut
+	}
 }
 
 func (s *Service) register(o *output) {
@@ -184,8 +207,14 @@ func (s *Service) startRun(sandboxID string, g Guest, spec guest.ProcSpec, recor
 func (s *Service) resume(sandboxID string, run *Run, g Guest) {
 	o := s.newOutput(sandboxID)
 	o.run = run.clone()
-	o.run.StdoutSize = fileSize(s.runPath(sandboxID, run.ID, StreamStdout))
-	o.run.StderrSize = fileSize(s.runPath(sandboxID, run.ID, StreamStderr))
+	for i := range o.keepers {
+		k, err := s.keeper(o, i)
+		if err != nil {
+			s.log.Error("reading run output to resume collecting it", "run", run.ID, "err", err)
+			k = &keeper{}
+		}
+		o.setSizesLocked(i, k)
+	}
 	s.register(o)
 	s.wg.Add(1)
 	go func() {
@@ -208,27 +237,21 @@ func (s *Service) appendOutput(ctx context.Context, o *output, g Guest, i int, p
 	if len(p) == 0 {
 		return nil
 	}
-	if o.files[i] == nil {
-		if err := os.MkdirAll(o.dir, 0o700); err != nil {
-			return fmt.Errorf("creating run output directory: %w", err)
-		}
-		name := []string{StreamStdout, StreamStderr}[i]
-		f, err := os.OpenFile(s.runPath(o.sandboxID, o.run.ID, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err != nil {
-			return fmt.Errorf("opening run output: %w", err)
-		}
-		o.files[i] = f
+	k, err := s.keeper(o, i)
+	if err != nil {
+		return err
 	}
-	if _, err := o.files[i].Write(p); err != nil {
-		return fmt.Errorf("writing run output: %w", err)
+	// What the keeper has no room for is dropped, not an error: the
+	// process goes on and the record says what is missing.
+	werr := k.write(p, runRoom{s: s, sandboxID: o.sandboxID})
+	o.mu.Lock()
+	o.setSizesLocked(i, k)
+	o.notifyLocked()
+	o.mu.Unlock()
+	if werr != nil {
+		return werr
 	}
 	o.mu.Lock()
-	if i == 0 {
-		o.run.StdoutSize += int64(len(p))
-	} else {
-		o.run.StderrSize += int64(len(p))
-	}
-	o.notifyLocked()
 	o.mu.Unlock()
 	if o.unacked += int64(len(p)); o.unacked >= ackEvery {
 		o.unacked = 0
@@ -248,7 +271,7 @@ func (s *Service) collectLoop(o *output, g Guest, lastErr error) {
 			if o.isParked() && o.ctx.Err() == nil {
 				// The instance is going to sleep; its processes wake with
 				// it and unpark starts collecting again.
-				o.closeFiles()
+				s.closeFiles(o)
 				o.mu.Lock()
 				close(o.idle)
 				o.mu.Unlock()
@@ -257,7 +280,7 @@ func (s *Service) collectLoop(o *output, g Guest, lastErr error) {
 			if s.ctx.Err() != nil {
 				// dend is shutting down: the run goes on and a later dend
 				// resumes collecting from the files.
-				o.closeFiles()
+				s.closeFiles(o)
 				o.abandon()
 				return
 			}
@@ -289,24 +312,32 @@ func (s *Service) collectLoop(o *output, g Guest, lastErr error) {
 	}
 }
 
-func (o *output) closeFiles() {
-	for i, f := range o.files {
-		if f != nil {
-			f.Close()
-			o.files[i] = nil
+// closeFiles syncs and closes the run's output files; the keepers open
+// them again from the pieces on disk when output comes.
+func (s *Service) closeFiles(o *output) {
+	for i, k := range o.keepers {
+		if k != nil {
+			if err := k.close(); err != nil {
+				s.log.Error("closing run output", "run", o.run.ID, "err", err)
+			}
+			o.keepers[i] = nil
 		}
 	}
 }
 
-// syncAndAck makes the host copy durable, then lets den-init drop it.
+// syncAndAck makes the host copy durable (kept bytes synced, dropped ones
+// recorded as such), then lets den-init drop it. Nothing is acked when
+// that fails: den-init keeps the output and the next ack tries again.
 func (s *Service) syncAndAck(ctx context.Context, o *output, g Guest) {
 	run := o.snapshot()
-	for _, f := range o.files {
-		if f != nil {
-			f.Sync()
+	for _, k := range o.keepers {
+		if k != nil {
+			if err := k.sync(); err != nil {
+				s.log.Error("syncing run output", "run", run.ID, "err", err)
+				return
+			}
 		}
 	}
-	o.synced = [2]int64{run.StdoutSize, run.StderrSize}
 	g.Ack(ctx, run.GuestID, run.StdoutSize, run.StderrSize)
 }
 
@@ -315,21 +346,13 @@ func (s *Service) syncAndAck(ctx context.Context, o *output, g Guest) {
 // final status, or nil when the run was lost with its instance.
 func (s *Service) finishRun(o *output, g Guest, st *guest.ProcStatus, lostWhy string) {
 	if st != nil {
-		for i := range o.files {
+		for i := range o.keepers {
 			if err := s.appendOutput(context.WithoutCancel(o.ctx), o, g, i, o.redact.flush(i)); err != nil {
 				s.log.Error("writing the end of a run's output", "run", o.run.ID, "err", err)
 			}
 		}
 	}
-	o.mu.Lock()
-	sizes := [2]int64{o.run.StdoutSize, o.run.StderrSize}
-	o.mu.Unlock()
-	for i, f := range o.files {
-		if f != nil && sizes[i] > o.synced[i] {
-			f.Sync()
-		}
-	}
-	o.closeFiles()
+	s.closeFiles(o)
 
 	o.mu.Lock()
 	r := o.run

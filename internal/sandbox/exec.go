@@ -25,6 +25,17 @@ func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (*Run, err
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	outMax := s.cfg.Output.PerStream
+	if p.OutputMax > outMax {
+		return nil, errdefs.WithHint(errdefs.Invalid("output cap %s is over dend's %s", size(p.OutputMax), size(outMax)),
+			"ask for less, or leave it out for dend's cap (dend --run-output-max)")
+	}
+	if p.OutputMax > 0 {
+		outMax = p.OutputMax
+	}
+	if err := s.checkReserve("start a command"); err != nil {
+		return nil, err
+	}
 	sb, unlock, err := s.useSandbox(ctx, ref, "exec in")
 	if err != nil {
 		return nil, err
@@ -61,7 +72,7 @@ func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (*Run, err
 		run := &Run{
 			ID: newID(12), SandboxID: sb.ID, Generation: sb.Generation, GuestID: st.ID,
 			Argv: p.Argv, Cwd: cwd, EnvNames: envNames, User: user, TTY: p.TTY,
-			Detached: p.Detach, Status: RunRunning, StartedAt: st.StartedAt.UTC(),
+			Detached: p.Detach, Status: RunRunning, StartedAt: st.StartedAt.UTC(), OutputMax: outMax,
 		}
 		if run.StartedAt.IsZero() {
 			run.StartedAt = s.cfg.Now().UTC()

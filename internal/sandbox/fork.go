@@ -27,6 +27,17 @@ func (s *Service) Fork(ctx context.Context, ref string, p ForkParams) ([]*Sandbo
 	if err != nil {
 		return nil, err
 	}
+	lim, err := s.forkLimits(ctx, parent, p.From)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	release, err := s.admit(ctx, "fork sandbox "+parent.Name, p.Owner, lim, len(names))
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	defer release()
 	ck, err := s.forkPoint(ctx, parent, p.From)
 	if err != nil {
 		unlock()
@@ -53,6 +64,26 @@ func (s *Service) Fork(ctx context.Context, ref string, p ForkParams) ([]*Sandbo
 		children = append(children, child)
 	}
 	return children, nil
+}
+
+// forkLimits are the limits children of parent will have: those of the
+// checkpoint they start from, which forkPoint captures from the parent's
+// spec when it takes a new one.
+func (s *Service) forkLimits(ctx context.Context, parent *Sandbox, from string) (Limits, error) {
+	var ck *Checkpoint
+	var err error
+	switch {
+	case from != "":
+		ck, err = s.findCheckpoint(ctx, parent, from)
+	case parent.State == StateHibernated:
+		ck, err = s.cfg.Store.GetCheckpoint(ctx, parent.ID, parent.Checkpoint)
+	default:
+		return parent.Spec.Limits(), nil
+	}
+	if err != nil {
+		return Limits{}, err
+	}
+	return ck.Manifest.Spec.Limits(), nil
 }
 
 // forkPoint returns the checkpoint children of parent start from.

@@ -56,7 +56,7 @@ func (s *Service) Due(sb *Sandbox) Due {
 // SetPolicy changes a sandbox's idle policy and retention; fields p leaves
 // unset keep their value. It applies at once, to a running sandbox too.
 func (s *Service) SetPolicy(ctx context.Context, ref string, p Policy) (*Sandbox, error) {
-	if err := p.Validate(); err != nil {
+	if err := s.validatePolicy(p); err != nil {
 		return nil, err
 	}
 	sb, unlock, err := s.lockSandbox(ctx, ref)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
 )
 
 // cleanupTimeout bounds undo work that runs after the caller gave up.
@@ -21,7 +23,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	if err := ValidateName("sandbox", p.Name); err != nil {
 		return nil, err
 	}
-	if err := p.Policy.Validate(); err != nil {
+	if err := s.validatePolicy(p.Policy); err != nil {
 		return nil, err
 	}
 	if p.Ephemeral && (p.Policy.TTL == nil || *p.Policy.TTL == 0) {
@@ -40,6 +42,9 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 		return nil, err
 	}
 	if err := s.checkSecretsExist(ctx, p.Secrets); err != nil {
+		return nil, err
+	}
+	if err := s.checkReserve("create a sandbox"); err != nil {
 		return nil, err
 	}
 	if p.From != "" {
@@ -61,7 +66,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	}
 	spec.PIDs, spec.DiskBytes = p.PIDs, p.DiskBytes
 	if spec.PIDs == 0 {
-		spec.PIDs = DefaultPIDs(spec.MemoryBytes)
+		spec.PIDs = s.defaultPIDs(spec.MemoryBytes)
 	}
 	if err := spec.Validate(); err != nil {
 		return nil, err
@@ -73,6 +78,15 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	if err := s.nameFree(ctx, p.Owner, p.Name); err != nil {
 		return nil, err
 	}
+	spec.DiskBytes = s.diskCap(spec.DiskBytes)
+	if err := s.checkDiskSize(ctx, spec.DiskBytes); err != nil {
+		return nil, err
+	}
+	release, err := s.admit(ctx, "create sandbox", p.Owner, spec.Limits(), 1)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	im, err := s.cfg.Images.Ensure(ctx, spec.Image)
 	if err != nil {
 		return nil, fmt.Errorf("preparing image %q: %w", spec.Image, err)
@@ -142,6 +156,11 @@ func (s *Service) createFromRef(ctx context.Context, p CreateParams) (*Sandbox, 
 	if err := s.restorable(ck, probe); err != nil {
 		return nil, err
 	}
+	release, err := s.admit(ctx, "create sandbox", p.Owner, ck.Manifest.Spec.Limits(), 1)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	return s.createFrom(ctx, p, ck, fmt.Sprintf("from checkpoint %s of sandbox %s", ck.ID, ck.SandboxID))
 }
 
@@ -166,12 +185,13 @@ func (s *Service) startInstance(ctx context.Context, sb *Sandbox) (err error) {
 		return err
 	}
 	t1 := time.Now()
-	if err := s.cfg.Runtime.Start(ctx, s.instance(sb, att.Netns)); err != nil {
+	bootToken := newToken()
+	if err := s.cfg.Runtime.Start(ctx, s.instance(sb, att.Netns, bootToken)); err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
 	t2 := time.Now()
-	if err := s.waitReady(ctx, sb, s.guestFor(sb)); err != nil {
+	if err := s.handOver(ctx, sb, bootToken); err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
@@ -181,8 +201,24 @@ func (s *Service) startInstance(ctx context.Context, sb *Sandbox) (err error) {
 		return err
 	}
 	s.setSecretState(sb, secretState{}) // booted from files: nothing given yet
+	s.supervise(sb)
 	s.log.Debug("booted", "sandbox", sb.Name, "network", t1.Sub(t0), "engine", t2.Sub(t1),
 		"den_init", t3.Sub(t2), "limits", time.Since(t3))
+	return nil
+}
+
+// handOver waits for the den-init of sb's fresh instance, which knows
+// only the boot token of its environment, and gives it sb's own.
+func (s *Service) handOver(ctx context.Context, sb *Sandbox, bootToken string) error {
+	_, addr := s.cfg.Network.Addr(sb.Slot)
+	boot := s.cfg.Dial(netip.AddrPortFrom(addr, guest.Port), bootToken)
+	defer closeGuest(boot)
+	if err := s.waitReady(ctx, sb, boot); err != nil {
+		return err
+	}
+	if err := boot.Rekey(ctx, sb.Token); err != nil {
+		return fmt.Errorf("giving den-init its token: %w", err)
+	}
 	return nil
 }
 
@@ -320,6 +356,7 @@ func (s *Service) destroy(ctx context.Context, ref, why string) error {
 	if err := os.RemoveAll(filepath.Join(s.cfg.RunsDir, sb.ID)); err != nil {
 		s.log.Error("removing run output", "sandbox", sb.Name, "err", err)
 	}
+	s.allowance.forget(sb.ID)
 	sb.Checkpoint, sb.Origin, sb.Pending = "", "", ""
 	if err := s.transition(cctx, sb, StateDestroyed, EventDestroyed, why); err != nil {
 		return err

@@ -59,6 +59,10 @@ type ResourceUsage struct {
 	MemoryBytes int64         // memory its processes use, as gVisor counts it
 	PIDs        int           // processes and threads alive
 	DiskBytes   int64         // bytes its files hold
+	// RunOutput is the output of its runs kept on dend's disk, against
+	// RunOutputLimit, its allowance.
+	RunOutput      int64
+	RunOutputLimit int64
 }
 
 // DiskQuota is what a volume holds against its cap, as the storage pool

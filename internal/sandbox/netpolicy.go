@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"net/netip"
 )
 
 // attach joins sb's next instance to the host network under its policy.
@@ -52,7 +53,16 @@ func (s *Service) SetNetwork(ctx context.Context, ref string, p NetworkPolicy) (
 }
 
 // checkReach refuses a policy that names what no sandbox of owner may
-// reach.
+// reach: private ranges are open to it only where dend opens them to
+// every owner or an admin granted them to it (`den owner set`).
 func (s *Service) checkReach(ctx context.Context, owner string, p NetworkPolicy) error {
-	return s.cfg.Reach.Check(p, nil)
+	var granted []netip.Prefix
+	if owner != "" {
+		o, _, err := s.QuotaOf(ctx, owner)
+		if err != nil {
+			return err
+		}
+		granted = o.AllowPrivate
+	}
+	return s.cfg.Reach.Check(p, granted)
 }

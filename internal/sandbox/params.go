@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -55,6 +56,9 @@ type ExecParams struct {
 	Cols    uint16
 	Timeout time.Duration
 	Detach  bool
+	// OutputMax is the most bytes kept of each output stream (head and
+	// tail); 0 is dend's cap, and more than dend's cap is refused.
+	OutputMax int64
 }
 
 // MaxArgvBytes bounds a command line.
@@ -80,6 +84,10 @@ func (p *ExecParams) Validate() error {
 	}
 	if p.Timeout < 0 {
 		return errdefs.Invalid("negative timeout %s", p.Timeout)
+	}
+	if p.OutputMax < 0 || p.OutputMax > 0 && p.OutputMax < MinRunOutput {
+		return errdefs.WithHint(errdefs.Invalid("invalid output cap %d bytes", p.OutputMax),
+			fmt.Sprintf("use a size of at least %s, e.g. 1M, or leave it out for dend's cap", size(MinRunOutput)))
 	}
 	for _, k := range sortedKeys(p.Env) {
 		if !envKeyRE.MatchString(k) {

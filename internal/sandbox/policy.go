@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
@@ -57,6 +58,25 @@ func (p Policy) Validate() error {
 	}
 	if p.KeepLast != nil && *p.KeepLast < 0 {
 		return errdefs.WithHint(errdefs.Invalid("invalid keep_last %d: negative", *p.KeepLast), "use a count, or 0 to keep every checkpoint")
+	}
+	return nil
+}
+
+// validatePolicy checks p as a sandbox's own policy: valid values, and a
+// ttl or max_age, when set, no shorter than the daemon's floor, since
+// either one destroys work once it passes.
+func (s *Service) validatePolicy(p Policy) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+	}{{"ttl", p.TTL}, {"max_age", p.MaxAge}} {
+		if v := durOf(d.v); v > 0 && v < s.cfg.MinTTL {
+			return errdefs.WithHint(errdefs.Invalid("invalid %s %s: shorter than %s, the shortest this dend allows", d.name, v, s.cfg.MinTTL),
+				fmt.Sprintf("use %s or more, or 0 for never (the operator sets the floor with `dend --min-ttl`)", s.cfg.MinTTL))
+		}
 	}
 	return nil
 }

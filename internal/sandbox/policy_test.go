@@ -139,3 +139,29 @@ func TestForkChildNames(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyFloor: a sandbox's own ttl or max_age shorter than the
+// daemon's floor is refused with a hint; 0 (never) and the floor itself
+// are taken.
+func TestPolicyFloor(t *testing.T) {
+	s := &Service{cfg: Config{MinTTL: time.Minute}}
+	for _, tc := range []struct {
+		p    Policy
+		want bool // accepted
+	}{
+		{Policy{TTL: dur(time.Nanosecond)}, false},
+		{Policy{TTL: dur(59 * time.Second)}, false},
+		{Policy{MaxAge: dur(time.Second)}, false},
+		{Policy{TTL: dur(0), MaxAge: dur(0)}, true},
+		{Policy{TTL: dur(time.Minute), MaxAge: dur(time.Hour)}, true},
+		{Policy{PauseAfter: dur(time.Second)}, true},
+	} {
+		err := s.validatePolicy(tc.p)
+		if tc.want != (err == nil) {
+			t.Errorf("ttl %v max_age %v: %v", tc.p.TTL, tc.p.MaxAge, err)
+		}
+		if err != nil && (!errors.Is(err, errdefs.ErrInvalid) || errdefs.Hint(err) == "") {
+			t.Errorf("%v: want an invalid-argument error with a hint", err)
+		}
+	}
+}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
@@ -32,6 +32,9 @@ func (s *Service) Recover(ctx context.Context) error {
 		l := s.lock(sb.ID)
 		l.Lock()
 		alive, err := s.recoverOne(ctx, sb)
+		if err == nil {
+			s.capOnRecover(ctx, sb)
+		}
 		if err == nil && alive {
 			// The namespace and firewall outlive dend; the resolver's
 			// knowledge of the sandbox does not.
@@ -93,6 +96,7 @@ func (s *Service) recoverOne(ctx context.Context, sb *Sandbox) (bool, error) {
 			if err := s.record(ctx, sb, EventAttached, fmt.Sprintf("dend restarted; generation %d still paused", sb.Generation)); err != nil {
 				return false, err
 			}
+			s.supervise(sb)
 			return true, s.resumeRuns(ctx, sb)
 		case InstanceRunning:
 			if err := s.transition(ctx, sb, StateRunning, EventResumed, "dend restarted and found it running"); err != nil {
@@ -113,6 +117,7 @@ func (s *Service) reattach(ctx context.Context, sb *Sandbox, st InstanceState) (
 			if err := s.record(ctx, sb, EventAttached, fmt.Sprintf("dend restarted; generation %d still running", sb.Generation)); err != nil {
 				return false, err
 			}
+			s.supervise(sb)
 			return true, s.resumeRuns(ctx, sb)
 		}
 		s.log.Warn("instance runs but den-init does not answer", "sandbox", sb.Name)
@@ -121,11 +126,7 @@ func (s *Service) reattach(ctx context.Context, sb *Sandbox, st InstanceState) (
 	if reason, err := s.cfg.Runtime.ExitReason(ctx, sb.InstanceID()); err == nil && reason != "" {
 		why = fmt.Sprintf("instance of generation %d was killed by the host: %s; files are kept, `den start %s` boots it again", sb.Generation, reason, sb.Name)
 	}
-	s.halt(ctx, sb, 0)
-	if err := s.loseRuns(ctx, sb); err != nil {
-		return false, err
-	}
-	return false, s.transition(ctx, sb, StateStopped, EventLost, why)
+	return false, s.lose(ctx, sb, why)
 }
 
 // resumeRuns restarts collection for a reattached sandbox's open runs,
@@ -170,20 +171,22 @@ func (s *Service) loseRuns(ctx context.Context, sb *Sandbox) error {
 func (s *Service) markLost(ctx context.Context, r *Run) error {
 	now := s.cfg.Now().UTC()
 	r.Status, r.EndedAt = RunLost, &now
-	r.StdoutSize = fileSize(s.runPath(r.SandboxID, r.ID, StreamStdout))
-	r.StderrSize = fileSize(s.runPath(r.SandboxID, r.ID, StreamStderr))
+	dir := filepath.Join(s.cfg.RunsDir, r.SandboxID)
+	for _, st := range []struct {
+		name          string
+		size, dropped *int64
+	}{{StreamStdout, &r.StdoutSize, &r.StdoutDropped}, {StreamStderr, &r.StderrSize, &r.StderrDropped}} {
+		pieces, err := scanPieces(dir, r.ID, st.name)
+		if err != nil {
+			return fmt.Errorf("marking run %s lost: %w", r.ID, err)
+		}
+		end, kept := streamExtent(pieces)
+		*st.size, *st.dropped = end, end-kept
+	}
 	if err := s.cfg.Store.UpdateRun(ctx, r); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return fmt.Errorf("marking run %s lost: %w", r.ID, err)
 	}
 	return nil
-}
-
-func fileSize(path string) int64 {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0
-	}
-	return fi.Size()
 }
 
 // recoverPending finishes or undoes a change of several steps that dend

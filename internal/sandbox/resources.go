@@ -46,6 +46,7 @@ func (s *Service) limitsOnResume(ctx context.Context, sb *Sandbox) {
 
 // capDisk applies sb's disk limit to its volume, after every fresh one.
 func (s *Service) capDisk(ctx context.Context, sb *Sandbox) error {
+	sb.Spec.DiskBytes = s.diskCap(sb.Spec.DiskBytes)
 	if sb.Spec.DiskBytes == 0 {
 		return nil
 	}
@@ -93,7 +94,17 @@ func (s *Service) SetLimits(ctx context.Context, ref string, c LimitChange) (*Sa
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
+	release, err := s.admitLimits(ctx, sb, old, l)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	if l.DiskBytes != old.DiskBytes {
+		release, err := s.checkDiskChange(ctx, sb, l.DiskBytes)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		if err := s.cfg.Volumes.SetLimit(ctx, sb.VolumeKey(), l.DiskBytes); err != nil {
 			return nil, fmt.Errorf("capping the disk of sandbox %q: %w", sb.Name, err)
 		}
@@ -163,5 +174,6 @@ func (s *Service) Resources(ctx context.Context, sb *Sandbox) (ResourceUsage, Di
 		s.log.Debug("reading disk usage", "sandbox", sb.Name, "err", err)
 	}
 	use.DiskBytes = q.Used
+	use.RunOutput, use.RunOutputLimit = s.allowance.usage(sb.ID)
 	return use, q
 }

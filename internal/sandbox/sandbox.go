@@ -166,6 +166,16 @@ type Run struct {
 	// LimitHit is the limit its process ran into (guest.LimitMemory,
 	// guest.LimitPIDs), or "".
 	LimitHit string
+	// StdoutDropped and StderrDropped are how many bytes of each stream
+	// are not kept on the host (see runoutput.go); the sizes above count
+	// them, so offsets stay positions in what the process wrote.
+	StdoutDropped int64
+	StderrDropped int64
+	// OutputMax is the bytes kept per stream the run was collected with.
+	OutputMax int64
+	// OutputCut says why output was last dropped: one of the OutputCut*
+	// values, or "" when all of it is kept.
+	OutputCut string
 }
 
 // Image is a base root filesystem.

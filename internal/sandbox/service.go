@@ -32,6 +32,8 @@ type Config struct {
 	Logger  *slog.Logger
 	Node    string // this host's name, recorded on every sandbox
 	RunsDir string // where run output is kept on the host
+	// Output bounds the run output kept in RunsDir (see outputroom.go).
+	Output OutputLimits
 	// InitEnv is extra environment for den-init (e.g. its log level).
 	InitEnv []string
 	// Init is the version of den-init fresh instances run; memory images
@@ -48,8 +50,16 @@ type Config struct {
 	Policy Policy
 	// EphemeralTTL is the TTL of an ephemeral sandbox created without one.
 	EphemeralTTL time.Duration
+	// MinTTL is the shortest ttl and max_age a sandbox's own policy may
+	// set (0 turns them off whatever MinTTL is): a slip like "1ns" must
+	// not destroy a sandbox or its checkpoints at once.
+	MinTTL time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Disk is how sandboxes share the storage pool (see disk.go).
+	Disk DiskPolicy
+	// Quotas bounds what each owner, and each sandbox, may take (quota.go).
+	Quotas Quotas
 }
 
 // Service carries out every verb on sandboxes. It serializes lifecycle
@@ -89,6 +99,14 @@ type Service struct {
 	// secretStates is, by instance id, what is known of the secrets its
 	// commands were given (see holders.go).
 	secretStates map[string]secretState
+
+	// reserve and allowance bound run output on the host (outputroom.go).
+	dataReserve *diskReserve
+	allowance   *runAllowance
+	// disk holds the disk caps admitted but not yet recorded.
+	disk diskLedger
+	// admission checks owners' quotas (admission.go); it has its own lock.
+	admission *admission
 }
 
 // NewService checks cfg and returns a Service. Call Recover before serving
@@ -116,8 +134,12 @@ func NewService(cfg Config) (*Service, error) {
 	if err := cfg.Policy.Validate(); err != nil {
 		return nil, fmt.Errorf("sandbox service: default policy: %w", err)
 	}
+	if err := cfg.Output.Validate(); err != nil {
+		return nil, fmt.Errorf("sandbox service: %w", err)
+	}
+	cfg.Output.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Service{
+	s := &Service{
 		cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
 		locks:        map[string]*sync.RWMutex{},
 		guests:       map[string]Guest{},
@@ -128,7 +150,11 @@ func NewService(cfg Config) (*Service, error) {
 		held:         map[string]int{},
 		staleLimits:  map[string]bool{},
 		secretStates: map[string]secretState{},
-	}, nil
+		dataReserve:  &diskReserve{dir: cfg.RunsDir, reserve: cfg.Output.Reserve, now: cfg.Now},
+		admission:    newAdmission(cfg.Quotas),
+	}
+	s.allowance = &runAllowance{s: s, limit: cfg.Output.PerSandbox, used: map[string]int64{}}
+	return s, nil
 }
 
 // Close stops collecting output. Sandboxes and their commands keep running:

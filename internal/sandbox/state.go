@@ -67,6 +67,9 @@ func require(sb *Sandbox, action string, allowed ...State) error {
 		}
 	}
 	err := errdefs.Conflict("cannot %s sandbox %q: it is %s", action, sb.Name, sb.State)
+	if sb.Reason != "" && (sb.State == StateStopped || sb.State == StateError) {
+		err = errdefs.Conflict("cannot %s sandbox %q: it is %s (%s)", action, sb.Name, sb.State, sb.Reason)
+	}
 	return errdefs.WithHint(err, hintFor(sb.State, action))
 }
 

@@ -26,8 +26,9 @@ import (
 )
 
 var (
-	_ storage.Driver  = (*Driver)(nil)
-	_ sandbox.Volumes = (*Driver)(nil)
+	_ storage.Driver     = (*Driver)(nil)
+	_ sandbox.Volumes    = (*Driver)(nil)
+	_ sandbox.PoolStater = (*Driver)(nil)
 )
 
 // Driver is a pool of btrfs subvolumes under one directory.
@@ -41,6 +42,13 @@ type Driver struct {
 	mu sync.Mutex
 
 	quotas QuotaMode // the mode to turn quotas on in
+	// reserve is what sandboxes' volumes together may not take of the
+	// pool (see reserve.go); 0: no such bound.
+	reserve int64
+	// reserveMu guards reserveSet: whether sandboxGroup has been sized
+	// by this Driver.
+	reserveMu  sync.Mutex
+	reserveSet bool
 	// quotaMu serializes turning quotas on.
 	quotaMu sync.Mutex
 	// sysfsMu guards sysfs, the filesystem's /sys/fs/btrfs directory,
@@ -49,11 +57,12 @@ type Driver struct {
 	sysfs   string
 }
 
-func newDriver(dir string, quotas QuotaMode, log *slog.Logger) *Driver {
+func newDriver(dir string, quotas QuotaMode, reserve int64, log *slog.Logger) *Driver {
 	return &Driver{
-		tree:   storage.Tree{Root: dir, Probe: probe},
-		log:    log,
-		quotas: quotas,
+		tree:    storage.Tree{Root: dir, Probe: probe},
+		log:     log,
+		quotas:  quotas,
+		reserve: reserve,
 	}
 }
 

@@ -37,6 +37,9 @@ type Config struct {
 	// Quotas is how size caps are counted once the first is set (see
 	// QuotaMode); a filesystem whose quotas are already on keeps its mode.
 	Quotas QuotaMode
+	// Reserve is how much of the pool sandboxes' volumes together may not
+	// take, kept for den's own snapshots (see reserve.go); 0: none.
+	Reserve int64
 }
 
 // Validate names the first bad field.
@@ -50,6 +53,8 @@ func (c Config) Validate() error {
 		return errdefs.Invalid("storage config: LoopFile must be an absolute path")
 	case c.LoopSize != 0 && c.LoopSize < minLoopSize:
 		return errdefs.Invalid("storage config: LoopSize must be at least %d MiB", minLoopSize>>20)
+	case c.Reserve < 0:
+		return errdefs.Invalid("storage config: Reserve must not be negative")
 	case c.Quotas != QuotasAuto && c.Quotas != QuotasSimple && c.Quotas != QuotasFull:
 		return errdefs.Invalid("storage config: Quotas must be %q, %q or empty", QuotasSimple, QuotasFull)
 	}
@@ -96,7 +101,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Driver, error) {
 		}
 	}
 	log.Debug("storage pool open", logKeyDir, cfg.Dir)
-	return newDriver(cfg.Dir, cfg.Quotas, log), nil
+	return newDriver(cfg.Dir, cfg.Quotas, cfg.Reserve, log), nil
 }
 
 // IsBtrfs tells whether dir is on a btrfs filesystem.

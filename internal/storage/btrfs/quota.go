@@ -102,6 +102,9 @@ func (d *Driver) SetLimit(ctx context.Context, key string, bytes int64) error {
 		if err := qgroupAssign(root, id, capped); err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("limiting %q: joining its quota group: %w", key, err)
 		}
+		if err := d.underReserve(root, key, capped); err != nil {
+			return fmt.Errorf("limiting %q: %w", key, err)
+		}
 	}
 	if err := qgroupLimit(root, capped, bytes); err != nil {
 		return fmt.Errorf("limiting %q: %w", key, err)

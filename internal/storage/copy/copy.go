@@ -34,8 +34,9 @@ import (
 )
 
 var (
-	_ storage.Driver  = (*Driver)(nil)
-	_ sandbox.Volumes = (*Driver)(nil)
+	_ storage.Driver     = (*Driver)(nil)
+	_ sandbox.Volumes    = (*Driver)(nil)
+	_ sandbox.PoolStater = (*Driver)(nil)
 )
 
 // Bookkeeping names under the pool's root. Keys never start with ".".
@@ -369,6 +370,12 @@ func (d *Driver) List(ctx context.Context, prefix string) ([]storage.Info, error
 // Usage adds up the sizes of the files in volume key.
 func (d *Driver) Usage(ctx context.Context, key string) (int64, error) {
 	return d.tree.Usage(ctx, key)
+}
+
+// PoolUsage is how full the filesystem holding the pool is. The copy
+// driver enforces no caps.
+func (d *Driver) PoolUsage(ctx context.Context) (storage.PoolUsage, error) {
+	return storage.StatPool(d.tree.Root)
 }
 
 // SetLimit refuses a cap: plain directories have nothing that could

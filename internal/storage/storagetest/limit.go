@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/storage"
 )
 
@@ -133,4 +134,28 @@ func (r *repeat) Read(p []byte) (int, error) { return copy(p, r.buf), nil }
 
 func isFull(err error) bool {
 	return errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.ENOSPC)
+}
+
+// testPoolUsage: a driver that reports how full its pool is gives numbers
+// that add up, and says truly whether it enforces caps. (Free space is not
+// checked against writes: btrfs shows them only once it commits, and the
+// copy driver's filesystem is shared with the host.)
+func testPoolUsage(t *testing.T, d storage.Driver) {
+	ps, ok := d.(sandbox.PoolStater)
+	if !ok {
+		t.Skip("the driver does not report its pool's usage")
+	}
+	ctx := t.Context()
+	u, err := ps.PoolUsage(ctx)
+	if err != nil {
+		t.Fatalf("PoolUsage: %v", err)
+	}
+	if u.Size <= 0 || u.Used < 0 || u.Free < 0 || u.Used > u.Size || u.Free > u.Size {
+		t.Fatalf("PoolUsage = %+v: the numbers do not add up", u)
+	}
+	mustCreate(t, d, "sandboxes/usage")
+	err = d.SetLimit(ctx, "sandboxes/usage", 64<<20)
+	if enforced := err == nil; enforced != u.Caps {
+		t.Errorf("PoolUsage says caps enforced: %v; SetLimit says %v", u.Caps, err)
+	}
 }

@@ -39,6 +39,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) storage.Driver) {
 		{"Usage", testUsage},
 		{"List", testList},
 		{"Limit", testLimit},
+		{"PoolUsage", testPoolUsage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newDriver(t)) })

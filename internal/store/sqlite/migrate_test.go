@@ -57,7 +57,7 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	}
 
 	st := openTest(t, path)
-	if got, want := appliedVersions(t, st), []int{1, 2, 3, 4, 5, 6}; !reflect.DeepEqual(got, want) {
+	if got, want := appliedVersions(t, st), allVersions(t); !reflect.DeepEqual(got, want) {
 		t.Errorf("applied %v, want %v", got, want)
 	}
 	createdAt, _ := parseTime(created)
@@ -123,7 +123,7 @@ func TestUpgradeFromVersion2(t *testing.T) {
 	}
 
 	st := openTest(t, path)
-	if got, want := appliedVersions(t, st), []int{1, 2, 3, 4, 5, 6}; !reflect.DeepEqual(got, want) {
+	if got, want := appliedVersions(t, st), allVersions(t); !reflect.DeepEqual(got, want) {
 		t.Errorf("applied %v, want %v", got, want)
 	}
 	sb, err := st.GetSandbox(t.Context(), "web")
@@ -149,4 +149,18 @@ func TestUpgradeFromVersion2(t *testing.T) {
 	if err := st.PutSecret(t.Context(), &secret.Record{Name: "A", Ciphertext: []byte{1}, Nonce: []byte{2}, KeyID: "k"}); err != nil {
 		t.Errorf("PutSecret after upgrade: %v", err)
 	}
+}
+
+// allVersions is every migration's version, in order.
+func allVersions(t *testing.T) []int {
+	t.Helper()
+	ms, err := loadMigrations(migrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, m := range ms {
+		out = append(out, m.version)
+	}
+	return out
 }

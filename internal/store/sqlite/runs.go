@@ -12,7 +12,8 @@ import (
 )
 
 const runCols = `id, sandbox_id, generation, guest_id, argv, cwd, env_names, user, tty, detached,
-	status, exit_code, signal, started_at, ended_at, stdout_size, stderr_size, limit_hit`
+	status, exit_code, signal, started_at, ended_at, stdout_size, stderr_size, limit_hit,
+	stdout_dropped, stderr_dropped, output_max, output_cut`
 
 // CreateRun inserts a run of an existing sandbox. StartedAt is set to now
 // when zero. A run id already taken is a conflict.
@@ -42,7 +43,7 @@ func (s *Store) CreateRun(ctx context.Context, r *sandbox.Run) error {
 			return sandboxNotFound(rec.SandboxID)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO runs (`+runCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			append([]any{rec.ID, rec.SandboxID}, args...)...)
 		if isUniqueViolation(err) {
 			return errdefs.Conflict("run id %q is already taken", rec.ID)
@@ -66,7 +67,7 @@ func (s *Store) UpdateRun(ctx context.Context, r *sandbox.Run) error {
 		return execOne(ctx, tx, runNotFound(r.ID), `UPDATE runs SET
 			generation = ?, guest_id = ?, argv = ?, cwd = ?, env_names = ?, user = ?, tty = ?, detached = ?,
 			status = ?, exit_code = ?, signal = ?, started_at = ?, ended_at = ?, stdout_size = ?, stderr_size = ?,
-			limit_hit = ?
+			limit_hit = ?, stdout_dropped = ?, stderr_dropped = ?, output_max = ?, output_cut = ?
 			WHERE id = ? AND sandbox_id = ?`,
 			append(args, r.ID, r.SandboxID)...)
 	})
@@ -125,7 +126,8 @@ func runArgs(r *sandbox.Run) ([]any, error) {
 		exit = sql.NullInt64{Int64: int64(*r.ExitCode), Valid: true}
 	}
 	return []any{r.Generation, r.GuestID, string(argv), r.Cwd, string(envNames), r.User, r.TTY, r.Detached,
-		r.Status, exit, r.Signal, formatTime(r.StartedAt), formatNullTime(r.EndedAt), r.StdoutSize, r.StderrSize, r.LimitHit}, nil
+		r.Status, exit, r.Signal, formatTime(r.StartedAt), formatNullTime(r.EndedAt), r.StdoutSize, r.StderrSize, r.LimitHit,
+		r.StdoutDropped, r.StderrDropped, r.OutputMax, r.OutputCut}, nil
 }
 
 func scanRun(row scanner) (*sandbox.Run, error) {
@@ -134,7 +136,8 @@ func scanRun(row scanner) (*sandbox.Run, error) {
 	var exit sql.NullInt64
 	var ended sql.NullString
 	err := row.Scan(&r.ID, &r.SandboxID, &r.Generation, &r.GuestID, &argv, &r.Cwd, &envNames, &r.User,
-		&r.TTY, &r.Detached, &r.Status, &exit, &r.Signal, &started, &ended, &r.StdoutSize, &r.StderrSize, &r.LimitHit)
+		&r.TTY, &r.Detached, &r.Status, &exit, &r.Signal, &started, &ended, &r.StdoutSize, &r.StderrSize, &r.LimitHit,
+		&r.StdoutDropped, &r.StderrDropped, &r.OutputMax, &r.OutputCut)
 	if err != nil {
 		return nil, err
 	}

@@ -30,6 +30,12 @@ func TestAccessConformance(t *testing.T) {
 	})
 }
 
+func TestOwnersConformance(t *testing.T) {
+	storetest.RunOwners(t, func(t *testing.T) *Store {
+		return openTest(t, filepath.Join(t.TempDir(), "den.db"))
+	})
+}
+
 // openTest opens the store at path, closed when the test ends.
 func openTest(t *testing.T, path string) *Store {
 	t.Helper()

@@ -87,6 +87,14 @@ func testRunRoundTrip(t *testing.T, st sandbox.Store) {
 			r.StdoutSize, r.StderrSize = 1<<40, 3
 			return r
 		}()},
+		{"OutputCut", func() *sandbox.Run {
+			r := newRun("r-cut", "sb-1", 2)
+			r.Status, r.ExitCode, r.EndedAt = sandbox.RunExited, ptr(0), ptr(at(3))
+			r.StdoutSize, r.StderrSize = 1<<30, 10
+			r.StdoutDropped, r.StderrDropped = 1<<30-64<<20, 0
+			r.OutputMax, r.OutputCut = 64<<20, sandbox.OutputCutCap
+			return r
+		}()},
 		{"KilledTTYDetached", func() *sandbox.Run {
 			r := newRun("r-killed", "sb-1", 3)
 			r.Status, r.Signal, r.EndedAt = sandbox.RunKilled, "KILL", ptr(at(4))
@@ -158,6 +166,7 @@ func testUpdateRun(t *testing.T, st sandbox.Store) {
 	r.Status, r.ExitCode, r.EndedAt = sandbox.RunExited, ptr(3), ptr(at(60))
 	r.StdoutSize, r.StderrSize = 100, 200
 	r.GuestID, r.Generation = "p-new", 2
+	r.StdoutDropped, r.StderrDropped, r.OutputMax, r.OutputCut = 40, 200, 60, sandbox.OutputCutPruned
 	if err := st.UpdateRun(t.Context(), r); err != nil {
 		t.Fatalf("UpdateRun: %v", err)
 	}
