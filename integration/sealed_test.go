@@ -138,7 +138,10 @@ func TestSecretImagesSealed(t *testing.T) {
 	if e := apiErr(t, err); !strings.Contains(e.Message, "images key") || strings.Contains(e.Message, d.dataDir) {
 		t.Errorf("waking with another key: %+v", e)
 	}
-	if _, err := d.c.Checkpoint(ctx, "kid", client.CheckpointOptions{Name: "k2"}); err == nil || !strings.Contains(err.Error(), "images key") {
+	if _, err := d.c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "fresh", Image: "busybox", Secrets: []api.SecretGrant{{Name: "API_TOKEN"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.Checkpoint(ctx, "fresh", client.CheckpointOptions{Name: "k2"}); err == nil || !strings.Contains(err.Error(), "images key") {
 		t.Errorf("sealing with another key while images name the first: %v", err)
 	}
 	d.stop()

@@ -101,6 +101,14 @@ func (s *Sealer) KeyID() string {
 	return s.key.ID()
 }
 
+// Ready refuses, before any image is written, what SealDir would: a key
+// other than the one the images here were sealed with. It makes the key
+// file on first use.
+func (s *Sealer) Ready() error {
+	_, err := s.sealingKey()
+	return err
+}
+
 // sealingKey returns the key to seal with, making the key file on first
 // use; it refuses to mix keys.
 func (s *Sealer) sealingKey() (*Key, error) {

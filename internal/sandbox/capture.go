@@ -60,9 +60,10 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 			return nil, fmt.Errorf("flushing the sandbox's files: %w", err)
 		}
 	}
+	made := ck // the result is nil on failure; its files still go
 	defer func() {
 		if err != nil {
-			s.dropCheckpointFiles(context.WithoutCancel(ctx), ck)
+			s.dropCheckpointFiles(context.WithoutCancel(ctx), made)
 		}
 	}()
 	// A running sandbox that stays up is frozen from its memory image to

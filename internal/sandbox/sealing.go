@@ -28,6 +28,9 @@ type MemorySealer interface {
 	// OpenDir opens the image in src, sealed with keyID, into dst, a
 	// Scratch directory; it refuses any other key.
 	OpenDir(src, dst, keyID string) error
+	// Ready refuses, before an image is written, to seal with a key other
+	// than the one the images here were sealed with.
+	Ready() error
 	// KeyID names the key new images are sealed with, "" before the first.
 	KeyID() string
 	// Remove removes a Scratch directory.
@@ -46,6 +49,9 @@ func (s *Service) sealsMemory(sb *Sandbox) bool {
 // checkpointSealed saves sb's memory through a scratch directory in memory
 // and seals it into dir, recording the key in ck's manifest.
 func (s *Service) checkpointSealed(ctx context.Context, sb *Sandbox, ck *Checkpoint, dir string, leaveRunning bool) error {
+	if err := s.cfg.Sealer.Ready(); err != nil {
+		return err
+	}
 	plain, err := s.cfg.Sealer.Scratch("ck-" + ck.ID)
 	if err != nil {
 		return fmt.Errorf("saving memory: %w", err)
