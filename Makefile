@@ -49,6 +49,7 @@ fuzz:
 	go test -run=NONE -fuzz='^FuzzParseNetworkRule$$' -fuzztime=$(FUZZTIME) ./internal/sandbox/
 	go test -run=NONE -fuzz='^FuzzDecodeSecrets$$' -fuzztime=$(FUZZTIME) ./internal/guest/
 	go test -run=NONE -fuzz='^FuzzMasker$$' -fuzztime=$(FUZZTIME) ./internal/sandbox/
+	go test -run=NONE -fuzz='^FuzzOpen$$' -fuzztime=$(FUZZTIME) ./internal/imagecrypt/
 
 vet:
 	go vet ./...

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -25,18 +26,49 @@ func findValues(t *testing.T, dir string, values ...[]byte) []string {
 		if err != nil || !d.Type().IsRegular() {
 			return nil
 		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil
-		}
-		for _, v := range values {
-			if bytes.Contains(b, v) {
-				hits = append(hits, p)
-			}
+		for range fileHolds(p, values) {
+			hits = append(hits, p)
 		}
 		return nil
 	})
 	return hits
+}
+
+// fileHolds returns the values the file at p holds, read a piece at a
+// time (the pool's loop file is gigabytes), each piece overlapping the
+// last by the longest value less a byte so none is missed at the seam.
+func fileHolds(p string, values [][]byte) [][]byte {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	longest := 0
+	for _, v := range values {
+		longest = max(longest, len(v))
+	}
+	buf := make([]byte, 4<<20+longest)
+	found := make([]bool, len(values))
+	kept := 0
+	for {
+		n, err := io.ReadFull(f, buf[kept:])
+		window := buf[:kept+n]
+		for i, v := range values {
+			found[i] = found[i] || bytes.Contains(window, v)
+		}
+		if err != nil {
+			break
+		}
+		kept = min(longest-1, len(window))
+		copy(buf, window[len(window)-kept:])
+	}
+	var held [][]byte
+	for i, v := range values {
+		if found[i] {
+			held = append(held, v)
+		}
+	}
+	return held
 }
 
 func sha(v []byte) string { s := sha256.Sum256(v); return hex.EncodeToString(s[:]) }

@@ -22,6 +22,7 @@ import (
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/httpapi"
 	"github.com/den-dev/den/internal/image"
+	"github.com/den-dev/den/internal/imagecrypt"
 	"github.com/den-dev/den/internal/netns"
 	"github.com/den-dev/den/internal/runsc"
 	"github.com/den-dev/den/internal/sandbox"
@@ -97,6 +98,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	sealer, err := imagecrypt.New(imagecrypt.Config{KeyFile: cfg.ImagesKeyFile(), Scratch: cfg.ImagesScratch(), Logger: log})
+	if err != nil {
+		return err
+	}
 	opened, err := cfg.OpenedPrivate()
 	if err != nil {
 		return err
@@ -107,6 +112,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	svc, err := sandbox.NewService(sandbox.Config{
 		Store: st, Volumes: pool, Runtime: rt, Network: network, Images: images, Secrets: secrets, Init: initVersion,
+		Sealer:        sealer,
 		Reach:         network.Reach(opened),
 		Dial:          func(addr netip.AddrPort, token string) sandbox.Guest { return guest.New(addr, token) },
 		Logger:        log,
@@ -128,6 +134,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := svc.Recover(ctx); err != nil {
 		return err
 	}
+	sealed, err := svc.SealedKeys(ctx)
+	if err != nil {
+		return err
+	}
+	sealer.Expect(sealed)
 	if err := pruneInits(ctx, svc, initDir, log); err != nil {
 		log.Warn("removing den-init versions nothing needs", "err", err)
 	}

@@ -1,7 +1,10 @@
 package initd
 
 import (
+	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -34,5 +37,33 @@ func TestSecretHolders(t *testing.T) {
 	}
 	if got := s.secretHolders(live[5:]); len(got) != 0 || len(s.secretRoots) != 0 {
 		t.Errorf("holders %v, roots %v once every holder ended; want none", got, s.secretRoots)
+	}
+}
+
+// A process in the hold group, or in a cgroup below it, holds secrets
+// whatever its lineage: a daemon that forked twice, left its group and
+// session and was reparented to den-init, and what it started since.
+func TestSecretHoldersInGroup(t *testing.T) {
+	dir := t.TempDir()
+	g := &holdGroup{dir: dir}
+	if err := g.join(400); err != nil { // a plain file stands in for cgroup.procs
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "below"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "below", "cgroup.procs"), []byte("500\n501\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{secretRoots: map[int]bool{}, holds: g, log: slog.New(slog.DiscardHandler)}
+	live := []procEntry{
+		{pid: 400, ppid: 1, pgrp: 400, session: 400}, // setsid, forked again, orphaned
+		{pid: 401, ppid: 400, pgrp: 401, session: 400},
+		{pid: 500, ppid: 1, pgrp: 500, session: 500}, // moved itself below the group
+		{pid: 600, ppid: 1, pgrp: 600, session: 1},   // no secrets
+	}
+	got := slices.Sorted(maps.Keys(s.secretHolders(live)))
+	if want := []int{400, 401, 500}; !slices.Equal(got, want) {
+		t.Errorf("holders %v, want %v", got, want)
 	}
 }

@@ -294,6 +294,16 @@ func (s *Server) startProc(spec guest.ProcSpec) (*proc, error) {
 		// Our copy of the pipe's read end goes first, so a wrapper that
 		// died cannot leave the write blocked.
 		ex.closeChildEnds()
+		// The wrapper waits for its secrets: it joins the holders before
+		// it has any, or never gets them.
+		if s.holds != nil {
+			if err := s.holds.join(pid); err != nil {
+				secrets.Close() // the wrapper reads no secrets, and exits
+				ex.closeParentEnds()
+				return nil, errdefs.WithHint(errdefs.Unavailable("%v", err),
+					"the command was not started with its secrets; try again")
+			}
+		}
 		if err := sendSecrets(secrets, spec.Secrets); err != nil {
 			s.log.Warn("handing secrets to a process", "argv0", spec.Argv[0], "err", err)
 		}

@@ -82,15 +82,24 @@ func (s *Server) handlePs(w http.ResponseWriter, r *http.Request) error {
 }
 
 // secretHolders returns, of the live processes, those that may hold a
-// secret: a process started with secrets (a root), every process in a
+// secret: every process in the hold group (started with secrets, or forked
+// from one at any depth, however it detached since), and by lineage, for
+// a sandbox without cgroups or a process a hostile root moved out of the
+// group: a process started with secrets (a root), every process in a
 // root's process group or session (a shell's `cmd &` and pipelines stay
-// in them), and every process below one of those. A process that left
-// both and was orphaned meanwhile is not seen. Roots none of whose
+// in them), and every process below one of those. Roots none of whose
 // processes live any more are forgotten.
 func (s *Server) secretHolders(live []procEntry) map[int]bool {
+	var grouped map[int]bool
+	if s.holds != nil {
+		var err error
+		if grouped, err = s.holds.members(); err != nil {
+			s.log.Warn("secret holders are known by their lineage alone", keyErr, err)
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.secretRoots) == 0 {
+	if len(s.secretRoots) == 0 && len(grouped) == 0 {
 		return nil
 	}
 	parent := make(map[int]int, len(live))
@@ -99,7 +108,7 @@ func (s *Server) secretHolders(live []procEntry) map[int]bool {
 	}
 	marked := map[int]bool{}
 	for _, pe := range live {
-		if s.secretRoots[pe.pid] || s.secretRoots[pe.pgrp] || s.secretRoots[pe.session] {
+		if s.secretRoots[pe.pid] || s.secretRoots[pe.pgrp] || s.secretRoots[pe.session] || grouped[pe.pid] {
 			marked[pe.pid] = true
 		}
 	}
@@ -121,6 +130,9 @@ func (s *Server) secretHolders(live []procEntry) map[int]bool {
 		if !used[root] {
 			delete(s.secretRoots, root)
 		}
+	}
+	if len(holders) == 0 {
+		return nil
 	}
 	return holders
 }

@@ -121,6 +121,9 @@ type Server struct {
 	// the leader of its process group (and, with a terminal, session),
 	// for as long as any process of theirs lives: see secretHolders.
 	secretRoots map[int]bool
+	// holds is the cgroup every process started with secrets, and all it
+	// forks, belongs to; nil where there are no cgroups.
+	holds *holdGroup
 }
 
 // New returns a Server; call Serve to accept connections.
@@ -148,6 +151,10 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.reaper, s.ownReaper = r, true
+	}
+	var err error
+	if s.holds, err = newHoldGroup(cfg.Cgroups); err != nil {
+		cfg.Logger.Warn("secret holders are known by their lineage alone", keyErr, err)
 	}
 	s.limits = newLimiter(cfg.Cgroups, limitHooks{overMemory: s.killForMemory, atPIDs: s.blamePIDs}, cfg.Logger)
 	s.http = &http.Server{

@@ -60,9 +60,10 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 			return nil, fmt.Errorf("flushing the sandbox's files: %w", err)
 		}
 	}
+	made := ck // the result is nil on failure; its files still go
 	defer func() {
 		if err != nil {
-			s.dropCheckpointFiles(context.WithoutCancel(ctx), ck)
+			s.dropCheckpointFiles(context.WithoutCancel(ctx), made)
 		}
 	}()
 	// A running sandbox that stays up is frozen from its memory image to
@@ -134,6 +135,7 @@ func (s *Service) salvageHibernation(ctx context.Context, sb *Sandbox) (*Checkpo
 	ck := s.newCheckpoint(sb, capture{id: sb.Checkpoint, kind: CheckpointHibernate, memory: true})
 	ck.Manifest.SpecHash = s.cfg.Runtime.SpecHash(s.instance(sb, "", ""))
 	ck.Manifest.InitToken = sb.Token
+	ck.Manifest.Sealed = s.sealedSalvage(sb)
 	// A snapshot taken before dend died may or may not be there.
 	if err := s.cfg.Volumes.Remove(ctx, ck.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return nil, fmt.Errorf("replacing the files snapshot: %w", err)
@@ -179,7 +181,11 @@ func (s *Service) saveMemory(ctx context.Context, sb *Sandbox, ck *Checkpoint, l
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return fmt.Errorf("creating memory image directory: %w", err)
 	}
-	if err := s.cfg.Runtime.Checkpoint(ctx, sb.InstanceID(), dir, leaveRunning); err != nil {
+	if s.sealsMemory(sb) {
+		if err := s.checkpointSealed(ctx, sb, ck, dir, leaveRunning); err != nil {
+			return err
+		}
+	} else if err := s.cfg.Runtime.Checkpoint(ctx, sb.InstanceID(), dir, leaveRunning); err != nil {
 		return fmt.Errorf("saving memory: %w", err)
 	}
 	ck.Manifest.SpecHash = s.cfg.Runtime.SpecHash(s.instance(sb, "", ""))
@@ -252,6 +258,9 @@ func (s *Service) restorable(ck *Checkpoint, sb *Sandbox) error {
 		return errdefs.WithHint(errdefs.Unavailable("checkpoint %s needs den-init %s, which this host no longer has", ck.ID, cmp.Or(ck.Manifest.Init, "from before versions were kept")),
 			"its files can still be booted without its processes with `den recover NAME --cold`")
 	}
+	if err := s.sealedWithOurKey(ck); err != nil {
+		return err
+	}
 	if h := s.cfg.Runtime.SpecHash(s.instance(sb, "", "")); ck.Manifest.SpecHash != h {
 		return errdefs.WithHint(errdefs.Conflict("checkpoint %s was made for a different sandbox layout (this den changed how it builds sandboxes)", ck.ID),
 			"its files can still be booted without its processes with `den recover NAME --cold`")
@@ -319,9 +328,19 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 		return err
 	}
 	t3 := time.Now()
+	image, done, err := s.openImage(ck, sb.InstanceID())
+	if err != nil {
+		s.halt(context.WithoutCancel(ctx), sb, 0)
+		return err
+	}
+	// The engine holds the image's files open once restore returns, also
+	// while it loads pages in the background: a tmpfs keeps an open
+	// file's pages after it is removed, and frees them when it is closed.
 	// The restored den-init keeps the token it had; the boot token in the
 	// environment is never used.
-	if err := s.cfg.Runtime.Restore(ctx, s.instance(sb, att.Netns, newToken()), s.memDir(ck.ID)); err != nil {
+	err = s.cfg.Runtime.Restore(ctx, s.instance(sb, att.Netns, newToken()), image)
+	done()
+	if err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return fmt.Errorf("restoring memory: %w", err)
 	}

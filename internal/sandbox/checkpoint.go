@@ -64,6 +64,9 @@ type Manifest struct {
 	// Init is the version of den-init in the memory image: its process
 	// needs that binary back, whatever den-init dend has now.
 	Init string `json:"init,omitempty"`
+	// Sealed is the id of the images key the memory image was sealed
+	// with, or "" for a plaintext image.
+	Sealed string `json:"sealed,omitempty"`
 }
 
 // ImageFile is one file of a memory image.

@@ -24,6 +24,10 @@ type Spec struct {
 	DiskBytes   int64             `json:"disk_bytes,omitempty"` // most bytes its files may hold; 0: dend's default
 	Network     NetworkPolicy     `json:"network,omitzero"`     // zero value: mode none
 	Secrets     []SecretGrant     `json:"secrets,omitempty"`    // what its commands get at exec time
+	// SecretsGranted is set once any secret was granted, and stays set
+	// (also in forks and sandboxes made from its checkpoints): its memory
+	// images are sealed. See MemorySealer.
+	SecretsGranted bool `json:"secrets_granted,omitempty"`
 	Ports       []ExposedPort     `json:"ports,omitempty"`      // served through dend, by port number
 	Env         map[string]string `json:"env,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`

@@ -168,6 +168,7 @@ func (s *Service) SetSecrets(ctx context.Context, ref string, grants []SecretGra
 		return nil, err
 	}
 	old := sb.Spec.Secrets
+	sb.Spec.SecretsGranted = sb.Spec.secretsEver() || len(grants) > 0
 	sb.Spec.Secrets = grants
 	if err := s.record(ctx, sb, EventSecrets, "secrets: "+secretNames(grants)); err != nil {
 		return nil, err

@@ -25,6 +25,9 @@ type Config struct {
 	Reach   Reach
 	Images  Images
 	Secrets Secrets // nil: no secrets can be granted
+	// Sealer seals the memory images of sandboxes ever granted secrets;
+	// nil: they are saved in plaintext like any other.
+	Sealer MemorySealer
 	Dial    GuestDialer
 	Logger  *slog.Logger
 	Node    string // this host's name, recorded on every sandbox

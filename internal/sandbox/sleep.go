@@ -76,6 +76,10 @@ func (s *Service) wakeFromDisk(ctx context.Context, sb *Sandbox, why string) err
 	if err != nil {
 		return fmt.Errorf("finding the checkpoint sandbox %q sleeps in: %w", sb.Name, err)
 	}
+	// A key that is not here may come back: the sandbox stays asleep.
+	if err := s.sealedWithOurKey(ck); err != nil {
+		return err
+	}
 	if err := s.restorable(ck, sb); err != nil {
 		// Not attempted: the sandbox waits in error, its checkpoint kept,
 		// for `den recover --cold` or an engine that can restore it.
