@@ -36,6 +36,12 @@ func TestOwnersConformance(t *testing.T) {
 	})
 }
 
+func TestRequestsConformance(t *testing.T) {
+	storetest.RunRequests(t, func(t *testing.T) *Store {
+		return openTest(t, filepath.Join(t.TempDir(), "den.db"))
+	})
+}
+
 // openTest opens the store at path, closed when the test ends.
 func openTest(t *testing.T, path string) *Store {
 	t.Helper()
