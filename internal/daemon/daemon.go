@@ -21,6 +21,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/httpapi"
+	"github.com/den-dev/den/internal/idempotency"
 	"github.com/den-dev/den/internal/image"
 	"github.com/den-dev/den/internal/imagecrypt"
 	"github.com/den-dev/den/internal/netns"
@@ -144,6 +145,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	svc.RunIdle(cfg.IdleInterval)
 	go audit.Retain(ctx, st, cfg.AuditRetention, time.Hour, log)
+	// Requests still in progress were the last dend's: nobody will answer
+	// them now, so a client asking learns they may or may not have run.
+	interrupted, err := st.MarkInterrupted(ctx)
+	if err != nil {
+		return err
+	}
+	if interrupted > 0 {
+		log.Warn("requests were interrupted when dend last stopped", "requests", interrupted)
+	}
+	go idempotency.Retain(ctx, st, idempotency.DefaultRetention, time.Hour, log)
 
 	health := func(ctx context.Context) api.Health {
 		d := svc.DiskStatus()
@@ -155,7 +166,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
-		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc})
+		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st})
 	return serve(ctx, cfg, handler, log)
 }
 

@@ -136,7 +136,7 @@ func (s *server) principal(r *http.Request) (auth.Principal, error) {
 type area int
 
 const (
-	areaOpen      area = iota // health and the spec: anyone let in
+	areaOpen      area = iota // health, the spec, one's own requests: anyone let in
 	areaSandboxes             // sandboxes and all within them
 	areaImages                // read by all, changed by admins
 	areaTokens                // admins only
@@ -151,6 +151,8 @@ func areaOf(path string) area {
 	switch {
 	case path == "/v1/health" || path == "/v1/openapi.yaml":
 		return areaOpen
+	case strings.HasPrefix(path, "/v1/requests/"):
+		return areaOpen // each caller sees only its own
 	case strings.HasPrefix(path, "/v1/sandboxes/") && strings.HasSuffix(path, "/secrets"):
 		return areaSecrets // granting a secret hands out its value
 	case path == "/v1/sandboxes" || strings.HasPrefix(path, "/v1/sandboxes/"):

@@ -169,7 +169,7 @@ func newAccessEnv(t *testing.T) *accessEnv {
 		Kind: sandbox.CheckpointManual, CreatedAt: testTime}}
 
 	h := New(Config{
-		Sandboxes: a.sbx, Images: newFakeImages(c), Tokens: tokens, Audit: st, Secrets: vault, Owners: a.quotas,
+		Sandboxes: a.sbx, Images: newFakeImages(c), Tokens: tokens, Audit: st, Secrets: vault, Owners: a.quotas, Requests: st,
 		Logger: slog.New(slog.NewJSONHandler(a.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	a.root = httptest.NewServer(Local(h))

@@ -19,6 +19,7 @@ func (s *server) routes() []route {
 	return append([]route{
 		{"GET", "/v1/health", s.getHealth},
 		{"GET", "/v1/openapi.yaml", s.getOpenAPI},
+		{"GET", "/v1/requests/{key}", s.getRequest},
 
 		{"POST", "/v1/sandboxes", s.createSandbox},
 		{"GET", "/v1/sandboxes", s.listSandboxes},

@@ -132,6 +132,9 @@ type Config struct {
 	// PortsKey signs URLs to exposed ports (see portaccess.go); 32 random
 	// bytes. nil: no URLs are signed (503) and none is accepted.
 	PortsKey []byte
+	// Requests keeps the record of requests sent with an idempotency
+	// key and serves /v1/requests. nil: such requests answer 503.
+	Requests RequestStore
 	// PortsDomain, when set, serves requests to the host
 	// PORT-NAME.PortsDomain as the proxy of that port of that sandbox.
 	PortsDomain string
@@ -148,6 +151,7 @@ type server struct {
 	audit        audit.Log
 	secrets      SecretService
 	owners       OwnerService
+	requests     RequestStore
 	// Exposed ports: see ports.go.
 	portsKey      []byte
 	portsDomain   string
@@ -172,6 +176,7 @@ func New(cfg Config) http.Handler {
 		audit:        cfg.Audit,
 		secrets:      cfg.Secrets,
 		owners:       cfg.Owners,
+		requests:     cfg.Requests,
 	}
 	s.portsKey, s.portTransport = cfg.PortsKey, newPortTransport()
 	s.portsDomain = strings.Trim(strings.ToLower(cfg.PortsDomain), ".")
@@ -185,7 +190,7 @@ func New(cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	queries := routeQueries()
 	for _, rt := range s.routes() {
-		mux.Handle(rt.method+" "+rt.path, s.handle(s.guard(rt, queries[rt.method+" "+rt.path])))
+		mux.Handle(rt.method+" "+rt.path, s.idempotent(rt, s.handle(s.guard(rt, queries[rt.method+" "+rt.path]))))
 	}
 	return s.logRequests(s.recoverPanics(s.routeHosts(s.authenticate(s.auditCalls(s.fallback(mux))))))
 }
