@@ -47,15 +47,21 @@ type Client struct {
 	hc     *http.Client
 	ua     string
 	log    *slog.Logger
+	// After a lost connection: how long to keep asking, and whom to tell
+	// (see retry.go).
+	reconnectFor time.Duration
+	notice       func(string)
 }
 
 type config struct {
-	socket string
-	host   string
-	token  string
-	hc     *http.Client
-	ua     string
-	log    *slog.Logger
+	socket       string
+	host         string
+	token        string
+	hc           *http.Client
+	ua           string
+	log          *slog.Logger
+	reconnectFor time.Duration
+	notice       func(string)
 }
 
 // Option configures a Client.
@@ -91,14 +97,23 @@ func WithLogger(log *slog.Logger) Option {
 	return func(c *config) { c.log = log }
 }
 
+// WithReconnect sets how long a request that changes something keeps
+// trying to reach dend again after the connection dropped mid-request
+// (DefaultReconnect unless set; 0 gives up at once), and notice, when not
+// nil, is told in a sentence when that happens and how it ended well.
+// Failures are returned as errors, not told.
+func WithReconnect(wait time.Duration, notice func(msg string)) Option {
+	return func(c *config) { c.reconnectFor, c.notice = wait, notice }
+}
+
 // New returns a Client configured by opts; with none, it talks to dend
 // over DefaultSocket. New does not contact dend: call Health for that.
 func New(opts ...Option) (*Client, error) {
-	cfg := config{socket: DefaultSocket, ua: "den-go-client"}
+	cfg := config{socket: DefaultSocket, ua: "den-go-client", reconnectFor: DefaultReconnect}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	c := &Client{token: cfg.token, ua: cfg.ua, log: cfg.log}
+	c := &Client{token: cfg.token, ua: cfg.ua, log: cfg.log, reconnectFor: cfg.reconnectFor, notice: cfg.notice}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -204,7 +219,9 @@ func (c *Client) header(h http.Header) {
 }
 
 // send performs r and returns the response when its status is 2xx; the
-// caller closes its body. Other statuses become *Error.
+// caller closes its body. Other statuses become *Error. A request that
+// changes something carries a fresh idempotency key, and survives a lost
+// connection as retry.go tells.
 func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, r.method, c.url("", r.path, r.query), r.body)
 	if err != nil {
@@ -214,16 +231,25 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	if r.contentType != "" {
 		req.Header.Set("Content-Type", r.contentType)
 	}
+	if changes(r.method) {
+		req.Header.Set(api.IdempotencyKeyHeader, newKey())
+	}
 	start := time.Now()
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return nil, fmt.Errorf("%s %s: %w", r.method, r.path, ctx.Err())
+		case isConnError(err):
+			return nil, c.connError(err) // never sent: nothing happened
+		case changes(r.method):
+			resp, err = c.reconnect(ctx, req, err)
+			if err != nil {
+				return nil, err
+			}
+		default:
+			return nil, c.lostReading(r, err)
 		}
-		if isConnError(err) {
-			return nil, c.connError(err)
-		}
-		return nil, fmt.Errorf("%s %s: %w", r.method, r.path, err)
 	}
 	c.log.Debug("dend request", "method", r.method, "path", r.path, "status", resp.StatusCode, "elapsed", time.Since(start))
 	if resp.StatusCode/100 != 2 {

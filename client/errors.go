@@ -24,6 +24,13 @@ var (
 	ErrUnavailable  = errors.New("unavailable")
 	// ErrQuota: the owner's quota has no room for what was asked.
 	ErrQuota = errors.New("quota exceeded")
+	// ErrOutcomeUnknown: the connection to dend dropped while a request
+	// that changes something was under way, and dend could not tell
+	// whether it took effect (it stopped mid-way, or never came back).
+	// The error's hint says what to check; RequestKey gives the request's
+	// idempotency key for GET /v1/requests/{key}. It matches along with
+	// its code's class.
+	ErrOutcomeUnknown = errors.New("outcome unknown")
 )
 
 var classByCode = map[string]error{
@@ -75,6 +82,10 @@ type Error struct {
 	StatusCode int
 	API        *api.Error
 	err        error // the transport error, for connection failures
+	// After a lost connection (retry.go): the request's idempotency
+	// key, and whether its outcome is unknown.
+	key     string
+	unknown bool
 }
 
 // Code is the wire error code, one of the api.Code constants.
@@ -99,6 +110,9 @@ func (e *Error) Unwrap() []error {
 
 // Is reports whether target is the class of e (ErrNotFound and so on).
 func (e *Error) Is(target error) bool {
+	if target == ErrOutcomeUnknown {
+		return e.unknown
+	}
 	c, ok := classByCode[e.API.Code]
 	return ok && c == target
 }
@@ -111,6 +125,21 @@ func Hint(err error) string {
 	}
 	return ""
 }
+
+// RequestKey returns the idempotency key of the request err is about,
+// when err came of a lost connection, else "". GET /v1/requests/{key}
+// (Client.Request) tells what became of that request.
+func RequestKey(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.key
+	}
+	return ""
+}
+
+// IsOutcomeUnknown reports whether err says a request that changes
+// something may or may not have taken effect: check before trying again.
+func IsOutcomeUnknown(err error) bool { return errors.Is(err, ErrOutcomeUnknown) }
 
 // IsNotFound reports whether err says the sandbox, run, image or file does
 // not exist.
@@ -197,6 +226,19 @@ func (c *Client) connError(err error) *Error {
 		e.Hint = "is dend listening there? check DEN_HOST, or use the local socket"
 	}
 	return &Error{API: e, err: err}
+}
+
+// lostReading reports a connection that dropped during a request that
+// changes nothing: sending it again is safe.
+func (c *Client) lostReading(r request, err error) *Error {
+	where := c.base.Host
+	if c.socket != "" {
+		where = c.socket
+	}
+	return &Error{API: &api.Error{Code: api.CodeUnavailable,
+		Message: fmt.Sprintf("lost the connection to dend at %s during %s %s (%s)", where, r.method, r.path, rootCause(err)),
+		Hint:    "dend may have restarted: try again (this changed nothing); if it keeps failing, check that dend is running",
+	}, err: err}
 }
 
 // rootCause strips the layers net/http and net add ("Get ...: dial unix

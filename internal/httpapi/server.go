@@ -133,7 +133,8 @@ type Config struct {
 	// bytes. nil: no URLs are signed (503) and none is accepted.
 	PortsKey []byte
 	// Requests keeps the record of requests sent with an idempotency
-	// key and serves /v1/requests. nil: such requests answer 503.
+	// key and serves /v1/requests. nil: keys are checked but nothing is
+	// recorded (a repeat runs again), and /v1/requests answers 503.
 	Requests RequestStore
 	// PortsDomain, when set, serves requests to the host
 	// PORT-NAME.PortsDomain as the proxy of that port of that sandbox.
