@@ -187,7 +187,13 @@ TCP with --host and a token from DEN_TOKEN.`,
 // client returns a client configured by the global flags, then the
 // environment: --host, --socket, DEN_HOST, DEN_SOCKET, the default socket.
 func (a *app) client() (*client.Client, error) {
-	opts := []client.Option{client.WithUserAgent("den/" + clientVersion())}
+	opts := []client.Option{
+		client.WithUserAgent("den/" + clientVersion()),
+		// A change whose connection drops is asked after until dend
+		// answers; the user hears that it happened and how it ended
+		// (its failure, as den's error).
+		client.WithReconnect(client.DefaultReconnect, func(msg string) { fmt.Fprintf(a.stderr, "den: %s\n", msg) }),
+	}
 	if a.debug {
 		log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		opts = append(opts, client.WithLogger(log))
