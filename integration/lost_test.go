@@ -1,0 +1,163 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/den-dev/den/api"
+)
+
+// cutProxy stands between the CLI and dend on a unix socket of its own. It
+// passes every request on, notes its idempotency key, and turns a failure
+// to reach dend into a dropped connection (not a 502), as the CLI would
+// see dend die. With dropAnswers, it drops that many answers after dend
+// gave them.
+type cutProxy struct {
+	socket string
+	keys   chan string
+
+	mu          sync.Mutex
+	dropAnswers int
+}
+
+var errDropped = errors.New("answer dropped on purpose")
+
+func newCutProxy(t *testing.T, d *dend) *cutProxy {
+	t.Helper()
+	p := &cutProxy{socket: filepath.Join(t.TempDir(), "cut.sock"), keys: make(chan string, 16)}
+	ln, err := net.Listen("unix", p.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(&url.URL{Scheme: "http", Host: "den"})
+			if k := r.In.Header.Get(api.IdempotencyKeyHeader); k != "" {
+				select {
+				case p.keys <- k:
+				default:
+				}
+			}
+		},
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var dl net.Dialer
+			return dl.DialContext(ctx, "unix", d.socket)
+		}},
+		ModifyResponse: func(*http.Response) error {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.dropAnswers > 0 {
+				p.dropAnswers--
+				return errDropped
+			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if conn, _, herr := http.NewResponseController(w).Hijack(); herr == nil {
+				conn.Close()
+			}
+		},
+	}
+	srv := &http.Server{Handler: rp}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return p
+}
+
+// denVia runs the CLI through the proxy, in the background.
+func (p *cutProxy) denVia(args ...string) (wait func() (stderr string, code int)) {
+	cmd := exec.Command(filepath.Join(binDir, "den"), args...)
+	cmd.Env = append(os.Environ(), "DEN_SOCKET="+p.socket)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	err := cmd.Start()
+	return func() (string, int) {
+		if err != nil {
+			return err.Error(), -1
+		}
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return errb.String(), ee.ExitCode()
+		}
+		return errb.String(), 0
+	}
+}
+
+// TestLostConnectionReportsTheOutcome: the CLI's connection to dend drops
+// mid-change, once with dend killed while it works and once with dend's
+// answer lost on the way; the CLI says what became of the change, and
+// never does it twice.
+func TestLostConnectionReportsTheOutcome(t *testing.T) {
+	d := startDend(t)
+	d.create("s4")
+	p := newCutProxy(t, d)
+
+	t.Run("answer lost", func(t *testing.T) {
+		p.mu.Lock()
+		p.dropAnswers = 1
+		p.mu.Unlock()
+		stderr, code := p.denVia("pause", "s4")()
+		t.Logf("den pause: exit %d\n%s", code, stderr)
+		if code != 0 || !strings.Contains(stderr, "den: lost the connection to dend while pausing sandbox s4; it came back and the pause had completed") {
+			t.Fatalf("den pause: exit %d, stderr %q", code, stderr)
+		}
+		sb, err := d.c.GetSandbox(ctxT(t, 10*time.Second), "s4")
+		if err != nil || sb.State != "paused" {
+			t.Fatalf("after the pause: %+v, %v", sb, err)
+		}
+		evs, err := d.c.Events(ctxT(t, 10*time.Second), "s4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pauses := 0
+		for _, ev := range evs {
+			if ev.To == "paused" {
+				pauses++
+			}
+		}
+		if pauses != 1 {
+			t.Errorf("paused %d times, want once: %+v", pauses, evs)
+		}
+	})
+
+	t.Run("dend killed mid-hibernate", func(t *testing.T) {
+		for len(p.keys) > 0 {
+			<-p.keys
+		}
+		wait := p.denVia("hibernate", "s4")
+		key := <-p.keys
+		waitFor(t, 30*time.Second, "the hibernate to be under way", func() bool {
+			st, err := d.c.Request(ctxT(t, 5*time.Second), key)
+			return err == nil && st.State == api.RequestInProgress
+		})
+		d.kill()
+		d.start()
+		stderr, code := wait()
+		t.Logf("den hibernate: exit %d\n%s", code, stderr)
+		if code != 1 || strings.Contains(stderr, `Post "`) ||
+			!strings.Contains(stderr, "den: lost the connection to dend while hibernating sandbox s4: dend stopped before it finished, so the hibernation may or may not have happened") ||
+			!strings.Contains(stderr, "hint: check with `den inspect s4`") {
+			t.Fatalf("den hibernate: exit %d, stderr %q", code, stderr)
+		}
+		st, err := d.c.Request(ctxT(t, 10*time.Second), key)
+		if err != nil || st.State != api.RequestInterrupted || !strings.Contains(st.Hint, "den inspect s4") {
+			t.Errorf("GET /v1/requests/%s = %+v, %v", key, st, err)
+		}
+		if _, errOut, code := d.den("inspect", "s4"); code != 0 {
+			t.Errorf("den inspect s4 after the crash: exit %d, %s", code, errOut)
+		}
+	})
+}
