@@ -16,6 +16,13 @@
 // errors.Is against ErrNotFound and the other classes, and show Hint(err)
 // to people. Bodies that can be large (file contents, archives, image
 // tarballs, logs) are streamed in both directions, never held in memory.
+//
+// Every call that changes something carries a fresh Idempotency-Key. If
+// the connection drops mid-call (dend killed or restarted), the client
+// asks dend again with that key until it answers (DefaultReconnect at
+// most), and returns the real outcome; when dend cannot tell, the error
+// matches ErrOutcomeUnknown, its hint says what to check, and RequestKey
+// gives the key for Client.Request. See retry.go.
 package client
 
 import (

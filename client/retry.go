@@ -100,7 +100,7 @@ func (c *Client) reconnect(ctx context.Context, req *http.Request, cause error) 
 			continue
 		case resp.Header.Get(api.IdempotencyStatusHeader) == api.IdempotencyInterrupted:
 			defer resp.Body.Close()
-			return nil, c.outcome(op, interrupted(op, key, decodeError(resp)))
+			return nil, interrupted(op, key, decodeError(resp), c.stateOf(ctx, op.sandbox))
 		}
 		if resp.StatusCode/100 == 2 {
 			c.tell(fmt.Sprintf("lost the connection to dend while %s; it came back and %s had completed", op.doing, op.noun))
@@ -181,9 +181,10 @@ func (c *Client) tell(msg string) {
 
 // operation is a request in words, for messages.
 type operation struct {
-	doing string // "restoring sandbox s4"
-	noun  string // "the restore"
-	check string // "den inspect s4": how to see whether it happened
+	doing   string // "restoring sandbox s4"
+	noun    string // "the restore"
+	check   string // "den inspect s4": how to see whether it happened
+	sandbox string // "s4", when about one
 }
 
 // sandboxVerbs names the POSTs to /sandboxes/{name}/VERB: what doing it
@@ -213,7 +214,7 @@ func describe(method, path string) operation {
 	if err != nil {
 		name = parts[1]
 	}
-	op := operation{check: "den inspect " + name, noun: "the request"}
+	op := operation{check: "den inspect " + name, noun: "the request", sandbox: name}
 	switch {
 	case len(parts) == 2 && method == http.MethodDelete:
 		op.doing, op.noun = "removing sandbox "+name, "the removal"
@@ -251,13 +252,30 @@ func (c *Client) lost(op operation, key string, cause error) *Error {
 	return &Error{API: e, err: cause, key: key, unknown: true}
 }
 
-// interrupted is the error of a request dend stopped in the middle of.
-func interrupted(op operation, key string, answer *Error) *Error {
+// interrupted is the error of a request dend stopped in the middle of;
+// state is what its sandbox is now, when known.
+func interrupted(op operation, key string, answer *Error, state string) *Error {
 	e := &api.Error{Code: api.CodeConflict,
 		Message: fmt.Sprintf("lost the connection to dend while %s: dend stopped before it finished, so %s may or may not have happened",
 			op.doing, op.noun),
 		Hint: checkHint(op, key)}
+	if state != "" {
+		e.Message += fmt.Sprintf(" (sandbox %s is now %s)", op.sandbox, state)
+	}
 	return &Error{StatusCode: answer.StatusCode, API: e, key: key, unknown: true}
+}
+
+// stateOf is the state of sandbox name now, or "" when it cannot be
+// told (no name, no such sandbox, dend not answering).
+func (c *Client) stateOf(ctx context.Context, name string) string {
+	if name == "" {
+		return ""
+	}
+	sb, err := c.GetSandbox(ctx, name)
+	if err != nil {
+		return ""
+	}
+	return sb.State
 }
 
 // outcome marks dend's answer to a request sent again as the outcome of
