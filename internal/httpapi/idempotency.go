@@ -59,6 +59,17 @@ func keyed(rt route) bool {
 	return false
 }
 
+// Secrets stay out of the records: the value PUT /v1/secrets/{name} sets
+// is no part of its fingerprint (not even as a digest), and the token
+// POST /v1/tokens answers with is not kept for a replay.
+func secretBody(rt route) bool {
+	return rt.method == http.MethodPut && rt.path == "/v1/secrets/{name}"
+}
+
+func secretAnswer(rt route) bool {
+	return rt.method == http.MethodPost && rt.path == "/v1/tokens"
+}
+
 // callerScope is the caller a key belongs to: an owner identity (shared by
 // its tokens, which reach the same sandboxes), else the token, else the
 // caller without a token (root on the socket, the token file).
@@ -97,7 +108,11 @@ func (s *server) idempotent(rt route, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		fp, err := fingerprint(r, s.maxJSONBytes)
+		limit := s.maxJSONBytes
+		if secretBody(rt) {
+			limit = 0
+		}
+		fp, err := fingerprint(r, limit)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -115,7 +130,7 @@ func (s *server) idempotent(rt route, next http.Handler) http.Handler {
 			s.answerRepeat(w, r, existing, fp)
 			return
 		}
-		cw := &captureWriter{ResponseWriter: w}
+		cw := &captureWriter{ResponseWriter: w, overflow: secretAnswer(rt)}
 		defer func() {
 			v := recover()
 			s.finish(r, rec, cw, v != nil)
@@ -129,14 +144,18 @@ func (s *server) idempotent(rt route, next http.Handler) http.Handler {
 
 // fingerprint identifies what r asks: its method, path, query and body.
 // It reads the body, up to limit bytes, and puts back an equal one. A
-// longer body (an upload) counts by its first limit bytes and its length.
+// longer body (an upload) counts by its first limit bytes and its length;
+// with limit 0, the body does not count.
 func fingerprint(r *http.Request, limit int64) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s %s?%s\n", r.Method, r.URL.Path, r.URL.RawQuery)
+	if limit == 0 {
+		return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+	}
 	head, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		return "", errdefs.Invalid("reading the request body: %v", err)
 	}
-	h := sha256.New()
-	fmt.Fprintf(h, "%s %s?%s\n", r.Method, r.URL.Path, r.URL.RawQuery)
 	h.Write(head)
 	if int64(len(head)) > limit {
 		fmt.Fprintf(h, "\n%d bytes", r.ContentLength)
@@ -198,7 +217,7 @@ func (s *server) answerRepeat(w http.ResponseWriter, r *http.Request, rec *idemp
 			interruptedHint(rec)))
 	case !rec.BodyKept:
 		w.Header().Set(api.IdempotencyStatusHeader, api.IdempotencyReplayed)
-		s.writeError(w, r, errdefs.WithHint(errdefs.Conflict("%s was done (HTTP %d), but its answer was too large to keep", what, rec.Status),
+		s.writeError(w, r, errdefs.WithHint(errdefs.Conflict("%s was done (HTTP %d), but its answer was not kept (too large, or a secret)", what, rec.Status),
 			"it took effect: look at its result directly"))
 	default:
 		w.Header().Set(api.IdempotencyStatusHeader, api.IdempotencyReplayed)
@@ -266,7 +285,7 @@ func toRequestStatus(rec *idempotency.Record) api.RequestStatus {
 }
 
 // captureWriter keeps a copy of what goes through it, up to
-// maxKeptAnswer, for the record.
+// maxKeptAnswer, for the record; none once overflow is set.
 type captureWriter struct {
 	http.ResponseWriter
 	status   int

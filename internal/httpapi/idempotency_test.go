@@ -255,3 +255,50 @@ func TestIdempotencyKeysBelongToTheirCaller(t *testing.T) {
 		t.Errorf("Stop ran %d times, want twice (alice's, bob's)", n)
 	}
 }
+
+func TestIdempotencyRecordsKeepNoSecret(t *testing.T) {
+	a := newAccessEnv(t)
+	do := func(method, path, body, key string) (*http.Response, []byte) {
+		t.Helper()
+		req, err := http.NewRequest(method, a.root.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(api.IdempotencyKeyHeader, key)
+		resp, err := a.root.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	scope := callerScope(auth.Root())
+
+	resp, body := do("POST", "/v1/tokens", `{"name":"ci","scope":"admin"}`, "tok-1")
+	var created api.Token
+	if err := json.Unmarshal(body, &created); resp.StatusCode != http.StatusCreated || err != nil || created.Token == "" {
+		t.Fatalf("creating a token: %d %s", resp.StatusCode, body)
+	}
+	rec, err := a.st.GetRequest(t.Context(), scope, "tok-1")
+	if err != nil || rec.BodyKept || strings.Contains(string(rec.Body), created.Token) {
+		t.Errorf("the record of the token's creation = %+v, %v; want no body", rec, err)
+	}
+	resp, body = do("POST", "/v1/tokens", `{"name":"ci","scope":"admin"}`, "tok-1")
+	got := assertError(t, resp, body, http.StatusConflict, api.CodeConflict)
+	if strings.Contains(string(body), created.Token) || !strings.Contains(got.Message, "not kept") {
+		t.Errorf("repeat = %s", body)
+	}
+
+	if resp, body := do("PUT", "/v1/secrets/db", "hunter2", "sec-1"); resp.StatusCode/100 != 2 {
+		t.Fatalf("setting a secret: %d %s", resp.StatusCode, body)
+	}
+	rec, err = a.st.GetRequest(t.Context(), scope, "sec-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare, _ := fingerprint(httptest.NewRequest("PUT", "/v1/secrets/db", nil), 0)
+	if rec.Fingerprint != bare {
+		t.Errorf("the secret's value is part of the record's fingerprint %q", rec.Fingerprint)
+	}
+}
