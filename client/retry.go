@@ -256,7 +256,7 @@ func (c *Client) lost(op operation, key string, cause error) *Error {
 // state is what its sandbox is now, when known.
 func interrupted(op operation, key string, answer *Error, state string) *Error {
 	e := &api.Error{Code: api.CodeConflict,
-		Message: fmt.Sprintf("lost the connection to dend while %s: dend stopped before it finished, so %s may or may not have happened",
+		Message: fmt.Sprintf("lost the connection to dend while %s, and dend was interrupted before it finished: %s may or may not have happened",
 			op.doing, op.noun),
 		Hint: checkHint(op, key)}
 	if state != "" {

@@ -148,7 +148,7 @@ func TestLostConnectionReportsTheOutcome(t *testing.T) {
 		stderr, code := wait()
 		t.Logf("den hibernate: exit %d\n%s", code, stderr)
 		if code != 1 || strings.Contains(stderr, `Post "`) ||
-			!strings.Contains(stderr, "den: lost the connection to dend while hibernating sandbox s4: dend stopped before it finished, so the hibernation may or may not have happened") ||
+			!strings.Contains(stderr, "den: lost the connection to dend while hibernating sandbox s4, and dend was interrupted before it finished: the hibernation may or may not have happened") ||
 			!strings.Contains(stderr, "hint: check with `den inspect s4`") {
 			t.Fatalf("den hibernate: exit %d, stderr %q", code, stderr)
 		}

@@ -26,7 +26,7 @@ func TestLostConnectionIsASentence(t *testing.T) {
 		}},
 		{"interrupted", api.IdempotencyInterrupted, 1, []string{
 			"den: lost the connection to dend while restoring sandbox s4 (EOF); asking it what became of the restore",
-			"den: lost the connection to dend while restoring sandbox s4: dend stopped before it finished, so the restore may or may not have happened",
+			"den: lost the connection to dend while restoring sandbox s4, and dend was interrupted before it finished: the restore may or may not have happened",
 			"hint: check with `den inspect s4`; dend keeps what became of it for a day: GET /v1/requests/",
 		}},
 	} {

@@ -213,7 +213,7 @@ func (s *server) answerRepeat(w http.ResponseWriter, r *http.Request, rec *idemp
 			"wait, then send it again with the same key, or ask GET /v1/requests/"+rec.Key))
 	case rec.State == idempotency.Interrupted:
 		w.Header().Set(api.IdempotencyStatusHeader, api.IdempotencyInterrupted)
-		s.writeError(w, r, errdefs.WithHint(errdefs.Conflict("%s was interrupted before it was answered: it may or may not have taken effect", what),
+		s.writeError(w, r, errdefs.WithHint(errdefs.Conflict("%s was interrupted before it was answered (dend stopped, or its caller went away): it may or may not have taken effect", what),
 			interruptedHint(rec)))
 	case !rec.BodyKept:
 		w.Header().Set(api.IdempotencyStatusHeader, api.IdempotencyReplayed)
