@@ -40,3 +40,13 @@ const (
 	StreamStdout = "stdout"
 	StreamStderr = "stderr"
 )
+
+// A followed log stream (GET .../logs?follow=true) says how it ended in
+// the LogEndTrailer trailer: LogEnded once the run ended and all of its
+// output was sent, else the JSON Error that stopped it (the sandbox was
+// put to sleep, say). A stream that ends without the trailer was cut:
+// resume it from the offset reached, the run may still be going.
+const (
+	LogEndTrailer = "Den-Log-End"
+	LogEnded      = "ended"
+)

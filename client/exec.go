@@ -285,26 +285,93 @@ func (c *Client) GetRun(ctx context.Context, name, runID string) (*api.Run, erro
 // to start at, and with follow the stream stays open until the run ends.
 // The caller closes the reader.
 func (c *Client) Logs(ctx context.Context, name, runID, stream string, from int64, follow bool) (io.ReadCloser, error) {
-	q := url.Values{}
+	if follow {
+		return c.FollowLogs(ctx, name, runID, stream, from, true)
+	}
+	resp, err := c.logs(ctx, name, runID, stream, from, url.Values{})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// FollowLogs reads one stream of a run from byte offset from until the
+// run ends. A sleeping sandbox is woken when wake is set, else waited
+// for. The reader ends with io.EOF only once the run ended and all of
+// its output was read; a follow that stops short (the sandbox was put to
+// sleep, the connection was cut) ends with a *FollowError saying where
+// to resume.
+func (c *Client) FollowLogs(ctx context.Context, name, runID, stream string, from int64, wake bool) (io.ReadCloser, error) {
+	q := url.Values{"follow": {"true"}}
+	if !wake {
+		q.Set("wake", "false")
+	}
+	resp, err := c.logs(ctx, name, runID, stream, from, q)
+	if err != nil {
+		return nil, err
+	}
+	return &followReader{resp: resp, run: runID, stream: stream, off: from}, nil
+}
+
+func (c *Client) logs(ctx context.Context, name, runID, stream string, from int64, q url.Values) (*http.Response, error) {
 	if stream != "" {
 		q.Set("stream", stream)
 	}
 	if from > 0 {
 		q.Set("from", strconv.FormatInt(from, 10))
 	}
-	if follow {
-		q.Set("follow", "true")
-	}
-	resp, err := c.send(ctx, request{
+	return c.send(ctx, request{
 		method: http.MethodGet,
 		path:   sandboxPath(name, "runs", url.PathEscape(runID), "logs"),
 		query:  q,
 	})
-	if err != nil {
-		return nil, err
-	}
-	return resp.Body, nil
 }
+
+// FollowError is how a followed stream that stopped before its run ended
+// ends: Offset is where to resume it.
+type FollowError struct {
+	Run, Stream string
+	Offset      int64
+	Err         error
+}
+
+func (e *FollowError) Error() string {
+	return fmt.Sprintf("following the %s of run %s stopped at byte %d before the run ended: %v", e.Stream, e.Run, e.Offset, e.Err)
+}
+
+func (e *FollowError) Unwrap() error { return e.Err }
+
+// followReader reads a followed stream and tells, at its end, whether the
+// run ended (io.EOF) or the follow stopped short (*FollowError).
+type followReader struct {
+	resp        *http.Response
+	run, stream string
+	off         int64
+}
+
+func (f *followReader) Read(p []byte) (int, error) {
+	n, err := f.resp.Body.Read(p)
+	f.off += int64(n)
+	switch {
+	case err == nil:
+		return n, nil
+	case errors.Is(err, io.EOF):
+		end := f.resp.Trailer.Get(api.LogEndTrailer)
+		if end == api.LogEnded {
+			return n, io.EOF
+		}
+		why := errors.New("the stream was cut")
+		var apiErr api.Error
+		if end != "" && json.Unmarshal([]byte(end), &apiErr) == nil {
+			why = &apiErr
+		}
+		return n, &FollowError{Run: f.run, Stream: f.stream, Offset: f.off, Err: why}
+	default:
+		return n, &FollowError{Run: f.run, Stream: f.stream, Offset: f.off, Err: err}
+	}
+}
+
+func (f *followReader) Close() error { return f.resp.Body.Close() }
 
 // Signal sends a signal ("TERM", "KILL", "INT" or a number) to a run.
 func (c *Client) Signal(ctx context.Context, name, runID, signal string) error {

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netlink"
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/client"
@@ -73,8 +76,30 @@ var subnetSeq atomic.Int32
 
 // testSubnet gives each dend its own /24 in 10.214.0.0/16, offset by the
 // process id so that two test runs at once do not collide.
+// A /24 some host interface has an address in (left by a run killed
+// before its cleanup) is passed over.
 func testSubnet() string {
-	return fmt.Sprintf("10.214.%d.0/24", (os.Getpid()+int(subnetSeq.Add(1)))%240) // 250 is TestNetns's
+	for range 240 {
+		s := fmt.Sprintf("10.214.%d.0/24", (os.Getpid()+int(subnetSeq.Add(1)))%240) // 250 is TestNetns's
+		if subnetFree(netip.MustParsePrefix(s)) {
+			return s
+		}
+	}
+	panic("every test subnet in 10.214.0.0/16 is in use on this host")
+}
+
+// subnetFree reports whether no host interface has an address in p.
+func subnetFree(p netip.Prefix) bool {
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return true // the sandbox network will say what is wrong
+	}
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && p.Contains(ip.Unmap()) {
+			return false
+		}
+	}
+	return true
 }
 
 // dend is one daemon under test with its own data, socket and subnet.

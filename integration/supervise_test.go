@@ -79,9 +79,15 @@ func TestEngineKilledIsNoticed(t *testing.T) {
 			if !strings.Contains(after.Reason, "engine exited") || !strings.Contains(after.Reason, "den start eng") {
 				t.Fatalf("reason %q does not say the engine exited and how to recover", after.Reason)
 			}
+			// Attached to a paused sandbox, the exec ended at the pause,
+			// saying how to take its run up again.
+			ended := "lost"
+			if paused {
+				ended = "was paused"
+			}
 			select {
 			case err := <-exited:
-				if err == nil || !strings.Contains(aerr.String(), "lost") {
+				if err == nil || !strings.Contains(aerr.String(), ended) {
 					t.Fatalf("the attached exec ended with %v: %q", err, aerr.String())
 				}
 			case <-time.After(10 * time.Second):

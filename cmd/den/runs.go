@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -44,16 +45,20 @@ func (a *app) runsCommand() *cobra.Command {
 
 func (a *app) logsCommand() *cobra.Command {
 	var (
-		follow bool
-		from   int64
-		stream string
+		follow, noWake bool
+		from           int64
+		stream         string
 	)
 	cmd := &cobra.Command{
 		Use:   "logs NAME RUN",
 		Short: "Print the output of a run",
 		Long: `Print what a run wrote: its stdout to den's stdout and its stderr to den's
-stderr. With -f, keep printing as the run writes, until it ends. --from skips
-the first OFFSET bytes of each stream.`,
+stderr. With -f, keep printing as the run writes until it ends, then exit
+with the run's own status (as den exec does); following a run of a paused or
+hibernated sandbox wakes it, unless --no-wake. A follow that stops before the
+run ends (the sandbox was put to sleep, the connection to dend was lost) is
+an error that says the offset to resume from. --from skips the first OFFSET
+bytes of each stream.`,
 		Example: `  den logs web r-7f3a
   den logs web r-7f3a -f
   den logs web r-7f3a --stream stderr --from 1024`,
@@ -75,36 +80,60 @@ the first OFFSET bytes of each stream.`,
 			if err != nil {
 				return err
 			}
-			return a.copyLogs(cmd.Context(), c, args[0], args[1], streams, from, follow)
+			return a.copyLogs(cmd.Context(), c, args[0], args[1], streams, from, follow, !noWake)
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVarP(&follow, "follow", "f", false, "keep printing output until the run ends")
+	f.BoolVarP(&follow, "follow", "f", false, "keep printing output until the run ends; den exits with the run's status")
+	f.BoolVar(&noWake, "no-wake", false, "with -f, wait for a sleeping sandbox to wake instead of waking it")
 	f.Int64Var(&from, "from", 0, "start at this byte offset of each stream")
 	f.StringVar(&stream, "stream", "", "only this stream: stdout or stderr (default both)")
 	return cmd
 }
 
 // copyLogs copies the given streams of a run to den's stdout and stderr,
-// concurrently.
-func (a *app) copyLogs(ctx context.Context, c *client.Client, name, run string, streams []string, from int64, follow bool) error {
-	g, ctx := errgroup.WithContext(ctx)
+// concurrently. Following, it returns once the run ended, with the run's
+// exit status as den's, or with an error that says where to resume.
+func (a *app) copyLogs(ctx context.Context, c *client.Client, name, run string, streams []string, from int64, follow, wake bool) error {
+	if follow && !wake {
+		if sb, err := c.GetSandbox(ctx, name); err == nil && (sb.State == api.StatePaused || sb.State == api.StateHibernated) {
+			fmt.Fprintf(a.stderr, "den: sandbox %s is %s: waiting for it to wake (leave out --no-wake to wake it)\n", name, sb.State)
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
 	for _, s := range streams {
 		w := a.stdout
 		if s == api.StreamStderr {
 			w = a.stderr
 		}
 		g.Go(func() error {
-			rc, err := c.Logs(ctx, name, run, s, from, follow)
+			var rc io.ReadCloser
+			var err error
+			if follow {
+				rc, err = c.FollowLogs(gctx, name, run, s, from, wake)
+			} else {
+				rc, err = c.Logs(gctx, name, run, s, from, false)
+			}
 			if err != nil {
 				return err
 			}
 			defer rc.Close()
 			if _, err := io.Copy(w, rc); err != nil {
+				var fe *client.FollowError
+				if errors.As(err, &fe) {
+					return withHint(err, fmt.Sprintf("take it up again with `den logs %s %s -f --stream %s --from %d`", name, run, s, fe.Offset))
+				}
 				return fmt.Errorf("reading the %s of run %s: %w", s, run, err)
 			}
 			return nil
 		})
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil || !follow {
+		return err
+	}
+	r, err := c.GetRun(ctx, name, run)
+	if err != nil {
+		return err
+	}
+	return a.runResult(r)
 }

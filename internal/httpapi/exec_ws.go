@@ -16,6 +16,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
 )
 
 // Limits of the exec stream.
@@ -178,7 +179,7 @@ func (e *execSession) streamOutput(ctx context.Context, runID string) error {
 	}{{api.StreamStdout, api.FrameStdout}, {api.StreamStderr, api.FrameStderr}} {
 		g.Go(func() error {
 			w := &frameWriter{e: e, ctx: ctx, kind: out.kind}
-			return e.srv.sandboxes.Logs(ctx, e.ref, runID, out.stream, 0, true, w)
+			return e.srv.sandboxes.Logs(ctx, e.ref, runID, out.stream, 0, sandbox.FollowWake, w)
 		})
 	}
 	return g.Wait()

@@ -207,7 +207,8 @@ func (f *fakeSandboxes) Run(ctx context.Context, ref, runID string) (*sandbox.Ru
 	return f.final, nil
 }
 
-func (f *fakeSandboxes) Logs(ctx context.Context, ref, runID, stream string, from int64, follow bool, w io.Writer) error {
+func (f *fakeSandboxes) Logs(ctx context.Context, ref, runID, stream string, from int64, how sandbox.Follow, w io.Writer) error {
+	follow := how != sandbox.FollowNo
 	if err := f.enter("Logs", ref, runID, stream, from, follow); err != nil {
 		return err
 	}

@@ -49,8 +49,8 @@ func TestEveryRouteHasDocumentedQueries(t *testing.T) {
 			t.Errorf("%s %s: not in the OpenAPI document", rt.Method, rt.Path)
 		}
 	}
-	if got := q["GET /v1/sandboxes/{name}/runs/{run}/logs"]; len(got) != 3 {
-		t.Errorf("logs takes %v, want stream, from and follow", got)
+	if got := q["GET /v1/sandboxes/{name}/runs/{run}/logs"]; len(got) != 4 {
+		t.Errorf("logs takes %v, want stream, from, follow and wake", got)
 	}
 	if got := q["GET /v1/sandboxes/{name}/files/content"]; len(got) != 1 || got[0] != "path" {
 		t.Errorf("files/content takes %v, want path (by reference)", got)

@@ -78,9 +78,15 @@ func jsonBodyError(err error, limit int64) error {
 
 // queryBool reads an optional boolean query parameter; absent is false.
 func queryBool(r *http.Request, name string) (bool, error) {
+	return queryBoolDefault(r, name, false)
+}
+
+// queryBoolDefault reads an optional boolean query parameter; absent is
+// def.
+func queryBoolDefault(r *http.Request, name string, def bool) (bool, error) {
 	v := r.URL.Query().Get(name)
 	if v == "" {
-		return false, nil
+		return def, nil
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {

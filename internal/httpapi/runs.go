@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"math"
 	"net/http"
 	"strconv"
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
 )
 
 // maxRunsLimit bounds ?limit= of GET .../runs.
@@ -66,6 +68,15 @@ func (s *server) runLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	how := sandbox.FollowNo
+	if follow {
+		how = sandbox.FollowWake
+		if wake, err := queryBoolDefault(r, "wake", true); err != nil {
+			return err
+		} else if !wake {
+			how = sandbox.FollowWait
+		}
+	}
 	ref, runID := r.PathValue("name"), r.PathValue("run")
 	// An unknown run gets its 404 here, before a followed stream's 200
 	// goes out.
@@ -76,13 +87,29 @@ func (s *server) runLogs(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Den-Log-Offset", strconv.FormatInt(from, 10))
 	fw := newFlushWriter(w)
-	if follow {
-		// A silent command must not leave the client waiting for headers.
-		if err := fw.Flush(); err != nil {
-			return err
-		}
+	if !follow {
+		return s.sandboxes.Logs(r.Context(), ref, runID, stream, from, how, fw)
 	}
-	return s.sandboxes.Logs(r.Context(), ref, runID, stream, from, follow, fw)
+	// A followed stream says how it ended in a trailer: "ended" once the
+	// run ended and all of its output was sent, else why it stopped. A
+	// stream without one was cut: the client knows to resume, not that
+	// the run is done.
+	w.Header().Set("Trailer", api.LogEndTrailer)
+	// A silent command must not leave the client waiting for headers.
+	if err := fw.Flush(); err != nil {
+		return err
+	}
+	end := api.LogEnded
+	if err := s.sandboxes.Logs(r.Context(), ref, runID, stream, from, how, fw); err != nil {
+		if r.Context().Err() != nil {
+			return nil // the client left
+		}
+		_, body := s.apiError(r, err)
+		b, _ := json.Marshal(body)
+		end = string(b)
+	}
+	w.Header().Set(api.LogEndTrailer, end)
+	return nil
 }
 
 func (s *server) signalRun(w http.ResponseWriter, r *http.Request) error {

@@ -48,7 +48,7 @@ type SandboxService interface {
 	// from byte offset from. Without follow it returns at the current
 	// end; with follow, once the run ended and all its output was written
 	// (or ctx ends).
-	Logs(ctx context.Context, ref, runID, stream string, from int64, follow bool, w io.Writer) error
+	Logs(ctx context.Context, ref, runID, stream string, from int64, how sandbox.Follow, w io.Writer) error
 	// Stdin streams r to the run's stdin and closes it at EOF.
 	Stdin(ctx context.Context, ref, runID string, r io.Reader) error
 	Resize(ctx context.Context, ref, runID string, rows, cols uint16) error

@@ -11,10 +11,12 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 )
 
-// Logs writes one output stream of a run to w from byte offset from. With
-// follow it returns once the run ended and every byte was written, or when
-// ctx ends; without, at the current end.
-func (s *Service) Logs(ctx context.Context, ref, runID, stream string, from int64, follow bool, w io.Writer) error {
+// Logs writes one output stream of a run to w from byte offset from.
+// Following (see Follow), it returns once the run ended and every byte
+// was written, when ctx ends, or with an error when the sandbox is put
+// to sleep meanwhile; without, at the current end.
+func (s *Service) Logs(ctx context.Context, ref, runID, stream string, from int64, how Follow, w io.Writer) (err error) {
+	follow := how != FollowNo
 	if stream != StreamStdout && stream != StreamStderr {
 		return errdefs.WithHint(errdefs.Invalid("unknown stream %q", stream), "use stdout or stderr")
 	}
@@ -29,6 +31,20 @@ func (s *Service) Logs(ctx context.Context, ref, runID, stream string, from int6
 	if err != nil {
 		return err
 	}
+	var stopped <-chan struct{}
+	if follow && run.Status == RunRunning {
+		f, done := s.follow(sb, runID)
+		defer done()
+		if run, o, err = s.awaitCollector(ctx, ref, sb, run, o, how); err != nil {
+			return err
+		}
+		stopped = f.stopped
+		defer func() {
+			if err == nil && f.why != nil {
+				err = f.why
+			}
+		}()
+	}
 	size, dropped := run.StdoutSize, run.StdoutDropped
 	if stream == StreamStderr {
 		size, dropped = run.StderrSize, run.StderrDropped
@@ -36,7 +52,7 @@ func (s *Service) Logs(ctx context.Context, ref, runID, stream string, from int6
 	if from > size && (o == nil || !follow) {
 		return errdefs.Invalid("offset %d is past the end of %s (%d bytes)", from, stream, size)
 	}
-	r := &logReader{dir: filepath.Join(s.cfg.RunsDir, sb.ID), runID: run.ID, stream: stream, off: from, o: o, size: size, dropped: dropped}
+	r := &logReader{dir: filepath.Join(s.cfg.RunsDir, sb.ID), runID: run.ID, stream: stream, off: from, o: o, size: size, dropped: dropped, stopped: stopped}
 	return r.copy(ctx, follow, w)
 }
 
@@ -50,6 +66,9 @@ type logReader struct {
 	o             *output
 	size, dropped int64
 	buf           []byte
+	// stopped is closed when the sandbox is put to sleep under a
+	// follower (see followers.go).
+	stopped <-chan struct{}
 }
 
 // copy writes the stream from r.off to w; while the run is collected and
@@ -93,6 +112,8 @@ func (r *logReader) copy(ctx context.Context, follow bool, w io.Writer) error {
 		}
 		select {
 		case <-changed:
+		case <-r.stopped:
+			return nil // Logs returns why
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -17,20 +17,20 @@ import (
 // Spec is what the user asked for. Its network policy and limits can be
 // changed on a live sandbox; its idle policy is kept apart.
 type Spec struct {
-	Image       string            `json:"image"`
-	CPUs        float64           `json:"cpus"`
-	MemoryBytes int64             `json:"memory_bytes"`
-	PIDs        int               `json:"pids,omitempty"`       // most processes and threads at once; 0: dend's default
-	DiskBytes   int64             `json:"disk_bytes,omitempty"` // most bytes its files may hold; 0: dend's default
-	Network     NetworkPolicy     `json:"network,omitzero"`     // zero value: mode none
-	Secrets     []SecretGrant     `json:"secrets,omitempty"`    // what its commands get at exec time
+	Image       string        `json:"image"`
+	CPUs        float64       `json:"cpus"`
+	MemoryBytes int64         `json:"memory_bytes"`
+	PIDs        int           `json:"pids,omitempty"`       // most processes and threads at once; 0: dend's default
+	DiskBytes   int64         `json:"disk_bytes,omitempty"` // most bytes its files may hold; 0: dend's default
+	Network     NetworkPolicy `json:"network,omitzero"`     // zero value: mode none
+	Secrets     []SecretGrant `json:"secrets,omitempty"`    // what its commands get at exec time
 	// SecretsGranted is set once any secret was granted, and stays set
 	// (also in forks and sandboxes made from its checkpoints): its memory
 	// images are sealed. See MemorySealer.
-	SecretsGranted bool `json:"secrets_granted,omitempty"`
-	Ports       []ExposedPort     `json:"ports,omitempty"`      // served through dend, by port number
-	Env         map[string]string `json:"env,omitempty"`
-	Labels      map[string]string `json:"labels,omitempty"`
+	SecretsGranted bool              `json:"secrets_granted,omitempty"`
+	Ports          []ExposedPort     `json:"ports,omitempty"` // served through dend, by port number
+	Env            map[string]string `json:"env,omitempty"`
+	Labels         map[string]string `json:"labels,omitempty"`
 	// Ephemeral sandboxes keep nothing when they are destroyed: no
 	// checkpoints, no run output, no record.
 	Ephemeral bool `json:"ephemeral,omitempty"`

@@ -139,4 +139,3 @@ func (s *Service) sealedSalvage(sb *Sandbox) string {
 	}
 	return s.cfg.Sealer.KeyID()
 }
-

@@ -27,7 +27,7 @@ type Config struct {
 	Secrets Secrets // nil: no secrets can be granted
 	// Sealer seals the memory images of sandboxes ever granted secrets;
 	// nil: they are saved in plaintext like any other.
-	Sealer MemorySealer
+	Sealer  MemorySealer
 	Dial    GuestDialer
 	Logger  *slog.Logger
 	Node    string // this host's name, recorded on every sandbox
@@ -93,6 +93,9 @@ type Service struct {
 	// held counts the open requests keeping each sandbox in use (a
 	// WebSocket or a long download through an exposed port).
 	held map[string]int
+	// followers are the clients following each sandbox's runs
+	// (followers.go).
+	followers map[string]map[*follower]struct{}
 	// staleLimits are paused sandboxes whose den-init has yet to learn
 	// limits changed while they slept.
 	staleLimits map[string]bool
@@ -148,6 +151,7 @@ func NewService(cfg Config) (*Service, error) {
 		active:       map[string]time.Time{},
 		pinned:       map[string]int{},
 		held:         map[string]int{},
+		followers:    map[string]map[*follower]struct{}{},
 		staleLimits:  map[string]bool{},
 		secretStates: map[string]secretState{},
 		dataReserve:  &diskReserve{dir: cfg.RunsDir, reserve: cfg.Output.Reserve, now: cfg.Now},

@@ -34,6 +34,7 @@ func (s *Service) pause(ctx context.Context, sb *Sandbox, why string) error {
 		s.cfg.Runtime.Resume(context.WithoutCancel(ctx), sb.InstanceID())
 		return err
 	}
+	s.endFollowers(sb, "paused")
 	return nil
 }
 
@@ -160,6 +161,7 @@ func (s *Service) hibernate(ctx context.Context, sb *Sandbox, why string) error 
 	if err := s.transition(ctx, sb, StateHibernated, EventHibernated, fmt.Sprintf("%s; %s of memory in checkpoint %s", why, units.BytesSize(float64(ck.Manifest.MemoryBytes)), ck.ID)); err != nil {
 		return err
 	}
+	s.endFollowers(sb, "hibernated")
 	return nil
 }
 
