@@ -79,7 +79,7 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "ports", "network"}
+var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network"}
 
 func run(bin string, n, nBig int, only string) error {
 	want := map[string]bool{}
@@ -128,6 +128,7 @@ func run(bin string, n, nBig int, only string) error {
 		}},
 		{"memory", "checkpoint vs memory", b.checkpointVsMemory},
 		{"hibernated", "hibernated cost", b.hibernatedCost},
+		{"sealed", "sealed memory images", b.sealedImages},
 		{"ports", "exposed ports", b.exposedPorts},
 		{"network", "network policy", b.networkPolicy},
 	}
