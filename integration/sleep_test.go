@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -298,22 +299,35 @@ func TestHibernateResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The follower is attached before the hibernation and stays through it.
+	// The follower is attached before the hibernation, which ends it with
+	// the offset reached; taken up again from there after the wake, it
+	// reads the rest.
 	type result struct {
 		out string
 		err error
 	}
 	followed := make(chan result, 1)
+	woken := make(chan struct{})
 	go func() {
-		rc, err := d.c.Logs(ctx, "bear", seq.ID, "stdout", 0, true)
-		if err != nil {
-			followed <- result{err: err}
+		var b bytes.Buffer
+		var from int64
+		for {
+			rc, err := d.c.Logs(ctx, "bear", seq.ID, "stdout", from, true)
+			if err != nil {
+				followed <- result{err: err}
+				return
+			}
+			_, err = b.ReadFrom(rc)
+			rc.Close()
+			var fe *client.FollowError
+			if from == 0 && errors.As(err, &fe) && strings.Contains(err.Error(), "was hibernated") {
+				from = fe.Offset
+				<-woken
+				continue
+			}
+			followed <- result{b.String(), err}
 			return
 		}
-		defer rc.Close()
-		var b bytes.Buffer
-		_, err = b.ReadFrom(rc)
-		followed <- result{b.String(), err}
 	}()
 	if _, err := d.c.ExecDetached(ctx, "bear", api.ExecRequest{Argv: []string{"nc", "-ll", "-p", "7000", "-e", "echo", "hi"}}); err != nil {
 		t.Fatal(err)
@@ -364,6 +378,7 @@ func TestHibernateResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	close(woken)
 	if r.State != api.StateRunning || r.Generation != sb.Generation+1 {
 		t.Fatalf("after resume: state %s generation %d, want running %d", r.State, r.Generation, sb.Generation+1)
 	}
