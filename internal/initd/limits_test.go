@@ -16,7 +16,8 @@ import (
 )
 
 // The limiter looks at the sandbox only while some process but den-init
-// runs: an idle sandbox is never woken by a timer of den-init's.
+// runs, and its checks are on: an idle sandbox is never woken by a timer
+// of den-init's.
 func TestLimiterSleepsWhileIdle(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []struct{ path, value string }{
@@ -79,6 +80,21 @@ func TestLimiterSleepsWhileIdle(t *testing.T) {
 		time.Sleep(time.Second)
 		if n := count() - before; n < 2 {
 			t.Errorf("with a process running, the limiter looked %d times in a second", n)
+		}
+
+		l.setChecks(false) // the host watches instead
+		before = count()
+		time.Sleep(time.Hour)
+		if n := count() - before; n > 1 {
+			t.Errorf("with its checks off, the limiter looked %d times in an hour", n)
+		}
+		if err := l.set(guest.Limits{MemoryBytes: 1 << 30}); err != nil { // as after a restore
+			t.Fatal(err)
+		}
+		before = count()
+		time.Sleep(time.Second)
+		if n := count() - before; n < 2 {
+			t.Errorf("with limits set again, the limiter looked %d times in a second", n)
 		}
 
 		flip(true) // the last one ends
