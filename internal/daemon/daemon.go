@@ -143,6 +143,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Warn("removing den-init versions nothing needs", "err", err)
 	}
 	svc.RunIdle(cfg.IdleInterval)
+	svc.RunLimitWatch(time.Second)
 	go audit.Retain(ctx, st, cfg.AuditRetention, time.Hour, log)
 
 	health := func(ctx context.Context) api.Health {
