@@ -180,18 +180,25 @@ func (w *hostWatch) decide(ctx context.Context, hw HostWatcher, interval time.Du
 		return // gone meanwhile: the next round stops the watch
 	}
 	now := time.Now()
+	near := w.threshold > 0 && memory >= w.threshold
 	if interval > 0 {
-		if !w.lastAt.IsZero() {
+		first := w.lastAt.IsZero()
+		if !first {
 			elapsed := now.Sub(w.lastAt)
 			if elapsed > 0 && float64(cpu-w.lastCPU)/elapsed.Seconds() > float64(busyCPU) {
 				w.busyUntil = now.Add(busyHold * interval)
 			}
-		} else {
-			w.busyUntil = now.Add(interval) // not known yet: one more round
 		}
 		w.lastCPU, w.lastAt = cpu, now
+		if first && !near {
+			// How busy it is shows at the next look. Telling den-init
+			// nothing meanwhile spares the sandbox a wake: a new
+			// instance checks already, and one that was told to stop
+			// by a dend before this one is watched by the threshold.
+			return
+		}
 	}
-	check := now.Before(w.busyUntil) || w.threshold > 0 && memory >= w.threshold
+	check := now.Before(w.busyUntil) || near
 	if w.told != nil && *w.told == check {
 		return
 	}
