@@ -17,8 +17,8 @@ import (
 // idleCPU measures the host CPU a running, idle sandbox costs, beside a
 // bare runsc container running `sleep` over the same window: each one's
 // cgroup CPU time over b.idleFor. A sandbox with a process left running
-// (`sleep`) is shown too: den-init watches its limits while any process
-// runs.
+// (`sleep`) is shown too: den-init would check its limits while that runs,
+// but dend watches its host cgroups instead while it is quiet.
 func (b *bench) idleCPU() error {
 	cgroups := map[string]string{} // what → host cgroup
 	for _, sb := range []struct {
