@@ -120,18 +120,34 @@ func (b *bench) execThroughput() error {
 	if err != nil {
 		return err
 	}
+	var bystanders []string // their host cgroups
 	for i := 0; i < b.idleN; i++ {
 		name := "bystander" + strconv.Itoa(i)
 		if err := b.createSmall(name, "128M"); err != nil {
 			return fmt.Errorf("creating idle sandbox %d of %d: %w", i+1, b.idleN, err)
 		}
 		defer b.d.c.RemoveSandbox(b.ctx, name, true)
+		inst, err := b.instanceOf(name)
+		if err != nil {
+			return err
+		}
+		bystanders = append(bystanders, "/den/"+inst)
 	}
 	time.Sleep(5 * time.Second) // let the bystanders settle
+	idleCPU := func() (total time.Duration) {
+		for _, cg := range bystanders {
+			if d, err := cgroupCPU(cg); err == nil {
+				total += d
+			}
+		}
+		return total
+	}
+	idleBefore := idleCPU()
 	crowded, nCrowded, err := b.execLoad(busy)
 	if err != nil {
 		return err
 	}
+	idleUsed := idleCPU() - idleBefore
 	rate := func(n int) float64 { return float64(n) / b.loadFor.Seconds() }
 	withIdle := fmt.Sprintf("… with %d idle sandboxes running", b.idleN)
 	b.add(section{title: fmt.Sprintf("exec throughput (%d clients, one sandbox each, `true` for %s)", clients, b.loadFor),
@@ -139,8 +155,12 @@ func (b *bench) execThroughput() error {
 			{op: "exec `true`, no other sandbox", den: alone, note: fmt.Sprintf("%.1f exec/s, p99 %s", rate(nAlone), ms(alone.pct(0.99)))},
 			{op: withIdle, den: crowded, note: fmt.Sprintf("%.1f exec/s, p99 %s", rate(nCrowded), ms(crowded.pct(0.99)))},
 		},
-		lines: []string{fmt.Sprintf("throughput with %d idle sandboxes / with none: %.2f× (goal ≥ 0.9×)",
-			b.idleN, rate(nCrowded)/max(rate(nAlone), 1e-9))},
+		lines: []string{
+			fmt.Sprintf("throughput with %d idle sandboxes / with none: %.2f× (goal ≥ 0.9×)",
+				b.idleN, rate(nCrowded)/max(rate(nAlone), 1e-9)),
+			fmt.Sprintf("the %d idle sandboxes used %.1f ms of host CPU a second together during it",
+				b.idleN, float64(idleUsed)/float64(time.Millisecond)/b.loadFor.Seconds()),
+		},
 	})
 	return nil
 }
