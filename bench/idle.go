@@ -43,7 +43,7 @@ func (b *bench) idleCPU() error {
 		}
 		cgroups[sb.name] = "/den/" + inst // internal/runsc cgroupsPath
 	}
-	c, err := b.raw.newContainerIn("exec sleep 1000000", "/den-bench/raw-idle")
+	c, err := b.raw.newContainerIn("exec sleep 1000000", "/den-bench-raw-idle")
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func (b *bench) idleCPU() error {
 	if err := b.raw.do("run", "--detach", "--bundle", c.bundle, c.id); err != nil {
 		return err
 	}
-	cgroups["raw"] = "/den-bench/raw-idle"
+	cgroups["raw"] = "/den-bench-raw-idle"
 
 	time.Sleep(2 * time.Second) // let boot and the first exec settle
 	before := map[string]time.Duration{}

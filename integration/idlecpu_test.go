@@ -124,7 +124,7 @@ func startRawSleep(t *testing.T) string {
 		t.Fatal(err)
 	}
 	id := "rawsleep" + strconv.Itoa(os.Getpid())
-	cgroup := "/den-itest/" + id
+	cgroup := "/den-itest-" + id // one level: deleting the container removes it
 	spec := map[string]any{
 		"ociVersion": "1.0.2",
 		"process": map[string]any{
