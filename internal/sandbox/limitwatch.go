@@ -25,8 +25,8 @@ import (
 //     by more than busyCPU a second), and for busyHold intervals after,
 //     so that a process that runs into the process limit is still told.
 //
-// A new instance (boot, restore) checks until dend first looks at it
-// (den-init's SetLimits turns the checks on). Engines without host
+// A new instance (boot, restore), or one whose limits changed, checks
+// until dend looks at it again (den-init's SetLimits turns the checks on). Engines without host
 // watching, and den-inits older than the verb, keep checking.
 
 // HostWatcher is an optional capability of the Runtime: it watches an
@@ -63,6 +63,7 @@ func memoryThreshold(limit int64) int64 { return limit - max(limit/4, 32<<20) }
 // hostWatch is dend's watch over one running instance.
 type hostWatch struct {
 	instance  string
+	limit     int64 // the memory limit it was started for
 	threshold int64 // 0: no memory limit to watch
 	guest     limitChecker
 	stop      func()
@@ -120,7 +121,9 @@ func (s *Service) watchLimits(ctx context.Context, hw HostWatcher, watches map[s
 		}
 		running[sb.ID] = true
 		w := watches[sb.ID]
-		if w != nil && w.instance != sb.InstanceID() {
+		if w != nil && (w.instance != sb.InstanceID() || w.limit != sb.Spec.MemoryBytes) {
+			// A new instance, or new limits: den-init checks again
+			// (SetLimits), against a new threshold.
 			w.stop()
 			w = nil
 		}
@@ -148,7 +151,7 @@ func (s *Service) startWatch(ctx context.Context, hw HostWatcher, sb *Sandbox) *
 	if !ok {
 		return nil
 	}
-	w := &hostWatch{instance: sb.InstanceID(), guest: g, stop: func() {}}
+	w := &hostWatch{instance: sb.InstanceID(), limit: sb.Spec.MemoryBytes, guest: g, stop: func() {}}
 	if sb.Spec.MemoryBytes > 0 {
 		w.threshold = memoryThreshold(sb.Spec.MemoryBytes)
 		crossed, stop, err := hw.WatchMemory(w.instance, w.threshold)
