@@ -5,7 +5,7 @@
 // with the same global flags. It asserts nothing: a benchmark reports,
 // tests judge behaviour.
 //
-//	go run ./bench -bin ./bin [-n 20] [-n-big 10]
+//	go run ./bench -bin ./bin [-n 20] [-n-big 10] [-idle-for 60s] [-idle-n 60] [-load-for 10s]
 package main
 
 import (
@@ -28,11 +28,22 @@ func main() {
 	n := flag.Int("n", 20, "repetitions per measurement on small sandboxes")
 	nBig := flag.Int("n-big", 10, "repetitions per measurement on sandboxes holding 1 GiB")
 	only := flag.String("only", "", "run only these steps, comma-separated: "+strings.Join(stepNames, ", ")+" (default: all)")
+	var o options
+	flag.DurationVar(&o.idleFor, "idle-for", time.Minute, "how long to measure an idle sandbox's CPU")
+	flag.IntVar(&o.idleN, "idle-n", 60, "idle sandboxes running beside the exec throughput clients")
+	flag.DurationVar(&o.loadFor, "load-for", 10*time.Second, "how long each exec throughput run lasts")
 	flag.Parse()
-	if err := run(*bin, *n, *nBig, *only); err != nil {
+	if err := run(*bin, *n, *nBig, *only, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// options size the idle steps.
+type options struct {
+	idleFor time.Duration // idle CPU: how long to measure
+	idleN   int           // exec throughput: idle sandboxes beside the busy ones
+	loadFor time.Duration // exec throughput: how long each run lasts
 }
 
 // samples are the durations of one operation, in the order measured.
@@ -66,12 +77,13 @@ type section struct {
 // bench is one benchmark run: a dend, a bare runsc beside it, and the
 // report being built.
 type bench struct {
-	ctx      context.Context
-	bin      string
-	work     string
-	n, nBig  int
-	d        *benchDend
-	raw      *rawEngine
+	ctx     context.Context
+	bin     string
+	work    string
+	n, nBig int
+	d       *benchDend
+	raw     *rawEngine
+	options
 	ticker   []byte // the gap-measuring program, uploaded into sandboxes
 	sections []section
 	// sized are memory checkpoints by memory held, gathered on the way.
@@ -79,9 +91,9 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network"}
+var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "idlecpu", "throughput"}
 
-func run(bin string, n, nBig int, only string) error {
+func run(bin string, n, nBig int, only string, o options) error {
 	want := map[string]bool{}
 	for _, name := range strings.Split(only, ",") {
 		if name = strings.TrimSpace(name); name == "" {
@@ -99,7 +111,7 @@ func run(bin string, n, nBig int, only string) error {
 	}
 	defer os.RemoveAll(work)
 	defer unmountUnder(work)
-	b := &bench{ctx: context.Background(), bin: bin, work: work, n: n, nBig: nBig}
+	b := &bench{ctx: context.Background(), bin: bin, work: work, n: n, nBig: nBig, options: o}
 	if b.ticker, err = buildTicker(work); err != nil {
 		return err
 	}
@@ -131,6 +143,8 @@ func run(bin string, n, nBig int, only string) error {
 		{"sealed", "sealed memory images", b.sealedImages},
 		{"ports", "exposed ports", b.exposedPorts},
 		{"network", "network policy", b.networkPolicy},
+		{"idlecpu", "idle CPU", b.idleCPU},
+		{"throughput", "exec throughput beside idle sandboxes", b.execThroughput},
 	}
 	for _, s := range steps {
 		if len(want) > 0 && !want[s.name] {

@@ -71,6 +71,12 @@ type container struct {
 // newContainer writes a bundle whose process is sh -c script, on a fresh
 // copy of the image, with the mounts den's spec has (less den-init's).
 func (r *rawEngine) newContainer(script string) (*container, error) {
+	return r.newContainerIn(script, "")
+}
+
+// newContainerIn is newContainer in host cgroup cgroupsPath ("": none),
+// whose CPU use can then be read (see cgroupCPU).
+func (r *rawEngine) newContainerIn(script, cgroupsPath string) (*container, error) {
 	r.seq++
 	c := &container{id: "raw" + strconv.Itoa(r.seq)}
 	c.bundle = filepath.Join(r.work, c.id+"-bundle")
@@ -95,6 +101,9 @@ func (r *rawEngine) newContainer(script string) (*container, error) {
 			{"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": []string{"nosuid", "noexec", "nodev", "ro"}},
 		},
 		"linux": map[string]any{"namespaces": []map[string]string{{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}, {"type": "network"}}},
+	}
+	if cgroupsPath != "" {
+		spec["linux"].(map[string]any)["cgroupsPath"] = cgroupsPath
 	}
 	js, _ := json.Marshal(spec)
 	if err := os.WriteFile(filepath.Join(c.bundle, "config.json"), js, 0o600); err != nil {

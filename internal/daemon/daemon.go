@@ -144,6 +144,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Warn("removing den-init versions nothing needs", "err", err)
 	}
 	svc.RunIdle(cfg.IdleInterval)
+	svc.RunLimitWatch(time.Second)
 	go audit.Retain(ctx, st, cfg.AuditRetention, time.Hour, log)
 	// Requests still in progress were the last dend's: nobody will answer
 	// them now, so a client asking learns they may or may not have run.

@@ -32,3 +32,19 @@ const (
 func (c *Client) SetLimits(ctx context.Context, l Limits) error {
 	return c.call(ctx, http.MethodPost, "/v1/limits", nil, l, nil)
 }
+
+// LimitChecks is the body of PUT /v1/limits/checks: whether den-init
+// checks the sandbox's memory and processes while processes run. The host
+// turns them off while it watches the sandbox's cgroups instead, so that
+// an idle sandbox is never woken, and on when the sandbox nears its memory
+// limit or gets busy. SetLimits turns them on.
+type LimitChecks struct {
+	On bool `json:"on"`
+}
+
+// SetLimitChecks turns den-init's limit checks on or off (see
+// LimitChecks). A den-init older than the verb answers NotFound, and
+// always checks.
+func (c *Client) SetLimitChecks(ctx context.Context, on bool) error {
+	return c.call(ctx, http.MethodPut, "/v1/limits/checks", nil, LimitChecks{On: on}, nil)
+}

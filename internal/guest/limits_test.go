@@ -31,3 +31,14 @@ func TestSetLimitsWithoutCgroups(t *testing.T) {
 		t.Errorf("ping: %+v, %v", info, err)
 	}
 }
+
+// The host can turn den-init's limit checks off while it watches the
+// sandbox itself, and on again.
+func TestSetLimitChecks(t *testing.T) {
+	c := serve(t)
+	for _, on := range []bool{false, true} {
+		if err := c.SetLimitChecks(t.Context(), on); err != nil {
+			t.Errorf("SetLimitChecks(%v): %v", on, err)
+		}
+	}
+}

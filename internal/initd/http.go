@@ -42,6 +42,7 @@ func (s *Server) Handler() http.Handler {
 		"POST /v1/scrub":             s.handleScrub,
 		"POST /v1/rekey":             s.handleRekey,
 		"POST /v1/limits":            s.handleLimits,
+		"PUT /v1/limits/checks":      s.handleLimitChecks,
 		"GET /v1/files/stat":         s.handleStat,
 		"GET /v1/files/list":         s.handleListDir,
 		"GET /v1/files/content":      s.handleRead,

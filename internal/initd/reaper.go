@@ -30,6 +30,11 @@ type Reaper struct {
 	// a child that exits at once cannot be reaped before its pid is known.
 	mu      sync.Mutex
 	waiters map[int]func(unix.WaitStatus)
+	// childless is whether the process has no child left, not even an
+	// orphan it inherited (wait4 said ECHILD): then nothing but itself
+	// runs in its subtree. changed is closed and replaced when it flips.
+	childless bool
+	changed   chan struct{}
 }
 
 // NewReaper starts reaping. When the process is not PID 1 it makes itself
@@ -46,10 +51,31 @@ func NewReaper(log *slog.Logger) (*Reaper, error) {
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 		waiters: make(map[int]func(unix.WaitStatus)),
+		changed: make(chan struct{}),
 	}
 	signal.Notify(r.sigs, syscall.SIGCHLD)
+	r.reap() // learns whether there are children already
 	go r.loop()
 	return r, nil
+}
+
+// Childless reports whether the process has no children at all, and
+// returns a channel closed the next time that changes: what den-init
+// watches inside the sandbox can change only while something but
+// den-init runs there.
+func (r *Reaper) Childless() (bool, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.childless, r.changed
+}
+
+func (r *Reaper) setChildlessLocked(childless bool) {
+	if r.childless == childless {
+		return
+	}
+	r.childless = childless
+	close(r.changed)
+	r.changed = make(chan struct{})
 }
 
 // Stop ends reaping. Children still running become zombies when they exit.
@@ -70,6 +96,7 @@ func (r *Reaper) Start(fork func() (int, error), onExit func(unix.WaitStatus)) (
 		return 0, err
 	}
 	r.waiters[pid] = onExit
+	r.setChildlessLocked(false)
 	return pid, nil
 }
 
@@ -112,8 +139,12 @@ func (r *Reaper) reap() {
 		if err == unix.EINTR {
 			continue
 		}
+		if err == unix.ECHILD {
+			r.setChildlessLocked(true)
+			return
+		}
 		if err != nil || pid <= 0 {
-			return // ECHILD (no children) or none exited yet
+			return // none exited yet
 		}
 		if fn, ok := r.waiters[pid]; ok {
 			delete(r.waiters, pid)

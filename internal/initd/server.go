@@ -156,7 +156,7 @@ func New(cfg Config) (*Server, error) {
 	if s.holds, err = newHoldGroup(cfg.Cgroups); err != nil {
 		cfg.Logger.Warn("secret holders are known by their lineage alone", keyErr, err)
 	}
-	s.limits = newLimiter(cfg.Cgroups, limitHooks{overMemory: s.killForMemory, atPIDs: s.blamePIDs}, cfg.Logger)
+	s.limits = newLimiter(cfg.Cgroups, limitHooks{overMemory: s.killForMemory, atPIDs: s.blamePIDs, idle: s.reaper.Childless}, cfg.Logger)
 	s.http = &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 30 * time.Second,

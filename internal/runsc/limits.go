@@ -27,7 +27,10 @@ import (
 //     host cgroup is set higher, by HostMemory's headroom, as a backstop
 //     that stops the whole sandbox only when den-init could not keep up.
 //     gVisor costs the host about 0.5 MiB per process beyond what the
-//     processes use, which den-init counts (see internal/initd).
+//     processes use, which den-init counts (see internal/initd). Its
+//     checks wake the sandbox, so while the sandbox is quiet dend watches
+//     the host cgroup instead (HostUsage, WatchMemory) and turns them off
+//     (internal/sandbox limitwatch.go).
 //   - Processes: gVisor's own pids cgroup inside the sandbox, which makes
 //     fork and clone fail with EAGAIN at the limit; den-init sets it
 //     (guest.Limits). The host's pids cgroup is a backstop, as every

@@ -48,7 +48,10 @@ type Runtime struct {
 	exits exitWatcher
 }
 
-var _ sandbox.Runtime = (*Runtime)(nil)
+var (
+	_ sandbox.Runtime     = (*Runtime)(nil)
+	_ sandbox.HostWatcher = (*Runtime)(nil)
+)
 
 // New checks the binary and reads its version.
 func New(ctx context.Context, cfg Config, log *slog.Logger) (*Runtime, error) {

@@ -1,0 +1,119 @@
+package sandbox
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/den-dev/den/internal/errdefs"
+)
+
+// fakeHost is an instance's host cgroups as the engine reports them.
+type fakeHost struct {
+	mu     sync.Mutex
+	cpu    time.Duration
+	memory int64
+}
+
+func (h *fakeHost) HostUsage(string) (time.Duration, int64, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cpu, h.memory, nil
+}
+
+func (h *fakeHost) WatchMemory(string, int64) (<-chan struct{}, func(), error) {
+	return nil, func() {}, nil
+}
+
+func (h *fakeHost) use(cpu time.Duration, memory int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cpu += cpu
+	h.memory = memory
+}
+
+// fakeChecker records what den-init is told.
+type fakeChecker struct {
+	told []bool
+	err  error
+}
+
+func (c *fakeChecker) SetLimitChecks(_ context.Context, on bool) error {
+	if c.err != nil {
+		return c.err
+	}
+	c.told = append(c.told, on)
+	return nil
+}
+
+// dend turns den-init's checks off while the sandbox is quiet, and on
+// when it gets busy or nears its memory limit, telling it only changes.
+func TestHostWatchDecides(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const limit = 256 << 20
+		host := &fakeHost{memory: 20 << 20}
+		g := &fakeChecker{}
+		w := &hostWatch{instance: "sb-g1", threshold: memoryThreshold(limit), guest: g, stop: func() {}}
+		ctx := context.Background()
+		round := func(cpu time.Duration, memory int64) {
+			time.Sleep(time.Second)
+			host.use(cpu, memory)
+			w.decide(ctx, host, time.Second)
+		}
+
+		round(0, 20<<20) // first look: how busy it is is not known yet
+		if len(g.told) != 0 {
+			t.Fatalf("told %v at the first look", g.told)
+		}
+		for range 3 {
+			round(2*time.Millisecond, 20<<20) // quiet
+		}
+		want := []bool{false}
+		if !slices.Equal(g.told, want) {
+			t.Fatalf("quiet: told %v, want %v", g.told, want)
+		}
+
+		round(500*time.Millisecond, 30<<20) // busy
+		round(0, 30<<20)
+		want = append(want, true)
+		if !slices.Equal(g.told, want) {
+			t.Fatalf("busy: told %v, want %v", g.told, want)
+		}
+		for range busyHold + 1 {
+			round(0, 30<<20)
+		}
+		want = append(want, false)
+		if !slices.Equal(g.told, want) {
+			t.Fatalf("quiet again: told %v, want %v", g.told, want)
+		}
+
+		// The kernel signals a crossing of the threshold between rounds.
+		host.use(0, memoryThreshold(limit)+1)
+		w.decide(ctx, host, 0)
+		want = append(want, true)
+		if !slices.Equal(g.told, want) {
+			t.Fatalf("near the memory limit: told %v, want %v", g.told, want)
+		}
+	})
+}
+
+// A den-init older than the verb always checks: dend stops asking.
+func TestHostWatchOldGuest(t *testing.T) {
+	host := &fakeHost{}
+	g := &fakeChecker{err: errdefs.NotFound("no route")}
+	w := &hostWatch{instance: "sb-g1", guest: g, stop: func() {}}
+	w.decide(context.Background(), host, time.Second) // the first look tells nothing
+	w.lastAt = w.lastAt.Add(-time.Second)
+	w.decide(context.Background(), host, time.Second)
+	if !w.old {
+		t.Fatal("a den-init without the verb is not marked old")
+	}
+	g.err = nil
+	w.decide(context.Background(), host, time.Second)
+	if len(g.told) != 0 {
+		t.Fatalf("an old den-init was told %v", g.told)
+	}
+}
