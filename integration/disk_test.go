@@ -42,7 +42,9 @@ func TestDiskDefaultCap(t *testing.T) {
 	if !strings.Contains(out+errs, "quota") || strings.Contains(out, "exit 0") || code != 0 {
 		t.Fatalf("writing 900M of zeros under a default cap of %d: exit %d %q %q", p.DefaultDiskBytes, code, out, errs)
 	}
-	if sb := d.inspect("hog"); sb.Usage == nil || sb.Usage.DiskBytes > p.DefaultDiskBytes {
+	// btrfs may account a few blocks past the limit (the write that hit
+	// it), never megabytes.
+	if sb := d.inspect("hog"); sb.Usage == nil || sb.Usage.DiskBytes > p.DefaultDiskBytes+1<<20 {
 		t.Fatalf("the hog's usage past its cap: %+v", sb.Usage)
 	}
 	d.mustSh("neighbour", "dd if=/dev/zero of=/root/zeros bs=1M count=64 && sync")
