@@ -31,18 +31,8 @@ func TestIdleSandboxCostsNoCPU(t *testing.T) {
 	denCgroup := fmt.Sprintf("/den/%s-g%d", sb.ID, sb.Generation) // internal/runsc cgroupsPath
 	rawCgroup := startRawSleep(t)
 
-	// The window is the measurement: nothing here waits for a condition.
-	// Before it, the boot and the exec settle, and dend finds the sandbox
-	// quiet (it looks every second, and counts it busy for 3 after).
-	time.Sleep(5 * time.Second)
-	const window = 5 * time.Second
-	den0, raw0 := cgroupCPU(t, denCgroup), cgroupCPU(t, rawCgroup)
-	start := time.Now()
-	time.Sleep(window)
-	elapsed := time.Since(start).Seconds()
-	den := float64(cgroupCPU(t, denCgroup)-den0) / float64(time.Millisecond) / elapsed
-	raw := float64(cgroupCPU(t, rawCgroup)-raw0) / float64(time.Millisecond) / elapsed
-	t.Logf("host CPU over %s: idle sandbox %.2f ms/s, raw runsc sleep %.2f ms/s", window, den, raw)
+	den, raw := idleCPU(t, denCgroup, rawCgroup)
+	t.Logf("host CPU: idle sandbox %.2f ms/s, raw runsc sleep %.2f ms/s", den, raw)
 	if den > raw+2 {
 		t.Errorf("an idle sandbox costs %.2f ms of host CPU a second; raw runsc running sleep %.2f", den, raw)
 	}
@@ -73,17 +63,8 @@ func TestQuietSandboxKeepsItsLimits(t *testing.T) {
 	denCgroup := fmt.Sprintf("/den/%s-g%d", sb.ID, sb.Generation)
 	rawCgroup := startRawSleep(t)
 
-	// The window is the measurement; before it, dend finds the sandbox
-	// quiet, as above.
-	time.Sleep(5 * time.Second)
-	const window = 5 * time.Second
-	den0, raw0 := cgroupCPU(t, denCgroup), cgroupCPU(t, rawCgroup)
-	start := time.Now()
-	time.Sleep(window)
-	elapsed := time.Since(start).Seconds()
-	den := float64(cgroupCPU(t, denCgroup)-den0) / float64(time.Millisecond) / elapsed
-	raw := float64(cgroupCPU(t, rawCgroup)-raw0) / float64(time.Millisecond) / elapsed
-	t.Logf("host CPU over %s: quiet sandbox running sleep %.2f ms/s, raw runsc sleep %.2f ms/s", window, den, raw)
+	den, raw := idleCPU(t, denCgroup, rawCgroup)
+	t.Logf("host CPU: quiet sandbox running sleep %.2f ms/s, raw runsc sleep %.2f ms/s", den, raw)
 	if den > raw+2 {
 		t.Errorf("a sandbox with an idle process costs %.2f ms of host CPU a second; raw runsc running sleep %.2f", den, raw)
 	}
@@ -206,4 +187,21 @@ func cgroupCPU(t *testing.T, path string) time.Duration {
 	}
 	t.Fatalf("no usage_usec in %s's cpu.stat", path)
 	return 0
+}
+
+// idleCPU measures the host CPU, in ms a second, of two cgroups over one
+// window. The window is the measurement: nothing here waits for a
+// condition. Before it, the boot and the exec settle, and dend finds the
+// sandbox quiet (it looks every second, and counts it busy for 3 after).
+func idleCPU(t *testing.T, denCgroup, rawCgroup string) (den, raw float64) {
+	t.Helper()
+	time.Sleep(5 * time.Second)
+	const window = 5 * time.Second
+	den0, raw0 := cgroupCPU(t, denCgroup), cgroupCPU(t, rawCgroup)
+	start := time.Now()
+	time.Sleep(window)
+	elapsed := time.Since(start).Seconds()
+	den = float64(cgroupCPU(t, denCgroup)-den0) / float64(time.Millisecond) / elapsed
+	raw = float64(cgroupCPU(t, rawCgroup)-raw0) / float64(time.Millisecond) / elapsed
+	return den, raw
 }
