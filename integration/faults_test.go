@@ -1,0 +1,411 @@
+package integration
+
+import (
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/client"
+)
+
+// Fault injection: dend killed mid-request, the engine killed mid-exec and
+// mid-checkpoint, sleep racing file transfers and a shell. Whatever
+// breaks, every client ends within its deadline with one of den's clear
+// outcomes, and dend's record agrees with what the client was told.
+
+// within waits for a client started in the background (see cli), failing
+// the test with what it printed so far when it is still going after
+// limit: no call may take longer than its deadline.
+func within(t *testing.T, limit time.Duration, what string, wait func() (string, string, int), stderr func() string) (string, string, int) {
+	t.Helper()
+	type result struct {
+		out, errs string
+		code      int
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, errs, code := wait()
+		done <- result{out, errs, code}
+	}()
+	select {
+	case r := <-done:
+		return r.out, r.errs, r.code
+	case <-time.After(limit):
+		t.Fatalf("%s is still going after %v; it printed: %q", what, limit, stderr())
+		return "", "", 0
+	}
+}
+
+// outcome is what the CLI said became of a change whose connection to
+// dend dropped.
+type outcome string
+
+const (
+	outcomeDone    outcome = "completed"      // it came back and the change had completed
+	outcomeFailed  outcome = "failed"         // ... had failed, with dend's error
+	outcomeUnknown outcome = "may or may not" // interrupted, or dend never told: check
+	outcomeNotDone outcome = "never started"  // dend came back with no record of it
+)
+
+// rawTransport is what a transport error looks like when it reaches a
+// user unexplained.
+var rawTransport = []string{`Post "`, `Put "`, `Patch "`, `Delete "`, "http://den/", "EOF", "connection reset", "broken pipe"}
+
+// lostOutcome reads what the CLI printed after its connection to dend
+// dropped: it must say so, give exactly one of den's outcomes in its own
+// words with an exit code to match (0 only when the change completed),
+// and show no raw transport error past naming the cause of the drop.
+func lostOutcome(t *testing.T, stderr string, code int) outcome {
+	t.Helper()
+	const notice = "den: lost the connection to dend while "
+	head, rest, ok := strings.Cut(stderr, "; asking it what became of ")
+	if !ok || !strings.Contains(head, notice) {
+		t.Fatalf("the CLI does not say it lost dend and is asking: exit %d, %q", code, stderr)
+	}
+	_, rest, _ = strings.Cut(rest, "\n") // past the notice and its cause
+	for _, raw := range rawTransport {
+		if strings.Contains(rest, raw) {
+			t.Fatalf("a raw transport error (%q) reached the user: %q", raw, stderr)
+		}
+	}
+	var o outcome
+	var n int
+	for _, c := range []struct {
+		o    outcome
+		says string
+	}{
+		{outcomeDone, " had completed\n"},
+		{outcomeFailed, " had failed\n"},
+		{outcomeUnknown, " may or may not "},
+		{outcomeNotDone, " never started\n"},
+	} {
+		if strings.Contains(rest, c.says) {
+			o, n = c.o, n+1
+		}
+	}
+	switch {
+	case n != 1:
+		t.Fatalf("want exactly one outcome, found %d: exit %d, %q", n, code, stderr)
+	case (o == outcomeDone) != (code == 0):
+		t.Fatalf("the CLI says %q but exits %d: %q", o, code, stderr)
+	case o == outcomeUnknown && !strings.Contains(rest, "\nhint: check with `den ") && !strings.Contains(rest, "\nhint: ask dend what became of it: GET /v1/requests/"):
+		t.Fatalf("an unknown outcome without a way to check it: %q", stderr)
+	case o == outcomeNotDone && !strings.Contains(rest, "\nhint: send it again"):
+		t.Fatalf("a change that never started without saying to send it again: %q", stderr)
+	}
+	return o
+}
+
+// settled are the states a sandbox may be found in once dend is back; ""
+// is no sandbox at all.
+var settled = []string{"", api.StateRunning, api.StateStopped, api.StatePaused, api.StateHibernated, api.StateError}
+
+// stateNow is a sandbox's state as dend and `den inspect` tell it, ""
+// when there is none. It must be settled: no change left half-way.
+func (d *dend) stateNow(name string) string {
+	d.t.Helper()
+	_, errs, code := d.den("inspect", name)
+	sb, err := d.c.GetSandbox(ctxT(d.t, time.Minute), name)
+	switch {
+	case client.IsNotFound(err):
+		if code == 0 || !strings.Contains(errs, "not found") {
+			d.t.Fatalf("den inspect %s of no sandbox: exit %d, %q", name, code, errs)
+		}
+		return ""
+	case err != nil:
+		d.t.Fatalf("inspecting %s: %v", name, err)
+	case code != 0:
+		d.t.Fatalf("den inspect %s: exit %d, %q", name, code, errs)
+	case !slices.Contains(settled, sb.State) || sb.Pending != "":
+		d.t.Fatalf("%s is %s (pending %q) once dend is back", name, sb.State, sb.Pending)
+	case sb.State == api.StateError && sb.Reason == "":
+		d.t.Fatalf("%s is in error without a reason", name)
+	}
+	return sb.State
+}
+
+// lostCase is one verb that changes something, as the CLI sends it.
+type lostCase struct {
+	verb   string
+	name   string // the sandbox whose state it changes
+	setup  func(*testing.T, *dend)
+	args   []string                         // the CLI's arguments
+	before string                           // name's state before it ("": none)
+	after  string                           // and once done
+	also   []string                         // other states it may leave when it may or may not have happened
+	check  func(*testing.T, *dend, outcome) // what else must agree
+	keeps  bool                             // /root/mark holds name throughout
+}
+
+// writeMark makes a sandbox and leaves its name in /root/mark.
+func writeMark(name string) func(*testing.T, *dend) {
+	return func(t *testing.T, d *dend) {
+		d.create(name)
+		d.mustSh(name, "echo "+name+" > /root/mark")
+	}
+}
+
+// markIs checks /root/mark in a sandbox (waking it if it sleeps).
+func markIs(t *testing.T, d *dend, name, want string) {
+	t.Helper()
+	if got := strings.TrimSpace(d.mustSh(name, "cat /root/mark")); got != want {
+		t.Fatalf("/root/mark in %s reads %q, want %q", name, got, want)
+	}
+}
+
+// either picks what must hold after an outcome: yes once done, no when
+// not done, and either when it may or may not have happened.
+func either(t *testing.T, o outcome, what string, yes, no bool) {
+	t.Helper()
+	switch {
+	case o == outcomeDone && !yes:
+		t.Fatalf("the CLI says it completed, but not so: %s", what)
+	case (o == outcomeNotDone || o == outcomeFailed) && !no:
+		t.Fatalf("the CLI says it did not happen, but %s", what)
+	case !yes && !no:
+		t.Fatalf("neither done nor not done: %s", what)
+	}
+}
+
+// lostCases are the CLI's verbs that change a sandbox.
+func lostCases(t *testing.T) []lostCase {
+	blob := make([]byte, 8<<20)
+	rand.Read(blob)
+	blobFile := filepath.Join(t.TempDir(), "blob")
+	if err := os.WriteFile(blobFile, blob, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ckNamed := func(d *dend, name, ck string) bool {
+		_, err := d.c.GetCheckpoint(ctxT(t, time.Minute), name, ck)
+		if err != nil && !client.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	return []lostCase{
+		{verb: "create", name: "l-create", args: []string{"create", "l-create", "--image", "busybox", "--memory", "256M"},
+			setup: func(t *testing.T, d *dend) {
+				if _, err := d.c.BuildImage(ctxT(t, time.Minute), api.BuildImageRequest{Name: "busybox"}, nil); err != nil {
+					t.Fatal(err)
+				}
+			},
+			after: api.StateRunning},
+		{verb: "rm", name: "l-rm", setup: writeMark("l-rm"), args: []string{"rm", "-f", "l-rm"},
+			before: api.StateRunning, keeps: true},
+		{verb: "start", name: "l-start", args: []string{"start", "l-start"},
+			setup: func(t *testing.T, d *dend) {
+				writeMark("l-start")(t, d)
+				d.mustDen("", "stop", "l-start")
+			},
+			before: api.StateStopped, after: api.StateRunning, keeps: true},
+		{verb: "stop", name: "l-stop", args: []string{"stop", "l-stop"},
+			setup: func(t *testing.T, d *dend) {
+				writeMark("l-stop")(t, d)
+				// It outlasts the grace, so dend dies while den-init shuts down.
+				d.mustDen("", "exec", "-d", "l-stop", "--", "sh", "-c", "trap '' TERM; sleep 600")
+			},
+			before: api.StateRunning, after: api.StateStopped, keeps: true},
+		{verb: "pause", name: "l-pause", setup: writeMark("l-pause"), args: []string{"pause", "l-pause"},
+			before: api.StateRunning, after: api.StatePaused, keeps: true},
+		{verb: "resume", name: "l-resume", args: []string{"resume", "l-resume"},
+			setup: func(t *testing.T, d *dend) {
+				writeMark("l-resume")(t, d)
+				d.mustDen("", "hibernate", "l-resume")
+			},
+			before: api.StateHibernated, after: api.StateRunning, keeps: true},
+		{verb: "hibernate", name: "l-hib", setup: writeMark("l-hib"), args: []string{"hibernate", "l-hib"},
+			before: api.StateRunning, after: api.StateHibernated, also: []string{api.StatePaused}, keeps: true},
+		{verb: "checkpoint", name: "l-ck", setup: writeMark("l-ck"), args: []string{"checkpoint", "l-ck", "--name", "k"},
+			before: api.StateRunning, after: api.StateRunning, keeps: true,
+			check: func(t *testing.T, d *dend, o outcome) {
+				listed := ckNamed(d, "l-ck", "k")
+				either(t, o, "checkpoint k listed", listed, !listed)
+				if listed { // a listed checkpoint is a whole one
+					if _, err := d.c.Fork(ctxT(t, time.Minute), "l-ck", client.ForkOptions{Name: "l-ck-kid", From: "k"}); err != nil {
+						t.Fatalf("forking from the listed checkpoint: %v", err)
+					}
+					markIs(t, d, "l-ck-kid", "l-ck")
+				}
+			}},
+		{verb: "restore", name: "l-restore", args: []string{"restore", "l-restore", "base"},
+			setup: func(t *testing.T, d *dend) {
+				writeMark("l-restore")(t, d)
+				d.mustDen("", "checkpoint", "l-restore", "--name", "base")
+				d.mustSh("l-restore", "echo later > /root/mark")
+			},
+			before: api.StateRunning, after: api.StateRunning, also: []string{api.StateStopped},
+			check: func(t *testing.T, d *dend, o outcome) {
+				mark := strings.TrimSpace(d.mustSh("l-restore", "cat /root/mark"))
+				either(t, o, "/root/mark reads "+mark, mark == "l-restore", mark == "later")
+			}},
+		{verb: "fork", name: "l-fork-kid", setup: writeMark("l-fork"), args: []string{"fork", "l-fork", "l-fork-kid"},
+			after: api.StateRunning,
+			check: func(t *testing.T, d *dend, o outcome) {
+				if d.stateNow("l-fork") != api.StateRunning {
+					t.Fatalf("the parent of the fork is %s", d.inspect("l-fork").State)
+				}
+				if d.stateNow("l-fork-kid") == api.StateRunning {
+					markIs(t, d, "l-fork-kid", "l-fork")
+				}
+			}},
+		{verb: "exec -d", name: "l-exec", setup: writeMark("l-exec"), args: []string{"exec", "-d", "l-exec", "--", "sh", "-c", "echo ran >> /root/ran"},
+			before: api.StateRunning, after: api.StateRunning, keeps: true,
+			check: func(t *testing.T, d *dend, o outcome) {
+				runs, err := d.c.Runs(ctxT(t, time.Minute), "l-exec", 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := 0
+				for _, r := range runs {
+					if slices.Contains(r.Argv, "echo ran >> /root/ran") {
+						n++
+					}
+				}
+				either(t, o, fmt.Sprintf("it ran %d times", n), n == 1, n == 0)
+				if n > 1 {
+					t.Fatalf("the command ran %d times", n)
+				}
+				if n == 1 {
+					waitFor(t, 10*time.Second, "the command to have written", func() bool {
+						return d.mustSh("l-exec", "cat /root/ran 2>/dev/null || true") == "ran\n"
+					})
+				}
+			}},
+		{verb: "cp", name: "l-cp", setup: writeMark("l-cp"), args: []string{"cp", blobFile, "l-cp:/root/blob"},
+			before: api.StateRunning, after: api.StateRunning, keeps: true,
+			check: func(t *testing.T, d *dend, o outcome) {
+				got := strings.Fields(d.mustSh("l-cp", "sha256sum /root/blob 2>/dev/null || true; ls -a /root"))
+				there := len(got) > 0 && got[0] == sha(blob)
+				absent := !slices.Contains(got, "blob")
+				if !there && !absent {
+					t.Fatalf("a copy that is neither whole nor absent: %q", got)
+				}
+				either(t, o, "the copy there", there, absent)
+			}},
+		{verb: "network", name: "l-net", setup: writeMark("l-net"), args: []string{"network", "l-net", "--mode", "open"},
+			before: api.StateRunning, after: api.StateRunning, keeps: true,
+			check: func(t *testing.T, d *dend, o outcome) {
+				mode := d.inspect("l-net").Network.Mode
+				either(t, o, "network mode "+mode, mode == "open", mode == "none")
+			}},
+		{verb: "limits", name: "l-lim", setup: writeMark("l-lim"), args: []string{"limits", "l-lim", "--memory", "300M"},
+			before: api.StateRunning, after: api.StateRunning, keeps: true,
+			check: func(t *testing.T, d *dend, o outcome) {
+				mem := d.inspect("l-lim").MemoryBytes
+				either(t, o, fmt.Sprintf("memory %d MiB", mem>>20), mem == 300<<20, mem == 256<<20)
+			}},
+		{verb: "policy", name: "l-pol", setup: writeMark("l-pol"), args: []string{"policy", "l-pol", "--pause-after", "7m"},
+			before: api.StateRunning, after: api.StateRunning, keeps: true,
+			check: func(t *testing.T, d *dend, o outcome) {
+				p := d.inspect("l-pol").Policy.PauseAfter
+				var set bool
+				if p != nil {
+					v, err := time.ParseDuration(*p)
+					set = err == nil && v == 7*time.Minute
+				}
+				either(t, o, "pause-after set", set, !set)
+			}},
+		{verb: "checkpoint rm", name: "l-ckrm", args: []string{"checkpoint", "rm", "l-ckrm", "old"},
+			setup: func(t *testing.T, d *dend) {
+				writeMark("l-ckrm")(t, d)
+				d.mustDen("", "checkpoint", "l-ckrm", "--name", "old")
+			},
+			before: api.StateRunning, after: api.StateRunning, keeps: true,
+			check: func(t *testing.T, d *dend, o outcome) {
+				listed := ckNamed(d, "l-ckrm", "old")
+				either(t, o, "checkpoint old listed", !listed, listed)
+			}},
+		{verb: "recover", name: "l-rec", args: []string{"recover", "l-rec", "--cold"},
+			setup: func(t *testing.T, d *dend) {
+				writeMark("l-rec")(t, d)
+				h, err := d.c.Hibernate(ctxT(t, time.Minute), "l-rec")
+				if err != nil {
+					t.Fatal(err)
+				}
+				damageImage(t, d, h.Checkpoint)
+				if _, err := d.c.Resume(ctxT(t, time.Minute), "l-rec"); err == nil {
+					t.Fatal("resume from a damaged memory image succeeded")
+				}
+				// A retry that fails again leaves it in error, and dend
+				// starts again after it.
+				if _, errs, code := d.den("recover", "l-rec"); code == 0 {
+					t.Fatalf("retrying a damaged image succeeded: %s", errs)
+				}
+				d.stop()
+				d.start()
+			},
+			before: api.StateError, after: api.StateRunning, keeps: true,
+			check: func(t *testing.T, d *dend, o outcome) {
+				if d.stateNow("l-rec") == api.StateError {
+					d.mustDen("", "recover", "l-rec", "--cold")
+				}
+			}},
+	}
+}
+
+// TestDendKilledMidRequest: for every verb that changes a sandbox, dend
+// is killed -9 while it works on the request, or, for a verb too quick
+// to catch at it, once it has done it but before its answer got out; then
+// it comes back. The CLI says what became of the change in den's words,
+// exits to match, and dend's record agrees with what it said.
+func TestDendKilledMidRequest(t *testing.T) {
+	for _, tc := range lostCases(t) {
+		t.Run(tc.verb, func(t *testing.T) {
+			d := startDend(t)
+			p := newCutProxy(t, d)
+			if tc.setup != nil {
+				tc.setup(t, d)
+			}
+			if got := d.stateNow(tc.name); got != tc.before {
+				t.Fatalf("%s is %q before den %s, want %q", tc.name, got, tc.verb, tc.before)
+			}
+			release := p.holdNextAnswer()
+			ctx := ctxT(t, time.Minute)
+			wait, stderr := p.denVia(ctx, tc.args...)
+			var key string
+			select {
+			case key = <-p.keys:
+			case <-time.After(30 * time.Second):
+				release()
+				t.Fatalf("den %s sent no request with a key: %q", tc.verb, stderr())
+			}
+			var st *api.RequestStatus
+			waitFor(t, 30*time.Second, "dend to record the request", func() bool {
+				var err error
+				st, err = d.c.Request(ctx, key)
+				return err == nil
+			})
+			d.kill()
+			release()
+			d.start()
+			_, errs, code := within(t, 45*time.Second, "den "+tc.verb, wait, stderr)
+			o := lostOutcome(t, errs, code)
+			t.Logf("dend killed with the request %s: the CLI says %q, exit %d\n%s", st.State, o, code, errs)
+
+			state := d.stateNow(tc.name)
+			switch {
+			case o == outcomeDone && state != tc.after,
+				(o == outcomeNotDone || o == outcomeFailed) && state != tc.before,
+				o == outcomeUnknown && state != tc.before && state != tc.after && !slices.Contains(tc.also, state):
+				t.Fatalf("the CLI says %q, and %s is %q (was %q, %q once done)", o, tc.name, state, tc.before, tc.after)
+			}
+			if state == api.StateStopped && tc.after != api.StateStopped && tc.before != api.StateStopped {
+				// Left stopped half-way: `den start` is its way back.
+				d.mustDen("", "start", tc.name)
+			}
+			if tc.check != nil {
+				tc.check(t, d, o)
+				state = d.stateNow(tc.name)
+			}
+			if tc.keeps && state != "" && state != api.StateStopped && state != api.StateError {
+				markIs(t, d, tc.name, tc.name)
+			}
+		})
+	}
+}
