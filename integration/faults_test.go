@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -408,4 +410,140 @@ func TestDendKilledMidRequest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// killAll kills -9 every host process that names instance inst: the
+// engine's sandbox and gofer, as a stray `kill -9` would. It returns how
+// many it killed.
+func killAll(t *testing.T, inst string) int {
+	t.Helper()
+	n := 0
+	for _, p := range processesOf(inst) {
+		pid, err := strconv.Atoi(strings.SplitN(p, ":", 2)[0])
+		if err == nil && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// engineLost waits until dend records that a sandbox's engine died, and
+// checks the reason names that and the way back.
+func (d *dend) engineLost(name string) {
+	d.t.Helper()
+	sb := d.waitState(name, api.StateStopped, 10*time.Second)
+	if !strings.Contains(sb.Reason, "engine exited") || !strings.Contains(sb.Reason, "den start "+name) {
+		d.t.Fatalf("%s is stopped with reason %q; want the engine's exit and `den start %s`", name, sb.Reason, name)
+	}
+}
+
+// TestEngineKilledMidExec: every process of a sandbox's engine is killed
+// while two commands are attached, one printing and one silent. Both
+// clients end within seconds with an error saying the run was lost, the
+// sandbox is stopped with the reason and the way back, and `den start`
+// brings back its files.
+func TestEngineKilledMidExec(t *testing.T) {
+	d := startDend(t)
+	sb := d.create("eng")
+	d.mustSh("eng", "echo eng > /root/mark && sync")
+	ctx := ctxT(t, time.Minute)
+	quiet, quietErr := d.cli(ctx, "exec", "eng", "--", "sh", "-c", "sleep 30")
+	loud, loudErr := d.cli(ctx, "exec", "eng", "--", "sh", "-c", "while :; do echo tick; sleep 0.02; done")
+	waitFor(t, 20*time.Second, "both commands to run, one printing", func() bool {
+		runs, err := d.c.Runs(ctx, "eng", 0)
+		if err != nil || len(runs) < 2 {
+			return false
+		}
+		return runs[0].Status == api.RunRunning && runs[1].Status == api.RunRunning && runs[0].StdoutSize+runs[1].StdoutSize > 0
+	})
+	if n := killAll(t, instanceOf(sb)); n == 0 {
+		t.Fatal("no engine process to kill")
+	}
+	killed := time.Now()
+	for _, c := range []struct {
+		what   string
+		wait   func() (string, string, int)
+		stderr func() string
+	}{{"the silent exec", quiet, quietErr}, {"the printing exec", loud, loudErr}} {
+		_, errs, code := within(t, 10*time.Second, c.what, c.wait, c.stderr)
+		t.Logf("%s ended %v after the kill, exit %d: %s", c.what, time.Since(killed).Round(time.Millisecond), code, strings.TrimSpace(errs))
+		if code == 0 || !strings.HasPrefix(errs, "den: ") || !strings.Contains(errs, "lost") || !strings.Contains(errs, "engine exited") || !strings.Contains(errs, "`den start eng`") {
+			t.Fatalf("%s ended with exit %d, %q; want an error saying the run was lost with its engine", c.what, code, errs)
+		}
+		for _, raw := range rawTransport {
+			if strings.Contains(errs, raw) {
+				t.Fatalf("%s ended with a raw transport error (%q): %q", c.what, raw, errs)
+			}
+		}
+	}
+	d.engineLost("eng")
+	d.mustDen("", "start", "eng")
+	markIs(t, d, "eng", "eng")
+}
+
+// TestEngineKilledMidCheckpoint: the engine of a sandbox holding some
+// memory dies while `den checkpoint` saves it. The call fails within
+// seconds saying so, no part of the checkpoint is left listed or on disk,
+// and the sandbox is stopped with the way back, which works.
+func TestEngineKilledMidCheckpoint(t *testing.T) {
+	d := startDend(t)
+	sb := d.create("big", func(r *api.CreateSandboxRequest) { r.Memory = "512M" })
+	// Random bytes, so that saving them takes the engine a while (60 MiB:
+	// /dev/shm holds 64).
+	d.mustSh("big", "echo big > /root/mark && sync && dd if=/dev/urandom of=/dev/shm/fill bs=1M count=60 2>/dev/null")
+	inst := instanceOf(sb)
+	engine := d.enginePid(inst)
+	ctx := ctxT(t, time.Minute)
+	saving := func(p string) bool { return strings.Contains(p, " checkpoint ") }
+	var wait func() (string, string, int)
+	var stderr func() string
+	// The engine saves 60 MiB in a tenth of a second: look without pause,
+	// and when a checkpoint got done unseen, remove it and try again.
+	for attempt := 1; wait == nil; attempt++ {
+		name := fmt.Sprintf("mid-%d", attempt)
+		w, errs := d.cli(ctx, "checkpoint", "big", "--name", name)
+		done := make(chan struct{})
+		var out, e string
+		var code int
+		go func() { out, e, code = w(); close(done) }()
+		for seen := false; !seen; {
+			select {
+			case <-done:
+				if code != 0 || attempt == 10 {
+					t.Fatalf("checkpoint %s ended before the engine was seen saving: exit %d, %q", name, code, e)
+				}
+				d.mustDen("", "checkpoint", "rm", "big", name)
+				seen = true
+			default:
+				if slices.ContainsFunc(processesOf(inst), saving) {
+					wait = func() (string, string, int) { <-done; return out, e, code }
+					stderr, seen = errs, true
+				}
+			}
+		}
+	}
+	syscall.Kill(engine, syscall.SIGKILL)
+	killed := time.Now()
+	_, errs, code := within(t, 20*time.Second, "den checkpoint", wait, stderr)
+	t.Logf("den checkpoint ended %v after the kill, exit %d: %s", time.Since(killed).Round(time.Millisecond), code, strings.TrimSpace(errs))
+	if code == 0 || !strings.HasPrefix(errs, "den: ") || !strings.Contains(errs, "engine exited") || !strings.Contains(errs, "`den start big`") {
+		t.Fatalf("den checkpoint with its engine killed: exit %d, %q", code, errs)
+	}
+	for _, raw := range rawTransport {
+		if strings.Contains(errs, raw) {
+			t.Fatalf("den checkpoint ended with a raw transport error (%q): %q", raw, errs)
+		}
+	}
+	d.engineLost("big")
+	if cks, err := d.c.Checkpoints(ctx, "big"); err != nil || len(cks) != 0 {
+		t.Fatalf("checkpoints after the failed one: %+v, %v; want none", cks, err)
+	}
+	for _, dir := range []string{filepath.Join(d.dataDir, "checkpoints"), filepath.Join(d.dataDir, "pool", "checkpoints")} {
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Fatalf("%d entries left in %s by the failed checkpoint", len(ents), dir)
+		}
+	}
+	d.mustDen("", "start", "big")
+	markIs(t, d, "big", "big")
+	d.mustDen("", "checkpoint", "big", "--name", "after")
 }
