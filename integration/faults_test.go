@@ -547,3 +547,99 @@ func TestEngineKilledMidCheckpoint(t *testing.T) {
 	markIs(t, d, "big", "big")
 	d.mustDen("", "checkpoint", "big", "--name", "after")
 }
+
+// TestSleepRacesTransfers: `den pause` and `den hibernate` while a large
+// `den cp` stands half-way, into and out of the sandbox. The sleep goes
+// ahead; the copy ends within its deadline, either whole (checked by its
+// digest) or with a clear error and nothing half-written in its place.
+func TestSleepRacesTransfers(t *testing.T) {
+	blob := make([]byte, 32<<20)
+	rand.Read(blob)
+	host := t.TempDir()
+	blobFile := filepath.Join(host, "blob")
+	if err := os.WriteFile(blobFile, blob, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, verb := range []string{"pause", "hibernate"} {
+		for _, dir := range []string{"in", "out"} {
+			t.Run(dir+"/"+verb, func(t *testing.T) {
+				d := startDend(t)
+				d.create("race")
+				if dir == "out" {
+					d.mustDen("", "cp", blobFile, "race:/root/blob")
+				}
+				p := newCutProxy(t, d)
+				held, release := p.stallBodies(4 << 20)
+				t.Cleanup(release)
+				ctx := ctxT(t, time.Minute)
+				dst := filepath.Join(t.TempDir(), "copy")
+				args := []string{"cp", blobFile, "race:/root/blob"}
+				if dir == "out" {
+					args = []string{"cp", "race:/root/blob", dst}
+				}
+				wait, stderr := p.denVia(ctx, args...)
+				select {
+				case <-held:
+				case <-time.After(20 * time.Second):
+					t.Fatalf("den cp never got 4 MiB through: %q", stderr())
+				}
+				start := time.Now()
+				vw, ve := d.cli(ctx, verb, "race")
+				_, errs, code := within(t, 20*time.Second, "den "+verb, vw, ve)
+				if code != 0 {
+					t.Fatalf("den %s during a copy: exit %d, %q", verb, code, errs)
+				}
+				release()
+				_, errs, code = within(t, 20*time.Second, "den cp", wait, stderr)
+				t.Logf("den cp %s after den %s: exit %d in %v: %s", dir, verb, code, time.Since(start).Round(time.Millisecond), strings.TrimSpace(errs))
+				past := map[string]string{"pause": "paused", "hibernate": "hibernated"}[verb]
+				if st := d.inspect("race").State; st != past {
+					t.Fatalf("after den %s and a copy, the sandbox is %s", verb, st)
+				}
+				if code != 0 {
+					if !strings.HasPrefix(errs, "den: ") || !strings.Contains(errs, past) || !strings.Contains(errs, "\nhint: ") {
+						t.Fatalf("den cp failed without saying why: exit %d, %q", code, errs)
+					}
+					for _, raw := range rawTransport {
+						if strings.Contains(errs, raw) {
+							t.Fatalf("den cp failed with a raw transport error (%q): %q", raw, errs)
+						}
+					}
+				}
+				// Whole, or (after a failure) not there at all.
+				var got string
+				if dir == "in" {
+					f := strings.Fields(d.mustSh("race", "sha256sum /root/blob 2>/dev/null; ls -A /root"))
+					if len(f) > 0 && f[0] == sha(blob) {
+						got = f[0]
+					} else if slices.Contains(f, "blob") || slices.ContainsFunc(f, func(s string) bool { return strings.HasPrefix(s, ".den-") }) {
+						t.Fatalf("den cp left something half-written in the sandbox: %q", f)
+					}
+				} else {
+					if b, err := os.ReadFile(dst); err == nil {
+						got = sha(b)
+						if got != sha(blob) {
+							t.Fatalf("den cp wrote %d bytes that differ from the sandbox's", len(b))
+						}
+					}
+					if ents, _ := os.ReadDir(filepath.Dir(dst)); len(ents) > 1 || (len(ents) == 1 && got == "") {
+						t.Fatalf("den cp left %d files behind", len(ents))
+					}
+				}
+				if (code == 0) != (got != "") {
+					t.Fatalf("den cp exited %d but the copy is %s", code, map[bool]string{true: "whole", false: "not there"}[got != ""])
+				}
+				// Copied again, as the hint says, it wakes the sandbox and
+				// comes through whole.
+				d.mustDen("", args...)
+				if dir == "in" {
+					if f := strings.Fields(d.mustSh("race", "sha256sum /root/blob")); len(f) == 0 || f[0] != sha(blob) {
+						t.Fatalf("copied again, the file in the sandbox is %q", f)
+					}
+				} else if b, err := os.ReadFile(dst); err != nil || sha(b) != sha(blob) {
+					t.Fatalf("copied again, the file here is %d bytes (%v), not the sandbox's", len(b), err)
+				}
+			})
+		}
+	}
+}

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -30,6 +31,7 @@ type cutProxy struct {
 	dropAnswers int
 	holding     chan struct{} // armed by holdNextAnswer; closed by its release
 	heldKey     string        // the key whose answer is held, once seen
+	gate        *bodyGate     // set by stallBodies
 }
 
 var errDropped = errors.New("answer dropped on purpose")
@@ -44,6 +46,7 @@ func newCutProxy(t *testing.T, d *dend) *cutProxy {
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(&url.URL{Scheme: "http", Host: "den"})
+			r.Out.Body = p.gated(r.Out.Body)
 			if k := r.In.Header.Get(api.IdempotencyKeyHeader); k != "" {
 				p.mu.Lock()
 				if p.holding != nil && p.heldKey == "" {
@@ -61,6 +64,7 @@ func newCutProxy(t *testing.T, d *dend) *cutProxy {
 			return dl.DialContext(ctx, "unix", d.socket)
 		}},
 		ModifyResponse: func(resp *http.Response) error {
+			resp.Body = p.gated(resp.Body)
 			p.mu.Lock()
 			if k := resp.Request.Header.Get(api.IdempotencyKeyHeader); k != "" && k == p.heldKey {
 				p.heldKey = "" // its retries pass
@@ -103,6 +107,61 @@ func (p *cutProxy) holdNextAnswer() (release func()) {
 		p.mu.Unlock()
 		close(ch)
 	}
+}
+
+// stallBodies makes the proxy pass the first n bytes of every body, of a
+// request or an answer, and hold the rest until release: a transfer
+// stands half-way for as long as the test needs. held is closed once a
+// body reaches the gate.
+func (p *cutProxy) stallBodies(n int64) (held <-chan struct{}, release func()) {
+	g := &bodyGate{after: n, held: make(chan struct{}), open: make(chan struct{})}
+	p.mu.Lock()
+	p.gate = g
+	p.mu.Unlock()
+	var once sync.Once
+	return g.held, func() {
+		once.Do(func() {
+			p.mu.Lock()
+			p.gate = nil
+			p.mu.Unlock()
+			close(g.open)
+		})
+	}
+}
+
+// gated puts body behind the gate, if one is set.
+func (p *cutProxy) gated(body io.ReadCloser) io.ReadCloser {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gate == nil || body == nil || body == http.NoBody {
+		return body
+	}
+	return &gatedBody{ReadCloser: body, g: p.gate}
+}
+
+// bodyGate holds bodies past after bytes until open is closed.
+type bodyGate struct {
+	after      int64
+	once       sync.Once
+	held, open chan struct{}
+}
+
+type gatedBody struct {
+	io.ReadCloser
+	g    *bodyGate
+	read int64
+}
+
+func (b *gatedBody) Read(buf []byte) (int, error) {
+	if b.read >= b.g.after {
+		b.g.once.Do(func() { close(b.g.held) })
+		<-b.g.open
+	} else if room := b.g.after - b.read; int64(len(buf)) > room {
+		buf = buf[:room]
+	}
+	n, err := b.ReadCloser.Read(buf)
+	b.read += int64(n)
+	return n, err
 }
 
 // denVia runs the CLI through the proxy, in the background (see cli).
