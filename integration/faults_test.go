@@ -3,7 +3,9 @@ package integration
 import (
 	"crypto/rand"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -11,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/client"
@@ -641,5 +645,61 @@ func TestSleepRacesTransfers(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSleepEndsShell: `den pause` and `den hibernate` while `den shell` is
+// attached on a terminal. The sleep goes ahead; the shell's client ends
+// within seconds with an error naming the sleep and its run, instead of
+// sitting on a frozen terminal; the sandbox sleeps.
+func TestSleepEndsShell(t *testing.T) {
+	for _, verb := range []string{"pause", "hibernate"} {
+		t.Run(verb, func(t *testing.T) {
+			d := startDend(t)
+			d.create("term")
+			ctx := ctxT(t, time.Minute)
+			cmd := exec.CommandContext(ctx, filepath.Join(binDir, "den"), "shell", "term")
+			cmd.Env = append(os.Environ(), "DEN_SOCKET="+d.socket, "TERM=dumb")
+			ptmx, err := pty.Start(cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ptmx.Close()
+			screen := &syncBuffer{}
+			go io.Copy(screen, ptmx)
+			exited := make(chan int, 1)
+			go func() {
+				cmd.Wait()
+				exited <- cmd.ProcessState.ExitCode()
+			}()
+			ptmx.Write([]byte("echo rea''dy\n")) // only the output reads "ready"
+			if !screen.waitFor("ready", 20*time.Second) {
+				t.Fatalf("the shell did not answer: %q", screen.String())
+			}
+			runs, err := d.c.Runs(ctx, "term", 1)
+			if err != nil || len(runs) != 1 || !runs[0].TTY {
+				t.Fatalf("the shell's run: %+v, %v", runs, err)
+			}
+			vw, ve := d.cli(ctx, verb, "term")
+			if _, errs, code := within(t, 20*time.Second, "den "+verb, vw, ve); code != 0 {
+				t.Fatalf("den %s with a shell attached: exit %d, %q", verb, code, errs)
+			}
+			slept := time.Now()
+			var code int
+			select {
+			case code = <-exited:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("den shell still waits 10s after den %s: %q", verb, screen.String())
+			}
+			past := map[string]string{"pause": "paused", "hibernate": "hibernated"}[verb]
+			got := screen.String()
+			t.Logf("den shell ended %v after den %s, exit %d: %q", time.Since(slept).Round(time.Millisecond), verb, code, got[strings.LastIndex(got, "ready"):])
+			if code == 0 || !strings.Contains(got, "den: ") || !strings.Contains(got, "was "+past) || !strings.Contains(got, runs[0].ID) {
+				t.Fatalf("den shell ended with exit %d, %q; want an error naming the %s and run %s", code, got, verb, runs[0].ID)
+			}
+			if st := d.inspect("term").State; st != past {
+				t.Fatalf("after den %s with a shell attached, the sandbox is %s", verb, st)
+			}
+		})
 	}
 }
