@@ -209,10 +209,10 @@ func (s *server) result(ctx context.Context, c *client.Client, name, runID strin
 	}
 	stdout, stderr := newTail(s.opts.OutputMax), newTail(s.opts.OutputMax)
 	for _, st := range []struct {
-		name  string
-		from  int64
-		size  int64
-		into  *tail
+		name string
+		from int64
+		size int64
+		into *tail
 	}{{"stdout", outFrom, run.StdoutSize, stdout}, {"stderr", errFrom, run.StderrSize, stderr}} {
 		from := st.from
 		if from == 0 {
