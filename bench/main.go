@@ -91,7 +91,7 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "idlecpu", "throughput"}
+var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "idlecpu", "throughput", "mcp"}
 
 func run(bin string, n, nBig int, only string, o options) error {
 	want := map[string]bool{}
@@ -145,6 +145,7 @@ func run(bin string, n, nBig int, only string, o options) error {
 		{"network", "network policy", b.networkPolicy},
 		{"idlecpu", "idle CPU", b.idleCPU},
 		{"throughput", "exec throughput beside idle sandboxes", b.execThroughput},
+		{"mcp", "front doors", b.mcpExec},
 	}
 	for _, s := range steps {
 		if len(want) > 0 && !want[s.name] {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -102,6 +103,28 @@ func TestMCPHTTP(t *testing.T) {
 	}
 	if sb, err := d.c.GetSandbox(ctx, "bobs"); err != nil || sb.State != "running" {
 		t.Errorf("bob's sandbox after alice's attempts: %+v, %v", sb, err)
+	}
+
+	// A message too large for /mcp is refused whole, and changes nothing.
+	huge := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"file_write","arguments":{"name":"bobs","path":"/root/huge","content":"` +
+		strings.Repeat("x", 5<<20) + `"}}}`
+	req, _ := http.NewRequest("POST", url, strings.NewReader(huge))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+bob)
+	req.Header.Set("Mcp-Session-Id", asBob.ID())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	t.Logf("a 5 MiB message to /mcp: %d %s", resp.StatusCode, body)
+	if resp.StatusCode < 400 {
+		t.Errorf("a 5 MiB message to /mcp: %d %s", resp.StatusCode, body)
+	}
+	if out, _, code := d.sh("bobs", "ls /root/huge"); code == 0 {
+		t.Errorf("the oversized write happened: %s", out)
 	}
 
 	for _, auth := range []string{"", "Bearer den_not-a-token"} {

@@ -172,6 +172,10 @@ assert.equal(r.stdout, "first\n");
 assert.equal((await call("sandbox_get", { name })).state, "running");
 sb = await call("sandbox_hibernate", { name });
 assert.equal(sb.state, "hibernated");
+f = await call("file_read", { name, path: "/root/notes.txt" });
+assert.equal(f.content, "first\n");
+assert.equal((await call("sandbox_get", { name })).state, "running");
+await call("sandbox_pause", { name });
 sb = await call("sandbox_resume", { name });
 assert.equal(sb.state, "running");
 

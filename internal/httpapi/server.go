@@ -145,6 +145,10 @@ type Config struct {
 	MCP http.Handler
 }
 
+// MaxMCPBytes bounds one message to /mcp: a file_write's content is its
+// largest part. The MCP SDK takes no more either.
+const MaxMCPBytes = 4 << 20
+
 // server holds the dependencies every handler shares.
 type server struct {
 	sandboxes    SandboxService
@@ -200,6 +204,7 @@ func New(cfg Config) http.Handler {
 	if cfg.MCP != nil {
 		mux.Handle(mcpPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			infoOf(r).route = mcpPath
+			r.Body = http.MaxBytesReader(w, r.Body, MaxMCPBytes)
 			cfg.MCP.ServeHTTP(w, r)
 		}))
 	}
