@@ -24,6 +24,7 @@ run: build
 # Every test: unit tests, then integration tests against real runsc, btrfs
 # and namespaces (root).
 test: build
+	./scripts/test-setup.sh
 	go vet ./...
 	DEN_BIN=$(CURDIR)/bin go test -count=1 -timeout 25m $(GO_TEST_FLAGS) ./...
 
@@ -31,6 +32,7 @@ unit:
 	go test -count=1 -short $$(go list ./... | grep -v /integration)
 
 integration: build
+	./scripts/test-setup.sh
 	DEN_BIN=$(CURDIR)/bin go test -count=1 -timeout 25m -v ./integration/
 
 bench: build

@@ -26,7 +26,7 @@ type benchDend struct {
 	log     bytes.Buffer
 }
 
-func startDend(bin, work string) (*benchDend, error) {
+func startDend(bin, work, subnet string) (*benchDend, error) {
 	d := &benchDend{dataDir: filepath.Join(work, "data"), runDir: filepath.Join(work, "run")}
 	sock := filepath.Join(work, "den.sock")
 	// A /22 holds the 68 sandboxes the throughput step runs at once. Every
@@ -34,7 +34,7 @@ func startDend(bin, work string) (*benchDend, error) {
 	// the checkpoints it makes, so the idle loop is kept out of the
 	// figures: it would only add noise.
 	d.cmd = exec.Command(filepath.Join(bin, "dend"), "--data-dir", d.dataDir, "--run-dir", d.runDir,
-		"--socket", sock, "--subnet", "10.215.0.0/22", "--pool-size", "8G", "--idle-interval", "1h")
+		"--socket", sock, "--subnet", subnet, "--pool-size", "8G", "--idle-interval", "1h")
 	d.cmd.Stdout, d.cmd.Stderr = &d.log, &d.log
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := d.cmd.Start(); err != nil {

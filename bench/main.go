@@ -32,6 +32,7 @@ func main() {
 	flag.DurationVar(&o.idleFor, "idle-for", time.Minute, "how long to measure an idle sandbox's CPU")
 	flag.IntVar(&o.idleN, "idle-n", 60, "idle sandboxes running beside the exec throughput clients")
 	flag.DurationVar(&o.loadFor, "load-for", 10*time.Second, "how long each exec throughput run lasts")
+	flag.StringVar(&o.subnet, "subnet", "10.215.0.0/22", "the bench dend's sandbox range (a /22 or larger), apart from any other dend's")
 	flag.Parse()
 	if err := run(*bin, *n, *nBig, *only, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -44,6 +45,7 @@ type options struct {
 	idleFor time.Duration // idle CPU: how long to measure
 	idleN   int           // exec throughput: idle sandboxes beside the busy ones
 	loadFor time.Duration // exec throughput: how long each run lasts
+	subnet  string        // the bench dend's --subnet
 }
 
 // samples are the durations of one operation, in the order measured.
@@ -91,7 +93,7 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "idlecpu", "throughput"}
+var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "idlecpu", "throughput", "mcp"}
 
 func run(bin string, n, nBig int, only string, o options) error {
 	want := map[string]bool{}
@@ -115,7 +117,7 @@ func run(bin string, n, nBig int, only string, o options) error {
 	if b.ticker, err = buildTicker(work); err != nil {
 		return err
 	}
-	if b.d, err = startDend(bin, work); err != nil {
+	if b.d, err = startDend(bin, work, o.subnet); err != nil {
 		return err
 	}
 	defer b.d.close()
@@ -145,6 +147,7 @@ func run(bin string, n, nBig int, only string, o options) error {
 		{"network", "network policy", b.networkPolicy},
 		{"idlecpu", "idle CPU", b.idleCPU},
 		{"throughput", "exec throughput beside idle sandboxes", b.execThroughput},
+		{"mcp", "front doors", b.mcpExec},
 	}
 	for _, s := range steps {
 		if len(want) > 0 && !want[s.name] {

@@ -36,6 +36,12 @@ import (
 // localKey marks a request's context as having come through Local.
 type localKey struct{}
 
+// IsLocal reports whether r came through Local: root's, on the unix socket.
+func IsLocal(r *http.Request) bool {
+	local, _ := r.Context().Value(localKey{}).(bool)
+	return local
+}
+
 // Local marks every request through h as root's: use it for the unix
 // socket, which only root can open. Requests that do not come through it
 // must carry a bearer token.
@@ -87,7 +93,7 @@ func noteError(r *http.Request, msg string) { infoOf(r).errMsg = msg }
 func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := &requestInfo{}
-		if local, _ := r.Context().Value(localKey{}).(bool); local {
+		if IsLocal(r) {
 			info.principal = auth.Root()
 		} else if err := s.identify(r, info); err != nil {
 			if errors.Is(err, auth.ErrUnauthorized) {
@@ -186,10 +192,14 @@ func mutating(method, pattern string) bool {
 
 // audited reports whether a call is recorded in the audit log: those that
 // change something, except what goes through an exposed port, which is
-// the application's traffic.
+// the application's traffic, and MCP's envelopes.
 func audited(method, pattern string) bool {
-	return mutating(method, pattern) && !isProxy(pattern)
+	return mutating(method, pattern) && !isProxy(pattern) && pattern != mcpPath
 }
+
+// mcpPath serves the Model Context Protocol. Its requests are not audited
+// themselves: each tool call is, as the API call it makes.
+const mcpPath = "/mcp"
 
 // allow applies the scope rules that need no lookup.
 func allow(p auth.Principal, a area, mutates bool) error {

@@ -139,7 +139,15 @@ type Config struct {
 	// PortsDomain, when set, serves requests to the host
 	// PORT-NAME.PortsDomain as the proxy of that port of that sandbox.
 	PortsDomain string
+	// MCP, when set, serves the Model Context Protocol at /mcp to any
+	// caller with a principal; what its tools do is checked as the API
+	// calls they make.
+	MCP http.Handler
 }
+
+// MaxMCPBytes bounds one message to /mcp: a file_write's content is its
+// largest part. The MCP SDK takes no more either.
+const MaxMCPBytes = 4 << 20
 
 // server holds the dependencies every handler shares.
 type server struct {
@@ -192,6 +200,13 @@ func New(cfg Config) http.Handler {
 	queries := routeQueries()
 	for _, rt := range s.routes() {
 		mux.Handle(rt.method+" "+rt.path, s.idempotent(rt, s.handle(s.guard(rt, queries[rt.method+" "+rt.path]))))
+	}
+	if cfg.MCP != nil {
+		mux.Handle(mcpPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			infoOf(r).route = mcpPath
+			r.Body = http.MaxBytesReader(w, r.Body, MaxMCPBytes)
+			cfg.MCP.ServeHTTP(w, r)
+		}))
 	}
 	return s.logRequests(s.recoverPanics(s.routeHosts(s.authenticate(s.auditCalls(s.fallback(mux))))))
 }

@@ -14,7 +14,7 @@ import (
 
 // Pause freezes every process of an instance; its memory stays in RAM.
 func (r *Runtime) Pause(ctx context.Context, id string) error {
-	if _, err := r.run(ctx, id, "pause", id); err != nil {
+	if err := r.setPaused(ctx, id, true); err != nil {
 		return r.verbFailed(ctx, id, "pausing", err)
 	}
 	return nil
@@ -22,7 +22,7 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 
 // Resume thaws a paused instance.
 func (r *Runtime) Resume(ctx context.Context, id string) error {
-	if _, err := r.run(ctx, id, "resume", id); err != nil {
+	if err := r.setPaused(ctx, id, false); err != nil {
 		return r.verbFailed(ctx, id, "resuming", err)
 	}
 	return nil
@@ -62,7 +62,7 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, dir string, leaveRunning b
 		// once thawed: until then runsc calls it paused, and a later
 		// resume would "succeed" on a dead instance. No user code runs:
 		// the processes are already exiting.
-		if _, err := r.run(ctx, id, "resume", id); err != nil {
+		if err := r.setPaused(ctx, id, false); err != nil {
 			return fmt.Errorf("letting checkpointed instance %s exit: %w", id, err)
 		}
 	}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what den's tests need beyond den's own set-up: Node.js and the
+# third-party clients the integration tests drive unmodified, pinned by
+# integration/js/package-lock.json. Idempotent, and quick when all is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf 'test-setup: %s\n' "$*" >&2; }
+
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	say "installing nodejs and npm"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+
+# npm ci again only when the lockfile changed since the last install.
+js=integration/js
+stamp="$js/node_modules/.den-installed"
+if [ ! -f "$stamp" ] || [ "$js/package-lock.json" -nt "$stamp" ]; then
+	say "installing the JavaScript test clients (npm ci)"
+	npm ci --prefix "$js" --no-audit --no-fund --loglevel=error >&2
+	touch "$stamp"
+fi
