@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -32,7 +33,7 @@ func (c *Client) ListFiles(ctx context.Context, name, path string) ([]api.FileIn
 // ReadFile streams the contents of the file at path inside a sandbox. The
 // caller closes the reader.
 func (c *Client) ReadFile(ctx context.Context, name, path string) (io.ReadCloser, error) {
-	return c.download(ctx, sandboxPath(name, "files", "content"), pathQuery(path))
+	return c.download(ctx, name, "reading "+path, sandboxPath(name, "files", "content"), pathQuery(path))
 }
 
 // WriteFile creates or replaces the file at path inside a sandbox with
@@ -70,7 +71,7 @@ func (c *Client) RemoveFile(ctx context.Context, name, path string, recursive bo
 // directory's contents with names relative to it, or a single entry named
 // after a file. The caller closes the reader.
 func (c *Client) ReadArchive(ctx context.Context, name, path string) (io.ReadCloser, error) {
-	return c.download(ctx, sandboxPath(name, "files", "archive"), pathQuery(path))
+	return c.download(ctx, name, "reading an archive of "+path, sandboxPath(name, "files", "archive"), pathQuery(path))
 }
 
 // WriteArchive extracts the tar stream r into dir inside a sandbox (dir is
@@ -81,12 +82,60 @@ func (c *Client) WriteArchive(ctx context.Context, name, dir string, r io.Reader
 
 func pathQuery(path string) url.Values { return url.Values{"path": {path}} }
 
-func (c *Client) download(ctx context.Context, path string, q url.Values) (io.ReadCloser, error) {
+// download streams a body from sandbox name; what says what it reads
+// ("reading /etc/hosts"), for errors.
+func (c *Client) download(ctx context.Context, name, what, path string, q url.Values) (io.ReadCloser, error) {
 	resp, err := c.send(ctx, request{method: http.MethodGet, path: path, query: q})
 	if err != nil {
 		return nil, err
 	}
-	return resp.Body, nil
+	return &downloadBody{ReadCloser: resp.Body, c: c, ctx: ctx, sandbox: name, what: what}, nil
+}
+
+// downloadBody is a download that says why it broke off, when it does.
+// dend ends a transfer when its sandbox goes to sleep (or dend stops),
+// and once the bytes have begun it can only stop sending them: the
+// sandbox's state then tells why.
+type downloadBody struct {
+	io.ReadCloser
+	c       *Client
+	ctx     context.Context
+	sandbox string
+	what    string
+	n       int64
+	broken  error
+}
+
+func (b *downloadBody) Read(p []byte) (int, error) {
+	if b.broken != nil {
+		return 0, b.broken
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	if err != nil && err != io.EOF && b.ctx.Err() == nil {
+		b.broken = b.c.brokeOff(b.ctx, b.sandbox, b.what, b.n, err)
+		return n, b.broken
+	}
+	return n, err
+}
+
+// brokeOff is the error of a download from sandbox name that stopped
+// after n bytes with cause.
+func (c *Client) brokeOff(ctx context.Context, name, what string, n int64, cause error) *Error {
+	e := &api.Error{Code: api.CodeUnavailable,
+		Message: fmt.Sprintf("%s from sandbox %s broke off after %d bytes (%s)", what, name, n, rootCause(cause)),
+		Hint:    "read it again; if it keeps failing, check that dend is running"}
+	sb, err := c.GetSandbox(ctx, name)
+	switch {
+	case err != nil:
+	case sb.Pending != "":
+		e.Message = fmt.Sprintf("%s from sandbox %s broke off after %d bytes: the sandbox is in the middle of a %s", what, name, n, sb.Pending)
+		e.Hint = "read it again: a sleeping sandbox wakes for it"
+	case sb.State != api.StateRunning:
+		e.Message = fmt.Sprintf("%s from sandbox %s broke off after %d bytes: the sandbox is %s", what, name, n, sb.State)
+		e.Hint = "read it again: a sleeping sandbox wakes for it"
+	}
+	return &Error{API: e, err: cause}
 }
 
 // upload sends r as a streamed body of unknown length and expects an empty

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/client"
 )
 
@@ -134,5 +135,32 @@ func TestArchiveRoutes(t *testing.T) {
 	b, _ := io.ReadAll(rc)
 	if string(b) != "tar of /srv/app" {
 		t.Errorf("ReadArchive = %q", b)
+	}
+}
+
+// A download that breaks off says how far it got and, when its sandbox's
+// state explains it (dend ends transfers when a sandbox goes to sleep),
+// why; never a bare "unexpected EOF".
+func TestReadFileBrokenOff(t *testing.T) {
+	f := newFake(t)
+	f.routes["GET /v1/sandboxes/{name}/files/content"] = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000")
+		w.Write(make([]byte, 300))
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // cut, as dend does when it ends a transfer
+	}
+	f.routes["GET /v1/sandboxes/{name}"] = func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, api.Sandbox{Name: r.PathValue("name"), State: api.StatePaused})
+	}
+	c := startUnix(t, f)
+	rc, err := c.ReadFile(context.Background(), "web", "/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	n, err := io.Copy(io.Discard, rc)
+	want := "reading /big from sandbox web broke off after 300 bytes: the sandbox is paused"
+	if n != 300 || err == nil || err.Error() != want || client.Hint(err) == "" {
+		t.Fatalf("read %d bytes, then %v (hint %q); want 300 and %q", n, err, client.Hint(err), want)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -66,7 +67,7 @@ func newKey() string {
 // reconnect learns the outcome of req, whose connection dropped with
 // cause, by sending it again with the same key until dend answers.
 func (c *Client) reconnect(ctx context.Context, req *http.Request, cause error) (*http.Response, error) {
-	op := describe(req.Method, strings.TrimPrefix(req.URL.Path, c.base.Path))
+	op := describe(req.Method, strings.TrimPrefix(req.URL.Path, c.base.Path), req.URL.Query())
 	key := req.Header.Get(api.IdempotencyKeyHeader)
 	c.tell(fmt.Sprintf("lost the connection to dend while %s (%s); asking it what became of %s", op.doing, rootCause(cause), op.noun))
 	deadline := time.Now().Add(c.reconnectFor)
@@ -201,33 +202,110 @@ var sandboxVerbs = map[string][2]string{
 	"checkpoints": {"checkpointing", "the checkpoint"},
 }
 
-// describe puts a request in words; path is under /v1.
-func describe(method, path string) operation {
+// describe puts a request in words; path is under /v1, query its query.
+// Every request that changes something has words of its own, so that a
+// user who lost the connection reads what was being done, not a URL.
+func describe(method, path string, query url.Values) operation {
 	parts := strings.Split(strings.TrimPrefix(strings.TrimPrefix(path, "/"+api.Version), "/"), "/")
-	if parts[0] != "sandboxes" {
-		return operation{doing: "sending " + method + " " + path, noun: "the request"}
+	for i, p := range parts {
+		if u, err := url.PathUnescape(p); err == nil {
+			parts[i] = u
+		}
 	}
-	if len(parts) == 1 {
-		return operation{doing: "creating a sandbox", noun: "the create", check: "den ls"}
+	switch parts[0] {
+	case "sandboxes":
+		if len(parts) == 1 {
+			return operation{doing: "creating a sandbox", noun: "the create", check: "den ls"}
+		}
+		return describeSandbox(method, parts[1], parts[2:], query)
+	case "images":
+		op := operation{noun: "the request", check: "den image ls"}
+		switch {
+		case len(parts) == 2 && method == http.MethodPost && parts[1] == "build":
+			op.doing, op.noun = "building an image", "the build"
+		case len(parts) == 2 && method == http.MethodPost && parts[1] == "import":
+			op.doing, op.noun = "importing image "+query.Get("name"), "the import"
+		case len(parts) == 2 && method == http.MethodPost && parts[1] == "pull":
+			op.doing, op.noun = "pulling an image", "the pull"
+		case len(parts) == 2 && method == http.MethodDelete:
+			op.doing, op.noun = "removing image "+parts[1], "the removal"
+		default:
+			op.doing = "sending " + method + " " + path
+		}
+		return op
+	case "tokens":
+		if method == http.MethodPost {
+			return operation{doing: "creating a token", noun: "the token", check: "den token ls"}
+		}
+		return operation{doing: "revoking token " + parts[len(parts)-1], noun: "the revocation", check: "den token ls"}
+	case "secrets":
+		if method == http.MethodPut {
+			return operation{doing: "setting secret " + parts[len(parts)-1], noun: "the change", check: "den secret ls"}
+		}
+		return operation{doing: "removing secret " + parts[len(parts)-1], noun: "the removal", check: "den secret ls"}
+	case "owners":
+		return operation{doing: "changing owner " + parts[len(parts)-1], noun: "the change", check: "den owner show " + parts[len(parts)-1]}
 	}
-	name, err := url.PathUnescape(parts[1])
-	if err != nil {
-		name = parts[1]
-	}
+	return operation{doing: "sending " + method + " " + path, noun: "the request"}
+}
+
+// describeSandbox puts a request about sandbox name in words; rest is
+// the path after /sandboxes/{name}.
+func describeSandbox(method, name string, rest []string, query url.Values) operation {
 	op := operation{check: "den inspect " + name, noun: "the request", sandbox: name}
+	verb := ""
+	if len(rest) > 0 {
+		verb = rest[0]
+	}
 	switch {
-	case len(parts) == 2 && method == http.MethodDelete:
+	case len(rest) == 0 && method == http.MethodDelete:
 		op.doing, op.noun = "removing sandbox "+name, "the removal"
-	case len(parts) == 3 && method == http.MethodPost && parts[2] == "exec":
+	case len(rest) == 1 && method == http.MethodPost && verb == "exec":
 		op.doing, op.noun, op.check = "starting a command in sandbox "+name, "the command", "den runs "+name
-	case len(parts) == 3 && method == http.MethodPost && sandboxVerbs[parts[2]][0] != "":
-		op.doing, op.noun = sandboxVerbs[parts[2]][0]+" sandbox "+name, sandboxVerbs[parts[2]][1]
-	case len(parts) == 3 && (method == http.MethodPut || method == http.MethodPatch):
-		op.doing, op.noun = "changing the "+parts[2]+" of sandbox "+name, "the change"
+	case len(rest) == 1 && method == http.MethodPost && sandboxVerbs[verb][0] != "":
+		op.doing, op.noun = sandboxVerbs[verb][0]+" sandbox "+name, sandboxVerbs[verb][1]
+	case len(rest) == 1 && (method == http.MethodPut || method == http.MethodPatch):
+		op.doing, op.noun = "changing the "+verb+" of sandbox "+name, "the change"
+	case len(rest) == 2 && verb == "checkpoints" && method == http.MethodDelete:
+		op.doing, op.noun, op.check = "removing checkpoint "+rest[1]+" of sandbox "+name, "the removal", "den checkpoints "+name
+	case verb == "files":
+		where := query.Get("path")
+		op.noun, op.check = "the change", "den exec "+name+" -- ls -la "+shellQuote(path.Dir(where))
+		switch {
+		case len(rest) == 2 && rest[1] == "content":
+			op.doing, op.noun, op.check = "writing "+where+" in sandbox "+name, "the write", "den exec "+name+" -- ls -la "+shellQuote(where)
+		case len(rest) == 2 && rest[1] == "archive":
+			op.doing, op.noun, op.check = "copying files into "+where+" in sandbox "+name, "the copy", "den exec "+name+" -- ls -la "+shellQuote(where)
+		case len(rest) == 1 && method == http.MethodDelete:
+			op.doing, op.noun = "removing "+where+" in sandbox "+name, "the removal"
+		default:
+			op.doing = "changing files in sandbox " + name
+			op.check = "den exec " + name + " -- ls -la"
+		}
+	case len(rest) == 3 && verb == "runs" && rest[2] == "signal":
+		op.doing, op.noun, op.check = "signalling run "+rest[1]+" in sandbox "+name, "the signal", "den runs "+name
+	case len(rest) >= 2 && verb == "ports":
+		op.check = "den port ls " + name
+		switch {
+		case method == http.MethodPut:
+			op.doing, op.noun = "exposing port "+rest[1]+" of sandbox "+name, "the change"
+		case len(rest) == 3 && rest[2] == "url":
+			op.doing, op.noun = "revoking the links to port "+rest[1]+" of sandbox "+name, "the revocation"
+		default:
+			op.doing, op.noun = "closing port "+rest[1]+" of sandbox "+name, "the change"
+		}
 	default:
-		op.doing = "sending " + method + " " + path + " for sandbox " + name
+		op.doing = "changing sandbox " + name + " (" + method + " " + strings.Join(rest, "/") + ")"
 	}
 	return op
+}
+
+// shellQuote quotes s for a POSIX shell, when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=:,@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // lost is the error of a request whose connection dropped and whose

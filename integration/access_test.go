@@ -39,7 +39,7 @@ func (d *dend) denAs(env []string, stdin string, args ...string) (string, string
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	err := d.runBounded(cmd, &errb)
 	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ func (d *dend) den(args ...string) (string, string, int) {
 	cmd.Env = append(os.Environ(), "DEN_SOCKET="+d.socket)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	err := d.runBounded(cmd, &errb)
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
@@ -31,6 +32,30 @@ func (d *dend) den(args ...string) (string, string, int) {
 		d.t.Fatalf("running den %v: %v", args, err)
 	}
 	return out.String(), errb.String(), code
+}
+
+// cliDeadline bounds every CLI call a test makes and waits for: none may
+// hang a test (building the debian image takes about a minute).
+const cliDeadline = 3 * time.Minute
+
+// runBounded runs cmd, failing the test with what it printed on stderr
+// if it has not ended within cliDeadline.
+func (d *dend) runBounded(cmd *exec.Cmd, stderr *bytes.Buffer) error {
+	d.t.Helper()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	var late atomic.Bool
+	timer := time.AfterFunc(cliDeadline, func() {
+		late.Store(true)
+		cmd.Process.Kill()
+	})
+	err := cmd.Wait()
+	timer.Stop()
+	if late.Load() {
+		d.t.Fatalf("%s still running after %v; it printed: %q", strings.Join(cmd.Args, " "), cliDeadline, stderr.String())
+	}
+	return err
 }
 
 // The tour from the README, as a user types it.

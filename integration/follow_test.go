@@ -18,8 +18,15 @@ import (
 // stdout, stderr and exit code.
 func (d *dend) cli(ctx context.Context, args ...string) (wait func() (string, string, int), stderr func() string) {
 	d.t.Helper()
+	return d.cliAt(ctx, d.socket, args...)
+}
+
+// cliAt is cli talking to the dend socket (or a proxy's) at socket. When
+// ctx ends the CLI is killed, and its exit code is -1.
+func (d *dend) cliAt(ctx context.Context, socket string, args ...string) (wait func() (string, string, int), stderr func() string) {
+	d.t.Helper()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "den"), args...)
-	cmd.Env = append(os.Environ(), "DEN_SOCKET="+d.socket)
+	cmd.Env = append(os.Environ(), "DEN_SOCKET="+socket)
 	var out bytes.Buffer
 	errb := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = &out, errb

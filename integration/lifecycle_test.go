@@ -57,7 +57,7 @@ func TestPersistenceAcrossStopStart(t *testing.T) {
 	for _, e := range events {
 		types = append(types, e.Type)
 	}
-	want := "created started stopped booting started"
+	want := "created started stopping stopped booting started"
 	if got := strings.Join(types, " "); got != want {
 		t.Fatalf("history = %q, want %q", got, want)
 	}

@@ -1,15 +1,13 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,20 +21,24 @@ import (
 // passes every request on, notes its idempotency key, and turns a failure
 // to reach dend into a dropped connection (not a 502), as the CLI would
 // see dend die. With dropAnswers, it drops that many answers after dend
-// gave them.
+// gave them; holdNextAnswer keeps one back until the test lets it drop.
 type cutProxy struct {
+	d      *dend
 	socket string
 	keys   chan string
 
 	mu          sync.Mutex
 	dropAnswers int
+	holding     chan struct{} // armed by holdNextAnswer; closed by its release
+	heldKey     string        // the key whose answer is held, once seen
+	gate        *bodyGate     // set by stallBodies
 }
 
 var errDropped = errors.New("answer dropped on purpose")
 
 func newCutProxy(t *testing.T, d *dend) *cutProxy {
 	t.Helper()
-	p := &cutProxy{socket: filepath.Join(t.TempDir(), "cut.sock"), keys: make(chan string, 16)}
+	p := &cutProxy{d: d, socket: filepath.Join(t.TempDir(), "cut.sock"), keys: make(chan string, 16)}
 	ln, err := net.Listen("unix", p.socket)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +46,13 @@ func newCutProxy(t *testing.T, d *dend) *cutProxy {
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(&url.URL{Scheme: "http", Host: "den"})
+			r.Out.Body = p.gated(r.Out.Body)
 			if k := r.In.Header.Get(api.IdempotencyKeyHeader); k != "" {
+				p.mu.Lock()
+				if p.holding != nil && p.heldKey == "" {
+					p.heldKey = k
+				}
+				p.mu.Unlock()
 				select {
 				case p.keys <- k:
 				default:
@@ -55,8 +63,16 @@ func newCutProxy(t *testing.T, d *dend) *cutProxy {
 			var dl net.Dialer
 			return dl.DialContext(ctx, "unix", d.socket)
 		}},
-		ModifyResponse: func(*http.Response) error {
+		ModifyResponse: func(resp *http.Response) error {
+			resp.Body = p.gated(resp.Body)
 			p.mu.Lock()
+			if k := resp.Request.Header.Get(api.IdempotencyKeyHeader); k != "" && k == p.heldKey {
+				p.heldKey = "" // its retries pass
+				release := p.holding
+				p.mu.Unlock()
+				<-release
+				return errDropped
+			}
 			defer p.mu.Unlock()
 			if p.dropAnswers > 0 {
 				p.dropAnswers--
@@ -76,24 +92,81 @@ func newCutProxy(t *testing.T, d *dend) *cutProxy {
 	return p
 }
 
-// denVia runs the CLI through the proxy, in the background.
-func (p *cutProxy) denVia(args ...string) (wait func() (stderr string, code int)) {
-	cmd := exec.Command(filepath.Join(binDir, "den"), args...)
-	cmd.Env = append(os.Environ(), "DEN_SOCKET="+p.socket)
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	err := cmd.Start()
-	return func() (string, int) {
-		if err != nil {
-			return err.Error(), -1
-		}
-		err := cmd.Wait()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return errb.String(), ee.ExitCode()
-		}
-		return errb.String(), 0
+// holdNextAnswer makes the proxy keep back dend's answer to the next
+// request that carries an idempotency key, until release; the answer is
+// then dropped, so the CLI never hears it whatever dend did. Retries of
+// that request pass.
+func (p *cutProxy) holdNextAnswer() (release func()) {
+	ch := make(chan struct{})
+	p.mu.Lock()
+	p.holding, p.heldKey = ch, ""
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		p.holding, p.heldKey = nil, ""
+		p.mu.Unlock()
+		close(ch)
 	}
+}
+
+// stallBodies makes the proxy pass the first n bytes of every body, of a
+// request or an answer, and hold the rest until release: a transfer
+// stands half-way for as long as the test needs. held is closed once a
+// body reaches the gate.
+func (p *cutProxy) stallBodies(n int64) (held <-chan struct{}, release func()) {
+	g := &bodyGate{after: n, held: make(chan struct{}), open: make(chan struct{})}
+	p.mu.Lock()
+	p.gate = g
+	p.mu.Unlock()
+	var once sync.Once
+	return g.held, func() {
+		once.Do(func() {
+			p.mu.Lock()
+			p.gate = nil
+			p.mu.Unlock()
+			close(g.open)
+		})
+	}
+}
+
+// gated puts body behind the gate, if one is set.
+func (p *cutProxy) gated(body io.ReadCloser) io.ReadCloser {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gate == nil || body == nil || body == http.NoBody {
+		return body
+	}
+	return &gatedBody{ReadCloser: body, g: p.gate}
+}
+
+// bodyGate holds bodies past after bytes until open is closed.
+type bodyGate struct {
+	after      int64
+	once       sync.Once
+	held, open chan struct{}
+}
+
+type gatedBody struct {
+	io.ReadCloser
+	g    *bodyGate
+	read int64
+}
+
+func (b *gatedBody) Read(buf []byte) (int, error) {
+	if b.read >= b.g.after {
+		b.g.once.Do(func() { close(b.g.held) })
+		<-b.g.open
+	} else if room := b.g.after - b.read; int64(len(buf)) > room {
+		buf = buf[:room]
+	}
+	n, err := b.ReadCloser.Read(buf)
+	b.read += int64(n)
+	return n, err
+}
+
+// denVia runs the CLI through the proxy, in the background (see cli).
+func (p *cutProxy) denVia(ctx context.Context, args ...string) (wait func() (string, string, int), stderr func() string) {
+	return p.d.cliAt(ctx, p.socket, args...)
 }
 
 // TestLostConnectionReportsTheOutcome: the CLI's connection to dend drops
@@ -109,7 +182,8 @@ func TestLostConnectionReportsTheOutcome(t *testing.T) {
 		p.mu.Lock()
 		p.dropAnswers = 1
 		p.mu.Unlock()
-		stderr, code := p.denVia("pause", "s4")()
+		wait, errs := p.denVia(ctxT(t, time.Minute), "pause", "s4")
+		_, stderr, code := within(t, time.Minute, "den pause", wait, errs)
 		t.Logf("den pause: exit %d\n%s", code, stderr)
 		if code != 0 || !strings.Contains(stderr, "den: lost the connection to dend while pausing sandbox s4; it came back and the pause had completed") {
 			t.Fatalf("den pause: exit %d, stderr %q", code, stderr)
@@ -137,7 +211,7 @@ func TestLostConnectionReportsTheOutcome(t *testing.T) {
 		for len(p.keys) > 0 {
 			<-p.keys
 		}
-		wait := p.denVia("hibernate", "s4")
+		wait, errs := p.denVia(ctxT(t, time.Minute), "hibernate", "s4")
 		key := <-p.keys
 		waitFor(t, 30*time.Second, "the hibernate to be under way", func() bool {
 			st, err := d.c.Request(ctxT(t, 5*time.Second), key)
@@ -145,7 +219,7 @@ func TestLostConnectionReportsTheOutcome(t *testing.T) {
 		})
 		d.kill()
 		d.start()
-		stderr, code := wait()
+		_, stderr, code := within(t, time.Minute, "den hibernate", wait, errs)
 		t.Logf("den hibernate: exit %d\n%s", code, stderr)
 		if code != 1 || strings.Contains(stderr, `Post "`) ||
 			!strings.Contains(stderr, "den: lost the connection to dend while hibernating sandbox s4, and dend was interrupted before it finished: the hibernation may or may not have happened") ||

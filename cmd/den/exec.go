@@ -142,15 +142,14 @@ func (a *app) attach(ctx context.Context, c *client.Client, name string, req api
 		}
 		return err
 	}
-	return a.runResult(run)
+	return a.runResult(ctx, c, name, run)
 }
 
-// runResult turns an ended run into den's exit status.
-func (a *app) runResult(run *api.Run) error {
+// runResult turns an ended run of sandbox name into den's exit status.
+func (a *app) runResult(ctx context.Context, c *client.Client, name string, run *api.Run) error {
 	switch run.Status {
 	case api.RunLost:
-		return withHint(fmt.Errorf("run %s was lost: its sandbox stopped before the command ended", run.ID),
-			fmt.Sprintf("see what happened with `den inspect %s`", run.Sandbox))
+		return lostRun(ctx, c, name, run)
 	case api.RunTimedOut:
 		fmt.Fprintf(a.stderr, "den: run %s timed out and was killed\n", run.ID)
 	}
@@ -158,6 +157,36 @@ func (a *app) runResult(run *api.Run) error {
 		return &exitError{code: code}
 	}
 	return nil
+}
+
+// lostRun explains a run that ended with its sandbox's instance: what
+// dend records of the sandbox (its engine died, it was stopped, ...) and
+// the way back. dend ends the streams first and settles the sandbox a
+// moment later, so a record still showing the run's instance up is asked
+// for again, for a little while.
+func lostRun(ctx context.Context, c *client.Client, name string, run *api.Run) error {
+	err := fmt.Errorf("run %s was lost: its sandbox stopped before the command ended", run.ID)
+	hint := fmt.Sprintf("see what happened with `den inspect %s`", name)
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	for {
+		sb, gerr := c.GetSandbox(ctx, name)
+		switch {
+		case gerr != nil || sb.Generation != run.Generation:
+			return withHint(err, hint)
+		case sb.State != api.StateRunning && sb.State != api.StatePaused:
+			err = fmt.Errorf("run %s was lost: sandbox %s is %s", run.ID, name, sb.State)
+			if sb.Reason != "" {
+				err = fmt.Errorf("%w: %s", err, sb.Reason)
+			}
+			return withHint(err, hint)
+		}
+		select {
+		case <-ctx.Done():
+			return withHint(err, hint)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // exitCode is the status den exec exits with for a run: the command's

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"encoding/json"
+	"net/http"
+	"sync"
 	"testing"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/client"
 )
 
 func TestExitCode(t *testing.T) {
@@ -54,5 +58,38 @@ func TestParseKeyValues(t *testing.T) {
 		if _, err := parseKeyValues("--label", []string{bad}, nil); err == nil {
 			t.Errorf("label %q accepted", bad)
 		}
+	}
+}
+
+// A run lost with its sandbox's instance says what dend records of the
+// sandbox, once dend has settled it (a moment after the stream ended).
+func TestLostRunNamesWhy(t *testing.T) {
+	var mu sync.Mutex
+	asked := 0
+	sock := serveUnix(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked++
+		sb := api.Sandbox{Name: "eng", State: api.StateRunning, Generation: 1}
+		if asked > 2 {
+			sb.State, sb.Reason = api.StateStopped, "generation 1 was lost: engine exited (signal: killed); files are kept, `den start eng` boots it again"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(sb)
+	}))
+	c, err := client.New(client.WithSocket(sock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = lostRun(t.Context(), c, "eng", &api.Run{ID: "r1", Generation: 1, Status: api.RunLost})
+	want := "run r1 was lost: sandbox eng is stopped: generation 1 was lost: engine exited (signal: killed); files are kept, `den start eng` boots it again"
+	if err == nil || err.Error() != want || hintOf(err) != "see what happened with `den inspect eng`" {
+		t.Fatalf("lostRun = %v (hint %q), want %q", err, hintOf(err), want)
+	}
+	// A sandbox that has moved on to another generation tells nothing of
+	// this run's end.
+	err = lostRun(t.Context(), c, "eng", &api.Run{ID: "r0", Generation: 0, Status: api.RunLost})
+	if err == nil || err.Error() != "run r0 was lost: its sandbox stopped before the command ended" {
+		t.Fatalf("lostRun of an old generation = %v", err)
 	}
 }

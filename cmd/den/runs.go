@@ -135,5 +135,5 @@ func (a *app) copyLogs(ctx context.Context, c *client.Client, name, run string, 
 	if err != nil {
 		return err
 	}
-	return a.runResult(r)
+	return a.runResult(ctx, c, name, r)
 }

@@ -57,7 +57,7 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 	}
 	if sb.State == StateRunning {
 		if err := s.guestFor(sb).Sync(ctx); err != nil {
-			return nil, fmt.Errorf("flushing the sandbox's files: %w", err)
+			return nil, s.ifEngineExited(ctx, sb, fmt.Errorf("flushing the sandbox's files: %w", err))
 		}
 	}
 	made := ck // the result is nil on failure; its files still go
@@ -72,7 +72,7 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 	frozen := c.memory && c.leaveRunning && sb.State == StateRunning
 	if frozen {
 		if err := s.cfg.Runtime.Pause(ctx, inst); err != nil {
-			return nil, fmt.Errorf("freezing the sandbox: %w", err)
+			return nil, s.ifEngineExited(ctx, sb, fmt.Errorf("freezing the sandbox: %w", err))
 		}
 		defer func() {
 			if frozen {
@@ -82,7 +82,7 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 	}
 	if c.memory {
 		if err := s.saveMemory(ctx, sb, ck, c.leaveRunning); err != nil {
-			return nil, err
+			return nil, s.ifEngineExited(ctx, sb, err)
 		}
 	}
 	if _, err := s.cfg.Volumes.Snapshot(ctx, sb.VolumeKey(), ck.VolumeKey(), true); err != nil {
@@ -91,12 +91,27 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 	if frozen {
 		frozen = false
 		if err := s.cfg.Runtime.Resume(ctx, inst); err != nil {
-			return nil, fmt.Errorf("thawing the sandbox after the checkpoint: %w", err)
+			return nil, s.ifEngineExited(ctx, sb, fmt.Errorf("thawing the sandbox after the checkpoint: %w", err))
 		}
 	}
 	// Checksummed once the sandbox runs again: reading a large image takes
 	// a while and needs no freeze.
 	return ck, s.seal(ctx, ck)
+}
+
+// ifEngineExited tells err, a failure of a step that needs sb's engine,
+// from the engine dying under it (the OOM killer, a kill -9): then the
+// caller learns that and the way back, in words, and the engine's own
+// error goes to dend's log. The supervisor records the sandbox stopped
+// once the caller lets go of its lock.
+func (s *Service) ifEngineExited(ctx context.Context, sb *Sandbox, err error) error {
+	st, serr := s.cfg.Runtime.State(context.WithoutCancel(ctx), sb.InstanceID())
+	if serr != nil || st == InstanceRunning || st == InstancePaused {
+		return err
+	}
+	s.log.Warn("the engine exited in the middle of a checkpoint", "sandbox", sb.Name, "instance", sb.InstanceID(), "err", err)
+	return errdefs.WithHint(errdefs.Unavailable("its engine exited while it was being saved; its files are kept"),
+		fmt.Sprintf("`den start %s` boots it again; `den inspect %s` tells what its engine last said", sb.Name, sb.Name))
 }
 
 // newCheckpoint is the record of a checkpoint c of sb's current instance.

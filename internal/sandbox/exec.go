@@ -253,7 +253,7 @@ func (s *Service) Files(ctx context.Context, ref string) (Files, error) {
 		return nil, err
 	}
 	defer unlock()
-	return s.guestFor(sb), nil
+	return s.filesOf(sb), nil
 }
 
 // mergeEnv layers environments, later ones winning, into KEY=VALUE form.

@@ -320,8 +320,16 @@ func (s *Service) Stop(ctx context.Context, ref string) (*Sandbox, error) {
 	if sb.State == StateError {
 		grace = 0
 	}
+	// Marked first: once den-init is told to shut down it takes no more
+	// commands, so a dend that dies half-way finishes the stop when it
+	// starts again rather than take up an instance that refuses all use.
+	sb.Pending = PendingStop
+	if err := s.record(ctx, sb, "stopping", "stopping on request"); err != nil {
+		return nil, err
+	}
 	s.halt(context.WithoutCancel(ctx), sb, grace)
-	if err := s.transition(ctx, sb, StateStopped, EventStopped, "stopped on request"); err != nil {
+	sb.Pending = ""
+	if err := s.transition(context.WithoutCancel(ctx), sb, StateStopped, EventStopped, "stopped on request"); err != nil {
 		return nil, err
 	}
 	return sb, nil
@@ -348,7 +356,17 @@ func (s *Service) destroy(ctx context.Context, ref, why string) error {
 		return err
 	}
 	defer unlock()
-	cctx := context.WithoutCancel(ctx)
+	// Marked first: a dend that dies half-way finishes the removal when it
+	// starts again, rather than take up a sandbox whose files are gone.
+	sb.Pending = PendingDestroy
+	if err := s.record(ctx, sb, "removing", why); err != nil {
+		return err
+	}
+	return s.destroyLocked(context.WithoutCancel(ctx), sb, why)
+}
+
+// destroyLocked does the work of destroy; the caller holds sb's lock.
+func (s *Service) destroyLocked(cctx context.Context, sb *Sandbox, why string) error {
 	s.halt(cctx, sb, 0)
 	if err := s.cfg.Volumes.Remove(cctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return fmt.Errorf("removing files of sandbox %q: %w", sb.Name, err)

@@ -226,6 +226,12 @@ func (s *Service) recoverPending(ctx context.Context, sb *Sandbox, st InstanceSt
 			return true, nil
 		}
 		return s.reattach(ctx, sb, st)
+	case PendingStop:
+		s.halt(ctx, sb, 0)
+		sb.Pending = ""
+		return false, s.transition(ctx, sb, StateStopped, EventStopped, "stopped on request; finished after dend restarted")
+	case PendingDestroy:
+		return false, s.destroyLocked(ctx, sb, "removed on request; finished after dend restarted")
 	case PendingResume, PendingRestore:
 		if ckErr == nil && st == InstanceRunning && s.pingable(ctx, sb) {
 			sb.Pending, sb.Checkpoint = "", ""

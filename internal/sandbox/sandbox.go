@@ -129,6 +129,8 @@ const (
 	PendingResume     = "resume"
 	PendingCheckpoint = "checkpoint"
 	PendingRestore    = "restore"
+	PendingStop       = "stop"
+	PendingDestroy    = "destroy"
 )
 
 // RunStatus is where a run is.

@@ -96,6 +96,9 @@ type Service struct {
 	// followers are the clients following each sandbox's runs
 	// (followers.go).
 	followers map[string]map[*follower]struct{}
+	// transfers are the file transfers under way in each sandbox
+	// (transfers.go).
+	transfers map[string]*transfers
 	// staleLimits are paused sandboxes whose den-init has yet to learn
 	// limits changed while they slept.
 	staleLimits map[string]bool
@@ -152,6 +155,7 @@ func NewService(cfg Config) (*Service, error) {
 		pinned:       map[string]int{},
 		held:         map[string]int{},
 		followers:    map[string]map[*follower]struct{}{},
+		transfers:    map[string]*transfers{},
 		staleLimits:  map[string]bool{},
 		secretStates: map[string]secretState{},
 		dataReserve:  &diskReserve{dir: cfg.RunsDir, reserve: cfg.Output.Reserve, now: cfg.Now},

@@ -35,6 +35,7 @@ func (s *Service) pause(ctx context.Context, sb *Sandbox, why string) error {
 		return err
 	}
 	s.endFollowers(sb, "paused")
+	s.endTransfers(sb, "paused")
 	return nil
 }
 
@@ -150,6 +151,9 @@ func (s *Service) hibernate(ctx context.Context, sb *Sandbox, why string) error 
 	if err := s.record(ctx, sb, "hibernating", "saving memory and files to checkpoint "+sb.Checkpoint); err != nil {
 		return err
 	}
+	// Before the memory is saved, so that no half-done transfer sleeps
+	// in it.
+	s.endTransfers(sb, "hibernated")
 	// Output made from here on waits in den-init's buffers, which are
 	// saved with it.
 	s.parkRuns(sb.ID)

@@ -21,14 +21,15 @@ const (
 )
 
 // transitions is the one table of legal moves. A state missing from a
-// row's targets cannot be reached from it directly.
+// row's targets cannot be reached from it directly. Error to error is a
+// recovery (or a restore) that failed again: a new reason.
 var transitions = map[State][]State{
 	StateCreating:   {StateRunning, StateStopped, StateError, StateDestroyed},
 	StateRunning:    {StateRunning, StatePaused, StateHibernated, StateStopped, StateError, StateDestroyed},
 	StatePaused:     {StateRunning, StateHibernated, StateStopped, StateError, StateDestroyed},
 	StateHibernated: {StateRunning, StateStopped, StateError, StateDestroyed},
 	StateStopped:    {StateRunning, StateError, StateDestroyed},
-	StateError:      {StateRunning, StateStopped, StateDestroyed},
+	StateError:      {StateRunning, StateStopped, StateError, StateDestroyed},
 	StateDestroyed:  {},
 }
 

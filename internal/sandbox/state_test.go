@@ -19,6 +19,7 @@ func TestTransitionTable(t *testing.T) {
 		{StateStopped, StateHibernated, false},
 		{StateDestroyed, StateRunning, false},
 		{StateError, StateRunning, true},
+		{StateError, StateError, true}, // a recovery that failed again
 		{StateHibernated, StatePaused, false},
 	}
 	for _, tt := range tests {
