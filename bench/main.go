@@ -91,7 +91,7 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "idlecpu", "throughput"}
+var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput"}
 
 func run(bin string, n, nBig int, only string, o options) error {
 	want := map[string]bool{}
@@ -144,6 +144,7 @@ func run(bin string, n, nBig int, only string, o options) error {
 		{"ports", "exposed ports", b.exposedPorts},
 		{"network", "network policy", b.networkPolicy},
 		{"wake", "paused → first exec", b.wakeFromPause},
+		{"enginekill", "engine killed", b.engineKill},
 		{"idlecpu", "idle CPU", b.idleCPU},
 		{"throughput", "exec throughput beside idle sandboxes", b.execThroughput},
 	}
