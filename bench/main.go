@@ -93,7 +93,7 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "idlecpu", "throughput", "mcp"}
+var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp"}
 
 func run(bin string, n, nBig int, only string, o options) error {
 	want := map[string]bool{}
@@ -145,6 +145,8 @@ func run(bin string, n, nBig int, only string, o options) error {
 		{"sealed", "sealed memory images", b.sealedImages},
 		{"ports", "exposed ports", b.exposedPorts},
 		{"network", "network policy", b.networkPolicy},
+		{"wake", "paused → first exec", b.wakeFromPause},
+		{"enginekill", "engine killed", b.engineKill},
 		{"idlecpu", "idle CPU", b.idleCPU},
 		{"throughput", "exec throughput beside idle sandboxes", b.execThroughput},
 		{"mcp", "front doors", b.mcpExec},
