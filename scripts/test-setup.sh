@@ -13,11 +13,13 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 
-# npm ci again only when the lockfile changed since the last install.
-js=integration/js
-stamp="$js/node_modules/.den-installed"
-if [ ! -f "$stamp" ] || [ "$js/package-lock.json" -nt "$stamp" ]; then
-	say "installing the JavaScript test clients (npm ci)"
-	npm ci --prefix "$js" --no-audit --no-fund --loglevel=error >&2
-	touch "$stamp"
-fi
+# npm ci again only when a lockfile changed since the last install: the
+# third-party clients the tests drive, and the TypeScript SDK's packages.
+for js in integration/js sdk/ts; do
+	stamp="$js/node_modules/.den-installed"
+	if [ ! -f "$stamp" ] || [ "$js/package-lock.json" -nt "$stamp" ]; then
+		say "installing the JavaScript packages of $js (npm ci)"
+		npm ci --prefix "$js" --no-audit --no-fund --loglevel=error >&2
+		touch "$stamp"
+	fi
+done
