@@ -211,12 +211,26 @@ class Transport(Reconnect):
                 conn.close()
                 raise _NotSent(e) from e
         try:
-            conn.request(method, target, body=body, headers=headers)
-            resp = conn.getresponse()
+            try:
+                conn.request(method, target, body=body, headers=headers)
+            except OSError:
+                # dend may have answered before it read the whole body (a
+                # 413, say) and closed: its answer is then still to be read.
+                resp = conn.getresponse()
+                resp.will_close = True
+            else:
+                resp = conn.getresponse()
         except _NET_ERRORS as e:
             conn.close()
-            if reused:  # dend closed it while idle: nothing was done
-                return self.roundtrip(method, target, body, headers, fresh=True)
+            if reused:
+                # Most likely dend closed it while it was idle, and nothing
+                # was done; the same request again (with the same key) is
+                # safe either way. If dend cannot be reached now, though,
+                # it may have gone down with the request.
+                try:
+                    return self.roundtrip(method, target, body, headers, fresh=True)
+                except _NotSent:
+                    raise _Lost(e) from e
             raise _Lost(e) from e
         resp._den_conn = conn
         return resp
