@@ -13,7 +13,7 @@ import dataclasses
 import datetime as _dt
 import re
 import typing
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 _RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 
@@ -70,36 +70,47 @@ def unwrap_optional(tp):
     return tp
 
 
-def decode(tp, value: Any) -> Any:
-    """Convert a JSON value to the type tp."""
-    if value is None:
-        return None
+def decoder(tp) -> Callable[[Any], Any]:
+    """A function converting a JSON value to the type tp (None stays None)."""
     tp = unwrap_optional(tp)
     origin = typing.get_origin(tp)
     if origin is list:
         (item,) = typing.get_args(tp) or (Any,)
-        return [decode(item, v) for v in value] if isinstance(value, list) else []
+        each = decoder(item)
+        return lambda v: [each(x) for x in v] if isinstance(v, list) else []
     if origin is dict:
         args = typing.get_args(tp)
-        item = args[1] if len(args) == 2 else Any
-        return {k: decode(item, v) for k, v in value.items()} if isinstance(value, dict) else {}
+        each = decoder(args[1] if len(args) == 2 else Any)
+        return lambda v: {k: each(x) for k, x in v.items()} if isinstance(v, dict) else {}
     if dataclasses.is_dataclass(tp):
-        return from_dict(tp, value) if isinstance(value, dict) else None
+        return lambda v: from_dict(tp, v) if isinstance(v, dict) else None
     if tp is _dt.datetime:
-        return parse_time(value)
-    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return value
+        return parse_time
+    if tp is float:
+        return lambda v: float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+    return lambda v: v
+
+
+def _plan(cls) -> list:
+    """How to decode cls: (attribute, JSON name, decoder) per wire field."""
+    plan = _plans.get(cls)
+    if plan is None:
+        hints = type_hints(cls)
+        plan = [(f.name, json_name(f), decoder(hints[f.name])) for f in wire_fields(cls)]
+        _plans[cls] = plan
+    return plan
+
+
+_plans: dict = {}
 
 
 def from_dict(cls, data: dict):
     """Build the model cls from a decoded JSON object."""
-    hints = type_hints(cls)
     kwargs = {}
-    for f in wire_fields(cls):
-        name = json_name(f)
-        if name in data and data[name] is not None:
-            kwargs[f.name] = decode(hints[f.name], data[name])
+    for attr, name, dec in _plan(cls):
+        v = data.get(name)
+        if v is not None:
+            kwargs[attr] = dec(v)
     return cls(**kwargs)
 
 
