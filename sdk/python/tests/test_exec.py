@@ -143,7 +143,7 @@ def test_signal_a_background_run(client, sb):
 
 
 def test_follow_stopped_raises_follow_error(client, sb):
-    run = client.exec_detached(sb.name, "echo before; sleep 3; echo after")
+    run = client.exec_detached(sb.name, "echo before; sleep 5; echo after")
     got = bytearray()
     with pytest.raises(den.FollowError) as e:
         with client.logs(sb.name, run.id, follow=True) as lg:
