@@ -12,6 +12,8 @@ See README.md for every verb, and api/openapi.yaml in den's repository for
 the API underneath.
 """
 
+import logging as _logging
+
 from .client import DEFAULT_SOCKET, Client
 from ._exec import ExecStream
 from ._stream import BodyReader, LogReader
@@ -54,6 +56,11 @@ from .models import (
 )
 
 __version__ = "0.1.0"
+
+# Reconnects are logged as warnings on the "den" logger; like any library,
+# den prints nothing unless the program configures logging (or passes
+# notice= to its client).
+_logging.getLogger("den").addHandler(_logging.NullHandler())
 
 __all__ = [
     "Client", "DEFAULT_SOCKET", "ExecStream", "BodyReader", "LogReader",

@@ -18,7 +18,6 @@ import base64
 import hashlib
 import http.client
 import json
-import logging
 import os
 import socket
 import threading
@@ -27,8 +26,6 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from . import errors
 from ._retry import Reconnect, changes, new_key, root_cause
-
-log = logging.getLogger("den")
 
 DEFAULT_SOCKET = "/run/den/den.sock"
 DEFAULT_RECONNECT = 30.0
