@@ -199,6 +199,11 @@ class Reconnect:
                 raise self.interrupted(op, key, self.state_of(op.sandbox))
             if resp.status // 100 == 2:
                 self.tell(f"lost the connection to dend while {op.doing}; it came back and {op.noun} had completed")
+            elif status == "not-kept":
+                # Done, but its answer (a new token's secret) was not kept:
+                # the error that follows says what to do instead.
+                self.tell(f"lost the connection to dend while {op.doing}; it came back and {op.noun} had completed, "
+                          "but its answer was not kept")
             else:
                 self.tell(f"lost the connection to dend while {op.doing}; it came back and {op.noun} had failed")
             return resp
