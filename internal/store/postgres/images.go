@@ -1,0 +1,92 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/store"
+)
+
+const imageCols = `name, source, ref, digest, size_bytes, env, cwd, "user", created_at`
+
+// PutImage inserts an image record or replaces the one with its name, in
+// one statement. CreatedAt is set to now when zero.
+func (s *Store) PutImage(ctx context.Context, im *sandbox.Image) error {
+	if im.Name == "" {
+		return errdefs.Invalid("cannot store an image without a name")
+	}
+	rec := *im
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = now()
+	}
+	rec.CreatedAt = rec.CreatedAt.UTC() // as a read returns it
+	err := s.tx(ctx, func(tx pgx.Tx) error { return putImageRow(ctx, tx, &rec) })
+	if err != nil {
+		return fmt.Errorf("recording image %q: %w", rec.Name, err)
+	}
+	*im = rec
+	return nil
+}
+
+func putImageRow(ctx context.Context, tx pgx.Tx, im *sandbox.Image) error {
+	env, err := json.Marshal(im.Env)
+	if err != nil {
+		return fmt.Errorf("encoding env of image %q: %w", im.Name, err)
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO images (`+imageCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		ON CONFLICT (name) DO UPDATE SET
+			source = excluded.source, ref = excluded.ref, digest = excluded.digest,
+			size_bytes = excluded.size_bytes, env = excluded.env, cwd = excluded.cwd,
+			"user" = excluded."user", created_at = excluded.created_at`,
+		im.Name, im.Source, im.Ref, im.Digest, im.SizeBytes, env, im.Cwd, im.User, formatTime(im.CreatedAt))
+	return err
+}
+
+// GetImage returns the image with name.
+func (s *Store) GetImage(ctx context.Context, name string) (*sandbox.Image, error) {
+	row := s.pool.QueryRow(ctx, `SELECT `+imageCols+` FROM images WHERE name = $1`, name)
+	im, err := scanImage(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ImageNotFound(name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading image %q: %w", name, err)
+	}
+	return im, nil
+}
+
+// ListImages returns every image, by name.
+func (s *Store) ListImages(ctx context.Context) ([]*sandbox.Image, error) {
+	return queryAll(ctx, s, scanImage, "listing images", `SELECT `+imageCols+` FROM images ORDER BY name COLLATE "C"`)
+}
+
+// DeleteImage removes the image record with name.
+func (s *Store) DeleteImage(ctx context.Context, name string) error {
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		return execOne(ctx, tx, store.ImageNotFound(name), `DELETE FROM images WHERE name = $1`, name)
+	})
+	return wrap(err, "deleting image %q", name)
+}
+
+func scanImage(row scanner) (*sandbox.Image, error) {
+	var im sandbox.Image
+	var env []byte
+	var created string
+	err := row.Scan(&im.Name, &im.Source, &im.Ref, &im.Digest, &im.SizeBytes, &env, &im.Cwd, &im.User, &created)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(env, &im.Env); err != nil {
+		return nil, fmt.Errorf("decoding env of image %q: %w", im.Name, err)
+	}
+	if im.CreatedAt, err = parseTime(created); err != nil {
+		return nil, err
+	}
+	return &im, nil
+}

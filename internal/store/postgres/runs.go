@@ -1,0 +1,156 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/store"
+)
+
+const runCols = `id, sandbox_id, generation, guest_id, argv, cwd, env_names, "user", tty, detached,
+	status, exit_code, signal, started_at, ended_at, stdout_size, stderr_size, limit_hit,
+	stdout_dropped, stderr_dropped, output_max, output_cut`
+
+// CreateRun inserts a run of an existing sandbox. StartedAt is set to now
+// when zero. A run id already taken is a conflict.
+func (s *Store) CreateRun(ctx context.Context, r *sandbox.Run) error {
+	if r.ID == "" {
+		return errdefs.Invalid("cannot store a run without an id")
+	}
+	rec := *r
+	if rec.StartedAt.IsZero() {
+		rec.StartedAt = now()
+	}
+	rec.StartedAt = rec.StartedAt.UTC() // as a read returns it
+	if rec.EndedAt != nil {
+		ended := rec.EndedAt.UTC()
+		rec.EndedAt = &ended
+	}
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sandboxes WHERE id = $1)`, rec.SandboxID).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			return sandbox.NotFound(rec.SandboxID)
+		}
+		return insertRunRow(ctx, tx, &rec)
+	})
+	if err != nil {
+		return wrap(err, "recording run %q", rec.ID)
+	}
+	*r = rec
+	return nil
+}
+
+// insertRunRow inserts r as it is.
+func insertRunRow(ctx context.Context, tx pgx.Tx, r *sandbox.Run) error {
+	args, err := runArgs(r)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO runs (`+runCols+`) VALUES (`+placeholders(1, 22)+`)`,
+		append([]any{r.ID, r.SandboxID}, args...)...)
+	if _, ok := uniqueViolation(err); ok {
+		return errdefs.Conflict("run id %q is already taken", r.ID)
+	}
+	return err
+}
+
+// UpdateRun rewrites everything about a run but its id and sandbox.
+func (s *Store) UpdateRun(ctx context.Context, r *sandbox.Run) error {
+	args, err := runArgs(r)
+	if err != nil {
+		return err
+	}
+	err = s.tx(ctx, func(tx pgx.Tx) error {
+		return execOne(ctx, tx, store.RunNotFound(r.ID), `UPDATE runs SET
+			generation = $1, guest_id = $2, argv = $3, cwd = $4, env_names = $5, "user" = $6, tty = $7, detached = $8,
+			status = $9, exit_code = $10, signal = $11, started_at = $12, ended_at = $13, stdout_size = $14, stderr_size = $15,
+			limit_hit = $16, stdout_dropped = $17, stderr_dropped = $18, output_max = $19, output_cut = $20
+			WHERE id = $21 AND sandbox_id = $22`,
+			append(args, r.ID, r.SandboxID)...)
+	})
+	return wrap(err, "updating run %q", r.ID)
+}
+
+// GetRun returns one run of a sandbox.
+func (s *Store) GetRun(ctx context.Context, sandboxID, runID string) (*sandbox.Run, error) {
+	row := s.pool.QueryRow(ctx, `SELECT `+runCols+` FROM runs WHERE id = $1 AND sandbox_id = $2`, runID, sandboxID)
+	r, err := scanRun(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.RunNotFound(runID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading run %q: %w", runID, err)
+	}
+	return r, nil
+}
+
+// ListRuns returns a sandbox's runs, newest first, at most limit (0: all).
+func (s *Store) ListRuns(ctx context.Context, sandboxID string, limit int) ([]*sandbox.Run, error) {
+	if limit < 0 {
+		return nil, errdefs.Invalid("invalid limit %d: use 0 for all, or a positive number", limit)
+	}
+	var lim *int // NULL: no limit
+	if limit > 0 {
+		lim = &limit
+	}
+	return queryAll(ctx, s, scanRun, fmt.Sprintf("listing runs of sandbox %q", sandboxID),
+		`SELECT `+runCols+` FROM runs WHERE sandbox_id = $1 ORDER BY started_at DESC, seq DESC LIMIT $2`,
+		sandboxID, lim)
+}
+
+// RunningRuns returns every run still marked running, in any sandbox,
+// oldest first.
+func (s *Store) RunningRuns(ctx context.Context) ([]*sandbox.Run, error) {
+	return queryAll(ctx, s, scanRun, "listing running runs",
+		`SELECT `+runCols+` FROM runs WHERE status = $1 ORDER BY started_at, seq`, string(sandbox.RunRunning))
+}
+
+// runArgs returns the columns of r after id and sandbox_id, in runCols order.
+func runArgs(r *sandbox.Run) ([]any, error) {
+	argv, err := json.Marshal(r.Argv)
+	if err != nil {
+		return nil, fmt.Errorf("encoding argv of run %q: %w", r.ID, err)
+	}
+	envNames, err := json.Marshal(r.EnvNames)
+	if err != nil {
+		return nil, fmt.Errorf("encoding env names of run %q: %w", r.ID, err)
+	}
+	return []any{r.Generation, r.GuestID, argv, r.Cwd, envNames, r.User, r.TTY, r.Detached,
+		string(r.Status), r.ExitCode, r.Signal, formatTime(r.StartedAt), store.FormatNullTime(r.EndedAt), r.StdoutSize, r.StderrSize, r.LimitHit,
+		r.StdoutDropped, r.StderrDropped, r.OutputMax, r.OutputCut}, nil
+}
+
+func scanRun(row scanner) (*sandbox.Run, error) {
+	var r sandbox.Run
+	var argv, envNames []byte
+	var started string
+	var ended *string
+	err := row.Scan(&r.ID, &r.SandboxID, &r.Generation, &r.GuestID, &argv, &r.Cwd, &envNames, &r.User,
+		&r.TTY, &r.Detached, &r.Status, &r.ExitCode, &r.Signal, &started, &ended, &r.StdoutSize, &r.StderrSize, &r.LimitHit,
+		&r.StdoutDropped, &r.StderrDropped, &r.OutputMax, &r.OutputCut)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(argv, &r.Argv); err != nil {
+		return nil, fmt.Errorf("decoding argv of run %q: %w", r.ID, err)
+	}
+	if err := json.Unmarshal(envNames, &r.EnvNames); err != nil {
+		return nil, fmt.Errorf("decoding env names of run %q: %w", r.ID, err)
+	}
+	if r.StartedAt, err = parseTime(started); err != nil {
+		return nil, err
+	}
+	if r.EndedAt, err = store.ParseNullTime(ended); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}

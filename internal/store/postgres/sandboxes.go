@@ -1,0 +1,328 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/store"
+)
+
+// sandboxCols are the columns scanSandbox reads, in its order.
+const sandboxCols = `id, name, spec, state, reason, generation, version, node, slot, token,
+	policy, usage, checkpoint, origin, head, pending, owner, init, created_at, updated_at`
+
+// sandboxFields are the columns every write sets from a Sandbox's fields,
+// in the order of sandboxValues. A create adds id, version and both times;
+// an update the new version and update time.
+var sandboxFields = []string{"name", "image", "spec", "state", "reason", "generation", "node", "slot", "token",
+	"policy", "usage", "checkpoint", "origin", "head", "pending", "owner", "init"}
+
+var (
+	insertSandbox = `INSERT INTO sandboxes (id, version, created_at, updated_at, ` + strings.Join(sandboxFields, ", ") +
+		`) VALUES (` + placeholders(1, 4+len(sandboxFields)) + `)`
+	updateSandbox = `UPDATE sandboxes SET version = $1, updated_at = $2, ` + assignments(3, sandboxFields) +
+		fmt.Sprintf(` WHERE id = $%d AND version = $%d`, 3+len(sandboxFields), 4+len(sandboxFields))
+)
+
+// placeholders returns "$from, ..., $to".
+func placeholders(from, to int) string {
+	var b strings.Builder
+	for i := from; i <= to; i++ {
+		if i > from {
+			b.WriteString(", ")
+		}
+		b.WriteString("$" + strconv.Itoa(i))
+	}
+	return b.String()
+}
+
+// assignments returns "col = $from, ..." for cols.
+func assignments(from int, cols []string) string {
+	parts := make([]string, len(cols))
+	for i, c := range cols {
+		parts[i] = fmt.Sprintf("%s = $%d", c, from+i)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// CreateSandbox inserts sb with Version 1 and its first event, in one
+// transaction. CreatedAt and UpdatedAt are set to now when zero. A name or
+// network slot held by a sandbox that is not destroyed is a conflict:
+// of two dends racing for one, the unique index lets exactly one in.
+func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandbox.Event) error {
+	if sb.ID == "" || !sb.State.Valid() {
+		return store.InvalidSandbox(sb)
+	}
+	rec := *sb
+	rec.Version = 1
+	t := now()
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = t
+	}
+	if rec.UpdatedAt.IsZero() {
+		rec.UpdatedAt = rec.CreatedAt
+	}
+	rec.CreatedAt, rec.UpdatedAt = rec.CreatedAt.UTC(), rec.UpdatedAt.UTC() // as a read returns them
+	rec.Usage.RunningSince = rec.Usage.RunningSince.UTC()
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var taken bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sandboxes WHERE id = $1)`, rec.ID).Scan(&taken); err != nil {
+			return err
+		}
+		if taken {
+			return store.SandboxIDTaken(rec.ID)
+		}
+		if err := checkClashes(ctx, tx, &rec); err != nil {
+			return err
+		}
+		if err := insertSandboxRow(ctx, tx, &rec); err != nil {
+			return err
+		}
+		return insertEvent(ctx, tx, &rec, "", ev, t)
+	})
+	if err != nil {
+		return wrap(err, "creating sandbox %q", rec.Name)
+	}
+	*sb = rec
+	return nil
+}
+
+// insertSandboxRow inserts sb as it is, version and times included.
+func insertSandboxRow(ctx context.Context, tx pgx.Tx, sb *sandbox.Sandbox) error {
+	values, err := sandboxValues(sb)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, insertSandbox, append([]any{sb.ID, sb.Version,
+		formatTime(sb.CreatedAt), formatTime(sb.UpdatedAt)}, values...)...)
+	return sandboxClash(sb, err)
+}
+
+// sandboxClash turns a unique index refusing sb into the conflict it is.
+func sandboxClash(sb *sandbox.Sandbox, err error) error {
+	index, ok := uniqueViolation(err)
+	switch {
+	case !ok:
+		return err
+	case index == "sandboxes_pkey":
+		return store.SandboxIDTaken(sb.ID)
+	case index == "sandboxes_live_owner_name":
+		return store.NameInUse(sb.Name)
+	}
+	return store.Clash(sb)
+}
+
+// GetSandbox finds a sandbox by id, or else by name among the live
+// sandboxes of admin callers (owner ""). Names are unique per owner: see
+// SandboxesNamed for the others'.
+func (s *Store) GetSandbox(ctx context.Context, ref string) (*sandbox.Sandbox, error) {
+	row := s.pool.QueryRow(ctx, `SELECT `+sandboxCols+` FROM sandboxes
+		WHERE id = $1 OR (name = $1 AND owner = '' AND state <> 'destroyed')
+		ORDER BY id = $1 DESC LIMIT 1`, ref)
+	sb, err := scanSandbox(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, sandbox.NotFound(ref)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading sandbox %q: %w", ref, err)
+	}
+	return sb, nil
+}
+
+// SandboxesNamed returns the live sandboxes of every owner that have the
+// name, oldest first.
+func (s *Store) SandboxesNamed(ctx context.Context, name string) ([]*sandbox.Sandbox, error) {
+	return queryAll(ctx, s, scanSandbox, "finding sandboxes named "+strconv.Quote(name), `SELECT `+sandboxCols+` FROM sandboxes
+		WHERE name = $1 AND state <> 'destroyed' ORDER BY created_at, seq`, name)
+}
+
+// ListSandboxes returns the sandboxes that are not destroyed, oldest first.
+func (s *Store) ListSandboxes(ctx context.Context) ([]*sandbox.Sandbox, error) {
+	return queryAll(ctx, s, scanSandbox, "listing sandboxes", `SELECT `+sandboxCols+` FROM sandboxes
+		WHERE state <> 'destroyed' ORDER BY created_at, seq`)
+}
+
+// UpdateSandbox writes sb if its Version is still the stored one and its
+// State is the stored one or a legal move from it, and appends ev, in one
+// transaction. On success sb.Version is bumped and sb.UpdatedAt set; on
+// failure sb is untouched and nothing is written.
+//
+// The stored row is read FOR UPDATE: two dends updating one sandbox from
+// the same version queue on its row lock, and the second finds the
+// version moved on and gets a conflict, never a lost update.
+//
+// Empty ev.From and ev.To are filled in with the stored and the new state;
+// a zero ev.Time with the time of the update. A move ev.From names between
+// running and paused commits without waiting for the server's disk
+// (sandbox.InMemoryChange); every other write waits.
+func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandbox.Event) error {
+	values, err := sandboxValues(sb)
+	if err != nil {
+		return err
+	}
+	t := now()
+	inMemory := ev.From != "" && sandbox.InMemoryChange(ev.From, sb.State)
+	err = s.tx(ctx, func(tx pgx.Tx) error {
+		if inMemory {
+			// The instance lives only in RAM: a host that loses power
+			// loses it anyway.
+			if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+				return err
+			}
+		}
+		var stored sandbox.State
+		var version int64
+		err := tx.QueryRow(ctx, `SELECT state, version FROM sandboxes WHERE id = $1 FOR UPDATE`, sb.ID).Scan(&stored, &version)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return sandbox.NotFound(sb.ID)
+		}
+		if err != nil {
+			return err
+		}
+		if version != sb.Version || (inMemory && stored != ev.From) {
+			return store.ChangedConcurrently(sb)
+		}
+		if sb.State != stored && !sandbox.CanTransition(stored, sb.State) {
+			return store.CannotMove(sb, stored)
+		}
+		if err := checkClashes(ctx, tx, sb); err != nil {
+			return err
+		}
+		args := append([]any{sb.Version + 1, formatTime(t)}, values...)
+		tag, err := tx.Exec(ctx, updateSandbox, append(args, sb.ID, sb.Version)...)
+		if err != nil {
+			return sandboxClash(sb, err)
+		}
+		if tag.RowsAffected() != 1 {
+			return store.ChangedConcurrently(sb)
+		}
+		return insertEvent(ctx, tx, sb, stored, ev, t)
+	})
+	if err != nil {
+		return wrap(err, "updating sandbox %q", sb.Name)
+	}
+	sb.Version++
+	sb.UpdatedAt = t
+	sb.Usage.RunningSince = sb.Usage.RunningSince.UTC() // as a read returns it
+	return nil
+}
+
+// DeleteSandbox erases a sandbox's record with its history and runs. It is
+// only for undoing a create that failed; destroyed sandboxes keep their
+// record. ErrNotFound when there is no sandbox with that id.
+func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		// Events, runs and checkpoints go with it: their foreign keys cascade.
+		return execOne(ctx, tx, sandbox.NotFound(id), `DELETE FROM sandboxes WHERE id = $1`, id)
+	})
+	return wrap(err, "deleting sandbox %q", id)
+}
+
+// Events returns a sandbox's history, oldest first; none for an id the
+// store does not know.
+func (s *Store) Events(ctx context.Context, sandboxID string) ([]sandbox.Event, error) {
+	return queryAll(ctx, s, scanEvent, fmt.Sprintf("reading events of sandbox %q", sandboxID),
+		`SELECT sandbox_id, seq, time, type, from_state, to_state, generation, message
+		FROM events WHERE sandbox_id = $1 ORDER BY seq`, sandboxID)
+}
+
+func scanEvent(row scanner) (sandbox.Event, error) {
+	var ev sandbox.Event
+	var t string
+	if err := row.Scan(&ev.SandboxID, &ev.Seq, &t, &ev.Type, &ev.From, &ev.To, &ev.Generation, &ev.Message); err != nil {
+		return ev, err
+	}
+	var err error
+	ev.Time, err = parseTime(t)
+	return ev, err
+}
+
+// checkClashes fails when a live sandbox other than sb holds sb's name
+// among its owner's, or its slot. The unique indexes enforce the same,
+// also against a writer that commits between this check and the write;
+// checking first gives an error that says which. A destroyed sb clashes
+// with nothing.
+func checkClashes(ctx context.Context, tx pgx.Tx, sb *sandbox.Sandbox) error {
+	if sb.State == sandbox.StateDestroyed {
+		return nil
+	}
+	var n int
+	err := tx.QueryRow(ctx, `SELECT count(*) FROM sandboxes
+		WHERE name = $1 AND owner = $2 AND state <> 'destroyed' AND id <> $3`, sb.Name, sb.Owner, sb.ID).Scan(&n)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return store.NameInUse(sb.Name)
+	}
+	var other string
+	err = tx.QueryRow(ctx, `SELECT name FROM sandboxes
+		WHERE slot = $1 AND state <> 'destroyed' AND id <> $2`, sb.Slot, sb.ID).Scan(&other)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return store.SlotInUse(sb, other)
+}
+
+// insertEvent appends ev to sb's history, filling in what the caller may
+// leave out.
+func insertEvent(ctx context.Context, tx pgx.Tx, sb *sandbox.Sandbox, from sandbox.State, ev sandbox.Event, t time.Time) error {
+	if ev.From == "" {
+		ev.From = from
+	}
+	if ev.To == "" {
+		ev.To = sb.State
+	}
+	if ev.Time.IsZero() {
+		ev.Time = t
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO events (sandbox_id, time, type, from_state, to_state, generation, message)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		sb.ID, formatTime(ev.Time), ev.Type, ev.From, ev.To, ev.Generation, ev.Message)
+	if err != nil {
+		return fmt.Errorf("appending event: %w", err)
+	}
+	return nil
+}
+
+// sandboxValues returns sb's values for sandboxFields, in their order.
+func sandboxValues(sb *sandbox.Sandbox) ([]any, error) {
+	j, err := store.EncodeSandbox(sb)
+	if err != nil {
+		return nil, err
+	}
+	return []any{sb.Name, sb.Spec.Image, j.Spec, string(sb.State), sb.Reason, sb.Generation, sb.Node, sb.Slot, sb.Token,
+		j.Policy, j.Usage, sb.Checkpoint, sb.Origin, sb.Head, sb.Pending, sb.Owner, sb.Init}, nil
+}
+
+func scanSandbox(row scanner) (*sandbox.Sandbox, error) {
+	var sb sandbox.Sandbox
+	var j store.SandboxJSON
+	var created, updated string
+	err := row.Scan(&sb.ID, &sb.Name, &j.Spec, &sb.State, &sb.Reason, &sb.Generation, &sb.Version,
+		&sb.Node, &sb.Slot, &sb.Token, &j.Policy, &j.Usage, &sb.Checkpoint, &sb.Origin, &sb.Head, &sb.Pending,
+		&sb.Owner, &sb.Init, &created, &updated)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.DecodeSandbox(&sb, j); err != nil {
+		return nil, err
+	}
+	if sb.CreatedAt, err = parseTime(created); err != nil {
+		return nil, err
+	}
+	if sb.UpdatedAt, err = parseTime(updated); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}

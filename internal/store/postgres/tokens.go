@@ -1,0 +1,123 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/den-dev/den/internal/auth"
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/store"
+)
+
+const tokenCols = `id, name, hash, scope, owner, created_at, expires_at, revoked_at, last_used_at`
+
+// CreateToken inserts t. CreatedAt is set to now when zero. A name held
+// by a token that is not revoked, or a taken id, is a conflict.
+func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
+	if t.ID == "" || t.Hash == "" {
+		return errdefs.Invalid("cannot store token %q: it needs an id and a hash", t.Name)
+	}
+	rec := *t
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = now()
+	}
+	rec.CreatedAt = rec.CreatedAt.UTC()
+	err := s.tx(ctx, func(tx pgx.Tx) error { return insertTokenRow(ctx, tx, &rec) })
+	if err != nil {
+		return wrap(err, "creating token %q", rec.Name)
+	}
+	*t = rec
+	for _, p := range []**time.Time{&t.ExpiresAt, &t.RevokedAt, &t.LastUsedAt} {
+		if *p != nil {
+			u := (*p).UTC()
+			*p = &u
+		}
+	}
+	return nil
+}
+
+func insertTokenRow(ctx context.Context, tx pgx.Tx, t *auth.Token) error {
+	_, err := tx.Exec(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		t.ID, t.Name, t.Hash, string(t.Scope), t.Owner, formatTime(t.CreatedAt),
+		store.FormatNullTime(t.ExpiresAt), store.FormatNullTime(t.RevokedAt), store.FormatNullTime(t.LastUsedAt))
+	switch index, ok := uniqueViolation(err); {
+	case !ok:
+		return err
+	case index == "tokens_live_name":
+		return store.TokenNameInUse(t.Name)
+	default:
+		return errdefs.Conflict("token id %q is already taken", t.ID)
+	}
+}
+
+// GetToken finds a token by id, or else by name among those not revoked.
+func (s *Store) GetToken(ctx context.Context, ref string) (*auth.Token, error) {
+	row := s.pool.QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens
+		WHERE id = $1 OR (name = $1 AND revoked_at IS NULL)
+		ORDER BY id = $1 DESC LIMIT 1`, ref)
+	t, err := scanToken(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.TokenNotFound(ref)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading token %q: %w", ref, err)
+	}
+	return t, nil
+}
+
+// ListTokens returns every token, oldest first.
+func (s *Store) ListTokens(ctx context.Context) ([]*auth.Token, error) {
+	return queryAll(ctx, s, scanToken, "listing tokens",
+		`SELECT `+tokenCols+` FROM tokens ORDER BY created_at, seq`)
+}
+
+// RevokeToken sets a token's revocation time, unless it has one.
+func (s *Store) RevokeToken(ctx context.Context, id string, at time.Time) error {
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tokens WHERE id = $1)`, id).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			return store.TokenNotFound(id)
+		}
+		_, err := tx.Exec(ctx, `UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL`, formatTime(at), id)
+		return err
+	})
+	return wrap(err, "revoking token %q", id)
+}
+
+// TouchToken records when a token was last used.
+func (s *Store) TouchToken(ctx context.Context, id string, at time.Time) error {
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		return execOne(ctx, tx, store.TokenNotFound(id), `UPDATE tokens SET last_used_at = $1 WHERE id = $2`, formatTime(at), id)
+	})
+	return wrap(err, "recording the use of token %q", id)
+}
+
+func scanToken(row scanner) (*auth.Token, error) {
+	var t auth.Token
+	var scope, created string
+	var expires, revoked, used *string
+	if err := row.Scan(&t.ID, &t.Name, &t.Hash, &scope, &t.Owner, &created, &expires, &revoked, &used); err != nil {
+		return nil, err
+	}
+	t.Scope = auth.Scope(scope)
+	var err error
+	if t.CreatedAt, err = parseTime(created); err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		from *string
+		into **time.Time
+	}{{expires, &t.ExpiresAt}, {revoked, &t.RevokedAt}, {used, &t.LastUsedAt}} {
+		if *f.into, err = store.ParseNullTime(f.from); err != nil {
+			return nil, err
+		}
+	}
+	return &t, nil
+}
