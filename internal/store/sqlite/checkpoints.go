@@ -9,6 +9,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/store"
 )
 
 const checkpointCols = `id, sandbox_id, name, kind, parent, memory, generation, manifest, created_at`
@@ -35,7 +36,7 @@ func (s *Store) CreateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) err
 			return err
 		}
 		if n == 0 {
-			return sandboxNotFound(rec.SandboxID)
+			return sandbox.NotFound(rec.SandboxID)
 		}
 		if err := checkpointIDFree(ctx, tx, rec.ID); err != nil {
 			return err
@@ -44,7 +45,7 @@ func (s *Store) CreateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) err
 			rec.ID, rec.SandboxID, rec.Name, rec.Kind, rec.Parent, rec.Memory, rec.Generation, string(manifest),
 			formatTime(rec.CreatedAt))
 		if isUniqueViolation(err) {
-			return checkpointNameTaken(rec.Name)
+			return store.CheckpointNameTaken(rec.Name)
 		}
 		return err
 	})
@@ -69,7 +70,7 @@ func (s *Store) GetCheckpoint(ctx context.Context, sandboxID, ref string) (*sand
 	}
 	c, err := scanCheckpoint(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, checkpointNotFound(ref)
+		return nil, store.CheckpointNotFound(ref)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading checkpoint %q: %w", ref, err)
@@ -98,11 +99,11 @@ func (s *Store) UpdateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) err
 		return fmt.Errorf("encoding manifest of checkpoint %q: %w", c.ID, err)
 	}
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		err := execOne(ctx, tx, checkpointNotFound(c.ID),
+		err := execOne(ctx, tx, store.CheckpointNotFound(c.ID),
 			`UPDATE checkpoints SET name = ?, parent = ?, manifest = ? WHERE id = ?`,
 			c.Name, c.Parent, string(manifest), c.ID)
 		if isUniqueViolation(err) {
-			return checkpointNameTaken(c.Name)
+			return store.CheckpointNameTaken(c.Name)
 		}
 		return err
 	})
@@ -116,7 +117,7 @@ func (s *Store) DeleteCheckpoint(ctx context.Context, id string) error {
 		var parent string
 		err := tx.QueryRowContext(ctx, `SELECT parent FROM checkpoints WHERE id = ?`, id).Scan(&parent)
 		if errors.Is(err, sql.ErrNoRows) {
-			return checkpointNotFound(id)
+			return store.CheckpointNotFound(id)
 		}
 		if err != nil {
 			return err
@@ -124,7 +125,7 @@ func (s *Store) DeleteCheckpoint(ctx context.Context, id string) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE checkpoints SET parent = ? WHERE parent = ?`, parent, id); err != nil {
 			return fmt.Errorf("reparenting its children: %w", err)
 		}
-		return execOne(ctx, tx, checkpointNotFound(id), `DELETE FROM checkpoints WHERE id = ?`, id)
+		return execOne(ctx, tx, store.CheckpointNotFound(id), `DELETE FROM checkpoints WHERE id = ?`, id)
 	})
 	return wrap(err, "deleting checkpoint %q", id)
 }
@@ -156,13 +157,4 @@ func scanCheckpoint(row scanner) (*sandbox.Checkpoint, error) {
 		return nil, err
 	}
 	return &c, nil
-}
-
-func checkpointNotFound(ref string) error {
-	return errdefs.WithHint(errdefs.NotFound("checkpoint %q not found", ref), "list them with `den checkpoints SANDBOX`")
-}
-
-func checkpointNameTaken(name string) error {
-	err := errdefs.Conflict("the sandbox already has a checkpoint named %q", name)
-	return errdefs.WithHint(err, "pick another name, or leave it out")
 }

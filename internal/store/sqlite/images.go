@@ -9,6 +9,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/store"
 )
 
 const imageCols = `name, source, ref, digest, size_bytes, env, cwd, user, created_at`
@@ -50,7 +51,7 @@ func (s *Store) GetImage(ctx context.Context, name string) (*sandbox.Image, erro
 	row := s.r.QueryRowContext(ctx, `SELECT `+imageCols+` FROM images WHERE name = ?`, name)
 	im, err := scanImage(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, imageNotFound(name)
+		return nil, store.ImageNotFound(name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading image %q: %w", name, err)
@@ -66,7 +67,7 @@ func (s *Store) ListImages(ctx context.Context) ([]*sandbox.Image, error) {
 // DeleteImage removes the image record with name.
 func (s *Store) DeleteImage(ctx context.Context, name string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		return execOne(ctx, tx, imageNotFound(name), `DELETE FROM images WHERE name = ?`, name)
+		return execOne(ctx, tx, store.ImageNotFound(name), `DELETE FROM images WHERE name = ?`, name)
 	})
 	return wrap(err, "deleting image %q", name)
 }
@@ -85,8 +86,4 @@ func scanImage(row scanner) (*sandbox.Image, error) {
 		return nil, err
 	}
 	return &im, nil
-}
-
-func imageNotFound(name string) error {
-	return errdefs.WithHint(errdefs.NotFound("image %q not found", name), "list images with `den image ls`")
 }

@@ -3,13 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/store"
 )
 
 var _ sandbox.OwnerStore = (*Store)(nil)
@@ -21,11 +20,7 @@ func (s *Store) PutOwner(ctx context.Context, o *sandbox.Owner) error {
 	if o.ID == "" {
 		return errdefs.Invalid("cannot store an owner without an id")
 	}
-	grants := make([]string, len(o.AllowPrivate))
-	for i, p := range o.AllowPrivate {
-		grants[i] = p.String()
-	}
-	js, err := json.Marshal(grants)
+	js, err := store.EncodeGrants(o.AllowPrivate)
 	if err != nil {
 		return err
 	}
@@ -50,7 +45,7 @@ func (s *Store) PutOwner(ctx context.Context, o *sandbox.Owner) error {
 func (s *Store) GetOwner(ctx context.Context, id string) (*sandbox.Owner, error) {
 	o, err := scanOwner(s.r.QueryRowContext(ctx, `SELECT `+ownerCols+` FROM owners WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errdefs.NotFound("owner %q has no record", id)
+		return nil, store.OwnerNotFound(id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading owner %q: %w", id, err)
@@ -79,18 +74,10 @@ func scanOwner(row scanner) (*sandbox.Owner, error) {
 	if err := row.Scan(&o.ID, &q.Sandboxes, &q.MemoryBytes, &q.CPUs, &q.DiskBytes, &q.Checkpoints, &grants, &updated); err != nil {
 		return nil, err
 	}
-	var cidrs []string
-	if err := json.Unmarshal([]byte(grants), &cidrs); err != nil {
-		return nil, fmt.Errorf("reading the grants of owner %q: %w", o.ID, err)
-	}
-	for _, c := range cidrs {
-		p, err := netip.ParsePrefix(c)
-		if err != nil {
-			return nil, fmt.Errorf("reading the grants of owner %q: %w", o.ID, err)
-		}
-		o.AllowPrivate = append(o.AllowPrivate, p)
-	}
 	var err error
+	if o.AllowPrivate, err = store.DecodeGrants(o.ID, []byte(grants)); err != nil {
+		return nil, err
+	}
 	if o.UpdatedAt, err = parseTime(updated); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/idempotency"
+	"github.com/den-dev/den/internal/store"
 )
 
 var _ idempotency.Store = (*Store)(nil)
@@ -62,7 +63,7 @@ func (s *Store) FinishRequest(ctx context.Context, r *idempotency.Record) error 
 		}
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		return execOne(ctx, tx, requestNotFound(r.Key),
+		return execOne(ctx, tx, store.RequestNotFound(r.Key),
 			`UPDATE requests SET state = ?, ended_at = ?, status = ?, content_type = ?, body = ?, sandbox = ? WHERE scope = ? AND key = ?`,
 			string(r.State), formatTime(r.EndedAt), r.Status, r.ContentType, body, r.Sandbox, r.Scope, r.Key)
 	})
@@ -73,7 +74,7 @@ func (s *Store) FinishRequest(ctx context.Context, r *idempotency.Record) error 
 func (s *Store) GetRequest(ctx context.Context, scope, key string) (*idempotency.Record, error) {
 	r, err := scanRequest(s.r.QueryRowContext(ctx, `SELECT `+requestCols+` FROM requests WHERE scope = ? AND key = ?`, scope, key))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, requestNotFound(key)
+		return nil, store.RequestNotFound(key)
 	}
 	return r, wrap(err, "reading request %q", key)
 }
@@ -105,10 +106,6 @@ func (s *Store) PruneRequests(ctx context.Context, before time.Time) (int64, err
 		return err
 	})
 	return n, wrap(err, "pruning idempotency records")
-}
-
-func requestNotFound(key string) error {
-	return errdefs.NotFound("no record of request %q", key)
 }
 
 func scanRequest(row scanner) (*idempotency.Record, error) {

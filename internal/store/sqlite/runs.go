@@ -9,6 +9,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/store"
 )
 
 const runCols = `id, sandbox_id, generation, guest_id, argv, cwd, env_names, user, tty, detached,
@@ -40,7 +41,7 @@ func (s *Store) CreateRun(ctx context.Context, r *sandbox.Run) error {
 			return err
 		}
 		if n == 0 {
-			return sandboxNotFound(rec.SandboxID)
+			return sandbox.NotFound(rec.SandboxID)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO runs (`+runCols+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -64,7 +65,7 @@ func (s *Store) UpdateRun(ctx context.Context, r *sandbox.Run) error {
 		return err
 	}
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		return execOne(ctx, tx, runNotFound(r.ID), `UPDATE runs SET
+		return execOne(ctx, tx, store.RunNotFound(r.ID), `UPDATE runs SET
 			generation = ?, guest_id = ?, argv = ?, cwd = ?, env_names = ?, user = ?, tty = ?, detached = ?,
 			status = ?, exit_code = ?, signal = ?, started_at = ?, ended_at = ?, stdout_size = ?, stderr_size = ?,
 			limit_hit = ?, stdout_dropped = ?, stderr_dropped = ?, output_max = ?, output_cut = ?
@@ -79,7 +80,7 @@ func (s *Store) GetRun(ctx context.Context, sandboxID, runID string) (*sandbox.R
 	row := s.r.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs WHERE id = ? AND sandbox_id = ?`, runID, sandboxID)
 	r, err := scanRun(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, runNotFound(runID)
+		return nil, store.RunNotFound(runID)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading run %q: %w", runID, err)
@@ -158,8 +159,4 @@ func scanRun(row scanner) (*sandbox.Run, error) {
 		return nil, err
 	}
 	return &r, nil
-}
-
-func runNotFound(id string) error {
-	return errdefs.WithHint(errdefs.NotFound("run %q not found", id), "list the sandbox's runs with `den runs NAME`")
 }

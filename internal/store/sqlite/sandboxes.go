@@ -3,15 +3,14 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/store"
 )
 
 // sandboxCols are the columns scanSandbox reads, in its order.
@@ -36,7 +35,7 @@ var (
 // network slot held by a sandbox that is not destroyed is a conflict.
 func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandbox.Event) error {
 	if sb.ID == "" || !sb.State.Valid() {
-		return errdefs.Invalid("cannot store sandbox %q: it needs an id and a known state (got %q)", sb.Name, sb.State)
+		return store.InvalidSandbox(sb)
 	}
 	rec := *sb
 	rec.Version = 1
@@ -59,7 +58,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 			return err
 		}
 		if n > 0 {
-			return errdefs.Conflict("sandbox id %q is already taken", rec.ID)
+			return store.SandboxIDTaken(rec.ID)
 		}
 		if err := checkClashes(ctx, tx, &rec); err != nil {
 			return err
@@ -67,7 +66,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 		_, err := tx.ExecContext(ctx, insertSandbox, append([]any{rec.ID, rec.Version,
 			formatTime(rec.CreatedAt), formatTime(rec.UpdatedAt)}, values...)...)
 		if isUniqueViolation(err) {
-			return errdefs.Conflict("sandbox %q clashes with another sandbox", rec.Name)
+			return store.Clash(&rec)
 		}
 		if err != nil {
 			return err
@@ -90,7 +89,7 @@ func (s *Store) GetSandbox(ctx context.Context, ref string) (*sandbox.Sandbox, e
 		ORDER BY id = ?1 DESC LIMIT 1`, ref)
 	sb, err := scanSandbox(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, sandboxNotFound(ref)
+		return nil, sandbox.NotFound(ref)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading sandbox %q: %w", ref, err)
@@ -136,16 +135,16 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 		var version int64
 		err := tx.QueryRowContext(ctx, `SELECT state, version FROM sandboxes WHERE id = ?`, sb.ID).Scan(&stored, &version)
 		if errors.Is(err, sql.ErrNoRows) {
-			return sandboxNotFound(sb.ID)
+			return sandbox.NotFound(sb.ID)
 		}
 		if err != nil {
 			return err
 		}
 		if version != sb.Version || (inMemory && stored != ev.From) {
-			return changedConcurrently(sb)
+			return store.ChangedConcurrently(sb)
 		}
 		if sb.State != stored && !sandbox.CanTransition(stored, sb.State) {
-			return errdefs.Conflict("cannot move sandbox %q from %s to %s", sb.Name, stored, sb.State)
+			return store.CannotMove(sb, stored)
 		}
 		if err := checkClashes(ctx, tx, sb); err != nil {
 			return err
@@ -153,13 +152,13 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 		args := append([]any{sb.Version + 1, formatTime(t)}, values...)
 		res, err := tx.ExecContext(ctx, updateSandbox, append(args, sb.ID, sb.Version)...)
 		if isUniqueViolation(err) {
-			return errdefs.Conflict("sandbox %q clashes with another sandbox", sb.Name)
+			return store.Clash(sb)
 		}
 		if err != nil {
 			return err
 		}
 		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return errors.Join(err, changedConcurrently(sb))
+			return errors.Join(err, store.ChangedConcurrently(sb))
 		}
 		return insertEvent(ctx, tx, sb, stored, ev, t)
 	})
@@ -178,7 +177,7 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		// Events and runs go with it: their foreign keys cascade.
-		return execOne(ctx, tx, sandboxNotFound(id), `DELETE FROM sandboxes WHERE id = ?`, id)
+		return execOne(ctx, tx, sandbox.NotFound(id), `DELETE FROM sandboxes WHERE id = ?`, id)
 	})
 	return wrap(err, "deleting sandbox %q", id)
 }
@@ -216,8 +215,7 @@ func checkClashes(ctx context.Context, tx *sql.Tx, sb *sandbox.Sandbox) error {
 		return err
 	}
 	if n > 0 {
-		err := errdefs.Conflict("sandbox name %q is already in use", sb.Name)
-		return errdefs.WithHint(err, fmt.Sprintf("choose another name or remove it with `den rm %s`", sb.Name))
+		return store.NameInUse(sb.Name)
 	}
 	var other string
 	err = tx.QueryRowContext(ctx, `SELECT name FROM sandboxes
@@ -228,7 +226,7 @@ func checkClashes(ctx context.Context, tx *sql.Tx, sb *sandbox.Sandbox) error {
 	if err != nil {
 		return err
 	}
-	return errdefs.Conflict("network slot %d of sandbox %q is already used by sandbox %q", sb.Slot, sb.Name, other)
+	return store.SlotInUse(sb, other)
 }
 
 // insertEvent appends ev to sb's history, filling in what the caller may
@@ -254,22 +252,12 @@ func insertEvent(ctx context.Context, tx *sql.Tx, sb *sandbox.Sandbox, from sand
 
 // sandboxValues returns sb's values for sandboxFields, in their order.
 func sandboxValues(sb *sandbox.Sandbox) ([]any, error) {
-	spec, err := json.Marshal(sb.Spec)
+	j, err := store.EncodeSandbox(sb)
 	if err != nil {
-		return nil, fmt.Errorf("encoding spec of sandbox %q: %w", sb.Name, err)
+		return nil, err
 	}
-	policy, err := json.Marshal(sb.Policy)
-	if err != nil {
-		return nil, fmt.Errorf("encoding policy of sandbox %q: %w", sb.Name, err)
-	}
-	usage := sb.Usage
-	usage.RunningSince = usage.RunningSince.UTC()
-	usageJSON, err := json.Marshal(usage)
-	if err != nil {
-		return nil, fmt.Errorf("encoding usage of sandbox %q: %w", sb.Name, err)
-	}
-	return []any{sb.Name, sb.Spec.Image, string(spec), sb.State, sb.Reason, sb.Generation, sb.Node, sb.Slot, sb.Token,
-		string(policy), string(usageJSON), sb.Checkpoint, sb.Origin, sb.Head, sb.Pending, sb.Owner, sb.Init}, nil
+	return []any{sb.Name, sb.Spec.Image, string(j.Spec), sb.State, sb.Reason, sb.Generation, sb.Node, sb.Slot, sb.Token,
+		string(j.Policy), string(j.Usage), sb.Checkpoint, sb.Origin, sb.Head, sb.Pending, sb.Owner, sb.Init}, nil
 }
 
 func scanSandbox(row scanner) (*sandbox.Sandbox, error) {
@@ -281,16 +269,9 @@ func scanSandbox(row scanner) (*sandbox.Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range []struct {
-		what string
-		text string
-		into any
-	}{{"spec", spec, &sb.Spec}, {"policy", policy, &sb.Policy}, {"usage", usage, &sb.Usage}} {
-		if err := json.Unmarshal([]byte(f.text), f.into); err != nil {
-			return nil, fmt.Errorf("decoding %s of sandbox %q: %w", f.what, sb.ID, err)
-		}
+	if err := store.DecodeSandbox(&sb, store.SandboxJSON{Spec: []byte(spec), Policy: []byte(policy), Usage: []byte(usage)}); err != nil {
+		return nil, err
 	}
-	sb.Usage.RunningSince = sb.Usage.RunningSince.UTC()
 	if sb.CreatedAt, err = parseTime(created); err != nil {
 		return nil, err
 	}
@@ -298,11 +279,4 @@ func scanSandbox(row scanner) (*sandbox.Sandbox, error) {
 		return nil, err
 	}
 	return &sb, nil
-}
-
-func sandboxNotFound(ref string) error { return sandbox.NotFound(ref) }
-
-func changedConcurrently(sb *sandbox.Sandbox) error {
-	err := errdefs.Conflict("sandbox %q was changed concurrently", sb.Name)
-	return errdefs.WithHint(err, "read it again and retry")
 }

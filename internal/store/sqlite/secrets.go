@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/secret"
+	"github.com/den-dev/den/internal/store"
 )
 
 var _ secret.Store = (*Store)(nil)
@@ -48,7 +48,7 @@ func (s *Store) PutSecret(ctx context.Context, r *secret.Record) error {
 func (s *Store) GetSecret(ctx context.Context, name string) (*secret.Record, error) {
 	r, err := scanSecret(s.r.QueryRowContext(ctx, `SELECT `+secretCols+` FROM secrets WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, secretNotFound(name)
+		return nil, store.SecretNotFound(name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading secret %q: %w", name, err)
@@ -64,7 +64,7 @@ func (s *Store) ListSecrets(ctx context.Context) ([]*secret.Record, error) {
 // DeleteSecret removes a secret.
 func (s *Store) DeleteSecret(ctx context.Context, name string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		return execOne(ctx, tx, secretNotFound(name), `DELETE FROM secrets WHERE name = ?`, name)
+		return execOne(ctx, tx, store.SecretNotFound(name), `DELETE FROM secrets WHERE name = ?`, name)
 	})
 	return wrap(err, "removing secret %q", name)
 }
@@ -83,9 +83,4 @@ func scanSecret(row scanner) (*secret.Record, error) {
 		return nil, err
 	}
 	return &r, nil
-}
-
-func secretNotFound(name string) error {
-	return errdefs.WithHint(errdefs.NotFound("secret %q not found", name),
-		"list secrets with `den secret ls`; set one with `den secret set "+name+"`")
 }

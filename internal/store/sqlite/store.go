@@ -28,8 +28,8 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/store"
 )
 
 var _ sandbox.Store = (*Store)(nil)
@@ -206,16 +206,6 @@ func (s *Store) writeRelaxed(ctx context.Context, fn func(tx *sql.Tx) error) err
 	return tx.Commit()
 }
 
-// wrap adds what was being done to an error the store did not classify
-// itself (the driver's, the context's). Classified errors already say what
-// went wrong in words a user can act on, and are returned as they are.
-func wrap(err error, format string, a ...any) error {
-	if err == nil || errdefs.Class(err) != nil {
-		return err
-	}
-	return fmt.Errorf(format+": %w", append(a, err)...)
-}
-
 // isConstraint reports whether err is SQLite refusing a write for breaking
 // the given constraint (an extended result code).
 func isConstraint(err error, code int) bool {
@@ -227,19 +217,7 @@ func isUniqueViolation(err error) bool {
 	return isConstraint(err, sqlite3.SQLITE_CONSTRAINT_UNIQUE) || isConstraint(err, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
 }
 
-// timeLayout keeps nanoseconds and a fixed width, so stored times sort as
-// text in time order.
-const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
-
-func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
-
-func parseTime(s string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("parsing stored time %q: %w", s, err)
-	}
-	return t.UTC(), nil
-}
+var formatTime, parseTime, now, wrap = store.FormatTime, store.ParseTime, store.Now, store.Wrap
 
 // formatNullTime and parseNullTime convert a nullable time column.
 func formatNullTime(t *time.Time) sql.NullString {
@@ -259,10 +237,6 @@ func parseNullTime(s sql.NullString) (*time.Time, error) {
 	}
 	return &t, nil
 }
-
-// now is the store's clock: UTC, without a monotonic reading, so what the
-// caller is handed back equals what a later read returns.
-func now() time.Time { return time.Now().UTC() }
 
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/store"
 )
 
 var _ auth.Store = (*Store)(nil)
@@ -33,8 +34,7 @@ func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
 			return err
 		}
 		if n > 0 {
-			return errdefs.WithHint(errdefs.Conflict("token name %q is already in use", rec.Name),
-				fmt.Sprintf("choose another name, or revoke the old token with `den token revoke %s`", rec.Name))
+			return store.TokenNameInUse(rec.Name)
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			rec.ID, rec.Name, rec.Hash, string(rec.Scope), rec.Owner, formatTime(rec.CreatedAt),
@@ -59,7 +59,7 @@ func (s *Store) GetToken(ctx context.Context, ref string) (*auth.Token, error) {
 		ORDER BY id = ?1 DESC LIMIT 1`, ref)
 	t, err := scanToken(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, tokenNotFound(ref)
+		return nil, store.TokenNotFound(ref)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading token %q: %w", ref, err)
@@ -81,7 +81,7 @@ func (s *Store) RevokeToken(ctx context.Context, id string, at time.Time) error 
 			return err
 		}
 		if n == 0 {
-			return tokenNotFound(id)
+			return store.TokenNotFound(id)
 		}
 		_, err := tx.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, formatTime(at), id)
 		return err
@@ -92,7 +92,7 @@ func (s *Store) RevokeToken(ctx context.Context, id string, at time.Time) error 
 // TouchToken records when a token was last used.
 func (s *Store) TouchToken(ctx context.Context, id string, at time.Time) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		return execOne(ctx, tx, tokenNotFound(id), `UPDATE tokens SET last_used_at = ? WHERE id = ?`, formatTime(at), id)
+		return execOne(ctx, tx, store.TokenNotFound(id), `UPDATE tokens SET last_used_at = ? WHERE id = ?`, formatTime(at), id)
 	})
 	return wrap(err, "recording the use of token %q", id)
 }
@@ -128,8 +128,4 @@ func normalizeTokenTimes(t *auth.Token) {
 			*p = &u
 		}
 	}
-}
-
-func tokenNotFound(ref string) error {
-	return errdefs.WithHint(errdefs.NotFound("token %q not found", ref), "list tokens with `den token ls`")
 }
