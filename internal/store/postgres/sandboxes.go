@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -23,6 +24,8 @@ const sandboxCols = `id, name, spec, state, reason, generation, version, node, s
 // an update the new version and update time.
 var sandboxFields = []string{"name", "image", "spec", "state", "reason", "generation", "node", "slot", "token",
 	"policy", "usage", "checkpoint", "origin", "head", "pending", "owner", "init"}
+
+var _ sandbox.QuotaStore = (*Store)(nil)
 
 var (
 	insertSandbox = `INSERT INTO sandboxes (id, version, created_at, updated_at, ` + strings.Join(sandboxFields, ", ") +
@@ -57,6 +60,62 @@ func assignments(from int, cols []string) string {
 // network slot held by a sandbox that is not destroyed is a conflict:
 // of two dends racing for one, the unique index lets exactly one in.
 func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandbox.Event) error {
+	return s.createSandbox(ctx, sb, ev, nil)
+}
+
+// CreateSandboxWithin is CreateSandbox that also refuses, with the class
+// errdefs.ErrQuota, a sandbox its owner's use would go over q with. The
+// use is counted from the records in the same transaction, under an
+// advisory lock on the owner: of two dends creating for one owner at
+// once, the second counts the first's sandbox. Admins (owner "") have no
+// quota.
+func (s *Store) CreateSandboxWithin(ctx context.Context, sb *sandbox.Sandbox, ev sandbox.Event, q sandbox.Quota) error {
+	if sb.Owner == "" {
+		return s.CreateSandbox(ctx, sb, ev)
+	}
+	return s.createSandbox(ctx, sb, ev, func(tx pgx.Tx, rec *sandbox.Sandbox) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, lockOwner, rec.Owner); err != nil {
+			return err
+		}
+		use, err := ownerUse(ctx, tx, rec.Owner)
+		if err != nil {
+			return fmt.Errorf("counting the use of owner %s: %w", rec.Owner, err)
+		}
+		return q.Admit(rec.Owner, use, rec.Use())
+	})
+}
+
+// ownerUse counts what an owner's sandboxes hold, as the quota counts
+// it: those not destroyed, and their manual checkpoints.
+func ownerUse(ctx context.Context, tx pgx.Tx, owner string) (sandbox.Use, error) {
+	var use sandbox.Use
+	rows, err := tx.Query(ctx, `SELECT id, spec FROM sandboxes WHERE owner = $1 AND state <> 'destroyed'`, owner)
+	if err != nil {
+		return use, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var sb sandbox.Sandbox
+		var spec []byte
+		if err := rows.Scan(&sb.ID, &spec); err != nil {
+			return use, err
+		}
+		if err := json.Unmarshal(spec, &sb.Spec); err != nil {
+			return use, fmt.Errorf("decoding spec of sandbox %q: %w", sb.ID, err)
+		}
+		use = use.Plus(sb.Use())
+	}
+	if err := rows.Err(); err != nil {
+		return use, err
+	}
+	err = tx.QueryRow(ctx, `SELECT count(*) FROM checkpoints c JOIN sandboxes s ON s.id = c.sandbox_id
+		WHERE s.owner = $1 AND s.state <> 'destroyed' AND c.kind = $2`, owner, sandbox.CheckpointManual).Scan(&use.Checkpoints)
+	return use, err
+}
+
+// createSandbox is CreateSandbox, with admit (when set) run in its
+// transaction before the record is written.
+func (s *Store) createSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandbox.Event, admit func(pgx.Tx, *sandbox.Sandbox) error) error {
 	if sb.ID == "" || !sb.State.Valid() {
 		return store.InvalidSandbox(sb)
 	}
@@ -78,6 +137,11 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 		}
 		if taken {
 			return store.SandboxIDTaken(rec.ID)
+		}
+		if admit != nil {
+			if err := admit(tx, &rec); err != nil {
+				return err
+			}
 		}
 		if err := checkClashes(ctx, tx, &rec); err != nil {
 			return err

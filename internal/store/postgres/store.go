@@ -165,6 +165,11 @@ const (
 	lockCheckpointTree int64 = 0x64656e_0001
 )
 
+// lockOwner is the first key of the two-key advisory lock on one owner
+// (the second is a hash of its identity), held while its use is counted
+// and a sandbox of its added.
+const lockOwner int32 = 0x64656e
+
 // scanner is a pgx.Row or pgx.Rows.
 type scanner interface {
 	Scan(dest ...any) error
