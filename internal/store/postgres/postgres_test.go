@@ -1,7 +1,10 @@
 package postgres
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/store/postgres/pgtest"
@@ -35,4 +38,56 @@ func openTest(t *testing.T, dsn string) *Store {
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
+}
+
+// A database a newer den migrated is refused, and left as it is.
+func TestRefusesNewerSchema(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	st := openTest(t, dsn)
+	if _, err := st.pool.Exec(t.Context(), `INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, '9999_future', 'x')`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(t.Context(), dsn, nil)
+	if err == nil || !strings.Contains(err.Error(), "schema version 9999") || !strings.Contains(err.Error(), "upgrade den") {
+		t.Fatalf("Open = %v, want a refusal naming version 9999", err)
+	}
+}
+
+// Records outlive the store that wrote them.
+func TestReopenKeepsData(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	st, err := Open(t.Context(), dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := newTestSandbox("sb-1", "web", "", 3)
+	create(t, st, sb)
+	st.Close()
+	got, err := openTest(t, dsn).GetSandbox(t.Context(), "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != "sb-1" || got.Version != 1 || got.Slot != 3 {
+		t.Fatalf("reopened: %+v", got)
+	}
+}
+
+// A DSN that does not parse is refused without repeating it: it may hold
+// a password.
+func TestBadDSNKeepsPassword(t *testing.T) {
+	_, err := Open(t.Context(), "postgres://den:s3cret@127.0.0.1:notaport/db", nil)
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("Open = %v, want an error without the password", err)
+	}
+}
+
+// A server that does not answer is an error naming where, not the
+// password.
+func TestUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	_, err := Open(ctx, "postgres://den:s3cret@127.0.0.1:1/db?connect_timeout=2", nil)
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "127.0.0.1:1/db") {
+		t.Fatalf("Open = %v, want an error naming the server and not the password", err)
+	}
 }
