@@ -2,10 +2,12 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/store/postgres/pgtest"
 	"github.com/den-dev/den/internal/store/storetest"
@@ -90,4 +92,24 @@ func TestUnreachable(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "127.0.0.1:1/db") {
 		t.Fatalf("Open = %v, want an error naming the server and not the password", err)
 	}
+}
+
+// One dend claims a database; a second is refused with the first's
+// name, and gets it once the first lets go.
+func TestSole(t *testing.T) {
+	st := twoStores(t)
+	_, release, err := st[0].Sole(t.Context(), "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = st[1].Sole(t.Context(), "node-b")
+	if !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "dend node-a") {
+		t.Fatalf("second claim = %v, want a conflict naming dend node-a", err)
+	}
+	release()
+	_, release, err = st[1].Sole(t.Context(), "node-b")
+	if err != nil {
+		t.Fatalf("claim after release: %v", err)
+	}
+	release()
 }
