@@ -35,6 +35,12 @@ type Config struct {
 	Runsc        string        // pinned runsc binary
 	Init         string        // den-init binary
 	Storage      string        // auto, btrfs or copy
+	// Store is the PostgreSQL database dend keeps its records in, as a
+	// DSN (postgres://...); "" keeps them in SQLite in the data directory.
+	Store string
+	// ImportSQLite, with a PostgreSQL Store, is a SQLite store to copy
+	// into it once (see ImportSQLite) instead of serving.
+	ImportSQLite string
 	PoolSize     int64         // size of the loop file made when the data dir is not on btrfs
 	Subnet       string        // private range for sandbox links
 	DNSUpstreams string        // name servers den's resolver asks for allowed names, "ADDR[:PORT],..."; default: the host's
@@ -126,6 +132,9 @@ func (c *Config) Validate() error {
 	case StorageAuto, StorageBtrfs, StorageCopy:
 	default:
 		return bad("storage", "%q is not one of auto, btrfs, copy", c.Storage)
+	}
+	if err := c.validateStore(); err != nil {
+		return err
 	}
 	if c.PoolSize < 1<<30 {
 		return bad("pool-size", "%d bytes is below the 1G minimum", c.PoolSize)

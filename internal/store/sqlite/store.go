@@ -262,7 +262,7 @@ func execOne(ctx context.Context, tx *sql.Tx, notFound error, query string, args
 
 // queryAll runs a query and scans every row with scan; doing says what
 // for errors. An empty result is an empty, non-nil list.
-func queryAll[T any](ctx context.Context, db *sql.DB, scan func(scanner) (T, error), doing, query string, args ...any) ([]T, error) {
+func queryAll[T any](ctx context.Context, db querier, scan func(scanner) (T, error), doing, query string, args ...any) ([]T, error) {
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", doing, err)
