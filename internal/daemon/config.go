@@ -26,21 +26,17 @@ const (
 // Config is everything dend can be told. Defaults come from Default; flags
 // and environment are merged into it in cmd/dend only.
 type Config struct {
-	DataDir    string // records, pool, run output, logs
-	RunDir     string // engine state that must not survive a reboot
-	Socket     string // unix socket for the local CLI (root only)
-	Listen     string // optional TCP listener, e.g. 127.0.0.1:7070
-	TokenFile  string // admin bearer token for the TCP listener, from before API tokens; created if missing
-	SecretsKey string // the secrets' encryption key file; default DATA_DIR/secrets.key
-	Runsc      string // pinned runsc binary
-	Init       string // den-init binary
-	Storage    string // auto, btrfs or copy
-	// Store is the PostgreSQL database dend keeps its records in, as a
-	// DSN (postgres://...); "" keeps them in SQLite in the data directory.
-	Store string
-	// ImportSQLite, with a PostgreSQL Store, is a SQLite store to copy
-	// into it once (see ImportSQLite) instead of serving.
-	ImportSQLite string
+	DataDir      string        // records, pool, run output, logs
+	RunDir       string        // engine state that must not survive a reboot
+	Socket       string        // unix socket for the local CLI (root only)
+	Listen       string        // optional TCP listener, e.g. 127.0.0.1:7070
+	TokenFile    string        // admin bearer token for the TCP listener, from before API tokens; created if missing
+	SecretsKey   string        // the secrets' encryption key file; default DATA_DIR/secrets.key
+	Runsc        string        // pinned runsc binary
+	Init         string        // den-init binary
+	Storage      string        // auto, btrfs or copy
+	Store        string        // PostgreSQL DSN (postgres://...) of the records; "" for SQLite in DataDir
+	ImportSQLite string        // with Store: a SQLite store to copy into it once, instead of serving
 	PoolSize     int64         // size of the loop file made when the data dir is not on btrfs
 	Subnet       string        // private range for sandbox links
 	DNSUpstreams string        // name servers den's resolver asks for allowed names, "ADDR[:PORT],..."; default: the host's
