@@ -46,10 +46,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("creating %s: %w", d, err)
 		}
 	}
-	pool, err := openStorage(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
 	st, lost, closeStore, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -65,6 +61,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			case <-ctx.Done():
 			}
 		}()
+	}
+	// The pool after the store: a dend refused its database makes no pool.
+	pool, err := openStorage(ctx, cfg, log)
+	if err != nil {
+		return err
 	}
 	// secrets is both what the API sets, lists and removes and where
 	// sandboxes' execs get the secrets granted to them.

@@ -313,12 +313,18 @@ var shared struct {
 // was started. Call it from TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
+	StopShared()
+	os.Exit(code)
+}
+
+// StopShared stops the shared server, if one was started: for a TestMain
+// that does more than Main.
+func StopShared() {
 	if shared.s != nil {
 		if err := shared.s.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "pgtest: stopping the server:", err)
 		}
 	}
-	os.Exit(code)
 }
 
 // Shared returns the test binary's server, starting it on first use. The
