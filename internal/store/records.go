@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -201,4 +202,19 @@ func Wrap(err error, format string, a ...any) error {
 		return err
 	}
 	return fmt.Errorf(format+": %w", append(a, err)...)
+}
+
+// InvalidToken is a token without an id or a hash.
+func InvalidToken(name string) error {
+	return errdefs.Invalid("cannot store token %q: it needs an id and a hash", name)
+}
+
+// InvalidAuditLimit is a query for no entries or too many.
+func InvalidAuditLimit(n int) error {
+	return errdefs.WithHint(errdefs.Invalid("invalid audit limit %d", n), fmt.Sprintf("ask for 1 to %d entries", audit.MaxLimit))
+}
+
+// InvalidRequest is an idempotency record without a key or a caller.
+func InvalidRequest() error {
+	return errdefs.Invalid("cannot record a request without a key and a caller")
 }

@@ -9,10 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/den-dev/den/internal/audit"
-	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/store"
 )
-
-const auditCols = `seq, time, token_id, token_name, method, route, path, sandbox_id, sandbox, status, error`
 
 // RecordAudit appends e and sets its Seq. A zero Time is set to now.
 func (s *Store) RecordAudit(ctx context.Context, e *audit.Entry) error {
@@ -39,12 +37,9 @@ func (s *Store) PruneAudit(ctx context.Context, before time.Time) (int64, error)
 
 // QueryAudit returns the newest entries f selects, oldest first.
 func (s *Store) QueryAudit(ctx context.Context, f audit.Filter) ([]*audit.Entry, error) {
-	limit := f.Limit
-	switch {
-	case limit == 0:
-		limit = audit.DefaultLimit
-	case limit < 0 || limit > audit.MaxLimit:
-		return nil, errdefs.WithHint(errdefs.Invalid("invalid audit limit %d", f.Limit), fmt.Sprintf("ask for 1 to %d entries", audit.MaxLimit))
+	limit, err := store.AuditLimit(f)
+	if err != nil {
+		return nil, err
 	}
 	var where []string
 	var args []any
@@ -63,22 +58,11 @@ func (s *Store) QueryAudit(ctx context.Context, f audit.Filter) ([]*audit.Entry,
 		tok := arg(f.Token)
 		where = append(where, "(token_id = "+tok+" OR token_name = "+tok+")")
 	}
-	q := `SELECT ` + auditCols + ` FROM audit`
+	q := `SELECT ` + store.AuditCols + ` FROM audit`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
 	// The newest limit entries, then turned oldest first.
 	q = `SELECT * FROM (` + q + ` ORDER BY time DESC, seq DESC LIMIT ` + arg(limit) + `) AS newest ORDER BY time, seq`
-	return queryAll(ctx, s, scanAudit, "reading the audit log", q, args...)
-}
-
-func scanAudit(row scanner) (*audit.Entry, error) {
-	var e audit.Entry
-	var t string
-	err := row.Scan(&e.Seq, &t, &e.TokenID, &e.TokenName, &e.Method, &e.Route, &e.Path, &e.SandboxID, &e.Sandbox, &e.Status, &e.Error)
-	if err != nil {
-		return nil, err
-	}
-	e.Time, err = parseTime(t)
-	return &e, err
+	return queryAll(ctx, s, store.ScanAudit, "reading the audit log", q, args...)
 }

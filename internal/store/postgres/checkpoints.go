@@ -13,8 +13,6 @@ import (
 	"github.com/den-dev/den/internal/store"
 )
 
-const checkpointCols = `id, sandbox_id, name, kind, parent, memory, generation, manifest, created_at`
-
 // CreateCheckpoint inserts a checkpoint of an existing sandbox. CreatedAt
 // is set to now when zero. A name another checkpoint of the same sandbox
 // has, or an id already taken, is a conflict. NeededBy is not stored.
@@ -51,12 +49,11 @@ func (s *Store) CreateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) err
 
 // insertCheckpointRow inserts c as it is.
 func insertCheckpointRow(ctx context.Context, tx pgx.Tx, c *sandbox.Checkpoint) error {
-	manifest, err := json.Marshal(c.Manifest)
+	values, err := store.CheckpointValues(c)
 	if err != nil {
-		return fmt.Errorf("encoding manifest of checkpoint %q: %w", c.ID, err)
+		return err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO checkpoints (`+checkpointCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		c.ID, c.SandboxID, c.Name, c.Kind, c.Parent, c.Memory, c.Generation, manifest, formatTime(c.CreatedAt))
+	_, err = tx.Exec(ctx, `INSERT INTO checkpoints (`+store.CheckpointCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, values...)
 	switch index, ok := uniqueViolation(err); {
 	case !ok:
 		return err
@@ -73,13 +70,13 @@ func insertCheckpointRow(ctx context.Context, tx pgx.Tx, c *sandbox.Checkpoint) 
 func (s *Store) GetCheckpoint(ctx context.Context, sandboxID, ref string) (*sandbox.Checkpoint, error) {
 	var row pgx.Row
 	if sandboxID == "" {
-		row = s.pool.QueryRow(ctx, `SELECT `+checkpointCols+` FROM checkpoints WHERE id = $1`, ref)
+		row = s.pool.QueryRow(ctx, `SELECT `+store.CheckpointCols+` FROM checkpoints WHERE id = $1`, ref)
 	} else {
-		row = s.pool.QueryRow(ctx, `SELECT `+checkpointCols+` FROM checkpoints
+		row = s.pool.QueryRow(ctx, `SELECT `+store.CheckpointCols+` FROM checkpoints
 			WHERE sandbox_id = $1 AND (id = $2 OR name = $2)
 			ORDER BY id = $2 DESC LIMIT 1`, sandboxID, ref)
 	}
-	c, err := scanCheckpoint(row)
+	c, err := store.ScanCheckpoint(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.CheckpointNotFound(ref)
 	}
@@ -93,11 +90,11 @@ func (s *Store) GetCheckpoint(ctx context.Context, sandboxID, ref string) (*sand
 // when sandboxID is "", oldest first.
 func (s *Store) ListCheckpoints(ctx context.Context, sandboxID string) ([]*sandbox.Checkpoint, error) {
 	if sandboxID == "" {
-		return queryAll(ctx, s, scanCheckpoint, "listing checkpoints",
-			`SELECT `+checkpointCols+` FROM checkpoints ORDER BY created_at, id`)
+		return queryAll(ctx, s, store.ScanCheckpoint, "listing checkpoints",
+			`SELECT `+store.CheckpointCols+` FROM checkpoints ORDER BY created_at, id`)
 	}
-	return queryAll(ctx, s, scanCheckpoint, fmt.Sprintf("listing checkpoints of sandbox %q", sandboxID),
-		`SELECT `+checkpointCols+` FROM checkpoints WHERE sandbox_id = $1 ORDER BY created_at, id`, sandboxID)
+	return queryAll(ctx, s, store.ScanCheckpoint, fmt.Sprintf("listing checkpoints of sandbox %q", sandboxID),
+		`SELECT `+store.CheckpointCols+` FROM checkpoints WHERE sandbox_id = $1 ORDER BY created_at, id`, sandboxID)
 }
 
 // UpdateCheckpoint rewrites the manifest, name and parent of the
@@ -116,7 +113,7 @@ func (s *Store) UpdateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) err
 		}
 		err := execOne(ctx, tx, store.CheckpointNotFound(c.ID),
 			`UPDATE checkpoints SET name = $1, parent = $2, manifest = $3 WHERE id = $4`,
-			c.Name, c.Parent, manifest, c.ID)
+			c.Name, c.Parent, string(manifest), c.ID)
 		if _, ok := uniqueViolation(err); ok {
 			return store.CheckpointNameTaken(c.Name)
 		}
@@ -148,21 +145,4 @@ func (s *Store) DeleteCheckpoint(ctx context.Context, id string) error {
 		return execOne(ctx, tx, store.CheckpointNotFound(id), `DELETE FROM checkpoints WHERE id = $1`, id)
 	})
 	return wrap(err, "deleting checkpoint %q", id)
-}
-
-func scanCheckpoint(row scanner) (*sandbox.Checkpoint, error) {
-	var c sandbox.Checkpoint
-	var manifest []byte
-	var created string
-	err := row.Scan(&c.ID, &c.SandboxID, &c.Name, &c.Kind, &c.Parent, &c.Memory, &c.Generation, &manifest, &created)
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(manifest, &c.Manifest); err != nil {
-		return nil, fmt.Errorf("decoding manifest of checkpoint %q: %w", c.ID, err)
-	}
-	if c.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	return &c, nil
 }

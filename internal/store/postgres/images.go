@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -12,8 +11,6 @@ import (
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/store"
 )
-
-const imageCols = `name, source, ref, digest, size_bytes, env, cwd, "user", created_at`
 
 // PutImage inserts an image record or replaces the one with its name, in
 // one statement. CreatedAt is set to now when zero.
@@ -35,23 +32,22 @@ func (s *Store) PutImage(ctx context.Context, im *sandbox.Image) error {
 }
 
 func putImageRow(ctx context.Context, tx pgx.Tx, im *sandbox.Image) error {
-	env, err := json.Marshal(im.Env)
+	values, err := store.ImageValues(im)
 	if err != nil {
-		return fmt.Errorf("encoding env of image %q: %w", im.Name, err)
+		return err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO images (`+imageCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	_, err = tx.Exec(ctx, `INSERT INTO images (`+store.ImageCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		ON CONFLICT (name) DO UPDATE SET
 			source = excluded.source, ref = excluded.ref, digest = excluded.digest,
 			size_bytes = excluded.size_bytes, env = excluded.env, cwd = excluded.cwd,
-			"user" = excluded."user", created_at = excluded.created_at`,
-		im.Name, im.Source, im.Ref, im.Digest, im.SizeBytes, env, im.Cwd, im.User, formatTime(im.CreatedAt))
+			"user" = excluded."user", created_at = excluded.created_at`, values...)
 	return err
 }
 
 // GetImage returns the image with name.
 func (s *Store) GetImage(ctx context.Context, name string) (*sandbox.Image, error) {
-	row := s.pool.QueryRow(ctx, `SELECT `+imageCols+` FROM images WHERE name = $1`, name)
-	im, err := scanImage(row)
+	row := s.pool.QueryRow(ctx, `SELECT `+store.ImageCols+` FROM images WHERE name = $1`, name)
+	im, err := store.ScanImage(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ImageNotFound(name)
 	}
@@ -63,7 +59,7 @@ func (s *Store) GetImage(ctx context.Context, name string) (*sandbox.Image, erro
 
 // ListImages returns every image, by name.
 func (s *Store) ListImages(ctx context.Context) ([]*sandbox.Image, error) {
-	return queryAll(ctx, s, scanImage, "listing images", `SELECT `+imageCols+` FROM images ORDER BY name COLLATE "C"`)
+	return queryAll(ctx, s, store.ScanImage, "listing images", `SELECT `+store.ImageCols+` FROM images ORDER BY name COLLATE "C"`)
 }
 
 // DeleteImage removes the image record with name.
@@ -72,21 +68,4 @@ func (s *Store) DeleteImage(ctx context.Context, name string) error {
 		return execOne(ctx, tx, store.ImageNotFound(name), `DELETE FROM images WHERE name = $1`, name)
 	})
 	return wrap(err, "deleting image %q", name)
-}
-
-func scanImage(row scanner) (*sandbox.Image, error) {
-	var im sandbox.Image
-	var env []byte
-	var created string
-	err := row.Scan(&im.Name, &im.Source, &im.Ref, &im.Digest, &im.SizeBytes, &env, &im.Cwd, &im.User, &created)
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(env, &im.Env); err != nil {
-		return nil, fmt.Errorf("decoding env of image %q: %w", im.Name, err)
-	}
-	if im.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	return &im, nil
 }

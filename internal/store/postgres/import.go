@@ -172,13 +172,7 @@ func insertRecords(ctx context.Context, tx pgx.Tx, recs *store.Records) error {
 			e := formatTime(r.EndedAt)
 			ended = &e
 		}
-		var body []byte // nil: not kept
-		if r.BodyKept {
-			body = r.Body
-			if body == nil {
-				body = []byte{}
-			}
-		}
+		body := store.RequestBody(r)
 		_, err := tx.Exec(ctx, `INSERT INTO requests (scope, key, fingerprint, method, path, route, sandbox, state,
 			started_at, ended_at, status, content_type, body) VALUES (`+placeholders(1, 13)+`)`,
 			r.Scope, r.Key, r.Fingerprint, r.Method, r.Path, r.Route, r.Sandbox, string(r.State),

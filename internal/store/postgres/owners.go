@@ -12,8 +12,6 @@ import (
 	"github.com/den-dev/den/internal/store"
 )
 
-const ownerCols = `id, sandboxes, memory_bytes, cpus, disk_bytes, checkpoints, allow_private, updated_at`
-
 // PutOwner inserts or replaces an owner's record.
 func (s *Store) PutOwner(ctx context.Context, o *sandbox.Owner) error {
 	if o.ID == "" {
@@ -34,22 +32,20 @@ func (s *Store) PutOwner(ctx context.Context, o *sandbox.Owner) error {
 }
 
 func putOwnerRow(ctx context.Context, tx pgx.Tx, o *sandbox.Owner) error {
-	grants, err := store.EncodeGrants(o.AllowPrivate)
+	values, err := store.OwnerValues(o)
 	if err != nil {
 		return err
 	}
-	q := o.Quota
-	_, err = tx.Exec(ctx, `INSERT INTO owners (`+ownerCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+	_, err = tx.Exec(ctx, `INSERT INTO owners (`+store.OwnerCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (id) DO UPDATE SET sandboxes = excluded.sandboxes, memory_bytes = excluded.memory_bytes,
 			cpus = excluded.cpus, disk_bytes = excluded.disk_bytes, checkpoints = excluded.checkpoints,
-			allow_private = excluded.allow_private, updated_at = excluded.updated_at`,
-		o.ID, q.Sandboxes, q.MemoryBytes, q.CPUs, q.DiskBytes, q.Checkpoints, grants, formatTime(o.UpdatedAt))
+			allow_private = excluded.allow_private, updated_at = excluded.updated_at`, values...)
 	return err
 }
 
 // GetOwner returns an owner's record.
 func (s *Store) GetOwner(ctx context.Context, id string) (*sandbox.Owner, error) {
-	o, err := scanOwner(s.pool.QueryRow(ctx, `SELECT `+ownerCols+` FROM owners WHERE id = $1`, id))
+	o, err := store.ScanOwner(s.pool.QueryRow(ctx, `SELECT `+store.OwnerCols+` FROM owners WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.OwnerNotFound(id)
 	}
@@ -61,29 +57,11 @@ func (s *Store) GetOwner(ctx context.Context, id string) (*sandbox.Owner, error)
 
 // ListOwners returns every owner record, by id.
 func (s *Store) ListOwners(ctx context.Context) ([]*sandbox.Owner, error) {
-	return queryAll(ctx, s, scanOwner, "listing owners", `SELECT `+ownerCols+` FROM owners ORDER BY id COLLATE "C"`)
+	return queryAll(ctx, s, store.ScanOwner, "listing owners", `SELECT `+store.OwnerCols+` FROM owners ORDER BY id COLLATE "C"`)
 }
 
 // DeleteOwner removes an owner's record, if there is one.
 func (s *Store) DeleteOwner(ctx context.Context, id string) error {
 	_, err := s.pool.Exec(ctx, `DELETE FROM owners WHERE id = $1`, id)
 	return wrap(err, "removing owner %q", id)
-}
-
-func scanOwner(row scanner) (*sandbox.Owner, error) {
-	var o sandbox.Owner
-	var grants []byte
-	var updated string
-	q := &o.Quota
-	if err := row.Scan(&o.ID, &q.Sandboxes, &q.MemoryBytes, &q.CPUs, &q.DiskBytes, &q.Checkpoints, &grants, &updated); err != nil {
-		return nil, err
-	}
-	var err error
-	if o.AllowPrivate, err = store.DecodeGrants(o.ID, grants); err != nil {
-		return nil, err
-	}
-	if o.UpdatedAt, err = parseTime(updated); err != nil {
-		return nil, err
-	}
-	return &o, nil
 }

@@ -7,26 +7,18 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/idempotency"
 	"github.com/den-dev/den/internal/store"
 )
-
-const requestCols = `scope, key, fingerprint, method, path, route, sandbox, state, started_at, ended_at, status, content_type, body, body IS NOT NULL`
 
 // BeginRequest records r as in progress unless its scope and key are
 // recorded already, in which case it returns that record. Of two dends
 // beginning one key at once, the primary key lets exactly one insert; the
 // other waits for it to commit and gets its record.
 func (s *Store) BeginRequest(ctx context.Context, r *idempotency.Record) (*idempotency.Record, bool, error) {
-	if r.Key == "" || r.Scope == "" {
-		return nil, false, errdefs.Invalid("cannot record a request without a key and a caller")
+	if err := store.BeginRequest(r, now()); err != nil {
+		return nil, false, err
 	}
-	if r.StartedAt.IsZero() {
-		r.StartedAt = now()
-	}
-	r.StartedAt = r.StartedAt.UTC()
-	r.State = idempotency.InProgress
 	var existing *idempotency.Record
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		existing = nil
@@ -36,7 +28,7 @@ func (s *Store) BeginRequest(ctx context.Context, r *idempotency.Record) (*idemp
 		if err != nil || tag.RowsAffected() == 1 {
 			return err
 		}
-		existing, err = scanRequest(tx.QueryRow(ctx, `SELECT `+requestCols+` FROM requests WHERE scope = $1 AND key = $2`, r.Scope, r.Key))
+		existing, err = store.ScanRequest(tx.QueryRow(ctx, `SELECT `+store.RequestCols+` FROM requests WHERE scope = $1 AND key = $2`, r.Scope, r.Key))
 		return err
 	})
 	if err != nil {
@@ -47,20 +39,7 @@ func (s *Store) BeginRequest(ctx context.Context, r *idempotency.Record) (*idemp
 
 // FinishRequest records the answer to the request of r.Key.
 func (s *Store) FinishRequest(ctx context.Context, r *idempotency.Record) error {
-	if r.EndedAt.IsZero() {
-		r.EndedAt = now()
-	}
-	r.EndedAt = r.EndedAt.UTC()
-	if r.State == "" {
-		r.State = idempotency.Done
-	}
-	var body []byte // nil: NULL, not kept
-	if r.BodyKept {
-		body = r.Body
-		if body == nil {
-			body = []byte{}
-		}
-	}
+	body := store.FinishRequest(r, now())
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		return execOne(ctx, tx, store.RequestNotFound(r.Key),
 			`UPDATE requests SET state = $1, ended_at = $2, status = $3, content_type = $4, body = $5, sandbox = $6 WHERE scope = $7 AND key = $8`,
@@ -71,7 +50,7 @@ func (s *Store) FinishRequest(ctx context.Context, r *idempotency.Record) error 
 
 // GetRequest returns the record of key in scope.
 func (s *Store) GetRequest(ctx context.Context, scope, key string) (*idempotency.Record, error) {
-	r, err := scanRequest(s.pool.QueryRow(ctx, `SELECT `+requestCols+` FROM requests WHERE scope = $1 AND key = $2`, scope, key))
+	r, err := store.ScanRequest(s.pool.QueryRow(ctx, `SELECT `+store.RequestCols+` FROM requests WHERE scope = $1 AND key = $2`, scope, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.RequestNotFound(key)
 	}
@@ -95,32 +74,4 @@ func (s *Store) PruneRequests(ctx context.Context, before time.Time) (int64, err
 		return 0, wrap(err, "pruning idempotency records")
 	}
 	return tag.RowsAffected(), nil
-}
-
-func scanRequest(row scanner) (*idempotency.Record, error) {
-	var r idempotency.Record
-	var state, started string
-	var ended *string
-	var body []byte
-	err := row.Scan(&r.Scope, &r.Key, &r.Fingerprint, &r.Method, &r.Path, &r.Route, &r.Sandbox, &state, &started, &ended,
-		&r.Status, &r.ContentType, &body, &r.BodyKept)
-	if err != nil {
-		return nil, err
-	}
-	r.State = idempotency.State(state)
-	if r.StartedAt, err = parseTime(started); err != nil {
-		return nil, err
-	}
-	if ended != nil {
-		if r.EndedAt, err = parseTime(*ended); err != nil {
-			return nil, err
-		}
-	}
-	if r.BodyKept {
-		r.Body = body
-		if r.Body == nil {
-			r.Body = []byte{}
-		}
-	}
-	return &r, nil
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -13,25 +12,13 @@ import (
 	"github.com/den-dev/den/internal/store"
 )
 
-const runCols = `id, sandbox_id, generation, guest_id, argv, cwd, env_names, "user", tty, detached,
-	status, exit_code, signal, started_at, ended_at, stdout_size, stderr_size, limit_hit,
-	stdout_dropped, stderr_dropped, output_max, output_cut`
-
 // CreateRun inserts a run of an existing sandbox. StartedAt is set to now
 // when zero. A run id already taken is a conflict.
 func (s *Store) CreateRun(ctx context.Context, r *sandbox.Run) error {
 	if r.ID == "" {
 		return errdefs.Invalid("cannot store a run without an id")
 	}
-	rec := *r
-	if rec.StartedAt.IsZero() {
-		rec.StartedAt = now()
-	}
-	rec.StartedAt = rec.StartedAt.UTC() // as a read returns it
-	if rec.EndedAt != nil {
-		ended := rec.EndedAt.UTC()
-		rec.EndedAt = &ended
-	}
+	rec := store.NewRun(r, now())
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		var exists bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sandboxes WHERE id = $1)`, rec.SandboxID).Scan(&exists); err != nil {
@@ -40,22 +27,22 @@ func (s *Store) CreateRun(ctx context.Context, r *sandbox.Run) error {
 		if !exists {
 			return sandbox.NotFound(rec.SandboxID)
 		}
-		return insertRunRow(ctx, tx, &rec)
+		return insertRunRow(ctx, tx, rec)
 	})
 	if err != nil {
 		return wrap(err, "recording run %q", rec.ID)
 	}
-	*r = rec
+	*r = *rec
 	return nil
 }
 
 // insertRunRow inserts r as it is.
 func insertRunRow(ctx context.Context, tx pgx.Tx, r *sandbox.Run) error {
-	args, err := runArgs(r)
+	args, err := store.RunValues(r)
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO runs (`+runCols+`) VALUES (`+placeholders(1, 22)+`)`,
+	_, err = tx.Exec(ctx, `INSERT INTO runs (`+store.RunCols+`) VALUES (`+placeholders(1, 22)+`)`,
 		append([]any{r.ID, r.SandboxID}, args...)...)
 	if _, ok := uniqueViolation(err); ok {
 		return errdefs.Conflict("run id %q is already taken", r.ID)
@@ -65,7 +52,7 @@ func insertRunRow(ctx context.Context, tx pgx.Tx, r *sandbox.Run) error {
 
 // UpdateRun rewrites everything about a run but its id and sandbox.
 func (s *Store) UpdateRun(ctx context.Context, r *sandbox.Run) error {
-	args, err := runArgs(r)
+	args, err := store.RunValues(r)
 	if err != nil {
 		return err
 	}
@@ -82,8 +69,8 @@ func (s *Store) UpdateRun(ctx context.Context, r *sandbox.Run) error {
 
 // GetRun returns one run of a sandbox.
 func (s *Store) GetRun(ctx context.Context, sandboxID, runID string) (*sandbox.Run, error) {
-	row := s.pool.QueryRow(ctx, `SELECT `+runCols+` FROM runs WHERE id = $1 AND sandbox_id = $2`, runID, sandboxID)
-	r, err := scanRun(row)
+	row := s.pool.QueryRow(ctx, `SELECT `+store.RunCols+` FROM runs WHERE id = $1 AND sandbox_id = $2`, runID, sandboxID)
+	r, err := store.ScanRun(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.RunNotFound(runID)
 	}
@@ -102,55 +89,14 @@ func (s *Store) ListRuns(ctx context.Context, sandboxID string, limit int) ([]*s
 	if limit > 0 {
 		lim = &limit
 	}
-	return queryAll(ctx, s, scanRun, fmt.Sprintf("listing runs of sandbox %q", sandboxID),
-		`SELECT `+runCols+` FROM runs WHERE sandbox_id = $1 ORDER BY started_at DESC, seq DESC LIMIT $2`,
+	return queryAll(ctx, s, store.ScanRun, fmt.Sprintf("listing runs of sandbox %q", sandboxID),
+		`SELECT `+store.RunCols+` FROM runs WHERE sandbox_id = $1 ORDER BY started_at DESC, seq DESC LIMIT $2`,
 		sandboxID, lim)
 }
 
 // RunningRuns returns every run still marked running, in any sandbox,
 // oldest first.
 func (s *Store) RunningRuns(ctx context.Context) ([]*sandbox.Run, error) {
-	return queryAll(ctx, s, scanRun, "listing running runs",
-		`SELECT `+runCols+` FROM runs WHERE status = $1 ORDER BY started_at, seq`, string(sandbox.RunRunning))
-}
-
-// runArgs returns the columns of r after id and sandbox_id, in runCols order.
-func runArgs(r *sandbox.Run) ([]any, error) {
-	argv, err := json.Marshal(r.Argv)
-	if err != nil {
-		return nil, fmt.Errorf("encoding argv of run %q: %w", r.ID, err)
-	}
-	envNames, err := json.Marshal(r.EnvNames)
-	if err != nil {
-		return nil, fmt.Errorf("encoding env names of run %q: %w", r.ID, err)
-	}
-	return []any{r.Generation, r.GuestID, argv, r.Cwd, envNames, r.User, r.TTY, r.Detached,
-		string(r.Status), r.ExitCode, r.Signal, formatTime(r.StartedAt), store.FormatNullTime(r.EndedAt), r.StdoutSize, r.StderrSize, r.LimitHit,
-		r.StdoutDropped, r.StderrDropped, r.OutputMax, r.OutputCut}, nil
-}
-
-func scanRun(row scanner) (*sandbox.Run, error) {
-	var r sandbox.Run
-	var argv, envNames []byte
-	var started string
-	var ended *string
-	err := row.Scan(&r.ID, &r.SandboxID, &r.Generation, &r.GuestID, &argv, &r.Cwd, &envNames, &r.User,
-		&r.TTY, &r.Detached, &r.Status, &r.ExitCode, &r.Signal, &started, &ended, &r.StdoutSize, &r.StderrSize, &r.LimitHit,
-		&r.StdoutDropped, &r.StderrDropped, &r.OutputMax, &r.OutputCut)
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(argv, &r.Argv); err != nil {
-		return nil, fmt.Errorf("decoding argv of run %q: %w", r.ID, err)
-	}
-	if err := json.Unmarshal(envNames, &r.EnvNames); err != nil {
-		return nil, fmt.Errorf("decoding env names of run %q: %w", r.ID, err)
-	}
-	if r.StartedAt, err = parseTime(started); err != nil {
-		return nil, err
-	}
-	if r.EndedAt, err = store.ParseNullTime(ended); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return queryAll(ctx, s, store.ScanRun, "listing running runs",
+		`SELECT `+store.RunCols+` FROM runs WHERE status = $1 ORDER BY started_at, seq`, string(sandbox.RunRunning))
 }

@@ -15,23 +15,13 @@ import (
 	"github.com/den-dev/den/internal/store"
 )
 
-// sandboxCols are the columns scanSandbox reads, in its order.
-const sandboxCols = `id, name, spec, state, reason, generation, version, node, slot, token,
-	policy, usage, checkpoint, origin, head, pending, owner, init, created_at, updated_at`
-
-// sandboxFields are the columns every write sets from a Sandbox's fields,
-// in the order of sandboxValues. A create adds id, version and both times;
-// an update the new version and update time.
-var sandboxFields = []string{"name", "image", "spec", "state", "reason", "generation", "node", "slot", "token",
-	"policy", "usage", "checkpoint", "origin", "head", "pending", "owner", "init"}
-
 var _ sandbox.QuotaStore = (*Store)(nil)
 
 var (
-	insertSandbox = `INSERT INTO sandboxes (id, version, created_at, updated_at, ` + strings.Join(sandboxFields, ", ") +
-		`) VALUES (` + placeholders(1, 4+len(sandboxFields)) + `)`
-	updateSandbox = `UPDATE sandboxes SET version = $1, updated_at = $2, ` + assignments(3, sandboxFields) +
-		fmt.Sprintf(` WHERE id = $%d AND version = $%d`, 3+len(sandboxFields), 4+len(sandboxFields))
+	insertSandbox = `INSERT INTO sandboxes (id, version, created_at, updated_at, ` + strings.Join(store.SandboxFields, ", ") +
+		`) VALUES (` + placeholders(1, 4+len(store.SandboxFields)) + `)`
+	updateSandbox = `UPDATE sandboxes SET version = $1, updated_at = $2, ` + assignments(3, store.SandboxFields) +
+		fmt.Sprintf(` WHERE id = $%d AND version = $%d`, 3+len(store.SandboxFields), 4+len(store.SandboxFields))
 )
 
 // placeholders returns "$from, ..., $to".
@@ -116,21 +106,12 @@ func ownerUse(ctx context.Context, tx pgx.Tx, owner string) (sandbox.Use, error)
 // createSandbox is CreateSandbox, with admit (when set) run in its
 // transaction before the record is written.
 func (s *Store) createSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandbox.Event, admit func(pgx.Tx, *sandbox.Sandbox) error) error {
-	if sb.ID == "" || !sb.State.Valid() {
-		return store.InvalidSandbox(sb)
-	}
-	rec := *sb
-	rec.Version = 1
 	t := now()
-	if rec.CreatedAt.IsZero() {
-		rec.CreatedAt = t
+	rec, err := store.NewSandbox(sb, t)
+	if err != nil {
+		return err
 	}
-	if rec.UpdatedAt.IsZero() {
-		rec.UpdatedAt = rec.CreatedAt
-	}
-	rec.CreatedAt, rec.UpdatedAt = rec.CreatedAt.UTC(), rec.UpdatedAt.UTC() // as a read returns them
-	rec.Usage.RunningSince = rec.Usage.RunningSince.UTC()
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err = s.tx(ctx, func(tx pgx.Tx) error {
 		var taken bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sandboxes WHERE id = $1)`, rec.ID).Scan(&taken); err != nil {
 			return err
@@ -139,28 +120,28 @@ func (s *Store) createSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 			return store.SandboxIDTaken(rec.ID)
 		}
 		if admit != nil {
-			if err := admit(tx, &rec); err != nil {
+			if err := admit(tx, rec); err != nil {
 				return err
 			}
 		}
-		if err := checkClashes(ctx, tx, &rec); err != nil {
+		if err := checkClashes(ctx, tx, rec); err != nil {
 			return err
 		}
-		if err := insertSandboxRow(ctx, tx, &rec); err != nil {
+		if err := insertSandboxRow(ctx, tx, rec); err != nil {
 			return err
 		}
-		return insertEvent(ctx, tx, &rec, "", ev, t)
+		return insertEvent(ctx, tx, rec, "", ev, t)
 	})
 	if err != nil {
 		return wrap(err, "creating sandbox %q", rec.Name)
 	}
-	*sb = rec
+	*sb = *rec
 	return nil
 }
 
 // insertSandboxRow inserts sb as it is, version and times included.
 func insertSandboxRow(ctx context.Context, tx pgx.Tx, sb *sandbox.Sandbox) error {
-	values, err := sandboxValues(sb)
+	values, err := store.SandboxValues(sb)
 	if err != nil {
 		return err
 	}
@@ -187,10 +168,10 @@ func sandboxClash(sb *sandbox.Sandbox, err error) error {
 // sandboxes of admin callers (owner ""). Names are unique per owner: see
 // SandboxesNamed for the others'.
 func (s *Store) GetSandbox(ctx context.Context, ref string) (*sandbox.Sandbox, error) {
-	row := s.pool.QueryRow(ctx, `SELECT `+sandboxCols+` FROM sandboxes
+	row := s.pool.QueryRow(ctx, `SELECT `+store.SandboxCols+` FROM sandboxes
 		WHERE id = $1 OR (name = $1 AND owner = '' AND state <> 'destroyed')
 		ORDER BY id = $1 DESC LIMIT 1`, ref)
-	sb, err := scanSandbox(row)
+	sb, err := store.ScanSandbox(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, sandbox.NotFound(ref)
 	}
@@ -203,13 +184,13 @@ func (s *Store) GetSandbox(ctx context.Context, ref string) (*sandbox.Sandbox, e
 // SandboxesNamed returns the live sandboxes of every owner that have the
 // name, oldest first.
 func (s *Store) SandboxesNamed(ctx context.Context, name string) ([]*sandbox.Sandbox, error) {
-	return queryAll(ctx, s, scanSandbox, "finding sandboxes named "+strconv.Quote(name), `SELECT `+sandboxCols+` FROM sandboxes
+	return queryAll(ctx, s, store.ScanSandbox, "finding sandboxes named "+strconv.Quote(name), `SELECT `+store.SandboxCols+` FROM sandboxes
 		WHERE name = $1 AND state <> 'destroyed' ORDER BY created_at, seq`, name)
 }
 
 // ListSandboxes returns the sandboxes that are not destroyed, oldest first.
 func (s *Store) ListSandboxes(ctx context.Context) ([]*sandbox.Sandbox, error) {
-	return queryAll(ctx, s, scanSandbox, "listing sandboxes", `SELECT `+sandboxCols+` FROM sandboxes
+	return queryAll(ctx, s, store.ScanSandbox, "listing sandboxes", `SELECT `+store.SandboxCols+` FROM sandboxes
 		WHERE state <> 'destroyed' ORDER BY created_at, seq`)
 }
 
@@ -227,7 +208,7 @@ func (s *Store) ListSandboxes(ctx context.Context) ([]*sandbox.Sandbox, error) {
 // running and paused commits without waiting for the server's disk
 // (sandbox.InMemoryChange); every other write waits.
 func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandbox.Event) error {
-	values, err := sandboxValues(sb)
+	values, err := store.SandboxValues(sb)
 	if err != nil {
 		return err
 	}
@@ -292,20 +273,9 @@ func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
 // Events returns a sandbox's history, oldest first; none for an id the
 // store does not know.
 func (s *Store) Events(ctx context.Context, sandboxID string) ([]sandbox.Event, error) {
-	return queryAll(ctx, s, scanEvent, fmt.Sprintf("reading events of sandbox %q", sandboxID),
+	return queryAll(ctx, s, store.ScanEvent, fmt.Sprintf("reading events of sandbox %q", sandboxID),
 		`SELECT sandbox_id, seq, time, type, from_state, to_state, generation, message
 		FROM events WHERE sandbox_id = $1 ORDER BY seq`, sandboxID)
-}
-
-func scanEvent(row scanner) (sandbox.Event, error) {
-	var ev sandbox.Event
-	var t string
-	if err := row.Scan(&ev.SandboxID, &ev.Seq, &t, &ev.Type, &ev.From, &ev.To, &ev.Generation, &ev.Message); err != nil {
-		return ev, err
-	}
-	var err error
-	ev.Time, err = parseTime(t)
-	return ev, err
 }
 
 // checkClashes fails when a live sandbox other than sb holds sb's name
@@ -341,52 +311,10 @@ func checkClashes(ctx context.Context, tx pgx.Tx, sb *sandbox.Sandbox) error {
 // insertEvent appends ev to sb's history, filling in what the caller may
 // leave out.
 func insertEvent(ctx context.Context, tx pgx.Tx, sb *sandbox.Sandbox, from sandbox.State, ev sandbox.Event, t time.Time) error {
-	if ev.From == "" {
-		ev.From = from
-	}
-	if ev.To == "" {
-		ev.To = sb.State
-	}
-	if ev.Time.IsZero() {
-		ev.Time = t
-	}
 	_, err := tx.Exec(ctx, `INSERT INTO events (sandbox_id, time, type, from_state, to_state, generation, message)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		sb.ID, formatTime(ev.Time), ev.Type, ev.From, ev.To, ev.Generation, ev.Message)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, store.EventValues(sb, from, ev, t)...)
 	if err != nil {
 		return fmt.Errorf("appending event: %w", err)
 	}
 	return nil
-}
-
-// sandboxValues returns sb's values for sandboxFields, in their order.
-func sandboxValues(sb *sandbox.Sandbox) ([]any, error) {
-	j, err := store.EncodeSandbox(sb)
-	if err != nil {
-		return nil, err
-	}
-	return []any{sb.Name, sb.Spec.Image, j.Spec, string(sb.State), sb.Reason, sb.Generation, sb.Node, sb.Slot, sb.Token,
-		j.Policy, j.Usage, sb.Checkpoint, sb.Origin, sb.Head, sb.Pending, sb.Owner, sb.Init}, nil
-}
-
-func scanSandbox(row scanner) (*sandbox.Sandbox, error) {
-	var sb sandbox.Sandbox
-	var j store.SandboxJSON
-	var created, updated string
-	err := row.Scan(&sb.ID, &sb.Name, &j.Spec, &sb.State, &sb.Reason, &sb.Generation, &sb.Version,
-		&sb.Node, &sb.Slot, &sb.Token, &j.Policy, &j.Usage, &sb.Checkpoint, &sb.Origin, &sb.Head, &sb.Pending,
-		&sb.Owner, &sb.Init, &created, &updated)
-	if err != nil {
-		return nil, err
-	}
-	if err := store.DecodeSandbox(&sb, j); err != nil {
-		return nil, err
-	}
-	if sb.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	if sb.UpdatedAt, err = parseTime(updated); err != nil {
-		return nil, err
-	}
-	return &sb, nil
 }

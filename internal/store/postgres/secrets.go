@@ -11,8 +11,6 @@ import (
 	"github.com/den-dev/den/internal/store"
 )
 
-const secretCols = `name, ciphertext, nonce, key_id, created_at, updated_at`
-
 // PutSecret inserts r, or replaces the sealed value of the secret of that
 // name, keeping its creation time, in one statement. It sets r's times to
 // the stored ones.
@@ -20,7 +18,7 @@ func (s *Store) PutSecret(ctx context.Context, r *secret.Record) error {
 	t := now()
 	var created string
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, `INSERT INTO secrets (`+secretCols+`) VALUES ($1, $2, $3, $4, $5, $5)
+		return tx.QueryRow(ctx, `INSERT INTO secrets (`+store.SecretCols+`) VALUES ($1, $2, $3, $4, $5, $5)
 			ON CONFLICT (name) DO UPDATE SET ciphertext = excluded.ciphertext, nonce = excluded.nonce,
 				key_id = excluded.key_id, updated_at = excluded.updated_at
 			RETURNING created_at`,
@@ -39,7 +37,7 @@ func (s *Store) PutSecret(ctx context.Context, r *secret.Record) error {
 
 // GetSecret returns a sealed secret.
 func (s *Store) GetSecret(ctx context.Context, name string) (*secret.Record, error) {
-	r, err := scanSecret(s.pool.QueryRow(ctx, `SELECT `+secretCols+` FROM secrets WHERE name = $1`, name))
+	r, err := store.ScanSecret(s.pool.QueryRow(ctx, `SELECT `+store.SecretCols+` FROM secrets WHERE name = $1`, name))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.SecretNotFound(name)
 	}
@@ -51,7 +49,7 @@ func (s *Store) GetSecret(ctx context.Context, name string) (*secret.Record, err
 
 // ListSecrets returns every sealed secret, by name.
 func (s *Store) ListSecrets(ctx context.Context) ([]*secret.Record, error) {
-	return queryAll(ctx, s, scanSecret, "listing secrets", `SELECT `+secretCols+` FROM secrets ORDER BY name COLLATE "C"`)
+	return queryAll(ctx, s, store.ScanSecret, "listing secrets", `SELECT `+store.SecretCols+` FROM secrets ORDER BY name COLLATE "C"`)
 }
 
 // DeleteSecret removes a secret.
@@ -63,23 +61,7 @@ func (s *Store) DeleteSecret(ctx context.Context, name string) error {
 }
 
 func insertSecretRow(ctx context.Context, tx pgx.Tx, r *secret.Record) error {
-	_, err := tx.Exec(ctx, `INSERT INTO secrets (`+secretCols+`) VALUES ($1, $2, $3, $4, $5, $6)`,
+	_, err := tx.Exec(ctx, `INSERT INTO secrets (`+store.SecretCols+`) VALUES ($1, $2, $3, $4, $5, $6)`,
 		r.Name, r.Ciphertext, r.Nonce, r.KeyID, formatTime(r.CreatedAt), formatTime(r.UpdatedAt))
 	return err
-}
-
-func scanSecret(row scanner) (*secret.Record, error) {
-	var r secret.Record
-	var created, updated string
-	if err := row.Scan(&r.Name, &r.Ciphertext, &r.Nonce, &r.KeyID, &created, &updated); err != nil {
-		return nil, err
-	}
-	var err error
-	if r.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	if r.UpdatedAt, err = parseTime(updated); err != nil {
-		return nil, err
-	}
-	return &r, nil
 }

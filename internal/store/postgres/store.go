@@ -171,9 +171,7 @@ const (
 const lockOwner int32 = 0x64656e
 
 // scanner is a pgx.Row or pgx.Rows.
-type scanner interface {
-	Scan(dest ...any) error
-}
+type scanner = store.Scanner
 
 // execOne runs a statement that must touch exactly one row; when it
 // touches none it returns notFound.

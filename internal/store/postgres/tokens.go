@@ -13,37 +13,23 @@ import (
 	"github.com/den-dev/den/internal/store"
 )
 
-const tokenCols = `id, name, hash, scope, owner, created_at, expires_at, revoked_at, last_used_at`
-
 // CreateToken inserts t. CreatedAt is set to now when zero. A name held
 // by a token that is not revoked, or a taken id, is a conflict.
 func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
-	if t.ID == "" || t.Hash == "" {
-		return errdefs.Invalid("cannot store token %q: it needs an id and a hash", t.Name)
+	rec, err := store.NewToken(t, now())
+	if err != nil {
+		return err
 	}
-	rec := *t
-	if rec.CreatedAt.IsZero() {
-		rec.CreatedAt = now()
-	}
-	rec.CreatedAt = rec.CreatedAt.UTC()
-	err := s.tx(ctx, func(tx pgx.Tx) error { return insertTokenRow(ctx, tx, &rec) })
+	err = s.tx(ctx, func(tx pgx.Tx) error { return insertTokenRow(ctx, tx, rec) })
 	if err != nil {
 		return wrap(err, "creating token %q", rec.Name)
 	}
-	*t = rec
-	for _, p := range []**time.Time{&t.ExpiresAt, &t.RevokedAt, &t.LastUsedAt} {
-		if *p != nil {
-			u := (*p).UTC()
-			*p = &u
-		}
-	}
+	*t = *rec
 	return nil
 }
 
 func insertTokenRow(ctx context.Context, tx pgx.Tx, t *auth.Token) error {
-	_, err := tx.Exec(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		t.ID, t.Name, t.Hash, string(t.Scope), t.Owner, formatTime(t.CreatedAt),
-		store.FormatNullTime(t.ExpiresAt), store.FormatNullTime(t.RevokedAt), store.FormatNullTime(t.LastUsedAt))
+	_, err := tx.Exec(ctx, `INSERT INTO tokens (`+store.TokenCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, store.TokenValues(t)...)
 	switch index, ok := uniqueViolation(err); {
 	case !ok:
 		return err
@@ -56,10 +42,10 @@ func insertTokenRow(ctx context.Context, tx pgx.Tx, t *auth.Token) error {
 
 // GetToken finds a token by id, or else by name among those not revoked.
 func (s *Store) GetToken(ctx context.Context, ref string) (*auth.Token, error) {
-	row := s.pool.QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens
+	row := s.pool.QueryRow(ctx, `SELECT `+store.TokenCols+` FROM tokens
 		WHERE id = $1 OR (name = $1 AND revoked_at IS NULL)
 		ORDER BY id = $1 DESC LIMIT 1`, ref)
-	t, err := scanToken(row)
+	t, err := store.ScanToken(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.TokenNotFound(ref)
 	}
@@ -71,8 +57,8 @@ func (s *Store) GetToken(ctx context.Context, ref string) (*auth.Token, error) {
 
 // ListTokens returns every token, oldest first.
 func (s *Store) ListTokens(ctx context.Context) ([]*auth.Token, error) {
-	return queryAll(ctx, s, scanToken, "listing tokens",
-		`SELECT `+tokenCols+` FROM tokens ORDER BY created_at, seq`)
+	return queryAll(ctx, s, store.ScanToken, "listing tokens",
+		`SELECT `+store.TokenCols+` FROM tokens ORDER BY created_at, seq`)
 }
 
 // RevokeToken sets a token's revocation time, unless it has one.
@@ -97,27 +83,4 @@ func (s *Store) TouchToken(ctx context.Context, id string, at time.Time) error {
 		return execOne(ctx, tx, store.TokenNotFound(id), `UPDATE tokens SET last_used_at = $1 WHERE id = $2`, formatTime(at), id)
 	})
 	return wrap(err, "recording the use of token %q", id)
-}
-
-func scanToken(row scanner) (*auth.Token, error) {
-	var t auth.Token
-	var scope, created string
-	var expires, revoked, used *string
-	if err := row.Scan(&t.ID, &t.Name, &t.Hash, &scope, &t.Owner, &created, &expires, &revoked, &used); err != nil {
-		return nil, err
-	}
-	t.Scope = auth.Scope(scope)
-	var err error
-	if t.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	for _, f := range []struct {
-		from *string
-		into **time.Time
-	}{{expires, &t.ExpiresAt}, {revoked, &t.RevokedAt}, {used, &t.LastUsedAt}} {
-		if *f.into, err = store.ParseNullTime(f.from); err != nil {
-			return nil, err
-		}
-	}
-	return &t, nil
 }
