@@ -12,8 +12,6 @@ import (
 	"github.com/den-dev/den/internal/store"
 )
 
-const checkpointCols = `id, sandbox_id, name, kind, parent, memory, generation, manifest, created_at`
-
 // CreateCheckpoint inserts a checkpoint of an existing sandbox. CreatedAt
 // is set to now when zero. A name another checkpoint of the same sandbox
 // has, or an id already taken, is a conflict. NeededBy is not stored.
@@ -41,7 +39,7 @@ func (s *Store) CreateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) err
 		if err := checkpointIDFree(ctx, tx, rec.ID); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+store.CheckpointCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			rec.ID, rec.SandboxID, rec.Name, rec.Kind, rec.Parent, rec.Memory, rec.Generation, string(manifest),
 			formatTime(rec.CreatedAt))
 		if isUniqueViolation(err) {
@@ -62,13 +60,13 @@ func (s *Store) CreateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) err
 func (s *Store) GetCheckpoint(ctx context.Context, sandboxID, ref string) (*sandbox.Checkpoint, error) {
 	var row *sql.Row
 	if sandboxID == "" {
-		row = s.r.QueryRowContext(ctx, `SELECT `+checkpointCols+` FROM checkpoints WHERE id = ?`, ref)
+		row = s.r.QueryRowContext(ctx, `SELECT `+store.CheckpointCols+` FROM checkpoints WHERE id = ?`, ref)
 	} else {
-		row = s.r.QueryRowContext(ctx, `SELECT `+checkpointCols+` FROM checkpoints
+		row = s.r.QueryRowContext(ctx, `SELECT `+store.CheckpointCols+` FROM checkpoints
 			WHERE sandbox_id = ?1 AND (id = ?2 OR name = ?2)
 			ORDER BY id = ?2 DESC LIMIT 1`, sandboxID, ref)
 	}
-	c, err := scanCheckpoint(row)
+	c, err := store.ScanCheckpoint(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.CheckpointNotFound(ref)
 	}
@@ -82,11 +80,11 @@ func (s *Store) GetCheckpoint(ctx context.Context, sandboxID, ref string) (*sand
 // when sandboxID is "", oldest first.
 func (s *Store) ListCheckpoints(ctx context.Context, sandboxID string) ([]*sandbox.Checkpoint, error) {
 	if sandboxID == "" {
-		return queryAll(ctx, s.r, scanCheckpoint, "listing checkpoints",
-			`SELECT `+checkpointCols+` FROM checkpoints ORDER BY created_at, id`)
+		return queryAll(ctx, s.r, store.ScanCheckpoint, "listing checkpoints",
+			`SELECT `+store.CheckpointCols+` FROM checkpoints ORDER BY created_at, id`)
 	}
-	return queryAll(ctx, s.r, scanCheckpoint, fmt.Sprintf("listing checkpoints of sandbox %q", sandboxID),
-		`SELECT `+checkpointCols+` FROM checkpoints WHERE sandbox_id = ? ORDER BY created_at, id`, sandboxID)
+	return queryAll(ctx, s.r, store.ScanCheckpoint, fmt.Sprintf("listing checkpoints of sandbox %q", sandboxID),
+		`SELECT `+store.CheckpointCols+` FROM checkpoints WHERE sandbox_id = ? ORDER BY created_at, id`, sandboxID)
 }
 
 // UpdateCheckpoint rewrites the manifest, name and parent of the
@@ -141,20 +139,4 @@ func checkpointIDFree(ctx context.Context, tx *sql.Tx, id string) error {
 		return errdefs.Conflict("checkpoint id %q is already taken", id)
 	}
 	return nil
-}
-
-func scanCheckpoint(row scanner) (*sandbox.Checkpoint, error) {
-	var c sandbox.Checkpoint
-	var manifest, created string
-	err := row.Scan(&c.ID, &c.SandboxID, &c.Name, &c.Kind, &c.Parent, &c.Memory, &c.Generation, &manifest, &created)
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal([]byte(manifest), &c.Manifest); err != nil {
-		return nil, fmt.Errorf("decoding manifest of checkpoint %q: %w", c.ID, err)
-	}
-	if c.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	return &c, nil
 }

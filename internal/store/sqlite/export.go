@@ -36,26 +36,26 @@ func Export(ctx context.Context, path string, log *slog.Logger) (*store.Records,
 	var r store.Records
 	var errs []error
 	read := func(err error) { errs = append(errs, err) }
-	r.Sandboxes, err = queryAll(ctx, tx, scanSandbox, "reading sandboxes", `SELECT `+sandboxCols+` FROM sandboxes ORDER BY rowid`)
+	r.Sandboxes, err = queryAll(ctx, tx, store.ScanSandbox, "reading sandboxes", `SELECT `+store.SandboxCols+` FROM sandboxes ORDER BY rowid`)
 	read(err)
-	r.Events, err = queryAll(ctx, tx, scanEvent, "reading events",
-		`SELECT sandbox_id, seq, time, type, from_state, to_state, generation, message FROM events ORDER BY seq`)
+	r.Events, err = queryAll(ctx, tx, store.ScanEvent, "reading events",
+		`SELECT `+store.EventCols+` FROM events ORDER BY seq`)
 	read(err)
-	r.Runs, err = queryAll(ctx, tx, scanRun, "reading runs", `SELECT `+runCols+` FROM runs ORDER BY rowid`)
+	r.Runs, err = queryAll(ctx, tx, store.ScanRun, "reading runs", `SELECT `+store.RunCols+` FROM runs ORDER BY rowid`)
 	read(err)
-	r.Checkpoints, err = queryAll(ctx, tx, scanCheckpoint, "reading checkpoints", `SELECT `+checkpointCols+` FROM checkpoints ORDER BY rowid`)
+	r.Checkpoints, err = queryAll(ctx, tx, store.ScanCheckpoint, "reading checkpoints", `SELECT `+store.CheckpointCols+` FROM checkpoints ORDER BY rowid`)
 	read(err)
-	r.Images, err = queryAll(ctx, tx, scanImage, "reading images", `SELECT `+imageCols+` FROM images ORDER BY rowid`)
+	r.Images, err = queryAll(ctx, tx, store.ScanImage, "reading images", `SELECT `+store.ImageCols+` FROM images ORDER BY rowid`)
 	read(err)
-	r.Owners, err = queryAll(ctx, tx, scanOwner, "reading owners", `SELECT `+ownerCols+` FROM owners ORDER BY rowid`)
+	r.Owners, err = queryAll(ctx, tx, store.ScanOwner, "reading owners", `SELECT `+store.OwnerCols+` FROM owners ORDER BY rowid`)
 	read(err)
-	r.Tokens, err = queryAll(ctx, tx, scanToken, "reading tokens", `SELECT `+tokenCols+` FROM tokens ORDER BY rowid`)
+	r.Tokens, err = queryAll(ctx, tx, store.ScanToken, "reading tokens", `SELECT `+store.TokenCols+` FROM tokens ORDER BY rowid`)
 	read(err)
-	r.Audit, err = queryAll(ctx, tx, scanAudit, "reading the audit log", `SELECT `+auditCols+` FROM audit ORDER BY seq`)
+	r.Audit, err = queryAll(ctx, tx, store.ScanAudit, "reading the audit log", `SELECT `+store.AuditCols+` FROM audit ORDER BY seq`)
 	read(err)
-	r.Secrets, err = queryAll(ctx, tx, scanSecret, "reading secrets", `SELECT `+secretCols+` FROM secrets ORDER BY rowid`)
+	r.Secrets, err = queryAll(ctx, tx, store.ScanSecret, "reading secrets", `SELECT `+store.SecretCols+` FROM secrets ORDER BY rowid`)
 	read(err)
-	r.Requests, err = queryAll(ctx, tx, scanRequest, "reading idempotency records", `SELECT `+requestCols+` FROM requests ORDER BY rowid`)
+	r.Requests, err = queryAll(ctx, tx, store.ScanRequest, "reading idempotency records", `SELECT `+store.RequestCols+` FROM requests ORDER BY rowid`)
 	read(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)

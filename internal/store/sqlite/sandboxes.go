@@ -13,20 +13,10 @@ import (
 	"github.com/den-dev/den/internal/store"
 )
 
-// sandboxCols are the columns scanSandbox reads, in its order.
-const sandboxCols = `id, name, spec, state, reason, generation, version, node, slot, token,
-	policy, usage, checkpoint, origin, head, pending, owner, init, created_at, updated_at`
-
-// sandboxFields are the columns every write sets from a Sandbox's fields,
-// in the order of sandboxValues. A create adds id, version and both times;
-// an update the new version and update time.
-var sandboxFields = []string{"name", "image", "spec", "state", "reason", "generation", "node", "slot", "token",
-	"policy", "usage", "checkpoint", "origin", "head", "pending", "owner", "init"}
-
 var (
-	insertSandbox = `INSERT INTO sandboxes (id, version, created_at, updated_at, ` + strings.Join(sandboxFields, ", ") +
-		`) VALUES (?, ?, ?, ?` + strings.Repeat(", ?", len(sandboxFields)) + `)`
-	updateSandbox = `UPDATE sandboxes SET version = ?, updated_at = ?, ` + strings.Join(sandboxFields, " = ?, ") +
+	insertSandbox = `INSERT INTO sandboxes (id, version, created_at, updated_at, ` + strings.Join(store.SandboxFields, ", ") +
+		`) VALUES (?, ?, ?, ?` + strings.Repeat(", ?", len(store.SandboxFields)) + `)`
+	updateSandbox = `UPDATE sandboxes SET version = ?, updated_at = ?, ` + strings.Join(store.SandboxFields, " = ?, ") +
 		` = ? WHERE id = ? AND version = ?`
 )
 
@@ -48,7 +38,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 	}
 	rec.CreatedAt, rec.UpdatedAt = rec.CreatedAt.UTC(), rec.UpdatedAt.UTC() // as a read returns them
 	rec.Usage.RunningSince = rec.Usage.RunningSince.UTC()
-	values, err := sandboxValues(&rec)
+	values, err := store.SandboxValues(&rec)
 	if err != nil {
 		return err
 	}
@@ -84,10 +74,10 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 // sandboxes of admin callers (owner ”). Names are unique per owner: see
 // SandboxesNamed for the others'.
 func (s *Store) GetSandbox(ctx context.Context, ref string) (*sandbox.Sandbox, error) {
-	row := s.r.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes
+	row := s.r.QueryRowContext(ctx, `SELECT `+store.SandboxCols+` FROM sandboxes
 		WHERE id = ?1 OR (name = ?1 AND owner = '' AND state <> 'destroyed')
 		ORDER BY id = ?1 DESC LIMIT 1`, ref)
-	sb, err := scanSandbox(row)
+	sb, err := store.ScanSandbox(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, sandbox.NotFound(ref)
 	}
@@ -100,13 +90,13 @@ func (s *Store) GetSandbox(ctx context.Context, ref string) (*sandbox.Sandbox, e
 // SandboxesNamed returns the live sandboxes of every owner that have the
 // name, oldest first.
 func (s *Store) SandboxesNamed(ctx context.Context, name string) ([]*sandbox.Sandbox, error) {
-	return queryAll(ctx, s.r, scanSandbox, "finding sandboxes named "+strconv.Quote(name), `SELECT `+sandboxCols+` FROM sandboxes
+	return queryAll(ctx, s.r, store.ScanSandbox, "finding sandboxes named "+strconv.Quote(name), `SELECT `+store.SandboxCols+` FROM sandboxes
 		WHERE name = ? AND state <> 'destroyed' ORDER BY created_at, rowid`, name)
 }
 
 // ListSandboxes returns the sandboxes that are not destroyed, oldest first.
 func (s *Store) ListSandboxes(ctx context.Context) ([]*sandbox.Sandbox, error) {
-	return queryAll(ctx, s.r, scanSandbox, "listing sandboxes", `SELECT `+sandboxCols+` FROM sandboxes
+	return queryAll(ctx, s.r, store.ScanSandbox, "listing sandboxes", `SELECT `+store.SandboxCols+` FROM sandboxes
 		WHERE state <> 'destroyed' ORDER BY created_at, rowid`)
 }
 
@@ -120,7 +110,7 @@ func (s *Store) ListSandboxes(ctx context.Context) ([]*sandbox.Sandbox, error) {
 // running and paused is committed without waiting for the disk
 // (sandbox.InMemoryChange); every other write waits.
 func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandbox.Event) error {
-	values, err := sandboxValues(sb)
+	values, err := store.SandboxValues(sb)
 	if err != nil {
 		return err
 	}
@@ -185,20 +175,9 @@ func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
 // Events returns a sandbox's history, oldest first; none for an id the
 // store does not know.
 func (s *Store) Events(ctx context.Context, sandboxID string) ([]sandbox.Event, error) {
-	return queryAll(ctx, s.r, scanEvent, fmt.Sprintf("reading events of sandbox %q", sandboxID),
+	return queryAll(ctx, s.r, store.ScanEvent, fmt.Sprintf("reading events of sandbox %q", sandboxID),
 		`SELECT sandbox_id, seq, time, type, from_state, to_state, generation, message
 		FROM events WHERE sandbox_id = ? ORDER BY seq`, sandboxID)
-}
-
-func scanEvent(row scanner) (sandbox.Event, error) {
-	var ev sandbox.Event
-	var t string
-	if err := row.Scan(&ev.SandboxID, &ev.Seq, &t, &ev.Type, &ev.From, &ev.To, &ev.Generation, &ev.Message); err != nil {
-		return ev, err
-	}
-	var err error
-	ev.Time, err = parseTime(t)
-	return ev, err
 }
 
 // checkClashes fails when a live sandbox other than sb holds sb's name
@@ -232,51 +211,10 @@ func checkClashes(ctx context.Context, tx *sql.Tx, sb *sandbox.Sandbox) error {
 // insertEvent appends ev to sb's history, filling in what the caller may
 // leave out.
 func insertEvent(ctx context.Context, tx *sql.Tx, sb *sandbox.Sandbox, from sandbox.State, ev sandbox.Event, t time.Time) error {
-	if ev.From == "" {
-		ev.From = from
-	}
-	if ev.To == "" {
-		ev.To = sb.State
-	}
-	if ev.Time.IsZero() {
-		ev.Time = t
-	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO events (sandbox_id, time, type, from_state, to_state, generation, message)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		sb.ID, formatTime(ev.Time), ev.Type, ev.From, ev.To, ev.Generation, ev.Message)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, store.EventValues(sb, from, ev, t)...)
 	if err != nil {
 		return fmt.Errorf("appending event: %w", err)
 	}
 	return nil
-}
-
-// sandboxValues returns sb's values for sandboxFields, in their order.
-func sandboxValues(sb *sandbox.Sandbox) ([]any, error) {
-	j, err := store.EncodeSandbox(sb)
-	if err != nil {
-		return nil, err
-	}
-	return []any{sb.Name, sb.Spec.Image, string(j.Spec), sb.State, sb.Reason, sb.Generation, sb.Node, sb.Slot, sb.Token,
-		string(j.Policy), string(j.Usage), sb.Checkpoint, sb.Origin, sb.Head, sb.Pending, sb.Owner, sb.Init}, nil
-}
-
-func scanSandbox(row scanner) (*sandbox.Sandbox, error) {
-	var sb sandbox.Sandbox
-	var spec, policy, usage, created, updated string
-	err := row.Scan(&sb.ID, &sb.Name, &spec, &sb.State, &sb.Reason, &sb.Generation, &sb.Version,
-		&sb.Node, &sb.Slot, &sb.Token, &policy, &usage, &sb.Checkpoint, &sb.Origin, &sb.Head, &sb.Pending,
-		&sb.Owner, &sb.Init, &created, &updated)
-	if err != nil {
-		return nil, err
-	}
-	if err := store.DecodeSandbox(&sb, store.SandboxJSON{Spec: []byte(spec), Policy: []byte(policy), Usage: []byte(usage)}); err != nil {
-		return nil, err
-	}
-	if sb.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	if sb.UpdatedAt, err = parseTime(updated); err != nil {
-		return nil, err
-	}
-	return &sb, nil
 }

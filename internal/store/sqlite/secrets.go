@@ -12,8 +12,6 @@ import (
 
 var _ secret.Store = (*Store)(nil)
 
-const secretCols = `name, ciphertext, nonce, key_id, created_at, updated_at`
-
 // PutSecret inserts r, or replaces the sealed value of the secret of that
 // name, keeping its creation time. It sets r's times to the stored ones.
 func (s *Store) PutSecret(ctx context.Context, r *secret.Record) error {
@@ -31,7 +29,7 @@ func (s *Store) PutSecret(ctx context.Context, r *secret.Record) error {
 				return err
 			}
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO secrets (`+secretCols+`) VALUES (?, ?, ?, ?, ?, ?)
+		_, err = tx.ExecContext(ctx, `INSERT INTO secrets (`+store.SecretCols+`) VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET ciphertext = excluded.ciphertext, nonce = excluded.nonce,
 				key_id = excluded.key_id, updated_at = excluded.updated_at`,
 			r.Name, r.Ciphertext, r.Nonce, r.KeyID, formatTime(created), formatTime(t))
@@ -46,7 +44,7 @@ func (s *Store) PutSecret(ctx context.Context, r *secret.Record) error {
 
 // GetSecret returns a sealed secret.
 func (s *Store) GetSecret(ctx context.Context, name string) (*secret.Record, error) {
-	r, err := scanSecret(s.r.QueryRowContext(ctx, `SELECT `+secretCols+` FROM secrets WHERE name = ?`, name))
+	r, err := store.ScanSecret(s.r.QueryRowContext(ctx, `SELECT `+store.SecretCols+` FROM secrets WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.SecretNotFound(name)
 	}
@@ -58,7 +56,7 @@ func (s *Store) GetSecret(ctx context.Context, name string) (*secret.Record, err
 
 // ListSecrets returns every sealed secret, by name.
 func (s *Store) ListSecrets(ctx context.Context) ([]*secret.Record, error) {
-	return queryAll(ctx, s.r, scanSecret, "listing secrets", `SELECT `+secretCols+` FROM secrets ORDER BY name`)
+	return queryAll(ctx, s.r, store.ScanSecret, "listing secrets", `SELECT `+store.SecretCols+` FROM secrets ORDER BY name`)
 }
 
 // DeleteSecret removes a secret.
@@ -67,20 +65,4 @@ func (s *Store) DeleteSecret(ctx context.Context, name string) error {
 		return execOne(ctx, tx, store.SecretNotFound(name), `DELETE FROM secrets WHERE name = ?`, name)
 	})
 	return wrap(err, "removing secret %q", name)
-}
-
-func scanSecret(row scanner) (*secret.Record, error) {
-	var r secret.Record
-	var created, updated string
-	if err := row.Scan(&r.Name, &r.Ciphertext, &r.Nonce, &r.KeyID, &created, &updated); err != nil {
-		return nil, err
-	}
-	var err error
-	if r.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	if r.UpdatedAt, err = parseTime(updated); err != nil {
-		return nil, err
-	}
-	return &r, nil
 }

@@ -239,9 +239,7 @@ func parseNullTime(s sql.NullString) (*time.Time, error) {
 }
 
 // scanner is a *sql.Row or *sql.Rows.
-type scanner interface {
-	Scan(dest ...any) error
-}
+type scanner = store.Scanner
 
 // execOne runs a statement that must touch exactly one row; when it
 // touches none it returns notFound.

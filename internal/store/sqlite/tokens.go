@@ -14,8 +14,6 @@ import (
 
 var _ auth.Store = (*Store)(nil)
 
-const tokenCols = `id, name, hash, scope, owner, created_at, expires_at, revoked_at, last_used_at`
-
 // CreateToken inserts t. CreatedAt is set to now when zero. A name held
 // by a token that is not revoked, or a taken id, is a conflict.
 func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
@@ -36,7 +34,7 @@ func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
 		if n > 0 {
 			return store.TokenNameInUse(rec.Name)
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err = tx.ExecContext(ctx, `INSERT INTO tokens (`+store.TokenCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			rec.ID, rec.Name, rec.Hash, string(rec.Scope), rec.Owner, formatTime(rec.CreatedAt),
 			formatNullTime(rec.ExpiresAt), formatNullTime(rec.RevokedAt), formatNullTime(rec.LastUsedAt))
 		if isUniqueViolation(err) {
@@ -54,10 +52,10 @@ func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
 
 // GetToken finds a token by id, or else by name among those not revoked.
 func (s *Store) GetToken(ctx context.Context, ref string) (*auth.Token, error) {
-	row := s.r.QueryRowContext(ctx, `SELECT `+tokenCols+` FROM tokens
+	row := s.r.QueryRowContext(ctx, `SELECT `+store.TokenCols+` FROM tokens
 		WHERE id = ?1 OR (name = ?1 AND revoked_at IS NULL)
 		ORDER BY id = ?1 DESC LIMIT 1`, ref)
-	t, err := scanToken(row)
+	t, err := store.ScanToken(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.TokenNotFound(ref)
 	}
@@ -69,8 +67,8 @@ func (s *Store) GetToken(ctx context.Context, ref string) (*auth.Token, error) {
 
 // ListTokens returns every token, oldest first.
 func (s *Store) ListTokens(ctx context.Context) ([]*auth.Token, error) {
-	return queryAll(ctx, s.r, scanToken, "listing tokens",
-		`SELECT `+tokenCols+` FROM tokens ORDER BY created_at, rowid`)
+	return queryAll(ctx, s.r, store.ScanToken, "listing tokens",
+		`SELECT `+store.TokenCols+` FROM tokens ORDER BY created_at, rowid`)
 }
 
 // RevokeToken sets a token's revocation time, unless it has one.
@@ -95,29 +93,6 @@ func (s *Store) TouchToken(ctx context.Context, id string, at time.Time) error {
 		return execOne(ctx, tx, store.TokenNotFound(id), `UPDATE tokens SET last_used_at = ? WHERE id = ?`, formatTime(at), id)
 	})
 	return wrap(err, "recording the use of token %q", id)
-}
-
-func scanToken(row scanner) (*auth.Token, error) {
-	var t auth.Token
-	var scope, created string
-	var expires, revoked, used sql.NullString
-	if err := row.Scan(&t.ID, &t.Name, &t.Hash, &scope, &t.Owner, &created, &expires, &revoked, &used); err != nil {
-		return nil, err
-	}
-	t.Scope = auth.Scope(scope)
-	var err error
-	if t.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	for _, f := range []struct {
-		from sql.NullString
-		into **time.Time
-	}{{expires, &t.ExpiresAt}, {revoked, &t.RevokedAt}, {used, &t.LastUsedAt}} {
-		if *f.into, err = parseNullTime(f.from); err != nil {
-			return nil, err
-		}
-	}
-	return &t, nil
 }
 
 // normalizeTokenTimes puts t's times in UTC, as a read returns them.
