@@ -219,25 +219,6 @@ func isUniqueViolation(err error) bool {
 
 var formatTime, parseTime, now, wrap = store.FormatTime, store.ParseTime, store.Now, store.Wrap
 
-// formatNullTime and parseNullTime convert a nullable time column.
-func formatNullTime(t *time.Time) sql.NullString {
-	if t == nil {
-		return sql.NullString{}
-	}
-	return sql.NullString{String: formatTime(*t), Valid: true}
-}
-
-func parseNullTime(s sql.NullString) (*time.Time, error) {
-	if !s.Valid {
-		return nil, nil
-	}
-	t, err := parseTime(s.String)
-	if err != nil {
-		return nil, err
-	}
-	return &t, nil
-}
-
 // scanner is a *sql.Row or *sql.Rows.
 type scanner = store.Scanner
 

@@ -17,15 +17,11 @@ var _ auth.Store = (*Store)(nil)
 // CreateToken inserts t. CreatedAt is set to now when zero. A name held
 // by a token that is not revoked, or a taken id, is a conflict.
 func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
-	if t.ID == "" || t.Hash == "" {
-		return errdefs.Invalid("cannot store token %q: it needs an id and a hash", t.Name)
+	rec, err := store.NewToken(t, now())
+	if err != nil {
+		return err
 	}
-	rec := *t
-	if rec.CreatedAt.IsZero() {
-		rec.CreatedAt = now()
-	}
-	rec.CreatedAt = rec.CreatedAt.UTC()
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(tx *sql.Tx) error {
 		var n int
 		err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tokens WHERE name = ? AND revoked_at IS NULL`, rec.Name).Scan(&n)
 		if err != nil {
@@ -34,9 +30,7 @@ func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
 		if n > 0 {
 			return store.TokenNameInUse(rec.Name)
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO tokens (`+store.TokenCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			rec.ID, rec.Name, rec.Hash, string(rec.Scope), rec.Owner, formatTime(rec.CreatedAt),
-			formatNullTime(rec.ExpiresAt), formatNullTime(rec.RevokedAt), formatNullTime(rec.LastUsedAt))
+		_, err = tx.ExecContext(ctx, `INSERT INTO tokens (`+store.TokenCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, store.TokenValues(rec)...)
 		if isUniqueViolation(err) {
 			return errdefs.Conflict("token id %q is already taken", rec.ID)
 		}
@@ -45,8 +39,7 @@ func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
 	if err != nil {
 		return wrap(err, "creating token %q", rec.Name)
 	}
-	*t = rec
-	normalizeTokenTimes(t)
+	*t = *rec
 	return nil
 }
 
@@ -93,14 +86,4 @@ func (s *Store) TouchToken(ctx context.Context, id string, at time.Time) error {
 		return execOne(ctx, tx, store.TokenNotFound(id), `UPDATE tokens SET last_used_at = ? WHERE id = ?`, formatTime(at), id)
 	})
 	return wrap(err, "recording the use of token %q", id)
-}
-
-// normalizeTokenTimes puts t's times in UTC, as a read returns them.
-func normalizeTokenTimes(t *auth.Token) {
-	for _, p := range []**time.Time{&t.ExpiresAt, &t.RevokedAt, &t.LastUsedAt} {
-		if *p != nil {
-			u := (*p).UTC()
-			*p = &u
-		}
-	}
 }
