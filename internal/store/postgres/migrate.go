@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/den-dev/den/internal/store"
 )
 
 // migrations holds the schema changes, one file each, named
@@ -29,41 +27,9 @@ var migrations embed.FS
 const lockMigrate int64 = 0x64656e_0000
 
 // migration is one schema change.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
+type migration = store.Migration
 
-// loadMigrations reads the migrations/*.sql files of fsys, ordered by
-// version.
-func loadMigrations(fsys fs.FS) ([]migration, error) {
-	names, err := fs.Glob(fsys, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	seen := map[int]string{}
-	for _, name := range names {
-		base := path.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		version, err := strconv.Atoi(num)
-		if !ok || err != nil || version <= 0 {
-			return nil, fmt.Errorf("migration %s: name must start with a positive number and an underscore", base)
-		}
-		if other, dup := seen[version]; dup {
-			return nil, fmt.Errorf("migrations %s and %s have the same version", other, base)
-		}
-		seen[version] = base
-		text, err := fs.ReadFile(fsys, name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: version, name: strings.TrimSuffix(base, ".sql"), sql: string(text)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	return ms, nil
-}
+var loadMigrations = store.LoadMigrations
 
 // migrate brings the database's schema up to date with the migrations in
 // fsys, under an advisory lock held on one connection for the whole run.
@@ -95,13 +61,9 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, log *slog.Logg
 	)`); err != nil {
 		return fmt.Errorf("creating schema_migrations: %w", err)
 	}
-	known := map[int]bool{}
-	for _, m := range ms {
-		known[m.version] = true
-	}
 	// Checked before anything is applied: a newer den's schema is left
 	// exactly as it is.
-	if err := checkNoUnknown(ctx, conn.Conn(), known); err != nil {
+	if err := checkNoUnknown(ctx, conn.Conn(), ms); err != nil {
 		return err
 	}
 	for _, m := range ms {
@@ -118,51 +80,41 @@ func apply(ctx context.Context, conn *pgx.Conn, m migration, log *slog.Logger) e
 	var applied bool
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		var n int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE version = $1`, m.version).Scan(&n); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE version = $1`, m.Version).Scan(&n); err != nil {
 			return err
 		}
 		if n > 0 {
 			return nil
 		}
-		if _, err := tx.Exec(ctx, m.sql); err != nil {
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
-			m.version, m.name, formatTime(now())); err != nil {
+			m.Version, m.Name, formatTime(now())); err != nil {
 			return fmt.Errorf("recording it: %w", err)
 		}
 		applied = true
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("applying migration %s: %w", m.name, err)
+		return fmt.Errorf("applying migration %s: %w", m.Name, err)
 	}
 	if applied {
-		log.Info("applied store migration", logKeyVersion, m.version, logKeyName, m.name)
+		log.Info("applied store migration", logKeyVersion, m.Version, logKeyName, m.Name)
 	}
 	return nil
 }
 
 // checkNoUnknown fails when schema_migrations records a version missing
-// from known.
-func checkNoUnknown(ctx context.Context, conn *pgx.Conn, known map[int]bool) error {
-	rows, err := conn.Query(ctx, `SELECT version FROM schema_migrations ORDER BY version DESC`)
+// from ms.
+func checkNoUnknown(ctx context.Context, conn *pgx.Conn, ms []migration) error {
+	rows, err := conn.Query(ctx, `SELECT version FROM schema_migrations`)
 	if err != nil {
 		return fmt.Errorf("reading schema version: %w", err)
 	}
-	versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	recorded, err := pgx.CollectRows(rows, pgx.RowTo[int])
 	if err != nil {
 		return fmt.Errorf("reading schema version: %w", err)
 	}
-	latest := 0
-	for v := range known {
-		latest = max(latest, v)
-	}
-	for _, v := range versions {
-		if !known[v] {
-			return fmt.Errorf("the database records schema version %d, which this den does not know (it knows up to %d): "+
-				"a newer den wrote it; upgrade den, or restore a backup made by this version", v, latest)
-		}
-	}
-	return nil
+	return store.CheckRecorded(recorded, ms)
 }
