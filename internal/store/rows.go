@@ -7,6 +7,7 @@ import (
 
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/auth"
+	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/idempotency"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/secret"
@@ -429,4 +430,33 @@ func ScanRequest(row Scanner) (*idempotency.Record, error) {
 		}
 	}
 	return &r, nil
+}
+
+// NewCheckpoint returns the record CreateCheckpoint writes for c at now:
+// CreatedAt now when zero, in UTC. It refuses a checkpoint without an id
+// or a sandbox.
+func NewCheckpoint(c *sandbox.Checkpoint, now time.Time) (*sandbox.Checkpoint, error) {
+	if c.ID == "" || c.SandboxID == "" {
+		return nil, errdefs.Invalid("cannot store checkpoint %q of sandbox %q: it needs an id and a sandbox id", c.ID, c.SandboxID)
+	}
+	rec := *c
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = now
+	}
+	rec.CreatedAt = rec.CreatedAt.UTC()
+	return &rec, nil
+}
+
+// NewImage returns the record PutImage writes for im at now: CreatedAt
+// now when zero, in UTC. It refuses an image without a name.
+func NewImage(im *sandbox.Image, now time.Time) (*sandbox.Image, error) {
+	if im.Name == "" {
+		return nil, errdefs.Invalid("cannot store an image without a name")
+	}
+	rec := *im
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = now
+	}
+	rec.CreatedAt = rec.CreatedAt.UTC()
+	return &rec, nil
 }

@@ -17,33 +17,25 @@ import (
 // is set to now when zero. A name another checkpoint of the same sandbox
 // has, or an id already taken, is a conflict. NeededBy is not stored.
 func (s *Store) CreateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) error {
-	if c.ID == "" || c.SandboxID == "" {
-		return errdefs.Invalid("cannot store checkpoint %q of sandbox %q: it needs an id and a sandbox id", c.ID, c.SandboxID)
+	rec, err := store.NewCheckpoint(c, now())
+	if err != nil {
+		return err
 	}
-	rec := *c
-	if rec.CreatedAt.IsZero() {
-		rec.CreatedAt = now()
-	}
-	rec.CreatedAt = rec.CreatedAt.UTC() // as a read returns it
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err = s.tx(ctx, func(tx pgx.Tx) error {
 		// Shared: checkpoints are added side by side, but not while one
 		// is taken out of the tree.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, lockCheckpointTree); err != nil {
 			return err
 		}
-		var exists bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sandboxes WHERE id = $1)`, rec.SandboxID).Scan(&exists); err != nil {
+		if err := sandboxExists(ctx, tx, rec.SandboxID); err != nil {
 			return err
 		}
-		if !exists {
-			return sandbox.NotFound(rec.SandboxID)
-		}
-		return insertCheckpointRow(ctx, tx, &rec)
+		return insertCheckpointRow(ctx, tx, rec)
 	})
 	if err != nil {
 		return wrap(err, "recording checkpoint %q", rec.ID)
 	}
-	*c = rec
+	*c = *rec
 	return nil
 }
 

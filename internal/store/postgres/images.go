@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/store"
 )
@@ -15,19 +14,15 @@ import (
 // PutImage inserts an image record or replaces the one with its name, in
 // one statement. CreatedAt is set to now when zero.
 func (s *Store) PutImage(ctx context.Context, im *sandbox.Image) error {
-	if im.Name == "" {
-		return errdefs.Invalid("cannot store an image without a name")
+	rec, err := store.NewImage(im, now())
+	if err != nil {
+		return err
 	}
-	rec := *im
-	if rec.CreatedAt.IsZero() {
-		rec.CreatedAt = now()
-	}
-	rec.CreatedAt = rec.CreatedAt.UTC() // as a read returns it
-	err := s.tx(ctx, func(tx pgx.Tx) error { return putImageRow(ctx, tx, &rec) })
+	err = s.tx(ctx, func(tx pgx.Tx) error { return putImageRow(ctx, tx, rec) })
 	if err != nil {
 		return fmt.Errorf("recording image %q: %w", rec.Name, err)
 	}
-	*im = rec
+	*im = *rec
 	return nil
 }
 

@@ -20,12 +20,8 @@ func (s *Store) CreateRun(ctx context.Context, r *sandbox.Run) error {
 	}
 	rec := store.NewRun(r, now())
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var exists bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sandboxes WHERE id = $1)`, rec.SandboxID).Scan(&exists); err != nil {
+		if err := sandboxExists(ctx, tx, rec.SandboxID); err != nil {
 			return err
-		}
-		if !exists {
-			return sandbox.NotFound(rec.SandboxID)
 		}
 		return insertRunRow(ctx, tx, rec)
 	})

@@ -318,3 +318,15 @@ func insertEvent(ctx context.Context, tx pgx.Tx, sb *sandbox.Sandbox, from sandb
 	}
 	return nil
 }
+
+// sandboxExists fails with not found unless a sandbox has id.
+func sandboxExists(ctx context.Context, tx pgx.Tx, id string) error {
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sandboxes WHERE id = $1)`, id).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		return sandbox.NotFound(id)
+	}
+	return nil
+}

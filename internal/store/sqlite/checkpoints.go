@@ -16,17 +16,13 @@ import (
 // is set to now when zero. A name another checkpoint of the same sandbox
 // has, or an id already taken, is a conflict. NeededBy is not stored.
 func (s *Store) CreateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) error {
-	if c.ID == "" || c.SandboxID == "" {
-		return errdefs.Invalid("cannot store checkpoint %q of sandbox %q: it needs an id and a sandbox id", c.ID, c.SandboxID)
-	}
-	rec := *c
-	if rec.CreatedAt.IsZero() {
-		rec.CreatedAt = now()
-	}
-	rec.CreatedAt = rec.CreatedAt.UTC() // as a read returns it
-	manifest, err := json.Marshal(rec.Manifest)
+	rec, err := store.NewCheckpoint(c, now())
 	if err != nil {
-		return fmt.Errorf("encoding manifest of checkpoint %q: %w", rec.ID, err)
+		return err
+	}
+	values, err := store.CheckpointValues(rec)
+	if err != nil {
+		return err
 	}
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		var n int
@@ -39,9 +35,7 @@ func (s *Store) CreateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) err
 		if err := checkpointIDFree(ctx, tx, rec.ID); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+store.CheckpointCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			rec.ID, rec.SandboxID, rec.Name, rec.Kind, rec.Parent, rec.Memory, rec.Generation, string(manifest),
-			formatTime(rec.CreatedAt))
+		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+store.CheckpointCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, values...)
 		if isUniqueViolation(err) {
 			return store.CheckpointNameTaken(rec.Name)
 		}
@@ -50,7 +44,7 @@ func (s *Store) CreateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) err
 	if err != nil {
 		return wrap(err, "recording checkpoint %q", rec.ID)
 	}
-	*c = rec
+	*c = *rec
 	return nil
 }
 

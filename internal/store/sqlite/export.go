@@ -34,31 +34,27 @@ func Export(ctx context.Context, path string, log *slog.Logger) (*store.Records,
 	}
 	defer tx.Rollback() // read only: nothing to keep
 	var r store.Records
-	var errs []error
-	read := func(err error) { errs = append(errs, err) }
-	r.Sandboxes, err = queryAll(ctx, tx, store.ScanSandbox, "reading sandboxes", `SELECT `+store.SandboxCols+` FROM sandboxes ORDER BY rowid`)
-	read(err)
-	r.Events, err = queryAll(ctx, tx, store.ScanEvent, "reading events",
-		`SELECT `+store.EventCols+` FROM events ORDER BY seq`)
-	read(err)
-	r.Runs, err = queryAll(ctx, tx, store.ScanRun, "reading runs", `SELECT `+store.RunCols+` FROM runs ORDER BY rowid`)
-	read(err)
-	r.Checkpoints, err = queryAll(ctx, tx, store.ScanCheckpoint, "reading checkpoints", `SELECT `+store.CheckpointCols+` FROM checkpoints ORDER BY rowid`)
-	read(err)
-	r.Images, err = queryAll(ctx, tx, store.ScanImage, "reading images", `SELECT `+store.ImageCols+` FROM images ORDER BY rowid`)
-	read(err)
-	r.Owners, err = queryAll(ctx, tx, store.ScanOwner, "reading owners", `SELECT `+store.OwnerCols+` FROM owners ORDER BY rowid`)
-	read(err)
-	r.Tokens, err = queryAll(ctx, tx, store.ScanToken, "reading tokens", `SELECT `+store.TokenCols+` FROM tokens ORDER BY rowid`)
-	read(err)
-	r.Audit, err = queryAll(ctx, tx, store.ScanAudit, "reading the audit log", `SELECT `+store.AuditCols+` FROM audit ORDER BY seq`)
-	read(err)
-	r.Secrets, err = queryAll(ctx, tx, store.ScanSecret, "reading secrets", `SELECT `+store.SecretCols+` FROM secrets ORDER BY rowid`)
-	read(err)
-	r.Requests, err = queryAll(ctx, tx, store.ScanRequest, "reading idempotency records", `SELECT `+store.RequestCols+` FROM requests ORDER BY rowid`)
-	read(err)
-	if err := errors.Join(errs...); err != nil {
+	err = errors.Join(
+		exportAll(ctx, tx, &r.Sandboxes, store.ScanSandbox, "sandboxes", `SELECT `+store.SandboxCols+` FROM sandboxes ORDER BY rowid`),
+		exportAll(ctx, tx, &r.Events, store.ScanEvent, "events", `SELECT `+store.EventCols+` FROM events ORDER BY seq`),
+		exportAll(ctx, tx, &r.Runs, store.ScanRun, "runs", `SELECT `+store.RunCols+` FROM runs ORDER BY rowid`),
+		exportAll(ctx, tx, &r.Checkpoints, store.ScanCheckpoint, "checkpoints", `SELECT `+store.CheckpointCols+` FROM checkpoints ORDER BY rowid`),
+		exportAll(ctx, tx, &r.Images, store.ScanImage, "images", `SELECT `+store.ImageCols+` FROM images ORDER BY rowid`),
+		exportAll(ctx, tx, &r.Owners, store.ScanOwner, "owners", `SELECT `+store.OwnerCols+` FROM owners ORDER BY rowid`),
+		exportAll(ctx, tx, &r.Tokens, store.ScanToken, "tokens", `SELECT `+store.TokenCols+` FROM tokens ORDER BY rowid`),
+		exportAll(ctx, tx, &r.Audit, store.ScanAudit, "the audit log", `SELECT `+store.AuditCols+` FROM audit ORDER BY seq`),
+		exportAll(ctx, tx, &r.Secrets, store.ScanSecret, "secrets", `SELECT `+store.SecretCols+` FROM secrets ORDER BY rowid`),
+		exportAll(ctx, tx, &r.Requests, store.ScanRequest, "idempotency records", `SELECT `+store.RequestCols+` FROM requests ORDER BY rowid`),
+	)
+	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	return &r, nil
+}
+
+// exportAll reads every row query returns into dst, in its order.
+func exportAll[T any](ctx context.Context, tx *sql.Tx, dst *[]T, scan func(scanner) (T, error), what, query string) error {
+	var err error
+	*dst, err = queryAll(ctx, tx, scan, "reading "+what, query)
+	return err
 }

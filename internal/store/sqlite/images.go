@@ -3,11 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 
-	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/store"
 )
@@ -15,32 +13,26 @@ import (
 // PutImage inserts an image record or replaces the one with its name.
 // CreatedAt is set to now when zero.
 func (s *Store) PutImage(ctx context.Context, im *sandbox.Image) error {
-	if im.Name == "" {
-		return errdefs.Invalid("cannot store an image without a name")
-	}
-	rec := *im
-	if rec.CreatedAt.IsZero() {
-		rec.CreatedAt = now()
-	}
-	rec.CreatedAt = rec.CreatedAt.UTC() // as a read returns it
-	env, err := json.Marshal(rec.Env)
+	rec, err := store.NewImage(im, now())
 	if err != nil {
-		return fmt.Errorf("encoding env of image %q: %w", rec.Name, err)
+		return err
+	}
+	values, err := store.ImageValues(rec)
+	if err != nil {
+		return err
 	}
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO images (`+store.ImageCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET
 				source = excluded.source, ref = excluded.ref, digest = excluded.digest,
 				size_bytes = excluded.size_bytes, env = excluded.env, cwd = excluded.cwd,
-				"user" = excluded."user", created_at = excluded.created_at`,
-			rec.Name, rec.Source, rec.Ref, rec.Digest, rec.SizeBytes, string(env), rec.Cwd, rec.User,
-			formatTime(rec.CreatedAt))
+				"user" = excluded."user", created_at = excluded.created_at`, values...)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("recording image %q: %w", rec.Name, err)
 	}
-	*im = rec
+	*im = *rec
 	return nil
 }
 
