@@ -110,6 +110,14 @@ func TestPostgresStore(t *testing.T) {
 	}
 }
 
+// Owners' quotas hold on PostgreSQL, where the store counts them again
+// as it records each new sandbox (creates, forks, creates from a
+// checkpoint).
+func TestPostgresQuotaPerOwner(t *testing.T) {
+	_, file := pgStoreFile(t)
+	testQuotaPerOwner(t, "--store-file", file)
+}
+
 // runFor runs cmd, killing it after d, and returns its output.
 func runFor(cmd *exec.Cmd, d time.Duration) (string, error) {
 	var out bytes.Buffer
