@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/client"
 	"github.com/den-dev/den/internal/store/postgres/pgtest"
@@ -34,7 +36,7 @@ func pgStoreFile(t *testing.T) (dsn, file string) {
 // restart that finds every record. A second dend on the database is
 // refused.
 func TestPostgresStore(t *testing.T) {
-	_, file := pgStoreFile(t)
+	dsn, file := pgStoreFile(t)
 	d := startDend(t, "--store-file", file)
 	ctx := ctxT(t, 5*time.Minute)
 	if !strings.Contains(d.logs(), "store: PostgreSQL") {
@@ -107,6 +109,28 @@ func TestPostgresStore(t *testing.T) {
 	out, err := runFor(second, 30*time.Second)
 	if err == nil || !strings.Contains(out, "another dend") {
 		t.Fatalf("a second dend on the database: %v\n%s", err, out)
+	}
+
+	// A dend whose claim on the database is cut stops, saying why; its
+	// sandboxes run on, and the next dend takes them back.
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'dend %'`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "dend to stop for its lost claim", func() bool {
+		return strings.Contains(d.logs(), "lost the connection holding this dend's claim")
+	})
+	if len(d.instances()) == 0 {
+		t.Fatal("the sandbox's instance went with dend")
+	}
+	d.stop()
+	d.start()
+	if got := d.mustSh("pg", "cat /root/f"); got != "one\n" {
+		t.Fatalf("after the claim was taken back: /root/f = %q", got)
 	}
 }
 

@@ -113,3 +113,26 @@ func TestSole(t *testing.T) {
 	}
 	release()
 }
+
+// A dend whose claim's connection is cut is told, so that it stops
+// before another dend claims the database.
+func TestSoleLost(t *testing.T) {
+	st := openTest(t, pgtest.NewDatabase(t))
+	lost, release, err := st.Sole(t.Context(), "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	tag, err := st.pool.Exec(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'dend node-a'`)
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("cutting the claim's connection: %v, %d rows", err, tag.RowsAffected())
+	}
+	select {
+	case err := <-lost:
+		if !strings.Contains(err.Error(), "this one stops") {
+			t.Fatalf("lost = %v", err)
+		}
+	case <-time.After(3 * solePing):
+		t.Fatalf("no word of the lost claim after %s", 3*solePing)
+	}
+}
