@@ -23,14 +23,14 @@ func (s *Store) RecordAudit(ctx context.Context, e *audit.Entry) error {
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING seq`,
 			formatTime(e.Time), e.TokenID, e.TokenName, e.Method, e.Route, e.Path, e.SandboxID, e.Sandbox, e.Status, e.Error).Scan(&e.Seq)
 	})
-	return wrap(err, "recording %s %s in the audit log", e.Method, e.Path)
+	return s.fail(err, "recording %s %s in the audit log", e.Method, e.Path)
 }
 
 // PruneAudit removes the entries recorded before t.
 func (s *Store) PruneAudit(ctx context.Context, before time.Time) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM audit WHERE time < $1`, formatTime(before.UTC()))
 	if err != nil {
-		return 0, wrap(err, "pruning the audit log")
+		return 0, s.fail(err, "pruning the audit log")
 	}
 	return tag.RowsAffected(), nil
 }

@@ -33,7 +33,7 @@ func (s *Store) CreateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) err
 		return insertCheckpointRow(ctx, tx, rec)
 	})
 	if err != nil {
-		return wrap(err, "recording checkpoint %q", rec.ID)
+		return s.fail(err, "recording checkpoint %q", rec.ID)
 	}
 	*c = *rec
 	return nil
@@ -73,7 +73,7 @@ func (s *Store) GetCheckpoint(ctx context.Context, sandboxID, ref string) (*sand
 		return nil, store.CheckpointNotFound(ref)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading checkpoint %q: %w", ref, err)
+		return nil, s.fail(err, "reading checkpoint %q", ref)
 	}
 	return c, nil
 }
@@ -111,7 +111,7 @@ func (s *Store) UpdateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) err
 		}
 		return err
 	})
-	return wrap(err, "updating checkpoint %q", c.ID)
+	return s.fail(err, "updating checkpoint %q", c.ID)
 }
 
 // DeleteCheckpoint removes a checkpoint and hands its children its parent,
@@ -136,5 +136,5 @@ func (s *Store) DeleteCheckpoint(ctx context.Context, id string) error {
 		}
 		return execOne(ctx, tx, store.CheckpointNotFound(id), `DELETE FROM checkpoints WHERE id = $1`, id)
 	})
-	return wrap(err, "deleting checkpoint %q", id)
+	return s.fail(err, "deleting checkpoint %q", id)
 }

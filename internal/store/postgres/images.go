@@ -47,7 +47,7 @@ func (s *Store) GetImage(ctx context.Context, name string) (*sandbox.Image, erro
 		return nil, store.ImageNotFound(name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading image %q: %w", name, err)
+		return nil, s.fail(err, "reading image %q", name)
 	}
 	return im, nil
 }
@@ -62,5 +62,5 @@ func (s *Store) DeleteImage(ctx context.Context, name string) error {
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		return execOne(ctx, tx, store.ImageNotFound(name), `DELETE FROM images WHERE name = $1`, name)
 	})
-	return wrap(err, "deleting image %q", name)
+	return s.fail(err, "deleting image %q", name)
 }

@@ -60,7 +60,7 @@ func (s *Store) Import(ctx context.Context, recs *store.Records, source, host st
 		return err
 	})
 	if err != nil {
-		return nil, wrap(err, "importing %s", source)
+		return nil, s.fail(err, "importing %s", source)
 	}
 	if earlier != nil {
 		err := errdefs.Conflict("this database already holds an import: from %s, by %s at %s (%s); nothing was changed",

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -25,7 +24,7 @@ func (s *Store) PutOwner(ctx context.Context, o *sandbox.Owner) error {
 	rec.UpdatedAt = at.UTC()
 	err := s.tx(ctx, func(tx pgx.Tx) error { return putOwnerRow(ctx, tx, &rec) })
 	if err != nil {
-		return wrap(err, "storing owner %q", o.ID)
+		return s.fail(err, "storing owner %q", o.ID)
 	}
 	o.UpdatedAt = rec.UpdatedAt
 	return nil
@@ -50,7 +49,7 @@ func (s *Store) GetOwner(ctx context.Context, id string) (*sandbox.Owner, error)
 		return nil, store.OwnerNotFound(id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading owner %q: %w", id, err)
+		return nil, s.fail(err, "reading owner %q", id)
 	}
 	return o, nil
 }
@@ -63,5 +62,5 @@ func (s *Store) ListOwners(ctx context.Context) ([]*sandbox.Owner, error) {
 // DeleteOwner removes an owner's record, if there is one.
 func (s *Store) DeleteOwner(ctx context.Context, id string) error {
 	_, err := s.pool.Exec(ctx, `DELETE FROM owners WHERE id = $1`, id)
-	return wrap(err, "removing owner %q", id)
+	return s.fail(err, "removing owner %q", id)
 }

@@ -136,3 +136,43 @@ func TestSoleLost(t *testing.T) {
 		t.Fatalf("no word of the lost claim after %s", 3*solePing)
 	}
 }
+
+// A server that goes away makes the store's calls unavailable, a class
+// callers may retry, with a message that names no host; connections the
+// server cut are replaced once it is back.
+func TestServerGone(t *testing.T) {
+	ctx := t.Context()
+	srv, err := pgtest.Start(ctx, pgtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	db, err := srv.CreateDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := openTest(t, srv.DSN(db))
+	create(t, st, newTestSandbox("sb-1", "web", "", 1))
+
+	// Cut every connection of the store's: the pool heals.
+	if _, err := st.pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetSandbox(ctx, "web"); err != nil {
+		t.Fatalf("after connections were cut: %v", err)
+	}
+
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.GetSandbox(ctx, "web")
+	if !errors.Is(err, errdefs.ErrUnavailable) || strings.Contains(err.Error(), "127.0.0.1") || errdefs.Hint(err) == "" {
+		t.Fatalf("GetSandbox with the server gone = %v (hint %q), want unavailable without the host", err, errdefs.Hint(err))
+	}
+	sb := newTestSandbox("sb-2", "api", "", 2)
+	err = st.CreateSandbox(ctx, sb, sandbox.Event{Type: sandbox.EventCreated})
+	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), `creating sandbox "api"`) {
+		t.Fatalf("CreateSandbox with the server gone = %v, want unavailable saying what was being done", err)
+	}
+}

@@ -32,7 +32,7 @@ func (s *Store) BeginRequest(ctx context.Context, r *idempotency.Record) (*idemp
 		return err
 	})
 	if err != nil {
-		return nil, false, wrap(err, "recording request %s %s", r.Method, r.Path)
+		return nil, false, s.fail(err, "recording request %s %s", r.Method, r.Path)
 	}
 	return existing, existing == nil, nil
 }
@@ -45,7 +45,7 @@ func (s *Store) FinishRequest(ctx context.Context, r *idempotency.Record) error 
 			`UPDATE requests SET state = $1, ended_at = $2, status = $3, content_type = $4, body = $5, sandbox = $6 WHERE scope = $7 AND key = $8`,
 			string(r.State), formatTime(r.EndedAt), r.Status, r.ContentType, body, r.Sandbox, r.Scope, r.Key)
 	})
-	return wrap(err, "recording the answer to request %s %s", r.Method, r.Path)
+	return s.fail(err, "recording the answer to request %s %s", r.Method, r.Path)
 }
 
 // GetRequest returns the record of key in scope.
@@ -54,7 +54,7 @@ func (s *Store) GetRequest(ctx context.Context, scope, key string) (*idempotency
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.RequestNotFound(key)
 	}
-	return r, wrap(err, "reading request %q", key)
+	return r, s.fail(err, "reading request %q", key)
 }
 
 // MarkInterrupted turns every request in progress into interrupted.
@@ -62,7 +62,7 @@ func (s *Store) MarkInterrupted(ctx context.Context) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE requests SET state = $1 WHERE state = $2`,
 		string(idempotency.Interrupted), string(idempotency.InProgress))
 	if err != nil {
-		return 0, wrap(err, "marking requests in progress interrupted")
+		return 0, s.fail(err, "marking requests in progress interrupted")
 	}
 	return tag.RowsAffected(), nil
 }
@@ -71,7 +71,7 @@ func (s *Store) MarkInterrupted(ctx context.Context) (int64, error) {
 func (s *Store) PruneRequests(ctx context.Context, before time.Time) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM requests WHERE started_at < $1`, formatTime(before.UTC()))
 	if err != nil {
-		return 0, wrap(err, "pruning idempotency records")
+		return 0, s.fail(err, "pruning idempotency records")
 	}
 	return tag.RowsAffected(), nil
 }

@@ -26,7 +26,7 @@ func (s *Store) CreateRun(ctx context.Context, r *sandbox.Run) error {
 		return insertRunRow(ctx, tx, rec)
 	})
 	if err != nil {
-		return wrap(err, "recording run %q", rec.ID)
+		return s.fail(err, "recording run %q", rec.ID)
 	}
 	*r = *rec
 	return nil
@@ -60,7 +60,7 @@ func (s *Store) UpdateRun(ctx context.Context, r *sandbox.Run) error {
 			WHERE id = $21 AND sandbox_id = $22`,
 			append(args, r.ID, r.SandboxID)...)
 	})
-	return wrap(err, "updating run %q", r.ID)
+	return s.fail(err, "updating run %q", r.ID)
 }
 
 // GetRun returns one run of a sandbox.
@@ -71,7 +71,7 @@ func (s *Store) GetRun(ctx context.Context, sandboxID, runID string) (*sandbox.R
 		return nil, store.RunNotFound(runID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading run %q: %w", runID, err)
+		return nil, s.fail(err, "reading run %q", runID)
 	}
 	return r, nil
 }

@@ -133,7 +133,7 @@ func (s *Store) createSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 		return insertEvent(ctx, tx, rec, "", ev, t)
 	})
 	if err != nil {
-		return wrap(err, "creating sandbox %q", rec.Name)
+		return s.fail(err, "creating sandbox %q", rec.Name)
 	}
 	*sb = *rec
 	return nil
@@ -176,7 +176,7 @@ func (s *Store) GetSandbox(ctx context.Context, ref string) (*sandbox.Sandbox, e
 		return nil, sandbox.NotFound(ref)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading sandbox %q: %w", ref, err)
+		return nil, s.fail(err, "reading sandbox %q", ref)
 	}
 	return sb, nil
 }
@@ -251,7 +251,7 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 		return insertEvent(ctx, tx, sb, stored, ev, t)
 	})
 	if err != nil {
-		return wrap(err, "updating sandbox %q", sb.Name)
+		return s.fail(err, "updating sandbox %q", sb.Name)
 	}
 	sb.Version++
 	sb.UpdatedAt = t
@@ -267,7 +267,7 @@ func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
 		// Events, runs and checkpoints go with it: their foreign keys cascade.
 		return execOne(ctx, tx, sandbox.NotFound(id), `DELETE FROM sandboxes WHERE id = $1`, id)
 	})
-	return wrap(err, "deleting sandbox %q", id)
+	return s.fail(err, "deleting sandbox %q", id)
 }
 
 // Events returns a sandbox's history, oldest first; none for an id the

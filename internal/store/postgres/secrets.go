@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -25,7 +24,7 @@ func (s *Store) PutSecret(ctx context.Context, r *secret.Record) error {
 			r.Name, r.Ciphertext, r.Nonce, r.KeyID, formatTime(t)).Scan(&created)
 	})
 	if err != nil {
-		return wrap(err, "storing secret %q", r.Name)
+		return s.fail(err, "storing secret %q", r.Name)
 	}
 	c, err := parseTime(created)
 	if err != nil {
@@ -42,7 +41,7 @@ func (s *Store) GetSecret(ctx context.Context, name string) (*secret.Record, err
 		return nil, store.SecretNotFound(name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading secret %q: %w", name, err)
+		return nil, s.fail(err, "reading secret %q", name)
 	}
 	return r, nil
 }
@@ -57,7 +56,7 @@ func (s *Store) DeleteSecret(ctx context.Context, name string) error {
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		return execOne(ctx, tx, store.SecretNotFound(name), `DELETE FROM secrets WHERE name = $1`, name)
 	})
-	return wrap(err, "removing secret %q", name)
+	return s.fail(err, "removing secret %q", name)
 }
 
 func insertSecretRow(ctx context.Context, tx pgx.Tx, r *secret.Record) error {

@@ -25,8 +25,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,6 +38,7 @@ import (
 
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/auth"
+	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/idempotency"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/secret"
@@ -191,24 +195,50 @@ func execOne(ctx context.Context, tx pgx.Tx, notFound error, query string, args 
 func queryAll[T any](ctx context.Context, s *Store, scan func(scanner) (T, error), doing, query string, args ...any) ([]T, error) {
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", doing, err)
+		return nil, s.fail(err, "%s", doing)
 	}
 	defer rows.Close()
 	list := []T{}
 	for rows.Next() {
 		v, err := scan(rows)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", doing, err)
+			return nil, s.fail(err, "%s", doing)
 		}
 		list = append(list, v)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", doing, err)
+		return nil, s.fail(err, "%s", doing)
 	}
 	return list, nil
 }
 
-// wrap is store.Wrap.
-var wrap = store.Wrap
+// fail says what was being done when err happened (see store.Wrap), and
+// classifies an error that says the server cannot be reached as
+// errdefs.ErrUnavailable: a caller may try again later. Its cause, which
+// names the server, goes to the log, not to the caller.
+func (s *Store) fail(err error, format string, a ...any) error {
+	if err == nil || !unreachable(err) {
+		return store.Wrap(err, format, a...)
+	}
+	doing := fmt.Sprintf(format, a...)
+	s.log.Error("the database cannot be reached", "doing", doing, "err", err)
+	return errdefs.WithHint(errdefs.Unavailable("%s: den's database cannot be reached", doing),
+		"try again shortly; if it lasts, an admin should look at dend's log and the database")
+}
+
+// unreachable reports whether err says the server could not be reached,
+// or the connection to it was lost or shut.
+func unreachable(err error) bool {
+	var connect *pgconn.ConnectError
+	var netErr net.Error
+	if errors.As(err, &connect) || errors.As(err, &netErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	code, _ := pgCode(err)
+	// 08: connection exception; 57P01-3: the server shutting down or
+	// starting.
+	return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03"
+}
 
 var formatTime, parseTime, now = store.FormatTime, store.ParseTime, store.Now

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,7 +21,7 @@ func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
 	}
 	err = s.tx(ctx, func(tx pgx.Tx) error { return insertTokenRow(ctx, tx, rec) })
 	if err != nil {
-		return wrap(err, "creating token %q", rec.Name)
+		return s.fail(err, "creating token %q", rec.Name)
 	}
 	*t = *rec
 	return nil
@@ -50,7 +49,7 @@ func (s *Store) GetToken(ctx context.Context, ref string) (*auth.Token, error) {
 		return nil, store.TokenNotFound(ref)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading token %q: %w", ref, err)
+		return nil, s.fail(err, "reading token %q", ref)
 	}
 	return t, nil
 }
@@ -74,7 +73,7 @@ func (s *Store) RevokeToken(ctx context.Context, id string, at time.Time) error 
 		_, err := tx.Exec(ctx, `UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL`, formatTime(at), id)
 		return err
 	})
-	return wrap(err, "revoking token %q", id)
+	return s.fail(err, "revoking token %q", id)
 }
 
 // TouchToken records when a token was last used.
@@ -82,5 +81,5 @@ func (s *Store) TouchToken(ctx context.Context, id string, at time.Time) error {
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		return execOne(ctx, tx, store.TokenNotFound(id), `UPDATE tokens SET last_used_at = $1 WHERE id = $2`, formatTime(at), id)
 	})
-	return wrap(err, "recording the use of token %q", id)
+	return s.fail(err, "recording the use of token %q", id)
 }
