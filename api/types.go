@@ -138,9 +138,12 @@ const (
 
 // Run is the record of one command.
 type Run struct {
-	ID         string     `json:"id"`
-	Sandbox    string     `json:"sandbox"`
-	Generation int64      `json:"generation"`
+	ID         string `json:"id"`
+	Sandbox    string `json:"sandbox"`
+	Generation int64  `json:"generation"`
+	// PID is the process's id inside the sandbox; it stays the same
+	// across pause, hibernation and restore. 0 when unknown.
+	PID        int        `json:"pid,omitempty"`
 	Argv       []string   `json:"argv"`
 	Cwd        string     `json:"cwd,omitempty"`
 	EnvNames   []string   `json:"env_names,omitempty"`

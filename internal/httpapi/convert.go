@@ -124,6 +124,7 @@ func toRun(r *sandbox.Run) api.Run {
 		ID:         r.ID,
 		Sandbox:    r.SandboxID,
 		Generation: r.Generation,
+		PID:        r.PID,
 		Argv:       r.Argv,
 		Cwd:        r.Cwd,
 		EnvNames:   r.EnvNames,

@@ -70,7 +70,7 @@ func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (*Run, err
 	}
 	run, err := s.startRun(sb.ID, g, spec, func(st guest.ProcStatus) (*Run, error) {
 		run := &Run{
-			ID: newID(12), SandboxID: sb.ID, Generation: sb.Generation, GuestID: st.ID,
+			ID: newID(12), SandboxID: sb.ID, Generation: sb.Generation, GuestID: st.ID, PID: st.PID,
 			Argv: p.Argv, Cwd: cwd, EnvNames: envNames, User: user, TTY: p.TTY,
 			Detached: p.Detach, Status: RunRunning, StartedAt: st.StartedAt.UTC(), OutputMax: outMax,
 		}
