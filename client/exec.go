@@ -246,10 +246,10 @@ func sendControl(ctx context.Context, conn *websocket.Conn, resize <-chan api.Re
 }
 
 // ExecDetached starts a command in the background and returns its run
-// record at once. Read its output with Logs and its end with GetRun.
+// record at once. Read its output with Logs and its end with GetRun;
+// with req.Stdin, send it input with SendStdin.
 func (c *Client) ExecDetached(ctx context.Context, name string, req api.ExecRequest) (*api.Run, error) {
 	req.Detach = true
-	req.Stdin = false
 	var run api.Run
 	if err := c.do(ctx, http.MethodPost, sandboxPath(name, "exec"), nil, req, &run); err != nil {
 		return nil, err
@@ -372,6 +372,15 @@ func (f *followReader) Read(p []byte) (int, error) {
 }
 
 func (f *followReader) Close() error { return f.resp.Body.Close() }
+
+// SendStdin streams r into the stdin of a run started with stdin (a
+// detached one: see api.ExecRequest.Stdin). With closeStdin, stdin is
+// closed once r ends, so the command sees end of file; else it stays
+// open for more. An empty r with closeStdin just closes it.
+func (c *Client) SendStdin(ctx context.Context, name, runID string, r io.Reader, closeStdin bool) error {
+	q := url.Values{"close": {strconv.FormatBool(closeStdin)}}
+	return c.upload(ctx, http.MethodPost, sandboxPath(name, "runs", url.PathEscape(runID), "stdin"), q, "application/octet-stream", r)
+}
 
 // Signal sends a signal ("TERM", "KILL", "INT" or a number) to a run.
 func (c *Client) Signal(ctx context.Context, name, runID, signal string) error {

@@ -299,14 +299,31 @@ func TestStdin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Stdin(ctx, st.ID, strings.NewReader("hello\n")); err != nil {
+	if err := c.Stdin(ctx, st.ID, strings.NewReader("hello\n"), false); err != nil {
 		t.Fatal(err)
 	}
 	if res := streamAll(t, c, st.ID); res.stdout != "hello\n" || res.status.ExitCode != 0 {
 		t.Fatalf("cat: %+v", res)
 	}
-	if err := c.Stdin(ctx, st.ID, strings.NewReader("late")); !errors.Is(err, errdefs.ErrConflict) {
+	if err := c.Stdin(ctx, st.ID, strings.NewReader("late"), false); !errors.Is(err, errdefs.ErrConflict) {
 		t.Fatalf("stdin after close: %v, want conflict", err)
+	}
+
+	// Input sent in pieces, stdin kept open in between, then closed.
+	st, err = c.Start(ctx, guest.ProcSpec{Argv: []string{"cat"}, Stdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, piece := range []string{"one ", "two\n"} {
+		if err := c.Stdin(ctx, st.ID, strings.NewReader(piece), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Stdin(ctx, st.ID, strings.NewReader(""), false); err != nil {
+		t.Fatal(err)
+	}
+	if res := streamAll(t, c, st.ID); res.stdout != "one two\n" || res.status.ExitCode != 0 {
+		t.Fatalf("cat fed in pieces: %+v", res)
 	}
 
 	// More than a pipe holds, so the upload waits on the reader.
@@ -315,7 +332,7 @@ func TestStdin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Stdin(ctx, st.ID, bytes.NewReader(big)); err != nil {
+	if err := c.Stdin(ctx, st.ID, bytes.NewReader(big), false); err != nil {
 		t.Fatal(err)
 	}
 	if res := streamAll(t, c, st.ID); strings.TrimSpace(res.stdout) != strconv.Itoa(len(big)) {
@@ -327,7 +344,7 @@ func TestStdin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Stdin(ctx, st.ID, strings.NewReader("x")); !errors.Is(err, errdefs.ErrInvalid) {
+	if err := c.Stdin(ctx, st.ID, strings.NewReader("x"), false); !errors.Is(err, errdefs.ErrInvalid) {
 		t.Fatalf("stdin without a pipe: %v, want invalid", err)
 	}
 	if res := streamAll(t, c, st.ID); res.stdout != "" || res.status.ExitCode != 0 {
@@ -357,7 +374,7 @@ func TestTTY(t *testing.T) {
 	if err := c.Resize(ctx, st.ID, 40, 120); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Stdin(ctx, st.ID, strings.NewReader("go\n")); err != nil {
+	if err := c.Stdin(ctx, st.ID, strings.NewReader("go\n"), false); err != nil {
 		t.Fatal(err)
 	}
 	res = streamAll(t, c, st.ID)

@@ -223,8 +223,8 @@ func (f *fakeSandboxes) Logs(ctx context.Context, ref, runID, stream string, fro
 	return err
 }
 
-func (f *fakeSandboxes) Stdin(ctx context.Context, ref, runID string, r io.Reader) error {
-	if err := f.enter("Stdin", ref, runID); err != nil {
+func (f *fakeSandboxes) Stdin(ctx context.Context, ref, runID string, r io.Reader, keepOpen bool) error {
+	if err := f.enter("Stdin", ref, runID, keepOpen); err != nil {
 		return err
 	}
 	if f.stdinFn != nil {

@@ -55,6 +55,7 @@ func (s *server) routes() []route {
 		{"GET", "/v1/sandboxes/{name}/runs/{run}", s.getRun},
 		{"GET", "/v1/sandboxes/{name}/runs/{run}/logs", s.runLogs},
 		{"POST", "/v1/sandboxes/{name}/runs/{run}/signal", s.signalRun},
+		{"POST", "/v1/sandboxes/{name}/runs/{run}/stdin", s.runStdin},
 
 		{"GET", "/v1/sandboxes/{name}/files/stat", s.statFile},
 		{"GET", "/v1/sandboxes/{name}/files/list", s.listFiles},

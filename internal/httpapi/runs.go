@@ -112,6 +112,22 @@ func (s *server) runLogs(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// runStdin streams the body into a run's standard input: a detached run
+// started with stdin, or an attached one whose client sends none itself.
+// With close=false stdin stays open for more; an empty body with close
+// (the default) just closes it.
+func (s *server) runStdin(w http.ResponseWriter, r *http.Request) error {
+	closeIt, err := queryBoolDefault(r, "close", true)
+	if err != nil {
+		return err
+	}
+	if err := s.sandboxes.Stdin(r.Context(), r.PathValue("name"), r.PathValue("run"), r.Body, !closeIt); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 func (s *server) signalRun(w http.ResponseWriter, r *http.Request) error {
 	var req api.SignalRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -194,6 +195,31 @@ func TestSignal(t *testing.T) {
 	}
 	e = newEnv(t)
 	resp, body := e.do("POST", "/v1/sandboxes/alpha/runs/run1/signal", strings.NewReader(`{}`))
+	assertError(t, resp, body, http.StatusBadRequest, api.CodeInvalid)
+	e.noCalls()
+}
+
+// Input reaches a run's stdin, which stays open with close=false.
+func TestRunStdin(t *testing.T) {
+	e := newEnv(t)
+	var got []string
+	e.sbx.stdinFn = func(ctx context.Context, r io.Reader) error {
+		b, err := io.ReadAll(r)
+		got = append(got, string(b))
+		return err
+	}
+	for _, q := range []string{"?close=false", ""} {
+		resp, body := e.do("POST", "/v1/sandboxes/alpha/runs/run1/stdin"+q, strings.NewReader("line\n"))
+		if resp.StatusCode != http.StatusNoContent {
+			t.Errorf("stdin%s: %d %s", q, resp.StatusCode, body)
+		}
+	}
+	calls := e.calls.find("Stdin")
+	if len(calls) != 2 || calls[0].Args[2] != true || calls[1].Args[2] != false || !slices.Equal(got, []string{"line\n", "line\n"}) {
+		t.Errorf("Stdin calls = %v, input %q", calls, got)
+	}
+	e = newEnv(t)
+	resp, body := e.do("POST", "/v1/sandboxes/alpha/runs/run1/stdin?close=maybe", strings.NewReader("x"))
 	assertError(t, resp, body, http.StatusBadRequest, api.CodeInvalid)
 	e.noCalls()
 }

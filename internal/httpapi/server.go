@@ -49,8 +49,9 @@ type SandboxService interface {
 	// end; with follow, once the run ended and all its output was written
 	// (or ctx ends).
 	Logs(ctx context.Context, ref, runID, stream string, from int64, how sandbox.Follow, w io.Writer) error
-	// Stdin streams r to the run's stdin and closes it at EOF.
-	Stdin(ctx context.Context, ref, runID string, r io.Reader) error
+	// Stdin streams r to the run's stdin and closes it at EOF, unless
+	// keepOpen.
+	Stdin(ctx context.Context, ref, runID string, r io.Reader, keepOpen bool) error
 	Resize(ctx context.Context, ref, runID string, rows, cols uint16) error
 	// Signal sends sig ("TERM", "SIGKILL", "9") to the run; the service
 	// validates it.

@@ -263,7 +263,8 @@ func (s *Server) handleStdin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := p.copyStdin(r.Body); err != nil {
+	keepOpen := r.URL.Query().Get("close") == "0"
+	if err := p.copyStdin(r.Body, keepOpen); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

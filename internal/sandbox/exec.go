@@ -189,15 +189,16 @@ func (s *Service) activeRun(ctx context.Context, ref, runID, action string) (*Ru
 	return r, s.guestFor(sb), unlock, nil
 }
 
-// Stdin streams r to a run's standard input and closes it at EOF. The run
-// must have been started with stdin.
-func (s *Service) Stdin(ctx context.Context, ref, runID string, r io.Reader) error {
+// Stdin streams r to a run's standard input and closes it at EOF, unless
+// keepOpen: then more may be sent later. The run must have been started
+// with stdin.
+func (s *Service) Stdin(ctx context.Context, ref, runID string, r io.Reader, keepOpen bool) error {
 	run, g, unlock, err := s.activeRun(ctx, ref, runID, "send input in")
 	if err != nil {
 		return err
 	}
 	unlock() // input may flow for a long time; the run's end stops it.
-	return g.Stdin(ctx, run.GuestID, r)
+	return g.Stdin(ctx, run.GuestID, r, keepOpen)
 }
 
 // Resize changes a TTY run's window size.

@@ -189,7 +189,7 @@ type Guest interface {
 	// the final status.
 	Stream(ctx context.Context, id string, stdoutFrom, stderrFrom int64, fn func(kind byte, p []byte) error) (guest.ProcStatus, error)
 	Status(ctx context.Context, id string) (guest.ProcStatus, error)
-	Stdin(ctx context.Context, id string, r io.Reader) error
+	Stdin(ctx context.Context, id string, r io.Reader, keepOpen bool) error
 	Signal(ctx context.Context, id string, sig syscall.Signal) error
 	Resize(ctx context.Context, id string, rows, cols uint16) error
 	Ack(ctx context.Context, id string, stdout, stderr int64) error
