@@ -196,6 +196,12 @@ type FileInfo struct {
 	Type    string    `json:"type"` // file, dir, symlink, other
 	ModTime time.Time `json:"mod_time"`
 	Target  string    `json:"target,omitempty"` // symlink target
+	// UID and GID own the file; Owner and Group are their names inside
+	// the sandbox, "" when they have none.
+	UID   uint32 `json:"uid"`
+	GID   uint32 `json:"gid"`
+	Owner string `json:"owner,omitempty"`
+	Group string `json:"group,omitempty"`
 }
 
 // FileList is the body of GET /v1/sandboxes/{name}/files/list.
@@ -208,6 +214,9 @@ type MkdirRequest struct {
 	Path    string `json:"path"`
 	Parents bool   `json:"parents,omitempty"`
 	Mode    uint32 `json:"mode,omitempty"` // default 0755
+	// User owns the directories made: a name, uid, or either with
+	// :group; default root.
+	User string `json:"user,omitempty"`
 }
 
 // MoveRequest is the body of POST /v1/sandboxes/{name}/files/move.

@@ -47,6 +47,33 @@ func (c *Client) WriteFile(ctx context.Context, name, path string, mode fs.FileM
 	return c.upload(ctx, http.MethodPut, sandboxPath(name, "files", "content"), q, "application/octet-stream", r)
 }
 
+// WriteOptions are how WriteFileWith writes a file.
+type WriteOptions struct {
+	Mode fs.FileMode // 0 lets dend choose (0644)
+	// User owns the file: a name, uid, or either followed by :group.
+	// Empty keeps the owner of the file replaced (root for a new one).
+	User string
+	// Parents creates the missing directories above the file (0755,
+	// owned by User), where WriteFile would fail with not found.
+	Parents bool
+}
+
+// WriteFileWith is WriteFile with more say over the file: its owner and
+// whether its directory is made.
+func (c *Client) WriteFileWith(ctx context.Context, name, path string, r io.Reader, o WriteOptions) error {
+	q := pathQuery(path)
+	if o.Mode != 0 {
+		q.Set("mode", "0"+strconv.FormatUint(uint64(o.Mode.Perm()), 8))
+	}
+	if o.User != "" {
+		q.Set("user", o.User)
+	}
+	if o.Parents {
+		q.Set("parents", "true")
+	}
+	return c.upload(ctx, http.MethodPut, sandboxPath(name, "files", "content"), q, "application/octet-stream", r)
+}
+
 // Mkdir creates a directory inside a sandbox.
 func (c *Client) Mkdir(ctx context.Context, name string, req api.MkdirRequest) error {
 	return c.do(ctx, http.MethodPost, sandboxPath(name, "files", "mkdir"), nil, req, nil)

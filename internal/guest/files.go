@@ -42,13 +42,18 @@ func (c *Client) ReadFile(ctx context.Context, path string) (io.ReadCloser, File
 	return resp.Body, fi, nil
 }
 
-// WriteFile replaces path with r's content, created with mode (permission
-// bits; 0 keeps the mode of the file replaced, or 0644 for a new one). It
-// returns once the file is durable. The directory must exist.
-func (c *Client) WriteFile(ctx context.Context, path string, mode uint32, r io.Reader) error {
+// WriteFile replaces path with r's content, as o says. It returns once
+// the file is durable. The directory must exist, unless o.Parents.
+func (c *Client) WriteFile(ctx context.Context, path string, r io.Reader, o WriteOptions) error {
 	q := pathQuery(path)
-	if mode != 0 {
-		q.Set("mode", strconv.FormatUint(uint64(mode), 8))
+	if o.Mode != 0 {
+		q.Set("mode", strconv.FormatUint(uint64(o.Mode), 8))
+	}
+	if o.User != "" {
+		q.Set("user", o.User)
+	}
+	if o.Parents {
+		q.Set("parents", "1")
 	}
 	resp, err := c.do(ctx, http.MethodPut, "/v1/files/content", q, nonNil(r), "application/octet-stream")
 	if err != nil {
@@ -58,8 +63,8 @@ func (c *Client) WriteFile(ctx context.Context, path string, mode uint32, r io.R
 }
 
 // Mkdir creates a directory (and its parents, if asked); mode 0 is 0755.
-func (c *Client) Mkdir(ctx context.Context, path string, parents bool, mode uint32) error {
-	return c.call(ctx, http.MethodPost, "/v1/files/mkdir", nil, MkdirRequest{Path: path, Parents: parents, Mode: mode}, nil)
+func (c *Client) Mkdir(ctx context.Context, req MkdirRequest) error {
+	return c.call(ctx, http.MethodPost, "/v1/files/mkdir", nil, req, nil)
 }
 
 // Remove deletes path; a non-empty directory only when recursive.

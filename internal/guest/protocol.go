@@ -74,6 +74,12 @@ type FileInfo struct {
 	Type    string    `json:"type"` // file, dir, symlink, other
 	ModTime time.Time `json:"mod_time"`
 	Target  string    `json:"target,omitempty"`
+	// UID and GID own the file; Owner and Group are their names in the
+	// sandbox's passwd and group files, "" when they have none.
+	UID   uint32 `json:"uid"`
+	GID   uint32 `json:"gid"`
+	Owner string `json:"owner,omitempty"`
+	Group string `json:"group,omitempty"`
 }
 
 // Info is the body of GET /v1/ping.

@@ -182,6 +182,10 @@ func toFileInfo(fi guest.FileInfo) api.FileInfo {
 		Type:    fi.Type,
 		ModTime: fi.ModTime,
 		Target:  fi.Target,
+		UID:     fi.UID,
+		GID:     fi.GID,
+		Owner:   fi.Owner,
+		Group:   fi.Group,
 	}
 }
 

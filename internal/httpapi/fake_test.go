@@ -474,8 +474,12 @@ func (ff *fakeFiles) ReadFile(ctx context.Context, p string) (io.ReadCloser, gue
 	return io.NopCloser(strings.NewReader(ff.content)), ff.info(p), nil
 }
 
-func (ff *fakeFiles) WriteFile(ctx context.Context, p string, mode uint32, r io.Reader) error {
-	if err := ff.enter("WriteFile", p, mode); err != nil {
+func (ff *fakeFiles) WriteFile(ctx context.Context, p string, r io.Reader, o guest.WriteOptions) error {
+	args := []any{p, o.Mode}
+	if o.User != "" || o.Parents {
+		args = append(args, o.User, o.Parents)
+	}
+	if err := ff.enter("WriteFile", args...); err != nil {
 		return err
 	}
 	b, err := io.ReadAll(r)
@@ -483,8 +487,12 @@ func (ff *fakeFiles) WriteFile(ctx context.Context, p string, mode uint32, r io.
 	return err
 }
 
-func (ff *fakeFiles) Mkdir(ctx context.Context, p string, parents bool, mode uint32) error {
-	return ff.enter("Mkdir", p, parents, mode)
+func (ff *fakeFiles) Mkdir(ctx context.Context, req guest.MkdirRequest) error {
+	args := []any{req.Path, req.Parents, req.Mode}
+	if req.User != "" {
+		args = append(args, req.User)
+	}
+	return ff.enter("Mkdir", args...)
 }
 
 func (ff *fakeFiles) Remove(ctx context.Context, p string, recursive bool) error {

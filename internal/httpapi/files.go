@@ -8,6 +8,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/fspath"
+	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -73,11 +74,16 @@ func (s *server) writeFile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	parents, err := queryBool(r, "parents")
+	if err != nil {
+		return err
+	}
 	fsys, err := s.sandboxes.Files(r.Context(), r.PathValue("name"))
 	if err != nil {
 		return err
 	}
-	if err := fsys.WriteFile(r.Context(), p, mode, r.Body); err != nil {
+	o := guest.WriteOptions{Mode: mode, User: r.URL.Query().Get("user"), Parents: parents}
+	if err := fsys.WriteFile(r.Context(), p, r.Body, o); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -104,7 +110,7 @@ func (s *server) mkdir(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := fsys.Mkdir(r.Context(), p, req.Parents, mode); err != nil {
+	if err := fsys.Mkdir(r.Context(), guest.MkdirRequest{Path: p, Parents: req.Parents, Mode: mode, User: req.User}); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

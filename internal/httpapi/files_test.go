@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -156,4 +157,29 @@ func TestMkdirBadMode(t *testing.T) {
 	resp, body := e.do("POST", "/v1/sandboxes/alpha/files/mkdir", strings.NewReader(`{"path":"/a","mode":70000}`))
 	assertError(t, resp, body, http.StatusBadRequest, api.CodeInvalid)
 	e.noCalls()
+}
+
+// A write or mkdir may name the user who owns what it makes, and a write
+// may make its directory.
+func TestFilesForUser(t *testing.T) {
+	e := newEnv(t)
+	resp, body := e.do("PUT", "/v1/sandboxes/alpha/files/content?path=/home/u/a/f&user=u&parents=true", strings.NewReader("x"))
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("write: %d %s", resp.StatusCode, body)
+	}
+	resp, body = e.do("POST", "/v1/sandboxes/alpha/files/mkdir", strings.NewReader(`{"path":"/home/u/d","parents":true,"user":"u:g"}`))
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("mkdir: %d %s", resp.StatusCode, body)
+	}
+	var got []string
+	for _, c := range e.calls.all() {
+		got = append(got, c.String())
+	}
+	for _, want := range []string{"Files.WriteFile[/home/u/a/f 420 u true]", "Files.Mkdir[/home/u/d true 493 u:g]"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("calls %v lack %s", got, want)
+		}
+	}
+	resp, body = e.do("PUT", "/v1/sandboxes/alpha/files/content?path=/f&parents=sure", strings.NewReader("x"))
+	assertError(t, resp, body, http.StatusBadRequest, api.CodeInvalid)
 }

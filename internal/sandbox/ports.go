@@ -211,8 +211,8 @@ type Files interface {
 	Stat(ctx context.Context, path string) (guest.FileInfo, error)
 	ReadDir(ctx context.Context, path string) ([]guest.FileInfo, error)
 	ReadFile(ctx context.Context, path string) (io.ReadCloser, guest.FileInfo, error)
-	WriteFile(ctx context.Context, path string, mode uint32, r io.Reader) error
-	Mkdir(ctx context.Context, path string, parents bool, mode uint32) error
+	WriteFile(ctx context.Context, path string, r io.Reader, o guest.WriteOptions) error
+	Mkdir(ctx context.Context, req guest.MkdirRequest) error
 	Remove(ctx context.Context, path string, recursive bool) error
 	Move(ctx context.Context, from, to string) error
 	ReadTar(ctx context.Context, path string) (io.ReadCloser, error)
