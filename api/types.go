@@ -244,7 +244,7 @@ type ImageList struct {
 }
 
 // BuildImageRequest is the body of POST /v1/images/build. Name is one of
-// the built-in recipes: "debian" or "busybox".
+// the built-in recipes: "debian", "busybox" or "e2b-base".
 type BuildImageRequest struct {
 	Name  string `json:"name"`
 	Force bool   `json:"force,omitempty"` // rebuild even if present
