@@ -24,6 +24,7 @@ import (
 	"github.com/den-dev/den/internal/idempotency"
 	"github.com/den-dev/den/internal/image"
 	"github.com/den-dev/den/internal/imagecrypt"
+	"github.com/den-dev/den/internal/inproc"
 	"github.com/den-dev/den/internal/mcpserver"
 	"github.com/den-dev/den/internal/netns"
 	"github.com/den-dev/den/internal/runsc"
@@ -168,12 +169,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	// MCP's tools call the API in process, with the caller's rights.
-	mcpHTTP := mcpserver.NewHTTP(httpapi.IsLocal, mcpserver.Options{}, log.With("component", "mcp"))
-	defer mcpHTTP.Close()
+	self := inproc.New()
+	defer self.Close()
+	mcpHTTP := mcpserver.NewHTTP(httpapi.IsLocal, self, mcpserver.Options{}, log.With("component", "mcp"))
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
 		MCP: mcpHTTP})
-	mcpHTTP.Serve(httpapi.Local(handler), handler)
+	self.Serve(httpapi.Local(handler), handler)
 	return serve(ctx, cfg, handler, log)
 }
 
