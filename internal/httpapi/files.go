@@ -57,7 +57,9 @@ func (s *server) readFile(w http.ResponseWriter, r *http.Request) error {
 	defer rc.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	if fi.Type == "file" && fi.Size >= 0 {
+	// A file that claims no size (those of /proc and /sys) may still have
+	// content: it goes without a length, read to its end.
+	if fi.Type == "file" && fi.Size > 0 {
 		w.Header().Set("Content-Length", strconv.FormatInt(fi.Size, 10))
 	}
 	_, err = io.Copy(newFlushWriter(w), rc)

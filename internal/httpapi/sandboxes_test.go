@@ -304,3 +304,15 @@ func TestLogsCutShortOnFailure(t *testing.T) {
 }
 
 var errNotFoundRun = errdefs.WithHint(errdefs.NotFound("no run %q", "nope"), "see `den runs NAME`")
+
+// GET of a sandbox measures its usage unless asked not to.
+func TestGetSandboxUsage(t *testing.T) {
+	e := newEnv(t)
+	for q, want := range map[string]bool{"": true, "?usage=true": true, "?usage=false": false} {
+		var sb api.Sandbox
+		_, body := e.do("GET", "/v1/sandboxes/alpha"+q, nil)
+		if err := json.Unmarshal(body, &sb); err != nil || (sb.Usage != nil) != want {
+			t.Errorf("GET%s: usage %+v (%v), want it %v", q, sb.Usage, err, want)
+		}
+	}
+}
