@@ -18,6 +18,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/auth"
+	"github.com/den-dev/den/internal/e2b"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/httpapi"
@@ -172,9 +173,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	self := inproc.New()
 	defer self.Close()
 	mcpHTTP := mcpserver.NewHTTP(httpapi.IsLocal, self, mcpserver.Options{}, log.With("component", "mcp"))
+	// So does the E2B door, for both of E2B's planes.
+	e2bDoor := e2b.New(e2b.Config{API: self, IsLocal: httpapi.IsLocal, MinTTL: cfg.MinTTL, Logger: log.With("component", "e2b")})
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
-		MCP: mcpHTTP})
+		MCP: mcpHTTP, E2B: e2bDoor})
 	self.Serve(httpapi.Local(handler), handler)
 	return serve(ctx, cfg, handler, log)
 }

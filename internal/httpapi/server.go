@@ -144,6 +144,17 @@ type Config struct {
 	// caller with a principal; what its tools do is checked as the API
 	// calls they make.
 	MCP http.Handler
+	// E2B, when set, serves E2B's API to the requests it claims, before
+	// they meet the API's own authentication: it carries its callers'
+	// keys to the API itself, whose calls are checked and audited.
+	E2B Door
+}
+
+// Door is a front door that speaks another protocol on dend's listeners:
+// it answers the requests Claims says are its own.
+type Door interface {
+	http.Handler
+	Claims(r *http.Request) bool
 }
 
 // MaxMCPBytes bounds one message to /mcp: a file_write's content is its
@@ -209,7 +220,21 @@ func New(cfg Config) http.Handler {
 			cfg.MCP.ServeHTTP(w, r)
 		}))
 	}
-	return s.logRequests(s.recoverPanics(s.routeHosts(s.authenticate(s.auditCalls(s.fallback(mux))))))
+	return s.logRequests(s.recoverPanics(s.routeHosts(s.door(cfg.E2B, s.authenticate(s.auditCalls(s.fallback(mux)))))))
+}
+
+// door sends the requests d claims to d, the others on to next.
+func (s *server) door(d Door, next http.Handler) http.Handler {
+	if d == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d.Claims(r) {
+			d.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // handlerFunc is a route's handler. It returns an error instead of writing
