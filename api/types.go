@@ -113,7 +113,7 @@ type EventList struct {
 type ExecRequest struct {
 	Argv    []string          `json:"argv"`
 	Env     map[string]string `json:"env,omitempty"`
-	Cwd     string            `json:"cwd,omitempty"`  // default: the image's working dir, else /
+	Cwd     string            `json:"cwd,omitempty"`  // default: the image's working dir, else /; "~" is the user's home
 	User    string            `json:"user,omitempty"` // name, uid or uid:gid; default root
 	Stdin   bool              `json:"stdin,omitempty"`
 	TTY     bool              `json:"tty,omitempty"`

@@ -412,6 +412,25 @@ func TestUser(t *testing.T) {
 			}
 		})
 	}
+
+	// ~ as the working directory is the user's home; an unknown user is
+	// refused as that, not as a home that is not there.
+	home, err := os.MkdirTemp("", "den-home-") // reachable by carol, unlike t.TempDir's
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	os.Chmod(home, 0o755)
+	os.WriteFile(filepath.Join(etc, "passwd"), []byte("carol:x:1300:1300::"+home+":/bin/sh\n"), 0o644)
+	spec := sh("pwd")
+	spec.User, spec.Cwd, spec.Env = "carol", guest.HomeDir, []string{"PATH=/usr/bin:/bin"}
+	if res := run(t, c, spec); strings.TrimSpace(res.stdout) != home {
+		t.Errorf("pwd in ~ as carol: %q (stderr %q), want %s", res.stdout, res.stderr, home)
+	}
+	spec.User = "dave"
+	if _, err := c.Start(context.Background(), spec); !errors.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), `no user "dave"`) {
+		t.Errorf("an unknown user with ~: %v", err)
+	}
 }
 
 // Orphans are reparented to den-init, which must reap them.

@@ -20,7 +20,7 @@ const (
 type ProcSpec struct {
 	Argv    []string      `json:"argv"`
 	Env     []string      `json:"env,omitempty"`  // KEY=VALUE, the whole environment
-	Cwd     string        `json:"cwd,omitempty"`  // default /
+	Cwd     string        `json:"cwd,omitempty"`  // default /; HomeDir for the user's home
 	User    string        `json:"user,omitempty"` // name, uid, or uid:gid; default root
 	TTY     bool          `json:"tty,omitempty"`
 	Rows    uint16        `json:"rows,omitempty"`
@@ -31,6 +31,10 @@ type ProcSpec struct {
 	// is sent as ContentTypeSecrets.
 	Secrets []Secret `json:"-"`
 }
+
+// HomeDir as a ProcSpec's Cwd is the home directory of its user, from
+// the sandbox's passwd.
+const HomeDir = "~"
 
 // ProcStatus describes one process den-init started.
 type ProcStatus struct {
