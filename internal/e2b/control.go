@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -181,9 +182,10 @@ func (d *Door) create(w http.ResponseWriter, r *http.Request, c *client.Client, 
 		return err
 	}
 	autoPause := req.AutoPause != nil && *req.AutoPause
+	// A sandbox killed at its timeout keeps nothing, as E2B's.
 	create := api.CreateSandboxRequest{
 		Image: image, Env: req.EnvVars, Labels: req.Metadata, Network: network,
-		Policy: d.timeoutPolicy(autoPause, 0, timeout),
+		Policy: d.timeoutPolicy(autoPause, 0, timeout), Ephemeral: !autoPause,
 	}
 	create.Name = newName()
 	sb, err := c.CreateSandbox(r.Context(), create)
@@ -195,7 +197,7 @@ func (d *Door) create(w http.ResponseWriter, r *http.Request, c *client.Client, 
 }
 
 func (d *Door) get(w http.ResponseWriter, r *http.Request, c *client.Client, token string) error {
-	sb, err := c.LookupSandbox(r.Context(), r.PathValue("id"))
+	sb, err := lookup(r.Context(), c, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -204,7 +206,11 @@ func (d *Door) get(w http.ResponseWriter, r *http.Request, c *client.Client, tok
 }
 
 func (d *Door) kill(w http.ResponseWriter, r *http.Request, c *client.Client, token string) error {
-	if err := c.RemoveSandbox(r.Context(), r.PathValue("id"), true); err != nil {
+	sb, err := lookup(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if err := c.RemoveSandbox(r.Context(), sb.ID, true); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -243,7 +249,7 @@ func (d *Door) refresh(w http.ResponseWriter, r *http.Request, c *client.Client,
 }
 
 func (d *Door) retime(w http.ResponseWriter, r *http.Request, c *client.Client, timeout time.Duration, extendOnly bool) error {
-	sb, err := c.LookupSandbox(r.Context(), r.PathValue("id"))
+	sb, err := lookup(r.Context(), c, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -264,7 +270,7 @@ func (d *Door) pause(w http.ResponseWriter, r *http.Request, c *client.Client, t
 		return err
 	}
 	ref := r.PathValue("id")
-	sb, err := c.LookupSandbox(r.Context(), ref)
+	sb, err := lookup(r.Context(), c, ref)
 	if err != nil {
 		return err
 	}
@@ -295,7 +301,7 @@ func (d *Door) connect(w http.ResponseWriter, r *http.Request, c *client.Client,
 	if err != nil {
 		return err
 	}
-	sb, err := c.LookupSandbox(r.Context(), r.PathValue("id"))
+	sb, err := lookup(r.Context(), c, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -322,6 +328,16 @@ func (d *Door) connect(w http.ResponseWriter, r *http.Request, c *client.Client,
 	}
 	writeJSON(w, status, newSandboxAnswer(sb, token))
 	return nil
+}
+
+// lookup finds a sandbox the caller may see; one den destroyed (its record
+// kept) is, to E2B, not found.
+func lookup(ctx context.Context, c *client.Client, ref string) (*api.Sandbox, error) {
+	sb, err := c.LookupSandbox(ctx, ref)
+	if err == nil && sb.State == api.StateDestroyed {
+		return nil, &client.Error{API: &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("sandbox %s was destroyed: %s", ref, sb.Reason)}}
+	}
+	return sb, err
 }
 
 // metricsJSON is one sample of E2B's metrics.

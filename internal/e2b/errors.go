@@ -93,7 +93,7 @@ func message(e *api.Error) string {
 // isUnknownUser reports whether e is den-init refusing a user the sandbox
 // does not have, which E2B answers as an authentication failure.
 func isUnknownUser(e *api.Error) bool {
-	return e.Code == api.CodeInvalid && strings.HasPrefix(e.Message, "no user ")
+	return e.Code == api.CodeInvalid && strings.Contains(e.Message, "no user \"")
 }
 
 // isNoSpace reports whether e is a sandbox out of disk space, which E2B

@@ -57,9 +57,10 @@ func (p *processes) Start(ctx context.Context, req *connect.Request[pb.StartRequ
 		return connect.NewError(connect.CodeUnimplemented, errors.New("den's E2B door runs commands without a terminal: start it without pty (den shell gives one)"))
 	}
 	er := api.ExecRequest{Argv: append([]string{cfg.GetCmd()}, cfg.GetArgs()...), Env: cfg.GetEnvs(), User: t.user, Cwd: cfg.GetCwd()}
-	if er.Cwd == "" && t.user != "" {
-		er.Cwd = home(t.user)
-	} else if er.Cwd != "" {
+	switch {
+	case er.Cwd == "" && t.user != "":
+		er.Cwd = "~" // the user's home, from the sandbox's passwd
+	case er.Cwd != "":
 		er.Cwd = t.abs(er.Cwd)
 	}
 	if dl, ok := ctx.Deadline(); ok {
