@@ -93,7 +93,7 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "idlecpu", "throughput", "mcp"}
+var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "idlecpu", "throughput", "mcp", "e2b"}
 
 func run(bin string, n, nBig int, only string, o options) error {
 	want := map[string]bool{}
@@ -148,6 +148,7 @@ func run(bin string, n, nBig int, only string, o options) error {
 		{"idlecpu", "idle CPU", b.idleCPU},
 		{"throughput", "exec throughput beside idle sandboxes", b.execThroughput},
 		{"mcp", "front doors", b.mcpExec},
+		{"e2b", "E2B SDK", b.e2bDoor},
 	}
 	for _, s := range steps {
 		if len(want) > 0 && !want[s.name] {
