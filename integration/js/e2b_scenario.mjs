@@ -95,8 +95,8 @@ r = await sbx.commands.run("echo [$ONLY_HERE]");
 assert.equal(r.stdout, "[]\n", "an env var of one command leaked into the next");
 r = await sbx.commands.run("whoami; pwd", { user: "root" });
 assert.equal(r.stdout, "root\n/root\n");
-r = await sbx.commands.run("python3 -c 'print(6*7)' && python -c 'print(1)'");
-assert.equal(r.stdout, "42\n1\n");
+r = await sbx.commands.run("sudo -n whoami && sudo apt-get --version | head -c 3 && echo && python3 -c 'print(6*7)' && python -c 'print(1)'");
+assert.equal(r.stdout, "root\napt\n42\n1\n");
 await rejects(sbx.commands.run("true", { user: "nobody-here" }), AuthenticationError, "an unknown user");
 await rejects(sbx.commands.run("true", { cwd: "/no/such/dir" }), InvalidArgumentError, "a cwd that does not exist");
 

@@ -7,6 +7,9 @@ package guest
 
 import "time"
 
+// InitPath is where den-init's binary appears inside every sandbox.
+const InitPath = "/.den/den-init"
+
 // Port is the TCP port den-init listens on, on the sandbox's private address.
 const Port = 49900
 

@@ -7,13 +7,18 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
 // e2bBasePackages are what E2B's base template offers agent code beyond
-// the debian image: sudo, `python` as python3, and what useradd and a
-// login shell need.
-const e2bBasePackages = debianPackages + ",sudo,python-is-python3,passwd,bash"
+// the debian image: `python` as python3, and a login shell. Not sudo:
+// gVisor ignores the set-user-ID bit, so den-init stands in for it.
+const e2bBasePackages = debianPackages + ",python-is-python3,bash"
+
+// sudoPath is where sudo is found first, whatever PATH a shell sets: a
+// link to den-init, which runs as sudo (see internal/initd/sudo.go).
+const sudoPath = "usr/local/bin/sudo"
 
 // The account E2B's base template runs everything as.
 const (
@@ -23,9 +28,9 @@ const (
 )
 
 // fillE2BBase makes the image behind E2B's `base` template: the debian
-// image with sudo and python, and the user `user` (uid and gid 1000,
-// home /home/user, login shell bash, passwordless sudo), which commands
-// run as and start in unless told otherwise.
+// image with python, and the user `user` (uid and gid 1000, home
+// /home/user, login shell bash, in the group sudo), which commands run as
+// and start in unless told otherwise.
 func (m *Manager) fillE2BBase(ctx context.Context, root string, progress func(Progress)) (*sandbox.Image, error) {
 	im, err := m.bootstrapDebian(ctx, root, e2bBasePackages, progress)
 	if err != nil {
@@ -42,8 +47,8 @@ func (m *Manager) fillE2BBase(ctx context.Context, root string, progress func(Pr
 }
 
 // addE2BUser adds the user to the account files under root, gives it a
-// home from /etc/skel and passwordless sudo. It writes the files itself,
-// so that nothing runs inside the image.
+// home from /etc/skel and sudo. It writes the files itself, so that
+// nothing runs inside the image.
 func addE2BUser(root string) error {
 	id := fmt.Sprint(e2bUID)
 	appends := []struct{ file, line string }{
@@ -86,8 +91,17 @@ func addE2BUser(root string) error {
 	if err := os.Chmod(home, 0o750); err != nil {
 		return fmt.Errorf("creating %s: %w", e2bHome, hostErr(err))
 	}
-	sudoers := []fileSpec{{"etc/sudoers.d/" + e2bUser, 0o440, e2bUser + " ALL=(ALL:ALL) NOPASSWD: ALL\n"}}
-	return writeFiles(root, sudoers)
+	sudo := filepath.Join(root, sudoPath)
+	if err := os.MkdirAll(filepath.Dir(sudo), 0o755); err != nil {
+		return fmt.Errorf("linking sudo: %w", hostErr(err))
+	}
+	if err := os.Remove(sudo); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("linking sudo: %w", hostErr(err))
+	}
+	if err := os.Symlink(guest.InitPath, sudo); err != nil {
+		return fmt.Errorf("linking sudo: %w", hostErr(err))
+	}
+	return nil
 }
 
 // appendLine adds line to file, after a newline if the file lacks one.

@@ -25,16 +25,14 @@ func TestAddE2BUser(t *testing.T) {
 		must(t, os.MkdirAll(filepath.Join(root, filepath.Dir(file)), 0o755))
 		must(t, os.WriteFile(filepath.Join(root, file), []byte(content), 0o640))
 	}
-	must(t, os.MkdirAll(filepath.Join(root, "etc/sudoers.d"), 0o755))
 	if err := addE2BUser(root); err != nil {
 		t.Fatal(err)
 	}
 	for file, want := range map[string]string{
-		"etc/passwd":         "root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000::/home/user:/bin/bash\n",
-		"etc/group":          "root:x:0:\nsudo:x:27:user\nuser:x:1000:\n",
-		"etc/gshadow":        "root:*::\nsudo:*::\nuser:!::\n",
-		"etc/sudoers.d/user": "user ALL=(ALL:ALL) NOPASSWD: ALL\n",
-		"home/user/.bashrc":  "# bashrc\n",
+		"etc/passwd":        "root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000::/home/user:/bin/bash\n",
+		"etc/group":         "root:x:0:\nsudo:x:27:user\nuser:x:1000:\n",
+		"etc/gshadow":       "root:*::\nsudo:*::\nuser:!::\n",
+		"home/user/.bashrc": "# bashrc\n",
 	} {
 		b, err := os.ReadFile(filepath.Join(root, file))
 		if err != nil || string(b) != want {
@@ -44,7 +42,10 @@ func TestAddE2BUser(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(root, "etc/shadow")); !strings.Contains(string(b), "\nuser:*:") {
 		t.Errorf("/etc/shadow = %q", b)
 	}
-	for p, mode := range map[string]os.FileMode{"etc/shadow": 0o640, "etc/sudoers.d/user": 0o440, "home/user": 0o750} {
+	if target, err := os.Readlink(filepath.Join(root, "usr/local/bin/sudo")); err != nil || target != "/.den/den-init" {
+		t.Errorf("sudo links to %q (%v), want den-init", target, err)
+	}
+	for p, mode := range map[string]os.FileMode{"etc/shadow": 0o640, "home/user": 0o750} {
 		fi, err := os.Stat(filepath.Join(root, p))
 		if err != nil || fi.Mode().Perm() != mode {
 			t.Errorf("/%s: mode %v (%v), want %v", p, fi.Mode().Perm(), err, mode)
