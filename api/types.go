@@ -209,6 +209,16 @@ type FileList struct {
 	Files []FileInfo `json:"files"`
 }
 
+// WatchEvent is one line of GET /v1/sandboxes/{name}/files/watch: a
+// change to Name, a path relative to the watched directory ("" for the
+// directory itself). The last line of a watch that stopped holds only
+// Error.
+type WatchEvent struct {
+	Name  string `json:"name,omitempty"`
+	Op    string `json:"op,omitempty"` // create, write, remove, rename, chmod, overflow
+	Error *Error `json:"error,omitempty"`
+}
+
 // MkdirRequest is the body of POST /v1/sandboxes/{name}/files/mkdir.
 type MkdirRequest struct {
 	Path    string `json:"path"`

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -185,3 +187,45 @@ func opaque(r io.Reader) io.Reader {
 	}
 	return struct{ io.Reader }{r}
 }
+
+// FileWatch is a watch of a directory's changes; see WatchFiles.
+type FileWatch struct {
+	body io.ReadCloser
+	dec  *json.Decoder
+}
+
+// WatchFiles watches the directory at path inside a sandbox (with
+// recursive, its subdirectories too) and returns once the watch is in
+// place: any change made after it is seen. Read the changes with Next;
+// Close ends the watch.
+func (c *Client) WatchFiles(ctx context.Context, name, path string, recursive bool) (*FileWatch, error) {
+	q := pathQuery(path)
+	if recursive {
+		q.Set("recursive", "true")
+	}
+	resp, err := c.send(ctx, request{method: http.MethodGet, path: sandboxPath(name, "files", "watch"), query: q})
+	if err != nil {
+		return nil, err
+	}
+	return &FileWatch{body: resp.Body, dec: json.NewDecoder(resp.Body)}, nil
+}
+
+// Next returns the next change. It returns io.EOF once the directory went
+// away, dend's *Error when the watch stopped (the sandbox was put to
+// sleep), or the connection's error.
+func (w *FileWatch) Next() (api.WatchEvent, error) {
+	var ev api.WatchEvent
+	if err := w.dec.Decode(&ev); err != nil {
+		if errors.Is(err, io.EOF) {
+			return ev, io.EOF
+		}
+		return ev, fmt.Errorf("reading the watch: %w", err)
+	}
+	if ev.Error != nil {
+		return ev, fromAPI(ev.Error)
+	}
+	return ev, nil
+}
+
+// Close ends the watch.
+func (w *FileWatch) Close() error { return w.body.Close() }

@@ -3,6 +3,7 @@ package guest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -99,6 +100,36 @@ func (c *Client) WriteTar(ctx context.Context, dir string, r io.Reader) error {
 		return err
 	}
 	return drain(resp)
+}
+
+// Watch streams the changes under dir (with recursive, in its
+// subdirectories too) to each, having called ready once the watch is in
+// place. It returns nil when dir went away, each's error, or why the
+// stream stopped.
+func (c *Client) Watch(ctx context.Context, dir string, recursive bool, ready func(), each func(WatchEvent) error) error {
+	q := pathQuery(dir)
+	if recursive {
+		q.Set("recursive", "1")
+	}
+	resp, err := c.do(ctx, http.MethodGet, "/v1/files/watch", q, nil, "")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	ready()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev WatchEvent
+		if err := dec.Decode(&ev); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return c.broken(ctx, "watching "+dir, err)
+		}
+		if err := each(ev); err != nil {
+			return err
+		}
+	}
 }
 
 func pathQuery(p string) url.Values { return url.Values{"path": {p}} }

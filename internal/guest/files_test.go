@@ -515,3 +515,80 @@ func TestFilesOwnedByUser(t *testing.T) {
 		t.Error("the refused mkdir made its directory")
 	}
 }
+
+// A watch reports what changes under a directory, in directories made
+// after it began too, and ends when the directory goes away.
+func TestWatch(t *testing.T) {
+	c := serve(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	root := filepath.Join(dir, "w")
+	must(t, os.Mkdir(root, 0o755))
+
+	events := make(chan guest.WatchEvent, 100)
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Watch(ctx, root, true, func() { close(ready) }, func(ev guest.WatchEvent) error {
+			events <- ev
+			return nil
+		})
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("watch: %v", err)
+	}
+	must(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("x"), 0o644))
+	must(t, os.Mkdir(filepath.Join(root, "sub"), 0o755))
+	waitEvent(t, events, guest.WatchEvent{Name: "sub", Op: guest.WatchCreate})
+	must(t, os.WriteFile(filepath.Join(root, "sub", "b.txt"), []byte("y"), 0o644))
+	must(t, os.Rename(filepath.Join(root, "a.txt"), filepath.Join(root, "c.txt")))
+	must(t, os.Chmod(filepath.Join(root, "c.txt"), 0o600))
+	must(t, os.Remove(filepath.Join(root, "c.txt")))
+	for _, want := range []guest.WatchEvent{
+		{Name: filepath.Join("sub", "b.txt"), Op: guest.WatchCreate},
+		{Name: filepath.Join("sub", "b.txt"), Op: guest.WatchWrite},
+		{Name: "a.txt", Op: guest.WatchRename},
+		{Name: "c.txt", Op: guest.WatchCreate},
+		{Name: "c.txt", Op: guest.WatchChmod},
+		{Name: "c.txt", Op: guest.WatchRemove},
+	} {
+		waitEvent(t, events, want)
+	}
+	must(t, os.RemoveAll(root))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the watch of a removed directory ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch of a removed directory did not end")
+	}
+
+	for name, p := range map[string]string{"missing": filepath.Join(dir, "nope"), "a file": filepath.Join(dir, "f")} {
+		os.WriteFile(filepath.Join(dir, "f"), nil, 0o644)
+		err := c.Watch(ctx, p, false, func() { t.Errorf("watching %s began", name) }, func(guest.WatchEvent) error { return nil })
+		if !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrInvalid) {
+			t.Errorf("watching %s: %v", name, err)
+		}
+	}
+}
+
+// waitEvent reads events until want comes, failing after a while.
+func waitEvent(t *testing.T, events <-chan guest.WatchEvent, want guest.WatchEvent) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	var seen []guest.WatchEvent
+	for {
+		select {
+		case ev := <-events:
+			if ev == want {
+				return
+			}
+			seen = append(seen, ev)
+		case <-deadline:
+			t.Fatalf("no %+v; saw %+v", want, seen)
+		}
+	}
+}

@@ -89,6 +89,25 @@ type FileInfo struct {
 	Group string `json:"group,omitempty"`
 }
 
+// WatchEvent is one line of GET /v1/files/watch: a change to Name, a path
+// relative to the watched directory ("" for the directory itself).
+type WatchEvent struct {
+	Name string `json:"name"`
+	Op   string `json:"op"` // one of the Watch* ops
+}
+
+// What changed, as E2B's envd (fsnotify) tells it.
+const (
+	WatchCreate = "create" // made, or moved in
+	WatchWrite  = "write"
+	WatchRemove = "remove" // the watched directory itself ends the stream
+	WatchRename = "rename" // moved away
+	WatchChmod  = "chmod"  // mode, owner or times changed
+	// WatchOverflow: changes came faster than they were read, and some
+	// were lost.
+	WatchOverflow = "overflow"
+)
+
 // Info is the body of GET /v1/ping.
 type Info struct {
 	Version string    `json:"version"`

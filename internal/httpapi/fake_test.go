@@ -441,6 +441,9 @@ type fakeFiles struct {
 	err     error
 	content string
 	written string // the last WriteFile's or WriteTar's body
+	// watch are the events a Watch sends, then watchErr ends it.
+	watch    []guest.WatchEvent
+	watchErr error
 }
 
 func (ff *fakeFiles) enter(method string, args ...any) error {
@@ -508,6 +511,19 @@ func (ff *fakeFiles) ReadTar(ctx context.Context, p string) (io.ReadCloser, erro
 		return nil, err
 	}
 	return io.NopCloser(strings.NewReader("tar:" + ff.content)), nil
+}
+
+func (ff *fakeFiles) Watch(ctx context.Context, dir string, recursive bool, ready func(), each func(guest.WatchEvent) error) error {
+	if err := ff.enter("Watch", dir, recursive); err != nil {
+		return err
+	}
+	ready()
+	for _, ev := range ff.watch {
+		if err := each(ev); err != nil {
+			return err
+		}
+	}
+	return ff.watchErr
 }
 
 func (ff *fakeFiles) WriteTar(ctx context.Context, dir string, r io.Reader) error {

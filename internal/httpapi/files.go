@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -196,6 +197,40 @@ func (s *server) writeArchive(w http.ResponseWriter, r *http.Request) error {
 }
 
 // fileTarget checks ?path= and then finds the sandbox's file system.
+// watchFiles streams the changes under a directory as NDJSON
+// api.WatchEvent lines, once the watch is in place. The stream ends when
+// the directory goes away, or, with a last line holding the error, when
+// the watch stopped (the sandbox went to sleep).
+func (s *server) watchFiles(w http.ResponseWriter, r *http.Request) error {
+	recursive, err := queryBool(r, "recursive")
+	if err != nil {
+		return err
+	}
+	p, fsys, err := s.fileTarget(r)
+	if err != nil {
+		return err
+	}
+	fw := newFlushWriter(w)
+	enc := json.NewEncoder(fw)
+	started := false
+	err = fsys.Watch(r.Context(), p, recursive, func() {
+		started = true
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusOK)
+		_ = fw.Flush()
+	}, func(ev guest.WatchEvent) error {
+		return enc.Encode(api.WatchEvent{Name: ev.Name, Op: ev.Op})
+	})
+	if err == nil || !started {
+		return err
+	}
+	if r.Context().Err() != nil {
+		return nil // the client left
+	}
+	_, body := s.apiError(r, err)
+	return enc.Encode(api.WatchEvent{Error: body})
+}
+
 func (s *server) fileTarget(r *http.Request) (string, sandbox.Files, error) {
 	p, err := queryPath(r, "path")
 	if err != nil {

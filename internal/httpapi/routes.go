@@ -66,6 +66,7 @@ func (s *server) routes() []route {
 		{"DELETE", "/v1/sandboxes/{name}/files", s.removeFile},
 		{"GET", "/v1/sandboxes/{name}/files/archive", s.readArchive},
 		{"PUT", "/v1/sandboxes/{name}/files/archive", s.writeArchive},
+		{"GET", "/v1/sandboxes/{name}/files/watch", s.watchFiles},
 
 		{"GET", "/v1/images", s.listImages},
 		{"GET", "/v1/images/{image}", s.getImage},

@@ -51,6 +51,7 @@ func (s *Server) Handler() http.Handler {
 		"POST /v1/files/move":        s.handleMove,
 		"DELETE /v1/files":           s.handleRemove,
 		"GET /v1/files/archive":      s.handleReadTar,
+		"GET /v1/files/watch":        s.handleWatch,
 		"PUT /v1/files/archive":      s.handleWriteTar,
 		"/":                          s.handleUnknown,
 	}

@@ -216,6 +216,9 @@ type Files interface {
 	Remove(ctx context.Context, path string, recursive bool) error
 	Move(ctx context.Context, from, to string) error
 	ReadTar(ctx context.Context, path string) (io.ReadCloser, error)
+	// Watch streams the changes under dir to each, after calling ready
+	// once the watch is in place; nil when dir went away.
+	Watch(ctx context.Context, dir string, recursive bool, ready func(), each func(guest.WatchEvent) error) error
 	WriteTar(ctx context.Context, dir string, r io.Reader) error
 }
 

@@ -154,6 +154,14 @@ func (f *transferFiles) Mkdir(ctx context.Context, req guest.MkdirRequest) error
 	return ended(ctx, f.g.Mkdir(ctx, req))
 }
 
+// Watch is a transfer for as long as it lasts: use that keeps the
+// sandbox awake, ended by a sleep.
+func (f *transferFiles) Watch(ctx context.Context, dir string, recursive bool, ready func(), each func(guest.WatchEvent) error) error {
+	ctx, end := f.begin(ctx)
+	defer end()
+	return ended(ctx, f.g.Watch(ctx, dir, recursive, ready, each))
+}
+
 func (f *transferFiles) Remove(ctx context.Context, path string, recursive bool) error {
 	ctx, end := f.begin(ctx)
 	defer end()
