@@ -198,6 +198,26 @@ const big = "x".repeat(3 << 20);
 await sbx.files.write("big.txt", big);
 assert.equal((await sbx.files.read("big.txt")).length, big.length);
 
+step("watch a directory");
+await sbx.files.makeDir("watched");
+const changes = [];
+let watchEnded;
+const watch = await sbx.files.watchDir("watched", (e) => changes.push(`${e.type} ${e.name}`), {
+  recursive: true,
+  timeoutMs: 0,
+  onExit: (err) => { watchEnded = err ?? "ended"; },
+});
+await sbx.files.write("watched/new.txt", "1");
+await sbx.commands.run("mkdir -p watched/sub && echo x > watched/sub/deep.txt && mv watched/new.txt watched/moved.txt && rm watched/moved.txt && chmod 600 watched/sub/deep.txt");
+const want = ["create new.txt", "create sub", "write sub/deep.txt", "rename new.txt", "create moved.txt", "remove moved.txt", "chmod sub/deep.txt"];
+await waitUntil(5000, `watch events ${want}`, () => want.every((w) => changes.includes(w)));
+await watch.stop();
+await rejects(sbx.files.watchDir("not-there", () => {}), FileNotFoundError, "watching a missing directory");
+const short = await sbx.files.watchDir("watched", () => {}, { onExit: (err) => { watchEnded = err ?? "ended"; } });
+await sbx.files.remove("watched");
+await waitUntil(5000, "the watch of a removed directory to end", () => watchEnded !== undefined);
+await short.stop();
+
 step("pause and resume with a running process");
 const counter = await sbx.commands.run("i=0; while true; do echo $i > /tmp/count; i=$((i+1)); sleep 0.1; done", { background: true, timeoutMs: 0 });
 await sleep(500);

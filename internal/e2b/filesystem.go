@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/http"
 	"path"
+	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -133,6 +137,77 @@ func (f *filesystem) Remove(ctx context.Context, req *connect.Request[pb.RemoveR
 		return nil, fsError(err)
 	}
 	return connect.NewResponse(&pb.RemoveResponse{}), nil
+}
+
+// WatchDir streams the changes under a directory: the start first, then
+// one event per change, named relative to the directory, with keepalives
+// while nothing happens. It ends when the directory goes away; a sleep
+// or a kill of the sandbox cuts it, as E2B's proxy would.
+func (f *filesystem) WatchDir(ctx context.Context, req *connect.Request[pb.WatchDirRequest], stream *connect.ServerStream[pb.WatchDirResponse]) error {
+	t := targetOf(ctx)
+	dir := t.abs(req.Msg.GetPath())
+	w, err := t.c.WatchFiles(ctx, t.sb.ID, dir, req.Msg.GetRecursive())
+	if err != nil {
+		return fsError(err)
+	}
+	defer w.Close()
+	var mu sync.Mutex
+	send := func(r *pb.WatchDirResponse) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return stream.Send(r)
+	}
+	if err := send(&pb.WatchDirResponse{Event: &pb.WatchDirResponse_Start{Start: &pb.WatchDirResponse_StartEvent{}}}); err != nil {
+		return err
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(keepaliveInterval(req.Header()) / 2)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				_ = send(&pb.WatchDirResponse{Event: &pb.WatchDirResponse_Keepalive{Keepalive: &pb.WatchDirResponse_KeepAlive{}}})
+			}
+		}
+	}()
+	for {
+		ev, err := w.Next()
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil // the directory went away
+		case err != nil && ctx.Err() != nil:
+			return ctxError(ctx)
+		case err != nil:
+			f.d.log.Debug("e2b: watch cut", "sandbox", t.sb.ID, "dir", dir, "err", err)
+			panic(http.ErrAbortHandler)
+		}
+		typ, ok := eventTypes[ev.Op]
+		if !ok || ev.Name == "" {
+			continue
+		}
+		fe := &pb.FilesystemEvent{Name: ev.Name, Type: typ}
+		if req.Msg.GetIncludeEntry() && typ != pb.EventType_EVENT_TYPE_REMOVE && typ != pb.EventType_EVENT_TYPE_RENAME {
+			if fi, err := t.c.Stat(ctx, t.sb.ID, path.Join(dir, ev.Name)); err == nil {
+				fe.Entry = entryInfo(fi)
+			}
+		}
+		if err := send(&pb.WatchDirResponse{Event: &pb.WatchDirResponse_Filesystem{Filesystem: fe}}); err != nil {
+			return err
+		}
+	}
+}
+
+// eventTypes are E2B's names for den's watch ops.
+var eventTypes = map[string]pb.EventType{
+	"create": pb.EventType_EVENT_TYPE_CREATE,
+	"write":  pb.EventType_EVENT_TYPE_WRITE,
+	"remove": pb.EventType_EVENT_TYPE_REMOVE,
+	"rename": pb.EventType_EVENT_TYPE_RENAME,
+	"chmod":  pb.EventType_EVENT_TYPE_CHMOD,
 }
 
 // fsError is rpcError for file calls.

@@ -320,12 +320,17 @@ type events struct {
 
 func newEvents(h http.Header, send func(*pb.ProcessEvent) error) *events {
 	ev := &events{sendFn: send, stopped: make(chan struct{}), last: time.Now()}
-	interval := 50 * time.Second
-	if n, err := strconv.Atoi(h.Get(keepaliveHeader)); err == nil && n > 0 {
-		interval = time.Duration(n) * time.Second
-	}
-	go ev.keepalive(interval)
+	go ev.keepalive(keepaliveInterval(h))
 	return ev
+}
+
+// keepaliveInterval is how often an idle stream carries a keepalive: as
+// often as the client asks, 50 s by default.
+func keepaliveInterval(h http.Header) time.Duration {
+	if n, err := strconv.Atoi(h.Get(keepaliveHeader)); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	return 50 * time.Second
 }
 
 func (ev *events) keepalive(interval time.Duration) {
