@@ -214,7 +214,9 @@ func TestEntryInfo(t *testing.T) {
 }
 
 func TestErrorShapes(t *testing.T) {
-	den := func(code, msg string) error { return &client.Error{API: &api.Error{Code: code, Message: msg, Hint: "do this"}} }
+	den := func(code, msg string) error {
+		return &client.Error{API: &api.Error{Code: code, Message: msg, Hint: "do this"}}
+	}
 	tests := []struct {
 		err    error
 		status int
