@@ -222,8 +222,10 @@ step("pause and resume with a running process");
 const counter = await sbx.commands.run("i=0; while true; do echo $i > /tmp/count; i=$((i+1)); sleep 0.1; done", { background: true, timeoutMs: 0 });
 await sleep(500);
 await sbx.files.write("before-pause.txt", "kept");
+const watcher = await sbx.commands.run("sleep 1000", { background: true, timeoutMs: 0 });
 assert.equal(await sbx.pause(), true);
 assert.equal(await sbx.isRunning(), false);
+await rejects(watcher.wait(), TimeoutError, "a command stream cut by a pause");
 assert.equal((await sbx.getInfo()).state, "paused");
 assert.equal(await sbx.pause(), false, "pausing a paused sandbox");
 await rejects(sbx.commands.run("true"), SandboxNotFoundError, "a command in a paused sandbox");
@@ -240,6 +242,7 @@ await sleep(500);
 const c2 = Number(await resumed.files.read("/tmp/count"));
 assert.ok(c2 > c1, `the counter runs on after resume (${c1} then ${c2})`);
 assert.equal(await sbx.commands.kill(counter.pid), true);
+assert.equal(await sbx.commands.kill(watcher.pid), true, "the command whose stream the pause cut ran on");
 
 step("list: filters and pages");
 const second = await Sandbox.create({ metadata: { suite: tag, role: "second" }, timeoutMs: 300_000 });
@@ -259,7 +262,10 @@ listed = await Sandbox.list({ query: { template: "base", metadata: { suite: tag 
 assert.equal(listed.length, 2);
 
 step("kill");
+const doomed = await second.commands.run("sleep 100", { background: true, timeoutMs: 0 });
 assert.equal(await second.kill(), true);
+e = await rejects(doomed.wait(), TimeoutError, "waiting on a command of a killed sandbox");
+assert.match(e.message, /killed or reached its end of life/);
 assert.equal(await second.isRunning(), false);
 assert.equal(await Sandbox.kill(second.sandboxId), false, "killing a killed sandbox");
 await rejects(second.commands.run("true"), SandboxNotFoundError, "a command in a killed sandbox");
