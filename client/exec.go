@@ -382,6 +382,11 @@ func (c *Client) SendStdin(ctx context.Context, name, runID string, r io.Reader,
 	return c.upload(ctx, http.MethodPost, sandboxPath(name, "runs", url.PathEscape(runID), "stdin"), q, "application/octet-stream", r)
 }
 
+// ResizeRun changes the window size of a TTY run's terminal.
+func (c *Client) ResizeRun(ctx context.Context, name, runID string, rows, cols uint16) error {
+	return c.do(ctx, http.MethodPost, sandboxPath(name, "runs", url.PathEscape(runID), "resize"), nil, api.Resize{Rows: rows, Cols: cols}, nil)
+}
+
 // Signal sends a signal ("TERM", "KILL", "INT" or a number) to a run.
 func (c *Client) Signal(ctx context.Context, name, runID, signal string) error {
 	return c.do(ctx, http.MethodPost, sandboxPath(name, "runs", url.PathEscape(runID), "signal"), nil,

@@ -137,6 +137,20 @@ r = await cat.wait();
 assert.equal(r.stdout, "one two\ndone\n");
 assert.equal(r.exitCode, 0);
 
+step("a terminal");
+let screen = "";
+const term = await sbx.pty.create({ cols: 80, rows: 24, timeoutMs: 0, onData: (d) => { screen += new TextDecoder().decode(d); } });
+const type = (text) => sbx.pty.sendInput(term.pid, new TextEncoder().encode(text));
+await type("stty size; echo term-$((6*7)) $TERM\n");
+await waitUntil(5000, `the terminal's answer in ${JSON.stringify(screen)}`, () => screen.includes("term-42 xterm-256color"));
+assert.match(screen, /24 80/);
+await sbx.pty.resize(term.pid, { cols: 100, rows: 30 });
+await type("stty size\n");
+await waitUntil(5000, `the resized terminal in ${JSON.stringify(screen)}`, () => screen.includes("30 100"));
+await type("exit 5\n");
+e = await rejects(term.wait(), CommandExitError, "a terminal's shell ending with exit 5");
+assert.equal(e.exitCode, 5);
+
 step("files: write, read, list, exists, stat, rename, remove, make dir");
 let w = await sbx.files.write("notes/a.txt", "alpha");
 assert.equal(w.path, "/home/user/notes/a.txt");

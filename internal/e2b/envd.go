@@ -19,6 +19,8 @@ import (
 // dend for the sandbox E2b-Sandbox-Id names. A sandbox that is unknown,
 // another owner's or not running gets 502, as from E2B's proxy: the SDK
 // reads it as "not running", and den does not wake a sandbox E2B paused.
+// One on its way to sleep or destruction (pending) is not running either:
+// streams it cuts are followed at once by the SDK's /health.
 
 // maxRPCBytes bounds one RPC message (SendInput's data is the largest).
 const maxRPCBytes = 16 << 20
@@ -63,7 +65,7 @@ func (d *Door) envdRoutes() http.Handler {
 		}
 		sb, err := c.LookupSandbox(r.Context(), id)
 		switch {
-		case err == nil && sb.State == api.StateRunning:
+		case err == nil && sb.State == api.StateRunning && sb.Pending == "":
 		case err == nil || client.IsNotFound(err) || client.IsForbidden(err):
 			writeNotFound(w, id)
 			return

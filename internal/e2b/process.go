@@ -29,9 +29,13 @@ import (
 //	               output is followed), the Connect deadline as its timeout
 //	Connect        following a running run's output from where it is now
 //	List           the runs still running in the sandbox's generation
-//	SendInput      POST .../runs/{run}/stdin?close=false
+//	SendInput      POST .../runs/{run}/stdin?close=false (a terminal's too)
 //	CloseStdin     POST .../runs/{run}/stdin (empty)
 //	SendSignal     POST .../runs/{run}/signal
+//	Update         POST .../runs/{run}/resize
+//
+// A terminal (Start with pty) is a detached TTY run whose output is
+// followed.
 //
 // A stream that ends because the sandbox was paused or killed is cut
 // without an end, as E2B's proxy cuts it: the SDK then asks /health, gets
@@ -53,9 +57,6 @@ func (p *processes) Start(ctx context.Context, req *connect.Request[pb.StartRequ
 	if cfg.GetCmd() == "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("no command: set process.cmd"))
 	}
-	if req.Msg.Pty != nil {
-		return connect.NewError(connect.CodeUnimplemented, errors.New("den's E2B door runs commands without a terminal: start it without pty (den shell gives one)"))
-	}
 	er := api.ExecRequest{Argv: append([]string{cfg.GetCmd()}, cfg.GetArgs()...), Env: cfg.GetEnvs(), User: t.user, Cwd: cfg.GetCwd()}
 	switch {
 	case er.Cwd == "" && t.user != "":
@@ -72,7 +73,15 @@ func (p *processes) Start(ctx context.Context, req *connect.Request[pb.StartRequ
 	}
 	ev := newEvents(req.Header(), func(e *pb.ProcessEvent) error { return stream.Send(&pb.StartResponse{Event: e}) })
 	defer ev.stop()
-	if req.Msg.GetStdin() {
+	if pty := req.Msg.Pty; pty != nil {
+		// A terminal: detached, its input through SendInput, its output
+		// followed.
+		er.TTY, er.Rows, er.Cols = true, uint16(pty.GetSize().GetRows()), uint16(pty.GetSize().GetCols())
+		if er.Rows == 0 || er.Cols == 0 {
+			er.Rows, er.Cols = 24, 80
+		}
+	}
+	if req.Msg.GetStdin() || er.TTY {
 		run, err := t.c.ExecDetached(ctx, t.sb.ID, withStdin(er))
 		if err != nil {
 			return rpcError(err)
@@ -129,17 +138,35 @@ func (p *processes) List(ctx context.Context, req *connect.Request[pb.ListReques
 
 func (p *processes) SendInput(ctx context.Context, req *connect.Request[pb.SendInputRequest]) (*connect.Response[pb.SendInputResponse], error) {
 	t := targetOf(ctx)
+	run, err := p.find(ctx, t, req.Msg.GetProcess())
+	if err != nil {
+		return nil, err
+	}
+	data := req.Msg.GetInput().GetStdin()
 	if _, ok := req.Msg.GetInput().GetInput().(*pb.ProcessInput_Pty); ok {
-		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("den's E2B door has no terminals: send stdin"))
+		data = req.Msg.GetInput().GetPty()
+	}
+	if err := t.c.SendStdin(ctx, t.sb.ID, run.ID, bytes.NewReader(data), false); err != nil {
+		return nil, p.endedAsNotFound(err, run)
+	}
+	return connect.NewResponse(&pb.SendInputResponse{}), nil
+}
+
+// Update resizes a process's terminal.
+func (p *processes) Update(ctx context.Context, req *connect.Request[pb.UpdateRequest]) (*connect.Response[pb.UpdateResponse], error) {
+	t := targetOf(ctx)
+	size := req.Msg.GetPty().GetSize()
+	if size.GetRows() == 0 || size.GetCols() == 0 || size.GetRows() > 65535 || size.GetCols() > 65535 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("invalid terminal size %dx%d", size.GetCols(), size.GetRows()))
 	}
 	run, err := p.find(ctx, t, req.Msg.GetProcess())
 	if err != nil {
 		return nil, err
 	}
-	if err := t.c.SendStdin(ctx, t.sb.ID, run.ID, bytes.NewReader(req.Msg.GetInput().GetStdin()), false); err != nil {
+	if err := t.c.ResizeRun(ctx, t.sb.ID, run.ID, uint16(size.GetRows()), uint16(size.GetCols())); err != nil {
 		return nil, p.endedAsNotFound(err, run)
 	}
-	return connect.NewResponse(&pb.SendInputResponse{}), nil
+	return connect.NewResponse(&pb.UpdateResponse{}), nil
 }
 
 func (p *processes) CloseStdin(ctx context.Context, req *connect.Request[pb.CloseStdinRequest]) (*connect.Response[pb.CloseStdinResponse], error) {
@@ -228,7 +255,7 @@ func (p *processes) follow(ctx context.Context, t *target, run *api.Run, outFrom
 		stream string
 		from   int64
 		kind   int
-	}{{api.StreamStdout, outFrom, stdout}, {api.StreamStderr, errFrom, stderr}} {
+	}{{api.StreamStdout, outFrom, outputKind(run)}, {api.StreamStderr, errFrom, stderr}} {
 		g.Go(func() error {
 			rc, err := t.c.FollowLogs(gctx, t.sb.ID, run.ID, s.stream, s.from, false)
 			if err != nil {
@@ -303,7 +330,16 @@ func ctxError(ctx context.Context) error {
 const (
 	stdout = iota
 	stderr
+	ptyOut // a terminal's, all of it
 )
+
+// outputKind is how a run's stdout is sent: as a terminal's for a TTY.
+func outputKind(run *api.Run) int {
+	if run.TTY {
+		return ptyOut
+	}
+	return stdout
+}
 
 // events sends a process's events on one stream: the start, output,
 // keepalives while nothing else goes, and the end. It is safe for
@@ -397,8 +433,11 @@ type eventWriter struct {
 
 func (w eventWriter) Write(b []byte) (int, error) {
 	data := &pb.ProcessEvent_DataEvent{Output: &pb.ProcessEvent_DataEvent_Stdout{Stdout: b}}
-	if w.kind == stderr {
+	switch w.kind {
+	case stderr:
 		data.Output = &pb.ProcessEvent_DataEvent_Stderr{Stderr: b}
+	case ptyOut:
+		data.Output = &pb.ProcessEvent_DataEvent_Pty{Pty: b}
 	}
 	if err := w.ev.send(&pb.ProcessEvent{Event: &pb.ProcessEvent_Data{Data: data}}); err != nil {
 		return 0, err

@@ -56,6 +56,7 @@ func (s *server) routes() []route {
 		{"GET", "/v1/sandboxes/{name}/runs/{run}/logs", s.runLogs},
 		{"POST", "/v1/sandboxes/{name}/runs/{run}/signal", s.signalRun},
 		{"POST", "/v1/sandboxes/{name}/runs/{run}/stdin", s.runStdin},
+		{"POST", "/v1/sandboxes/{name}/runs/{run}/resize", s.resizeRun},
 
 		{"GET", "/v1/sandboxes/{name}/files/stat", s.statFile},
 		{"GET", "/v1/sandboxes/{name}/files/list", s.listFiles},

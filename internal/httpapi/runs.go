@@ -128,6 +128,19 @@ func (s *server) runStdin(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// resizeRun changes the window size of a run's terminal.
+func (s *server) resizeRun(w http.ResponseWriter, r *http.Request) error {
+	var req api.Resize
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if err := s.sandboxes.Resize(r.Context(), r.PathValue("name"), r.PathValue("run"), req.Rows, req.Cols); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 func (s *server) signalRun(w http.ResponseWriter, r *http.Request) error {
 	var req api.SignalRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {

@@ -316,3 +316,16 @@ func TestGetSandboxUsage(t *testing.T) {
 		}
 	}
 }
+
+func TestResizeRun(t *testing.T) {
+	e := newEnv(t)
+	resp, body := e.do("POST", "/v1/sandboxes/alpha/runs/run1/resize", strings.NewReader(`{"rows":40,"cols":120}`))
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("resize: %d %s", resp.StatusCode, body)
+	}
+	if got := e.calls.find("Resize"); len(got) != 1 || got[0].Args[2] != uint16(40) || got[0].Args[3] != uint16(120) {
+		t.Errorf("Resize calls = %v", got)
+	}
+	resp, body = e.do("POST", "/v1/sandboxes/alpha/runs/run1/resize", strings.NewReader(`{"rows":"many"}`))
+	assertError(t, resp, body, http.StatusBadRequest, api.CodeInvalid)
+}
