@@ -50,6 +50,9 @@ func TestE2B(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sb *api.Sandbox
+	if len(sbs) != 1 {
+		t.Errorf("alice has %d sandboxes, want the one the scenario left (bad input made none): %+v", len(sbs), sbs)
+	}
 	for i := range sbs {
 		if sbs[i].ID == left.Sandbox {
 			sb = &sbs[i]
@@ -105,6 +108,20 @@ func TestE2B(t *testing.T) {
 	if status := e2bCall(t, host, "GET", "/v2/sandboxes", brief, "", &refusal); status != http.StatusUnauthorized ||
 		refusal["code"] != float64(401) || !strings.Contains(fmt.Sprint(refusal["message"]), "expired") {
 		t.Errorf("an expired token: %d %v", status, refusal)
+	}
+	req, _ := http.NewRequest("POST", host+"/process.Process/List", strings.NewReader("{}"))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("E2b-Sandbox-Id", sb.ID)
+	req.Header.Set("X-Access-Token", brief)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rpcErr struct{ Code, Message string }
+	json.NewDecoder(resp.Body).Decode(&rpcErr)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || rpcErr.Code != "unauthenticated" || !strings.Contains(rpcErr.Message, "expired") {
+		t.Errorf("an envd call with an expired token: %d %+v", resp.StatusCode, rpcErr)
 	}
 }
 

@@ -65,6 +65,10 @@ assert.ok(info.endAt > info.startedAt, `endAt ${info.endAt} after startedAt ${in
 assert.ok(info.endAt - Date.now() > 500_000, `endAt ${info.endAt} is about 10 minutes away`);
 assert.equal(info.lifecycle.onTimeout, "kill");
 
+const metrics = await sbx.getMetrics();
+assert.equal(metrics.length, 1, `metrics ${JSON.stringify(metrics)}`);
+assert.ok(metrics[0].memTotal > 0 && metrics[0].memUsed > 0 && metrics[0].cpuCount >= 1, `metrics ${JSON.stringify(metrics)}`);
+
 step("set timeout");
 await sbx.setTimeout(120_000);
 info = await sbx.getInfo();
@@ -356,6 +360,47 @@ assert.equal(res.status, 400, "downloading a directory");
 res = await fetch(`${env.E2B_SANDBOX_URL}/files?path=/etc/hostname&username=nobody-here`, { headers: { "E2b-Sandbox-Id": sbx.sandboxId, "X-Access-Token": env.E2B_API_KEY } });
 assert.equal(res.status, 401, "downloading as an unknown user");
 assert.equal(await sbx.isRunning(), true);
+
+step("the wire: envelopes, keepalives, end of stream; oversized messages");
+const envelope = (obj) => {
+  const json = new TextEncoder().encode(JSON.stringify(obj));
+  const b = new Uint8Array(5 + json.length);
+  new DataView(b.buffer).setUint32(1, json.length);
+  b.set(json, 5);
+  return b;
+};
+res = await envd("/process.Process/Start", envelope({ process: { cmd: "/bin/sh", args: ["-c", "sleep 2.5; echo done"] } }), {
+  "Content-Type": "application/connect+json", "Keepalive-Ping-Interval": "1",
+});
+assert.equal(res.status, 200);
+assert.equal(res.headers.get("content-type"), "application/connect+json");
+const wire = new Uint8Array(await res.arrayBuffer());
+const frames = [];
+for (let off = 0; off < wire.length; ) {
+  const flags = wire[off];
+  const len = new DataView(wire.buffer, off + 1, 4).getUint32(0);
+  frames.push({ flags, msg: JSON.parse(new TextDecoder().decode(wire.subarray(off + 5, off + 5 + len))) });
+  off += 5 + len;
+}
+assert.ok(frames[0].msg.event.start.pid > 0, `first frame ${JSON.stringify(frames[0])}`);
+assert.ok(frames.some((f) => f.msg.event?.keepalive), `keepalives in ${JSON.stringify(frames)}`);
+assert.ok(frames.some((f) => f.msg.event?.data?.stdout === btoa("done\n")), `output in ${JSON.stringify(frames)}`);
+assert.deepEqual(frames.at(-2).msg.event.end, { exited: true, status: "exit status 0" });
+assert.equal(frames.at(-1).flags, 2, "the last frame ends the stream");
+assert.deepEqual(frames.at(-1).msg, {});
+res = await envd("/process.Process/SendInput", JSON.stringify({ process: { pid: 1 }, input: { stdin: btoa("x".repeat(17 << 20)) } }));
+got = await res.json();
+assert.ok(res.status >= 400 && got.code === "resource_exhausted", `an oversized RPC: ${res.status} ${JSON.stringify(got)}`);
+
+step("the v1 routes of older SDKs");
+res = await post("/sandboxes", JSON.stringify({ templateID: "base", timeout: 120, secure: true, metadata: { suite: tag, role: "v1" } }));
+got = await res.json();
+assert.equal(res.status, 201, `v1 create: ${JSON.stringify(got)}`);
+res = await post(`/sandboxes/${got.sandboxID}/connect`, JSON.stringify({ timeout: 120 }));
+assert.equal(res.status, 200, "v1 connect to a running sandbox");
+res = await fetch(`${apiURL}/sandboxes?metadata=${encodeURIComponent("role=v1")}`, { headers: { "X-API-KEY": env.E2B_API_KEY } });
+assert.deepEqual((await res.json()).map((x) => x.sandboxID), [got.sandboxID]);
+assert.equal(await Sandbox.kill(got.sandboxID), true);
 
 // Left running for the test to look at with den's own tools.
 console.log(JSON.stringify({ sandbox: sbx.sandboxId, killed: second.sandboxId }));
