@@ -271,6 +271,15 @@ func (c *Client) Runs(ctx context.Context, name string, limit int) ([]api.Run, e
 	return l.Runs, nil
 }
 
+// RunningRuns returns a sandbox's runs still running, newest first.
+func (c *Client) RunningRuns(ctx context.Context, name string) ([]api.Run, error) {
+	var l api.RunList
+	if err := c.do(ctx, http.MethodGet, sandboxPath(name, "runs"), url.Values{"status": {api.RunRunning}}, nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Runs, nil
+}
+
 // GetRun returns one run record.
 func (c *Client) GetRun(ctx context.Context, name, runID string) (*api.Run, error) {
 	var run api.Run

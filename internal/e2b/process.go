@@ -213,7 +213,7 @@ func (p *processes) endedAsNotFound(err error, run *api.Run) error {
 
 // running lists the runs still running in the sandbox's generation.
 func (p *processes) running(ctx context.Context, t *target) ([]api.Run, error) {
-	runs, err := t.c.Runs(ctx, t.sb.ID, 0)
+	runs, err := t.c.RunningRuns(ctx, t.sb.ID)
 	if err != nil {
 		return nil, rpcError(err)
 	}

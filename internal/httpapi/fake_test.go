@@ -200,6 +200,13 @@ func (f *fakeSandboxes) Runs(ctx context.Context, ref string, limit int) ([]*san
 	return []*sandbox.Run{f.final}, nil
 }
 
+func (f *fakeSandboxes) RunningRuns(ctx context.Context, ref string) ([]*sandbox.Run, error) {
+	if err := f.enter("RunningRuns", ref); err != nil {
+		return nil, err
+	}
+	return []*sandbox.Run{}, nil
+}
+
 func (f *fakeSandboxes) Run(ctx context.Context, ref, runID string) (*sandbox.Run, error) {
 	if err := f.enter("Run", ref, runID); err != nil {
 		return nil, err

@@ -37,7 +37,18 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	runs, err := s.sandboxes.Runs(r.Context(), r.PathValue("name"), int(limit))
+	var runs []*sandbox.Run
+	switch status := r.URL.Query().Get("status"); status {
+	case "":
+		runs, err = s.sandboxes.Runs(r.Context(), r.PathValue("name"), int(limit))
+	case api.RunRunning:
+		runs, err = s.sandboxes.RunningRuns(r.Context(), r.PathValue("name"))
+		if limit > 0 && int64(len(runs)) > limit {
+			runs = runs[:limit]
+		}
+	default:
+		return invalidQuery("status", status, "only running is a status to list by")
+	}
 	if err != nil {
 		return err
 	}

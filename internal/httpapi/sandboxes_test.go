@@ -184,6 +184,16 @@ func TestRuns(t *testing.T) {
 	}
 }
 
+func TestRunningRuns(t *testing.T) {
+	e := newEnv(t)
+	resp, body := e.do("GET", "/v1/sandboxes/alpha/runs?status=running", nil)
+	if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != `{"runs":[]}` || len(e.calls.find("RunningRuns")) != 1 || len(e.calls.find("Runs")) != 0 {
+		t.Errorf("running runs: %d %s %v", resp.StatusCode, body, e.calls.all())
+	}
+	resp, body = e.do("GET", "/v1/sandboxes/alpha/runs?status=exited", nil)
+	assertError(t, resp, body, http.StatusBadRequest, api.CodeInvalid)
+}
+
 func TestSignal(t *testing.T) {
 	e := newEnv(t)
 	resp, _ := e.do("POST", "/v1/sandboxes/alpha/runs/run1/signal", strings.NewReader(`{"signal":"TERM"}`))

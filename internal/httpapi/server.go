@@ -43,6 +43,8 @@ type SandboxService interface {
 	Exec(ctx context.Context, ref string, p sandbox.ExecParams) (*sandbox.Run, error)
 	// Runs lists runs newest first, at most limit (0: all).
 	Runs(ctx context.Context, ref string, limit int) ([]*sandbox.Run, error)
+	// RunningRuns lists the runs still running, newest first.
+	RunningRuns(ctx context.Context, ref string) ([]*sandbox.Run, error)
 	Run(ctx context.Context, ref, runID string) (*sandbox.Run, error)
 	// Logs writes one output stream ("stdout" or "stderr") of a run to w
 	// from byte offset from. Without follow it returns at the current

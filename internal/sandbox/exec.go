@@ -146,6 +146,24 @@ func (s *Service) Runs(ctx context.Context, ref string, limit int) ([]*Run, erro
 	return runs, nil
 }
 
+// RunningRuns lists a sandbox's runs still running, newest first, without
+// reading its history: every running run has its output collected, and
+// the collectors are what it lists.
+func (s *Service) RunningRuns(ctx context.Context, ref string) ([]*Run, error) {
+	sb, err := s.Get(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	var runs []*Run
+	for _, o := range s.outputsOf(sb.ID) {
+		if r := o.snapshot(); r.Status == RunRunning {
+			runs = append(runs, r)
+		}
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].StartedAt.After(runs[j].StartedAt) })
+	return runs, nil
+}
+
 // Run returns one run, with its output sizes up to the moment.
 func (s *Service) Run(ctx context.Context, ref, runID string) (*Run, error) {
 	sb, err := s.Get(ctx, ref)
