@@ -16,10 +16,11 @@ import (
 )
 
 // TestE2B runs the official e2b SDK, unmodified, against dend: lifecycle,
-// commands, files, pause and resume with a running process, lists, error
-// classes, another owner's reach and bad input (integration/js/
-// e2b_scenario.mjs). Then den's own tools look at what it did: an E2B
-// sandbox is a den sandbox, and its calls are den's API calls.
+// commands, terminals, files, watches, pause and resume with a running
+// process, lists, error classes, another owner's reach and bad input
+// (integration/js/e2b_scenario.mjs). Then den's own tools look at what it
+// did: an E2B sandbox is a den sandbox, and its calls are den's API
+// calls. Then timeouts, and keys: e2b-shaped, expired.
 func TestE2B(t *testing.T) {
 	addr := freeAddr(t)
 	d := startDend(t, "--listen", addr, "--min-ttl", "1s")
@@ -101,6 +102,8 @@ func TestE2B(t *testing.T) {
 		t.Errorf("list with the e2b-shaped key: %d %v", status, listed)
 	}
 
+	t.Run("timeouts", func(t *testing.T) { e2bTimeouts(t, d, host, alice) })
+
 	// An expired token is told so, in E2B's shape.
 	brief := strings.TrimSpace(d.mustDen("", "token", "create", "brief", "--scope", "owner", "--expires", "1s"))
 	time.Sleep(1100 * time.Millisecond)
@@ -125,14 +128,9 @@ func TestE2B(t *testing.T) {
 	}
 }
 
-// TestE2BTimeouts: a sandbox whose timeout passes is killed, or, with
+// e2bTimeouts: a sandbox whose timeout passes is killed, or, with
 // autoPause, paused (hibernated), by den's idle policy.
-func TestE2BTimeouts(t *testing.T) {
-	addr := freeAddr(t)
-	d := startDend(t, "--listen", addr, "--min-ttl", "1s")
-	host := "http://" + addr
-	d.mustDen("", "image", "build", "e2b-base")
-	key := strings.TrimSpace(d.mustDen("", "token", "create", "alice", "--scope", "owner"))
+func e2bTimeouts(t *testing.T, d *dend, host, key string) {
 
 	var killed, paused map[string]any
 	if status := e2bCall(t, host, "POST", "/v2/sandboxes", key, `{"templateID":"base","timeout":2}`, &killed); status != http.StatusCreated {
