@@ -253,6 +253,7 @@ assert.deepEqual(listed.map((x) => x.sandboxId), [sbx.sandboxId]);
 const resumed = await Sandbox.connect(sbx.sandboxId);
 assert.equal(await sbx.isRunning(), true, "the old handle works again after connect");
 assert.equal(await resumed.files.read("before-pause.txt"), "kept");
+assert.equal((await resumed.commands.run("sudo -n whoami")).stdout, "root\n", "sudo after a hibernation");
 procs = await resumed.commands.list();
 assert.ok(procs.some((x) => x.pid === counter.pid), `pid ${counter.pid} survived the pause: ${JSON.stringify(procs)}`);
 const c1 = Number(await resumed.files.read("/tmp/count"));
