@@ -26,6 +26,9 @@ const (
 	IdempotencyReplayed    = "replayed"
 	IdempotencyInProgress  = "in-progress"
 	IdempotencyInterrupted = "interrupted"
+	// IdempotencyNotKept: it was done, but its answer was not kept (a
+	// secret, or too large); the 409 says so and how to see the result.
+	IdempotencyNotKept = "not-kept"
 )
 
 // States of a request, in RequestStatus.State.

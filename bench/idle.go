@@ -3,10 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -78,28 +75,9 @@ func (b *bench) idleCPU() error {
 	return nil
 }
 
-// cgroupCPU is the CPU time the processes of host cgroup path (a spec's
-// cgroupsPath) have used so far, under cgroup v1 or v2.
-func cgroupCPU(path string) (time.Duration, error) {
-	b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpuacct", path, "cpuacct.usage"))
-	if err == nil {
-		ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		return time.Duration(ns), err
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return 0, err
-	}
-	if b, err = os.ReadFile(filepath.Join("/sys/fs/cgroup", path, "cpu.stat")); err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
-			us, err := strconv.ParseInt(v, 10, 64)
-			return time.Duration(us) * time.Microsecond, err
-		}
-	}
-	return 0, fmt.Errorf("no usage_usec in %s's cpu.stat", path)
-}
+// settleBeforeLoad is how long the throughput step waits after creating
+// sandboxes before it loads them.
+const settleBeforeLoad = 5 * time.Second
 
 // execThroughput measures 8 clients each running `true` over and over in
 // a sandbox of its own, first with no other sandbox, then with b.idleN
@@ -107,20 +85,29 @@ func cgroupCPU(path string) (time.Duration, error) {
 // busy ones.
 func (b *bench) execThroughput() error {
 	const clients = 8
-	var busy []string
+	var busy, busyCgroups []string
 	for i := 0; i < clients; i++ {
 		name := "tp" + strconv.Itoa(i)
 		if err := b.createSmall(name, "256M"); err != nil {
 			return err
 		}
 		defer b.d.c.RemoveSandbox(b.ctx, name, true)
-		busy = append(busy, name)
+		inst, err := b.instanceOf(name)
+		if err != nil {
+			return err
+		}
+		busy, busyCgroups = append(busy, name), append(busyCgroups, "/den/"+inst)
 	}
-	alone, nAlone, err := b.execLoad(busy)
+	meter := cpuMeter{dendPid: b.d.cmd.Process.Pid, busy: busyCgroups}
+	// Both runs start on sandboxes that have settled: just after a boot
+	// the host is still busy with it (the instance's first faults, its
+	// link's addresses, the pool's writes), which would count against
+	// the first run and make idle sandboxes look cheaper than they are.
+	time.Sleep(settleBeforeLoad)
+	alone, aloneCPU, err := b.execLoad(busy, meter)
 	if err != nil {
 		return err
 	}
-	var bystanders []string // their host cgroups
 	for i := 0; i < b.idleN; i++ {
 		name := "bystander" + strconv.Itoa(i)
 		if err := b.createSmall(name, "128M"); err != nil {
@@ -131,35 +118,33 @@ func (b *bench) execThroughput() error {
 		if err != nil {
 			return err
 		}
-		bystanders = append(bystanders, "/den/"+inst)
+		meter.idle = append(meter.idle, "/den/"+inst)
 	}
-	time.Sleep(5 * time.Second) // let the bystanders settle
-	idleCPU := func() (total time.Duration) {
-		for _, cg := range bystanders {
-			if d, err := cgroupCPU(cg); err == nil {
-				total += d
-			}
-		}
-		return total
-	}
-	idleBefore := idleCPU()
-	crowded, nCrowded, err := b.execLoad(busy)
+	time.Sleep(settleBeforeLoad)
+	crowded, crowdedCPU, err := b.execLoad(busy, meter)
 	if err != nil {
 		return err
 	}
-	idleUsed := idleCPU() - idleBefore
-	rate := func(n int) float64 { return float64(n) / b.loadFor.Seconds() }
+	rate := func(s samples) float64 { return float64(len(s)) / b.loadFor.Seconds() }
+	perSec := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / b.loadFor.Seconds() }
+	perExec := func(d time.Duration, s samples) float64 { return float64(d) / float64(max(len(s), 1)) }
 	withIdle := fmt.Sprintf("… with %d idle sandboxes running", b.idleN)
 	b.add(section{title: fmt.Sprintf("exec throughput (%d clients, one sandbox each, `true` for %s)", clients, b.loadFor),
 		rows: []row{
-			{op: "exec `true`, no other sandbox", den: alone, note: fmt.Sprintf("%.1f exec/s, p99 %s", rate(nAlone), ms(alone.pct(0.99)))},
-			{op: withIdle, den: crowded, note: fmt.Sprintf("%.1f exec/s, p99 %s", rate(nCrowded), ms(crowded.pct(0.99)))},
+			{op: "exec `true`, no other sandbox", den: alone, note: fmt.Sprintf("%.1f exec/s, p99 %s", rate(alone), ms(alone.pct(0.99)))},
+			{op: withIdle, den: crowded, note: fmt.Sprintf("%.1f exec/s, p99 %s", rate(crowded), ms(crowded.pct(0.99)))},
 		},
 		lines: []string{
 			fmt.Sprintf("throughput with %d idle sandboxes / with none: %.2f× (goal ≥ 0.9×)",
-				b.idleN, rate(nCrowded)/max(rate(nAlone), 1e-9)),
+				b.idleN, rate(crowded)/max(rate(alone), 1e-9)),
 			fmt.Sprintf("the %d idle sandboxes used %.1f ms of host CPU a second together during it",
-				b.idleN, float64(idleUsed)/float64(time.Millisecond)/b.loadFor.Seconds()),
+				b.idleN, perSec(crowdedCPU.idle)),
+			"no other sandbox: " + aloneCPU.perExec(len(alone)),
+			fmt.Sprintf("with %d idle:     %s", b.idleN, crowdedCPU.perExec(len(crowded))),
+			fmt.Sprintf("den's CPU per exec with none / with %d idle sandboxes: %.2f× (the throughput ratio to expect when CPU limits it and nothing else runs)",
+				b.idleN, perExec(aloneCPU.den(), alone)/max(perExec(crowdedCPU.den(), crowded), 1e-9)),
+			fmt.Sprintf("the rest of the host used %.0f ms/s of CPU, then %.0f ms/s: the throughput ratio is den's only when these are near 0",
+				perSec(aloneCPU.rest()), perSec(crowdedCPU.rest())),
 		},
 	})
 	return nil
@@ -175,15 +160,16 @@ func (b *bench) createSmall(name, memory string) error {
 }
 
 // execLoad runs `true` in each of sandboxes from its own client, over and
-// over for b.loadFor, and returns every exec's round trip and how many
-// there were.
-func (b *bench) execLoad(sandboxes []string) (samples, int, error) {
+// over for b.loadFor, and returns every exec's round trip and the CPU
+// meter counted meanwhile.
+func (b *bench) execLoad(sandboxes []string, meter cpuMeter) (samples, cpuUse, error) {
 	var (
 		mu   sync.Mutex
 		all  samples
 		errs []error
 		wg   sync.WaitGroup
 	)
+	before := meter.read()
 	deadline := time.Now().Add(b.loadFor)
 	for _, name := range sandboxes {
 		wg.Add(1)
@@ -209,5 +195,5 @@ func (b *bench) execLoad(sandboxes []string) (samples, int, error) {
 		}()
 	}
 	wg.Wait()
-	return all, len(all), errors.Join(errs...)
+	return all, meter.read().sub(before), errors.Join(errs...)
 }

@@ -33,6 +33,8 @@ func main() {
 	flag.IntVar(&o.idleN, "idle-n", 60, "idle sandboxes running beside the exec throughput clients")
 	flag.DurationVar(&o.loadFor, "load-for", 10*time.Second, "how long each exec throughput run lasts")
 	flag.StringVar(&o.subnet, "subnet", "10.215.0.0/22", "the bench dend's sandbox range (a /22 or larger), apart from any other dend's")
+	flag.StringVar(&o.python, "python", "/usr/bin/python3", "the Python interpreter of the python step")
+	flag.StringVar(&o.pythonSDK, "python-sdk", "sdk/python", "the Python SDK's directory, for the python step")
 	flag.Parse()
 	if err := run(*bin, *n, *nBig, *only, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -46,6 +48,8 @@ type options struct {
 	idleN   int           // exec throughput: idle sandboxes beside the busy ones
 	loadFor time.Duration // exec throughput: how long each run lasts
 	subnet  string        // the bench dend's --subnet
+	// python step: the interpreter, and the SDK's directory
+	python, pythonSDK string
 }
 
 // samples are the durations of one operation, in the order measured.
@@ -93,7 +97,7 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "idlecpu", "throughput", "mcp", "e2b"}
+var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "python", "e2b"}
 
 func run(bin string, n, nBig int, only string, o options) error {
 	want := map[string]bool{}
@@ -145,9 +149,12 @@ func run(bin string, n, nBig int, only string, o options) error {
 		{"sealed", "sealed memory images", b.sealedImages},
 		{"ports", "exposed ports", b.exposedPorts},
 		{"network", "network policy", b.networkPolicy},
+		{"wake", "paused → first exec", b.wakeFromPause},
+		{"enginekill", "engine killed", b.engineKill},
 		{"idlecpu", "idle CPU", b.idleCPU},
 		{"throughput", "exec throughput beside idle sandboxes", b.execThroughput},
 		{"mcp", "front doors", b.mcpExec},
+		{"python", "Python SDK", b.pythonExec},
 		{"e2b", "E2B SDK", b.e2bDoor},
 	}
 	for _, s := range steps {

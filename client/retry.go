@@ -102,6 +102,12 @@ func (c *Client) reconnect(ctx context.Context, req *http.Request, cause error) 
 		case resp.Header.Get(api.IdempotencyStatusHeader) == api.IdempotencyInterrupted:
 			defer resp.Body.Close()
 			return nil, interrupted(op, key, decodeError(resp), c.stateOf(ctx, op.sandbox))
+		case resp.Header.Get(api.IdempotencyStatusHeader) == api.IdempotencyNotKept:
+			// Done, but the answer (a new token's secret) is gone: the
+			// error says what to do instead.
+			defer resp.Body.Close()
+			c.tell(fmt.Sprintf("lost the connection to dend while %s; it came back and %s had completed, but its answer was not kept", op.doing, op.noun))
+			return nil, decodeError(resp)
 		}
 		if resp.StatusCode/100 == 2 {
 			c.tell(fmt.Sprintf("lost the connection to dend while %s; it came back and %s had completed", op.doing, op.noun))

@@ -699,7 +699,7 @@ func TestSleepEndsShell(t *testing.T) {
 			past := map[string]string{"pause": "paused", "hibernate": "hibernated"}[verb]
 			got := screen.String()
 			t.Logf("den shell ended %v after den %s, exit %d: %q", time.Since(slept).Round(time.Millisecond), verb, code, got[strings.LastIndex(got, "ready"):])
-			if code == 0 || !strings.Contains(got, "den: ") || !strings.Contains(got, "was "+past) || !strings.Contains(got, runs[0].ID) {
+			if code == 0 || !strings.Contains(got, "den: ") || !strings.Contains(got, "was "+past) || !strings.Contains(got, runs[0].ID) || !strings.Contains(got, "`den shell ") {
 				t.Fatalf("den shell ended with exit %d, %q; want an error naming the %s and run %s", code, got, verb, runs[0].ID)
 			}
 			if st := d.inspect("term").State; st != past {

@@ -109,3 +109,33 @@ func TestEngineKilledIsNoticed(t *testing.T) {
 		})
 	}
 }
+
+// A sandbox dend cannot settle when it starts (here: runsc's record of its
+// instance is unreadable) waits in error with the reason; dend starts, and
+// every other sandbox carries on.
+func TestUnsettledSandboxDoesNotKeepDendDown(t *testing.T) {
+	d := startDend(t)
+	bad := d.create("bad")
+	d.create("good")
+	d.mustSh("good", "echo kept > /root/f")
+	d.stop()
+	state := filepath.Join(d.runscRoot(), instanceOf(bad)+"_sandbox:"+instanceOf(bad)+".state")
+	record, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(state, []byte("{not json"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	// Put the record back before the harness wipes this dend (cleanups run
+	// last first), so that its instance is removed with the rest.
+	t.Cleanup(func() { os.WriteFile(state, record, 0o640) })
+	d.start()
+	sb := d.inspect("bad")
+	if sb.State != api.StateError || !strings.Contains(sb.Reason, "dend could not settle it") || !strings.Contains(sb.Reason, "den recover bad") {
+		t.Errorf("the unsettled sandbox: %s, %q", sb.State, sb.Reason)
+	}
+	if got := d.mustSh("good", "cat /root/f"); got != "kept\n" {
+		t.Errorf("the other sandbox after the restart: %q", got)
+	}
+}

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what den's tests need beyond den's own set-up: Node.js and the
 # third-party clients the integration tests drive unmodified, pinned by
-# integration/js/package-lock.json. Idempotent, and quick when all is there.
+# integration/js/package-lock.json; Debian's pytest (and what the Python
+# SDK's tests use: yaml, venv, setuptools and wheel for an offline pip
+# install). Idempotent, and quick when all is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,11 +15,27 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 
-# npm ci again only when the lockfile changed since the last install.
-js=integration/js
-stamp="$js/node_modules/.den-installed"
-if [ ! -f "$stamp" ] || [ "$js/package-lock.json" -nt "$stamp" ]; then
-	say "installing the JavaScript test clients (npm ci)"
-	npm ci --prefix "$js" --no-audit --no-fund --loglevel=error >&2
-	touch "$stamp"
+# The Python SDK's tests run under Debian's python3 with Debian's pytest.
+pydeps=(python3-pytest python3-yaml python3-venv python3-setuptools python3-wheel)
+missing=()
+for p in "${pydeps[@]}"; do
+	# No `| grep -q`: under pipefail, a reader that stops early can fail
+	# the pipeline with SIGPIPE.
+	[[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" == *"install ok installed"* ]] || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	say "installing ${missing[*]}"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# npm ci again only when a lockfile changed since the last install: the
+# third-party clients the tests drive, and the TypeScript SDK's packages.
+for js in integration/js sdk/ts; do
+	stamp="$js/node_modules/.den-installed"
+	if [ ! -f "$stamp" ] || [ "$js/package-lock.json" -nt "$stamp" ]; then
+		say "installing the JavaScript packages of $js (npm ci)"
+		npm ci --prefix "$js" --no-audit --no-fund --loglevel=error >&2
+		touch "$stamp"
+	fi
+done

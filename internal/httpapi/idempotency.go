@@ -216,9 +216,9 @@ func (s *server) answerRepeat(w http.ResponseWriter, r *http.Request, rec *idemp
 		s.writeError(w, r, errdefs.WithHint(errdefs.Conflict("%s was interrupted before it was answered (dend stopped, or its caller went away): it may or may not have taken effect", what),
 			interruptedHint(rec)))
 	case !rec.BodyKept:
-		w.Header().Set(api.IdempotencyStatusHeader, api.IdempotencyReplayed)
+		w.Header().Set(api.IdempotencyStatusHeader, api.IdempotencyNotKept)
 		s.writeError(w, r, errdefs.WithHint(errdefs.Conflict("%s was done (HTTP %d), but its answer was not kept (too large, or a secret)", what, rec.Status),
-			"it took effect: look at its result directly"))
+			notKeptHint(rec)))
 	default:
 		w.Header().Set(api.IdempotencyStatusHeader, api.IdempotencyReplayed)
 		if rec.ContentType != "" {
@@ -227,6 +227,15 @@ func (s *server) answerRepeat(w http.ResponseWriter, r *http.Request, rec *idemp
 		w.WriteHeader(rec.Status)
 		_, _ = w.Write(rec.Body)
 	}
+}
+
+// notKeptHint says how to see the result of a request done whose answer
+// was not kept.
+func notKeptHint(rec *idempotency.Record) string {
+	if rec.Route == "/v1/tokens" {
+		return "the token was created, and its value is shown only once: see it with `den token ls`, revoke it with `den token rm`, and create another"
+	}
+	return "it took effect: look at its result directly"
 }
 
 // interruptedHint says how to learn whether an interrupted request took

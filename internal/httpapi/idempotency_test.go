@@ -286,8 +286,9 @@ func TestIdempotencyRecordsKeepNoSecret(t *testing.T) {
 	}
 	resp, body = do("POST", "/v1/tokens", `{"name":"ci","scope":"admin"}`, "tok-1")
 	got := assertError(t, resp, body, http.StatusConflict, api.CodeConflict)
-	if strings.Contains(string(body), created.Token) || !strings.Contains(got.Message, "not kept") {
-		t.Errorf("repeat = %s", body)
+	if strings.Contains(string(body), created.Token) || !strings.Contains(got.Message, "not kept") ||
+		!strings.Contains(got.Hint, "den token ls") || resp.Header.Get(api.IdempotencyStatusHeader) != api.IdempotencyNotKept {
+		t.Errorf("repeat = %v %s", resp.Header, body)
 	}
 
 	if resp, body := do("PUT", "/v1/secrets/db", "hunter2", "sec-1"); resp.StatusCode/100 != 2 {

@@ -6,107 +6,186 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/den-dev/den/internal/sandbox"
 )
 
 // Watching an instance from the host, without waking it: every call into
 // the sandbox (a den-init request, `runsc events`) wakes gVisor, which
 // costs the host about a millisecond of CPU each time; reading the
-// instance's host cgroups costs it nothing.
+// instance's host cgroups costs it nothing. dend reads them every second
+// for every running sandbox, so a watch holds the files open: reading one
+// again from its start is a single pread (under a microsecond), where
+// opening it by path each time took about 12 µs, most of a watch's cost.
 
-// HostUsage is what instance id uses now as its host cgroups count it:
-// the CPU time of all its processes so far, and its memory, page cache
-// included. Unlike Stats it never wakes the sandbox.
-func (r *Runtime) HostUsage(id string) (cpu time.Duration, memory int64, err error) {
-	cg, err := r.hostCgroups(id)
-	if err != nil {
-		return 0, 0, err
-	}
-	if cg.v2 {
-		if cpu, err = cpuStatUsage(cg.file("cpu", "cpu.stat")); err == nil {
-			memory, err = readInt(cg.file("memory", "memory.current"))
-		}
-	} else {
-		var ns int64
-		if ns, err = readInt(cg.file("cpuacct", "cpuacct.usage")); err == nil {
-			cpu = time.Duration(ns)
-			memory, err = readInt(cg.file("memory", "memory.usage_in_bytes"))
-		}
-	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("reading the host usage of %s: %w", id, err)
-	}
-	return cpu, memory, nil
+// hostWatch is a watch over one instance's host cgroups.
+type hostWatch struct {
+	id      string
+	v2      bool
+	crossed chan struct{} // nil without a threshold
+
+	// mu keeps Stop from closing the descriptors under a read.
+	mu     sync.Mutex
+	cpu    int      // cpuacct.usage (v1) or cpu.stat (v2); -1 when closed
+	memory int      // memory.usage_in_bytes (v1) or memory.current (v2); -1 when closed
+	events *os.File // the memory threshold's eventfd, or nil
 }
 
-// WatchMemory has the kernel signal on crossed every time instance id's
-// host memory use (as HostUsage counts it) crosses threshold, upward or
-// downward, until stop is called; also once when the instance's cgroup
-// goes. It needs cgroup v1's memory thresholds: errors.ErrUnsupported
-// under v2.
-func (r *Runtime) WatchMemory(id string, threshold int64) (crossed <-chan struct{}, stop func(), err error) {
+var _ sandbox.HostWatch = (*hostWatch)(nil)
+
+// WatchHost starts watching instance id's host cgroups until Stop. With
+// threshold > 0 the kernel signals on Crossed every time the instance's
+// host memory (as Usage counts it) crosses threshold, upward or downward,
+// and Crossed is closed when the watch stops or the instance's cgroup
+// goes. A threshold needs cgroup v1: errors.ErrUnsupported under v2.
+func (r *Runtime) WatchHost(id string, threshold int64) (sandbox.HostWatch, error) {
 	cg, err := r.hostCgroups(id)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	if cg.v2 && threshold > 0 {
+		return nil, fmt.Errorf("watching the memory of %s: %w", id, errors.ErrUnsupported)
+	}
+	w := &hostWatch{id: id, v2: cg.v2, cpu: -1, memory: -1}
+	cpuFile, memoryFile := cg.file("cpuacct", "cpuacct.usage"), cg.file("memory", "memory.usage_in_bytes")
 	if cg.v2 {
-		return nil, nil, fmt.Errorf("watching the memory of %s: %w", id, errors.ErrUnsupported)
+		cpuFile, memoryFile = cg.file("cpu", "cpu.stat"), cg.file("memory", "memory.current")
 	}
-	usage, err := os.Open(cg.file("memory", "memory.usage_in_bytes"))
+	if w.cpu, err = openReadOnly(cpuFile); err == nil {
+		w.memory, err = openReadOnly(memoryFile)
+	}
+	if err == nil && threshold > 0 {
+		err = w.watchMemory(cg, threshold)
+	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("watching the memory of %s: %w", id, err)
+		w.Stop()
+		return nil, fmt.Errorf("watching %s from the host: %w", id, err)
 	}
-	// The kernel needs the usage file only to register the threshold.
-	defer usage.Close()
+	return w, nil
+}
+
+// watchMemory registers threshold on the memory usage file with a new
+// eventfd, and relays its signals to w.crossed.
+func (w *hostWatch) watchMemory(cg hostCgroups, threshold int64) error {
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
-		return nil, nil, fmt.Errorf("watching the memory of %s: %w", id, err)
+		return err
 	}
 	events := os.NewFile(uintptr(efd), "memory-threshold") // non-blocking: reads go through the poller
-	ctl := fmt.Sprintf("%d %d %d", efd, usage.Fd(), threshold)
+	ctl := fmt.Sprintf("%d %d %d", efd, w.memory, threshold)
 	if err := cg.write("memory", "cgroup.event_control", ctl); err != nil {
 		events.Close()
-		return nil, nil, fmt.Errorf("watching the memory of %s: %w", id, err)
+		return err
 	}
-	ch := make(chan struct{}, 1)
+	w.events = events
+	w.crossed = make(chan struct{}, 1)
 	go func() {
-		defer close(ch)
+		defer close(w.crossed)
 		buf := make([]byte, 8)
 		for {
 			if _, err := events.Read(buf); err != nil {
-				return // closed by stop
+				return // closed by Stop
 			}
 			select {
-			case ch <- struct{}{}:
+			case w.crossed <- struct{}{}:
 			default: // one pending signal stands for many
 			}
 		}
 	}()
-	// Closing the eventfd also removes the threshold from the cgroup.
-	return ch, func() { events.Close() }, nil
+	return nil
 }
 
-func readInt(path string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
+// Usage is what the instance uses now as its host cgroups count it: the
+// CPU time of all its processes so far, and its memory, page cache
+// included. It never wakes the sandbox.
+func (w *hostWatch) Usage() (cpu time.Duration, memory int64, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cpu < 0 {
+		return 0, 0, fmt.Errorf("reading the host usage of %s: the watch is stopped", w.id)
 	}
+	var buf [512]byte // cpu.stat fits, usage_usec first
+	b, err := preadFromStart(w.cpu, buf[:])
+	if err == nil {
+		if w.v2 {
+			cpu, err = cpuStatUsage(b)
+		} else {
+			var ns int64
+			ns, err = parseInt(b)
+			cpu = time.Duration(ns)
+		}
+	}
+	if err == nil {
+		if b, err = preadFromStart(w.memory, buf[:]); err == nil {
+			memory, err = parseInt(b)
+		}
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading the host usage of %s: %w", w.id, err)
+	}
+	return cpu, memory, nil
+}
+
+// Crossed receives when the instance's memory crossed the threshold: nil
+// without one.
+func (w *hostWatch) Crossed() <-chan struct{} { return w.crossed }
+
+// Stop ends the watch: closing the eventfd also removes the threshold
+// from the cgroup.
+func (w *hostWatch) Stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.events != nil {
+		w.events.Close()
+		w.events = nil
+	}
+	for _, fd := range []*int{&w.cpu, &w.memory} {
+		if *fd >= 0 {
+			unix.Close(*fd)
+			*fd = -1
+		}
+	}
+}
+
+func openReadOnly(path string) (int, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return fd, nil
+}
+
+// preadFromStart reads a cgroup file from its start into buf: the kernel
+// makes its contents afresh for every read at offset 0. A cgroup removed
+// since it was opened reads as ENODEV.
+func preadFromStart(fd int, buf []byte) ([]byte, error) {
+	for {
+		n, err := unix.Pread(fd, buf, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return buf[:n], nil
+	}
+}
+
+func parseInt(b []byte) (int64, error) {
 	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }
 
 // cpuStatUsage reads usage_usec from a cgroup v2 cpu.stat.
-func cpuStatUsage(path string) (time.Duration, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
+func cpuStatUsage(b []byte) (time.Duration, error) {
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
 			us, err := strconv.ParseInt(v, 10, 64)
 			return time.Duration(us) * time.Microsecond, err
 		}
 	}
-	return 0, fmt.Errorf("no usage_usec in %s", path)
+	return 0, errors.New("no usage_usec in cpu.stat")
 }

@@ -29,7 +29,7 @@ import (
 //     gVisor costs the host about 0.5 MiB per process beyond what the
 //     processes use, which den-init counts (see internal/initd). Its
 //     checks wake the sandbox, so while the sandbox is quiet dend watches
-//     the host cgroup instead (HostUsage, WatchMemory) and turns them off
+//     the host cgroup instead (WatchHost) and turns them off
 //     (internal/sandbox limitwatch.go).
 //   - Processes: gVisor's own pids cgroup inside the sandbox, which makes
 //     fork and clone fail with EAGAIN at the limit; den-init sets it

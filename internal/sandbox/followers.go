@@ -28,14 +28,15 @@ const (
 // follower is one client following a run of a sandbox.
 type follower struct {
 	runID   string
+	tty     bool          // an interactive run: a shell, nothing to follow
 	stopped chan struct{} // closed with why set when the sandbox sleeps
 	why     error
 }
 
 // follow registers a follower of runID in sandbox sb, counted as use of
 // sb until the returned func is called.
-func (s *Service) follow(sb *Sandbox, runID string) (*follower, func()) {
-	f := &follower{runID: runID, stopped: make(chan struct{})}
+func (s *Service) follow(sb *Sandbox, runID string, tty bool) (*follower, func()) {
+	f := &follower{runID: runID, tty: tty, stopped: make(chan struct{})}
 	s.mu.Lock()
 	if s.followers[sb.ID] == nil {
 		s.followers[sb.ID] = map[*follower]struct{}{}
@@ -63,9 +64,13 @@ func (s *Service) endFollowers(sb *Sandbox, verb string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for f := range s.followers[sb.ID] {
+		hint := fmt.Sprintf("take it up again with `den logs %s %s -f` (it wakes the sandbox)", sb.Name, f.runID)
+		if f.tty {
+			// A terminal cannot be taken up again from its output.
+			hint = fmt.Sprintf("`den shell %s` opens a new one (it wakes the sandbox); run %s stays there until it exits", sb.Name, f.runID)
+		}
 		f.why = errdefs.WithHint(
-			errdefs.Conflict("sandbox %q was %s while run %s was followed: the run goes on when the sandbox wakes", sb.Name, verb, f.runID),
-			fmt.Sprintf("take it up again with `den logs %s %s -f` (it wakes the sandbox)", sb.Name, f.runID))
+			errdefs.Conflict("sandbox %q was %s while run %s was followed: the run goes on when the sandbox wakes", sb.Name, verb, f.runID), hint)
 		close(f.stopped)
 		delete(s.followers[sb.ID], f)
 	}

@@ -275,10 +275,12 @@ func (s *Service) collectGarbage(ctx context.Context) {
 		s.log.Error("garbage collection: listing checkpoints", "err", err)
 		return
 	}
-	needs, err := s.needs(ctx)
-	if err != nil {
-		s.log.Error("garbage collection", "err", err)
-		return
+	var needs map[string][]string
+	if len(cks) > 0 { // else spare listing every sandbox, every tick
+		if needs, err = s.needs(ctx); err != nil {
+			s.log.Error("garbage collection", "err", err)
+			return
+		}
 	}
 	known := map[string]bool{}
 	for _, ck := range cks {

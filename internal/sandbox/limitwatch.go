@@ -32,12 +32,25 @@ import (
 // HostWatcher is an optional capability of the Runtime: it watches an
 // instance from the host, without waking it.
 type HostWatcher interface {
-	// HostUsage is what the instance uses as the host counts it: CPU time
+	// WatchHost starts watching the instance until the watch's Stop.
+	// With threshold > 0 the watch signals each time the instance's host
+	// memory crosses it, either way.
+	WatchHost(id string, threshold int64) (HostWatch, error)
+}
+
+// HostWatch is one instance watched from the host. dend reads every
+// running sandbox's usage every second, so a read must cost next to
+// nothing: a watch holds what it reads open from start to Stop.
+type HostWatch interface {
+	// Usage is what the instance uses as the host counts it: CPU time
 	// so far, and memory.
-	HostUsage(id string) (cpu time.Duration, memory int64, err error)
-	// WatchMemory signals on crossed each time the instance's host memory
-	// crosses threshold, either way, until stop.
-	WatchMemory(id string, threshold int64) (crossed <-chan struct{}, stop func(), err error)
+	Usage() (cpu time.Duration, memory int64, err error)
+	// Crossed receives after the instance's host memory crossed the
+	// threshold, and is closed when the watch ends; nil without a
+	// threshold.
+	Crossed() <-chan struct{}
+	// Stop ends the watch and releases what it holds.
+	Stop()
 }
 
 // limitChecker is an optional capability of a Guest: den-init's limit
@@ -66,7 +79,7 @@ type hostWatch struct {
 	limit     int64 // the memory limit it was started for
 	threshold int64 // 0: no memory limit to watch
 	guest     limitChecker
-	stop      func()
+	host      HostWatch
 
 	// mu serialises decisions and the calls that carry them out.
 	mu        sync.Mutex
@@ -90,7 +103,7 @@ func (s *Service) RunLimitWatch(interval time.Duration) {
 		watches := make(map[string]*hostWatch) // by sandbox id
 		defer func() {
 			for _, w := range watches {
-				w.stop()
+				w.host.Stop()
 			}
 		}()
 		t := time.NewTicker(interval)
@@ -124,7 +137,7 @@ func (s *Service) watchLimits(ctx context.Context, hw HostWatcher, watches map[s
 		if w != nil && (w.instance != sb.InstanceID() || w.limit != sb.Spec.MemoryBytes) {
 			// A new instance, or new limits: den-init checks again
 			// (SetLimits), against a new threshold.
-			w.stop()
+			w.host.Stop()
 			w = nil
 		}
 		if w == nil {
@@ -134,11 +147,11 @@ func (s *Service) watchLimits(ctx context.Context, hw HostWatcher, watches map[s
 			}
 			watches[sb.ID] = w
 		}
-		w.decide(ctx, hw, interval)
+		w.decide(ctx, interval)
 	}
 	for id, w := range watches {
 		if !running[id] {
-			w.stop()
+			w.host.Stop()
 			delete(watches, id)
 		}
 	}
@@ -151,18 +164,20 @@ func (s *Service) startWatch(ctx context.Context, hw HostWatcher, sb *Sandbox) *
 	if !ok {
 		return nil
 	}
-	w := &hostWatch{instance: sb.InstanceID(), limit: sb.Spec.MemoryBytes, guest: g, stop: func() {}}
+	w := &hostWatch{instance: sb.InstanceID(), limit: sb.Spec.MemoryBytes, guest: g}
 	if sb.Spec.MemoryBytes > 0 {
 		w.threshold = memoryThreshold(sb.Spec.MemoryBytes)
-		crossed, stop, err := hw.WatchMemory(w.instance, w.threshold)
-		if err != nil {
-			s.log.Debug("watching limits: den-init keeps checking", "sandbox", sb.Name, "err", err)
-			return nil
-		}
-		w.stop = stop
+	}
+	host, err := hw.WatchHost(w.instance, w.threshold)
+	if err != nil {
+		s.log.Debug("watching limits: den-init keeps checking", "sandbox", sb.Name, "err", err)
+		return nil
+	}
+	w.host = host
+	if crossed := host.Crossed(); crossed != nil {
 		go func() {
-			for range crossed { // until stop
-				w.decide(ctx, hw, 0)
+			for range crossed { // until Stop
+				w.decide(ctx, 0)
 			}
 		}()
 	}
@@ -172,13 +187,13 @@ func (s *Service) startWatch(ctx context.Context, hw HostWatcher, sb *Sandbox) *
 // decide looks at the instance's host usage and tells den-init whether
 // to check, if that changed. interval is the time since the last regular
 // look, or 0 for a look between them (a memory crossing).
-func (w *hostWatch) decide(ctx context.Context, hw HostWatcher, interval time.Duration) {
+func (w *hostWatch) decide(ctx context.Context, interval time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.old {
 		return
 	}
-	cpu, memory, err := hw.HostUsage(w.instance)
+	cpu, memory, err := w.host.Usage()
 	if err != nil {
 		return // gone meanwhile: the next round stops the watch
 	}

@@ -18,15 +18,14 @@ type fakeHost struct {
 	memory int64
 }
 
-func (h *fakeHost) HostUsage(string) (time.Duration, int64, error) {
+func (h *fakeHost) Usage() (time.Duration, int64, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.cpu, h.memory, nil
 }
 
-func (h *fakeHost) WatchMemory(string, int64) (<-chan struct{}, func(), error) {
-	return nil, func() {}, nil
-}
+func (h *fakeHost) Crossed() <-chan struct{} { return nil }
+func (h *fakeHost) Stop()                    {}
 
 func (h *fakeHost) use(cpu time.Duration, memory int64) {
 	h.mu.Lock()
@@ -56,12 +55,12 @@ func TestHostWatchDecides(t *testing.T) {
 		const limit = 256 << 20
 		host := &fakeHost{memory: 20 << 20}
 		g := &fakeChecker{}
-		w := &hostWatch{instance: "sb-g1", threshold: memoryThreshold(limit), guest: g, stop: func() {}}
+		w := &hostWatch{instance: "sb-g1", threshold: memoryThreshold(limit), guest: g, host: host}
 		ctx := context.Background()
 		round := func(cpu time.Duration, memory int64) {
 			time.Sleep(time.Second)
 			host.use(cpu, memory)
-			w.decide(ctx, host, time.Second)
+			w.decide(ctx, time.Second)
 		}
 
 		round(0, 20<<20) // first look: how busy it is is not known yet
@@ -92,7 +91,7 @@ func TestHostWatchDecides(t *testing.T) {
 
 		// The kernel signals a crossing of the threshold between rounds.
 		host.use(0, memoryThreshold(limit)+1)
-		w.decide(ctx, host, 0)
+		w.decide(ctx, 0)
 		want = append(want, true)
 		if !slices.Equal(g.told, want) {
 			t.Fatalf("near the memory limit: told %v, want %v", g.told, want)
@@ -104,15 +103,15 @@ func TestHostWatchDecides(t *testing.T) {
 func TestHostWatchOldGuest(t *testing.T) {
 	host := &fakeHost{}
 	g := &fakeChecker{err: errdefs.NotFound("no route")}
-	w := &hostWatch{instance: "sb-g1", guest: g, stop: func() {}}
-	w.decide(context.Background(), host, time.Second) // the first look tells nothing
+	w := &hostWatch{instance: "sb-g1", guest: g, host: host}
+	w.decide(context.Background(), time.Second) // the first look tells nothing
 	w.lastAt = w.lastAt.Add(-time.Second)
-	w.decide(context.Background(), host, time.Second)
+	w.decide(context.Background(), time.Second)
 	if !w.old {
 		t.Fatal("a den-init without the verb is not marked old")
 	}
 	g.err = nil
-	w.decide(context.Background(), host, time.Second)
+	w.decide(context.Background(), time.Second)
 	if len(g.told) != 0 {
 		t.Fatalf("an old den-init was told %v", g.told)
 	}

@@ -33,7 +33,7 @@ func (s *Service) Logs(ctx context.Context, ref, runID, stream string, from int6
 	}
 	var stopped <-chan struct{}
 	if follow && run.Status == RunRunning {
-		f, done := s.follow(sb, runID)
+		f, done := s.follow(sb, runID, run.TTY)
 		defer done()
 		if run, o, err = s.awaitCollector(ctx, ref, sb, run, o, how); err != nil {
 			return err

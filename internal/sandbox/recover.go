@@ -42,10 +42,14 @@ func (s *Service) Recover(ctx context.Context) error {
 				s.log.Error("applying network policy again", "sandbox", sb.Name, "err", nerr)
 			}
 		}
-		l.Unlock()
 		if err != nil {
-			return fmt.Errorf("recovering sandbox %q: %w", sb.Name, err)
+			// One sandbox that cannot be settled must not keep dend, and
+			// every other sandbox, down: it waits in error, its instance
+			// (if any) untouched, for `den recover`.
+			alive = true
+			s.unsettled(ctx, sb, err)
 		}
+		l.Unlock()
 		if alive {
 			owned[sb.InstanceID()] = true
 		}
@@ -64,6 +68,18 @@ func (s *Service) Recover(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// unsettled records that dend could not settle sb when it started.
+func (s *Service) unsettled(ctx context.Context, sb *Sandbox, cause error) {
+	s.log.Error("could not settle a sandbox after dend started; it waits in error", "sandbox", sb.Name, "err", cause)
+	if sb.State == StateDestroyed {
+		return
+	}
+	why := fmt.Sprintf("dend could not settle it when it started: %v; `den recover %s` tries again", cause, sb.Name)
+	if err := s.transition(ctx, sb, StateError, EventFailed, why); err != nil {
+		s.log.Error("recording a sandbox dend could not settle", "sandbox", sb.Name, "err", err)
+	}
 }
 
 // recoverOne settles one sandbox and reports whether its instance lives.

@@ -1,0 +1,381 @@
+"""Typed results: dataclasses matching the JSON of den's API.
+
+Each model names the schema of api/openapi.yaml it mirrors in
+``__schema__``, with the same fields under the same names (``from_`` for
+the JSON ``from``); a test keeps the two in step. Decoding ignores fields
+the SDK does not know yet and fills absent ones with their defaults: ``""``,
+``0``, ``False``, empty lists and maps, and ``None`` for times, nested
+objects and values whose absence means something (a run's ``exit_code``).
+Times are timezone-aware :class:`datetime.datetime` values.
+
+A :class:`Sandbox` that came from a :class:`den.Client` is also a handle:
+``sb.exec(...)``, ``sb.pause()`` and the other sandbox verbs act on it (by
+id), and those that answer with the sandbox update it in place.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ._bound import SandboxVerbs
+
+__all__ = [
+    "Health",
+    "DiskHealth",
+    "PoolHealth",
+    "Usage",
+    "NetworkPolicy",
+    "Policy",
+    "NextAction",
+    "ExposedPort",
+    "SecretGrant",
+    "Sandbox",
+    "Event",
+    "Run",
+    "Checkpoint",
+    "FileInfo",
+    "Process",
+    "PortURL",
+    "RequestStatus",
+    "Secret",
+    "Quota",
+    "Owner",
+    "ExecResult",
+]
+
+
+@dataclass
+class DiskHealth:
+    """Free space on dend's data disk against the reserve it keeps."""
+
+    __schema__ = "DiskHealth"
+    free_bytes: int = 0
+    reserve_bytes: int = 0
+    low: bool = False
+
+
+@dataclass
+class PoolHealth:
+    """How full the storage pool is, and how sandboxes share it."""
+
+    __schema__ = "PoolHealth"
+    size_bytes: int = 0
+    used_bytes: int = 0
+    free_bytes: int = 0
+    reserve_bytes: int = 0
+    full: bool = False
+    disk_caps: bool = False
+    default_disk_bytes: int = 0
+    promised_bytes: int = 0
+    overcommit: float = 0.0
+
+
+@dataclass
+class Health:
+    """dend's status and versions (GET /v1/health)."""
+
+    __schema__ = "Health"
+    status: str = ""
+    version: str = ""
+    runsc_version: str = ""
+    storage: str = ""
+    disk: Optional[DiskHealth] = None
+    pool: Optional[PoolHealth] = None
+
+
+@dataclass
+class Usage:
+    """What a sandbox uses now, against its limits (in :meth:`den.Client.get` only)."""
+
+    __schema__ = "Usage"
+    cpu_seconds: float = 0.0
+    memory_bytes: int = 0
+    pids: int = 0
+    disk_bytes: int = 0
+    run_output_bytes: int = 0
+    run_output_limit_bytes: int = 0
+
+
+@dataclass
+class NetworkPolicy:
+    """What a sandbox may reach: mode ``none``, ``allow`` (what ``allow``
+    names: CIDRs, addresses or domains, optionally with ports) or ``open``."""
+
+    __schema__ = "NetworkPolicy"
+    mode: str = "none"
+    allow: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Policy:
+    """A sandbox's idle policy and checkpoint retention. Durations are Go
+    duration strings ("90s", "15m", "2h"); "0" turns a step off. In a
+    request, None leaves a field as it is; in a Sandbox every field is set."""
+
+    __schema__ = "Policy"
+    pause_after: Optional[str] = None
+    hibernate_after: Optional[str] = None
+    ttl: Optional[str] = None
+    background_active: Optional[bool] = None
+    keep_last: Optional[int] = None
+    max_age: Optional[str] = None
+
+
+@dataclass
+class NextAction:
+    """The next step of a sandbox's idle policy, unless it is used first."""
+
+    __schema__ = "NextAction"
+    action: str = ""
+    at: Optional[datetime.datetime] = None
+
+
+@dataclass
+class ExposedPort:
+    """A port of a sandbox that dend serves."""
+
+    __schema__ = "ExposedPort"
+    port: int = 0
+    public: bool = False
+
+
+@dataclass
+class SecretGrant:
+    """A secret given to a sandbox's commands: as the environment variable
+    ``env`` (default: its name) or as the file ``file`` in /run/secrets."""
+
+    __schema__ = "SecretGrant"
+    name: str = ""
+    env: str = ""
+    file: str = ""
+
+
+@dataclass
+class Sandbox(SandboxVerbs):
+    """The durable record of one sandbox, and a handle on it."""
+
+    __schema__ = "Sandbox"
+    id: str = ""
+    name: str = ""
+    owner: str = ""
+    image: str = ""
+    cpus: float = 0.0
+    memory_bytes: int = 0
+    pids: int = 0
+    disk_bytes: int = 0
+    usage: Optional[Usage] = None
+    env: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    state: str = ""
+    reason: str = ""
+    generation: int = 0
+    address: str = ""
+    ephemeral: bool = False
+    network: Optional[NetworkPolicy] = None
+    secrets: list[SecretGrant] = field(default_factory=list)
+    ports: list[ExposedPort] = field(default_factory=list)
+    policy: Optional[Policy] = None
+    next: Optional[NextAction] = None
+    running_for: str = ""
+    checkpoint: str = ""
+    origin: str = ""
+    head: str = ""
+    pending: str = ""
+    created_at: Optional[datetime.datetime] = None
+    updated_at: Optional[datetime.datetime] = None
+    _client: Any = field(default=None, repr=False, compare=False, metadata={"wire": False})
+
+
+@dataclass
+class Event:
+    """One entry of a sandbox's history."""
+
+    __schema__ = "Event"
+    seq: int = 0
+    time: Optional[datetime.datetime] = None
+    type: str = ""
+    from_: str = field(default="", metadata={"json": "from"})
+    to: str = ""
+    generation: int = 0
+    message: str = ""
+
+
+@dataclass
+class Run:
+    """The record of one command. ``status`` is running, exited (see
+    ``exit_code``), killed (see ``signal``), timed_out or lost."""
+
+    __schema__ = "Run"
+    id: str = ""
+    sandbox: str = ""
+    generation: int = 0
+    argv: list[str] = field(default_factory=list)
+    cwd: str = ""
+    env_names: list[str] = field(default_factory=list)
+    user: str = ""
+    tty: bool = False
+    detached: bool = False
+    status: str = ""
+    exit_code: Optional[int] = None
+    signal: str = ""
+    limit_hit: str = ""
+    started_at: Optional[datetime.datetime] = None
+    ended_at: Optional[datetime.datetime] = None
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
+    output_max: int = 0
+    output_cut: str = ""
+
+
+@dataclass
+class Checkpoint:
+    """An immutable moment of a sandbox: its files and, unless files-only,
+    its memory and processes."""
+
+    __schema__ = "Checkpoint"
+    id: str = ""
+    sandbox: str = ""
+    name: str = ""
+    kind: str = ""
+    parent: str = ""
+    memory: bool = False
+    generation: int = 0
+    engine_version: str = ""
+    memory_bytes: int = 0
+    files_bytes: int = 0
+    created_at: Optional[datetime.datetime] = None
+    needed_by: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FileInfo:
+    """One file inside a sandbox; ``type`` is file, dir, symlink or other."""
+
+    __schema__ = "FileInfo"
+    name: str = ""
+    path: str = ""
+    size: int = 0
+    mode: int = 0
+    type: str = ""
+    mod_time: Optional[datetime.datetime] = None
+    target: str = ""
+
+
+@dataclass
+class Process:
+    """One process running in a sandbox."""
+
+    __schema__ = "Process"
+    pid: int = 0
+    ppid: int = 0
+    name: str = ""
+    command: str = ""
+    state: str = ""
+    rss_bytes: int = 0
+    secrets: bool = False
+
+
+@dataclass
+class PortURL:
+    """A signed link to an exposed port that works without a token until
+    ``expires_at``. ``url`` is absolute when it can be told: dend's ports
+    domain, or the SDK's own dend address over TCP."""
+
+    __schema__ = "PortURL"
+    path: str = ""
+    url: str = ""
+    expires_at: Optional[datetime.datetime] = None
+
+
+@dataclass
+class RequestStatus:
+    """What became of a request sent with an Idempotency-Key."""
+
+    __schema__ = "RequestStatus"
+    key: str = ""
+    state: str = ""
+    method: str = ""
+    path: str = ""
+    started_at: Optional[datetime.datetime] = None
+    ended_at: Optional[datetime.datetime] = None
+    status: int = 0
+    response: Any = None
+    error: Optional[dict[str, str]] = None
+    sandbox: str = ""
+    hint: str = ""
+
+
+@dataclass
+class Secret:
+    """A secret's name and times; never its value."""
+
+    __schema__ = "Secret"
+    name: str = ""
+    created_at: Optional[datetime.datetime] = None
+    updated_at: Optional[datetime.datetime] = None
+
+
+@dataclass
+class Quota:
+    """An owner's quota (0: no limit), or its use."""
+
+    __schema__ = "Quota"
+    sandboxes: int = 0
+    memory_bytes: int = 0
+    cpus: float = 0.0
+    disk_bytes: int = 0
+    checkpoints: int = 0
+
+
+@dataclass
+class Owner:
+    """An owner identity's quota, use and private-range grants."""
+
+    __schema__ = "Owner"
+    id: str = ""
+    tokens: list[str] = field(default_factory=list)
+    default: bool = False
+    quota: Optional[Quota] = None
+    use: Optional[Quota] = None
+    allow_private: list[str] = field(default_factory=list)
+    updated_at: Optional[datetime.datetime] = None
+
+
+@dataclass
+class ExecResult:
+    """What an attached command did: its final :class:`Run` and the output
+    it wrote to the streams that were captured (those given no callback or
+    file). Not an API schema: the SDK's own."""
+
+    run: Run
+    stdout: bytes = b""
+    stderr: bytes = b""
+
+    @property
+    def exit_code(self) -> Optional[int]:
+        """The exit code, or None when the command was killed or lost."""
+        return self.run.exit_code
+
+    @property
+    def status(self) -> str:
+        """exited, killed, timed_out or lost."""
+        return self.run.status
+
+    @property
+    def ok(self) -> bool:
+        """Whether the command exited with 0."""
+        return self.run.status == "exited" and self.run.exit_code == 0
+
+    @property
+    def stdout_text(self) -> str:
+        """stdout decoded as UTF-8 (invalid bytes replaced)."""
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def stderr_text(self) -> str:
+        """stderr decoded as UTF-8 (invalid bytes replaced)."""
+        return self.stderr.decode("utf-8", "replace")

@@ -1,0 +1,266 @@
+/**
+ * den's TypeScript SDK: a thin client over dend's REST API (/v1), with
+ * streaming exec. Node ≥ 20, ESM.
+ *
+ *   import { Client } from "@den-dev/sdk";
+ *   const den = Client.fromEnv(); // DEN_SOCKET, or DEN_HOST + DEN_TOKEN
+ *   await den.createSandbox({ name: "web", image: "debian" });
+ *   const run = await den.exec("web", { argv: ["uname", "-a"] });
+ *   console.log(run.exit_code, run.stdout);
+ *
+ * Every change carries a fresh Idempotency-Key: when the connection drops
+ * mid-call the client asks dend again until it answers and returns the
+ * real outcome, or throws OutcomeUnknownError with what to check.
+ */
+import type { Readable } from "node:stream";
+
+import { DenError } from "./errors.js";
+import { execStream, type ExecIO, type ExecResult } from "./exec.js";
+import { Transport, type TransportOptions } from "./transport.js";
+import type {
+  Checkpoint, CreateSandboxRequest, Event, ExecRequest, FileInfo, Health, Image, LimitsRequest,
+  MkdirRequest, NetworkPolicy, Policy, PortURL, Process, RequestStatus, Run, Sandbox, SecretGrant,
+} from "./types.js";
+
+export * from "./errors.js";
+export type * from "./types.js";
+export type { ExecIO, ExecResult } from "./exec.js";
+export type { TransportOptions as ClientOptions } from "./transport.js";
+
+const sb = (name: string, ...rest: string[]) =>
+  ["/v1/sandboxes", encodeURIComponent(name), ...rest.map(encodeURIComponent)].join("/");
+
+export class Client {
+  private readonly t: Transport;
+
+  /** A client for dend at opts.host with opts.token, or on opts.socket (default /run/den/den.sock). */
+  constructor(opts: TransportOptions = {}) {
+    this.t = new Transport(opts);
+  }
+
+  /** DEN_HOST and DEN_TOKEN, else DEN_SOCKET, else the default socket. */
+  static fromEnv(env: Record<string, string | undefined> = process.env): Client {
+    if (env.DEN_HOST) return new Client({ host: env.DEN_HOST, token: env.DEN_TOKEN });
+    return new Client({ socket: env.DEN_SOCKET || undefined });
+  }
+
+  health(): Promise<Health> {
+    return this.t.json("GET", "/v1/health");
+  }
+
+  /** What became of a change sent with an idempotency key. */
+  request(key: string): Promise<RequestStatus> {
+    return this.t.json("GET", `/v1/requests/${encodeURIComponent(key)}`);
+  }
+
+  // Sandboxes.
+
+  createSandbox(req: Partial<CreateSandboxRequest> & { name: string }): Promise<Sandbox> {
+    return this.t.json("POST", "/v1/sandboxes", { json: req });
+  }
+  async listSandboxes(): Promise<Sandbox[]> {
+    return (await this.t.json<{ sandboxes: Sandbox[] }>("GET", "/v1/sandboxes")).sandboxes;
+  }
+  getSandbox(name: string): Promise<Sandbox> {
+    return this.t.json("GET", sb(name));
+  }
+  async removeSandbox(name: string, opts: { force?: boolean } = {}): Promise<void> {
+    await this.t.send("DELETE", sb(name), { query: { force: opts.force || undefined } });
+  }
+  startSandbox(name: string): Promise<Sandbox> {
+    return this.t.json("POST", sb(name, "start"));
+  }
+  stopSandbox(name: string): Promise<Sandbox> {
+    return this.t.json("POST", sb(name, "stop"));
+  }
+  async events(name: string): Promise<Event[]> {
+    return (await this.t.json<{ events: Event[] }>("GET", sb(name, "events"))).events;
+  }
+
+  /**
+   * Runs `fn` with a new ephemeral sandbox and removes it afterwards,
+   * however `fn` ends.
+   */
+  async withSandbox<T>(req: Partial<CreateSandboxRequest> & { name: string }, fn: (s: Sandbox) => Promise<T>): Promise<T> {
+    const s = await this.createSandbox({ ephemeral: true, ...req });
+    try {
+      return await fn(s);
+    } finally {
+      await this.removeSandbox(s.name, { force: true }).catch(() => {});
+    }
+  }
+
+  // Sleep, wake, rewind, branch.
+
+  pause(name: string): Promise<Sandbox> {
+    return this.t.json("POST", sb(name, "pause"));
+  }
+  resume(name: string): Promise<Sandbox> {
+    return this.t.json("POST", sb(name, "resume"));
+  }
+  hibernate(name: string): Promise<Sandbox> {
+    return this.t.json("POST", sb(name, "hibernate"));
+  }
+  recover(name: string, opts: { mode?: "retry" | "cold" | "rollback"; checkpoint?: string } = {}): Promise<Sandbox> {
+    return this.t.json("POST", sb(name, "recover"), { json: opts });
+  }
+  checkpoint(name: string, opts: { name?: string; fs_only?: boolean } = {}): Promise<Checkpoint> {
+    return this.t.json("POST", sb(name, "checkpoints"), { json: opts });
+  }
+  async checkpoints(name: string): Promise<Checkpoint[]> {
+    return (await this.t.json<{ checkpoints: Checkpoint[] }>("GET", sb(name, "checkpoints"))).checkpoints;
+  }
+  getCheckpoint(name: string, ckpt: string): Promise<Checkpoint> {
+    return this.t.json("GET", sb(name, "checkpoints", ckpt));
+  }
+  async removeCheckpoint(name: string, ckpt: string): Promise<void> {
+    await this.t.send("DELETE", sb(name, "checkpoints", ckpt));
+  }
+  restore(name: string, checkpoint: string): Promise<Sandbox> {
+    return this.t.json("POST", sb(name, "restore"), { json: { checkpoint } });
+  }
+  async fork(name: string, opts: { name: string; from?: string; count?: number }): Promise<Sandbox[]> {
+    return (await this.t.json<{ sandboxes: Sandbox[] }>("POST", sb(name, "fork"), { json: opts })).sandboxes;
+  }
+
+  // Settings.
+
+  setPolicy(name: string, p: Partial<Policy>): Promise<Sandbox> {
+    return this.t.json("PATCH", sb(name, "policy"), { json: p });
+  }
+  setLimits(name: string, l: LimitsRequest): Promise<Sandbox> {
+    return this.t.json("PATCH", sb(name, "limits"), { json: l });
+  }
+  setNetwork(name: string, p: NetworkPolicy): Promise<Sandbox> {
+    return this.t.json("PUT", sb(name, "network"), { json: p });
+  }
+  setSecrets(name: string, grants: SecretGrant[]): Promise<Sandbox> {
+    return this.t.json("PUT", sb(name, "secrets"), { json: { grants } });
+  }
+
+  // Ports.
+
+  exposePort(name: string, port: number, opts: { public?: boolean } = {}): Promise<Sandbox> {
+    return this.t.json("PUT", sb(name, "ports", String(port)), { json: { public: opts.public ?? false } });
+  }
+  async unexposePort(name: string, port: number): Promise<void> {
+    await this.t.send("DELETE", sb(name, "ports", String(port)));
+  }
+  /** A link to a private port that works without a token until it expires ("1h", "24h"). */
+  async portURL(name: string, port: number, opts: { expires?: string } = {}): Promise<PortURL> {
+    const u = await this.t.json<PortURL>("GET", sb(name, "ports", String(port), "url"), { query: { expires: opts.expires } });
+    if (!u.url && !this.t.dispatcher) u.url = new URL(u.path.replace(/^\//, ""), this.t.base).toString();
+    return u;
+  }
+  async revokePortURLs(name: string, port: number): Promise<void> {
+    await this.t.send("DELETE", sb(name, "ports", String(port), "url"));
+  }
+
+  // Commands.
+
+  /**
+   * Runs a command and streams its output: to io.onStdout/onStderr when
+   * given, else gathered into the result's stdout and stderr. Resolves
+   * with the run's record when the command ends (exit_code, signal).
+   */
+  exec(name: string, req: ExecRequest, io?: ExecIO): Promise<ExecResult> {
+    return execStream(this.t, name, req, io);
+  }
+  /** Starts a command in the background and returns its run at once. */
+  execDetached(name: string, req: ExecRequest): Promise<Run> {
+    return this.t.json("POST", sb(name, "exec"), { json: { ...req, detach: true } });
+  }
+  async runs(name: string, opts: { limit?: number } = {}): Promise<Run[]> {
+    return (await this.t.json<{ runs: Run[] }>("GET", sb(name, "runs"), { query: { limit: opts.limit } })).runs;
+  }
+  getRun(name: string, run: string): Promise<Run> {
+    return this.t.json("GET", sb(name, "runs", run));
+  }
+  /**
+   * A run's output from byte offset `from`; with follow, until the run
+   * ends (waking a sleeping sandbox unless wake is false). A followed
+   * stream that ends early throws, saying the offset to resume from.
+   */
+  async logs(name: string, run: string, opts: { stream?: "stdout" | "stderr"; from?: number; follow?: boolean; wake?: boolean; signal?: AbortSignal } = {}): Promise<Readable> {
+    const res = await this.t.send("GET", sb(name, "runs", run, "logs"), {
+      query: { stream: opts.stream, from: opts.from, follow: opts.follow || undefined, wake: opts.wake === false ? false : undefined },
+      signal: opts.signal,
+    });
+    const { Readable } = await import("node:stream");
+    const body = Readable.fromWeb(res.body as never);
+    if (!opts.follow) return body;
+    // A followed stream ends when the run has; one that ends while the
+    // run still goes was cut (dend restarted, the sandbox went to sleep
+    // with wake false): say so, with where to resume, never end quietly.
+    const getRun = () => this.getRun(name, run);
+    const stream = opts.stream ?? "stdout";
+    async function* checked() {
+      let n = opts.from ?? 0;
+      for await (const chunk of body) {
+        n += (chunk as Uint8Array).length;
+        yield chunk as Uint8Array;
+      }
+      const r = await getRun();
+      if (r.status === "running") {
+        throw new DenError(0, {
+          code: "unavailable",
+          message: `following the ${stream} of run ${run} stopped at byte ${n} while the run still goes`,
+          hint: `follow again from there: logs(${JSON.stringify(name)}, ${JSON.stringify(run)}, { follow: true, from: ${n} })`,
+        });
+      }
+    }
+    return Readable.from(checked());
+  }
+  async signal(name: string, run: string, signal = "TERM"): Promise<void> {
+    await this.t.send("POST", sb(name, "runs", run, "signal"), { json: { signal } });
+  }
+  async processes(name: string): Promise<Process[]> {
+    return (await this.t.json<{ processes: Process[] }>("GET", sb(name, "processes"))).processes;
+  }
+
+  // Files.
+
+  stat(name: string, path: string): Promise<FileInfo> {
+    return this.t.json("GET", sb(name, "files", "stat"), { query: { path } });
+  }
+  async listFiles(name: string, path: string): Promise<FileInfo[]> {
+    return (await this.t.json<{ files: FileInfo[] }>("GET", sb(name, "files", "list"), { query: { path } })).files;
+  }
+  /** A file's contents, whole. */
+  async readFile(name: string, path: string): Promise<Uint8Array> {
+    const res = await this.t.send("GET", sb(name, "files", "content"), { query: { path } });
+    return new Uint8Array(await res.arrayBuffer());
+  }
+  /** A file's contents as a stream, for large files. */
+  async readFileStream(name: string, path: string): Promise<Readable> {
+    const res = await this.t.send("GET", sb(name, "files", "content"), { query: { path } });
+    const { Readable } = await import("node:stream");
+    return Readable.fromWeb(res.body as never);
+  }
+  /** Creates or replaces a file; data may be a stream (sent as it is read). */
+  async writeFile(name: string, path: string, data: string | Uint8Array | AsyncIterable<Uint8Array>, opts: { mode?: number } = {}): Promise<void> {
+    await this.t.send("PUT", sb(name, "files", "content"), {
+      query: { path, mode: opts.mode === undefined ? undefined : "0" + opts.mode.toString(8) },
+      body: data,
+      contentType: "application/octet-stream",
+    });
+  }
+  async mkdir(name: string, req: MkdirRequest): Promise<void> {
+    await this.t.send("POST", sb(name, "files", "mkdir"), { json: req });
+  }
+  async move(name: string, from: string, to: string): Promise<void> {
+    await this.t.send("POST", sb(name, "files", "move"), { json: { from, to } });
+  }
+  async removeFile(name: string, path: string, opts: { recursive?: boolean } = {}): Promise<void> {
+    await this.t.send("DELETE", sb(name, "files"), { query: { path, recursive: opts.recursive || undefined } });
+  }
+
+  // Images.
+
+  async listImages(): Promise<Image[]> {
+    return (await this.t.json<{ images: Image[] }>("GET", "/v1/images")).images;
+  }
+  getImage(name: string): Promise<Image> {
+    return this.t.json("GET", `/v1/images/${encodeURIComponent(name)}`);
+  }
+}
