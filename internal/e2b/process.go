@@ -58,10 +58,9 @@ func (p *processes) Start(ctx context.Context, req *connect.Request[pb.StartRequ
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("no command: set process.cmd"))
 	}
 	er := api.ExecRequest{Argv: append([]string{cfg.GetCmd()}, cfg.GetArgs()...), Env: cfg.GetEnvs(), User: t.user, Cwd: cfg.GetCwd()}
-	switch {
-	case er.Cwd == "" && t.user != "":
+	if er.Cwd == "" {
 		er.Cwd = "~" // the user's home, from the sandbox's passwd
-	case er.Cwd != "":
+	} else {
 		er.Cwd = t.abs(er.Cwd)
 	}
 	if dl, ok := ctx.Deadline(); ok {
@@ -128,7 +127,12 @@ func (p *processes) List(ctx context.Context, req *connect.Request[pb.ListReques
 	out := &pb.ListResponse{}
 	for _, run := range runs {
 		cfg := &pb.ProcessConfig{Cmd: run.Argv[0], Args: run.Argv[1:], Envs: map[string]string{}}
-		if run.Cwd != "" {
+		switch {
+		case run.Cwd == "~" && run.User == "":
+			cfg.Cwd = ptr(home("root"))
+		case run.Cwd == "~":
+			cfg.Cwd = ptr(home(run.User))
+		case run.Cwd != "":
 			cfg.Cwd = ptr(run.Cwd)
 		}
 		out.Processes = append(out.Processes, &pb.ProcessInfo{Pid: uint32(run.PID), Config: cfg})
