@@ -289,6 +289,24 @@ assert.equal(await second.isRunning(), false);
 assert.equal(await Sandbox.kill(second.sandboxId), false, "killing a killed sandbox");
 await rejects(second.commands.run("true"), SandboxNotFoundError, "a command in a killed sandbox");
 
+step("fork, processes and all");
+await sbx.files.write("fork.txt", "from the parent");
+const sleeper = await sbx.commands.run("sleep 600", { background: true, timeoutMs: 0 });
+const forks = await Sandbox.fork(sbx.sandboxId, { count: 2, timeoutMs: 120_000 });
+assert.equal(forks.length, 2);
+for (const f of forks) {
+  assert.ok(f instanceof Sandbox, `a fork failed: ${f}`);
+  assert.notEqual(f.sandboxId, sbx.sandboxId);
+  assert.equal(await f.files.read("fork.txt"), "from the parent");
+  r = await f.commands.run(`kill -0 ${sleeper.pid} && echo alive`);
+  assert.equal(r.stdout, "alive\n", "the fork runs on its parent's processes");
+  const finfo = await f.getInfo();
+  assert.ok(finfo.endAt - Date.now() < 130_000, `a fork's timeout: ${finfo.endAt}`);
+  assert.equal(await f.kill(), true);
+}
+assert.equal(await sbx.commands.kill(sleeper.pid), true, "the parent's process runs on");
+await rejects(Sandbox.fork("nosuchsandbox"), SandboxNotFoundError, "forking an unknown sandbox");
+
 step("error classes");
 await rejects(Sandbox.getInfo("nosuchsandbox"), SandboxNotFoundError, "getInfo of an unknown sandbox");
 await rejects(Sandbox.connect("nosuchsandbox"), SandboxNotFoundError, "connect to an unknown sandbox");

@@ -26,6 +26,7 @@ import (
 //	POST /sandboxes/{id}/pause            pause         POST .../hibernate (memory:false: .../stop)
 //	POST /[v2/]sandboxes/{id}/connect     connect       .../resume or .../start, then the timeout
 //	GET  /sandboxes/{id}/metrics          metrics       GET .../{id} (usage)
+//	POST /sandboxes/{id}/fork             fork          POST .../fork, then each child's timeout
 
 // maxBody bounds a control plane request body.
 const maxBody = 1 << 20
@@ -53,6 +54,7 @@ func (d *Door) controlRoutes() http.Handler {
 		"POST /v2/sandboxes/{id}/connect": d.connect,
 		"POST /sandboxes/{id}/resume":     d.connect,
 		"GET /sandboxes/{id}/metrics":     d.metrics,
+		"POST /sandboxes/{id}/fork":       d.fork,
 	} {
 		mux.Handle(pattern, d.controlCall(h))
 	}
@@ -338,6 +340,60 @@ func lookup(ctx context.Context, c *client.Client, ref string) (*api.Sandbox, er
 		return nil, &client.Error{API: &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("sandbox %s was destroyed: %s", ref, sb.Reason)}}
 	}
 	return sb, err
+}
+
+// forkTimeout is the life E2B gives forks made without a timeout.
+const forkTimeout = 15 * time.Second
+
+// maxForks bounds one fork request.
+const maxForks = 100
+
+// forkResultJSON is one fork's outcome; den makes all of them or none.
+type forkResultJSON struct {
+	Sandbox *sandboxJSON `json:"sandbox,omitempty"`
+}
+
+// fork makes copies of a running sandbox, files, memory and processes
+// (den's fork), each with the timeout asked for in the parent's mode.
+func (d *Door) fork(w http.ResponseWriter, r *http.Request, c *client.Client, token string) error {
+	var req struct {
+		Timeout *int64 `json:"timeout"`
+		Count   *int   `json:"count"`
+	}
+	if err := decodeBody(r, &req, true); err != nil {
+		return err
+	}
+	timeout, err := seconds(req.Timeout, forkTimeout)
+	if err != nil {
+		return err
+	}
+	count := 1
+	if req.Count != nil {
+		count = *req.Count
+	}
+	if count < 1 || count > maxForks {
+		return invalid("invalid count %d: give a number from 1 to %d", count, maxForks)
+	}
+	sb, err := lookup(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	children, err := c.Fork(r.Context(), sb.ID, client.ForkOptions{Name: newName(), Count: count})
+	if err != nil {
+		return err
+	}
+	out := make([]forkResultJSON, 0, len(children))
+	for i := range children {
+		child := &children[i]
+		if p := d.retimePolicy(child, timeout, false); p != nil {
+			if child, err = c.SetPolicy(r.Context(), child.ID, *p); err != nil {
+				return err
+			}
+		}
+		out = append(out, forkResultJSON{Sandbox: ptr(newSandboxAnswer(child, token))})
+	}
+	writeJSON(w, http.StatusCreated, out)
+	return nil
 }
 
 // metricsJSON is one sample of E2B's metrics.
