@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,7 @@ type benchDend struct {
 	c       *client.Client
 	dataDir string
 	runDir  string
+	listen  string // its TCP address, for clients that need one (E2B's SDK)
 	log     bytes.Buffer
 }
 
@@ -33,8 +35,14 @@ func startDend(bin, work, subnet string) (*benchDend, error) {
 	// sandbox here has its idle policy off and the benchmark removes
 	// the checkpoints it makes, so the idle loop is kept out of the
 	// figures: it would only add noise.
+	l, err := net.Listen("tcp", "127.0.0.1:0") // a free port for dend
+	if err != nil {
+		return nil, err
+	}
+	d.listen = l.Addr().String()
+	l.Close()
 	d.cmd = exec.Command(filepath.Join(bin, "dend"), "--data-dir", d.dataDir, "--run-dir", d.runDir,
-		"--socket", sock, "--subnet", subnet, "--pool-size", "8G", "--idle-interval", "1h")
+		"--socket", sock, "--subnet", subnet, "--pool-size", "8G", "--idle-interval", "1h", "--listen", d.listen)
 	d.cmd.Stdout, d.cmd.Stderr = &d.log, &d.log
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := d.cmd.Start(); err != nil {

@@ -97,7 +97,7 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "python"}
+var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "python", "e2b"}
 
 func run(bin string, n, nBig int, only string, o options) error {
 	want := map[string]bool{}
@@ -155,6 +155,7 @@ func run(bin string, n, nBig int, only string, o options) error {
 		{"throughput", "exec throughput beside idle sandboxes", b.execThroughput},
 		{"mcp", "front doors", b.mcpExec},
 		{"python", "Python SDK", b.pythonExec},
+		{"e2b", "E2B SDK", b.e2bDoor},
 	}
 	for _, s := range steps {
 		if len(want) > 0 && !want[s.name] {

@@ -13,7 +13,7 @@ import (
 
 const runCols = `id, sandbox_id, generation, guest_id, argv, cwd, env_names, user, tty, detached,
 	status, exit_code, signal, started_at, ended_at, stdout_size, stderr_size, limit_hit,
-	stdout_dropped, stderr_dropped, output_max, output_cut`
+	stdout_dropped, stderr_dropped, output_max, output_cut, pid`
 
 // CreateRun inserts a run of an existing sandbox. StartedAt is set to now
 // when zero. A run id already taken is a conflict.
@@ -43,7 +43,7 @@ func (s *Store) CreateRun(ctx context.Context, r *sandbox.Run) error {
 			return sandboxNotFound(rec.SandboxID)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO runs (`+runCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			append([]any{rec.ID, rec.SandboxID}, args...)...)
 		if isUniqueViolation(err) {
 			return errdefs.Conflict("run id %q is already taken", rec.ID)
@@ -67,7 +67,7 @@ func (s *Store) UpdateRun(ctx context.Context, r *sandbox.Run) error {
 		return execOne(ctx, tx, runNotFound(r.ID), `UPDATE runs SET
 			generation = ?, guest_id = ?, argv = ?, cwd = ?, env_names = ?, user = ?, tty = ?, detached = ?,
 			status = ?, exit_code = ?, signal = ?, started_at = ?, ended_at = ?, stdout_size = ?, stderr_size = ?,
-			limit_hit = ?, stdout_dropped = ?, stderr_dropped = ?, output_max = ?, output_cut = ?
+			limit_hit = ?, stdout_dropped = ?, stderr_dropped = ?, output_max = ?, output_cut = ?, pid = ?
 			WHERE id = ? AND sandbox_id = ?`,
 			append(args, r.ID, r.SandboxID)...)
 	})
@@ -127,7 +127,7 @@ func runArgs(r *sandbox.Run) ([]any, error) {
 	}
 	return []any{r.Generation, r.GuestID, string(argv), r.Cwd, string(envNames), r.User, r.TTY, r.Detached,
 		r.Status, exit, r.Signal, formatTime(r.StartedAt), formatNullTime(r.EndedAt), r.StdoutSize, r.StderrSize, r.LimitHit,
-		r.StdoutDropped, r.StderrDropped, r.OutputMax, r.OutputCut}, nil
+		r.StdoutDropped, r.StderrDropped, r.OutputMax, r.OutputCut, r.PID}, nil
 }
 
 func scanRun(row scanner) (*sandbox.Run, error) {
@@ -137,7 +137,7 @@ func scanRun(row scanner) (*sandbox.Run, error) {
 	var ended sql.NullString
 	err := row.Scan(&r.ID, &r.SandboxID, &r.Generation, &r.GuestID, &argv, &r.Cwd, &envNames, &r.User,
 		&r.TTY, &r.Detached, &r.Status, &exit, &r.Signal, &started, &ended, &r.StdoutSize, &r.StderrSize, &r.LimitHit,
-		&r.StdoutDropped, &r.StderrDropped, &r.OutputMax, &r.OutputCut)
+		&r.StdoutDropped, &r.StderrDropped, &r.OutputMax, &r.OutputCut, &r.PID)
 	if err != nil {
 		return nil, err
 	}
