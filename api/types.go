@@ -113,7 +113,7 @@ type EventList struct {
 type ExecRequest struct {
 	Argv    []string          `json:"argv"`
 	Env     map[string]string `json:"env,omitempty"`
-	Cwd     string            `json:"cwd,omitempty"`  // default: the image's working dir, else /
+	Cwd     string            `json:"cwd,omitempty"`  // default: the image's working dir, else /; "~" is the user's home
 	User    string            `json:"user,omitempty"` // name, uid or uid:gid; default root
 	Stdin   bool              `json:"stdin,omitempty"`
 	TTY     bool              `json:"tty,omitempty"`
@@ -138,9 +138,12 @@ const (
 
 // Run is the record of one command.
 type Run struct {
-	ID         string     `json:"id"`
-	Sandbox    string     `json:"sandbox"`
-	Generation int64      `json:"generation"`
+	ID         string `json:"id"`
+	Sandbox    string `json:"sandbox"`
+	Generation int64  `json:"generation"`
+	// PID is the process's id inside the sandbox; it stays the same
+	// across pause, hibernation and restore. 0 when unknown.
+	PID        int        `json:"pid,omitempty"`
 	Argv       []string   `json:"argv"`
 	Cwd        string     `json:"cwd,omitempty"`
 	EnvNames   []string   `json:"env_names,omitempty"`
@@ -193,6 +196,12 @@ type FileInfo struct {
 	Type    string    `json:"type"` // file, dir, symlink, other
 	ModTime time.Time `json:"mod_time"`
 	Target  string    `json:"target,omitempty"` // symlink target
+	// UID and GID own the file; Owner and Group are their names inside
+	// the sandbox, "" when they have none.
+	UID   uint32 `json:"uid"`
+	GID   uint32 `json:"gid"`
+	Owner string `json:"owner,omitempty"`
+	Group string `json:"group,omitempty"`
 }
 
 // FileList is the body of GET /v1/sandboxes/{name}/files/list.
@@ -200,11 +209,24 @@ type FileList struct {
 	Files []FileInfo `json:"files"`
 }
 
+// WatchEvent is one line of GET /v1/sandboxes/{name}/files/watch: a
+// change to Name, a path relative to the watched directory ("" for the
+// directory itself). The last line of a watch that stopped holds only
+// Error.
+type WatchEvent struct {
+	Name  string `json:"name,omitempty"`
+	Op    string `json:"op,omitempty"` // create, write, remove, rename, chmod, overflow
+	Error *Error `json:"error,omitempty"`
+}
+
 // MkdirRequest is the body of POST /v1/sandboxes/{name}/files/mkdir.
 type MkdirRequest struct {
 	Path    string `json:"path"`
 	Parents bool   `json:"parents,omitempty"`
 	Mode    uint32 `json:"mode,omitempty"` // default 0755
+	// User owns the directories made: a name, uid, or either with
+	// :group; default root.
+	User string `json:"user,omitempty"`
 }
 
 // MoveRequest is the body of POST /v1/sandboxes/{name}/files/move.
@@ -232,7 +254,7 @@ type ImageList struct {
 }
 
 // BuildImageRequest is the body of POST /v1/images/build. Name is one of
-// the built-in recipes: "debian" or "busybox".
+// the built-in recipes: "debian", "busybox" or "e2b-base".
 type BuildImageRequest struct {
 	Name  string `json:"name"`
 	Force bool   `json:"force,omitempty"` // rebuild even if present

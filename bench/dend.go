@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,7 @@ type benchDend struct {
 	c       *client.Client
 	dataDir string
 	runDir  string
+	listen  string // its TCP address, for clients that need one (E2B's SDK)
 	log     bytes.Buffer
 }
 
@@ -39,8 +41,14 @@ func startDendWith(bin, work, subnet string, env []string, extra ...string) (*be
 	// sandbox here has its idle policy off and the benchmark removes
 	// the checkpoints it makes, so the idle loop is kept out of the
 	// figures: it would only add noise.
+	l, err := net.Listen("tcp", "127.0.0.1:0") // a free port for dend
+	if err != nil {
+		return nil, err
+	}
+	d.listen = l.Addr().String()
+	l.Close()
 	args := []string{"--data-dir", d.dataDir, "--run-dir", d.runDir,
-		"--socket", sock, "--subnet", subnet, "--pool-size", "8G", "--idle-interval", "1h"}
+		"--socket", sock, "--subnet", subnet, "--pool-size", "8G", "--idle-interval", "1h", "--listen", d.listen}
 	d.cmd = exec.Command(filepath.Join(bin, "dend"), append(args, extra...)...)
 	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Stdout, d.cmd.Stderr = &d.log, &d.log

@@ -100,7 +100,7 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "python", "store"}
+var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "python", "e2b", "store"}
 
 func run(bin string, n, nBig int, only string, o options) error {
 	want := map[string]bool{}
@@ -158,6 +158,7 @@ func run(bin string, n, nBig int, only string, o options) error {
 		{"throughput", "exec throughput beside idle sandboxes", b.execThroughput},
 		{"mcp", "front doors", b.mcpExec},
 		{"python", "Python SDK", b.pythonExec},
+		{"e2b", "E2B SDK", b.e2bDoor},
 		{"store", "store throughput, SQLite vs PostgreSQL", b.storeThroughput},
 	}
 	for _, s := range steps {

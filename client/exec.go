@@ -246,10 +246,10 @@ func sendControl(ctx context.Context, conn *websocket.Conn, resize <-chan api.Re
 }
 
 // ExecDetached starts a command in the background and returns its run
-// record at once. Read its output with Logs and its end with GetRun.
+// record at once. Read its output with Logs and its end with GetRun;
+// with req.Stdin, send it input with SendStdin.
 func (c *Client) ExecDetached(ctx context.Context, name string, req api.ExecRequest) (*api.Run, error) {
 	req.Detach = true
-	req.Stdin = false
 	var run api.Run
 	if err := c.do(ctx, http.MethodPost, sandboxPath(name, "exec"), nil, req, &run); err != nil {
 		return nil, err
@@ -266,6 +266,15 @@ func (c *Client) Runs(ctx context.Context, name string, limit int) ([]api.Run, e
 	}
 	var l api.RunList
 	if err := c.do(ctx, http.MethodGet, sandboxPath(name, "runs"), q, nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Runs, nil
+}
+
+// RunningRuns returns a sandbox's runs still running, newest first.
+func (c *Client) RunningRuns(ctx context.Context, name string) ([]api.Run, error) {
+	var l api.RunList
+	if err := c.do(ctx, http.MethodGet, sandboxPath(name, "runs"), url.Values{"status": {api.RunRunning}}, nil, &l); err != nil {
 		return nil, err
 	}
 	return l.Runs, nil
@@ -372,6 +381,20 @@ func (f *followReader) Read(p []byte) (int, error) {
 }
 
 func (f *followReader) Close() error { return f.resp.Body.Close() }
+
+// SendStdin streams r into the stdin of a run started with stdin (a
+// detached one: see api.ExecRequest.Stdin). With closeStdin, stdin is
+// closed once r ends, so the command sees end of file; else it stays
+// open for more. An empty r with closeStdin just closes it.
+func (c *Client) SendStdin(ctx context.Context, name, runID string, r io.Reader, closeStdin bool) error {
+	q := url.Values{"close": {strconv.FormatBool(closeStdin)}}
+	return c.upload(ctx, http.MethodPost, sandboxPath(name, "runs", url.PathEscape(runID), "stdin"), q, "application/octet-stream", r)
+}
+
+// ResizeRun changes the window size of a TTY run's terminal.
+func (c *Client) ResizeRun(ctx context.Context, name, runID string, rows, cols uint16) error {
+	return c.do(ctx, http.MethodPost, sandboxPath(name, "runs", url.PathEscape(runID), "resize"), nil, api.Resize{Rows: rows, Cols: cols}, nil)
+}
 
 // Signal sends a signal ("TERM", "KILL", "INT" or a number) to a run.
 func (c *Client) Signal(ctx context.Context, name, runID, signal string) error {

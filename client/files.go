@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -43,6 +45,33 @@ func (c *Client) WriteFile(ctx context.Context, name, path string, mode fs.FileM
 	q := pathQuery(path)
 	if mode != 0 {
 		q.Set("mode", "0"+strconv.FormatUint(uint64(mode.Perm()), 8))
+	}
+	return c.upload(ctx, http.MethodPut, sandboxPath(name, "files", "content"), q, "application/octet-stream", r)
+}
+
+// WriteOptions are how WriteFileWith writes a file.
+type WriteOptions struct {
+	Mode fs.FileMode // 0 lets dend choose (0644)
+	// User owns the file: a name, uid, or either followed by :group.
+	// Empty keeps the owner of the file replaced (root for a new one).
+	User string
+	// Parents creates the missing directories above the file (0755,
+	// owned by User), where WriteFile would fail with not found.
+	Parents bool
+}
+
+// WriteFileWith is WriteFile with more say over the file: its owner and
+// whether its directory is made.
+func (c *Client) WriteFileWith(ctx context.Context, name, path string, r io.Reader, o WriteOptions) error {
+	q := pathQuery(path)
+	if o.Mode != 0 {
+		q.Set("mode", "0"+strconv.FormatUint(uint64(o.Mode.Perm()), 8))
+	}
+	if o.User != "" {
+		q.Set("user", o.User)
+	}
+	if o.Parents {
+		q.Set("parents", "true")
 	}
 	return c.upload(ctx, http.MethodPut, sandboxPath(name, "files", "content"), q, "application/octet-stream", r)
 }
@@ -158,3 +187,45 @@ func opaque(r io.Reader) io.Reader {
 	}
 	return struct{ io.Reader }{r}
 }
+
+// FileWatch is a watch of a directory's changes; see WatchFiles.
+type FileWatch struct {
+	body io.ReadCloser
+	dec  *json.Decoder
+}
+
+// WatchFiles watches the directory at path inside a sandbox (with
+// recursive, its subdirectories too) and returns once the watch is in
+// place: any change made after it is seen. Read the changes with Next;
+// Close ends the watch.
+func (c *Client) WatchFiles(ctx context.Context, name, path string, recursive bool) (*FileWatch, error) {
+	q := pathQuery(path)
+	if recursive {
+		q.Set("recursive", "true")
+	}
+	resp, err := c.send(ctx, request{method: http.MethodGet, path: sandboxPath(name, "files", "watch"), query: q})
+	if err != nil {
+		return nil, err
+	}
+	return &FileWatch{body: resp.Body, dec: json.NewDecoder(resp.Body)}, nil
+}
+
+// Next returns the next change. It returns io.EOF once the directory went
+// away, dend's *Error when the watch stopped (the sandbox was put to
+// sleep), or the connection's error.
+func (w *FileWatch) Next() (api.WatchEvent, error) {
+	var ev api.WatchEvent
+	if err := w.dec.Decode(&ev); err != nil {
+		if errors.Is(err, io.EOF) {
+			return ev, io.EOF
+		}
+		return ev, fmt.Errorf("reading the watch: %w", err)
+	}
+	if ev.Error != nil {
+		return ev, fromAPI(ev.Error)
+	}
+	return ev, nil
+}
+
+// Close ends the watch.
+func (w *FileWatch) Close() error { return w.body.Close() }

@@ -33,6 +33,16 @@ func (c *Client) GetSandbox(ctx context.Context, name string) (*api.Sandbox, err
 	return c.sandboxCall(ctx, http.MethodGet, sandboxPath(name), nil)
 }
 
+// LookupSandbox is GetSandbox without the usage, which takes measuring:
+// the quicker way to learn a sandbox's state.
+func (c *Client) LookupSandbox(ctx context.Context, name string) (*api.Sandbox, error) {
+	var sb api.Sandbox
+	if err := c.do(ctx, http.MethodGet, sandboxPath(name), url.Values{"usage": {"false"}}, nil, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
 // StartSandbox starts a stopped sandbox as a new generation.
 func (c *Client) StartSandbox(ctx context.Context, name string) (*api.Sandbox, error) {
 	return c.sandboxCall(ctx, http.MethodPost, sandboxPath(name, "start"), nil)

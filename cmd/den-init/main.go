@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -26,6 +27,10 @@ var version = "dev"
 const stopGrace = 2 * time.Second
 
 func main() {
+	if filepath.Base(os.Args[0]) == "sudo" {
+		// sudo in a sandbox is a link to den-init: see initd.SudoMain.
+		os.Exit(initd.SudoMain(os.Args, os.Stdout, os.Stderr))
+	}
 	if len(os.Args) > 1 && os.Args[1] == initd.SecretExecArg {
 		// Wrapper mode: start a command given secrets (see initd.SecretExec).
 		err := initd.SecretExec(os.Args[2:])
@@ -71,6 +76,11 @@ func run(log *slog.Logger) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	if sl, err := initd.ListenSudo(); err == nil {
+		go srv.ServeSudo(sl)
+	} else {
+		log.Warn("sudo will not work in this sandbox", "err", err)
+	}
 
 	select {
 	case err := <-served:

@@ -18,7 +18,7 @@ func (a *app) imageCommand() *cobra.Command {
 		Use:   "image COMMAND",
 		Short: "Manage the images sandboxes start from",
 		Long: `Manage images: base root filesystems sandboxes are created from. Build one of
-the built-in images (debian, busybox), import a docker save or OCI archive,
+the built-in images (debian, busybox, e2b-base), import a docker save or OCI archive,
 or pull from a registry.`,
 		Example: `  den image ls
   den image build debian
@@ -83,7 +83,7 @@ func (a *app) imageBuildCommand() *cobra.Command {
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "build NAME",
-		Short: "Build a built-in image: debian or busybox",
+		Short: "Build a built-in image: debian, busybox or e2b-base",
 		Example: `  den image build debian
   den image build busybox --force`,
 		Args: args("NAME"),

@@ -18,12 +18,14 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/auth"
+	"github.com/den-dev/den/internal/e2b"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/httpapi"
 	"github.com/den-dev/den/internal/idempotency"
 	"github.com/den-dev/den/internal/image"
 	"github.com/den-dev/den/internal/imagecrypt"
+	"github.com/den-dev/den/internal/inproc"
 	"github.com/den-dev/den/internal/mcpserver"
 	"github.com/den-dev/den/internal/netns"
 	"github.com/den-dev/den/internal/runsc"
@@ -179,12 +181,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	// MCP's tools call the API in process, with the caller's rights.
-	mcpHTTP := mcpserver.NewHTTP(httpapi.IsLocal, mcpserver.Options{}, log.With("component", "mcp"))
-	defer mcpHTTP.Close()
+	self := inproc.New()
+	defer self.Close()
+	mcpHTTP := mcpserver.NewHTTP(httpapi.IsLocal, self, mcpserver.Options{}, log.With("component", "mcp"))
+	// So does the E2B door, for both of E2B's planes.
+	e2bDoor := e2b.New(e2b.Config{API: self, IsLocal: httpapi.IsLocal, MinTTL: cfg.MinTTL, Logger: log.With("component", "e2b")})
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
-		MCP: mcpHTTP})
-	mcpHTTP.Serve(httpapi.Local(handler), handler)
+		MCP: mcpHTTP, E2B: e2bDoor})
+	self.Serve(httpapi.Local(handler), handler)
 	if err := serve(ctx, cfg, handler, log); err != nil {
 		return err
 	}

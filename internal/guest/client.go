@@ -309,10 +309,15 @@ func (c *Client) readFrames(ctx context.Context, body io.Reader, what string, st
 }
 
 // Stdin copies r into the process's stdin. When r ends, stdin is closed
-// (for a terminal, ^D is typed). If the call fails midway, stdin stays
-// open and Stdin may be called again with the rest.
-func (c *Client) Stdin(ctx context.Context, id string, r io.Reader) error {
-	resp, err := c.do(ctx, http.MethodPost, "/v1/procs/"+url.PathEscape(id)+"/stdin", nil, r, "application/octet-stream")
+// (for a terminal, ^D is typed), unless keepOpen: then Stdin may be
+// called again with more. If the call fails midway, stdin stays open and
+// Stdin may be called again with the rest.
+func (c *Client) Stdin(ctx context.Context, id string, r io.Reader, keepOpen bool) error {
+	var q url.Values
+	if keepOpen {
+		q = url.Values{"close": {"0"}}
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/v1/procs/"+url.PathEscape(id)+"/stdin", q, r, "application/octet-stream")
 	if err != nil {
 		return err
 	}

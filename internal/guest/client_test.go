@@ -140,7 +140,7 @@ func TestRekey(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := c.Stdin(ctx, st.ID, strings.NewReader("after rekey\n")); err != nil {
+	if err := c.Stdin(ctx, st.ID, strings.NewReader("after rekey\n"), false); err != nil {
 		t.Fatalf("client after rekey: %v", err)
 	}
 	if got := <-streamed; got.stdout != "ready\nafter rekey\n" || got.status.Running {

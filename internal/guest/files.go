@@ -3,6 +3,7 @@ package guest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -42,13 +43,18 @@ func (c *Client) ReadFile(ctx context.Context, path string) (io.ReadCloser, File
 	return resp.Body, fi, nil
 }
 
-// WriteFile replaces path with r's content, created with mode (permission
-// bits; 0 keeps the mode of the file replaced, or 0644 for a new one). It
-// returns once the file is durable. The directory must exist.
-func (c *Client) WriteFile(ctx context.Context, path string, mode uint32, r io.Reader) error {
+// WriteFile replaces path with r's content, as o says. It returns once
+// the file is durable. The directory must exist, unless o.Parents.
+func (c *Client) WriteFile(ctx context.Context, path string, r io.Reader, o WriteOptions) error {
 	q := pathQuery(path)
-	if mode != 0 {
-		q.Set("mode", strconv.FormatUint(uint64(mode), 8))
+	if o.Mode != 0 {
+		q.Set("mode", strconv.FormatUint(uint64(o.Mode), 8))
+	}
+	if o.User != "" {
+		q.Set("user", o.User)
+	}
+	if o.Parents {
+		q.Set("parents", "1")
 	}
 	resp, err := c.do(ctx, http.MethodPut, "/v1/files/content", q, nonNil(r), "application/octet-stream")
 	if err != nil {
@@ -58,8 +64,8 @@ func (c *Client) WriteFile(ctx context.Context, path string, mode uint32, r io.R
 }
 
 // Mkdir creates a directory (and its parents, if asked); mode 0 is 0755.
-func (c *Client) Mkdir(ctx context.Context, path string, parents bool, mode uint32) error {
-	return c.call(ctx, http.MethodPost, "/v1/files/mkdir", nil, MkdirRequest{Path: path, Parents: parents, Mode: mode}, nil)
+func (c *Client) Mkdir(ctx context.Context, req MkdirRequest) error {
+	return c.call(ctx, http.MethodPost, "/v1/files/mkdir", nil, req, nil)
 }
 
 // Remove deletes path; a non-empty directory only when recursive.
@@ -94,6 +100,36 @@ func (c *Client) WriteTar(ctx context.Context, dir string, r io.Reader) error {
 		return err
 	}
 	return drain(resp)
+}
+
+// Watch streams the changes under dir (with recursive, in its
+// subdirectories too) to each, having called ready once the watch is in
+// place. It returns nil when dir went away, each's error, or why the
+// stream stopped.
+func (c *Client) Watch(ctx context.Context, dir string, recursive bool, ready func(), each func(WatchEvent) error) error {
+	q := pathQuery(dir)
+	if recursive {
+		q.Set("recursive", "1")
+	}
+	resp, err := c.do(ctx, http.MethodGet, "/v1/files/watch", q, nil, "")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	ready()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev WatchEvent
+		if err := dec.Decode(&ev); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return c.broken(ctx, "watching "+dir, err)
+		}
+		if err := each(ev); err != nil {
+			return err
+		}
+	}
 }
 
 func pathQuery(p string) url.Values { return url.Values{"path": {p}} }

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/initd"
 )
 
 func TestFilesRoundTrip(t *testing.T) {
@@ -27,7 +29,7 @@ func TestFilesRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "a.txt")
 
-	if err := c.WriteFile(ctx, file, 0o640, strings.NewReader("hello")); err != nil {
+	if err := c.WriteFile(ctx, file, strings.NewReader("hello"), guest.WriteOptions{Mode: 0o640}); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := c.Stat(ctx, file)
@@ -59,14 +61,14 @@ func TestFilesRoundTrip(t *testing.T) {
 	}
 
 	// Replacing keeps the mode when none is given.
-	if err := c.WriteFile(ctx, file, 0, strings.NewReader("bye")); err != nil {
+	if err := c.WriteFile(ctx, file, strings.NewReader("bye"), guest.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if fi, _ := c.Stat(ctx, file); fi.Mode != 0o640 || fi.Size != 3 {
 		t.Fatalf("after replace: %+v", fi)
 	}
 	// An empty file.
-	if err := c.WriteFile(ctx, filepath.Join(dir, "empty"), 0, nil); err != nil {
+	if err := c.WriteFile(ctx, filepath.Join(dir, "empty"), nil, guest.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -81,13 +83,13 @@ func TestDirectories(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(dir, "empty"), nil, 0o644))
 
 	sub := filepath.Join(dir, "x", "y")
-	if err := c.Mkdir(ctx, sub, false, 0); !errors.Is(err, errdefs.ErrNotFound) {
+	if err := c.Mkdir(ctx, guest.MkdirRequest{Path: sub}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("mkdir without parents: %v", err)
 	}
-	if err := c.Mkdir(ctx, sub, true, 0o700); err != nil {
+	if err := c.Mkdir(ctx, guest.MkdirRequest{Path: sub, Parents: true, Mode: 0o700}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Mkdir(ctx, sub, false, 0); !errors.Is(err, errdefs.ErrConflict) {
+	if err := c.Mkdir(ctx, guest.MkdirRequest{Path: sub}); !errors.Is(err, errdefs.ErrConflict) {
 		t.Fatalf("mkdir twice: %v", err)
 	}
 	if fi, _ := c.Stat(ctx, sub); fi.Type != "dir" || fi.Mode != 0o700 {
@@ -111,7 +113,7 @@ func TestDirectories(t *testing.T) {
 	}
 	// Reading through the link reads the file; writing through it replaces
 	// the file, not the link.
-	if err := c.WriteFile(ctx, filepath.Join(dir, "link"), 0, strings.NewReader("via link")); err != nil {
+	if err := c.WriteFile(ctx, filepath.Join(dir, "link"), strings.NewReader("via link"), guest.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(sub, "b.txt")); string(b) != "via link" {
@@ -143,15 +145,17 @@ func TestFileErrors(t *testing.T) {
 		{"read missing", func() error { _, _, err := c.ReadFile(ctx, dir+"/missing"); return err }, errdefs.ErrNotFound},
 		{"read dir", func() error { _, _, err := c.ReadFile(ctx, dir); return err }, errdefs.ErrInvalid},
 		{"list file", func() error { _, err := c.ReadDir(ctx, dir+"/f"); return err }, errdefs.ErrInvalid},
-		{"write without dir", func() error { return c.WriteFile(ctx, dir+"/no/f", 0, strings.NewReader("x")) }, errdefs.ErrNotFound},
-		{"write over dir", func() error { return c.WriteFile(ctx, dir, 0, strings.NewReader("x")) }, errdefs.ErrInvalid},
-		{"bad mode", func() error { return c.WriteFile(ctx, dir+"/g", 0o17777, strings.NewReader("x")) }, errdefs.ErrInvalid},
+		{"write without dir", func() error { return c.WriteFile(ctx, dir+"/no/f", strings.NewReader("x"), guest.WriteOptions{}) }, errdefs.ErrNotFound},
+		{"write over dir", func() error { return c.WriteFile(ctx, dir, strings.NewReader("x"), guest.WriteOptions{}) }, errdefs.ErrInvalid},
+		{"bad mode", func() error {
+			return c.WriteFile(ctx, dir+"/g", strings.NewReader("x"), guest.WriteOptions{Mode: 0o17777})
+		}, errdefs.ErrInvalid},
 		{"remove root", func() error { return c.Remove(ctx, "/", true) }, errdefs.ErrInvalid},
 		{"remove missing", func() error { return c.Remove(ctx, dir+"/missing", false) }, errdefs.ErrNotFound},
 		{"move missing", func() error { return c.Move(ctx, dir+"/missing", dir+"/g") }, errdefs.ErrNotFound},
 		{"move into missing dir", func() error { return c.Move(ctx, dir+"/f", dir+"/no/g") }, errdefs.ErrNotFound},
 		{"move into itself", func() error { return c.Move(ctx, dir, dir+"/inside") }, errdefs.ErrInvalid},
-		{"mkdir over file", func() error { return c.Mkdir(ctx, dir+"/f", true, 0) }, errdefs.ErrConflict},
+		{"mkdir over file", func() error { return c.Mkdir(ctx, guest.MkdirRequest{Path: dir + "/f", Parents: true}) }, errdefs.ErrConflict},
 		{"archive missing", func() error { _, err := c.ReadTar(ctx, dir+"/missing"); return err }, errdefs.ErrNotFound},
 	}
 	for _, tt := range tests {
@@ -173,8 +177,8 @@ func TestPathValidation(t *testing.T) {
 				"stat":  func() error { _, err := c.Stat(ctx, p); return err }(),
 				"list":  func() error { _, err := c.ReadDir(ctx, p); return err }(),
 				"read":  func() error { _, _, err := c.ReadFile(ctx, p); return err }(),
-				"write": c.WriteFile(ctx, p, 0, strings.NewReader("x")),
-				"mkdir": c.Mkdir(ctx, p, true, 0),
+				"write": c.WriteFile(ctx, p, strings.NewReader("x"), guest.WriteOptions{}),
+				"mkdir": c.Mkdir(ctx, guest.MkdirRequest{Path: p, Parents: true}),
 				"rm":    c.Remove(ctx, p, true),
 				"mv":    c.Move(ctx, p, "/tmp/x"),
 				"tar":   func() error { _, err := c.ReadTar(ctx, p); return err }(),
@@ -248,7 +252,7 @@ func TestLargeFileStreams(t *testing.T) {
 
 	stop := heapWatch()
 	want := sha256.New()
-	if err := c.WriteFile(ctx, file, 0, io.TeeReader(&pattern{size: size}, want)); err != nil {
+	if err := c.WriteFile(ctx, file, io.TeeReader(&pattern{size: size}, want), guest.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	rc, fi, err := c.ReadFile(ctx, file)
@@ -453,5 +457,138 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Files and directories can be made for a user of the sandbox, and stat
+// names owners from the sandbox's own passwd and group.
+func TestFilesOwnedByUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give files away")
+	}
+	etc := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(etc, "passwd"), []byte("root:x:0:0:root:/root:/bin/sh\ntester:x:1234:1300::/home/tester:/bin/sh\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(etc, "group"), []byte("root:x:0:\ntesters:x:1300:\n"), 0o644))
+	c := serve(t, func(cfg *initd.Config) { cfg.EtcDir = etc })
+	ctx := context.Background()
+	dir := t.TempDir()
+
+	file := filepath.Join(dir, "a", "b", "f.txt")
+	if err := c.WriteFile(ctx, file, strings.NewReader("x"), guest.WriteOptions{}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("write without its directory: %v, want not found", err)
+	}
+	if err := c.WriteFile(ctx, file, strings.NewReader("x"), guest.WriteOptions{User: "tester", Parents: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{file, filepath.Join(dir, "a"), filepath.Join(dir, "a", "b")} {
+		fi, err := c.Stat(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.UID != 1234 || fi.GID != 1300 || fi.Owner != "tester" || fi.Group != "testers" {
+			t.Errorf("%s: %+v, want tester:testers", p, fi)
+		}
+	}
+	if fi, err := c.Stat(ctx, dir); err != nil || fi.UID != 0 || fi.Owner != "root" {
+		t.Errorf("the existing directory changed hands: %+v %v", fi, err)
+	}
+	if fi, _ := c.Stat(ctx, file); fi.Mode != 0o644 {
+		t.Errorf("new file mode %o, want 644", fi.Mode)
+	}
+
+	sub := filepath.Join(dir, "m", "n")
+	if err := c.Mkdir(ctx, guest.MkdirRequest{Path: sub, Parents: true, User: "1234:0"}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := c.Stat(ctx, filepath.Join(dir, "m")); err != nil || fi.UID != 1234 || fi.GID != 0 || fi.Group != "root" {
+		t.Errorf("mkdir as 1234:0: %+v %v", fi, err)
+	}
+	for name, err := range map[string]error{
+		"write": c.WriteFile(ctx, filepath.Join(dir, "g"), strings.NewReader("x"), guest.WriteOptions{User: "nobody"}),
+		"mkdir": c.Mkdir(ctx, guest.MkdirRequest{Path: filepath.Join(dir, "h"), User: "nobody"}),
+	} {
+		if !errors.Is(err, errdefs.ErrInvalid) {
+			t.Errorf("%s as an unknown user: %v, want invalid", name, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "h")); err == nil {
+		t.Error("the refused mkdir made its directory")
+	}
+}
+
+// A watch reports what changes under a directory, in directories made
+// after it began too, and ends when the directory goes away.
+func TestWatch(t *testing.T) {
+	c := serve(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	root := filepath.Join(dir, "w")
+	must(t, os.Mkdir(root, 0o755))
+
+	events := make(chan guest.WatchEvent, 100)
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Watch(ctx, root, true, func() { close(ready) }, func(ev guest.WatchEvent) error {
+			events <- ev
+			return nil
+		})
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("watch: %v", err)
+	}
+	must(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("x"), 0o644))
+	must(t, os.Mkdir(filepath.Join(root, "sub"), 0o755))
+	waitEvent(t, events, guest.WatchEvent{Name: "sub", Op: guest.WatchCreate})
+	must(t, os.WriteFile(filepath.Join(root, "sub", "b.txt"), []byte("y"), 0o644))
+	must(t, os.Rename(filepath.Join(root, "a.txt"), filepath.Join(root, "c.txt")))
+	must(t, os.Chmod(filepath.Join(root, "c.txt"), 0o600))
+	must(t, os.Remove(filepath.Join(root, "c.txt")))
+	for _, want := range []guest.WatchEvent{
+		{Name: filepath.Join("sub", "b.txt"), Op: guest.WatchCreate},
+		{Name: filepath.Join("sub", "b.txt"), Op: guest.WatchWrite},
+		{Name: "a.txt", Op: guest.WatchRename},
+		{Name: "c.txt", Op: guest.WatchCreate},
+		{Name: "c.txt", Op: guest.WatchChmod},
+		{Name: "c.txt", Op: guest.WatchRemove},
+	} {
+		waitEvent(t, events, want)
+	}
+	must(t, os.RemoveAll(root))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the watch of a removed directory ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch of a removed directory did not end")
+	}
+
+	for name, p := range map[string]string{"missing": filepath.Join(dir, "nope"), "a file": filepath.Join(dir, "f")} {
+		os.WriteFile(filepath.Join(dir, "f"), nil, 0o644)
+		err := c.Watch(ctx, p, false, func() { t.Errorf("watching %s began", name) }, func(guest.WatchEvent) error { return nil })
+		if !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrInvalid) {
+			t.Errorf("watching %s: %v", name, err)
+		}
+	}
+}
+
+// waitEvent reads events until want comes, failing after a while.
+func waitEvent(t *testing.T, events <-chan guest.WatchEvent, want guest.WatchEvent) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	var seen []guest.WatchEvent
+	for {
+		select {
+		case ev := <-events:
+			if ev == want {
+				return
+			}
+			seen = append(seen, ev)
+		case <-deadline:
+			t.Fatalf("no %+v; saw %+v", want, seen)
+		}
 	}
 }

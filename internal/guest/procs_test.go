@@ -299,14 +299,31 @@ func TestStdin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Stdin(ctx, st.ID, strings.NewReader("hello\n")); err != nil {
+	if err := c.Stdin(ctx, st.ID, strings.NewReader("hello\n"), false); err != nil {
 		t.Fatal(err)
 	}
 	if res := streamAll(t, c, st.ID); res.stdout != "hello\n" || res.status.ExitCode != 0 {
 		t.Fatalf("cat: %+v", res)
 	}
-	if err := c.Stdin(ctx, st.ID, strings.NewReader("late")); !errors.Is(err, errdefs.ErrConflict) {
+	if err := c.Stdin(ctx, st.ID, strings.NewReader("late"), false); !errors.Is(err, errdefs.ErrConflict) {
 		t.Fatalf("stdin after close: %v, want conflict", err)
+	}
+
+	// Input sent in pieces, stdin kept open in between, then closed.
+	st, err = c.Start(ctx, guest.ProcSpec{Argv: []string{"cat"}, Stdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, piece := range []string{"one ", "two\n"} {
+		if err := c.Stdin(ctx, st.ID, strings.NewReader(piece), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Stdin(ctx, st.ID, strings.NewReader(""), false); err != nil {
+		t.Fatal(err)
+	}
+	if res := streamAll(t, c, st.ID); res.stdout != "one two\n" || res.status.ExitCode != 0 {
+		t.Fatalf("cat fed in pieces: %+v", res)
 	}
 
 	// More than a pipe holds, so the upload waits on the reader.
@@ -315,7 +332,7 @@ func TestStdin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Stdin(ctx, st.ID, bytes.NewReader(big)); err != nil {
+	if err := c.Stdin(ctx, st.ID, bytes.NewReader(big), false); err != nil {
 		t.Fatal(err)
 	}
 	if res := streamAll(t, c, st.ID); strings.TrimSpace(res.stdout) != strconv.Itoa(len(big)) {
@@ -327,7 +344,7 @@ func TestStdin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Stdin(ctx, st.ID, strings.NewReader("x")); !errors.Is(err, errdefs.ErrInvalid) {
+	if err := c.Stdin(ctx, st.ID, strings.NewReader("x"), false); !errors.Is(err, errdefs.ErrInvalid) {
 		t.Fatalf("stdin without a pipe: %v, want invalid", err)
 	}
 	if res := streamAll(t, c, st.ID); res.stdout != "" || res.status.ExitCode != 0 {
@@ -357,7 +374,7 @@ func TestTTY(t *testing.T) {
 	if err := c.Resize(ctx, st.ID, 40, 120); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Stdin(ctx, st.ID, strings.NewReader("go\n")); err != nil {
+	if err := c.Stdin(ctx, st.ID, strings.NewReader("go\n"), false); err != nil {
 		t.Fatal(err)
 	}
 	res = streamAll(t, c, st.ID)
@@ -394,6 +411,25 @@ func TestUser(t *testing.T) {
 				t.Fatalf("as %q: %q (stderr %q), want %q", tt.user, res.stdout, res.stderr, tt.want)
 			}
 		})
+	}
+
+	// ~ as the working directory is the user's home; an unknown user is
+	// refused as that, not as a home that is not there.
+	home, err := os.MkdirTemp("", "den-home-") // reachable by carol, unlike t.TempDir's
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	os.Chmod(home, 0o755)
+	os.WriteFile(filepath.Join(etc, "passwd"), []byte("carol:x:1300:1300::"+home+":/bin/sh\n"), 0o644)
+	spec := sh("pwd")
+	spec.User, spec.Cwd, spec.Env = "carol", guest.HomeDir, []string{"PATH=/usr/bin:/bin"}
+	if res := run(t, c, spec); strings.TrimSpace(res.stdout) != home {
+		t.Errorf("pwd in ~ as carol: %q (stderr %q), want %s", res.stdout, res.stderr, home)
+	}
+	spec.User = "dave"
+	if _, err := c.Start(context.Background(), spec); !errors.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), `no user "dave"`) {
+		t.Errorf("an unknown user with ~: %v", err)
 	}
 }
 

@@ -7,6 +7,9 @@ package guest
 
 import "time"
 
+// InitPath is where den-init's binary appears inside every sandbox.
+const InitPath = "/.den/den-init"
+
 // Port is the TCP port den-init listens on, on the sandbox's private address.
 const Port = 49900
 
@@ -20,7 +23,7 @@ const (
 type ProcSpec struct {
 	Argv    []string      `json:"argv"`
 	Env     []string      `json:"env,omitempty"`  // KEY=VALUE, the whole environment
-	Cwd     string        `json:"cwd,omitempty"`  // default /
+	Cwd     string        `json:"cwd,omitempty"`  // default /; HomeDir for the user's home
 	User    string        `json:"user,omitempty"` // name, uid, or uid:gid; default root
 	TTY     bool          `json:"tty,omitempty"`
 	Rows    uint16        `json:"rows,omitempty"`
@@ -31,6 +34,10 @@ type ProcSpec struct {
 	// is sent as ContentTypeSecrets.
 	Secrets []Secret `json:"-"`
 }
+
+// HomeDir as a ProcSpec's Cwd is the home directory of its user, from
+// the sandbox's passwd.
+const HomeDir = "~"
 
 // ProcStatus describes one process den-init started.
 type ProcStatus struct {
@@ -74,7 +81,32 @@ type FileInfo struct {
 	Type    string    `json:"type"` // file, dir, symlink, other
 	ModTime time.Time `json:"mod_time"`
 	Target  string    `json:"target,omitempty"`
+	// UID and GID own the file; Owner and Group are their names in the
+	// sandbox's passwd and group files, "" when they have none.
+	UID   uint32 `json:"uid"`
+	GID   uint32 `json:"gid"`
+	Owner string `json:"owner,omitempty"`
+	Group string `json:"group,omitempty"`
 }
+
+// WatchEvent is one line of GET /v1/files/watch: a change to Name, a path
+// relative to the watched directory ("" for the directory itself).
+type WatchEvent struct {
+	Name string `json:"name"`
+	Op   string `json:"op"` // one of the Watch* ops
+}
+
+// What changed, as E2B's envd (fsnotify) tells it.
+const (
+	WatchCreate = "create" // made, or moved in
+	WatchWrite  = "write"
+	WatchRemove = "remove" // the watched directory itself ends the stream
+	WatchRename = "rename" // moved away
+	WatchChmod  = "chmod"  // mode, owner or times changed
+	// WatchOverflow: changes came faster than they were read, and some
+	// were lost.
+	WatchOverflow = "overflow"
+)
 
 // Info is the body of GET /v1/ping.
 type Info struct {

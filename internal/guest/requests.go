@@ -39,6 +39,23 @@ type MkdirRequest struct {
 	Path    string `json:"path"`
 	Parents bool   `json:"parents,omitempty"`
 	Mode    uint32 `json:"mode,omitempty"` // default 0755
+	// User, when set, owns the directories made (a name, uid, or either
+	// with :group, as ProcSpec.User); else den-init's user does.
+	User string `json:"user,omitempty"`
+}
+
+// WriteOptions are the options of PUT /v1/files/content.
+type WriteOptions struct {
+	// Mode is the permission bits; 0 keeps those of the file replaced,
+	// or 0644 for a new one.
+	Mode uint32
+	// User, when set, owns the file written (a name, uid, or either with
+	// :group); else it keeps the owner of the file it replaces, or
+	// den-init's user for a new one.
+	User string
+	// Parents makes the missing directories above the file (mode 0755,
+	// owned by User when set) instead of refusing with not found.
+	Parents bool
 }
 
 // MoveRequest is the body of POST /v1/files/move.

@@ -124,6 +124,7 @@ func toRun(r *sandbox.Run) api.Run {
 		ID:         r.ID,
 		Sandbox:    r.SandboxID,
 		Generation: r.Generation,
+		PID:        r.PID,
 		Argv:       r.Argv,
 		Cwd:        r.Cwd,
 		EnvNames:   r.EnvNames,
@@ -181,6 +182,10 @@ func toFileInfo(fi guest.FileInfo) api.FileInfo {
 		Type:    fi.Type,
 		ModTime: fi.ModTime,
 		Target:  fi.Target,
+		UID:     fi.UID,
+		GID:     fi.GID,
+		Owner:   fi.Owner,
+		Group:   fi.Group,
 	}
 }
 

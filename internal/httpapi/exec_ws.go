@@ -107,7 +107,7 @@ func (e *execSession) serve(ctx context.Context) {
 	if req.Stdin {
 		stdinR, stdin = io.Pipe()
 		wg.Go(func() {
-			err := e.srv.sandboxes.Stdin(streamCtx, e.ref, run.ID, stdinR)
+			err := e.srv.sandboxes.Stdin(streamCtx, e.ref, run.ID, stdinR, false)
 			stdinR.CloseWithError(io.ErrClosedPipe) // later stdin frames are dropped
 			if err != nil && streamCtx.Err() == nil {
 				e.srv.log.Debug("exec stdin ended", "run", run.ID, "err", err)

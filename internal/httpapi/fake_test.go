@@ -200,6 +200,13 @@ func (f *fakeSandboxes) Runs(ctx context.Context, ref string, limit int) ([]*san
 	return []*sandbox.Run{f.final}, nil
 }
 
+func (f *fakeSandboxes) RunningRuns(ctx context.Context, ref string) ([]*sandbox.Run, error) {
+	if err := f.enter("RunningRuns", ref); err != nil {
+		return nil, err
+	}
+	return []*sandbox.Run{}, nil
+}
+
 func (f *fakeSandboxes) Run(ctx context.Context, ref, runID string) (*sandbox.Run, error) {
 	if err := f.enter("Run", ref, runID); err != nil {
 		return nil, err
@@ -223,8 +230,8 @@ func (f *fakeSandboxes) Logs(ctx context.Context, ref, runID, stream string, fro
 	return err
 }
 
-func (f *fakeSandboxes) Stdin(ctx context.Context, ref, runID string, r io.Reader) error {
-	if err := f.enter("Stdin", ref, runID); err != nil {
+func (f *fakeSandboxes) Stdin(ctx context.Context, ref, runID string, r io.Reader, keepOpen bool) error {
+	if err := f.enter("Stdin", ref, runID, keepOpen); err != nil {
 		return err
 	}
 	if f.stdinFn != nil {
@@ -441,6 +448,9 @@ type fakeFiles struct {
 	err     error
 	content string
 	written string // the last WriteFile's or WriteTar's body
+	// watch are the events a Watch sends, then watchErr ends it.
+	watch    []guest.WatchEvent
+	watchErr error
 }
 
 func (ff *fakeFiles) enter(method string, args ...any) error {
@@ -474,8 +484,12 @@ func (ff *fakeFiles) ReadFile(ctx context.Context, p string) (io.ReadCloser, gue
 	return io.NopCloser(strings.NewReader(ff.content)), ff.info(p), nil
 }
 
-func (ff *fakeFiles) WriteFile(ctx context.Context, p string, mode uint32, r io.Reader) error {
-	if err := ff.enter("WriteFile", p, mode); err != nil {
+func (ff *fakeFiles) WriteFile(ctx context.Context, p string, r io.Reader, o guest.WriteOptions) error {
+	args := []any{p, o.Mode}
+	if o.User != "" || o.Parents {
+		args = append(args, o.User, o.Parents)
+	}
+	if err := ff.enter("WriteFile", args...); err != nil {
 		return err
 	}
 	b, err := io.ReadAll(r)
@@ -483,8 +497,12 @@ func (ff *fakeFiles) WriteFile(ctx context.Context, p string, mode uint32, r io.
 	return err
 }
 
-func (ff *fakeFiles) Mkdir(ctx context.Context, p string, parents bool, mode uint32) error {
-	return ff.enter("Mkdir", p, parents, mode)
+func (ff *fakeFiles) Mkdir(ctx context.Context, req guest.MkdirRequest) error {
+	args := []any{req.Path, req.Parents, req.Mode}
+	if req.User != "" {
+		args = append(args, req.User)
+	}
+	return ff.enter("Mkdir", args...)
 }
 
 func (ff *fakeFiles) Remove(ctx context.Context, p string, recursive bool) error {
@@ -500,6 +518,19 @@ func (ff *fakeFiles) ReadTar(ctx context.Context, p string) (io.ReadCloser, erro
 		return nil, err
 	}
 	return io.NopCloser(strings.NewReader("tar:" + ff.content)), nil
+}
+
+func (ff *fakeFiles) Watch(ctx context.Context, dir string, recursive bool, ready func(), each func(guest.WatchEvent) error) error {
+	if err := ff.enter("Watch", dir, recursive); err != nil {
+		return err
+	}
+	ready()
+	for _, ev := range ff.watch {
+		if err := each(ev); err != nil {
+			return err
+		}
+	}
+	return ff.watchErr
 }
 
 func (ff *fakeFiles) WriteTar(ctx context.Context, dir string, r io.Reader) error {

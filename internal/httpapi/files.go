@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/fspath"
+	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -56,7 +58,9 @@ func (s *server) readFile(w http.ResponseWriter, r *http.Request) error {
 	defer rc.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	if fi.Type == "file" && fi.Size >= 0 {
+	// A file that claims no size (those of /proc and /sys) may still have
+	// content: it goes without a length, read to its end.
+	if fi.Type == "file" && fi.Size > 0 {
 		w.Header().Set("Content-Length", strconv.FormatInt(fi.Size, 10))
 	}
 	_, err = io.Copy(newFlushWriter(w), rc)
@@ -73,11 +77,16 @@ func (s *server) writeFile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	parents, err := queryBool(r, "parents")
+	if err != nil {
+		return err
+	}
 	fsys, err := s.sandboxes.Files(r.Context(), r.PathValue("name"))
 	if err != nil {
 		return err
 	}
-	if err := fsys.WriteFile(r.Context(), p, mode, r.Body); err != nil {
+	o := guest.WriteOptions{Mode: mode, User: r.URL.Query().Get("user"), Parents: parents}
+	if err := fsys.WriteFile(r.Context(), p, r.Body, o); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -104,7 +113,7 @@ func (s *server) mkdir(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := fsys.Mkdir(r.Context(), p, req.Parents, mode); err != nil {
+	if err := fsys.Mkdir(r.Context(), guest.MkdirRequest{Path: p, Parents: req.Parents, Mode: mode, User: req.User}); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -188,6 +197,40 @@ func (s *server) writeArchive(w http.ResponseWriter, r *http.Request) error {
 }
 
 // fileTarget checks ?path= and then finds the sandbox's file system.
+// watchFiles streams the changes under a directory as NDJSON
+// api.WatchEvent lines, once the watch is in place. The stream ends when
+// the directory goes away, or, with a last line holding the error, when
+// the watch stopped (the sandbox went to sleep).
+func (s *server) watchFiles(w http.ResponseWriter, r *http.Request) error {
+	recursive, err := queryBool(r, "recursive")
+	if err != nil {
+		return err
+	}
+	p, fsys, err := s.fileTarget(r)
+	if err != nil {
+		return err
+	}
+	fw := newFlushWriter(w)
+	enc := json.NewEncoder(fw)
+	started := false
+	err = fsys.Watch(r.Context(), p, recursive, func() {
+		started = true
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusOK)
+		_ = fw.Flush()
+	}, func(ev guest.WatchEvent) error {
+		return enc.Encode(api.WatchEvent{Name: ev.Name, Op: ev.Op})
+	})
+	if err == nil || !started {
+		return err
+	}
+	if r.Context().Err() != nil {
+		return nil // the client left
+	}
+	_, body := s.apiError(r, err)
+	return enc.Encode(api.WatchEvent{Error: body})
+}
+
 func (s *server) fileTarget(r *http.Request) (string, sandbox.Files, error) {
 	p, err := queryPath(r, "path")
 	if err != nil {

@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
 )
 
 // TestFilePathsCheckedFirst: a bad path is refused before the sandbox's
@@ -156,4 +158,54 @@ func TestMkdirBadMode(t *testing.T) {
 	resp, body := e.do("POST", "/v1/sandboxes/alpha/files/mkdir", strings.NewReader(`{"path":"/a","mode":70000}`))
 	assertError(t, resp, body, http.StatusBadRequest, api.CodeInvalid)
 	e.noCalls()
+}
+
+// A write or mkdir may name the user who owns what it makes, and a write
+// may make its directory.
+func TestFilesForUser(t *testing.T) {
+	e := newEnv(t)
+	resp, body := e.do("PUT", "/v1/sandboxes/alpha/files/content?path=/home/u/a/f&user=u&parents=true", strings.NewReader("x"))
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("write: %d %s", resp.StatusCode, body)
+	}
+	resp, body = e.do("POST", "/v1/sandboxes/alpha/files/mkdir", strings.NewReader(`{"path":"/home/u/d","parents":true,"user":"u:g"}`))
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("mkdir: %d %s", resp.StatusCode, body)
+	}
+	var got []string
+	for _, c := range e.calls.all() {
+		got = append(got, c.String())
+	}
+	for _, want := range []string{"Files.WriteFile[/home/u/a/f 420 u true]", "Files.Mkdir[/home/u/d true 493 u:g]"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("calls %v lack %s", got, want)
+		}
+	}
+	resp, body = e.do("PUT", "/v1/sandboxes/alpha/files/content?path=/f&parents=sure", strings.NewReader("x"))
+	assertError(t, resp, body, http.StatusBadRequest, api.CodeInvalid)
+}
+
+// A watch streams its events once in place; one that stops for a reason
+// ends with a line saying why.
+func TestWatchFiles(t *testing.T) {
+	e := newEnv(t)
+	e.sbx.files.watch = []guest.WatchEvent{{Name: "a.txt", Op: "create"}, {Name: "a.txt", Op: "write"}}
+	resp, body := e.do("GET", "/v1/sandboxes/alpha/files/watch?path=/root&recursive=true", nil)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" ||
+		string(body) != `{"name":"a.txt","op":"create"}`+"\n"+`{"name":"a.txt","op":"write"}`+"\n" {
+		t.Errorf("watch: %d %q", resp.StatusCode, body)
+	}
+	if got := e.calls.find("Files.Watch"); len(got) != 1 || got[0].Args[0] != "/root" || got[0].Args[1] != true {
+		t.Errorf("calls %v", got)
+	}
+	e.sbx.files.watchErr = errConflictStopped
+	_, body = e.do("GET", "/v1/sandboxes/alpha/files/watch?path=/root", nil)
+	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+	var last api.WatchEvent
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Error == nil || last.Error.Code != api.CodeConflict {
+		t.Errorf("a watch that stopped: %q", body)
+	}
+	e.sbx.files.err = errdefs.NotFound("no such directory")
+	resp, body = e.do("GET", "/v1/sandboxes/alpha/files/watch?path=/nope", nil)
+	assertError(t, resp, body, http.StatusNotFound, api.CodeNotFound)
 }

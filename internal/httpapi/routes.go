@@ -55,6 +55,8 @@ func (s *server) routes() []route {
 		{"GET", "/v1/sandboxes/{name}/runs/{run}", s.getRun},
 		{"GET", "/v1/sandboxes/{name}/runs/{run}/logs", s.runLogs},
 		{"POST", "/v1/sandboxes/{name}/runs/{run}/signal", s.signalRun},
+		{"POST", "/v1/sandboxes/{name}/runs/{run}/stdin", s.runStdin},
+		{"POST", "/v1/sandboxes/{name}/runs/{run}/resize", s.resizeRun},
 
 		{"GET", "/v1/sandboxes/{name}/files/stat", s.statFile},
 		{"GET", "/v1/sandboxes/{name}/files/list", s.listFiles},
@@ -65,6 +67,7 @@ func (s *server) routes() []route {
 		{"DELETE", "/v1/sandboxes/{name}/files", s.removeFile},
 		{"GET", "/v1/sandboxes/{name}/files/archive", s.readArchive},
 		{"PUT", "/v1/sandboxes/{name}/files/archive", s.writeArchive},
+		{"GET", "/v1/sandboxes/{name}/files/watch", s.watchFiles},
 
 		{"GET", "/v1/images", s.listImages},
 		{"GET", "/v1/images/{image}", s.getImage},

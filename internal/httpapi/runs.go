@@ -37,7 +37,18 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	runs, err := s.sandboxes.Runs(r.Context(), r.PathValue("name"), int(limit))
+	var runs []*sandbox.Run
+	switch status := r.URL.Query().Get("status"); status {
+	case "":
+		runs, err = s.sandboxes.Runs(r.Context(), r.PathValue("name"), int(limit))
+	case api.RunRunning:
+		runs, err = s.sandboxes.RunningRuns(r.Context(), r.PathValue("name"))
+		if limit > 0 && int64(len(runs)) > limit {
+			runs = runs[:limit]
+		}
+	default:
+		return invalidQuery("status", status, "only running is a status to list by")
+	}
 	if err != nil {
 		return err
 	}
@@ -109,6 +120,35 @@ func (s *server) runLogs(w http.ResponseWriter, r *http.Request) error {
 		end = string(b)
 	}
 	w.Header().Set(api.LogEndTrailer, end)
+	return nil
+}
+
+// runStdin streams the body into a run's standard input: a detached run
+// started with stdin, or an attached one whose client sends none itself.
+// With close=false stdin stays open for more; an empty body with close
+// (the default) just closes it.
+func (s *server) runStdin(w http.ResponseWriter, r *http.Request) error {
+	closeIt, err := queryBoolDefault(r, "close", true)
+	if err != nil {
+		return err
+	}
+	if err := s.sandboxes.Stdin(r.Context(), r.PathValue("name"), r.PathValue("run"), r.Body, !closeIt); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// resizeRun changes the window size of a run's terminal.
+func (s *server) resizeRun(w http.ResponseWriter, r *http.Request) error {
+	var req api.Resize
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if err := s.sandboxes.Resize(r.Context(), r.PathValue("name"), r.PathValue("run"), req.Rows, req.Cols); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 

@@ -49,11 +49,18 @@ func (s *server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
 
 // getSandbox answers with the sandbox and what it uses now.
 func (s *server) getSandbox(w http.ResponseWriter, r *http.Request) error {
+	usage, err := queryBoolDefault(r, "usage", true)
+	if err != nil {
+		return err
+	}
 	sb, err := s.sandboxes.Get(r.Context(), r.PathValue("name"))
 	if err != nil {
 		return err
 	}
 	out := s.toSandbox(sb)
+	if !usage {
+		return writeJSON(w, http.StatusOK, out)
+	}
 	use, _ := s.sandboxes.Resources(r.Context(), sb)
 	out.Usage = &api.Usage{CPUSeconds: use.CPUTime.Seconds(), MemoryBytes: use.MemoryBytes, PIDs: use.PIDs, DiskBytes: use.DiskBytes,
 		RunOutputBytes: use.RunOutput, RunOutputLimitBytes: use.RunOutputLimit}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -183,6 +184,16 @@ func TestRuns(t *testing.T) {
 	}
 }
 
+func TestRunningRuns(t *testing.T) {
+	e := newEnv(t)
+	resp, body := e.do("GET", "/v1/sandboxes/alpha/runs?status=running", nil)
+	if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != `{"runs":[]}` || len(e.calls.find("RunningRuns")) != 1 || len(e.calls.find("Runs")) != 0 {
+		t.Errorf("running runs: %d %s %v", resp.StatusCode, body, e.calls.all())
+	}
+	resp, body = e.do("GET", "/v1/sandboxes/alpha/runs?status=exited", nil)
+	assertError(t, resp, body, http.StatusBadRequest, api.CodeInvalid)
+}
+
 func TestSignal(t *testing.T) {
 	e := newEnv(t)
 	resp, _ := e.do("POST", "/v1/sandboxes/alpha/runs/run1/signal", strings.NewReader(`{"signal":"TERM"}`))
@@ -194,6 +205,31 @@ func TestSignal(t *testing.T) {
 	}
 	e = newEnv(t)
 	resp, body := e.do("POST", "/v1/sandboxes/alpha/runs/run1/signal", strings.NewReader(`{}`))
+	assertError(t, resp, body, http.StatusBadRequest, api.CodeInvalid)
+	e.noCalls()
+}
+
+// Input reaches a run's stdin, which stays open with close=false.
+func TestRunStdin(t *testing.T) {
+	e := newEnv(t)
+	var got []string
+	e.sbx.stdinFn = func(ctx context.Context, r io.Reader) error {
+		b, err := io.ReadAll(r)
+		got = append(got, string(b))
+		return err
+	}
+	for _, q := range []string{"?close=false", ""} {
+		resp, body := e.do("POST", "/v1/sandboxes/alpha/runs/run1/stdin"+q, strings.NewReader("line\n"))
+		if resp.StatusCode != http.StatusNoContent {
+			t.Errorf("stdin%s: %d %s", q, resp.StatusCode, body)
+		}
+	}
+	calls := e.calls.find("Stdin")
+	if len(calls) != 2 || calls[0].Args[2] != true || calls[1].Args[2] != false || !slices.Equal(got, []string{"line\n", "line\n"}) {
+		t.Errorf("Stdin calls = %v, input %q", calls, got)
+	}
+	e = newEnv(t)
+	resp, body := e.do("POST", "/v1/sandboxes/alpha/runs/run1/stdin?close=maybe", strings.NewReader("x"))
 	assertError(t, resp, body, http.StatusBadRequest, api.CodeInvalid)
 	e.noCalls()
 }
@@ -278,3 +314,28 @@ func TestLogsCutShortOnFailure(t *testing.T) {
 }
 
 var errNotFoundRun = errdefs.WithHint(errdefs.NotFound("no run %q", "nope"), "see `den runs NAME`")
+
+// GET of a sandbox measures its usage unless asked not to.
+func TestGetSandboxUsage(t *testing.T) {
+	e := newEnv(t)
+	for q, want := range map[string]bool{"": true, "?usage=true": true, "?usage=false": false} {
+		var sb api.Sandbox
+		_, body := e.do("GET", "/v1/sandboxes/alpha"+q, nil)
+		if err := json.Unmarshal(body, &sb); err != nil || (sb.Usage != nil) != want {
+			t.Errorf("GET%s: usage %+v (%v), want it %v", q, sb.Usage, err, want)
+		}
+	}
+}
+
+func TestResizeRun(t *testing.T) {
+	e := newEnv(t)
+	resp, body := e.do("POST", "/v1/sandboxes/alpha/runs/run1/resize", strings.NewReader(`{"rows":40,"cols":120}`))
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("resize: %d %s", resp.StatusCode, body)
+	}
+	if got := e.calls.find("Resize"); len(got) != 1 || got[0].Args[2] != uint16(40) || got[0].Args[3] != uint16(120) {
+		t.Errorf("Resize calls = %v", got)
+	}
+	resp, body = e.do("POST", "/v1/sandboxes/alpha/runs/run1/resize", strings.NewReader(`{"rows":"many"}`))
+	assertError(t, resp, body, http.StatusBadRequest, api.CodeInvalid)
+}

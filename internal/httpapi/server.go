@@ -43,14 +43,17 @@ type SandboxService interface {
 	Exec(ctx context.Context, ref string, p sandbox.ExecParams) (*sandbox.Run, error)
 	// Runs lists runs newest first, at most limit (0: all).
 	Runs(ctx context.Context, ref string, limit int) ([]*sandbox.Run, error)
+	// RunningRuns lists the runs still running, newest first.
+	RunningRuns(ctx context.Context, ref string) ([]*sandbox.Run, error)
 	Run(ctx context.Context, ref, runID string) (*sandbox.Run, error)
 	// Logs writes one output stream ("stdout" or "stderr") of a run to w
 	// from byte offset from. Without follow it returns at the current
 	// end; with follow, once the run ended and all its output was written
 	// (or ctx ends).
 	Logs(ctx context.Context, ref, runID, stream string, from int64, how sandbox.Follow, w io.Writer) error
-	// Stdin streams r to the run's stdin and closes it at EOF.
-	Stdin(ctx context.Context, ref, runID string, r io.Reader) error
+	// Stdin streams r to the run's stdin and closes it at EOF, unless
+	// keepOpen.
+	Stdin(ctx context.Context, ref, runID string, r io.Reader, keepOpen bool) error
 	Resize(ctx context.Context, ref, runID string, rows, cols uint16) error
 	// Signal sends sig ("TERM", "SIGKILL", "9") to the run; the service
 	// validates it.
@@ -143,6 +146,17 @@ type Config struct {
 	// caller with a principal; what its tools do is checked as the API
 	// calls they make.
 	MCP http.Handler
+	// E2B, when set, serves E2B's API to the requests it claims, before
+	// they meet the API's own authentication: it carries its callers'
+	// keys to the API itself, whose calls are checked and audited.
+	E2B Door
+}
+
+// Door is a front door that speaks another protocol on dend's listeners:
+// it answers the requests Claims says are its own.
+type Door interface {
+	http.Handler
+	Claims(r *http.Request) bool
 }
 
 // MaxMCPBytes bounds one message to /mcp: a file_write's content is its
@@ -208,7 +222,21 @@ func New(cfg Config) http.Handler {
 			cfg.MCP.ServeHTTP(w, r)
 		}))
 	}
-	return s.logRequests(s.recoverPanics(s.routeHosts(s.authenticate(s.auditCalls(s.fallback(mux))))))
+	return s.logRequests(s.recoverPanics(s.routeHosts(s.door(cfg.E2B, s.authenticate(s.auditCalls(s.fallback(mux)))))))
+}
+
+// door sends the requests d claims to d, the others on to next.
+func (s *server) door(d Door, next http.Handler) http.Handler {
+	if d == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d.Claims(r) {
+			d.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // handlerFunc is a route's handler. It returns an error instead of writing

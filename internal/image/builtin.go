@@ -36,12 +36,14 @@ func (m *Manager) builtin(name string) (recipe, bool) {
 		return recipe{check: m.checkBusybox, fill: m.fillBusybox}, true
 	case "debian":
 		return recipe{check: checkDebian, fill: m.fillDebian}, true
+	case "e2b-base":
+		return recipe{check: checkDebian, fill: m.fillE2BBase}, true
 	}
 	return recipe{}, false
 }
 
 // BuiltinNames lists the images Build knows how to make.
-func BuiltinNames() []string { return []string{"busybox", "debian"} }
+func BuiltinNames() []string { return []string{"busybox", "debian", "e2b-base"} }
 
 // Build makes the built-in image name. When it exists already it is
 // returned as it is, unless force is set: then it is removed and built

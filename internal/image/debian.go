@@ -32,7 +32,13 @@ func checkDebian() error {
 // fillDebian bootstraps Debian into root with mmdebstrap, then makes it fit
 // for a sandbox.
 func (m *Manager) fillDebian(ctx context.Context, root string, progress func(Progress)) (*sandbox.Image, error) {
-	if err := m.mmdebstrap(ctx, root, progress); err != nil {
+	return m.bootstrapDebian(ctx, root, debianPackages, progress)
+}
+
+// bootstrapDebian bootstraps Debian with packages into root, then makes
+// it fit for a sandbox.
+func (m *Manager) bootstrapDebian(ctx context.Context, root, packages string, progress func(Progress)) (*sandbox.Image, error) {
+	if err := m.mmdebstrap(ctx, root, packages, progress); err != nil {
 		return nil, err
 	}
 	// gVisor brings its own /dev; device nodes would only get in the way
@@ -57,9 +63,10 @@ func (m *Manager) fillDebian(ctx context.Context, root string, progress func(Pro
 	}, nil
 }
 
-// mmdebstrapArgs are the arguments that bootstrap the suite into root.
-func (m *Manager) mmdebstrapArgs(root string) []string {
-	args := []string{"--variant=minbase", "--include=" + debianPackages, "--format=directory"}
+// mmdebstrapArgs are the arguments that bootstrap the suite with packages
+// into root.
+func (m *Manager) mmdebstrapArgs(root, packages string) []string {
+	args := []string{"--variant=minbase", "--include=" + packages, "--format=directory"}
 	if os.Geteuid() == 0 {
 		// As root, unshare mode still gets a private mount namespace, so
 		// nothing mmdebstrap mounts outlives it, even when it is killed.
@@ -76,13 +83,13 @@ func (m *Manager) mmdebstrapArgs(root string) []string {
 	return append(args, m.cfg.Suite, root, m.cfg.Mirror)
 }
 
-func (m *Manager) mmdebstrap(ctx context.Context, root string, progress func(Progress)) error {
+func (m *Manager) mmdebstrap(ctx context.Context, root, packages string, progress func(Progress)) error {
 	if c := m.cfg.CacheDir; c != "" {
 		if err := os.MkdirAll(c, 0o755); err != nil {
 			return fmt.Errorf("creating the package cache: %w", hostErr(err))
 		}
 	}
-	cmd := exec.CommandContext(ctx, "mmdebstrap", m.mmdebstrapArgs(root)...)
+	cmd := exec.CommandContext(ctx, "mmdebstrap", m.mmdebstrapArgs(root, packages)...)
 	// Let mmdebstrap clean up after itself before it is killed.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 30 * time.Second

@@ -31,7 +31,7 @@ func TestMirrorFromSources(t *testing.T) {
 
 func TestMmdebstrapArgs(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.Mirror, c.CacheDir = "http://mirror.example.net/debian", "/var/cache/den/apt" })
-	args := f.m.mmdebstrapArgs("/pool/images/debian")
+	args := f.m.mmdebstrapArgs("/pool/images/debian", debianPackages)
 	for _, want := range []string{"--variant=minbase", "--include=python3,git,curl,ca-certificates,procps", "--skip=essential/unlink"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args %q lack %q", args, want)

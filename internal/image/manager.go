@@ -1,6 +1,6 @@
 // Package image manages den's base images: read-only root filesystems in
 // the storage pool, each with a record in the store. An image is built from
-// a recipe (the built-in "debian" and "busybox"), imported from a
+// a recipe (the built-in "debian", "busybox" and "e2b-base"), imported from a
 // `docker save` or OCI image-layout tarball, or pulled from a registry.
 // Sandboxes start as writable snapshots of one.
 //

@@ -60,8 +60,37 @@ func queryPath(r *http.Request, name string) (string, error) {
 	return fspath.Clean(r.URL.Query().Get(name))
 }
 
+// ownerNames names the owners of the files one request describes, from
+// the sandbox's passwd and group files, read on first need.
+type ownerNames struct {
+	etc    string
+	loaded bool
+	users  map[uint32]string
+	groups map[uint32]string
+}
+
+func (n *ownerNames) name(uid, gid uint32) (user, group string) {
+	if !n.loaded {
+		n.loaded = true
+		n.users, n.groups = map[uint32]string{}, map[uint32]string{}
+		users, _ := readPasswd(filepath.Join(n.etc, "passwd")) // unreadable: no names
+		for _, u := range users {
+			if _, dup := n.users[u.uid]; !dup {
+				n.users[u.uid] = u.name
+			}
+		}
+		groups, _ := readGroups(filepath.Join(n.etc, "group"))
+		for _, g := range groups {
+			if _, dup := n.groups[g.gid]; !dup {
+				n.groups[g.gid] = g.name
+			}
+		}
+	}
+	return n.users[uid], n.groups[gid]
+}
+
 // fileInfo describes the file at in-sandbox path p.
-func fileInfo(p string, fi fs.FileInfo) guest.FileInfo {
+func fileInfo(p string, fi fs.FileInfo, names *ownerNames) guest.FileInfo {
 	out := guest.FileInfo{
 		Name:    fi.Name(),
 		Path:    p,
@@ -71,6 +100,8 @@ func fileInfo(p string, fi fs.FileInfo) guest.FileInfo {
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		out.Mode = st.Mode & 0o7777
+		out.UID, out.GID = st.Uid, st.Gid
+		out.Owner, out.Group = names.name(st.Uid, st.Gid)
 	}
 	if p == "/" {
 		out.Name = "/"
@@ -98,7 +129,7 @@ func (s *Server) handleStat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fsError(p, err)
 	}
-	writeJSON(w, http.StatusOK, fileInfo(p, fi))
+	writeJSON(w, http.StatusOK, fileInfo(p, fi, s.ownerNames()))
 	return nil
 }
 
@@ -112,6 +143,7 @@ func (s *Server) handleListDir(w http.ResponseWriter, r *http.Request) error {
 		return fsError(p, err)
 	}
 	out := make([]guest.FileInfo, 0, len(ents))
+	names := s.ownerNames()
 	for _, e := range ents {
 		fi, err := e.Info() // lstat
 		if errors.Is(err, fs.ErrNotExist) {
@@ -120,7 +152,7 @@ func (s *Server) handleListDir(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return fsError(filepath.Join(p, e.Name()), err)
 		}
-		out = append(out, fileInfo(filepath.Join(p, e.Name()), fi))
+		out = append(out, fileInfo(filepath.Join(p, e.Name()), fi, names))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -148,7 +180,7 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
 	if !fi.Mode().IsRegular() {
 		return errdefs.Invalid("%q is not a regular file", p)
 	}
-	info := fileInfo(p, fi)
+	info := fileInfo(p, fi, s.ownerNames())
 	info.Name = filepath.Base(p)
 	hdr, _ := json.Marshal(info)
 	w.Header().Set(guest.HeaderFileInfo, string(hdr))
@@ -191,6 +223,11 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
 		}
 		mode = fileMode(uint32(m))
 	}
+	owner, err := s.owner(r.URL.Query().Get("user"))
+	if err != nil {
+		return err
+	}
+	parents, _ := strconv.ParseBool(r.URL.Query().Get("parents"))
 	target := p
 	if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		// Write to what the link names, as a shell redirection would.
@@ -209,11 +246,16 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	dir := filepath.Dir(target)
+	if parents {
+		if err := mkdirAll(dir, 0o755, owner); err != nil {
+			return err
+		}
+	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return errdefs.WithHint(errdefs.NotFound("directory %q does not exist", filepath.Dir(p)),
-			"create it first (mkdir with parents)")
+			"create it first (mkdir with parents), or write with parents")
 	}
-	if err := writeAtomic(target, mode, old, bodyReader{r.Body}); err != nil {
+	if err := writeAtomic(target, mode, old, owner, bodyReader{r.Body}); err != nil {
 		var rerr *readError
 		if errors.As(err, &rerr) {
 			return errdefs.Unavailable("upload broke off: %v", rerr.err)
@@ -224,9 +266,10 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// writeAtomic puts r's content at target with mode, keeping the owner of
-// the file it replaces (old), and returns once it is on stable storage.
-func writeAtomic(target string, mode os.FileMode, old *syscall.Stat_t, r io.Reader) (err error) {
+// writeAtomic puts r's content at target with mode, owned by owner when
+// set, else keeping the owner of the file it replaces (old), and returns
+// once it is on stable storage.
+func writeAtomic(target string, mode os.FileMode, old *syscall.Stat_t, owner *account, r io.Reader) (err error) {
 	dir := filepath.Dir(target)
 	tmp, err := os.CreateTemp(dir, ".den-write-*")
 	if err != nil {
@@ -241,7 +284,12 @@ func writeAtomic(target string, mode os.FileMode, old *syscall.Stat_t, r io.Read
 	if _, err := io.Copy(tmp, r); err != nil {
 		return err
 	}
-	if old != nil && os.Geteuid() == 0 {
+	switch {
+	case owner != nil:
+		if err := tmp.Chown(int(owner.uid), int(owner.gid)); err != nil {
+			return err
+		}
+	case old != nil && os.Geteuid() == 0:
 		if err := tmp.Chown(int(old.Uid), int(old.Gid)); err != nil {
 			return err
 		}
@@ -303,18 +351,23 @@ func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
 	if req.Mode == 0 {
 		mode = 0o755
 	}
+	owner, err := s.owner(req.User)
+	if err != nil {
+		return err
+	}
 	if req.Parents {
-		if err := os.MkdirAll(p, mode); err != nil {
-			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EEXIST) {
-				return errdefs.Conflict("%q (or one of its parents) exists and is not a directory", p)
-			}
-			return fsError(p, err)
+		if err := mkdirAll(p, mode, owner); err != nil {
+			return err
 		}
 	} else if err := os.Mkdir(p, mode); err != nil {
 		if errors.Is(err, syscall.ENOENT) {
 			return errdefs.WithHint(errdefs.NotFound("parent directory of %q does not exist", p), "create parents too")
 		}
 		return fsError(p, err)
+	} else if owner != nil {
+		if err := os.Lchown(p, int(owner.uid), int(owner.gid)); err != nil {
+			return fsError(p, err)
+		}
 	}
 	if err := os.Chmod(p, mode); err != nil { // exact bits, whatever the umask
 		return fsError(p, err)
@@ -323,6 +376,57 @@ func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
 		return fsError(p, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// owner resolves who should own what a request makes: nil for spec "",
+// which leaves it to den-init.
+func (s *Server) owner(spec string) (*account, error) {
+	if spec == "" {
+		return nil, nil
+	}
+	acct, err := lookupAccount(s.cfg.EtcDir, spec)
+	if err != nil {
+		return nil, err
+	}
+	return &acct, nil
+}
+
+// ownerNames returns a fresh namer for one request's files.
+func (s *Server) ownerNames() *ownerNames { return &ownerNames{etc: s.cfg.EtcDir} }
+
+// mkdirAll makes p and its missing parents with mode (exactly, whatever
+// the umask), owned by owner when set. A path element that is not a
+// directory is a conflict.
+func mkdirAll(p string, mode os.FileMode, owner *account) error {
+	if fi, err := os.Stat(p); err == nil {
+		if !fi.IsDir() {
+			return errdefs.Conflict("%q (or one of its parents) exists and is not a directory", p)
+		}
+		return nil
+	}
+	if parent := filepath.Dir(p); parent != p {
+		if err := mkdirAll(parent, mode, owner); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(p, mode); err != nil {
+		if errors.Is(err, syscall.EEXIST) {
+			return mkdirAll(p, mode, owner) // made meanwhile, or not a directory
+		}
+		if errors.Is(err, syscall.ENOTDIR) {
+			return errdefs.Conflict("%q (or one of its parents) exists and is not a directory", p)
+		}
+		return fsError(p, err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		return fsError(p, err)
+	}
+	if owner != nil {
+		if err := os.Lchown(p, int(owner.uid), int(owner.gid)); err != nil {
+			return fsError(p, err)
+		}
+	}
 	return nil
 }
 

@@ -51,6 +51,7 @@ func (s *Server) Handler() http.Handler {
 		"POST /v1/files/move":        s.handleMove,
 		"DELETE /v1/files":           s.handleRemove,
 		"GET /v1/files/archive":      s.handleReadTar,
+		"GET /v1/files/watch":        s.handleWatch,
 		"PUT /v1/files/archive":      s.handleWriteTar,
 		"/":                          s.handleUnknown,
 	}
@@ -263,7 +264,8 @@ func (s *Server) handleStdin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := p.copyStdin(r.Body); err != nil {
+	keepOpen := r.URL.Query().Get("close") == "0"
+	if err := p.copyStdin(r.Body, keepOpen); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

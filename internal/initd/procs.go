@@ -185,9 +185,9 @@ func (p *proc) release() error {
 }
 
 // copyStdin copies body into p's stdin. At the end of body it closes the
-// pipe (for a terminal, it types ^D); when body breaks off, stdin stays
-// open for the host to attach again.
-func (p *proc) copyStdin(body io.Reader) error {
+// pipe (for a terminal, it types ^D), unless keepOpen; when body breaks
+// off, stdin stays open for the host to attach again.
+func (p *proc) copyStdin(body io.Reader, keepOpen bool) error {
 	p.mu.Lock()
 	var err error
 	switch {
@@ -210,8 +210,8 @@ func (p *proc) copyStdin(body io.Reader) error {
 
 	_, err = io.Copy(p.stdin, bodyReader{body})
 	var rerr *readError
-	closeIt := err == nil || !errors.As(err, &rerr)
-	if err == nil && p.tty {
+	closeIt := err == nil && !keepOpen || err != nil && !errors.As(err, &rerr)
+	if err == nil && p.tty && !keepOpen {
 		_, _ = p.stdin.Write([]byte{4}) // VEOF: a canonical-mode reader sees end of input
 		closeIt = false
 	}
@@ -219,7 +219,7 @@ func (p *proc) copyStdin(body io.Reader) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stdinBusy = false
-	if err == nil || closeIt {
+	if closeIt || err == nil && p.tty && !keepOpen {
 		p.stdinClosed = true
 	}
 	if (closeIt && !p.tty) || p.released {

@@ -63,21 +63,26 @@ func (s *Server) prepare(spec guest.ProcSpec) (*execution, error) {
 			return nil, errdefs.Invalid("argument or environment variable contains a NUL byte")
 		}
 	}
-	cwd := spec.Cwd
-	if cwd == "" {
-		cwd = "/"
+	// The user first: an unknown user is the error, not the home it
+	// would have had.
+	acct, err := lookupAccount(s.cfg.EtcDir, spec.User)
+	if err != nil {
+		return nil, err
 	}
-	cwd, err := fspath.Clean(cwd)
+	cwd := spec.Cwd
+	switch cwd {
+	case "":
+		cwd = "/"
+	case guest.HomeDir:
+		cwd = acct.home
+	}
+	cwd, err = fspath.Clean(cwd)
 	if err != nil {
 		return nil, err
 	}
 	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
 		return nil, errdefs.WithHint(errdefs.Invalid("working directory %q does not exist", cwd),
 			"create it first, or pick another")
-	}
-	acct, err := lookupAccount(s.cfg.EtcDir, spec.User)
-	if err != nil {
-		return nil, err
 	}
 	env := processEnv(spec, acct)
 	path, err := lookPath(spec.Argv[0], envValue(env, "PATH"), cwd)

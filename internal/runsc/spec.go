@@ -105,7 +105,7 @@ var capabilities = []string{
 }
 
 // InitPath is where den-init appears inside every sandbox.
-const InitPath = "/.den/den-init"
+const InitPath = guest.InitPath
 
 const cpuPeriod = 100000
 

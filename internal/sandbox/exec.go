@@ -70,7 +70,7 @@ func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (*Run, err
 	}
 	run, err := s.startRun(sb.ID, g, spec, func(st guest.ProcStatus) (*Run, error) {
 		run := &Run{
-			ID: newID(12), SandboxID: sb.ID, Generation: sb.Generation, GuestID: st.ID,
+			ID: newID(12), SandboxID: sb.ID, Generation: sb.Generation, GuestID: st.ID, PID: st.PID,
 			Argv: p.Argv, Cwd: cwd, EnvNames: envNames, User: user, TTY: p.TTY,
 			Detached: p.Detach, Status: RunRunning, StartedAt: st.StartedAt.UTC(), OutputMax: outMax,
 		}
@@ -146,6 +146,24 @@ func (s *Service) Runs(ctx context.Context, ref string, limit int) ([]*Run, erro
 	return runs, nil
 }
 
+// RunningRuns lists a sandbox's runs still running, newest first, without
+// reading its history: every running run has its output collected, and
+// the collectors are what it lists.
+func (s *Service) RunningRuns(ctx context.Context, ref string) ([]*Run, error) {
+	sb, err := s.Get(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	var runs []*Run
+	for _, o := range s.outputsOf(sb.ID) {
+		if r := o.snapshot(); r.Status == RunRunning {
+			runs = append(runs, r)
+		}
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].StartedAt.After(runs[j].StartedAt) })
+	return runs, nil
+}
+
 // Run returns one run, with its output sizes up to the moment.
 func (s *Service) Run(ctx context.Context, ref, runID string) (*Run, error) {
 	sb, err := s.Get(ctx, ref)
@@ -189,15 +207,16 @@ func (s *Service) activeRun(ctx context.Context, ref, runID, action string) (*Ru
 	return r, s.guestFor(sb), unlock, nil
 }
 
-// Stdin streams r to a run's standard input and closes it at EOF. The run
-// must have been started with stdin.
-func (s *Service) Stdin(ctx context.Context, ref, runID string, r io.Reader) error {
+// Stdin streams r to a run's standard input and closes it at EOF, unless
+// keepOpen: then more may be sent later. The run must have been started
+// with stdin.
+func (s *Service) Stdin(ctx context.Context, ref, runID string, r io.Reader, keepOpen bool) error {
 	run, g, unlock, err := s.activeRun(ctx, ref, runID, "send input in")
 	if err != nil {
 		return err
 	}
 	unlock() // input may flow for a long time; the run's end stops it.
-	return g.Stdin(ctx, run.GuestID, r)
+	return g.Stdin(ctx, run.GuestID, r, keepOpen)
 }
 
 // Resize changes a TTY run's window size.

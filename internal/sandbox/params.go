@@ -8,6 +8,7 @@ import (
 	"github.com/docker/go-units"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
 )
 
 // Defaults for a new sandbox.
@@ -79,8 +80,8 @@ func (p *ExecParams) Validate() error {
 	if n > MaxArgvBytes {
 		return errdefs.TooLarge("command line is %d bytes, over the %d limit", n, MaxArgvBytes)
 	}
-	if p.Cwd != "" && !strings.HasPrefix(p.Cwd, "/") {
-		return errdefs.WithHint(errdefs.Invalid("working directory %q is not absolute", p.Cwd), "use an absolute path inside the sandbox, e.g. /root")
+	if p.Cwd != "" && p.Cwd != guest.HomeDir && !strings.HasPrefix(p.Cwd, "/") {
+		return errdefs.WithHint(errdefs.Invalid("working directory %q is not absolute", p.Cwd), "use an absolute path inside the sandbox, e.g. /root, or ~ for the user's home")
 	}
 	if p.Timeout < 0 {
 		return errdefs.Invalid("negative timeout %s", p.Timeout)

@@ -189,7 +189,7 @@ type Guest interface {
 	// the final status.
 	Stream(ctx context.Context, id string, stdoutFrom, stderrFrom int64, fn func(kind byte, p []byte) error) (guest.ProcStatus, error)
 	Status(ctx context.Context, id string) (guest.ProcStatus, error)
-	Stdin(ctx context.Context, id string, r io.Reader) error
+	Stdin(ctx context.Context, id string, r io.Reader, keepOpen bool) error
 	Signal(ctx context.Context, id string, sig syscall.Signal) error
 	Resize(ctx context.Context, id string, rows, cols uint16) error
 	Ack(ctx context.Context, id string, stdout, stderr int64) error
@@ -211,11 +211,14 @@ type Files interface {
 	Stat(ctx context.Context, path string) (guest.FileInfo, error)
 	ReadDir(ctx context.Context, path string) ([]guest.FileInfo, error)
 	ReadFile(ctx context.Context, path string) (io.ReadCloser, guest.FileInfo, error)
-	WriteFile(ctx context.Context, path string, mode uint32, r io.Reader) error
-	Mkdir(ctx context.Context, path string, parents bool, mode uint32) error
+	WriteFile(ctx context.Context, path string, r io.Reader, o guest.WriteOptions) error
+	Mkdir(ctx context.Context, req guest.MkdirRequest) error
 	Remove(ctx context.Context, path string, recursive bool) error
 	Move(ctx context.Context, from, to string) error
 	ReadTar(ctx context.Context, path string) (io.ReadCloser, error)
+	// Watch streams the changes under dir to each, after calling ready
+	// once the watch is in place; nil when dir went away.
+	Watch(ctx context.Context, dir string, recursive bool, ready func(), each func(guest.WatchEvent) error) error
 	WriteTar(ctx context.Context, dir string, r io.Reader) error
 }
 

@@ -152,6 +152,10 @@ type Run struct {
 	SandboxID  string
 	Generation int64
 	GuestID    string // den-init's id for the process
+	// PID is the process's id inside the sandbox (0 when unknown): it
+	// stays the same across pause, hibernation and restore, which bring
+	// the same processes back.
+	PID        int
 	Argv       []string
 	Cwd        string
 	EnvNames   []string

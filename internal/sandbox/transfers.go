@@ -142,16 +142,24 @@ func (f *transferFiles) ReadFile(ctx context.Context, path string) (io.ReadClose
 	return &transferReader{ReadCloser: rc, ctx: ctx, end: end}, fi, nil
 }
 
-func (f *transferFiles) WriteFile(ctx context.Context, path string, mode uint32, r io.Reader) error {
+func (f *transferFiles) WriteFile(ctx context.Context, path string, r io.Reader, o guest.WriteOptions) error {
 	ctx, end := f.begin(ctx)
 	defer end()
-	return ended(ctx, f.g.WriteFile(ctx, path, mode, r))
+	return ended(ctx, f.g.WriteFile(ctx, path, r, o))
 }
 
-func (f *transferFiles) Mkdir(ctx context.Context, path string, parents bool, mode uint32) error {
+func (f *transferFiles) Mkdir(ctx context.Context, req guest.MkdirRequest) error {
 	ctx, end := f.begin(ctx)
 	defer end()
-	return ended(ctx, f.g.Mkdir(ctx, path, parents, mode))
+	return ended(ctx, f.g.Mkdir(ctx, req))
+}
+
+// Watch is a transfer for as long as it lasts: use that keeps the
+// sandbox awake, ended by a sleep.
+func (f *transferFiles) Watch(ctx context.Context, dir string, recursive bool, ready func(), each func(guest.WatchEvent) error) error {
+	ctx, end := f.begin(ctx)
+	defer end()
+	return ended(ctx, f.g.Watch(ctx, dir, recursive, ready, each))
 }
 
 func (f *transferFiles) Remove(ctx context.Context, path string, recursive bool) error {

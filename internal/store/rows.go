@@ -32,7 +32,7 @@ const (
 	EventCols = `sandbox_id, seq, time, type, from_state, to_state, generation, message`
 	RunCols   = `id, sandbox_id, generation, guest_id, argv, cwd, env_names, "user", tty, detached,
 	status, exit_code, signal, started_at, ended_at, stdout_size, stderr_size, limit_hit,
-	stdout_dropped, stderr_dropped, output_max, output_cut`
+	stdout_dropped, stderr_dropped, output_max, output_cut, pid`
 	CheckpointCols = `id, sandbox_id, name, kind, parent, memory, generation, manifest, created_at`
 	ImageCols      = `name, source, ref, digest, size_bytes, env, cwd, "user", created_at`
 	OwnerCols      = `id, sandboxes, memory_bytes, cpus, disk_bytes, checkpoints, allow_private, updated_at`
@@ -157,7 +157,7 @@ func RunValues(r *sandbox.Run) ([]any, error) {
 	}
 	return []any{r.Generation, r.GuestID, string(argv), r.Cwd, string(envNames), r.User, r.TTY, r.Detached,
 		string(r.Status), r.ExitCode, r.Signal, FormatTime(r.StartedAt), FormatNullTime(r.EndedAt), r.StdoutSize, r.StderrSize, r.LimitHit,
-		r.StdoutDropped, r.StderrDropped, r.OutputMax, r.OutputCut}, nil
+		r.StdoutDropped, r.StderrDropped, r.OutputMax, r.OutputCut, r.PID}, nil
 }
 
 // ScanRun reads a row of RunCols.
@@ -168,7 +168,7 @@ func ScanRun(row Scanner) (*sandbox.Run, error) {
 	var ended *string
 	err := row.Scan(&r.ID, &r.SandboxID, &r.Generation, &r.GuestID, &argv, &r.Cwd, &envNames, &r.User,
 		&r.TTY, &r.Detached, &r.Status, &r.ExitCode, &r.Signal, &started, &ended, &r.StdoutSize, &r.StderrSize, &r.LimitHit,
-		&r.StdoutDropped, &r.StderrDropped, &r.OutputMax, &r.OutputCut)
+		&r.StdoutDropped, &r.StderrDropped, &r.OutputMax, &r.OutputCut, &r.PID)
 	if err != nil {
 		return nil, err
 	}

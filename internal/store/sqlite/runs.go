@@ -17,16 +17,8 @@ func (s *Store) CreateRun(ctx context.Context, r *sandbox.Run) error {
 	if r.ID == "" {
 		return errdefs.Invalid("cannot store a run without an id")
 	}
-	rec := *r
-	if rec.StartedAt.IsZero() {
-		rec.StartedAt = now()
-	}
-	rec.StartedAt = rec.StartedAt.UTC() // as a read returns it
-	if rec.EndedAt != nil {
-		ended := rec.EndedAt.UTC()
-		rec.EndedAt = &ended
-	}
-	args, err := store.RunValues(&rec)
+	rec := store.NewRun(r, now())
+	args, err := store.RunValues(rec)
 	if err != nil {
 		return err
 	}
@@ -39,7 +31,7 @@ func (s *Store) CreateRun(ctx context.Context, r *sandbox.Run) error {
 			return sandbox.NotFound(rec.SandboxID)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO runs (`+store.RunCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			append([]any{rec.ID, rec.SandboxID}, args...)...)
 		if isUniqueViolation(err) {
 			return errdefs.Conflict("run id %q is already taken", rec.ID)
@@ -49,7 +41,7 @@ func (s *Store) CreateRun(ctx context.Context, r *sandbox.Run) error {
 	if err != nil {
 		return wrap(err, "recording run %q", rec.ID)
 	}
-	*r = rec
+	*r = *rec
 	return nil
 }
 
@@ -63,7 +55,7 @@ func (s *Store) UpdateRun(ctx context.Context, r *sandbox.Run) error {
 		return execOne(ctx, tx, store.RunNotFound(r.ID), `UPDATE runs SET
 			generation = ?, guest_id = ?, argv = ?, cwd = ?, env_names = ?, user = ?, tty = ?, detached = ?,
 			status = ?, exit_code = ?, signal = ?, started_at = ?, ended_at = ?, stdout_size = ?, stderr_size = ?,
-			limit_hit = ?, stdout_dropped = ?, stderr_dropped = ?, output_max = ?, output_cut = ?
+			limit_hit = ?, stdout_dropped = ?, stderr_dropped = ?, output_max = ?, output_cut = ?, pid = ?
 			WHERE id = ? AND sandbox_id = ?`,
 			append(args, r.ID, r.SandboxID)...)
 	})

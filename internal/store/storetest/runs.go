@@ -31,6 +31,7 @@ func newRun(id, sandboxID string, sec int) *sandbox.Run {
 		SandboxID:  sandboxID,
 		Generation: 1,
 		GuestID:    "p-" + id,
+		PID:        100 + sec,
 		Argv:       []string{"sh", "-c", "echo 'hi there' && sleep 1"},
 		Cwd:        "/root",
 		EnvNames:   []string{"API_KEY", "LANG"},

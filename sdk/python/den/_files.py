@@ -58,13 +58,17 @@ class FileVerbs:
         resp.read()
         self._t.release(resp)
 
-    def mkdir(self, sandbox: str, path: str, *, parents: bool = False, mode: Optional[int] = None) -> None:
-        """Create a directory (with parents: its missing parents too)."""
+    def mkdir(self, sandbox: str, path: str, *, parents: bool = False, mode: Optional[int] = None,
+              user: Optional[str] = None) -> None:
+        """Create a directory (with parents: its missing parents too),
+        owned by user when given (a name, uid, or either with :group)."""
         body = {"path": path}
         if parents:
             body["parents"] = True
         if mode is not None:
             body["mode"] = mode
+        if user is not None:
+            body["user"] = user
         self._t.call("POST", self._path(sandbox, "files", "mkdir"), body=body)
 
     def move(self, sandbox: str, from_: str, to: str) -> None:

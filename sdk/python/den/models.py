@@ -211,6 +211,7 @@ class Run:
     id: str = ""
     sandbox: str = ""
     generation: int = 0
+    pid: int = 0
     argv: list[str] = field(default_factory=list)
     cwd: str = ""
     env_names: list[str] = field(default_factory=list)
@@ -263,6 +264,10 @@ class FileInfo:
     type: str = ""
     mod_time: Optional[datetime.datetime] = None
     target: str = ""
+    uid: int = 0
+    gid: int = 0
+    owner: str = ""
+    group: str = ""
 
 
 @dataclass

@@ -789,6 +789,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{name}/runs/{run}/resize": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+                /** @description a run id */
+                run: components["parameters"]["RunID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Change the window size of a running command's terminal */
+        post: operations["resizeRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{name}/runs/{run}/stdin": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+                /** @description a run id */
+                run: components["parameters"]["RunID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send input to a running command's stdin
+         * @description Streams the body into the standard input of a run started with
+         *     stdin (a detached run, or an attached one whose client sends no
+         *     input itself). Answers once the body is in the pipe. One stream at
+         *     a time per run; after stdin was closed, 409.
+         */
+        post: operations["runStdin"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{name}/files/stat": {
         parameters: {
             query: {
@@ -923,6 +973,37 @@ export interface paths {
          * @description The root directory cannot be removed.
          */
         delete: operations["removeFile"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{name}/files/watch": {
+        parameters: {
+            query: {
+                /** @description an absolute path inside the sandbox, without ".." elements */
+                path: components["parameters"]["FilePath"];
+            };
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Stream the changes under a directory
+         * @description One JSON WatchEvent per line, each sent as it happens, from the
+         *     moment the answer's status goes out: a change made after it is
+         *     seen. The stream ends when the directory goes away (a last remove
+         *     of name ""), or, with a last line holding only an error, when the
+         *     watch stopped: the sandbox was put to sleep. A watch counts as
+         *     use, as an attached command does.
+         */
+        get: operations["watchFiles"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1422,7 +1503,7 @@ export interface components {
             env?: {
                 [key: string]: string;
             };
-            /** @description absolute; default: the image's working directory, else / */
+            /** @description absolute, or ~ for the home directory of user; default: the image's working directory, else / */
             cwd?: string;
             /** @description name, uid or uid:gid; default root */
             user?: string;
@@ -1445,6 +1526,8 @@ export interface components {
             sandbox: string;
             /** Format: int64 */
             generation: number;
+            /** @description the process's id inside the sandbox; the same across pause, hibernation and restore */
+            pid?: number;
             argv: string[];
             cwd?: string;
             env_names?: string[];
@@ -1521,9 +1604,27 @@ export interface components {
             mod_time: string;
             /** @description symlink target */
             target?: string;
+            /** Format: int64 */
+            uid?: number;
+            /** Format: int64 */
+            gid?: number;
+            /** @description the name of uid inside the sandbox; absent when it has none */
+            owner?: string;
+            /** @description the name of gid inside the sandbox; absent when it has none */
+            group?: string;
         };
         FileList: {
             files: components["schemas"]["FileInfo"][];
+        };
+        WatchEvent: {
+            /** @description the changed path, relative to the watched directory; empty for the directory itself */
+            name?: string;
+            /**
+             * @description overflow: changes came faster than they were read, and some were lost
+             * @enum {string}
+             */
+            op?: "create" | "write" | "remove" | "rename" | "chmod" | "overflow";
+            error?: components["schemas"]["Error"];
         };
         MkdirRequest: {
             /** @description an absolute path inside the sandbox */
@@ -1535,6 +1636,8 @@ export interface components {
              * @description permission bits as a number (493 is 0755); 0 or absent for 0755
              */
             mode?: number;
+            /** @description who owns the directories made: a name, uid, or either followed by :group; default root */
+            user?: string;
         };
         MoveRequest: {
             from: string;
@@ -1559,7 +1662,7 @@ export interface components {
         };
         BuildImageRequest: {
             /** @enum {string} */
-            name: "debian" | "busybox";
+            name: "debian" | "busybox" | "e2b-base";
             /** @description rebuild even if present */
             force?: boolean;
         };
@@ -2159,7 +2262,10 @@ export interface operations {
     };
     getSandbox: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description measure what it uses now (usage); false answers quicker, without it */
+                usage?: boolean;
+            };
             header?: never;
             path: {
                 /** @description a sandbox name or id */
@@ -3307,6 +3413,8 @@ export interface operations {
             query?: {
                 /** @description at most this many; 0 or absent for all */
                 limit?: number;
+                /** @description only the runs still running (quick whatever the history's length) */
+                status?: "running";
             };
             header?: never;
             path: {
@@ -3440,6 +3548,90 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    resizeRun: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+                /** @description a run id */
+                run: components["parameters"]["RunID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Resize"];
+            };
+        };
+        responses: {
+            /** @description resized */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Invalid"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    runStdin: {
+        parameters: {
+            query?: {
+                /** @description close stdin once the body is in (end of file); false keeps it open for more */
+                close?: boolean;
+            };
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+                /** @description a run id */
+                run: components["parameters"]["RunID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description sent */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Invalid"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     statFile: {
         parameters: {
             query: {
@@ -3540,6 +3732,10 @@ export interface operations {
                 path: components["parameters"]["FilePath"];
                 /** @description permission bits in octal, e.g. 0644 or 755 */
                 mode?: string;
+                /** @description who owns the file: a name, uid, or either followed by :group (default: the owner of the file replaced, or root) */
+                user?: string;
+                /** @description create the missing directories above the file (0755, owned by user), instead of 404 */
+                parents?: boolean;
             };
             header?: {
                 /**
@@ -3686,6 +3882,39 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            400: components["responses"]["Invalid"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    watchFiles: {
+        parameters: {
+            query: {
+                /** @description an absolute path inside the sandbox, without ".." elements */
+                path: components["parameters"]["FilePath"];
+                /** @description watch the subdirectories too, those made later included */
+                recursive?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the changes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": components["schemas"]["WatchEvent"];
+                };
             };
             400: components["responses"]["Invalid"];
             404: components["responses"]["NotFound"];

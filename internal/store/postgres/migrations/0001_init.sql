@@ -80,7 +80,8 @@ CREATE TABLE runs (
 	stdout_dropped BIGINT NOT NULL, -- bytes of output not kept on the host
 	stderr_dropped BIGINT NOT NULL,
 	output_max     BIGINT NOT NULL, -- the per-stream cap it was collected with
-	output_cut     TEXT NOT NULL    -- why output was last cut
+	output_cut     TEXT NOT NULL,   -- why output was last cut
+	pid            BIGINT NOT NULL  -- its process id in the sandbox; 0 when not known
 );
 
 CREATE INDEX runs_sandbox_started ON runs (sandbox_id, started_at, seq);

@@ -1,0 +1,411 @@
+package e2b
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/client"
+	"github.com/den-dev/den/internal/inproc"
+)
+
+const token = "den_0123456789ab_" + "0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f"
+
+func TestKeys(t *testing.T) {
+	key := E2BKey(token)
+	if key != "e2b_0123456789ab0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f" {
+		t.Fatalf("E2BKey = %q", key)
+	}
+	if got := denToken(key); got != token {
+		t.Errorf("denToken(%q) = %q", key, got)
+	}
+	for _, k := range []string{token, "e2b_0123", "e2b_" + strings.Repeat("zz", 38), "whatever"} {
+		if got := denToken(k); got != k {
+			t.Errorf("denToken(%q) = %q, want it unchanged", k, got)
+		}
+	}
+	if E2BKey("nope") != "" {
+		t.Error("E2BKey of a non-token")
+	}
+}
+
+func TestClaims(t *testing.T) {
+	d := New(Config{API: inproc.New()})
+	for path, want := range map[string]bool{
+		"/sandboxes": true, "/sandboxes/abc/pause": true, "/v2/sandboxes": true, "/v2/sandboxes/x/connect": true,
+		"/v1/sandboxes": false, "/mcp": false, "/health": false, "/sandboxesx": false,
+	} {
+		r := httptest.NewRequest("GET", path, nil)
+		if got := d.Claims(r); got != want {
+			t.Errorf("Claims(%s) = %v", path, got)
+		}
+	}
+	r := httptest.NewRequest("POST", "/process.Process/List", nil)
+	r.Header.Set(headerSandboxID, "abc")
+	if !d.Claims(r) {
+		t.Error("an envd call is not claimed")
+	}
+}
+
+// The metadata filter arrives escaped three times over, as the SDK sends
+// it: {"a b": "x&y", "k": "v"}.
+func TestParseListMetadata(t *testing.T) {
+	inner := url.Values{}
+	inner.Set(url.QueryEscape("a b"), url.QueryEscape("x&y"))
+	inner.Set("k", "v")
+	q, err := parseList(url.Values{"metadata": {inner.Encode()}, "state": {"running,paused"}, "order": {"asc"}, "limit": {"5"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.metadata.Get("a b") != "x&y" || q.metadata.Get("k") != "v" || !q.asc || q.limit != 5 || !slices.Equal(q.states, []string{"running", "paused"}) {
+		t.Errorf("parsed %+v", q)
+	}
+	for _, bad := range []url.Values{{"state": {"dead"}}, {"limit": {"0"}}, {"limit": {"101"}}, {"order": {"up"}},
+		{"startedAfter": {"yesterday"}}, {"nextToken": {"!!"}}} {
+		if _, err := parseList(bad, nil); err == nil {
+			t.Errorf("%v parsed", bad)
+		}
+	}
+}
+
+func TestListFiltersAndPages(t *testing.T) {
+	at := func(s int) time.Time { return time.Date(2026, 1, 1, 0, 0, s, 0, time.UTC) }
+	sbs := []api.Sandbox{
+		{ID: "a", Image: "e2b-base", State: api.StateRunning, CreatedAt: at(1), Labels: map[string]string{"team": "x"}},
+		{ID: "b", Image: "debian", State: api.StateHibernated, CreatedAt: at(2), Labels: map[string]string{"team": "x"}},
+		{ID: "c", Image: "e2b-base", State: api.StatePaused, CreatedAt: at(3)},
+		{ID: "d", Image: "e2b-base", State: api.StateDestroyed, CreatedAt: at(4)},
+		{ID: "e", Image: "e2b-base", State: api.StateStopped, CreatedAt: at(5), Labels: map[string]string{"team": "x"}},
+	}
+	ids := func(q listQuery) []string {
+		page, _ := q.apply(sbs)
+		var out []string
+		for _, sb := range page {
+			out = append(out, sb.ID)
+		}
+		return out
+	}
+	all := listQuery{limit: 100}
+	tests := []struct {
+		name string
+		q    listQuery
+		want []string
+	}{
+		{"newest first, no destroyed", all, []string{"e", "c", "b", "a"}},
+		{"paused", listQuery{limit: 100, states: []string{statePaused}}, []string{"e", "c", "b"}},
+		{"running", listQuery{limit: 100, states: []string{stateRunning}}, []string{"a"}},
+		{"metadata", listQuery{limit: 100, metadata: url.Values{"team": {"x"}}}, []string{"e", "b", "a"}},
+		{"template", listQuery{limit: 100, template: "base"}, []string{"e", "c", "a"}},
+		{"image", listQuery{limit: 100, template: "debian"}, []string{"b"}},
+		{"started after, inclusive", listQuery{limit: 100, startedAfter: at(3), asc: true}, []string{"c", "e"}},
+	}
+	for _, tt := range tests {
+		if got := ids(tt.q); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	// Pages of two, following the token.
+	var got []string
+	q := listQuery{limit: 2}
+	for range 5 {
+		page, next := q.apply(sbs)
+		for _, sb := range page {
+			got = append(got, sb.ID)
+		}
+		if next == nil {
+			break
+		}
+		cur, ok := parseCursor(next.token())
+		if !ok {
+			t.Fatalf("token %q", next.token())
+		}
+		q.after = &cur
+	}
+	if !slices.Equal(got, []string{"e", "c", "b", "a"}) {
+		t.Errorf("pages: %v", got)
+	}
+}
+
+func TestNetworkPolicy(t *testing.T) {
+	yes, no := true, false
+	tests := []struct {
+		internet *bool
+		n        *networkJSON
+		want     *api.NetworkPolicy
+		bad      bool
+	}{
+		{nil, nil, nil, false},
+		{&yes, nil, &api.NetworkPolicy{Mode: api.NetworkOpen}, false},
+		{&no, nil, &api.NetworkPolicy{Mode: api.NetworkNone}, false},
+		{&no, &networkJSON{AllowOut: []string{"pypi.org:443"}}, &api.NetworkPolicy{Mode: api.NetworkAllow, Allow: []string{"pypi.org:443"}}, false},
+		{nil, &networkJSON{DenyOut: []string{"1.2.3.4"}}, nil, true},
+		{nil, &networkJSON{EgressProxy: json.RawMessage(`{"address":"p:1"}`)}, nil, true},
+	}
+	for i, tt := range tests {
+		got, err := networkPolicy(tt.internet, tt.n)
+		if (err != nil) != tt.bad || !jsonEqual(got, tt.want) {
+			t.Errorf("%d: %+v %v, want %+v (error %v)", i, got, err, tt.want, tt.bad)
+		}
+	}
+}
+
+func TestTimeoutPolicy(t *testing.T) {
+	d := &Door{cfg: Config{MinTTL: time.Minute}}
+	kill := d.timeoutPolicy(false, 0, 300*time.Second)
+	if *kill.TTL != "5m" || *kill.PauseAfter != "0" || *kill.HibernateAfter != "0" {
+		t.Errorf("kill: %+v", kill)
+	}
+	if short := d.timeoutPolicy(false, 0, 10*time.Second); *short.TTL != "1m" {
+		t.Errorf("a timeout under dend's floor: ttl %s", *short.TTL)
+	}
+	pause := d.timeoutPolicy(true, 0, 90*time.Second)
+	if *pause.TTL != "0" || *pause.HibernateAfter != "1m30s" || *pause.PauseAfter != "0" {
+		t.Errorf("pause: %+v", pause)
+	}
+
+	running := func(ttl, hib, ran string) *api.Sandbox {
+		return &api.Sandbox{RunningFor: ran, Policy: api.Policy{TTL: &ttl, HibernateAfter: &hib}}
+	}
+	sb := running("10m", "0", "4m")
+	if p := d.retimePolicy(sb, 2*time.Minute, false); p == nil || *p.TTL != "6m" {
+		t.Errorf("setTimeout shortens: %+v", p)
+	}
+	if p := d.retimePolicy(sb, 2*time.Minute, true); p != nil {
+		t.Errorf("connect never shortens: %+v", p)
+	}
+	if p := d.retimePolicy(sb, 10*time.Minute, true); p == nil || *p.TTL != "14m" {
+		t.Errorf("connect extends: %+v", p)
+	}
+	if p := d.retimePolicy(running("0", "5m", "1h"), time.Minute, false); p == nil || *p.HibernateAfter != "1m" || p.TTL != nil {
+		t.Errorf("pause mode: %+v", p)
+	}
+}
+
+func TestEntryInfo(t *testing.T) {
+	mt := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		fi                 api.FileInfo
+		perms, owner, link string
+	}{
+		{api.FileInfo{Name: "f", Path: "/h/f", Type: "file", Mode: 0o644, Owner: "user", Group: "user"}, "-rw-r--r--", "user", ""},
+		{api.FileInfo{Name: "d", Path: "/h/d", Type: "dir", Mode: 0o755, UID: 1234}, "drwxr-xr-x", "1234", ""},
+		{api.FileInfo{Name: "l", Path: "/h/x/l", Type: "symlink", Mode: 0o777, Target: "../f"}, "Lrwxrwxrwx", "0", "/h/f"},
+		{api.FileInfo{Name: "s", Path: "/usr/bin/s", Type: "file", Mode: 0o4755}, "urwxr-xr-x", "0", ""},
+	}
+	for _, tt := range tests {
+		tt.fi.ModTime = mt
+		e := entryInfo(&tt.fi)
+		if e.Permissions != tt.perms || e.Owner != tt.owner || e.GetSymlinkTarget() != tt.link || e.Mode != tt.fi.Mode&0o777 || !e.ModifiedTime.AsTime().Equal(mt) {
+			t.Errorf("%s: %+v", tt.fi.Path, e)
+		}
+	}
+}
+
+func TestErrorShapes(t *testing.T) {
+	den := func(code, msg string) error {
+		return &client.Error{API: &api.Error{Code: code, Message: msg, Hint: "do this"}}
+	}
+	tests := []struct {
+		err    error
+		status int
+		rpc    connect.Code
+	}{
+		{den(api.CodeNotFound, "no sandbox x"), 404, connect.CodeNotFound},
+		{den(api.CodeInvalid, "bad"), 400, connect.CodeInvalidArgument},
+		{den(api.CodeInvalid, `starting "bash": no user "bob" in the sandbox`), 401, connect.CodeUnauthenticated},
+		{den(api.CodeUnavailable, "no space left in sandbox"), 507, connect.CodeUnavailable},
+		{den(api.CodeConflict, "is paused"), 409, connect.CodeFailedPrecondition},
+		{den(api.CodeQuotaExceeded, "quota"), 403, connect.CodePermissionDenied},
+		{den(api.CodeUnauthorized, "expired"), 401, connect.CodeUnauthenticated},
+		{io.ErrUnexpectedEOF, 500, connect.CodeInternal},
+	}
+	for _, tt := range tests {
+		e := wireError(tt.err)
+		if got := httpStatus(e); got != tt.status {
+			t.Errorf("%v: status %d, want %d", tt.err, got, tt.status)
+		}
+		var ce *connect.Error
+		if rpc := rpcError(tt.err); !asConnect(rpc, &ce) || ce.Code() != tt.rpc {
+			t.Errorf("%v: rpc %v, want %v", tt.err, rpc, tt.rpc)
+		}
+	}
+	if m := message(wireError(den(api.CodeInvalid, "bad"))); m != "bad\nhint: do this" {
+		t.Errorf("message %q", m)
+	}
+}
+
+// File parts keep the directories of their names, which Part.FileName
+// drops.
+func TestPartFileName(t *testing.T) {
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	for _, name := range []string{"a/b/c.txt", "/abs/d.txt"} {
+		w, _ := mw.CreateFormFile("file", name)
+		io.WriteString(w, "x")
+	}
+	mw.Close()
+	mr := multipart.NewReader(&body, mw.Boundary())
+	var got []string
+	for {
+		p, err := mr.NextPart()
+		if err != nil {
+			break
+		}
+		got = append(got, partFileName(p))
+	}
+	if !slices.Equal(got, []string{"a/b/c.txt", "/abs/d.txt"}) {
+		t.Errorf("names %q", got)
+	}
+}
+
+// The control plane asks den's API for the right things, as the caller.
+func TestControlPlane(t *testing.T) {
+	den := newFakeAPI()
+	self := inproc.New()
+	self.Serve(den, den)
+	t.Cleanup(func() { self.Close() })
+	d := New(Config{API: self, MinTTL: time.Minute})
+	call := func(method, path, body string) (int, map[string]any) {
+		r := httptest.NewRequest(method, path, strings.NewReader(body))
+		r.Header.Set(headerAPIKey, E2BKey(token))
+		w := httptest.NewRecorder()
+		d.ServeHTTP(w, r)
+		var out map[string]any
+		json.Unmarshal(w.Body.Bytes(), &out)
+		return w.Code, out
+	}
+
+	status, out := call("POST", "/v2/sandboxes", `{"templateID":"base","timeout":120,"metadata":{"k":"v"},"envVars":{"A":"1"}}`)
+	if status != 201 || out["sandboxID"] != "sb1" || out["envdAccessToken"] != token || out["envdVersion"] != envdVersion {
+		t.Fatalf("create: %d %v", status, out)
+	}
+	create := den.last("POST /v1/sandboxes")
+	var req api.CreateSandboxRequest
+	json.Unmarshal([]byte(create.body), &req)
+	if req.Image != "e2b-base" || !strings.HasPrefix(req.Name, "e2b-") || req.Labels["k"] != "v" || req.Env["A"] != "1" ||
+		*req.Policy.TTL != "2m" || *req.Policy.HibernateAfter != "0" || !req.Ephemeral || create.auth != "Bearer "+token {
+		t.Errorf("create asked den for %+v (auth %q)", req, create.auth)
+	}
+
+	den.state = api.StateRunning
+	if status, _ := call("POST", "/sandboxes/sb1/timeout", `{"timeout":60}`); status != 204 || !strings.Contains(den.last("PATCH /v1/sandboxes/sb1/policy").body, `"ttl":"11m"`) {
+		t.Errorf("timeout: %d %+v", status, den.last("PATCH /v1/sandboxes/sb1/policy"))
+	}
+	if status, _ := call("POST", "/sandboxes/sb1/pause", ``); status != 204 || den.last("POST /v1/sandboxes/sb1/hibernate").path == "" {
+		t.Errorf("pause: %d", status)
+	}
+	if status, _ := call("POST", "/sandboxes/sb1/pause", `{"memory":false}`); status != 204 || den.last("POST /v1/sandboxes/sb1/stop").path == "" {
+		t.Errorf("pause without memory: %d", status)
+	}
+	den.state = api.StateHibernated
+	if status, out := call("POST", "/sandboxes/sb1/pause", ``); status != 409 || out["code"] != float64(409) {
+		t.Errorf("pausing a paused sandbox: %d %v", status, out)
+	}
+	if status, out := call("POST", "/v2/sandboxes/sb1/connect", `{"timeout":600}`); status != 201 || out["sandboxID"] != "sb1" || den.last("POST /v1/sandboxes/sb1/resume").path == "" {
+		t.Errorf("connect to a paused sandbox: %d %v", status, out)
+	}
+	if status, _ := call("DELETE", "/sandboxes/sb1", ``); status != 204 || den.last("DELETE /v1/sandboxes/sb1").query != "force=true" {
+		t.Errorf("kill: %d", status)
+	}
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", "/sandboxes/nope", ""}, {"DELETE", "/sandboxes/nope", ""}, {"POST", "/sandboxes/nope/timeout", `{"timeout":1}`},
+		{"POST", "/v2/sandboxes/nope/connect", `{}`}, {"POST", "/sandboxes/nope/pause", `{}`},
+	} {
+		if status, out := call(c.method, c.path, c.body); status != 404 || out["code"] != float64(404) || !strings.Contains(out["message"].(string), "nope") {
+			t.Errorf("%s %s of an unknown sandbox: %d %v", c.method, c.path, status, out)
+		}
+	}
+	n := len(den.calls())
+	for _, body := range []string{`{`, `{"timeout":-1}`, `{"timeout":"x"}`, `{"mcp":{"x":{}}}`, `{"volumeMounts":[{}]}`} {
+		if status, out := call("POST", "/v2/sandboxes", body); status != 400 || out["code"] != float64(400) {
+			t.Errorf("create with %s: %d %v", body, status, out)
+		}
+	}
+	if len(den.calls()) != n {
+		t.Errorf("bad input reached den: %v", den.calls()[n:])
+	}
+	r := httptest.NewRequest("GET", "/v2/sandboxes", nil)
+	w := httptest.NewRecorder()
+	d.ServeHTTP(w, r)
+	if w.Code != 401 || !strings.Contains(w.Body.String(), `"code":401`) {
+		t.Errorf("without a key: %d %s", w.Code, w.Body)
+	}
+}
+
+// fakeAPI answers den's API for one sandbox, sb1, and records calls.
+type fakeAPI struct {
+	mu    sync.Mutex
+	log   []fakeCall
+	state string
+}
+
+type fakeCall struct {
+	route, path, query, body, auth string
+}
+
+func newFakeAPI() *fakeAPI { return &fakeAPI{state: api.StateRunning} }
+
+func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.log = append(f.log, fakeCall{route: r.Method + " " + r.URL.Path, path: r.URL.Path, query: r.URL.RawQuery, body: string(b), auth: r.Header.Get("Authorization")})
+	state := f.state
+	f.mu.Unlock()
+	if strings.HasPrefix(r.URL.Path, "/v1/sandboxes/nope") {
+		w.WriteHeader(404)
+		json.NewEncoder(w).Encode(api.ErrorBody{Error: &api.Error{Code: api.CodeNotFound, Message: `sandbox "nope" not found`}})
+		return
+	}
+	ttl, zero := "10m", "0"
+	sb := api.Sandbox{ID: "sb1", Name: "e2b-x", Image: "e2b-base", State: state, RunningFor: "10m",
+		Policy: api.Policy{TTL: &ttl, HibernateAfter: &zero, PauseAfter: &zero}}
+	switch {
+	case r.Method == "DELETE":
+		w.WriteHeader(204)
+	case r.URL.Path == "/v1/sandboxes" && r.Method == "POST":
+		w.WriteHeader(201)
+		json.NewEncoder(w).Encode(sb)
+	default:
+		json.NewEncoder(w).Encode(sb)
+	}
+}
+
+func (f *fakeAPI) calls() []fakeCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.log)
+}
+
+func (f *fakeAPI) last(route string) fakeCall {
+	calls := f.calls()
+	for i := len(calls) - 1; i >= 0; i-- {
+		if calls[i].route == route {
+			return calls[i]
+		}
+	}
+	return fakeCall{}
+}
+
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+func asConnect(err error, target **connect.Error) bool {
+	ce, ok := err.(*connect.Error)
+	*target = ce
+	return ok
+}

@@ -1,0 +1,84 @@
+package e2b
+
+import (
+	"time"
+
+	"github.com/den-dev/den/api"
+)
+
+// An E2B sandbox lives until its timeout, then is killed, or, with
+// autoPause (onTimeout: pause), paused. den says the same with its idle
+// policy, which the timeout is translated into; nothing else is kept:
+//
+//   - kill: ttl = the running time so far + the timeout (den's TTL counts
+//     running time only, so a paused sandbox does not run out), and no
+//     idle pause or hibernation, so the sandbox runs until then as E2B's
+//     would;
+//   - pause: hibernate_after = the timeout, ttl 0: once nothing used the
+//     sandbox for that long, den saves it to disk with its memory, and
+//     connect brings it back. Idle, not wall-clock time: a sandbox
+//     running an attached command is not paused under it.
+//
+// A sandbox is in kill mode when its ttl is set.
+
+// timeoutPolicy is the idle policy for a sandbox that has run for ran and
+// has timeout more to live.
+func (d *Door) timeoutPolicy(autoPause bool, ran, timeout time.Duration) *api.Policy {
+	zero := "0"
+	if autoPause {
+		return &api.Policy{PauseAfter: &zero, HibernateAfter: ptr(api.FormatDuration(max(timeout, time.Second))), TTL: &zero}
+	}
+	return &api.Policy{PauseAfter: &zero, HibernateAfter: &zero, TTL: ptr(api.FormatDuration(d.ttl(ran + timeout)))}
+}
+
+// ttl is a TTL dend accepts: no shorter than its floor.
+func (d *Door) ttl(v time.Duration) time.Duration { return max(v, d.cfg.MinTTL, time.Second) }
+
+// retimePolicy is the change that gives sb timeout more from now, or nil
+// for none: with extendOnly, a timeout that would end it sooner than it
+// ends now changes nothing (connect and refreshes); else it replaces
+// the one it had (setTimeout).
+func (d *Door) retimePolicy(sb *api.Sandbox, timeout time.Duration, extendOnly bool) *api.Policy {
+	if killMode(sb) {
+		want := durOf(sb.RunningFor) + timeout
+		if extendOnly && want <= durOf(deref(sb.Policy.TTL)) {
+			return nil
+		}
+		return &api.Policy{TTL: ptr(api.FormatDuration(d.ttl(want)))}
+	}
+	want := max(timeout, time.Second)
+	if extendOnly && want <= durOf(deref(sb.Policy.HibernateAfter)) {
+		return nil
+	}
+	return &api.Policy{HibernateAfter: ptr(api.FormatDuration(want))}
+}
+
+// killMode reports whether sb is killed at its timeout (its TTL is set),
+// rather than paused.
+func killMode(sb *api.Sandbox) bool { return durOf(deref(sb.Policy.TTL)) > 0 }
+
+// endAt is when sb's timeout runs out: when den's idle policy acts next,
+// or, with nothing due (a paused sandbox waits for connect), a year on.
+func endAt(sb *api.Sandbox, now time.Time) time.Time {
+	if sb.Next != nil {
+		return sb.Next.At.UTC()
+	}
+	return now.AddDate(1, 0, 0).UTC()
+}
+
+// durOf reads a duration as den writes them ("90s", "1h2m3s", "0"); 0
+// when it cannot.
+func durOf(s string) time.Duration {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0
+	}
+	return d
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
