@@ -29,6 +29,12 @@ type benchDend struct {
 }
 
 func startDend(bin, work, subnet string) (*benchDend, error) {
+	return startDendWith(bin, work, subnet, nil)
+}
+
+// startDendWith is startDend with env added to dend's environment and
+// extra flags.
+func startDendWith(bin, work, subnet string, env []string, extra ...string) (*benchDend, error) {
 	d := &benchDend{dataDir: filepath.Join(work, "data"), runDir: filepath.Join(work, "run")}
 	sock := filepath.Join(work, "den.sock")
 	// A /22 holds the 68 sandboxes the throughput step runs at once. Every
@@ -41,8 +47,10 @@ func startDend(bin, work, subnet string) (*benchDend, error) {
 	}
 	d.listen = l.Addr().String()
 	l.Close()
-	d.cmd = exec.Command(filepath.Join(bin, "dend"), "--data-dir", d.dataDir, "--run-dir", d.runDir,
-		"--socket", sock, "--subnet", subnet, "--pool-size", "8G", "--idle-interval", "1h", "--listen", d.listen)
+	args := []string{"--data-dir", d.dataDir, "--run-dir", d.runDir,
+		"--socket", sock, "--subnet", subnet, "--pool-size", "8G", "--idle-interval", "1h", "--listen", d.listen}
+	d.cmd = exec.Command(filepath.Join(bin, "dend"), append(args, extra...)...)
+	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Stdout, d.cmd.Stderr = &d.log, &d.log
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := d.cmd.Start(); err != nil {

@@ -33,6 +33,7 @@ func main() {
 	flag.IntVar(&o.idleN, "idle-n", 60, "idle sandboxes running beside the exec throughput clients")
 	flag.DurationVar(&o.loadFor, "load-for", 10*time.Second, "how long each exec throughput run lasts")
 	flag.StringVar(&o.subnet, "subnet", "10.215.0.0/22", "the bench dend's sandbox range (a /22 or larger), apart from any other dend's")
+	flag.StringVar(&o.storeSubnet, "store-subnet", "10.215.8.0/24", "the sandbox range of the store step's second dend, on PostgreSQL")
 	flag.StringVar(&o.python, "python", "/usr/bin/python3", "the Python interpreter of the python step")
 	flag.StringVar(&o.pythonSDK, "python-sdk", "sdk/python", "the Python SDK's directory, for the python step")
 	flag.Parse()
@@ -48,6 +49,8 @@ type options struct {
 	idleN   int           // exec throughput: idle sandboxes beside the busy ones
 	loadFor time.Duration // exec throughput: how long each run lasts
 	subnet  string        // the bench dend's --subnet
+	// store step: the --subnet of its dend on PostgreSQL
+	storeSubnet string
 	// python step: the interpreter, and the SDK's directory
 	python, pythonSDK string
 }
@@ -97,7 +100,7 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "python", "e2b"}
+var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "python", "e2b", "store"}
 
 func run(bin string, n, nBig int, only string, o options) error {
 	want := map[string]bool{}
@@ -156,6 +159,7 @@ func run(bin string, n, nBig int, only string, o options) error {
 		{"mcp", "front doors", b.mcpExec},
 		{"python", "Python SDK", b.pythonExec},
 		{"e2b", "E2B SDK", b.e2bDoor},
+		{"store", "store throughput, SQLite vs PostgreSQL", b.storeThroughput},
 	}
 	for _, s := range steps {
 		if len(want) > 0 && !want[s.name] {

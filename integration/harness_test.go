@@ -23,6 +23,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/client"
+	"github.com/den-dev/den/internal/store/postgres/pgtest"
 )
 
 // binDir holds dend, den, den-init and runsc for the tests.
@@ -40,6 +41,7 @@ func TestMain(m *testing.M) {
 	}
 	binDir = dir
 	code := m.Run()
+	pgtest.StopShared() // started by the first test that needs PostgreSQL
 	cleanup()
 	os.Exit(code)
 }

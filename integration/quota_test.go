@@ -98,8 +98,12 @@ func TestQuotaHostAndPIDs(t *testing.T) {
 	}
 }
 
-func TestQuotaPerOwner(t *testing.T) {
-	tn := newTenants(t)
+func TestQuotaPerOwner(t *testing.T) { testQuotaPerOwner(t) }
+
+// testQuotaPerOwner is TestQuotaPerOwner on a dend started with extra
+// flags (another store).
+func testQuotaPerOwner(t *testing.T, extra ...string) {
+	tn := newTenants(t, extra...)
 	d, ctx := tn.d, ctxT(t, 10*time.Minute)
 
 	// An owner cannot give itself a quota.

@@ -3,7 +3,8 @@
 # third-party clients the integration tests drive unmodified, pinned by
 # integration/js/package-lock.json; Debian's pytest (and what the Python
 # SDK's tests use: yaml, venv, setuptools and wheel for an offline pip
-# install). Idempotent, and quick when all is there.
+# install); Debian's PostgreSQL, whose binaries the store's tests run in a
+# temporary directory of their own. Idempotent, and quick when all is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +28,28 @@ if [ ${#missing[@]} -gt 0 ]; then
 	say "installing ${missing[*]}"
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# PostgreSQL: the tests run initdb and postgres themselves (see
+# internal/store/postgres/pgtest), so the package's own cluster and
+# service are not wanted: its main cluster is never made, the service is
+# neither started during the install nor enabled.
+if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+	say "installing postgresql (its binaries only: the tests start their own servers)"
+	apt-get update -qq
+	norc=""
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+		chmod 755 /usr/sbin/policy-rc.d
+		norc=1
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql-common >/dev/null
+	sed -ri 's/^#?\s*(create_main_cluster)\s*=.*$/\1 = false/' /etc/postgresql-common/createcluster.conf
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+	if command -v systemctl >/dev/null 2>&1; then
+		systemctl disable postgresql >/dev/null 2>&1 || true
+	fi
+	[ -z "$norc" ] || rm -f /usr/sbin/policy-rc.d
 fi
 
 # npm ci again only when a lockfile changed since the last install: the

@@ -86,6 +86,7 @@ func main() {
 	}
 	parseDisk := diskFlags(fs, &cfg)
 	parseQuotas := quotaFlags(fs, &cfg)
+	parseStore := storeFlags(fs, &cfg)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Parse(os.Args[1:])
 	if *showVersion {
@@ -110,6 +111,9 @@ func main() {
 	if err := parseQuotas(); err != nil {
 		fatal(err)
 	}
+	if err := parseStore(); err != nil {
+		fatal(err)
+	}
 
 	level := slog.LevelInfo
 	if cfg.Debug {
@@ -118,6 +122,14 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if cfg.ImportSQLite != "" {
+		report, err := daemon.ImportSQLite(ctx, cfg, log)
+		if err != nil {
+			fatal(err)
+		}
+		fmt.Print(report)
+		return
+	}
 	if err := daemon.Run(ctx, cfg, log); err != nil {
 		fatal(err)
 	}

@@ -35,6 +35,8 @@ type Config struct {
 	Runsc        string        // pinned runsc binary
 	Init         string        // den-init binary
 	Storage      string        // auto, btrfs or copy
+	Store        string        // PostgreSQL DSN (postgres://...) of the records; "" for SQLite in DataDir
+	ImportSQLite string        // with Store: a SQLite store to copy into it once, instead of serving
 	PoolSize     int64         // size of the loop file made when the data dir is not on btrfs
 	Subnet       string        // private range for sandbox links
 	DNSUpstreams string        // name servers den's resolver asks for allowed names, "ADDR[:PORT],..."; default: the host's
@@ -126,6 +128,9 @@ func (c *Config) Validate() error {
 	case StorageAuto, StorageBtrfs, StorageCopy:
 	default:
 		return bad("storage", "%q is not one of auto, btrfs, copy", c.Storage)
+	}
+	if err := c.validateStore(); err != nil {
+		return err
 	}
 	if c.PoolSize < 1<<30 {
 		return bad("pool-size", "%d bytes is below the 1G minimum", c.PoolSize)

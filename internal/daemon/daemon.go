@@ -34,7 +34,6 @@ import (
 	"github.com/den-dev/den/internal/storage"
 	"github.com/den-dev/den/internal/storage/btrfs"
 	copydriver "github.com/den-dev/den/internal/storage/copy"
-	"github.com/den-dev/den/internal/store/sqlite"
 	"github.com/den-dev/den/internal/version"
 )
 
@@ -49,15 +48,27 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("creating %s: %w", d, err)
 		}
 	}
+	st, lost, closeStore, err := openStore(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	if lost != nil {
+		go func() {
+			select {
+			case err := <-lost:
+				stop(err)
+			case <-ctx.Done():
+			}
+		}()
+	}
+	// The pool after the store: a dend refused its database makes no pool.
 	pool, err := openStorage(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "den.db"), log)
-	if err != nil {
-		return fmt.Errorf("opening the store: %w", err)
-	}
-	defer st.Close()
 	// secrets is both what the API sets, lists and removes and where
 	// sandboxes' execs get the secrets granted to them.
 	secrets, err := secret.Open(ctx, secret.Config{KeyFile: cfg.SecretsKeyFile(), Store: st, Logger: log})
@@ -179,7 +190,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
 		MCP: mcpHTTP, E2B: e2bDoor})
 	self.Serve(httpapi.Local(handler), handler)
-	return serve(ctx, cfg, handler, log)
+	if err := serve(ctx, cfg, handler, log); err != nil {
+		return err
+	}
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err // the store's claim was lost
+	}
+	return nil
 }
 
 // pool is what dend needs of a storage driver.

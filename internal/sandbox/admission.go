@@ -15,9 +15,9 @@ import (
 // what admitted verbs are still creating (their reservations).
 //
 // Its maps are per node by design: a reservation lives only as long as
-// the verb that holds it, on the node that runs it. Two nodes sharing a
-// store would need the check to take a lock in the store instead (a row
-// of the owner's).
+// the verb that holds it, on the node that runs it. A store several
+// nodes share checks again as it writes a new sandbox's record (see
+// QuotaStore), so that no two nodes both pass a quota with room for one.
 type admission struct {
 	quotas Quotas
 
@@ -63,6 +63,30 @@ func (a *admission) pendingOf(o *ownerAdmission) Use {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return o.pending
+}
+
+// QuotaStore is a Store that several dends may share (PostgreSQL). What
+// admission reserves is known only to the node that reserved it, so a
+// new sandbox's record goes through CreateSandboxWithin: the store counts
+// the owner's use from its records again in the transaction that writes
+// the record, under a lock on the owner, and refuses what would go over
+// q. Of two nodes racing for a quota with room for one, exactly one wins.
+type QuotaStore interface {
+	CreateSandboxWithin(ctx context.Context, sb *Sandbox, ev Event, q Quota) error
+}
+
+// recordNew writes a new sandbox's record, within its owner's quota
+// again when the store is shared (QuotaStore).
+func (s *Service) recordNew(ctx context.Context, sb *Sandbox, ev Event) error {
+	qs, ok := s.cfg.Store.(QuotaStore)
+	if !ok || sb.Owner == "" {
+		return s.cfg.Store.CreateSandbox(ctx, sb, ev)
+	}
+	rec, _, err := s.QuotaOf(ctx, sb.Owner)
+	if err != nil {
+		return err
+	}
+	return qs.CreateSandboxWithin(ctx, sb, ev, rec.Quota)
 }
 
 // QuotaOf returns an owner's quota and whether it is the dend-wide

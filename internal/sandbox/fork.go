@@ -164,7 +164,7 @@ func (s *Service) createFrom(ctx context.Context, p CreateParams, ck *Checkpoint
 	l.Lock()
 	defer l.Unlock()
 	ev := Event{SandboxID: sb.ID, Time: now, Type: EventCreated, To: StateCreating, Generation: sb.Generation, Message: msg}
-	if err := s.cfg.Store.CreateSandbox(ctx, sb, ev); err != nil {
+	if err := s.recordNew(ctx, sb, ev); err != nil {
 		s.releaseSlot(sb.Slot)
 		return nil, fmt.Errorf("creating sandbox %q: %w", p.Name, err)
 	}

@@ -106,7 +106,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	defer l.Unlock()
 
 	ev := Event{SandboxID: sb.ID, Time: now, Type: EventCreated, To: StateCreating, Generation: sb.Generation, Message: "from image " + spec.Image}
-	if err := s.cfg.Store.CreateSandbox(ctx, sb, ev); err != nil {
+	if err := s.recordNew(ctx, sb, ev); err != nil {
 		s.releaseSlot(sb.Slot)
 		return nil, fmt.Errorf("creating sandbox %q: %w", p.Name, err)
 	}

@@ -58,6 +58,9 @@ func useOf(l Limits) Use {
 	return Use{Sandboxes: 1, MemoryBytes: l.MemoryBytes, CPUs: l.CPUs, DiskBytes: l.DiskBytes}
 }
 
+// Use is what sb holds of its owner's quota, its checkpoints aside.
+func (sb *Sandbox) Use() Use { return useOf(sb.Spec.Limits()) }
+
 // cpuEpsilon absorbs the rounding of summed fractional CPUs.
 const cpuEpsilon = 1e-9
 

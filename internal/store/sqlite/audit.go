@@ -3,17 +3,14 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/den-dev/den/internal/audit"
-	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/store"
 )
 
 var _ audit.Log = (*Store)(nil)
-
-const auditCols = `seq, time, token_id, token_name, method, route, path, sandbox_id, sandbox, status, error`
 
 // RecordAudit appends e and sets its Seq. A zero Time is set to now.
 func (s *Store) RecordAudit(ctx context.Context, e *audit.Entry) error {
@@ -50,12 +47,9 @@ func (s *Store) PruneAudit(ctx context.Context, before time.Time) (int64, error)
 
 // QueryAudit returns the newest entries f selects, oldest first.
 func (s *Store) QueryAudit(ctx context.Context, f audit.Filter) ([]*audit.Entry, error) {
-	limit := f.Limit
-	switch {
-	case limit == 0:
-		limit = audit.DefaultLimit
-	case limit < 0 || limit > audit.MaxLimit:
-		return nil, errdefs.WithHint(errdefs.Invalid("invalid audit limit %d", f.Limit), fmt.Sprintf("ask for 1 to %d entries", audit.MaxLimit))
+	limit, err := store.AuditLimit(f)
+	if err != nil {
+		return nil, err
 	}
 	var where []string
 	var args []any
@@ -74,22 +68,11 @@ func (s *Store) QueryAudit(ctx context.Context, f audit.Filter) ([]*audit.Entry,
 	if f.Token != "" {
 		where, args = append(where, "(token_id = ? OR token_name = ?)"), append(args, f.Token, f.Token)
 	}
-	q := `SELECT ` + auditCols + ` FROM audit`
+	q := `SELECT ` + store.AuditCols + ` FROM audit`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
 	// The newest limit entries, then turned oldest first.
 	q = `SELECT * FROM (` + q + ` ORDER BY time DESC, seq DESC LIMIT ?) ORDER BY time, seq`
-	return queryAll(ctx, s.r, scanAudit, "reading the audit log", q, append(args, limit)...)
-}
-
-func scanAudit(row scanner) (*audit.Entry, error) {
-	var e audit.Entry
-	var t string
-	err := row.Scan(&e.Seq, &t, &e.TokenID, &e.TokenName, &e.Method, &e.Route, &e.Path, &e.SandboxID, &e.Sandbox, &e.Status, &e.Error)
-	if err != nil {
-		return nil, err
-	}
-	e.Time, err = parseTime(t)
-	return &e, err
+	return queryAll(ctx, s.r, store.ScanAudit, "reading the audit log", q, append(args, limit)...)
 }

@@ -9,25 +9,20 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/store"
 )
-
-const checkpointCols = `id, sandbox_id, name, kind, parent, memory, generation, manifest, created_at`
 
 // CreateCheckpoint inserts a checkpoint of an existing sandbox. CreatedAt
 // is set to now when zero. A name another checkpoint of the same sandbox
 // has, or an id already taken, is a conflict. NeededBy is not stored.
 func (s *Store) CreateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) error {
-	if c.ID == "" || c.SandboxID == "" {
-		return errdefs.Invalid("cannot store checkpoint %q of sandbox %q: it needs an id and a sandbox id", c.ID, c.SandboxID)
-	}
-	rec := *c
-	if rec.CreatedAt.IsZero() {
-		rec.CreatedAt = now()
-	}
-	rec.CreatedAt = rec.CreatedAt.UTC() // as a read returns it
-	manifest, err := json.Marshal(rec.Manifest)
+	rec, err := store.NewCheckpoint(c, now())
 	if err != nil {
-		return fmt.Errorf("encoding manifest of checkpoint %q: %w", rec.ID, err)
+		return err
+	}
+	values, err := store.CheckpointValues(rec)
+	if err != nil {
+		return err
 	}
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		var n int
@@ -35,23 +30,21 @@ func (s *Store) CreateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) err
 			return err
 		}
 		if n == 0 {
-			return sandboxNotFound(rec.SandboxID)
+			return sandbox.NotFound(rec.SandboxID)
 		}
 		if err := checkpointIDFree(ctx, tx, rec.ID); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+checkpointCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			rec.ID, rec.SandboxID, rec.Name, rec.Kind, rec.Parent, rec.Memory, rec.Generation, string(manifest),
-			formatTime(rec.CreatedAt))
+		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+store.CheckpointCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, values...)
 		if isUniqueViolation(err) {
-			return checkpointNameTaken(rec.Name)
+			return store.CheckpointNameTaken(rec.Name)
 		}
 		return err
 	})
 	if err != nil {
 		return wrap(err, "recording checkpoint %q", rec.ID)
 	}
-	*c = rec
+	*c = *rec
 	return nil
 }
 
@@ -61,15 +54,15 @@ func (s *Store) CreateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) err
 func (s *Store) GetCheckpoint(ctx context.Context, sandboxID, ref string) (*sandbox.Checkpoint, error) {
 	var row *sql.Row
 	if sandboxID == "" {
-		row = s.r.QueryRowContext(ctx, `SELECT `+checkpointCols+` FROM checkpoints WHERE id = ?`, ref)
+		row = s.r.QueryRowContext(ctx, `SELECT `+store.CheckpointCols+` FROM checkpoints WHERE id = ?`, ref)
 	} else {
-		row = s.r.QueryRowContext(ctx, `SELECT `+checkpointCols+` FROM checkpoints
+		row = s.r.QueryRowContext(ctx, `SELECT `+store.CheckpointCols+` FROM checkpoints
 			WHERE sandbox_id = ?1 AND (id = ?2 OR name = ?2)
 			ORDER BY id = ?2 DESC LIMIT 1`, sandboxID, ref)
 	}
-	c, err := scanCheckpoint(row)
+	c, err := store.ScanCheckpoint(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, checkpointNotFound(ref)
+		return nil, store.CheckpointNotFound(ref)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading checkpoint %q: %w", ref, err)
@@ -81,11 +74,11 @@ func (s *Store) GetCheckpoint(ctx context.Context, sandboxID, ref string) (*sand
 // when sandboxID is "", oldest first.
 func (s *Store) ListCheckpoints(ctx context.Context, sandboxID string) ([]*sandbox.Checkpoint, error) {
 	if sandboxID == "" {
-		return queryAll(ctx, s.r, scanCheckpoint, "listing checkpoints",
-			`SELECT `+checkpointCols+` FROM checkpoints ORDER BY created_at, id`)
+		return queryAll(ctx, s.r, store.ScanCheckpoint, "listing checkpoints",
+			`SELECT `+store.CheckpointCols+` FROM checkpoints ORDER BY created_at, id`)
 	}
-	return queryAll(ctx, s.r, scanCheckpoint, fmt.Sprintf("listing checkpoints of sandbox %q", sandboxID),
-		`SELECT `+checkpointCols+` FROM checkpoints WHERE sandbox_id = ? ORDER BY created_at, id`, sandboxID)
+	return queryAll(ctx, s.r, store.ScanCheckpoint, fmt.Sprintf("listing checkpoints of sandbox %q", sandboxID),
+		`SELECT `+store.CheckpointCols+` FROM checkpoints WHERE sandbox_id = ? ORDER BY created_at, id`, sandboxID)
 }
 
 // UpdateCheckpoint rewrites the manifest, name and parent of the
@@ -98,11 +91,11 @@ func (s *Store) UpdateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) err
 		return fmt.Errorf("encoding manifest of checkpoint %q: %w", c.ID, err)
 	}
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		err := execOne(ctx, tx, checkpointNotFound(c.ID),
+		err := execOne(ctx, tx, store.CheckpointNotFound(c.ID),
 			`UPDATE checkpoints SET name = ?, parent = ?, manifest = ? WHERE id = ?`,
 			c.Name, c.Parent, string(manifest), c.ID)
 		if isUniqueViolation(err) {
-			return checkpointNameTaken(c.Name)
+			return store.CheckpointNameTaken(c.Name)
 		}
 		return err
 	})
@@ -116,7 +109,7 @@ func (s *Store) DeleteCheckpoint(ctx context.Context, id string) error {
 		var parent string
 		err := tx.QueryRowContext(ctx, `SELECT parent FROM checkpoints WHERE id = ?`, id).Scan(&parent)
 		if errors.Is(err, sql.ErrNoRows) {
-			return checkpointNotFound(id)
+			return store.CheckpointNotFound(id)
 		}
 		if err != nil {
 			return err
@@ -124,7 +117,7 @@ func (s *Store) DeleteCheckpoint(ctx context.Context, id string) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE checkpoints SET parent = ? WHERE parent = ?`, parent, id); err != nil {
 			return fmt.Errorf("reparenting its children: %w", err)
 		}
-		return execOne(ctx, tx, checkpointNotFound(id), `DELETE FROM checkpoints WHERE id = ?`, id)
+		return execOne(ctx, tx, store.CheckpointNotFound(id), `DELETE FROM checkpoints WHERE id = ?`, id)
 	})
 	return wrap(err, "deleting checkpoint %q", id)
 }
@@ -140,29 +133,4 @@ func checkpointIDFree(ctx context.Context, tx *sql.Tx, id string) error {
 		return errdefs.Conflict("checkpoint id %q is already taken", id)
 	}
 	return nil
-}
-
-func scanCheckpoint(row scanner) (*sandbox.Checkpoint, error) {
-	var c sandbox.Checkpoint
-	var manifest, created string
-	err := row.Scan(&c.ID, &c.SandboxID, &c.Name, &c.Kind, &c.Parent, &c.Memory, &c.Generation, &manifest, &created)
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal([]byte(manifest), &c.Manifest); err != nil {
-		return nil, fmt.Errorf("decoding manifest of checkpoint %q: %w", c.ID, err)
-	}
-	if c.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	return &c, nil
-}
-
-func checkpointNotFound(ref string) error {
-	return errdefs.WithHint(errdefs.NotFound("checkpoint %q not found", ref), "list them with `den checkpoints SANDBOX`")
-}
-
-func checkpointNameTaken(name string) error {
-	err := errdefs.Conflict("the sandbox already has a checkpoint named %q", name)
-	return errdefs.WithHint(err, "pick another name, or leave it out")
 }

@@ -3,54 +3,45 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 
-	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/store"
 )
-
-const imageCols = `name, source, ref, digest, size_bytes, env, cwd, user, created_at`
 
 // PutImage inserts an image record or replaces the one with its name.
 // CreatedAt is set to now when zero.
 func (s *Store) PutImage(ctx context.Context, im *sandbox.Image) error {
-	if im.Name == "" {
-		return errdefs.Invalid("cannot store an image without a name")
-	}
-	rec := *im
-	if rec.CreatedAt.IsZero() {
-		rec.CreatedAt = now()
-	}
-	rec.CreatedAt = rec.CreatedAt.UTC() // as a read returns it
-	env, err := json.Marshal(rec.Env)
+	rec, err := store.NewImage(im, now())
 	if err != nil {
-		return fmt.Errorf("encoding env of image %q: %w", rec.Name, err)
+		return err
+	}
+	values, err := store.ImageValues(rec)
+	if err != nil {
+		return err
 	}
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO images (`+imageCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		_, err := tx.ExecContext(ctx, `INSERT INTO images (`+store.ImageCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET
 				source = excluded.source, ref = excluded.ref, digest = excluded.digest,
 				size_bytes = excluded.size_bytes, env = excluded.env, cwd = excluded.cwd,
-				user = excluded.user, created_at = excluded.created_at`,
-			rec.Name, rec.Source, rec.Ref, rec.Digest, rec.SizeBytes, string(env), rec.Cwd, rec.User,
-			formatTime(rec.CreatedAt))
+				"user" = excluded."user", created_at = excluded.created_at`, values...)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("recording image %q: %w", rec.Name, err)
 	}
-	*im = rec
+	*im = *rec
 	return nil
 }
 
 // GetImage returns the image with name.
 func (s *Store) GetImage(ctx context.Context, name string) (*sandbox.Image, error) {
-	row := s.r.QueryRowContext(ctx, `SELECT `+imageCols+` FROM images WHERE name = ?`, name)
-	im, err := scanImage(row)
+	row := s.r.QueryRowContext(ctx, `SELECT `+store.ImageCols+` FROM images WHERE name = ?`, name)
+	im, err := store.ScanImage(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, imageNotFound(name)
+		return nil, store.ImageNotFound(name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading image %q: %w", name, err)
@@ -60,33 +51,13 @@ func (s *Store) GetImage(ctx context.Context, name string) (*sandbox.Image, erro
 
 // ListImages returns every image, by name.
 func (s *Store) ListImages(ctx context.Context) ([]*sandbox.Image, error) {
-	return queryAll(ctx, s.r, scanImage, "listing images", `SELECT `+imageCols+` FROM images ORDER BY name`)
+	return queryAll(ctx, s.r, store.ScanImage, "listing images", `SELECT `+store.ImageCols+` FROM images ORDER BY name`)
 }
 
 // DeleteImage removes the image record with name.
 func (s *Store) DeleteImage(ctx context.Context, name string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		return execOne(ctx, tx, imageNotFound(name), `DELETE FROM images WHERE name = ?`, name)
+		return execOne(ctx, tx, store.ImageNotFound(name), `DELETE FROM images WHERE name = ?`, name)
 	})
 	return wrap(err, "deleting image %q", name)
-}
-
-func scanImage(row scanner) (*sandbox.Image, error) {
-	var im sandbox.Image
-	var env, created string
-	err := row.Scan(&im.Name, &im.Source, &im.Ref, &im.Digest, &im.SizeBytes, &env, &im.Cwd, &im.User, &created)
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal([]byte(env), &im.Env); err != nil {
-		return nil, fmt.Errorf("decoding env of image %q: %w", im.Name, err)
-	}
-	if im.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	return &im, nil
-}
-
-func imageNotFound(name string) error {
-	return errdefs.WithHint(errdefs.NotFound("image %q not found", name), "list images with `den image ls`")
 }

@@ -22,8 +22,8 @@ func migrationsUpTo(t *testing.T, last int) fstest.MapFS {
 	}
 	fsys := fstest.MapFS{}
 	for _, m := range ms {
-		if m.version <= last {
-			fsys["migrations/"+m.name+".sql"] = &fstest.MapFile{Data: []byte(m.sql)}
+		if m.Version <= last {
+			fsys["migrations/"+m.Name+".sql"] = &fstest.MapFile{Data: []byte(m.SQL)}
 		}
 	}
 	return fsys
@@ -160,7 +160,7 @@ func allVersions(t *testing.T) []int {
 	}
 	var out []int
 	for _, m := range ms {
-		out = append(out, m.version)
+		out = append(out, m.Version)
 	}
 	return out
 }

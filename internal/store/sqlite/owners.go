@@ -3,29 +3,22 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/store"
 )
 
 var _ sandbox.OwnerStore = (*Store)(nil)
-
-const ownerCols = `id, sandboxes, memory_bytes, cpus, disk_bytes, checkpoints, allow_private, updated_at`
 
 // PutOwner inserts or replaces an owner's record.
 func (s *Store) PutOwner(ctx context.Context, o *sandbox.Owner) error {
 	if o.ID == "" {
 		return errdefs.Invalid("cannot store an owner without an id")
 	}
-	grants := make([]string, len(o.AllowPrivate))
-	for i, p := range o.AllowPrivate {
-		grants[i] = p.String()
-	}
-	js, err := json.Marshal(grants)
+	js, err := store.EncodeGrants(o.AllowPrivate)
 	if err != nil {
 		return err
 	}
@@ -35,7 +28,7 @@ func (s *Store) PutOwner(ctx context.Context, o *sandbox.Owner) error {
 	}
 	q := o.Quota
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO owners (`+ownerCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO owners (`+store.OwnerCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			o.ID, q.Sandboxes, q.MemoryBytes, q.CPUs, q.DiskBytes, q.Checkpoints, string(js), formatTime(at))
 		return err
 	})
@@ -48,9 +41,9 @@ func (s *Store) PutOwner(ctx context.Context, o *sandbox.Owner) error {
 
 // GetOwner returns an owner's record.
 func (s *Store) GetOwner(ctx context.Context, id string) (*sandbox.Owner, error) {
-	o, err := scanOwner(s.r.QueryRowContext(ctx, `SELECT `+ownerCols+` FROM owners WHERE id = ?`, id))
+	o, err := store.ScanOwner(s.r.QueryRowContext(ctx, `SELECT `+store.OwnerCols+` FROM owners WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errdefs.NotFound("owner %q has no record", id)
+		return nil, store.OwnerNotFound(id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading owner %q: %w", id, err)
@@ -60,7 +53,7 @@ func (s *Store) GetOwner(ctx context.Context, id string) (*sandbox.Owner, error)
 
 // ListOwners returns every owner record, by id.
 func (s *Store) ListOwners(ctx context.Context) ([]*sandbox.Owner, error) {
-	return queryAll(ctx, s.r, scanOwner, "listing owners", `SELECT `+ownerCols+` FROM owners ORDER BY id`)
+	return queryAll(ctx, s.r, store.ScanOwner, "listing owners", `SELECT `+store.OwnerCols+` FROM owners ORDER BY id`)
 }
 
 // DeleteOwner removes an owner's record, if there is one.
@@ -70,29 +63,4 @@ func (s *Store) DeleteOwner(ctx context.Context, id string) error {
 		return err
 	})
 	return wrap(err, "removing owner %q", id)
-}
-
-func scanOwner(row scanner) (*sandbox.Owner, error) {
-	var o sandbox.Owner
-	var grants, updated string
-	q := &o.Quota
-	if err := row.Scan(&o.ID, &q.Sandboxes, &q.MemoryBytes, &q.CPUs, &q.DiskBytes, &q.Checkpoints, &grants, &updated); err != nil {
-		return nil, err
-	}
-	var cidrs []string
-	if err := json.Unmarshal([]byte(grants), &cidrs); err != nil {
-		return nil, fmt.Errorf("reading the grants of owner %q: %w", o.ID, err)
-	}
-	for _, c := range cidrs {
-		p, err := netip.ParsePrefix(c)
-		if err != nil {
-			return nil, fmt.Errorf("reading the grants of owner %q: %w", o.ID, err)
-		}
-		o.AllowPrivate = append(o.AllowPrivate, p)
-	}
-	var err error
-	if o.UpdatedAt, err = parseTime(updated); err != nil {
-		return nil, err
-	}
-	return &o, nil
 }

@@ -3,31 +3,20 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/store"
 )
 
-// sandboxCols are the columns scanSandbox reads, in its order.
-const sandboxCols = `id, name, spec, state, reason, generation, version, node, slot, token,
-	policy, usage, checkpoint, origin, head, pending, owner, init, created_at, updated_at`
-
-// sandboxFields are the columns every write sets from a Sandbox's fields,
-// in the order of sandboxValues. A create adds id, version and both times;
-// an update the new version and update time.
-var sandboxFields = []string{"name", "image", "spec", "state", "reason", "generation", "node", "slot", "token",
-	"policy", "usage", "checkpoint", "origin", "head", "pending", "owner", "init"}
-
 var (
-	insertSandbox = `INSERT INTO sandboxes (id, version, created_at, updated_at, ` + strings.Join(sandboxFields, ", ") +
-		`) VALUES (?, ?, ?, ?` + strings.Repeat(", ?", len(sandboxFields)) + `)`
-	updateSandbox = `UPDATE sandboxes SET version = ?, updated_at = ?, ` + strings.Join(sandboxFields, " = ?, ") +
+	insertSandbox = `INSERT INTO sandboxes (id, version, created_at, updated_at, ` + strings.Join(store.SandboxFields, ", ") +
+		`) VALUES (?, ?, ?, ?` + strings.Repeat(", ?", len(store.SandboxFields)) + `)`
+	updateSandbox = `UPDATE sandboxes SET version = ?, updated_at = ?, ` + strings.Join(store.SandboxFields, " = ?, ") +
 		` = ? WHERE id = ? AND version = ?`
 )
 
@@ -36,7 +25,7 @@ var (
 // network slot held by a sandbox that is not destroyed is a conflict.
 func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandbox.Event) error {
 	if sb.ID == "" || !sb.State.Valid() {
-		return errdefs.Invalid("cannot store sandbox %q: it needs an id and a known state (got %q)", sb.Name, sb.State)
+		return store.InvalidSandbox(sb)
 	}
 	rec := *sb
 	rec.Version = 1
@@ -49,7 +38,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 	}
 	rec.CreatedAt, rec.UpdatedAt = rec.CreatedAt.UTC(), rec.UpdatedAt.UTC() // as a read returns them
 	rec.Usage.RunningSince = rec.Usage.RunningSince.UTC()
-	values, err := sandboxValues(&rec)
+	values, err := store.SandboxValues(&rec)
 	if err != nil {
 		return err
 	}
@@ -59,7 +48,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 			return err
 		}
 		if n > 0 {
-			return errdefs.Conflict("sandbox id %q is already taken", rec.ID)
+			return store.SandboxIDTaken(rec.ID)
 		}
 		if err := checkClashes(ctx, tx, &rec); err != nil {
 			return err
@@ -67,7 +56,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 		_, err := tx.ExecContext(ctx, insertSandbox, append([]any{rec.ID, rec.Version,
 			formatTime(rec.CreatedAt), formatTime(rec.UpdatedAt)}, values...)...)
 		if isUniqueViolation(err) {
-			return errdefs.Conflict("sandbox %q clashes with another sandbox", rec.Name)
+			return store.Clash(&rec)
 		}
 		if err != nil {
 			return err
@@ -85,12 +74,12 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 // sandboxes of admin callers (owner ”). Names are unique per owner: see
 // SandboxesNamed for the others'.
 func (s *Store) GetSandbox(ctx context.Context, ref string) (*sandbox.Sandbox, error) {
-	row := s.r.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes
+	row := s.r.QueryRowContext(ctx, `SELECT `+store.SandboxCols+` FROM sandboxes
 		WHERE id = ?1 OR (name = ?1 AND owner = '' AND state <> 'destroyed')
 		ORDER BY id = ?1 DESC LIMIT 1`, ref)
-	sb, err := scanSandbox(row)
+	sb, err := store.ScanSandbox(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, sandboxNotFound(ref)
+		return nil, sandbox.NotFound(ref)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading sandbox %q: %w", ref, err)
@@ -101,13 +90,13 @@ func (s *Store) GetSandbox(ctx context.Context, ref string) (*sandbox.Sandbox, e
 // SandboxesNamed returns the live sandboxes of every owner that have the
 // name, oldest first.
 func (s *Store) SandboxesNamed(ctx context.Context, name string) ([]*sandbox.Sandbox, error) {
-	return queryAll(ctx, s.r, scanSandbox, "finding sandboxes named "+strconv.Quote(name), `SELECT `+sandboxCols+` FROM sandboxes
+	return queryAll(ctx, s.r, store.ScanSandbox, "finding sandboxes named "+strconv.Quote(name), `SELECT `+store.SandboxCols+` FROM sandboxes
 		WHERE name = ? AND state <> 'destroyed' ORDER BY created_at, rowid`, name)
 }
 
 // ListSandboxes returns the sandboxes that are not destroyed, oldest first.
 func (s *Store) ListSandboxes(ctx context.Context) ([]*sandbox.Sandbox, error) {
-	return queryAll(ctx, s.r, scanSandbox, "listing sandboxes", `SELECT `+sandboxCols+` FROM sandboxes
+	return queryAll(ctx, s.r, store.ScanSandbox, "listing sandboxes", `SELECT `+store.SandboxCols+` FROM sandboxes
 		WHERE state <> 'destroyed' ORDER BY created_at, rowid`)
 }
 
@@ -121,7 +110,7 @@ func (s *Store) ListSandboxes(ctx context.Context) ([]*sandbox.Sandbox, error) {
 // running and paused is committed without waiting for the disk
 // (sandbox.InMemoryChange); every other write waits.
 func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandbox.Event) error {
-	values, err := sandboxValues(sb)
+	values, err := store.SandboxValues(sb)
 	if err != nil {
 		return err
 	}
@@ -136,16 +125,16 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 		var version int64
 		err := tx.QueryRowContext(ctx, `SELECT state, version FROM sandboxes WHERE id = ?`, sb.ID).Scan(&stored, &version)
 		if errors.Is(err, sql.ErrNoRows) {
-			return sandboxNotFound(sb.ID)
+			return sandbox.NotFound(sb.ID)
 		}
 		if err != nil {
 			return err
 		}
 		if version != sb.Version || (inMemory && stored != ev.From) {
-			return changedConcurrently(sb)
+			return store.ChangedConcurrently(sb)
 		}
 		if sb.State != stored && !sandbox.CanTransition(stored, sb.State) {
-			return errdefs.Conflict("cannot move sandbox %q from %s to %s", sb.Name, stored, sb.State)
+			return store.CannotMove(sb, stored)
 		}
 		if err := checkClashes(ctx, tx, sb); err != nil {
 			return err
@@ -153,13 +142,13 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 		args := append([]any{sb.Version + 1, formatTime(t)}, values...)
 		res, err := tx.ExecContext(ctx, updateSandbox, append(args, sb.ID, sb.Version)...)
 		if isUniqueViolation(err) {
-			return errdefs.Conflict("sandbox %q clashes with another sandbox", sb.Name)
+			return store.Clash(sb)
 		}
 		if err != nil {
 			return err
 		}
 		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return errors.Join(err, changedConcurrently(sb))
+			return errors.Join(err, store.ChangedConcurrently(sb))
 		}
 		return insertEvent(ctx, tx, sb, stored, ev, t)
 	})
@@ -178,7 +167,7 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		// Events and runs go with it: their foreign keys cascade.
-		return execOne(ctx, tx, sandboxNotFound(id), `DELETE FROM sandboxes WHERE id = ?`, id)
+		return execOne(ctx, tx, sandbox.NotFound(id), `DELETE FROM sandboxes WHERE id = ?`, id)
 	})
 	return wrap(err, "deleting sandbox %q", id)
 }
@@ -186,20 +175,9 @@ func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
 // Events returns a sandbox's history, oldest first; none for an id the
 // store does not know.
 func (s *Store) Events(ctx context.Context, sandboxID string) ([]sandbox.Event, error) {
-	return queryAll(ctx, s.r, scanEvent, fmt.Sprintf("reading events of sandbox %q", sandboxID),
+	return queryAll(ctx, s.r, store.ScanEvent, fmt.Sprintf("reading events of sandbox %q", sandboxID),
 		`SELECT sandbox_id, seq, time, type, from_state, to_state, generation, message
 		FROM events WHERE sandbox_id = ? ORDER BY seq`, sandboxID)
-}
-
-func scanEvent(row scanner) (sandbox.Event, error) {
-	var ev sandbox.Event
-	var t string
-	if err := row.Scan(&ev.SandboxID, &ev.Seq, &t, &ev.Type, &ev.From, &ev.To, &ev.Generation, &ev.Message); err != nil {
-		return ev, err
-	}
-	var err error
-	ev.Time, err = parseTime(t)
-	return ev, err
 }
 
 // checkClashes fails when a live sandbox other than sb holds sb's name
@@ -216,8 +194,7 @@ func checkClashes(ctx context.Context, tx *sql.Tx, sb *sandbox.Sandbox) error {
 		return err
 	}
 	if n > 0 {
-		err := errdefs.Conflict("sandbox name %q is already in use", sb.Name)
-		return errdefs.WithHint(err, fmt.Sprintf("choose another name or remove it with `den rm %s`", sb.Name))
+		return store.NameInUse(sb.Name)
 	}
 	var other string
 	err = tx.QueryRowContext(ctx, `SELECT name FROM sandboxes
@@ -228,81 +205,16 @@ func checkClashes(ctx context.Context, tx *sql.Tx, sb *sandbox.Sandbox) error {
 	if err != nil {
 		return err
 	}
-	return errdefs.Conflict("network slot %d of sandbox %q is already used by sandbox %q", sb.Slot, sb.Name, other)
+	return store.SlotInUse(sb, other)
 }
 
 // insertEvent appends ev to sb's history, filling in what the caller may
 // leave out.
 func insertEvent(ctx context.Context, tx *sql.Tx, sb *sandbox.Sandbox, from sandbox.State, ev sandbox.Event, t time.Time) error {
-	if ev.From == "" {
-		ev.From = from
-	}
-	if ev.To == "" {
-		ev.To = sb.State
-	}
-	if ev.Time.IsZero() {
-		ev.Time = t
-	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO events (sandbox_id, time, type, from_state, to_state, generation, message)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		sb.ID, formatTime(ev.Time), ev.Type, ev.From, ev.To, ev.Generation, ev.Message)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, store.EventValues(sb, from, ev, t)...)
 	if err != nil {
 		return fmt.Errorf("appending event: %w", err)
 	}
 	return nil
-}
-
-// sandboxValues returns sb's values for sandboxFields, in their order.
-func sandboxValues(sb *sandbox.Sandbox) ([]any, error) {
-	spec, err := json.Marshal(sb.Spec)
-	if err != nil {
-		return nil, fmt.Errorf("encoding spec of sandbox %q: %w", sb.Name, err)
-	}
-	policy, err := json.Marshal(sb.Policy)
-	if err != nil {
-		return nil, fmt.Errorf("encoding policy of sandbox %q: %w", sb.Name, err)
-	}
-	usage := sb.Usage
-	usage.RunningSince = usage.RunningSince.UTC()
-	usageJSON, err := json.Marshal(usage)
-	if err != nil {
-		return nil, fmt.Errorf("encoding usage of sandbox %q: %w", sb.Name, err)
-	}
-	return []any{sb.Name, sb.Spec.Image, string(spec), sb.State, sb.Reason, sb.Generation, sb.Node, sb.Slot, sb.Token,
-		string(policy), string(usageJSON), sb.Checkpoint, sb.Origin, sb.Head, sb.Pending, sb.Owner, sb.Init}, nil
-}
-
-func scanSandbox(row scanner) (*sandbox.Sandbox, error) {
-	var sb sandbox.Sandbox
-	var spec, policy, usage, created, updated string
-	err := row.Scan(&sb.ID, &sb.Name, &spec, &sb.State, &sb.Reason, &sb.Generation, &sb.Version,
-		&sb.Node, &sb.Slot, &sb.Token, &policy, &usage, &sb.Checkpoint, &sb.Origin, &sb.Head, &sb.Pending,
-		&sb.Owner, &sb.Init, &created, &updated)
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range []struct {
-		what string
-		text string
-		into any
-	}{{"spec", spec, &sb.Spec}, {"policy", policy, &sb.Policy}, {"usage", usage, &sb.Usage}} {
-		if err := json.Unmarshal([]byte(f.text), f.into); err != nil {
-			return nil, fmt.Errorf("decoding %s of sandbox %q: %w", f.what, sb.ID, err)
-		}
-	}
-	sb.Usage.RunningSince = sb.Usage.RunningSince.UTC()
-	if sb.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	if sb.UpdatedAt, err = parseTime(updated); err != nil {
-		return nil, err
-	}
-	return &sb, nil
-}
-
-func sandboxNotFound(ref string) error { return sandbox.NotFound(ref) }
-
-func changedConcurrently(sb *sandbox.Sandbox) error {
-	err := errdefs.Conflict("sandbox %q was changed concurrently", sb.Name)
-	return errdefs.WithHint(err, "read it again and retry")
 }

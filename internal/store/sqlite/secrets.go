@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/secret"
+	"github.com/den-dev/den/internal/store"
 )
 
 var _ secret.Store = (*Store)(nil)
-
-const secretCols = `name, ciphertext, nonce, key_id, created_at, updated_at`
 
 // PutSecret inserts r, or replaces the sealed value of the secret of that
 // name, keeping its creation time. It sets r's times to the stored ones.
@@ -31,7 +29,7 @@ func (s *Store) PutSecret(ctx context.Context, r *secret.Record) error {
 				return err
 			}
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO secrets (`+secretCols+`) VALUES (?, ?, ?, ?, ?, ?)
+		_, err = tx.ExecContext(ctx, `INSERT INTO secrets (`+store.SecretCols+`) VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET ciphertext = excluded.ciphertext, nonce = excluded.nonce,
 				key_id = excluded.key_id, updated_at = excluded.updated_at`,
 			r.Name, r.Ciphertext, r.Nonce, r.KeyID, formatTime(created), formatTime(t))
@@ -46,9 +44,9 @@ func (s *Store) PutSecret(ctx context.Context, r *secret.Record) error {
 
 // GetSecret returns a sealed secret.
 func (s *Store) GetSecret(ctx context.Context, name string) (*secret.Record, error) {
-	r, err := scanSecret(s.r.QueryRowContext(ctx, `SELECT `+secretCols+` FROM secrets WHERE name = ?`, name))
+	r, err := store.ScanSecret(s.r.QueryRowContext(ctx, `SELECT `+store.SecretCols+` FROM secrets WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, secretNotFound(name)
+		return nil, store.SecretNotFound(name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading secret %q: %w", name, err)
@@ -58,34 +56,13 @@ func (s *Store) GetSecret(ctx context.Context, name string) (*secret.Record, err
 
 // ListSecrets returns every sealed secret, by name.
 func (s *Store) ListSecrets(ctx context.Context) ([]*secret.Record, error) {
-	return queryAll(ctx, s.r, scanSecret, "listing secrets", `SELECT `+secretCols+` FROM secrets ORDER BY name`)
+	return queryAll(ctx, s.r, store.ScanSecret, "listing secrets", `SELECT `+store.SecretCols+` FROM secrets ORDER BY name`)
 }
 
 // DeleteSecret removes a secret.
 func (s *Store) DeleteSecret(ctx context.Context, name string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		return execOne(ctx, tx, secretNotFound(name), `DELETE FROM secrets WHERE name = ?`, name)
+		return execOne(ctx, tx, store.SecretNotFound(name), `DELETE FROM secrets WHERE name = ?`, name)
 	})
 	return wrap(err, "removing secret %q", name)
-}
-
-func scanSecret(row scanner) (*secret.Record, error) {
-	var r secret.Record
-	var created, updated string
-	if err := row.Scan(&r.Name, &r.Ciphertext, &r.Nonce, &r.KeyID, &created, &updated); err != nil {
-		return nil, err
-	}
-	var err error
-	if r.CreatedAt, err = parseTime(created); err != nil {
-		return nil, err
-	}
-	if r.UpdatedAt, err = parseTime(updated); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
-
-func secretNotFound(name string) error {
-	return errdefs.WithHint(errdefs.NotFound("secret %q not found", name),
-		"list secrets with `den secret ls`; set one with `den secret set "+name+"`")
 }

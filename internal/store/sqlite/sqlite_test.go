@@ -148,7 +148,7 @@ func TestMigrationsIdempotent(t *testing.T) {
 	}
 	var want []int
 	for _, m := range ms {
-		want = append(want, m.version)
+		want = append(want, m.Version)
 	}
 	path := filepath.Join(t.TempDir(), "den.db")
 	for i := range 3 {

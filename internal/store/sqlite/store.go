@@ -28,8 +28,8 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/store"
 )
 
 var _ sandbox.Store = (*Store)(nil)
@@ -206,16 +206,6 @@ func (s *Store) writeRelaxed(ctx context.Context, fn func(tx *sql.Tx) error) err
 	return tx.Commit()
 }
 
-// wrap adds what was being done to an error the store did not classify
-// itself (the driver's, the context's). Classified errors already say what
-// went wrong in words a user can act on, and are returned as they are.
-func wrap(err error, format string, a ...any) error {
-	if err == nil || errdefs.Class(err) != nil {
-		return err
-	}
-	return fmt.Errorf(format+": %w", append(a, err)...)
-}
-
 // isConstraint reports whether err is SQLite refusing a write for breaking
 // the given constraint (an extended result code).
 func isConstraint(err error, code int) bool {
@@ -227,47 +217,10 @@ func isUniqueViolation(err error) bool {
 	return isConstraint(err, sqlite3.SQLITE_CONSTRAINT_UNIQUE) || isConstraint(err, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
 }
 
-// timeLayout keeps nanoseconds and a fixed width, so stored times sort as
-// text in time order.
-const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
-
-func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
-
-func parseTime(s string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("parsing stored time %q: %w", s, err)
-	}
-	return t.UTC(), nil
-}
-
-// formatNullTime and parseNullTime convert a nullable time column.
-func formatNullTime(t *time.Time) sql.NullString {
-	if t == nil {
-		return sql.NullString{}
-	}
-	return sql.NullString{String: formatTime(*t), Valid: true}
-}
-
-func parseNullTime(s sql.NullString) (*time.Time, error) {
-	if !s.Valid {
-		return nil, nil
-	}
-	t, err := parseTime(s.String)
-	if err != nil {
-		return nil, err
-	}
-	return &t, nil
-}
-
-// now is the store's clock: UTC, without a monotonic reading, so what the
-// caller is handed back equals what a later read returns.
-func now() time.Time { return time.Now().UTC() }
+var formatTime, parseTime, now, wrap = store.FormatTime, store.ParseTime, store.Now, store.Wrap
 
 // scanner is a *sql.Row or *sql.Rows.
-type scanner interface {
-	Scan(dest ...any) error
-}
+type scanner = store.Scanner
 
 // execOne runs a statement that must touch exactly one row; when it
 // touches none it returns notFound.
@@ -288,7 +241,7 @@ func execOne(ctx context.Context, tx *sql.Tx, notFound error, query string, args
 
 // queryAll runs a query and scans every row with scan; doing says what
 // for errors. An empty result is an empty, non-nil list.
-func queryAll[T any](ctx context.Context, db *sql.DB, scan func(scanner) (T, error), doing, query string, args ...any) ([]T, error) {
+func queryAll[T any](ctx context.Context, db querier, scan func(scanner) (T, error), doing, query string, args ...any) ([]T, error) {
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", doing, err)

@@ -1,0 +1,126 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/den-dev/den/internal/audit"
+	"github.com/den-dev/den/internal/auth"
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/idempotency"
+	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/secret"
+	"github.com/den-dev/den/internal/store/postgres"
+	"github.com/den-dev/den/internal/store/sqlite"
+)
+
+// records is what dend keeps in its store. Both stores keep all of it.
+type records interface {
+	sandbox.Store
+	sandbox.OwnerStore
+	auth.Store
+	audit.Log
+	secret.Store
+	idempotency.Store
+	idempotency.Pruner
+	Close() error
+}
+
+var (
+	_ records = (*sqlite.Store)(nil)
+	_ records = (*postgres.Store)(nil)
+)
+
+// openStore opens the store cfg names: SQLite in the data directory, or
+// the PostgreSQL database of cfg.Store, claimed for this dend alone (see
+// postgres.Store.Sole). lost receives why the claim was lost, if it is;
+// close closes the store and lets the claim go.
+func openStore(ctx context.Context, cfg Config, log *slog.Logger) (st records, lost <-chan error, close func(), err error) {
+	if cfg.Store == "" {
+		st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "den.db"), log)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("opening the store: %w", err)
+		}
+		return st, nil, func() { st.Close() }, nil
+	}
+	pg, lost, release, err := openPostgres(ctx, cfg, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return pg, lost, func() { release(); pg.Close() }, nil
+}
+
+func openPostgres(ctx context.Context, cfg Config, log *slog.Logger) (*postgres.Store, <-chan error, func(), error) {
+	pg, err := postgres.Open(ctx, cfg.Store, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	lost, release, err := pg.Sole(ctx, cfg.Node)
+	if err != nil {
+		pg.Close()
+		return nil, nil, nil, err
+	}
+	log.Info("store: PostgreSQL", "database", RedactDSN(cfg.Store))
+	return pg, lost, release, nil
+}
+
+// validateStore checks that Store is empty (SQLite) or a PostgreSQL DSN.
+func (c *Config) validateStore() error {
+	if c.Store == "" {
+		if c.ImportSQLite != "" {
+			return errdefs.WithHint(errdefs.Invalid("config import-sqlite: the import copies into a PostgreSQL store, and none is given"),
+				"give the database with DEN_STORE=postgres://... or --store-file")
+		}
+		return nil
+	}
+	if !IsPostgresDSN(c.Store) {
+		return errdefs.WithHint(errdefs.Invalid("config store: not a PostgreSQL DSN"),
+			"give postgres://USER@HOST:PORT/DATABASE, or leave it out for SQLite in the data directory")
+	}
+	if c.ImportSQLite != "" && !filepath.IsAbs(c.ImportSQLite) {
+		return errdefs.Invalid("config import-sqlite: %q is not an absolute path", c.ImportSQLite)
+	}
+	return nil
+}
+
+// IsPostgresDSN reports whether dsn looks like a PostgreSQL DSN: a
+// postgres:// or postgresql:// URL, or libpq's key=value form.
+func IsPostgresDSN(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") || kvDSN.MatchString(dsn)
+}
+
+var (
+	kvDSN       = regexp.MustCompile(`^\s*[a-z_]+\s*=`)
+	kvPassword  = regexp.MustCompile(`(^|\s)password\s*=\s*('(\\.|[^'])*'|\S*)`)
+	urlPassword = regexp.MustCompile(`(?i)([?&]password=)[^&]*`)
+)
+
+// DSNHasPassword reports whether dsn carries a password of its own.
+func DSNHasPassword(dsn string) bool {
+	if kvDSN.MatchString(dsn) && !strings.Contains(dsn, "://") {
+		return kvPassword.MatchString(dsn)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return strings.Contains(dsn, "@") // unparsable: assume the worst
+	}
+	_, set := u.User.Password()
+	return set || u.Query().Has("password")
+}
+
+// RedactDSN returns dsn with any password replaced, for logs and errors.
+func RedactDSN(dsn string) string {
+	if kvDSN.MatchString(dsn) && !strings.Contains(dsn, "://") {
+		return kvPassword.ReplaceAllString(dsn, "${1}password=xxxxx")
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(a DSN that does not parse)"
+	}
+	return urlPassword.ReplaceAllString(u.Redacted(), "${1}xxxxx")
+}
