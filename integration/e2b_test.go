@@ -180,4 +180,3 @@ func e2bCall(t *testing.T, host, method, path, key, body string, out any) int {
 	}
 	return resp.StatusCode
 }
-

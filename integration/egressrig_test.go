@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -346,12 +348,21 @@ func startStubDNS(t *testing.T, ns *netns.NsHandle, addr string) *stubDNS {
 	var pc net.PacketConn
 	var ln net.Listener
 	listen := func() error {
-		var err error
-		if pc, err = net.ListenPacket("udp4", addr); err != nil {
-			return err
+		// With port 0 the UDP port is chosen first and TCP must take the
+		// same number, which another process may hold: choose again.
+		for try := 0; ; try++ {
+			var err error
+			if pc, err = net.ListenPacket("udp4", addr); err != nil {
+				return err
+			}
+			if ln, err = net.Listen("tcp4", pc.LocalAddr().String()); err == nil {
+				return nil
+			}
+			pc.Close()
+			if !strings.HasSuffix(addr, ":0") || !errors.Is(err, syscall.EADDRINUSE) || try == 10 {
+				return err
+			}
 		}
-		ln, err = net.Listen("tcp4", pc.LocalAddr().String())
-		return err
 	}
 	var err error
 	if ns != nil {
