@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/keyfile"
 )
 
 // portsKeyBytes is the size of the key that signs URLs to exposed ports.
@@ -43,22 +44,11 @@ func loadPortsKey(path string) ([]byte, error) {
 func createPortsKey(path string) ([]byte, error) {
 	key := make([]byte, portsKeyBytes)
 	rand.Read(key)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	err := keyfile.Create(path, key)
 	if errors.Is(err, fs.ErrExist) {
 		return loadPortsKey(path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("creating the ports key: %w", err)
-	}
-	_, err = f.WriteString(hex.EncodeToString(key) + "\n")
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
 		return nil, fmt.Errorf("creating the ports key: %w", err)
 	}
 	return key, nil

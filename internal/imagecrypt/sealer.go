@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/keyfile"
 )
 
 // Config says where a Sealer keeps its key and its plaintext.
@@ -134,22 +135,7 @@ func (s *Sealer) sealingKey() (*Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(s.cfg.KeyFile), 0o700); err != nil {
-		return nil, fmt.Errorf("making the images key: %w", err)
-	}
-	f, err := os.OpenFile(s.cfg.KeyFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("making the images key: %w", err)
-	}
-	_, err = f.WriteString(hex.EncodeToString(raw) + "\n")
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(s.cfg.KeyFile)
+	if err := keyfile.Create(s.cfg.KeyFile, raw); err != nil {
 		return nil, fmt.Errorf("making the images key: %w", err)
 	}
 	s.key = key

@@ -10,7 +10,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
+
+	"github.com/den-dev/den/internal/keyfile"
 )
 
 // keyBytes is the size of an AES-256 key.
@@ -53,41 +54,14 @@ func readKey(path string, log *slog.Logger) ([]byte, error) {
 // synced to disk before it is used. If another process made the file
 // first, its key is used.
 func createKey(path string) ([]byte, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, err
-	}
 	key := make([]byte, keyBytes)
 	rand.Read(key)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	err := keyfile.Create(path, key)
 	if errors.Is(err, fs.ErrExist) {
 		return readKey(path, slog.New(slog.DiscardHandler))
 	}
 	if err != nil {
 		return nil, err
 	}
-	_, err = f.WriteString(hex.EncodeToString(key) + "\n")
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-		return nil, err
-	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
-		return nil, err
-	}
 	return key, nil
-}
-
-// syncDir makes a new entry in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
