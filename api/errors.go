@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -20,6 +21,22 @@ const (
 	// message names the quota, its use and limit.
 	CodeQuotaExceeded = "quota_exceeded"
 )
+
+// StatusOf is the HTTP status that goes with an error code; 0 for a code
+// this version does not know.
+func StatusOf(code string) int { return statusByCode[code] }
+
+var statusByCode = map[string]int{
+	CodeInvalid:       http.StatusBadRequest,
+	CodeUnauthorized:  http.StatusUnauthorized,
+	CodeForbidden:     http.StatusForbidden,
+	CodeNotFound:      http.StatusNotFound,
+	CodeConflict:      http.StatusConflict,
+	CodeTooLarge:      http.StatusRequestEntityTooLarge,
+	CodeUnavailable:   http.StatusServiceUnavailable,
+	CodeInternal:      http.StatusInternalServerError,
+	CodeQuotaExceeded: http.StatusForbidden,
+}
 
 // Error is the body of every non-2xx response: {"error": {...}}.
 type Error struct {

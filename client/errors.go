@@ -57,18 +57,6 @@ var codeByStatus = map[int]string{
 	http.StatusGatewayTimeout:        api.CodeUnavailable,
 }
 
-var statusByCode = map[string]int{
-	api.CodeInvalid:       http.StatusBadRequest,
-	api.CodeUnauthorized:  http.StatusUnauthorized,
-	api.CodeForbidden:     http.StatusForbidden,
-	api.CodeNotFound:      http.StatusNotFound,
-	api.CodeConflict:      http.StatusConflict,
-	api.CodeTooLarge:      http.StatusRequestEntityTooLarge,
-	api.CodeUnavailable:   http.StatusServiceUnavailable,
-	api.CodeInternal:      http.StatusInternalServerError,
-	api.CodeQuotaExceeded: http.StatusForbidden,
-}
-
 // Error is an error reported by dend, or a failure to reach it. It wraps
 // the wire error (errors.As with *api.Error works) and adds the HTTP
 // status. StatusCode is 0 when dend could not be reached at all, and for
@@ -176,7 +164,7 @@ func fromAPI(e *api.Error) *Error {
 	if e.Code == "" {
 		e.Code = api.CodeInternal
 	}
-	return &Error{StatusCode: statusByCode[e.Code], API: e}
+	return &Error{StatusCode: api.StatusOf(e.Code), API: e}
 }
 
 // maxErrorBody bounds how much of an error response is read.

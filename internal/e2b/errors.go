@@ -28,19 +28,6 @@ type errorBody struct {
 	SandboxID string `json:"sandboxId,omitempty"`
 }
 
-// statusByCode maps den's error codes to the status E2B uses for them.
-var statusByCode = map[string]int{
-	api.CodeInvalid:       http.StatusBadRequest,
-	api.CodeUnauthorized:  http.StatusUnauthorized,
-	api.CodeForbidden:     http.StatusForbidden,
-	api.CodeNotFound:      http.StatusNotFound,
-	api.CodeConflict:      http.StatusConflict,
-	api.CodeTooLarge:      http.StatusRequestEntityTooLarge,
-	api.CodeQuotaExceeded: http.StatusForbidden,
-	api.CodeUnavailable:   http.StatusServiceUnavailable,
-	api.CodeInternal:      http.StatusInternalServerError,
-}
-
 // connectByCode maps den's error codes to Connect's. The SDK turns
 // invalid_argument into InvalidArgumentError, unauthenticated into
 // AuthenticationError, not_found into NotFoundError (FileNotFoundError
@@ -110,7 +97,7 @@ func httpStatus(e *api.Error) int {
 	case isNoSpace(e):
 		return http.StatusInsufficientStorage
 	}
-	if s, ok := statusByCode[e.Code]; ok {
+	if s := api.StatusOf(e.Code); s != 0 {
 		return s
 	}
 	return http.StatusInternalServerError
