@@ -150,12 +150,18 @@ func TestLiveLimits(t *testing.T) {
 
 	// About 100 MB held, within 512 MiB.
 	holder, err := c.Start(ctx, guest.ProcSpec{Argv: []string{"awk",
-		`BEGIN { while (i < 100000) a[i++] = sprintf("%1000s", ""); system("sleep 1000") }`}})
+		`BEGIN { while (i < 100000) a[i++] = sprintf("%1000s", ""); system("touch /tmp/held; sleep 1000") }`}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Wait until awk has all of it and sits in system(): while it forks,
+	// its child briefly holds as much as it does and may be the one
+	// killed, and awk would then end on its own.
 	var used sandbox.ResourceUsage
 	waitFor(t, "the holder to hold 100 MB", func() bool {
+		if strings.TrimSpace(g.output(t, c, "sh", "-c", "test -e /tmp/held && echo held; true")) != "held" {
+			return false
+		}
 		used, err = g.rt.Stats(ctx, inst.ID)
 		return err == nil && used.MemoryBytes > 100e6
 	})
