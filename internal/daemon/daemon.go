@@ -48,7 +48,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("creating %s: %w", d, err)
 		}
 	}
-	st, lost, closeStore, err := openStore(ctx, cfg, log)
+	st, fleetRecords, lost, closeStore, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -157,6 +157,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := pruneInits(ctx, svc, initDir, log); err != nil {
 		log.Warn("removing den-init versions nothing needs", "err", err)
 	}
+	var forwarder httpapi.Cluster
+	if fleetRecords != nil {
+		f, err := joinFleet(ctx, cfg, fleetRecords, st, rt.Version(), stop, log)
+		if err != nil {
+			return err
+		}
+		forwarder = f.forwarder
+	}
 	svc.RunIdle(cfg.IdleInterval)
 	svc.RunLimitWatch(time.Second)
 	go audit.Retain(ctx, st, cfg.AuditRetention, time.Hour, log)
@@ -188,7 +196,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	e2bDoor := e2b.New(e2b.Config{API: self, IsLocal: httpapi.IsLocal, MinTTL: cfg.MinTTL, Logger: log.With("component", "e2b")})
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
-		MCP: mcpHTTP, E2B: e2bDoor})
+		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder})
 	self.Serve(httpapi.Local(handler), handler)
 	if err := serve(ctx, cfg, handler, log); err != nil {
 		return err
