@@ -196,7 +196,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	e2bDoor := e2b.New(e2b.Config{API: self, IsLocal: httpapi.IsLocal, MinTTL: cfg.MinTTL, Logger: log.With("component", "e2b")})
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
-		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder})
+		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder,
+		Nodes: &nodes{self: cfg.Node, fleet: fleetRecords, info: nodeInfo(cfg, st, rt.Version()), svc: svc, store: st}})
 	self.Serve(httpapi.Local(handler), handler)
 	if err := serve(ctx, cfg, handler, log); err != nil {
 		return err

@@ -225,8 +225,12 @@ func (s *Service) Events(ctx context.Context, ref string) ([]Event, error) {
 	return s.cfg.Store.Events(ctx, sb.ID)
 }
 
-// Address is the sandbox's private address, where den-init listens.
+// Address is the sandbox's private address, where den-init listens; ""
+// for a sandbox on another node of the fleet.
 func (s *Service) Address(sb *Sandbox) string {
+	if sb.Node != s.cfg.Node {
+		return "" // on another node's network
+	}
 	_, g := s.cfg.Network.Addr(sb.Slot)
 	return g.String()
 }
