@@ -13,11 +13,11 @@ import (
 // nodes serves /v1/nodes: from the fleet's records, or, for a dend on
 // SQLite, this host alone.
 type nodes struct {
-	self   string
-	fleet  fleetStore // nil on SQLite
-	info   func(ctx context.Context) cluster.Info
-	svc    *sandbox.Service
-	store  sandbox.Store
+	self  string
+	fleet fleetStore // nil on SQLite
+	info  func(ctx context.Context) cluster.Info
+	svc   *sandbox.Service
+	store sandbox.Store
 }
 
 var _ httpapi.NodeService = (*nodes)(nil)
