@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -79,6 +80,32 @@ func TestFleet(t *testing.T) {
 	}
 	if out, _, code := b.den("inspect", "on-a", "--json"); code != 0 || !strings.Contains(out, `"node": "node-a"`) {
 		t.Fatalf("den inspect through node-b: exit %d\n%s", code, out)
+	}
+
+	// An exposed port of on-a, reached through node-b: with a link node-b
+	// signed, and public.
+	a.mustSh("on-a", "mkdir -p /www && echo served by on-a > /www/index.html")
+	if _, err := a.c.ExecDetached(ctx, "on-a", api.ExecRequest{Argv: []string{"busybox", "httpd", "-f", "-p", "8080", "-h", "/www"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "httpd to answer in on-a", func() bool {
+		out, _, code := a.sh("on-a", "wget -q -O - http://127.0.0.1:8080/index.html")
+		return code == 0 && strings.Contains(out, "served")
+	})
+	if _, err := b.c.ExposePort(ctx, "on-a", 8080, false); err != nil {
+		t.Fatalf("exposing a port of on-a through node-b: %v", err)
+	}
+	link, err := b.c.PortURL(ctx, "on-a", 8080, time.Minute)
+	if err != nil {
+		t.Fatalf("a signed link through node-b: %v", err)
+	}
+	for _, host := range []string{urlA, urlB} {
+		if status, body := httpGet(t, host+link.Path); status != http.StatusOK || body != "served by on-a\n" {
+			t.Fatalf("the link node-b signed, at %s: %d %q", host, status, body)
+		}
+	}
+	if status, _ := httpGet(t, urlB+"/v1/sandboxes/on-a/ports/8080/proxy/index.html"); status != http.StatusUnauthorized {
+		t.Fatalf("a private port through node-b without a token or link: %d, want 401", status)
 	}
 
 	// An owner token, over TCP: its sandbox on node-a is reached through
@@ -165,4 +192,16 @@ func TestFleet(t *testing.T) {
 func isCode(err error, code string) bool {
 	var ce *client.Error
 	return errors.As(err, &ce) && ce.API != nil && ce.API.Code == code
+}
+
+// httpGet fetches url with no token and returns the status and body.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

@@ -158,12 +158,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Warn("removing den-init versions nothing needs", "err", err)
 	}
 	var forwarder httpapi.Cluster
+	var portsKey []byte
 	if fleetRecords != nil {
 		f, err := joinFleet(ctx, cfg, fleetRecords, st, rt.Version(), stop, log)
 		if err != nil {
 			return err
 		}
-		forwarder = f.forwarder
+		forwarder, portsKey = f.forwarder, f.portsKey
+	} else if portsKey, err = loadPortsKey(cfg.PortsKeyFile()); err != nil {
+		return err
 	}
 	svc.RunIdle(cfg.IdleInterval)
 	svc.RunLimitWatch(time.Second)
@@ -183,10 +186,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		d := svc.DiskStatus()
 		return api.Health{Status: "ok", Version: version.Version, RunscVersion: rt.Version(), Storage: pool.Name(),
 			Disk: &api.DiskHealth{FreeBytes: d.FreeBytes, ReserveBytes: d.ReserveBytes, Low: d.Low}, Pool: poolHealth(ctx, svc, log)}
-	}
-	portsKey, err := loadPortsKey(cfg.PortsKeyFile())
-	if err != nil {
-		return err
 	}
 	// MCP's tools call the API in process, with the caller's rights.
 	self := inproc.New()

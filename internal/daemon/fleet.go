@@ -3,7 +3,9 @@ package daemon
 import (
 	"bufio"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"net"
@@ -25,6 +27,9 @@ import (
 type fleet struct {
 	member    *cluster.Member
 	forwarder *cluster.Forwarder
+	// portsKey signs URLs to exposed ports on every node alike, so a
+	// link works through any of them: it comes from the fleet's key.
+	portsKey []byte
 }
 
 // joinFleet registers this dend as node cfg.Node of the fleet fs
@@ -60,7 +65,9 @@ func joinFleet(ctx context.Context, cfg Config, fs fleetStore, st sandbox.Store,
 		case <-ctx.Done():
 		}
 	}()
-	return &fleet{member: m, forwarder: cluster.NewForwarder(cfg.Node, fs, key, log.With("component", "fleet"))}, nil
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("den ports key v1"))
+	return &fleet{member: m, forwarder: cluster.NewForwarder(cfg.Node, fs, key, log.With("component", "fleet")), portsKey: mac.Sum(nil)}, nil
 }
 
 // PeerAddress is the URL other nodes reach this one at: PeerURL, or

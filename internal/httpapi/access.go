@@ -263,6 +263,9 @@ func (s *server) guard(rt route, query []string) handlerFunc {
 				return grantNotFor()
 			}
 			useGrant(r, info)
+			if sent, err := s.forward(w, r, info); sent || err != nil {
+				return err
+			}
 			return call(w, r)
 		}
 		ref := r.PathValue("name")
