@@ -157,7 +157,15 @@ func TestFleet(t *testing.T) {
 	if n := a.count("on-b"); n == 0 { // wakes on node-b, processes intact
 		t.Fatalf("on-b's counter after waking through node-a: %d", n)
 	}
+	// A draining node takes no new sandbox: a create sent to it goes to
+	// an active node.
+	if sb := b.create("placed"); sb.Node != "node-a" {
+		t.Fatalf("created through draining node-b, the sandbox is on %q, want node-a", sb.Node)
+	}
 	a.mustDen("", "node", "activate", "node-b")
+	if sb := b.create("home"); sb.Node != "node-b" {
+		t.Fatalf("created through node-b once active again, the sandbox is on %q", sb.Node)
+	}
 
 	// node-b dies: once its lease runs out node-a declares it lost; its
 	// sandbox's record still reads, and verbs say what happened.

@@ -27,9 +27,10 @@ const (
 	HeaderLocal = "Den-Forwarded-Local"
 )
 
-// NodeLookup finds a node's record.
+// NodeLookup finds nodes' records.
 type NodeLookup interface {
 	Node(ctx context.Context, name string) (Node, error)
+	Nodes(ctx context.Context) ([]Node, error)
 }
 
 // Forwarder sends a request for a sandbox another node runs to that
@@ -142,3 +143,35 @@ func (f *Forwarder) rewrite(pr *httputil.ProxyRequest) {
 }
 
 var netDialer = net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+
+// Place names the node a new sandbox goes to: this one ("") while it is
+// active, else the active node with the fewest running sandboxes. With
+// none, the create is refused.
+func (f *Forwarder) Place(ctx context.Context) (string, error) {
+	self, err := f.nodes.Node(ctx, f.self)
+	if err != nil {
+		return "", err
+	}
+	if self.State == StateActive {
+		return "", nil
+	}
+	nodes, err := f.nodes.Nodes(ctx)
+	if err != nil {
+		return "", err
+	}
+	best := -1
+	now := time.Now()
+	for i, n := range nodes {
+		if n.Name == f.self || n.State != StateActive || !n.Alive(now) {
+			continue
+		}
+		if best < 0 || n.Info.Sandboxes < nodes[best].Info.Sandboxes {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", errdefs.WithHint(errdefs.Unavailable("this node (%s) is %s and no other node is active to take the sandbox", f.self, self.State),
+			"`den node activate NODE` on a drained node, or start another dend on the fleet's database")
+	}
+	return nodes[best].Name, nil
+}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -15,6 +16,8 @@ type Cluster interface {
 	Self() string
 	// Forwarded reports whether another node sent r, with the fleet's key.
 	Forwarded(r *http.Request) bool
+	// Place names the node a new sandbox goes to: "" for this one.
+	Place(ctx context.Context) (string, error)
 	// Forward sends r to node, which runs sandbox, and streams the answer
 	// back; when nothing was answered it returns why.
 	Forward(w http.ResponseWriter, r *http.Request, node, sandbox string, local bool) error
@@ -28,6 +31,24 @@ var recordRoutes = []string{
 	"/v1/sandboxes/{name}/events",
 	"/v1/sandboxes/{name}/checkpoints",
 	"/v1/sandboxes/{name}/checkpoints/{ckpt}",
+}
+
+// placeCreate sends a create to the node placement chooses, when that is
+// another node, reporting whether it did.
+func (s *server) placeCreate(w http.ResponseWriter, r *http.Request) (bool, error) {
+	info := infoOf(r)
+	if s.cluster == nil || info.fromNode {
+		return false, nil
+	}
+	node, err := s.cluster.Place(r.Context())
+	if err != nil || node == "" {
+		return err != nil, err
+	}
+	if err := s.cluster.Forward(w, r, node, "", IsLocal(r)); err != nil {
+		return true, err
+	}
+	info.sentOn = true
+	return true, nil
 }
 
 // fromNode reports whether another node of the fleet forwarded r.
