@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,13 @@ func TestFleet(t *testing.T) {
 	}
 	if got := readLogs(t, b, "on-a", run.ID, "stdout", 0, true); got != "line 1\nline 2\nline 3\n" {
 		t.Fatalf("logs -f through node-b: %q", got)
+	}
+	b.create("on-b-early")
+	if out, _, code := a.den("ls"); code != 0 || !strings.Contains(out, "NODE") || !regexp.MustCompile(`on-b-early\s+running\s+node-b`).MatchString(out) {
+		t.Fatalf("den ls on node-a with sandboxes on both nodes: exit %d\n%s", code, out)
+	}
+	if _, _, code := a.den("rm", "-f", "on-b-early"); code != 0 {
+		t.Fatalf("den rm through node-a of a sandbox on node-b: exit %d", code)
 	}
 	if out, _, code := b.den("inspect", "on-a", "--json"); code != 0 || !strings.Contains(out, `"node": "node-a"`) {
 		t.Fatalf("den inspect through node-b: exit %d\n%s", code, out)
