@@ -55,6 +55,9 @@ type forwardingKey struct{}
 
 // NewForwarder returns the forwarder of node self.
 func NewForwarder(self string, nodes NodeLookup, key []byte, log *slog.Logger) *Forwarder {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	f := &Forwarder{self: self, nodes: nodes, key: hex.EncodeToString(key), log: log}
 	f.proxy = &httputil.ReverseProxy{
 		Rewrite:       f.rewrite,
