@@ -64,6 +64,7 @@ type Sandbox struct {
 	State       string            `json:"state"`
 	Reason      string            `json:"reason,omitempty"` // why it is in error, or why it stopped
 	Generation  int64             `json:"generation"`
+	Node        string            `json:"node,omitempty"`    // the node of the fleet it is on
 	Address     string            `json:"address,omitempty"` // private in-sandbox address
 	Ephemeral   bool              `json:"ephemeral,omitempty"`
 	Network     NetworkPolicy     `json:"network"`           // what it may reach

@@ -33,7 +33,7 @@ func main() {
 	flag.IntVar(&o.idleN, "idle-n", 60, "idle sandboxes running beside the exec throughput clients")
 	flag.DurationVar(&o.loadFor, "load-for", 10*time.Second, "how long each exec throughput run lasts")
 	flag.StringVar(&o.subnet, "subnet", "10.215.0.0/22", "the bench dend's sandbox range (a /22 or larger), apart from any other dend's")
-	flag.StringVar(&o.storeSubnet, "store-subnet", "10.215.8.0/24", "the sandbox range of the store step's second dend, on PostgreSQL")
+	flag.StringVar(&o.storeSubnet, "store-subnet", "10.215.8.0/24", "the sandbox range of the store step's dend on PostgreSQL; its fleet's other nodes take the next /24s")
 	flag.StringVar(&o.python, "python", "/usr/bin/python3", "the Python interpreter of the python step")
 	flag.StringVar(&o.pythonSDK, "python-sdk", "sdk/python", "the Python SDK's directory, for the python step")
 	flag.Parse()

@@ -42,7 +42,9 @@ type Config struct {
 	DNSUpstreams string        // name servers den's resolver asks for allowed names, "ADDR[:PORT],..."; default: the host's
 	AllowPrivate string        // private ranges every owner's rules may name, "CIDR,..."; default: none
 	StopGrace    time.Duration // SIGTERM→SIGKILL on stop
-	Node         string        // this host's name
+	Node         string        // this host's name, and its node's in a fleet
+	PeerURL      string        // in a fleet: where other nodes reach this one; default from Listen
+	NodeLease    time.Duration // in a fleet: how long a heartbeat keeps this node's lease; 0: cluster.DefaultLease
 	Debug        bool          // debug logs, and runsc debug logs per instance
 	DebianMirror string        // mirror for the debian image; default: the host's apt mirror
 	PortsDomain  string        // serve exposed ports at PORT-NAME.PortsDomain too; "" for none
@@ -131,6 +133,15 @@ func (c *Config) Validate() error {
 	}
 	if err := c.validateStore(); err != nil {
 		return err
+	}
+	if !validNodeName(c.Node) {
+		return bad("node", "%q is not a node name: letters, digits, '.', '-' and '_', up to 63", c.Node)
+	}
+	if err := c.validatePeerURL(); err != nil {
+		return err
+	}
+	if c.NodeLease != 0 && c.NodeLease < time.Second {
+		return bad("node-lease", "%s is under the 1s minimum", c.NodeLease)
 	}
 	if c.PoolSize < 1<<30 {
 		return bad("pool-size", "%d bytes is below the 1G minimum", c.PoolSize)
@@ -245,4 +256,18 @@ func (c *Config) OpenedPrivate() ([]netip.Prefix, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// validNodeName reports whether name may name a node: it shows in logs,
+// URLs and `den node` commands.
+func validNodeName(name string) bool {
+	if name == "" || len(name) > 63 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
 }

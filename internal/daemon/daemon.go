@@ -48,7 +48,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("creating %s: %w", d, err)
 		}
 	}
-	st, lost, closeStore, err := openStore(ctx, cfg, log)
+	st, fleetRecords, lost, closeStore, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -157,6 +157,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := pruneInits(ctx, svc, initDir, log); err != nil {
 		log.Warn("removing den-init versions nothing needs", "err", err)
 	}
+	var forwarder httpapi.Cluster
+	var portsKey []byte
+	if fleetRecords != nil {
+		f, err := joinFleet(ctx, cfg, fleetRecords, st, rt.Version(), stop, log)
+		if err != nil {
+			return err
+		}
+		forwarder, portsKey = f.forwarder, f.portsKey
+	} else if portsKey, err = loadPortsKey(cfg.PortsKeyFile()); err != nil {
+		return err
+	}
 	svc.RunIdle(cfg.IdleInterval)
 	svc.RunLimitWatch(time.Second)
 	go audit.Retain(ctx, st, cfg.AuditRetention, time.Hour, log)
@@ -176,10 +187,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return api.Health{Status: "ok", Version: version.Version, RunscVersion: rt.Version(), Storage: pool.Name(),
 			Disk: &api.DiskHealth{FreeBytes: d.FreeBytes, ReserveBytes: d.ReserveBytes, Low: d.Low}, Pool: poolHealth(ctx, svc, log)}
 	}
-	portsKey, err := loadPortsKey(cfg.PortsKeyFile())
-	if err != nil {
-		return err
-	}
 	// MCP's tools call the API in process, with the caller's rights.
 	self := inproc.New()
 	defer self.Close()
@@ -188,7 +195,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	e2bDoor := e2b.New(e2b.Config{API: self, IsLocal: httpapi.IsLocal, MinTTL: cfg.MinTTL, Logger: log.With("component", "e2b")})
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
-		MCP: mcpHTTP, E2B: e2bDoor})
+		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder,
+		Nodes: &nodes{self: cfg.Node, fleet: fleetRecords, info: nodeInfo(cfg, st, rt.Version()), svc: svc, store: st}})
 	self.Serve(httpapi.Local(handler), handler)
 	if err := serve(ctx, cfg, handler, log); err != nil {
 		return err

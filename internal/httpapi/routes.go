@@ -84,6 +84,11 @@ func (s *server) routes() []route {
 		{"GET", "/v1/secrets", s.listSecrets},
 		{"DELETE", "/v1/secrets/{name}", s.removeSecret},
 
+		{"GET", "/v1/nodes", s.listNodes},
+		{"POST", "/v1/nodes/{node}/drain", s.drainNode},
+		{"POST", "/v1/nodes/{node}/activate", s.activateNode},
+		{"DELETE", "/v1/nodes/{node}", s.removeNode},
+
 		{"GET", "/v1/owners", s.listOwners},
 		{"GET", "/v1/owners/{owner}", s.getOwner},
 		{"PATCH", "/v1/owners/{owner}", s.setOwner},

@@ -11,6 +11,9 @@ import (
 )
 
 func (s *server) createSandbox(w http.ResponseWriter, r *http.Request) error {
+	if sent, err := s.placeCreate(w, r); sent || err != nil {
+		return err
+	}
 	var req api.CreateSandboxRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err

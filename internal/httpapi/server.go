@@ -150,6 +150,11 @@ type Config struct {
 	// they meet the API's own authentication: it carries its callers'
 	// keys to the API itself, whose calls are checked and audited.
 	E2B Door
+	// Nodes serves /v1/nodes. nil: 503.
+	Nodes NodeService
+	// Cluster, when set, is the fleet this dend is a node of: a request
+	// for a sandbox another node runs is forwarded to it (cluster.go).
+	Cluster Cluster
 }
 
 // Door is a front door that speaks another protocol on dend's listeners:
@@ -181,6 +186,8 @@ type server struct {
 	portTransport *http.Transport
 	// refusals logs requests refused for want of a valid token.
 	refusals *refusalLog
+	cluster  Cluster
+	nodes    NodeService
 }
 
 // New returns the handler of the whole API: every route of Routes, JSON
@@ -198,6 +205,8 @@ func New(cfg Config) http.Handler {
 		tokens:       cfg.Tokens,
 		audit:        cfg.Audit,
 		secrets:      cfg.Secrets,
+		cluster:      cfg.Cluster,
+		nodes:        cfg.Nodes,
 		owners:       cfg.Owners,
 		requests:     cfg.Requests,
 	}
