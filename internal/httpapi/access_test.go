@@ -19,8 +19,8 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/auth"
-	"github.com/den-dev/den/internal/inproc"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/inproc"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/secret"
 	"github.com/den-dev/den/internal/store/sqlite"
