@@ -185,7 +185,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer self.Close()
 	mcpHTTP := mcpserver.NewHTTP(httpapi.IsLocal, self, mcpserver.Options{}, log.With("component", "mcp"))
 	// So does the E2B door, for both of E2B's planes.
-	e2bDoor := e2b.New(e2b.Config{API: self, IsLocal: httpapi.IsLocal, MinTTL: cfg.MinTTL, Logger: log.With("component", "e2b")})
+	// Its sandboxes' tokens are derived from the ports key, which outlives
+	// dend, so they keep working across restarts.
+	e2bDoor := e2b.New(e2b.Config{API: self, IsLocal: httpapi.IsLocal, MinTTL: cfg.MinTTL, Key: portsKey, Domain: cfg.E2BDomain,
+		Logger: log.With("component", "e2b")})
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
 		MCP: mcpHTTP, E2B: e2bDoor})
