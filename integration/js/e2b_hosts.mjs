@@ -118,6 +118,22 @@ try {
   assert.equal(await sbx.files.exists("signed/other.txt"), false);
   assert.equal(await sbx.files.exists("signed/late.txt"), false);
 
+  step("getMetrics: samples every few seconds while it runs, the CPU of a busy loop seen");
+  await sbx.commands.run("timeout 8 sh -c 'while :; do :; done' || true", { timeoutMs: 30_000 });
+  let metrics = [];
+  for (let i = 0; i < 60 && !metrics.some((m) => m.cpuUsedPct > 20); i++) {
+    metrics = await sbx.getMetrics();
+    await sleep(500);
+  }
+  const busy = metrics.find((m) => m.cpuUsedPct > 20);
+  assert.ok(busy, `no sample saw the busy loop: ${JSON.stringify(metrics)}`);
+  assert.ok(busy.cpuCount >= 1 && busy.memUsed > 0 && busy.memTotal >= busy.memUsed && busy.diskUsed > 0, JSON.stringify(busy));
+  assert.ok(busy.timestamp instanceof Date && Math.abs(busy.timestamp - Date.now()) < 120_000, `timestamp ${busy.timestamp}`);
+  for (let i = 1; i < metrics.length; i++) assert.ok(metrics[i].timestamp > metrics[i - 1].timestamp, "oldest first");
+  const around = await sbx.getMetrics({ start: new Date(busy.timestamp.getTime() - 1000), end: new Date(busy.timestamp.getTime() + 1000) });
+  assert.deepEqual(around.map((m) => m.timestamp.getTime()), [busy.timestamp.getTime()], "start and end filter");
+  assert.deepEqual(await sbx.getMetrics({ start: new Date(Date.now() + 3_600_000) }), []);
+
   console.log(JSON.stringify({ sandbox: sbx.sandboxId }));
 } catch (e) {
   await sbx.kill().catch(() => {});

@@ -159,6 +159,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	svc.RunIdle(cfg.IdleInterval)
 	svc.RunLimitWatch(time.Second)
+	svc.RunMetrics(metricsInterval, metricsWindow)
 	go audit.Retain(ctx, st, cfg.AuditRetention, time.Hour, log)
 	// Requests still in progress were the last dend's: nobody will answer
 	// them now, so a client asking learns they may or may not have run.
@@ -201,6 +202,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	return nil
 }
+
+// Running sandboxes are sampled this often, and their samples kept this
+// long (GET /v1/sandboxes/{name}/metrics): 720 samples a sandbox at most.
+const (
+	metricsInterval = 5 * time.Second
+	metricsWindow   = time.Hour
+)
 
 // pool is what dend needs of a storage driver.
 type pool interface {

@@ -25,7 +25,7 @@ import (
 //	POST /sandboxes/{id}/timeout          set timeout   PATCH .../policy
 //	POST /sandboxes/{id}/pause            pause         POST .../hibernate (memory:false: .../stop)
 //	POST /[v2/]sandboxes/{id}/connect     connect       .../resume or .../start, then the timeout
-//	GET  /sandboxes/{id}/metrics          metrics       GET .../{id} (usage)
+//	GET  /sandboxes/{id}/metrics          metrics       GET .../{id}/metrics
 //	POST /sandboxes/{id}/fork             fork          POST .../fork, then each child's timeout
 
 // maxBody bounds a control plane request body.
@@ -413,8 +413,9 @@ type metricsJSON struct {
 	DiskTotal     int64     `json:"diskTotal"`
 }
 
-// metrics answers one sample, taken now, when now is in [start, end]:
-// den measures on demand and keeps no history.
+// metrics answers the samples den took of the sandbox while it ran (every
+// few seconds, the last hour), from start to end: Unix seconds, each end
+// open when absent.
 func (d *Door) metrics(w http.ResponseWriter, r *http.Request, c *client.Client, token string) error {
 	start, err := unixQuery(r, "start")
 	if err != nil {
@@ -424,17 +425,25 @@ func (d *Door) metrics(w http.ResponseWriter, r *http.Request, c *client.Client,
 	if err != nil {
 		return err
 	}
-	sb, err := c.GetSandbox(r.Context(), r.PathValue("id"))
+	if !end.IsZero() {
+		end = end.Add(time.Second - 1) // the whole of its second
+	}
+	if !start.IsZero() && !end.IsZero() && end.Before(start) {
+		return invalid("invalid range: end is before start")
+	}
+	sb, err := lookup(r.Context(), c, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	now := time.Now().UTC()
-	out := []metricsJSON{}
-	if (start.IsZero() || !now.Before(start)) && (end.IsZero() || !now.After(end.Add(time.Second))) && sb.Usage != nil {
+	samples, err := c.Metrics(r.Context(), sb.ID, start, end)
+	if err != nil {
+		return err
+	}
+	out := make([]metricsJSON, 0, len(samples))
+	for _, m := range samples {
 		out = append(out, metricsJSON{
-			Timestamp: now, TimestampUnix: now.Unix(), CPUCount: cpuCount(sb.CPUs),
-			MemUsed: sb.Usage.MemoryBytes, MemTotal: sb.MemoryBytes,
-			DiskUsed: sb.Usage.DiskBytes, DiskTotal: sb.DiskBytes,
+			Timestamp: m.At.UTC(), TimestampUnix: m.At.Unix(), CPUCount: cpuCount(m.CPUs), CPUUsedPct: math.Round(m.CPUPercent*100) / 100,
+			MemUsed: m.MemoryBytes, MemTotal: m.MemoryLimit, DiskUsed: m.DiskBytes, DiskTotal: m.DiskLimit,
 		})
 	}
 	writeJSON(w, http.StatusOK, out)
