@@ -5,9 +5,11 @@ package daemon
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,6 +50,9 @@ type Config struct {
 	Debug        bool          // debug logs, and runsc debug logs per instance
 	DebianMirror string        // mirror for the debian image; default: the host's apt mirror
 	PortsDomain  string        // serve exposed ports at PORT-NAME.PortsDomain too; "" for none
+	// E2BDomain is where E2B's SDK finds sandboxes' hosts, PORT-ID.E2BDomain
+	// (DOMAIN[:PORT]); "" for e2b.DefaultDomain.
+	E2BDomain string
 	// AuditRetention is how long audit log entries are kept; 0 keeps them.
 	AuditRetention time.Duration
 	// Run output dend keeps on the data disk (see sandbox.OutputLimits).
@@ -160,6 +165,18 @@ func (c *Config) Validate() error {
 	}
 	if c.PortsDomain != "" && !validDomain(c.PortsDomain) {
 		return bad("ports-domain", "%q is not a lowercase domain name like ports.example.com", c.PortsDomain)
+	}
+	if c.E2BDomain != "" {
+		host, port, err := net.SplitHostPort(c.E2BDomain)
+		if err != nil {
+			host, port = c.E2BDomain, ""
+		}
+		if n, err := strconv.ParseUint(port, 10, 16); !validDomain(host) || (port != "" && (err != nil || n == 0)) {
+			return bad("e2b-domain", "%q is not a lowercase domain name with an optional port, like sandboxes.example.com or e2b.localhost:7070", c.E2BDomain)
+		}
+		if host == c.PortsDomain {
+			return bad("e2b-domain", "%q is also the ports domain: E2B's hosts name sandboxes by id, den's by name, so they need domains of their own", host)
+		}
 	}
 	if c.Listen != "" {
 		if _, err := netip.ParseAddrPort(c.Listen); err != nil {

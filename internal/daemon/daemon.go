@@ -170,6 +170,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	svc.RunIdle(cfg.IdleInterval)
 	svc.RunLimitWatch(time.Second)
+	svc.RunMetrics(metricsInterval, metricsWindow)
 	go audit.Retain(ctx, st, cfg.AuditRetention, time.Hour, log)
 	// Requests still in progress were the last dend's: nobody will answer
 	// them now, so a client asking learns they may or may not have run.
@@ -192,7 +193,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer self.Close()
 	mcpHTTP := mcpserver.NewHTTP(httpapi.IsLocal, self, mcpserver.Options{}, log.With("component", "mcp"))
 	// So does the E2B door, for both of E2B's planes.
-	e2bDoor := e2b.New(e2b.Config{API: self, IsLocal: httpapi.IsLocal, MinTTL: cfg.MinTTL, Logger: log.With("component", "e2b")})
+	// Its sandboxes' tokens are derived from the ports key, which outlives
+	// dend, so they keep working across restarts.
+	e2bDoor := e2b.New(e2b.Config{API: self, IsLocal: httpapi.IsLocal, MinTTL: cfg.MinTTL, Key: portsKey, Domain: cfg.E2BDomain,
+		Logger: log.With("component", "e2b")})
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
 		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder,
@@ -206,6 +210,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	return nil
 }
+
+// Running sandboxes are sampled this often, and their samples kept this
+// long (GET /v1/sandboxes/{name}/metrics): 720 samples a sandbox at most.
+const (
+	metricsInterval = 5 * time.Second
+	metricsWindow   = time.Hour
+)
 
 // pool is what dend needs of a storage driver.
 type pool interface {

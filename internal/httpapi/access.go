@@ -11,6 +11,7 @@ import (
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/inproc"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -98,8 +99,10 @@ func noteError(r *http.Request, msg string) { infoOf(r).errMsg = msg }
 func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := &requestInfo{fromNode: s.fromNode(r)}
+		// A request another node forwarded from its socket is as local
+		// as one on this socket: the fleet's key vouches for it.
 		if IsLocal(r) || (info.fromNode && r.Header.Get(cluster.HeaderLocal) != "") {
-			info.principal = auth.Root()
+			info.principal = localPrincipal(r)
 		} else if err := s.identify(r, info); err != nil {
 			if errors.Is(err, auth.ErrUnauthorized) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="den"`)
@@ -111,6 +114,21 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 		ctx := context.WithValue(r.Context(), infoKey{}, info)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// localPrincipal is root, or, when a door in dend asks to act for one
+// owner identity (inproc.ActAsOwnerHeader), that owner with an owner
+// token's rights under the name the door gives.
+func localPrincipal(r *http.Request) auth.Principal {
+	owner := r.Header.Get(inproc.ActAsOwnerHeader)
+	if owner == "" {
+		return auth.Root()
+	}
+	name := r.Header.Get(inproc.ActAsNameHeader)
+	if name == "" {
+		name = "owner " + owner
+	}
+	return auth.Principal{Name: name, Scope: auth.ScopeOwner, Owner: owner}
 }
 
 // identify finds the principal of a request that did not come through

@@ -28,6 +28,7 @@ func (s *server) routes() []route {
 		{"POST", "/v1/sandboxes/{name}/start", s.startSandbox},
 		{"POST", "/v1/sandboxes/{name}/stop", s.stopSandbox},
 		{"GET", "/v1/sandboxes/{name}/events", s.listEvents},
+		{"GET", "/v1/sandboxes/{name}/metrics", s.sandboxMetrics},
 		{"POST", "/v1/sandboxes/{name}/pause", s.pauseSandbox},
 		{"POST", "/v1/sandboxes/{name}/resume", s.resumeSandbox},
 		{"POST", "/v1/sandboxes/{name}/hibernate", s.hibernateSandbox},

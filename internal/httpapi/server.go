@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/audit"
@@ -36,6 +37,8 @@ type SandboxService interface {
 	Stop(ctx context.Context, ref string) (*sandbox.Sandbox, error)
 	Remove(ctx context.Context, ref string, force bool) error
 	Events(ctx context.Context, ref string) ([]sandbox.Event, error)
+	// Metrics is the sandbox's samples from from to to (zero: open).
+	Metrics(ctx context.Context, ref string, from, to time.Time) ([]sandbox.Sample, error)
 	// Address is the sandbox's private address, or "".
 	Address(sb *sandbox.Sandbox) string
 

@@ -113,6 +113,9 @@ type Service struct {
 	disk diskLedger
 	// admission checks owners' quotas (admission.go); it has its own lock.
 	admission *admission
+	// metrics keeps recent samples of running sandboxes (metrics.go); it
+	// has its own lock.
+	metrics metricsLog
 }
 
 // NewService checks cfg and returns a Service. Call Recover before serving
