@@ -6,10 +6,15 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/client"
@@ -72,6 +77,46 @@ func TestFleet(t *testing.T) {
 	if got := a.mustSh("on-a", "cat /root/note"); got != "written through b" {
 		t.Fatalf("the file node-b wrote, read on node-a: %q", got)
 	}
+	// den cp both ways through node-b: a tree in, and back out.
+	local := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(local, "proj", "src"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(local, "proj", "src", "main.go"), []byte("package main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, code := b.den("cp", filepath.Join(local, "proj"), "on-a:/srv"); code != 0 {
+		t.Fatalf("den cp into on-a through node-b: exit %d: %s", code, errs)
+	}
+	if got := a.mustSh("on-a", "cat /srv/src/main.go"); got != "package main\n" {
+		t.Fatalf("the tree node-b copied in, read on node-a: %q", got)
+	}
+	back := filepath.Join(local, "back")
+	if _, errs, code := b.den("cp", "on-a:/srv", back); code != 0 {
+		t.Fatalf("den cp out of on-a through node-b: exit %d: %s", code, errs)
+	}
+	if got, err := os.ReadFile(filepath.Join(back, "src", "main.go")); err != nil || string(got) != "package main\n" {
+		t.Fatalf("the tree copied out through node-b: %q, %v", got, err)
+	}
+	// den shell through node-b: a terminal in a sandbox node-a runs.
+	shell := exec.CommandContext(ctx, filepath.Join(binDir, "den"), "shell", "on-a")
+	shell.Env = append(os.Environ(), "DEN_SOCKET="+b.socket, "TERM=dumb")
+	ptmx, err := pty.Start(shell)
+	if err != nil {
+		t.Fatal(err)
+	}
+	screen := &syncBuffer{}
+	go io.Copy(screen, ptmx)
+	ptmx.Write([]byte("echo in-$(hostn''ame)\n"))
+	if !screen.waitFor("in-on-a", 20*time.Second) {
+		t.Fatalf("den shell through node-b did not answer: %q", screen.String())
+	}
+	ptmx.Write([]byte("exit 3\n"))
+	if err := shell.Wait(); shell.ProcessState.ExitCode() != 3 {
+		t.Fatalf("den shell through node-b ended %v, want exit 3: %q", err, screen.String())
+	}
+	ptmx.Close()
+
 	run, err := b.c.ExecDetached(ctx, "on-a", api.ExecRequest{Argv: []string{"sh", "-c", "for i in 1 2 3; do echo line $i; sleep 0.3; done"}})
 	if err != nil {
 		t.Fatalf("exec -d through node-b: %v", err)

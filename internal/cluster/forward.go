@@ -126,7 +126,8 @@ func reachable(n Node, sandbox string) error {
 			sandbox, n.Name, n.HeartbeatAt.Format(time.RFC3339)),
 			"its dend may be down or cut off; once the lease runs out other nodes declare it lost")
 	case n.PeerURL == "":
-		return errdefs.Unavailable("sandbox %q is on node %s, which gave no peer address", sandbox, n.Name)
+		return errdefs.WithHint(errdefs.Unavailable("sandbox %q is on node %s, which has no TCP listener for other nodes to forward to", sandbox, n.Name),
+			fmt.Sprintf("ask node %s itself, or restart its dend with --listen (and --peer-url)", n.Name))
 	}
 	return nil
 }

@@ -41,6 +41,9 @@ func joinFleet(ctx context.Context, cfg Config, fs fleetStore, st sandbox.Store,
 	if err != nil {
 		return nil, err
 	}
+	if peer == "" {
+		log.Warn("this node has no TCP listener: other nodes of the fleet cannot forward its sandboxes' requests to it; give --listen (and --peer-url)", "node", cfg.Node)
+	}
 	fresh := make([]byte, 32)
 	rand.Read(fresh)
 	key, err := fs.ClusterKey(ctx, fresh)
@@ -72,14 +75,13 @@ func joinFleet(ctx context.Context, cfg Config, fs fleetStore, st sandbox.Store,
 
 // PeerAddress is the URL other nodes reach this one at: PeerURL, or
 // the TCP listener's address (the host's name when it listens on every
-// address).
+// address); "" without a TCP listener: other nodes cannot forward to it.
 func (c *Config) PeerAddress() (string, error) {
 	if c.PeerURL != "" {
 		return c.PeerURL, nil
 	}
 	if c.Listen == "" {
-		return "", errdefs.WithHint(errdefs.Invalid("config listen: a node of a fleet needs a TCP listener, for the other nodes to forward requests to"),
-			"give --listen ADDR:PORT (and --peer-url if other nodes reach it at another address)")
+		return "", nil
 	}
 	host, port, err := net.SplitHostPort(c.Listen)
 	if err != nil {

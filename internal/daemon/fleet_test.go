@@ -54,7 +54,7 @@ func TestFleetConfig(t *testing.T) {
 		t.Errorf("peer address for every address: %q, %v; want the host's name", got, err)
 	}
 	c.Listen = ""
-	if _, err := c.PeerAddress(); !errors.Is(err, errdefs.ErrInvalid) || !strings.Contains(errdefs.Hint(err), "--listen") {
-		t.Errorf("a fleet node without a listener: %v", err)
+	if got, err := c.PeerAddress(); got != "" || err != nil {
+		t.Errorf("a node without a listener: %q, %v; want none", got, err)
 	}
 }

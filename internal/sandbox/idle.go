@@ -163,20 +163,7 @@ const retentionInterval = time.Second * 10
 
 // RunIdle calls Tick every interval until Close.
 func (s *Service) RunIdle(interval time.Duration) {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-t.C:
-				s.Tick(s.ctx)
-			}
-		}
-	}()
+	s.every(interval, s.Tick)
 }
 
 // applyDue takes the due step under the sandbox's lock, after checking it

@@ -63,20 +63,7 @@ func (s *Service) RunMetrics(interval, window time.Duration) {
 	s.metrics.mu.Lock()
 	s.metrics.window = window
 	s.metrics.mu.Unlock()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-t.C:
-				s.sampleAll(s.ctx)
-			}
-		}
-	}()
+	s.every(interval, s.sampleAll)
 }
 
 // sampleAll takes one sample of each running sandbox and forgets the
@@ -86,7 +73,7 @@ func (s *Service) sampleAll(ctx context.Context) {
 	if !ok {
 		return
 	}
-	sbs, err := s.cfg.Store.ListSandboxes(ctx)
+	sbs, err := s.localSandboxes(ctx)
 	if err != nil {
 		s.log.Debug("listing sandboxes to sample", "err", err)
 		return

@@ -175,6 +175,24 @@ func (s *Service) Close() {
 	s.wg.Wait()
 }
 
+// every calls f every interval, in the background, until Close.
+func (s *Service) every(interval time.Duration, f func(ctx context.Context)) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-t.C:
+				f(s.ctx)
+			}
+		}
+	}()
+}
+
 // lock returns the lifecycle lock of a sandbox.
 func (s *Service) lock(id string) *sync.RWMutex {
 	s.mu.Lock()
