@@ -53,6 +53,9 @@ type Store interface {
 	ListCheckpoints(ctx context.Context, sandboxID string) ([]*Checkpoint, error)
 	// UpdateCheckpoint rewrites c's manifest.
 	UpdateCheckpoint(ctx context.Context, c *Checkpoint) error
+	// SetCheckpointLocation records where a checkpoint's bytes are, and
+	// nothing else of it. ErrNotFound when it is gone.
+	SetCheckpointLocation(ctx context.Context, id, location string, b Blobs) error
 	// DeleteCheckpoint removes a checkpoint; its children take its parent
 	// as theirs, so the tree stays connected.
 	DeleteCheckpoint(ctx context.Context, id string) error
