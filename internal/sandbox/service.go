@@ -60,6 +60,13 @@ type Config struct {
 	Disk DiskPolicy
 	// Quotas bounds what each owner, and each sandbox, may take (quota.go).
 	Quotas Quotas
+	// Offsite is the blob store checkpoints are uploaded to (offsite.go);
+	// nil: none, and checkpoints live on this host only.
+	Offsite Offsite
+	// BlobGrace is how old an object of the blob store nothing refers to
+	// must be before it is collected: longer than any upload takes.
+	// Default one hour.
+	BlobGrace time.Duration
 }
 
 // Service carries out every verb on sandboxes. It serializes lifecycle
@@ -113,6 +120,12 @@ type Service struct {
 	disk diskLedger
 	// admission checks owners' quotas (admission.go); it has its own lock.
 	admission *admission
+	// uploads are the checkpoints waiting for the blob store (offsite.go);
+	// nil without one.
+	uploads *uploadQueue
+	// downloads serializes downloads from the blob store: one chain at a
+	// time, so two restores never receive the same volume.
+	downloads sync.Mutex
 }
 
 // NewService checks cfg and returns a Service. Call Recover before serving
@@ -133,6 +146,9 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	if cfg.BootTimeout == 0 {
 		cfg.BootTimeout = 15 * time.Second
+	}
+	if cfg.BlobGrace == 0 {
+		cfg.BlobGrace = time.Hour
 	}
 	if cfg.EphemeralTTL == 0 {
 		cfg.EphemeralTTL = time.Hour
@@ -160,6 +176,9 @@ func NewService(cfg Config) (*Service, error) {
 		secretStates: map[string]secretState{},
 		dataReserve:  &diskReserve{dir: cfg.RunsDir, reserve: cfg.Output.Reserve, now: cfg.Now},
 		admission:    newAdmission(cfg.Quotas),
+	}
+	if cfg.Offsite != nil {
+		s.uploads = newUploadQueue()
 	}
 	s.allowance = &runAllowance{s: s, limit: cfg.Output.PerSandbox, used: map[string]int64{}}
 	return s, nil

@@ -19,11 +19,7 @@ import (
 )
 
 // Info describes one volume.
-type Info struct {
-	Key      string
-	Path     string // where the volume lives on the host
-	ReadOnly bool
-}
+type Info = sandbox.VolumeInfo
 
 // Driver is a pool of copy-on-write volumes.
 //
