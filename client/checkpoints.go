@@ -128,7 +128,7 @@ func (c *Client) SetPolicy(ctx context.Context, name string, p api.Policy) (*api
 // dend's grace period. Admins only; unavailable without a blob store.
 func (c *Client) CollectBlobs(ctx context.Context) (*api.BlobCollection, error) {
 	var out api.BlobCollection
-	if err := c.do(ctx, http.MethodPost, "/v1/admin/blobs/gc", nil, nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/admin/blobs/gc", nil, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
