@@ -237,6 +237,34 @@ func TestBlobStore(t *testing.T) {
 	}
 }
 
+// A hibernated sandbox's memory and files go to the blob store too, and
+// it wakes with its processes from there when the host lost them.
+func TestBlobStoreHibernation(t *testing.T) {
+	rig := newBlobRig(t)
+	d := startDend(t, "--blobs", rig.url, "--blobs-credentials", rig.creds)
+	ctx := ctxT(t, 5*time.Minute)
+	d.create("sleeper")
+	d.startCounter("sleeper", 2)
+	d.mustSh("sleeper", "echo kept > /root/f")
+	if _, err := d.c.Hibernate(ctx, "sleeper"); err != nil {
+		t.Fatal(err)
+	}
+	cks, err := d.c.Checkpoints(ctx, "sleeper")
+	if err != nil || len(cks) != 1 || cks[0].Kind != api.CheckpointHibernate {
+		t.Fatalf("checkpoints of a hibernated sandbox: %+v, %v", cks, err)
+	}
+	ck := d.waitUploaded("sleeper", cks[0].ID)
+	t.Logf("hibernation image uploaded: %d bytes sent for %d of memory and %d of files", ck.UploadedBytes, ck.MemoryBytes, ck.FilesBytes)
+	d.dropLocal(ck.ID)
+	if sb, err := d.c.Resume(ctx, "sleeper"); err != nil || sb.State != api.StateRunning {
+		t.Fatalf("waking from a hibernation the host lost: %+v, %v\n%s", sb, err, tail(d.logs(), 3000))
+	}
+	if out := d.mustSh("sleeper", "cat /root/f"); strings.TrimSpace(out) != "kept" {
+		t.Fatalf("file after waking: %q", out)
+	}
+	d.countAbove("sleeper", d.count("sleeper"))
+}
+
 // corruptChunks overwrites every chunk in the bucket with other bytes.
 func corruptChunks(t *testing.T, rig *blobRig) {
 	t.Helper()
