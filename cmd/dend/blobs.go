@@ -24,7 +24,7 @@ func blobsFlags(fs *flag.FlagSet, cfg *daemon.Config, getenv func(string) string
 	fs.StringVar(&b.URL, "blobs", getenv("DEN_BLOBS"), "blob store for checkpoints, so they survive this host: s3://BUCKET/PREFIX?endpoint=HOST:PORT[&insecure=1][&region=R] "+
 		"(keys from --blobs-credentials, DEN_BLOBS_ACCESS_KEY_ID/DEN_BLOBS_SECRET_ACCESS_KEY or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY); default none")
 	file := fs.String("blobs-credentials", getenv("DEN_BLOBS_CREDENTIALS"), "a file (mode 0600) of lines AWS_ACCESS_KEY_ID=... and AWS_SECRET_ACCESS_KEY=... for --blobs")
-	fs.DurationVar(&b.Grace, "blobs-gc-grace", b.Grace, "how old an object of the blob store no record names must be before it is collected; longer than any upload takes")
+	fs.DurationVar(&b.Grace, "blobs-gc-grace", b.Grace, "how old an object of the blob store no record names must be before it is collected; twice as long as any upload takes")
 	fs.DurationVar(&b.GCInterval, "blobs-gc-interval", b.GCInterval, "how often the blob store is collected (0: only with `den admin gc-blobs`)")
 	fs.IntVar(&b.Parallel, "blobs-parallel", b.Parallel, "chunks one upload or download moves at once")
 	return func() error {

@@ -11,9 +11,13 @@
 // manifests/ and named by the SHA-256 of its own text. A manifest's name is
 // what a record keeps.
 //
-// Put sends a chunk only when the bucket lacks it; a chunk it already has
-// is touched instead (its modification time renewed), which is what keeps
-// it from the collector while the stream that reuses it is being written.
+// Put sends a chunk only when the bucket lacks it. A chunk it already has
+// is reused as it is when it was written or touched within half the grace
+// period, else touched (its modification time renewed): the collector
+// removes nothing younger than the grace period, so a stream that reuses a
+// chunk keeps it as long as the stream is recorded within half of it.
+// The store remembers the chunks it wrote or saw young, so a stream sent
+// again costs no request for them.
 // Get checks every chunk against its name and the stream against the
 // manifest, and fails with a DamagedError naming the object rather than
 // return different bytes. Collect removes what no record refers to, once
@@ -25,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -64,9 +69,13 @@ type Config struct {
 	Objects Objects
 	Logger  *slog.Logger
 	// Parallel bounds the chunks sent or fetched at once, and so the
-	// memory a transfer holds (about Parallel+1 times 4 MiB). Default 6.
+	// memory a transfer holds (about Parallel+1 times 8 MiB). Default 8.
 	Parallel int
-	// Now is the clock the collector's grace period is measured on.
+	// Grace is how old an object nothing refers to must be before
+	// Collect removes it: the longest a Put may take, and its record be
+	// written, is half of it. Default one hour.
+	Grace time.Duration
+	// Now is the clock the grace period is measured on.
 	Now func() time.Time
 }
 
@@ -75,9 +84,15 @@ type Store struct {
 	objs     Objects
 	log      *slog.Logger
 	parallel int
+	grace    time.Duration
 	now      func() time.Time
 	enc      *zstd.Encoder
 	dec      *zstd.Decoder
+
+	// mu guards young: chunks this store wrote, touched or saw, by the
+	// modification time they had then.
+	mu    sync.Mutex
+	young map[string]time.Time
 }
 
 // Object key prefixes.
@@ -88,14 +103,15 @@ const (
 
 // How streams are cut: the polynomial and the bounds are fixed forever,
 // since others would cut the same bytes elsewhere and nothing already
-// stored would be reused. Chunks are 256 KiB to 4 MiB, about 768 KiB on
-// average: small enough that a change costs little beside it, large
-// enough that a GiB is about 1,400 objects.
+// stored would be reused. Chunks are 1 to 8 MiB, about 2 MiB on average
+// (1 MiB where runs of zeros cut them early): each object costs the
+// server a request and a metadata write, so a GiB should be a few hundred
+// of them, while a change costs little more than itself.
 const (
 	pol         = chunker.Pol(0x3c367ff1d4b4b9)
-	minChunk    = 256 << 10
-	maxChunk    = 4 << 20
-	averageBits = 19 // a cut is likely every 2^19 bytes past minChunk
+	minChunk    = 1 << 20
+	maxChunk    = 8 << 20
+	averageBits = 20 // a cut is likely every 2^20 bytes past minChunk
 )
 
 // newChunker cuts r the one way every den cuts streams.
@@ -114,7 +130,10 @@ func New(cfg Config) (*Store, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Parallel <= 0 {
-		cfg.Parallel = 6
+		cfg.Parallel = 8
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = time.Hour
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -127,7 +146,8 @@ func New(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("blob store: %w", err)
 	}
-	return &Store{objs: cfg.Objects, log: cfg.Logger, parallel: cfg.Parallel, now: cfg.Now, enc: enc, dec: dec}, nil
+	return &Store{objs: cfg.Objects, log: cfg.Logger, parallel: cfg.Parallel, grace: cfg.Grace, now: cfg.Now,
+		enc: enc, dec: dec, young: map[string]time.Time{}}, nil
 }
 
 // chunkKey is where the chunk with hex SHA-256 sum lives; the first two

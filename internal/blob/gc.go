@@ -23,7 +23,7 @@ type GCStats struct {
 
 // Collect removes the manifests that keep does not name and the chunks
 // that no manifest it keeps refers to, when they were last written or
-// touched more than grace before the collection began. Mark, then sweep:
+// touched more than the grace period before the collection began. Mark, then sweep:
 //
 //   - every manifest in keep is read and its chunks marked; so is every
 //     unreferenced manifest still within grace, which may be one a Put
@@ -31,14 +31,15 @@ type GCStats struct {
 //   - an object is removed only if, read again just before, it is still
 //     older than the cutoff: a Put that touched or wrote it since keeps it.
 //
-// A Put in flight writes or touches every chunk it uses before its
-// manifest, and its manifest before its record, so it loses nothing as
-// long as it takes less than grace. A manifest named in keep that is
+// A Put in flight makes sure every chunk it uses is younger than half the
+// grace period before it writes its manifest, and its manifest before its
+// record, so it loses nothing as long as it and its record take less than
+// half of it. A manifest named in keep that is
 // missing is counted, logged and skipped: the records that name it are
 // damaged whatever the collector does.
-func (s *Store) Collect(ctx context.Context, keep []string, grace time.Duration) (GCStats, error) {
+func (s *Store) Collect(ctx context.Context, keep []string) (GCStats, error) {
 	var st GCStats
-	cutoff := s.now().Add(-grace)
+	cutoff := s.now().Add(-s.grace)
 	kept := map[string]bool{}
 	for _, id := range keep {
 		if ValidID(id) == nil {
@@ -111,6 +112,7 @@ func (s *Store) Collect(ctx context.Context, keep []string, grace time.Duration)
 			return err
 		}
 		if removed {
+			s.forget(path.Base(o.Key))
 			st.ChunksRemoved++
 			st.BytesRemoved += n
 		} else {

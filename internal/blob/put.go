@@ -11,6 +11,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -130,23 +131,71 @@ func (s *Store) putFailed(g *errgroup.Group, gctx context.Context) error {
 	return gctx.Err()
 }
 
-// putChunk makes sure the bucket has chunk name: it touches it, or, when
-// there is none, sends it compressed. It returns the bytes sent and
-// whether it had to.
+// putChunk makes sure the bucket has chunk name, young enough that the
+// collector spares it until the stream is recorded: known young, found
+// young, touched, or, when there is none, sent compressed. It returns the
+// bytes sent and whether it had to.
 func (s *Store) putChunk(ctx context.Context, name string, data []byte) (int64, bool, error) {
-	key := chunkKey(name)
-	err := s.objs.Touch(ctx, key)
-	if err == nil {
+	if s.isYoung(name) {
 		return 0, false, nil
 	}
-	if !errors.Is(err, errdefs.ErrNotFound) {
+	key := chunkKey(name)
+	o, err := s.objs.Stat(ctx, key)
+	switch {
+	case err == nil && s.now().Sub(o.LastModified) < s.grace/2:
+		s.remember(name, o.LastModified)
+		return 0, false, nil
+	case err == nil:
+		if err := s.objs.Touch(ctx, key); err == nil {
+			s.remember(name, s.now())
+			return 0, false, nil
+		} else if !errors.Is(err, errdefs.ErrNotFound) {
+			return 0, false, fmt.Errorf("renewing chunk %s: %w", name, err)
+		}
+	case !errors.Is(err, errdefs.ErrNotFound):
 		return 0, false, fmt.Errorf("looking for chunk %s: %w", name, err)
 	}
 	z := s.enc.EncodeAll(data, make([]byte, 0, len(data)/2))
 	if err := s.objs.Put(ctx, key, bytes.NewReader(z), int64(len(z))); err != nil {
 		return 0, false, fmt.Errorf("sending chunk %s: %w", name, err)
 	}
+	s.remember(name, s.now())
 	return int64(len(z)), true, nil
+}
+
+// isYoung says whether chunk name was written or touched within half the
+// grace period, as far as this store knows.
+func (s *Store) isYoung(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.young[name]
+	if ok && s.now().Sub(t) >= s.grace/2 {
+		delete(s.young, name)
+		return false
+	}
+	return ok
+}
+
+// remember notes that chunk name was written or touched at t, and forgets
+// the chunks no longer young.
+func (s *Store) remember(name string, t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.young[name] = t
+	if len(s.young)%4096 == 0 {
+		for k, v := range s.young {
+			if s.now().Sub(v) >= s.grace/2 {
+				delete(s.young, k)
+			}
+		}
+	}
+}
+
+// forget drops chunks from what the store knows, once they are removed.
+func (s *Store) forget(name string) {
+	s.mu.Lock()
+	delete(s.young, name)
+	s.mu.Unlock()
 }
 
 // putManifest stores m under the SHA-256 of its text, returning that and

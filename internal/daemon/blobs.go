@@ -23,7 +23,7 @@ type Blobs struct {
 	AccessKeyID     string
 	SecretAccessKey string
 	// Grace is how old an object nothing names must be before the
-	// collector removes it: longer than any upload takes.
+	// collector removes it: twice as long as any upload takes.
 	Grace time.Duration
 	// GCInterval is how often the blob store is collected; 0: only on
 	// request (`den admin gc-blobs`).
@@ -36,7 +36,7 @@ type Blobs struct {
 const (
 	DefaultBlobsGrace      = time.Hour
 	DefaultBlobsGCInterval = 6 * time.Hour
-	DefaultBlobsParallel   = 6
+	DefaultBlobsParallel   = 8
 	// blobsRetry is how often checkpoints whose upload failed are tried
 	// again.
 	blobsRetry = time.Minute
@@ -87,7 +87,7 @@ func newOffsite(bucket *s3.Bucket, b Blobs, pool storage.Driver, log *slog.Logge
 	if !ok {
 		return nil, errdefs.Unavailable("the %s storage pool cannot send volumes to a blob store", pool.Name())
 	}
-	store, err := blob.New(blob.Config{Objects: bucket, Logger: log, Parallel: b.Parallel})
+	store, err := blob.New(blob.Config{Objects: bucket, Logger: log, Parallel: b.Parallel, Grace: b.Grace})
 	if err != nil {
 		return nil, err
 	}

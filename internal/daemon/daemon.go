@@ -151,7 +151,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Disk:          disk,
 		MinTTL:        cfg.MinTTL,
 		Quotas:        cfg.quotas(st),
-		BlobGrace:     cfg.Blobs.Grace,
 	}
 	if off != nil {
 		scfg.Offsite = off

@@ -164,8 +164,8 @@ func (o *Offsite) pull(ctx context.Context, manifest string, receive func(io.Rea
 }
 
 // Collect runs the blob store's collector.
-func (o *Offsite) Collect(ctx context.Context, keep []string, grace time.Duration) (sandbox.BlobCollection, error) {
-	st, err := o.blobs.Collect(ctx, keep, grace)
+func (o *Offsite) Collect(ctx context.Context, keep []string) (sandbox.BlobCollection, error) {
+	st, err := o.blobs.Collect(ctx, keep)
 	return sandbox.BlobCollection{Manifests: st.Manifests, ManifestsRemoved: st.ManifestsRemoved,
 		MissingManifests: st.MissingManifests, Chunks: st.Chunks, ChunksRemoved: st.ChunksRemoved,
 		BytesRemoved: st.BytesRemoved}, err

@@ -369,7 +369,7 @@ func (s *Service) CollectBlobs(ctx context.Context) (BlobCollection, error) {
 		keep = append(keep, ck.Blobs.Manifests()...)
 	}
 	start := time.Now()
-	st, err := s.cfg.Offsite.Collect(ctx, keep, s.cfg.BlobGrace)
+	st, err := s.cfg.Offsite.Collect(ctx, keep)
 	if err != nil {
 		return st, fmt.Errorf("collecting the blob store: %w", err)
 	}

@@ -270,8 +270,8 @@ type Offsite interface {
 	// names: whole, or not at all.
 	PullDir(ctx context.Context, dir, manifest string) error
 	// Collect removes from the blob store what keep (manifests) does not
-	// need and was not written or reused within grace.
-	Collect(ctx context.Context, keep []string, grace time.Duration) (BlobCollection, error)
+	// need and was not written or reused within its grace period.
+	Collect(ctx context.Context, keep []string) (BlobCollection, error)
 }
 
 // BlobStats tells what a push sent.

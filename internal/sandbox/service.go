@@ -63,10 +63,6 @@ type Config struct {
 	// Offsite is the blob store checkpoints are uploaded to (offsite.go);
 	// nil: none, and checkpoints live on this host only.
 	Offsite Offsite
-	// BlobGrace is how old an object of the blob store nothing refers to
-	// must be before it is collected: longer than any upload takes.
-	// Default one hour.
-	BlobGrace time.Duration
 }
 
 // Service carries out every verb on sandboxes. It serializes lifecycle
@@ -146,9 +142,6 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	if cfg.BootTimeout == 0 {
 		cfg.BootTimeout = 15 * time.Second
-	}
-	if cfg.BlobGrace == 0 {
-		cfg.BlobGrace = time.Hour
 	}
 	if cfg.EphemeralTTL == 0 {
 		cfg.EphemeralTTL = time.Hour
