@@ -65,6 +65,9 @@ type Store interface {
 	GetImage(ctx context.Context, name string) (*Image, error)
 	ListImages(ctx context.Context) ([]*Image, error)
 	DeleteImage(ctx context.Context, name string) error
+	// SetImageLocation records where an image's root filesystem is, and
+	// nothing else of it; ErrNotFound when it is gone.
+	SetImageLocation(ctx context.Context, name, location string, b Blobs) error
 }
 
 // Volumes is the storage pool: root filesystems as copy-on-write volumes.

@@ -34,7 +34,7 @@ const (
 	status, exit_code, signal, started_at, ended_at, stdout_size, stderr_size, limit_hit,
 	stdout_dropped, stderr_dropped, output_max, output_cut, pid`
 	CheckpointCols = `id, sandbox_id, name, kind, parent, memory, generation, manifest, created_at, location, blobs`
-	ImageCols      = `name, source, ref, digest, size_bytes, env, cwd, "user", created_at`
+	ImageCols      = `name, source, ref, digest, size_bytes, env, cwd, "user", created_at, location, blobs`
 	OwnerCols      = `id, sandboxes, memory_bytes, cpus, disk_bytes, checkpoints, allow_private, updated_at`
 	TokenCols      = `id, name, hash, scope, owner, created_at, expires_at, revoked_at, last_used_at`
 	AuditCols      = `seq, time, token_id, token_name, method, route, path, sandbox_id, sandbox, status, error`
@@ -202,8 +202,8 @@ func CheckpointValues(c *sandbox.Checkpoint) ([]any, error) {
 		CheckpointLocation(c.Location), string(blobs)}, nil
 }
 
-// CheckpointLocation is the location a checkpoint is stored with: local
-// unless it says otherwise.
+// CheckpointLocation is the location a checkpoint or an image is stored
+// with: local unless it says otherwise.
 func CheckpointLocation(l string) string {
 	if l == "" {
 		return sandbox.LocationLocal
@@ -239,17 +239,26 @@ func ImageValues(im *sandbox.Image) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding env of image %q: %w", im.Name, err)
 	}
-	return []any{im.Name, im.Source, im.Ref, im.Digest, im.SizeBytes, string(env), im.Cwd, im.User, FormatTime(im.CreatedAt)}, nil
+	blobs, err := json.Marshal(im.Blobs)
+	if err != nil {
+		return nil, fmt.Errorf("encoding blobs of image %q: %w", im.Name, err)
+	}
+	return []any{im.Name, im.Source, im.Ref, im.Digest, im.SizeBytes, string(env), im.Cwd, im.User, FormatTime(im.CreatedAt),
+		CheckpointLocation(im.Location), string(blobs)}, nil
 }
 
 // ScanImage reads a row of ImageCols.
 func ScanImage(row Scanner) (*sandbox.Image, error) {
 	var im sandbox.Image
-	var env []byte
+	var env, blobs []byte
 	var created string
-	err := row.Scan(&im.Name, &im.Source, &im.Ref, &im.Digest, &im.SizeBytes, &env, &im.Cwd, &im.User, &created)
+	err := row.Scan(&im.Name, &im.Source, &im.Ref, &im.Digest, &im.SizeBytes, &env, &im.Cwd, &im.User, &created,
+		&im.Location, &blobs)
 	if err != nil {
 		return nil, err
+	}
+	if err := json.Unmarshal(blobs, &im.Blobs); err != nil {
+		return nil, fmt.Errorf("decoding blobs of image %q: %w", im.Name, err)
 	}
 	if err := json.Unmarshal(env, &im.Env); err != nil {
 		return nil, fmt.Errorf("decoding env of image %q: %w", im.Name, err)
@@ -486,5 +495,6 @@ func NewImage(im *sandbox.Image, now time.Time) (*sandbox.Image, error) {
 		rec.CreatedAt = now
 	}
 	rec.CreatedAt = rec.CreatedAt.UTC()
+	rec.Location = CheckpointLocation(rec.Location)
 	return &rec, nil
 }

@@ -1,5 +1,0 @@
--- Where a checkpoint's bytes are (issue 11): local, uploading or uploaded
--- to the blob store, and the manifests that make them again there
--- (sandbox.Blobs). Checkpoints made before are local.
-ALTER TABLE checkpoints ADD COLUMN location TEXT NOT NULL DEFAULT 'local';
-ALTER TABLE checkpoints ADD COLUMN blobs JSON NOT NULL DEFAULT '{}';
