@@ -206,12 +206,17 @@ func TestBlobStore(t *testing.T) {
 		t.Fatalf("after collection %d manifests are left (kept %d): %v", manifests, gc.Manifests, err)
 	}
 
-	// The host loses both checkpoints: restoring the second downloads
-	// the first (the base of its diff) and itself, and its processes
+	// The host loses its image and the sandbox's checkpoints: restoring
+	// the last downloads its chain, the image first, and its processes
 	// carry on.
 	before := sha256.Sum256(change)
-	d.dropLocal(c1.ID)
-	d.dropLocal(c2.ID)
+	for _, id := range []string{fa.ID, c1.ID, c2.ID} {
+		d.dropLocal(id)
+	}
+	image := filepath.Join(d.dataDir, "pool", "images", "busybox")
+	if out, err := exec.Command("btrfs", "subvolume", "delete", image).CombinedOutput(); err != nil {
+		t.Fatalf("deleting the image: %v: %s", err, out)
+	}
 	if _, err := d.c.Restore(ctx, "ba", c2.ID); err != nil {
 		t.Fatalf("restore of a checkpoint the host lost: %v\n%s", err, tail(d.logs(), 3000))
 	}
@@ -220,6 +225,9 @@ func TestBlobStore(t *testing.T) {
 		t.Fatalf("the restored file is not the one checkpointed: %s", out)
 	}
 	d.countAbove("ba", 2)
+	if _, err := os.Stat(filepath.Join(image, "bin", "busybox")); err != nil {
+		t.Fatalf("the image did not come back with the checkpoint: %v", err)
+	}
 
 	// The bucket's chunks are damaged: a restore that needs them fails,
 	// naming the checkpoint and what is wrong, and boots nothing.

@@ -221,9 +221,23 @@ func (s *Service) push(ctx context.Context, ck *Checkpoint, depth int) (Blobs, e
 
 // uploadBase picks what ck's files are sent as a diff from: its parent,
 // once uploaded (first, if need be) and still here in the same format
-// with room in its chain. It returns the base's volume and chain, or ""
-// to send them whole, and what unpins the base.
+// with room in its chain; else its image, uploaded first if need be. It
+// returns the base's volume and chain, or "" to send them whole, and what
+// unpins the base.
 func (s *Service) uploadBase(ctx context.Context, ck *Checkpoint, depth int) (string, []BlobLayer, func()) {
+	if key, chain, unpin := s.parentBase(ctx, ck, depth); key != "" {
+		return key, chain, unpin
+	}
+	im, err := s.uploadImage(ctx, ck.Manifest.Spec.Image)
+	if err != nil {
+		s.log.Warn("uploading an image to diff a checkpoint from; sending its files whole", "checkpoint", ck.ID, "image", ck.Manifest.Spec.Image, "err", err)
+		return "", nil, func() {}
+	}
+	return im.VolumeKey(), im.Blobs.Files, func() {}
+}
+
+// parentBase is uploadBase's choice of ck's parent, or "".
+func (s *Service) parentBase(ctx context.Context, ck *Checkpoint, depth int) (string, []BlobLayer, func()) {
 	none := func() {}
 	if ck.Parent == "" {
 		return "", nil, none
@@ -247,6 +261,41 @@ func (s *Service) uploadBase(ctx context.Context, ck *Checkpoint, depth int) (st
 		return "", nil, none
 	}
 	return p.VolumeKey(), p.Blobs.Files, unpin
+}
+
+// uploadImage sends image name's root filesystem whole, unless it is
+// uploaded already, and returns its record.
+func (s *Service) uploadImage(ctx context.Context, name string) (*Image, error) {
+	im, err := s.cfg.Store.GetImage(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if !s.hasVolume(ctx, im.VolumeKey()) {
+		return nil, errdefs.NotFound("image %q is not on this host", name)
+	}
+	if im.Location == LocationUploaded && im.Blobs.Format == s.cfg.Offsite.Format() {
+		return im, nil
+	}
+	if err := s.cfg.Store.SetImageLocation(ctx, name, LocationUploading, Blobs{}); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	id, _, st, err := s.cfg.Offsite.PushVolume(ctx, im.VolumeKey(), "")
+	if err != nil {
+		if lerr := s.cfg.Store.SetImageLocation(context.WithoutCancel(ctx), name, LocationLocal, Blobs{}); lerr != nil {
+			s.log.Error("recording a failed upload", "image", name, "err", lerr)
+		}
+		return nil, err
+	}
+	im.Location = LocationUploaded
+	im.Blobs = Blobs{Format: s.cfg.Offsite.Format(), Files: []BlobLayer{{Manifest: id, Volume: im.VolumeKey()}},
+		StreamBytes: st.StreamBytes, SentBytes: st.SentBytes}
+	if err := s.cfg.Store.SetImageLocation(ctx, name, im.Location, im.Blobs); err != nil {
+		return nil, err
+	}
+	s.log.Info("image uploaded", "image", name, "stream", units.BytesSize(float64(st.StreamBytes)),
+		"sent", units.BytesSize(float64(st.SentBytes)), "took", time.Since(start).Round(time.Millisecond))
+	return im, nil
 }
 
 // hasVolume says whether read-only volume key is here, whole.
@@ -318,26 +367,76 @@ func (s *Service) pullFiles(ctx context.Context, ck *Checkpoint) error {
 		return nil
 	}
 	start := len(layers) - 1
-	for start > 0 && !s.hasVolume(ctx, layers[start-1].Volume) {
+	for start > 0 && !s.layerHere(ctx, layers[start-1]) {
 		start--
 	}
-	for _, l := range layers[start:] {
+	var scratch []string
+	defer func() {
+		for _, key := range scratch {
+			if err := s.cfg.Volumes.Remove(context.WithoutCancel(ctx), key); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+				s.log.Error("removing a downloaded base", "volume", key, "err", err)
+			}
+		}
+	}()
+	for i, l := range layers[start:] {
 		// Links made for a checkpoint since removed go with the next
 		// garbage collection; until then they are held here.
 		if id, ok := strings.CutPrefix(l.Volume, "checkpoints/"); ok {
 			defer s.pin(id)()
 		}
-		if s.hasVolume(ctx, l.Volume) {
+		if s.layerHere(ctx, l) {
 			continue
 		}
-		if err := s.cfg.Volumes.Remove(ctx, l.Volume); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-			return fmt.Errorf("clearing a partial copy of %s: %w", l.Volume, err)
+		key := l.Volume
+		if !s.mayReceive(ctx, l) {
+			// An image rebuilt or removed since: its stream serves
+			// as a base under a name of its own, then goes.
+			key = fmt.Sprintf("checkpoints/%s-base%d", ck.ID, start+i)
+			defer s.pin(fmt.Sprintf("%s-base%d", ck.ID, start+i))()
+			scratch = append(scratch, key)
 		}
-		if err := s.cfg.Offsite.PullVolume(ctx, l.Volume, l.Manifest); err != nil {
+		if err := s.cfg.Volumes.Remove(ctx, key); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return fmt.Errorf("clearing a partial copy of %s: %w", key, err)
+		}
+		if err := s.cfg.Offsite.PullVolume(ctx, key, l.Manifest); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// layerHere says whether the volume a layer makes is here: a checkpoint's
+// volume is always the one it names, an image's only while the image is
+// the one uploaded (a rebuilt image keeps its name).
+func (s *Service) layerHere(ctx context.Context, l BlobLayer) bool {
+	if !s.hasVolume(ctx, l.Volume) {
+		return false
+	}
+	name, ok := strings.CutPrefix(l.Volume, "images/")
+	if !ok {
+		return true
+	}
+	im, err := s.cfg.Store.GetImage(ctx, name)
+	return err == nil && len(im.Blobs.Files) > 0 && im.Blobs.Files[len(im.Blobs.Files)-1].Manifest == l.Manifest
+}
+
+// mayReceive says whether a missing layer may be received under the key
+// it names: always for a checkpoint, and for an image whose record names
+// that same stream (a host without the image gets it back).
+func (s *Service) mayReceive(ctx context.Context, l BlobLayer) bool {
+	name, ok := strings.CutPrefix(l.Volume, "images/")
+	if !ok {
+		return true
+	}
+	im, err := s.cfg.Store.GetImage(ctx, name)
+	return err == nil && len(im.Blobs.Files) > 0 && im.Blobs.Files[len(im.Blobs.Files)-1].Manifest == l.Manifest &&
+		!s.volumeExists(ctx, l.Volume)
+}
+
+// volumeExists says whether anything is at volume key.
+func (s *Service) volumeExists(ctx context.Context, key string) bool {
+	_, err := s.cfg.Volumes.Stat(ctx, key)
+	return err == nil
 }
 
 // downloadFailed says which checkpoint could not be brought back, and
@@ -353,8 +452,8 @@ func (s *Service) downloadFailed(ck *Checkpoint, err error) error {
 }
 
 // CollectBlobs removes from the blob store what no record needs: the
-// manifests named by no checkpoint, and the chunks only they used, once
-// older than the grace period. Mark (every manifest the store's records
+// manifests named by no checkpoint or image, and the chunks only they
+// used, once older than the grace period. Mark (every manifest the store's records
 // name) and sweep (see blob.Store.Collect).
 func (s *Service) CollectBlobs(ctx context.Context) (BlobCollection, error) {
 	if s.cfg.Offsite == nil {
@@ -364,9 +463,16 @@ func (s *Service) CollectBlobs(ctx context.Context) (BlobCollection, error) {
 	if err != nil {
 		return BlobCollection{}, err
 	}
+	ims, err := s.cfg.Store.ListImages(ctx)
+	if err != nil {
+		return BlobCollection{}, err
+	}
 	var keep []string
 	for _, ck := range cks {
 		keep = append(keep, ck.Blobs.Manifests()...)
+	}
+	for _, im := range ims {
+		keep = append(keep, im.Blobs.Manifests()...)
 	}
 	start := time.Now()
 	st, err := s.cfg.Offsite.Collect(ctx, keep)
