@@ -1194,6 +1194,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/blobs/gc": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Collect the blob store now (admins only)
+         * @description Mark every manifest a checkpoint's record names, then remove the manifests and chunks nothing marked that are older than dend's --blobs-gc-grace. dend also does this every --blobs-gc-interval.
+         */
+        post: operations["collectBlobs"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/secrets": {
         parameters: {
             query?: never;
@@ -1849,6 +1869,32 @@ export interface components {
             created_at: string;
             /** @description names of the sandboxes that depend on it (hibernated on it, or created from it) */
             needed_by?: string[];
+            /**
+             * @description where its bytes are; uploaded means in the blob store too, so it survives its host
+             * @enum {string}
+             */
+            location: "local" | "uploading" | "uploaded";
+            /**
+             * Format: int64
+             * @description what uploading it sent: the chunks the blob store lacked, compressed
+             */
+            uploaded_bytes?: number;
+        };
+        BlobCollection: {
+            /** @description manifests kept */
+            manifests: number;
+            /** @description manifests no record names */
+            manifests_removed: number;
+            /** @description manifests a record names that the blob store lacks (damage) */
+            missing_manifests: number;
+            /** @description chunks kept */
+            chunks: number;
+            chunks_removed: number;
+            /**
+             * Format: int64
+             * @description compressed bytes freed
+             */
+            bytes_removed: number;
         };
         CheckpointList: {
             checkpoints: components["schemas"]["Checkpoint"][];
@@ -4292,6 +4338,30 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["Internal"];
+        };
+    };
+    collectBlobs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description what was kept and removed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BlobCollection"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listSecrets: {
