@@ -50,7 +50,7 @@ func (c *counting) Touch(ctx context.Context, key string) error {
 func (e *env) newStore(t *testing.T) *blob.Store {
 	t.Helper()
 	e.calls = &counting{Objects: e.bucket}
-	st, err := blob.New(blob.Config{Objects: e.calls, Parallel: 4, Grace: time.Hour,
+	st, err := blob.New(blob.Config{Objects: e.calls, Parallel: 8, Grace: time.Hour,
 		Now: func() time.Time { return time.Now().Add(time.Duration(e.skew.Load())) }})
 	if err != nil {
 		t.Fatal(err)

@@ -60,6 +60,9 @@ func (s *Store) Put(ctx context.Context, r io.Reader) (string, PutStats, error) 
 	ch := newChunker(r)
 	whole := sha256.New()
 	m := Manifest{Version: manifestVersion}
+	// Each chunk is named by the worker that sends it, into its own
+	// entry: hashing runs on every core, and the stream is read on.
+	var entries []*Chunk
 	var mu sync.Mutex
 	seen := map[string]bool{} // chunks this stream already sent or is sending
 	for {
@@ -81,22 +84,23 @@ func (s *Store) Put(ctx context.Context, r io.Reader) (string, PutStats, error) 
 			return "", st, fmt.Errorf("reading the stream: %w", err)
 		}
 		whole.Write(c.Data)
-		sum := sha256.Sum256(c.Data)
-		name := hex.EncodeToString(sum[:])
-		m.Chunks = append(m.Chunks, Chunk{SHA256: name, Size: int64(c.Length)})
+		entry := &Chunk{Size: int64(c.Length)}
+		entries = append(entries, entry)
 		m.Size += int64(c.Length)
-		mu.Lock()
-		dup := seen[name]
-		seen[name] = true
-		mu.Unlock()
-		if dup {
-			reused.Add(int64(c.Length))
-			bufs <- buf
-			continue
-		}
 		data := c.Data
 		g.Go(func() error {
 			defer func() { bufs <- buf }()
+			sum := sha256.Sum256(data)
+			name := hex.EncodeToString(sum[:])
+			entry.SHA256 = name
+			mu.Lock()
+			dup := seen[name]
+			seen[name] = true
+			mu.Unlock()
+			if dup {
+				reused.Add(int64(len(data)))
+				return nil
+			}
 			n, isNew, err := s.putChunk(gctx, name, data)
 			if err != nil {
 				return err
@@ -114,6 +118,10 @@ func (s *Store) Put(ctx context.Context, r io.Reader) (string, PutStats, error) 
 		return "", st, err
 	}
 	m.SHA256 = hex.EncodeToString(whole.Sum(nil))
+	m.Chunks = make([]Chunk, len(entries))
+	for i, e := range entries {
+		m.Chunks[i] = *e
+	}
 	id, n, err := s.putManifest(ctx, &m)
 	if err != nil {
 		return "", st, err

@@ -223,19 +223,24 @@ func (b *Bucket) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 		return nil, b.classify(err, key)
 	}
 	// The first request is made here, so a missing object shows now.
-	if _, err := o.Stat(); err != nil {
+	st, err := o.Stat()
+	if err != nil {
 		o.Close()
 		return nil, b.classify(err, key)
 	}
-	return &object{o: o, b: b, key: key}, nil
+	return &object{o: o, b: b, key: key, size: st.Size}, nil
 }
 
 // object turns a read's errors into den's.
 type object struct {
-	o   *minio.Object
-	b   *Bucket
-	key string
+	o    *minio.Object
+	b    *Bucket
+	key  string
+	size int64
 }
+
+// Size is the object's size, so a reader can make room for it at once.
+func (o *object) Size() int64 { return o.size }
 
 func (o *object) Read(p []byte) (int, error) {
 	n, err := o.o.Read(p)
