@@ -2,12 +2,12 @@ package integration
 
 import (
 	"bytes"
-	"errors"
-	"io/fs"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
