@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 
@@ -60,7 +59,7 @@ func readBlobsKeys(file string) (string, string, error) {
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		slog.Warn("the blob store's credentials file can be read by others than its owner; chmod 600 it", "file", file)
+		fmt.Fprintf(os.Stderr, "dend: warning: %s holds the blob store's secret and is readable by others (mode %s); chmod 600 it\n", file, fi.Mode().Perm())
 	}
 	var id, secret string
 	sc := bufio.NewScanner(f)
