@@ -21,9 +21,10 @@ import (
 // (else whole), its memory image whole (the blob store keeps each chunk
 // once, so what is the same as any earlier image costs nothing). Its
 // record goes local → uploading → uploaded, and names the chain of
-// manifests that makes its files again: the whole stream first, then each
-// diff. A chain grows at most maxChain long; then a whole stream starts
-// the next, which costs only the chunks that changed.
+// manifests that makes its files again: the whole stream first (its
+// image's, uploaded once before it), then each diff. A chain grows at
+// most maxChain long; then the next starts from the image again, and
+// costs only the chunks the bucket lacks.
 //
 // A checkpoint whose files or memory image are gone from this host is
 // downloaded when a restore, a wake or a fork needs it, the chain's
@@ -34,7 +35,7 @@ import (
 const maxChain = 8
 
 // uploadQueue holds the ids of checkpoints waiting to be uploaded, in the
-// order they were made; one worker takes them.
+// order they were made; one worker takes them. Its lock is its own.
 type uploadQueue struct {
 	mu     sync.Mutex
 	ids    []string
