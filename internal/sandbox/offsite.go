@@ -18,7 +18,7 @@ import (
 // Checkpoints in the blob store. With an Offsite configured, every
 // checkpoint is uploaded in the background once it is recorded: its files
 // as a diff from its parent's when the parent is uploaded and still here
-// (else whole), its memory image whole (the blob store keeps each chunk
+// (else from its image's), its memory image whole (the blob store keeps each chunk
 // once, so what is the same as any earlier image costs nothing). Its
 // record goes local → uploading → uploaded, and names the chain of
 // manifests that makes its files again: the whole stream first (its
