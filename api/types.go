@@ -64,6 +64,7 @@ type Sandbox struct {
 	State       string            `json:"state"`
 	Reason      string            `json:"reason,omitempty"` // why it is in error, or why it stopped
 	Generation  int64             `json:"generation"`
+	Node        string            `json:"node,omitempty"`    // the node of the fleet it is on
 	Address     string            `json:"address,omitempty"` // private in-sandbox address
 	Ephemeral   bool              `json:"ephemeral,omitempty"`
 	Network     NetworkPolicy     `json:"network"`           // what it may reach
@@ -100,6 +101,25 @@ type Event struct {
 	To         string    `json:"to,omitempty"`
 	Generation int64     `json:"generation"`
 	Message    string    `json:"message,omitempty"`
+}
+
+// MetricsList is the body of GET /v1/sandboxes/{name}/metrics: samples
+// dend took of the sandbox while it ran, every few seconds, oldest first.
+type MetricsList struct {
+	Samples []MetricSample `json:"samples"`
+}
+
+// MetricSample is what a running sandbox used at one moment.
+type MetricSample struct {
+	At time.Time `json:"at"`
+	// CPUPercent is its CPU use since the sample before, as a share of
+	// the CPUs it may use (100: all of them, all the time).
+	CPUPercent  float64 `json:"cpu_percent"`
+	CPUs        float64 `json:"cpus"`
+	MemoryBytes int64   `json:"memory_bytes"` // charged to it on the host, the engine's own included
+	MemoryLimit int64   `json:"memory_limit"`
+	DiskBytes   int64   `json:"disk_bytes"`
+	DiskLimit   int64   `json:"disk_limit"`
 }
 
 // EventList is the body of GET /v1/sandboxes/{name}/events.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -54,6 +55,7 @@ func (b *bench) storeThroughput() error {
 
 	var rows []row
 	var lines []string
+	var onPG throughput
 	for _, d := range []struct {
 		name string
 		d    *benchDend
@@ -62,6 +64,7 @@ func (b *bench) storeThroughput() error {
 		if err != nil {
 			return fmt.Errorf("through dend on %s: %w", d.name, err)
 		}
+		onPG = t
 		rows = append(rows,
 			row{op: "create → running, dend on " + d.name, den: t.creates, note: fmt.Sprintf("%.1f creates/s", t.createRate)},
 			row{op: "exec `true`, dend on " + d.name, den: t.execs, note: fmt.Sprintf("%.1f execs/s", t.execRate)})
@@ -93,6 +96,11 @@ func (b *bench) storeThroughput() error {
 	}
 	b.add(section{title: fmt.Sprintf("store throughput, one node (%d clients; creates: %d sandboxes each; execs: one sandbox each for %s)",
 		storeClients, storeCreates, b.loadFor), rows: rows, lines: lines})
+	fleet, err := b.fleetThroughput(pgd, srv.DSN(db), b.storeSubnet, onPG)
+	if err != nil {
+		return err
+	}
+	b.add(fleet)
 	return nil
 }
 
@@ -230,4 +238,68 @@ func storeAlone(ctx context.Context, st sandbox.Store) (creates, execs float64, 
 		return st.UpdateRun(ctx, r)
 	})
 	return creates, execs, firstErr
+}
+
+// fleetNodes is how many dends share one database in the fleet part of
+// the store step.
+const fleetNodes = 3
+
+// fleetThroughput has fleetNodes dends on one PostgreSQL database (first,
+// already running, and fleetNodes-1 more on the next /24s after subnet)
+// each take the load dendThroughput makes at once, and reports each
+// node's rates and the fleet's sum, beside one node on the same server.
+func (b *bench) fleetThroughput(first *benchDend, dsn string, subnet string, one throughput) (section, error) {
+	nodes := []*benchDend{first}
+	defer func() {
+		for _, d := range nodes[1:] {
+			d.close()
+		}
+	}()
+	base, err := netip.ParsePrefix(subnet)
+	if err != nil {
+		return section{}, fmt.Errorf("the store step's subnet: %w", err)
+	}
+	for i := 1; i < fleetNodes; i++ {
+		a := base.Addr().As4()
+		a[2] += byte(i)
+		sub := netip.PrefixFrom(netip.AddrFrom4(a), base.Bits()).String()
+		d, err := startDendWith(b.bin, filepath.Join(b.work, fmt.Sprintf("fleet%d", i)), sub, []string{"DEN_STORE=" + dsn},
+			"--node", fmt.Sprintf("bench-node-%d", i))
+		if err != nil {
+			return section{}, fmt.Errorf("starting node %d of the fleet: %w", i, err)
+		}
+		nodes = append(nodes, d)
+		if _, err := d.c.BuildImage(b.ctx, api.BuildImageRequest{Name: "busybox"}, nil); err != nil {
+			return section{}, fmt.Errorf("building busybox on node %d: %w", i, err)
+		}
+	}
+	results := make([]throughput, len(nodes))
+	errs := make(chan error, len(nodes))
+	for i, d := range nodes {
+		go func() {
+			var err error
+			results[i], err = b.dendThroughput(d, fmt.Sprintf("fl%d-", i))
+			errs <- err
+		}()
+	}
+	for range nodes {
+		if err := <-errs; err != nil {
+			return section{}, fmt.Errorf("through the fleet: %w", err)
+		}
+	}
+	var rows []row
+	var creates, execs float64
+	for i, t := range results {
+		creates += t.createRate
+		execs += t.execRate
+		rows = append(rows,
+			row{op: fmt.Sprintf("create → running, node %d of %d", i+1, len(nodes)), den: t.creates, note: fmt.Sprintf("%.1f creates/s", t.createRate)},
+			row{op: fmt.Sprintf("exec `true`, node %d of %d", i+1, len(nodes)), den: t.execs, note: fmt.Sprintf("%.1f execs/s", t.execRate)})
+	}
+	return section{
+		title: fmt.Sprintf("store throughput, %d nodes on one PostgreSQL (each: %d clients, the load of one node above, all at once; one machine's CPUs shared)", len(nodes), storeClients),
+		rows:  rows,
+		lines: []string{fmt.Sprintf("fleet: %.1f creates/s, %.1f execs/s together; one node on PostgreSQL alone: %.1f creates/s, %.1f execs/s (%.2f× and %.2f×)",
+			creates, execs, one.createRate, one.execRate, creates/one.createRate, execs/one.execRate)},
+	}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/den-dev/den/api"
 )
@@ -80,4 +81,24 @@ func (c *Client) Events(ctx context.Context, name string) ([]api.Event, error) {
 		return nil, err
 	}
 	return l.Events, nil
+}
+
+// Metrics returns the samples dend took of a sandbox while it ran (every
+// few seconds, the last hour), from from to to; zero times leave that
+// end open.
+//
+//	samples, err := c.Metrics(ctx, "web", time.Now().Add(-time.Minute), time.Time{})
+func (c *Client) Metrics(ctx context.Context, name string, from, to time.Time) ([]api.MetricSample, error) {
+	q := url.Values{}
+	if !from.IsZero() {
+		q.Set("from", from.UTC().Format(time.RFC3339))
+	}
+	if !to.IsZero() {
+		q.Set("to", to.UTC().Format(time.RFC3339))
+	}
+	var out api.MetricsList
+	if err := c.do(ctx, http.MethodGet, sandboxPath(name, "metrics"), q, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Samples, nil
 }

@@ -101,7 +101,8 @@ func TestPostgresStore(t *testing.T) {
 		t.Fatalf("a SQLite store in the data directory: %v", err)
 	}
 
-	// One dend per database, for now: a second is refused, naming the first.
+	// One dend per node name: a second under the same name (the host's)
+	// is refused, naming the first.
 	base := t.TempDir()
 	second := exec.Command(filepath.Join(binDir, "dend"), "--data-dir", filepath.Join(base, "data"),
 		"--run-dir", filepath.Join(base, "run"), "--socket", filepath.Join(base, "den.sock"),

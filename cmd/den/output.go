@@ -61,16 +61,17 @@ func shortDuration(d time.Duration) string {
 
 func formatCPUs(c float64) string { return strconv.FormatFloat(c, 'f', -1, 64) }
 
-// renderSandboxes prints the sandboxes table; a PORTS column, with public
-// ones marked, when any of them exposes a port.
 // renderSandboxes prints the sandboxes table. Names are unique per owner,
 // so when an admin's list holds several owners it shows whose each is,
-// and the ids when a name repeats.
+// and the ids when a name repeats; a NODE column when they are on several
+// nodes of a fleet; a PORTS column, with public ones marked, when any of
+// them exposes a port.
 func renderSandboxes(w io.Writer, sbs []api.Sandbox, now time.Time) error {
-	owners, names := map[string]bool{}, map[string]int{}
+	owners, names, nodes := map[string]bool{}, map[string]int{}, map[string]bool{}
 	for _, s := range sbs {
 		owners[s.Owner] = true
 		names[s.Name]++
+		nodes[s.Node] = true
 	}
 	ids := slices.ContainsFunc(sbs, func(s api.Sandbox) bool { return names[s.Name] > 1 })
 	ports := slices.ContainsFunc(sbs, func(s api.Sandbox) bool { return len(s.Ports) > 0 })
@@ -82,7 +83,11 @@ func renderSandboxes(w io.Writer, sbs []api.Sandbox, now time.Time) error {
 	if len(owners) > 1 {
 		header = append(header, "OWNER")
 	}
-	header = append(header, "STATE", "IMAGE", "CPUS", "MEMORY", "GEN", "AGE")
+	header = append(header, "STATE")
+	if len(nodes) > 1 {
+		header = append(header, "NODE")
+	}
+	header = append(header, "IMAGE", "CPUS", "MEMORY", "GEN", "AGE")
 	if ports {
 		header = append(header, "PORTS")
 	}
@@ -96,7 +101,11 @@ func renderSandboxes(w io.Writer, sbs []api.Sandbox, now time.Time) error {
 		if len(owners) > 1 {
 			row = append(row, cmp.Or(s.Owner, "-"))
 		}
-		row = append(row, s.State, s.Image, formatCPUs(s.CPUs), units.BytesSize(float64(s.MemoryBytes)),
+		row = append(row, s.State)
+		if len(nodes) > 1 {
+			row = append(row, cmp.Or(s.Node, "-"))
+		}
+		row = append(row, s.Image, formatCPUs(s.CPUs), units.BytesSize(float64(s.MemoryBytes)),
 			strconv.FormatInt(s.Generation, 10), ago(s.CreatedAt, now))
 		if ports {
 			row = append(row, portsCell(s.Ports))

@@ -41,8 +41,11 @@ func main() {
 	fs.StringVar(&pool, "pool-size", env("DEN_POOL_SIZE", "64G"), "size of the sparse btrfs loop file made when the data dir is not on btrfs")
 	fs.StringVar(&cfg.Subnet, "subnet", env("DEN_SUBNET", cfg.Subnet), "private IPv4 range for sandbox links; its last 4 addresses are den's (the resolver)")
 	fs.StringVar(&cfg.PortsDomain, "ports-domain", env("DEN_PORTS_DOMAIN", ""), "also serve exposed ports by host name, PORT-NAME.DOMAIN (point *.DOMAIN at dend's --listen address)")
+	fs.StringVar(&cfg.E2BDomain, "e2b-domain", env("DEN_E2B_DOMAIN", ""), "where E2B's SDK finds sandboxes' servers, PORT-ID.DOMAIN[:PORT] (default e2b.localhost and the port the caller reached dend at; point *.DOMAIN at dend's --listen address)")
 	fs.StringVar(&cfg.DNSUpstreams, "dns-upstream", env("DEN_DNS_UPSTREAM", ""), "name servers den's resolver asks for the names a policy allows, ADDR[:PORT],... (default: the host's /etc/resolv.conf)")
 	fs.StringVar(&cfg.AllowPrivate, "allow-private", env("DEN_ALLOW_PRIVATE", ""), "private ranges every owner's network rules may name, CIDR,... (default: none; `den owner set --allow-private` opens one to one owner)")
+	fs.StringVar(&cfg.Node, "node", env("DEN_NODE", cfg.Node), "this dend's node name in a fleet (dends sharing one --store postgres://...); default: the host's name")
+	fs.StringVar(&cfg.PeerURL, "peer-url", env("DEN_PEER_URL", ""), "in a fleet: the URL other nodes reach this dend's --listen at (default: http://LISTEN, with the host's name for 0.0.0.0)")
 	durations := []struct {
 		v          *time.Duration
 		name, help string
@@ -56,6 +59,7 @@ func main() {
 		{&cfg.CheckpointMaxAge, "checkpoint-max-age", "remove manual checkpoints older than this (0: keep)"},
 		{&cfg.IdleInterval, "idle-interval", "how often the idle policy runs"},
 		{&cfg.AuditRetention, "audit-retention", "remove audit log entries older than this, hourly (0: keep them all)"},
+		{&cfg.NodeLease, "node-lease", "in a fleet: how long a heartbeat keeps this node's lease; other nodes declare it lost after (default 15s)"},
 	}
 	for _, d := range durations {
 		def := *d.v

@@ -5,9 +5,11 @@ package daemon
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,10 +44,15 @@ type Config struct {
 	DNSUpstreams string        // name servers den's resolver asks for allowed names, "ADDR[:PORT],..."; default: the host's
 	AllowPrivate string        // private ranges every owner's rules may name, "CIDR,..."; default: none
 	StopGrace    time.Duration // SIGTERM→SIGKILL on stop
-	Node         string        // this host's name
+	Node         string        // this host's name, and its node's in a fleet
+	PeerURL      string        // in a fleet: where other nodes reach this one; default from Listen
+	NodeLease    time.Duration // in a fleet: how long a heartbeat keeps this node's lease; 0: cluster.DefaultLease
 	Debug        bool          // debug logs, and runsc debug logs per instance
 	DebianMirror string        // mirror for the debian image; default: the host's apt mirror
 	PortsDomain  string        // serve exposed ports at PORT-NAME.PortsDomain too; "" for none
+	// E2BDomain is where E2B's SDK finds sandboxes' hosts, PORT-ID.E2BDomain
+	// (DOMAIN[:PORT]); "" for e2b.DefaultDomain.
+	E2BDomain string
 	// AuditRetention is how long audit log entries are kept; 0 keeps them.
 	AuditRetention time.Duration
 	// Run output dend keeps on the data disk (see sandbox.OutputLimits).
@@ -140,6 +147,15 @@ func (c *Config) Validate() error {
 	if err := c.Blobs.validate(); err != nil {
 		return err
 	}
+	if !validNodeName(c.Node) {
+		return bad("node", "%q is not a node name: letters, digits, '.', '-' and '_', up to 63", c.Node)
+	}
+	if err := c.validatePeerURL(); err != nil {
+		return err
+	}
+	if c.NodeLease != 0 && c.NodeLease < time.Second {
+		return bad("node-lease", "%s is under the 1s minimum", c.NodeLease)
+	}
 	if c.PoolSize < 1<<30 {
 		return bad("pool-size", "%d bytes is below the 1G minimum", c.PoolSize)
 	}
@@ -157,6 +173,18 @@ func (c *Config) Validate() error {
 	}
 	if c.PortsDomain != "" && !validDomain(c.PortsDomain) {
 		return bad("ports-domain", "%q is not a lowercase domain name like ports.example.com", c.PortsDomain)
+	}
+	if c.E2BDomain != "" {
+		host, port, err := net.SplitHostPort(c.E2BDomain)
+		if err != nil {
+			host, port = c.E2BDomain, ""
+		}
+		if n, err := strconv.ParseUint(port, 10, 16); !validDomain(host) || (port != "" && (err != nil || n == 0)) {
+			return bad("e2b-domain", "%q is not a lowercase domain name with an optional port, like sandboxes.example.com or e2b.localhost:7070", c.E2BDomain)
+		}
+		if host == c.PortsDomain {
+			return bad("e2b-domain", "%q is also the ports domain: E2B's hosts name sandboxes by id, den's by name, so they need domains of their own", host)
+		}
 	}
 	if c.Listen != "" {
 		if _, err := netip.ParseAddrPort(c.Listen); err != nil {
@@ -253,4 +281,18 @@ func (c *Config) OpenedPrivate() ([]netip.Prefix, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// validNodeName reports whether name may name a node: it shows in logs,
+// URLs and `den node` commands.
+func validNodeName(name string) bool {
+	if name == "" || len(name) > 63 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
 }

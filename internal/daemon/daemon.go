@@ -48,7 +48,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("creating %s: %w", d, err)
 		}
 	}
-	st, lost, closeStore, err := openStore(ctx, cfg, log)
+	st, fleetRecords, lost, closeStore, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -174,8 +174,20 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := svc.RunOffsite(ctx, blobsRetry, cfg.Blobs.GCInterval); err != nil {
 		return err
 	}
+	var forwarder httpapi.Cluster
+	var portsKey []byte
+	if fleetRecords != nil {
+		f, err := joinFleet(ctx, cfg, fleetRecords, st, rt.Version(), stop, log)
+		if err != nil {
+			return err
+		}
+		forwarder, portsKey = f.forwarder, f.portsKey
+	} else if portsKey, err = loadPortsKey(cfg.PortsKeyFile()); err != nil {
+		return err
+	}
 	svc.RunIdle(cfg.IdleInterval)
 	svc.RunLimitWatch(time.Second)
+	svc.RunMetrics(metricsInterval, metricsWindow)
 	go audit.Retain(ctx, st, cfg.AuditRetention, time.Hour, log)
 	// Requests still in progress were the last dend's: nobody will answer
 	// them now, so a client asking learns they may or may not have run.
@@ -193,19 +205,19 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return api.Health{Status: "ok", Version: version.Version, RunscVersion: rt.Version(), Storage: pool.Name(),
 			Disk: &api.DiskHealth{FreeBytes: d.FreeBytes, ReserveBytes: d.ReserveBytes, Low: d.Low}, Pool: poolHealth(ctx, svc, log)}
 	}
-	portsKey, err := loadPortsKey(cfg.PortsKeyFile())
-	if err != nil {
-		return err
-	}
 	// MCP's tools call the API in process, with the caller's rights.
 	self := inproc.New()
 	defer self.Close()
 	mcpHTTP := mcpserver.NewHTTP(httpapi.IsLocal, self, mcpserver.Options{}, log.With("component", "mcp"))
 	// So does the E2B door, for both of E2B's planes.
-	e2bDoor := e2b.New(e2b.Config{API: self, IsLocal: httpapi.IsLocal, MinTTL: cfg.MinTTL, Logger: log.With("component", "e2b")})
+	// Its sandboxes' tokens are derived from the ports key, which outlives
+	// dend, so they keep working across restarts.
+	e2bDoor := e2b.New(e2b.Config{API: self, IsLocal: httpapi.IsLocal, MinTTL: cfg.MinTTL, Key: portsKey, Domain: cfg.E2BDomain,
+		Logger: log.With("component", "e2b")})
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
-		MCP: mcpHTTP, E2B: e2bDoor, Blobs: blobService(svc, off != nil)})
+		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(svc, off != nil),
+		Nodes: &nodes{self: cfg.Node, fleet: fleetRecords, info: nodeInfo(cfg, st, rt.Version()), svc: svc, store: st}})
 	self.Serve(httpapi.Local(handler), handler)
 	if err := serve(ctx, cfg, handler, log); err != nil {
 		return err
@@ -224,6 +236,13 @@ func blobService(svc *sandbox.Service, on bool) httpapi.BlobService {
 	}
 	return svc
 }
+
+// Running sandboxes are sampled this often, and their samples kept this
+// long (GET /v1/sandboxes/{name}/metrics): 720 samples a sandbox at most.
+const (
+	metricsInterval = 5 * time.Second
+	metricsWindow   = time.Hour
+)
 
 // pool is what dend needs of a storage driver.
 type pool interface {

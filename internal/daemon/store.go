@@ -11,6 +11,7 @@ import (
 
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/auth"
+	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/idempotency"
 	"github.com/den-dev/den/internal/sandbox"
@@ -37,22 +38,22 @@ var (
 )
 
 // openStore opens the store cfg names: SQLite in the data directory, or
-// the PostgreSQL database of cfg.Store, claimed for this dend alone (see
-// postgres.Store.Sole). lost receives why the claim was lost, if it is;
+// the PostgreSQL database of cfg.Store, with this dend's node name
+// claimed (see postgres.Store.Claim). lost receives why the claim was lost, if it is;
 // close closes the store and lets the claim go.
-func openStore(ctx context.Context, cfg Config, log *slog.Logger) (st records, lost <-chan error, close func(), err error) {
+func openStore(ctx context.Context, cfg Config, log *slog.Logger) (st records, fleet fleetStore, lost <-chan error, close func(), err error) {
 	if cfg.Store == "" {
 		st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "den.db"), log)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("opening the store: %w", err)
+			return nil, nil, nil, nil, fmt.Errorf("opening the store: %w", err)
 		}
-		return st, nil, func() { st.Close() }, nil
+		return st, nil, nil, func() { st.Close() }, nil
 	}
 	pg, lost, release, err := openPostgres(ctx, cfg, log)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return pg, lost, func() { release(); pg.Close() }, nil
+	return pg, pg, lost, func() { release(); pg.Close() }, nil
 }
 
 func openPostgres(ctx context.Context, cfg Config, log *slog.Logger) (*postgres.Store, <-chan error, func(), error) {
@@ -60,7 +61,7 @@ func openPostgres(ctx context.Context, cfg Config, log *slog.Logger) (*postgres.
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	lost, release, err := pg.Sole(ctx, cfg.Node)
+	lost, release, err := pg.Claim(ctx, cfg.Node)
 	if err != nil {
 		pg.Close()
 		return nil, nil, nil, err
@@ -68,6 +69,15 @@ func openPostgres(ctx context.Context, cfg Config, log *slog.Logger) (*postgres.
 	log.Info("store: PostgreSQL", "database", RedactDSN(cfg.Store))
 	return pg, lost, release, nil
 }
+
+// fleetStore is where the nodes of a fleet are recorded: the PostgreSQL
+// store. A SQLite store serves one host, and no fleet.
+type fleetStore interface {
+	cluster.Registry
+	ClusterKey(ctx context.Context, fresh []byte) ([]byte, error)
+}
+
+var _ fleetStore = (*postgres.Store)(nil)
 
 // validateStore checks that Store is empty (SQLite) or a PostgreSQL DSN.
 func (c *Config) validateStore() error {

@@ -25,7 +25,7 @@ import (
 //	POST /sandboxes/{id}/timeout          set timeout   PATCH .../policy
 //	POST /sandboxes/{id}/pause            pause         POST .../hibernate (memory:false: .../stop)
 //	POST /[v2/]sandboxes/{id}/connect     connect       .../resume or .../start, then the timeout
-//	GET  /sandboxes/{id}/metrics          metrics       GET .../{id} (usage)
+//	GET  /sandboxes/{id}/metrics          metrics       GET .../{id}/metrics
 //	POST /sandboxes/{id}/fork             fork          POST .../fork, then each child's timeout
 
 // maxBody bounds a control plane request body.
@@ -194,7 +194,7 @@ func (d *Door) create(w http.ResponseWriter, r *http.Request, c *client.Client, 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, newSandboxAnswer(sb, token))
+	writeJSON(w, http.StatusCreated, d.newSandboxAnswer(r, sb, token))
 	return nil
 }
 
@@ -323,12 +323,16 @@ func (d *Door) connect(w http.ResponseWriter, r *http.Request, c *client.Client,
 	if err != nil {
 		return err
 	}
-	if p := d.retimePolicy(sb, timeout, true); p != nil {
-		if sb, err = c.SetPolicy(r.Context(), sb.ID, *p); err != nil {
-			return err
-		}
+	// Always a change, even with nothing to extend: connect hands out the
+	// sandbox's access token, which a read-only den token must not get.
+	p := d.retimePolicy(sb, timeout, true)
+	if p == nil {
+		p = &api.Policy{}
 	}
-	writeJSON(w, status, newSandboxAnswer(sb, token))
+	if sb, err = c.SetPolicy(r.Context(), sb.ID, *p); err != nil {
+		return err
+	}
+	writeJSON(w, status, d.newSandboxAnswer(r, sb, token))
 	return nil
 }
 
@@ -390,7 +394,7 @@ func (d *Door) fork(w http.ResponseWriter, r *http.Request, c *client.Client, to
 				return err
 			}
 		}
-		out = append(out, forkResultJSON{Sandbox: ptr(newSandboxAnswer(child, token))})
+		out = append(out, forkResultJSON{Sandbox: ptr(d.newSandboxAnswer(r, child, token))})
 	}
 	writeJSON(w, http.StatusCreated, out)
 	return nil
@@ -409,8 +413,9 @@ type metricsJSON struct {
 	DiskTotal     int64     `json:"diskTotal"`
 }
 
-// metrics answers one sample, taken now, when now is in [start, end]:
-// den measures on demand and keeps no history.
+// metrics answers the samples den took of the sandbox while it ran (every
+// few seconds, the last hour), from start to end: Unix seconds, each end
+// open when absent.
 func (d *Door) metrics(w http.ResponseWriter, r *http.Request, c *client.Client, token string) error {
 	start, err := unixQuery(r, "start")
 	if err != nil {
@@ -420,17 +425,25 @@ func (d *Door) metrics(w http.ResponseWriter, r *http.Request, c *client.Client,
 	if err != nil {
 		return err
 	}
-	sb, err := c.GetSandbox(r.Context(), r.PathValue("id"))
+	if !end.IsZero() {
+		end = end.Add(time.Second - 1) // the whole of its second
+	}
+	if !start.IsZero() && !end.IsZero() && end.Before(start) {
+		return invalid("invalid range: end is before start")
+	}
+	sb, err := lookup(r.Context(), c, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	now := time.Now().UTC()
-	out := []metricsJSON{}
-	if (start.IsZero() || !now.Before(start)) && (end.IsZero() || !now.After(end.Add(time.Second))) && sb.Usage != nil {
+	samples, err := c.Metrics(r.Context(), sb.ID, start, end)
+	if err != nil {
+		return err
+	}
+	out := make([]metricsJSON, 0, len(samples))
+	for _, m := range samples {
 		out = append(out, metricsJSON{
-			Timestamp: now, TimestampUnix: now.Unix(), CPUCount: cpuCount(sb.CPUs),
-			MemUsed: sb.Usage.MemoryBytes, MemTotal: sb.MemoryBytes,
-			DiskUsed: sb.Usage.DiskBytes, DiskTotal: sb.DiskBytes,
+			Timestamp: m.At.UTC(), TimestampUnix: m.At.Unix(), CPUCount: cpuCount(m.CPUs), CPUUsedPct: math.Round(m.CPUPercent*100) / 100,
+			MemUsed: m.MemoryBytes, MemTotal: m.MemoryLimit, DiskUsed: m.DiskBytes, DiskTotal: m.DiskLimit,
 		})
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -518,6 +531,10 @@ func networkPolicy(internet *bool, n *networkJSON) (*api.NetworkPolicy, error) {
 			return nil, invalid("den does not rewrite a sandbox's requests (network rules)")
 		case len(n.EgressProxy) > 0 && string(n.EgressProxy) != "null":
 			return nil, invalid("den does not route a sandbox's traffic through a proxy (egressProxy)")
+		case n.AllowPublicTraffic != nil && *n.AllowPublicTraffic:
+			return nil, invalidHint("leave allowPublicTraffic out and send sandbox.trafficAccessToken as e2b-traffic-access-token, "+
+				"or open one port to everyone with `den port expose NAME PORT --public`",
+				"den serves a sandbox's ports only to callers with its traffic access token or a den token (allowPublicTraffic)")
 		case n.MaskRequestHost != nil:
 			return nil, invalid("den does not rewrite the Host of requests to a sandbox (maskRequestHost)")
 		}
@@ -546,11 +563,20 @@ func newName() string {
 	return "e2b-" + string(b)
 }
 
-func newSandboxAnswer(sb *api.Sandbox, token string) sandboxJSON {
-	return sandboxJSON{
+// newSandboxAnswer is what create, connect and fork answer: the
+// sandbox's own tokens (access.go) and the domain of its hosts. A door
+// without a key hands out the caller's den token instead, which signs no
+// URL dend can check.
+func (d *Door) newSandboxAnswer(r *http.Request, sb *api.Sandbox, token string) sandboxJSON {
+	out := sandboxJSON{
 		SandboxID: sb.ID, TemplateID: templateOf(sb.Image), Alias: templateOf(sb.Image), ClientID: "den",
-		EnvdVersion: envdVersion, EnvdAccessToken: token,
+		EnvdVersion: envdVersion, EnvdAccessToken: token, Domain: ptr(d.domainFor(r)),
 	}
+	if len(d.key) > 0 {
+		out.EnvdAccessToken = d.sandboxToken(envdTokenPrefix, sb.ID)
+		out.TrafficAccessToken = ptr(d.sandboxToken(trafficTokenPrefix, sb.ID))
+	}
+	return out
 }
 
 // E2B knows two states; den's sleeping and stopped sandboxes are paused

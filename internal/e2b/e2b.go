@@ -6,7 +6,10 @@
 //   - the envd plane, the agent E2B runs inside each sandbox: Connect RPC
 //     process.Process and filesystem.Filesystem (JSON, server streaming),
 //     GET/POST /files and GET /health. Its requests carry the header
-//     E2b-Sandbox-Id, which is how they are told apart.
+//     E2b-Sandbox-Id, or come to the host 49983-ID.DOMAIN, which is how
+//     they are told apart;
+//   - the sandboxes' own servers, at PORT-ID.DOMAIN (or E2b-Sandbox-Port:
+//     PORT), passed on through den's exposed ports (hosts.go).
 //
 // Every call is carried out as calls to dend's own API, in process
 // (internal/inproc), with the rights of the caller's den token: an E2B
@@ -17,6 +20,8 @@ package e2b
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -36,7 +41,7 @@ const (
 )
 
 // envdPort is the port E2B's SDKs address envd at; requests for any other
-// port are for the sandbox's own servers, which den does not proxy here.
+// port are for the sandbox's own servers.
 const envdPort = "49983"
 
 // envdVersion is the version of envd den claims. The SDKs gate features
@@ -54,12 +59,24 @@ type Config struct {
 	// MinTTL is the shortest TTL dend lets a sandbox's policy set: E2B
 	// timeouts that would end a sandbox sooner are rounded up to it.
 	MinTTL time.Duration
+	// Key is dend's secret the sandboxes' access tokens are derived from
+	// (access.go); it must outlive dend, or the tokens die with it.
+	Key []byte
+	// Domain is where sandboxes' hosts live, PORT-ID.DOMAIN, as create
+	// and connect answer it; DefaultDomain when "". Without a port of its
+	// own, the port the caller reached dend at is added.
+	Domain string
 	Logger *slog.Logger
 }
+
+// DefaultDomain is the domain of sandboxes' hosts unless told otherwise:
+// browsers and curl resolve every name under localhost to loopback.
+const DefaultDomain = "e2b.localhost"
 
 // Door serves both planes. Claims tells which requests are its own.
 type Door struct {
 	cfg     Config
+	key     []byte // derived from cfg.Key, for the sandboxes' tokens
 	log     *slog.Logger
 	control http.Handler
 	envd    http.Handler
@@ -76,15 +93,27 @@ func New(cfg Config) *Door {
 	if d.cfg.IsLocal == nil {
 		d.cfg.IsLocal = func(*http.Request) bool { return false }
 	}
+	if d.cfg.Domain == "" {
+		d.cfg.Domain = DefaultDomain
+	}
+	if len(cfg.Key) > 0 {
+		m := hmac.New(sha256.New, cfg.Key)
+		m.Write([]byte("den e2b door v1"))
+		d.key = m.Sum(nil)
+	}
 	d.control = d.controlRoutes()
 	d.envd = d.envdRoutes()
 	return d
 }
 
 // Claims reports whether r is for this door: any request naming a sandbox
-// in E2b-Sandbox-Id (the envd plane), and the control plane's paths.
+// in E2b-Sandbox-Id or by its host (PORT-ID.DOMAIN), a signed /files URL
+// (which names none), and the control plane's paths.
 func (d *Door) Claims(r *http.Request) bool {
-	if r.Header.Get(headerSandboxID) != "" {
+	if r.Header.Get(headerSandboxID) != "" || isSigned(r) {
+		return true
+	}
+	if _, _, ok := d.hostTarget(r); ok {
 		return true
 	}
 	p := r.URL.Path
@@ -97,11 +126,21 @@ func (d *Door) Claims(r *http.Request) bool {
 }
 
 func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get(headerSandboxID) != "" {
-		d.envd.ServeHTTP(w, r)
-		return
+	id, port := r.Header.Get(headerSandboxID), r.Header.Get(headerSandboxPort)
+	if hid, hport, ok := d.hostTarget(r); ok {
+		id, port = hid, hport
 	}
-	d.control.ServeHTTP(w, r)
+	switch {
+	case id == "" && isSigned(r):
+		d.envd.ServeHTTP(w, r)
+	case id == "":
+		d.control.ServeHTTP(w, r)
+	case port != "" && port != envdPort:
+		d.servePort(w, r, id, port)
+	default:
+		r.Header.Set(headerSandboxID, id)
+		d.envd.ServeHTTP(w, r)
+	}
 }
 
 // callerKey is the den token a request acts with, from the first of the

@@ -353,6 +353,7 @@ type fakeAPI struct {
 
 type fakeCall struct {
 	route, path, query, body, auth string
+	actAs                          string // the owner a door acted for
 }
 
 func newFakeAPI() *fakeAPI { return &fakeAPI{state: api.StateRunning} }
@@ -360,7 +361,8 @@ func newFakeAPI() *fakeAPI { return &fakeAPI{state: api.StateRunning} }
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
-	f.log = append(f.log, fakeCall{route: r.Method + " " + r.URL.Path, path: r.URL.Path, query: r.URL.RawQuery, body: string(b), auth: r.Header.Get("Authorization")})
+	f.log = append(f.log, fakeCall{route: r.Method + " " + r.URL.Path, path: r.URL.Path, query: r.URL.RawQuery, body: string(b), auth: r.Header.Get("Authorization"),
+		actAs: r.Header.Get(inproc.ActAsOwnerHeader)})
 	state := f.state
 	f.mu.Unlock()
 	if strings.HasPrefix(r.URL.Path, "/v1/sandboxes/nope") {
@@ -369,11 +371,14 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ttl, zero := "10m", "0"
-	sb := api.Sandbox{ID: "sb1", Name: "e2b-x", Image: "e2b-base", State: state, RunningFor: "10m",
+	sb := api.Sandbox{ID: "sb1", Name: "e2b-x", Image: "e2b-base", State: state, RunningFor: "10m", Owner: "alice",
 		Policy: api.Policy{TTL: &ttl, HibernateAfter: &zero, PauseAfter: &zero}}
 	switch {
 	case r.Method == "DELETE":
 		w.WriteHeader(204)
+	case strings.Contains(r.URL.Path, "/proxy"):
+		w.Header().Set("X-Proxied", r.URL.Path)
+		w.Write([]byte("from the app"))
 	case r.URL.Path == "/v1/sandboxes" && r.Method == "POST":
 		w.WriteHeader(201)
 		json.NewEncoder(w).Encode(sb)

@@ -48,28 +48,29 @@ func (d *Door) envdRoutes() http.Handler {
 	mux.HandleFunc("POST /files", d.upload)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(headerSandboxID)
-		if port := r.Header.Get(headerSandboxPort); port != "" && port != envdPort {
-			d.envdError(w, r, invalidHint("expose the port with `den port expose` and use the URL it gives",
-				"den does not forward E2B traffic to port %s of a sandbox", port))
-			return
-		}
 		if _, pattern := mux.Handler(r); pattern == "" {
 			d.envdError(w, r, &client.Error{API: &api.Error{Code: api.CodeNotFound,
 				Message: r.Method + " " + r.URL.Path + " is not part of the envd API den serves"}})
 			return
 		}
-		c, _, err := d.clientFor(r, headerAccessToken)
-		if err != nil {
-			d.envdError(w, r, err)
-			return
+		if id == "" { // a signed URL on E2B_SANDBOX_URL, which names no sandbox
+			found, err := d.signedSandbox(r)
+			if err != nil {
+				d.envdError(w, r, err)
+				return
+			}
+			if found == "" {
+				d.envdError(w, r, badSignature("invalid signature: no running sandbox signed this file, operation and user"))
+				return
+			}
+			id = found
 		}
-		sb, err := c.LookupSandbox(r.Context(), id)
-		switch {
-		case err == nil && sb.State == api.StateRunning && sb.Pending == "":
-		case err == nil || client.IsNotFound(err) || client.IsForbidden(err):
+		c, sb, err := d.envdCaller(r, id)
+		if errors.Is(err, errNotRunning) {
 			writeNotFound(w, id)
 			return
-		default:
+		}
+		if err != nil {
 			d.envdError(w, r, err)
 			return
 		}

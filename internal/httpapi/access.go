@@ -9,7 +9,9 @@ import (
 
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/auth"
+	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/inproc"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -63,6 +65,10 @@ type requestInfo struct {
 	// grant is, for a request let in without a token (a public port or
 	// a signed URL, see portaccess.go), the one port it may reach.
 	grant *portGrant
+	// fromNode: another node of the fleet forwarded the request here;
+	// sentOn: this node forwarded it to the sandbox's node, which
+	// answers and audits it (cluster.go).
+	fromNode, sentOn bool
 }
 
 type infoKey struct{}
@@ -92,9 +98,11 @@ func noteError(r *http.Request, msg string) { infoOf(r).errMsg = msg }
 // there is none.
 func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		info := &requestInfo{}
-		if IsLocal(r) {
-			info.principal = auth.Root()
+		info := &requestInfo{fromNode: s.fromNode(r)}
+		// A request another node forwarded from its socket is as local
+		// as one on this socket: the fleet's key vouches for it.
+		if IsLocal(r) || (info.fromNode && r.Header.Get(cluster.HeaderLocal) != "") {
+			info.principal = localPrincipal(r)
 		} else if err := s.identify(r, info); err != nil {
 			if errors.Is(err, auth.ErrUnauthorized) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="den"`)
@@ -106,6 +114,21 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 		ctx := context.WithValue(r.Context(), infoKey{}, info)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// localPrincipal is root, or, when a door in dend asks to act for one
+// owner identity (inproc.ActAsOwnerHeader), that owner with an owner
+// token's rights under the name the door gives.
+func localPrincipal(r *http.Request) auth.Principal {
+	owner := r.Header.Get(inproc.ActAsOwnerHeader)
+	if owner == "" {
+		return auth.Root()
+	}
+	name := r.Header.Get(inproc.ActAsNameHeader)
+	if name == "" {
+		name = "owner " + owner
+	}
+	return auth.Principal{Name: name, Scope: auth.ScopeOwner, Owner: owner}
 }
 
 // identify finds the principal of a request that did not come through
@@ -258,6 +281,9 @@ func (s *server) guard(rt route, query []string) handlerFunc {
 				return grantNotFor()
 			}
 			useGrant(r, info)
+			if sent, err := s.forward(w, r, info); sent || err != nil {
+				return err
+			}
 			return call(w, r)
 		}
 		ref := r.PathValue("name")
@@ -271,6 +297,9 @@ func (s *server) guard(rt route, query []string) handlerFunc {
 		}
 		if a == areaSandboxes && ref != "" {
 			if err := s.scopeSandbox(r, info); err != nil {
+				return err
+			}
+			if sent, err := s.forward(w, r, info); sent || err != nil {
 				return err
 			}
 		}
@@ -412,7 +441,7 @@ func (s *server) auditCalls(next http.Handler) http.Handler {
 				status = http.StatusInternalServerError
 			}
 			// A request let in by a port grant can change nothing of den's.
-			if audited(r.Method, info.route) && info.grant == nil {
+			if audited(r.Method, info.route) && info.grant == nil && !info.sentOn {
 				s.record(r, info, start, status)
 			}
 			if v != nil {

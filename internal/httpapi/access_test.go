@@ -20,6 +20,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/inproc"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/secret"
 	"github.com/den-dev/den/internal/store/sqlite"
@@ -734,5 +735,45 @@ func TestOwnerCannotGrantSecrets(t *testing.T) {
 	}
 	if v := a.verbs(); len(v) > 0 {
 		t.Fatalf("a refused create reached the service: %v", v)
+	}
+}
+
+// A door in dend may act on the root end for one owner identity: it then
+// sees that owner's sandboxes alone, as an owner token would. On TCP the
+// same headers change nothing: the bearer token decides.
+func TestActAsOwner(t *testing.T) {
+	a := newAccessEnv(t)
+	as := func(srv *httptest.Server, owner, path, bearer string) int {
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		req.Header.Set(inproc.ActAsOwnerHeader, owner)
+		req.Header.Set(inproc.ActAsNameHeader, "e2b access token of sb-mine")
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		srv    *httptest.Server
+		owner  string
+		path   string
+		bearer string
+		want   int
+	}{
+		{a.root, a.owners["alice"], "/v1/sandboxes/mine", "", 200},
+		{a.root, a.owners["alice"], "/v1/sandboxes/theirs", "", 404},
+		{a.root, a.owners["alice"], "/v1/sandboxes/admins", "", 404},
+		{a.root, a.owners["alice"], "/v1/tokens", "", 403},
+		{a.root, "", "/v1/sandboxes/theirs", "", 200}, // no header: root
+		{a.tcp, a.owners["alice"], "/v1/sandboxes/mine", "", 401},
+		{a.tcp, a.owners["bob"], "/v1/sandboxes/mine", a.tok["bob"], 404},
+	} {
+		if got := as(tc.srv, tc.owner, tc.path, tc.bearer); got != tc.want {
+			t.Errorf("GET %s as owner %q (root end %v, bearer %v): %d, want %d", tc.path, tc.owner, tc.srv == a.root, tc.bearer != "", got, tc.want)
+		}
 	}
 }

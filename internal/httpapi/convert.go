@@ -28,6 +28,7 @@ func (s *server) toSandbox(sb *sandbox.Sandbox) api.Sandbox {
 		State:       string(sb.State),
 		Reason:      sb.Reason,
 		Generation:  sb.Generation,
+		Node:        sb.Node,
 		Address:     s.sandboxes.Address(sb),
 		Ephemeral:   sb.Spec.Ephemeral,
 		Network:     fromNetwork(sb.Spec.Network),

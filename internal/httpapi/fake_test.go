@@ -172,6 +172,13 @@ func (f *fakeSandboxes) Remove(ctx context.Context, ref string, force bool) erro
 	return f.enter("Remove", ref, force)
 }
 
+func (f *fakeSandboxes) Metrics(ctx context.Context, ref string, from, to time.Time) ([]sandbox.Sample, error) {
+	if err := f.enter("Metrics", ref); err != nil {
+		return nil, err
+	}
+	return []sandbox.Sample{{At: testTime, CPUPercent: 12.5, CPUs: 1, MemoryBytes: 1 << 20}}, nil
+}
+
 func (f *fakeSandboxes) Events(ctx context.Context, ref string) ([]sandbox.Event, error) {
 	if err := f.enter("Events", ref); err != nil {
 		return nil, err

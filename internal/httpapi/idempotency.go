@@ -91,7 +91,8 @@ func (s *server) idempotent(rt route, next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		keys := r.Header.Values(api.IdempotencyKeyHeader)
-		if len(keys) == 0 || infoOf(r).grant != nil {
+		// A request another node forwarded was recorded there.
+		if len(keys) == 0 || infoOf(r).grant != nil || infoOf(r).fromNode {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -28,6 +28,7 @@ func (s *server) routes() []route {
 		{"POST", "/v1/sandboxes/{name}/start", s.startSandbox},
 		{"POST", "/v1/sandboxes/{name}/stop", s.stopSandbox},
 		{"GET", "/v1/sandboxes/{name}/events", s.listEvents},
+		{"GET", "/v1/sandboxes/{name}/metrics", s.sandboxMetrics},
 		{"POST", "/v1/sandboxes/{name}/pause", s.pauseSandbox},
 		{"POST", "/v1/sandboxes/{name}/resume", s.resumeSandbox},
 		{"POST", "/v1/sandboxes/{name}/hibernate", s.hibernateSandbox},
@@ -83,6 +84,11 @@ func (s *server) routes() []route {
 		{"PUT", "/v1/secrets/{name}", s.setSecret},
 		{"GET", "/v1/secrets", s.listSecrets},
 		{"DELETE", "/v1/secrets/{name}", s.removeSecret},
+
+		{"GET", "/v1/nodes", s.listNodes},
+		{"POST", "/v1/nodes/{node}/drain", s.drainNode},
+		{"POST", "/v1/nodes/{node}/activate", s.activateNode},
+		{"DELETE", "/v1/nodes/{node}", s.removeNode},
 
 		{"GET", "/v1/owners", s.listOwners},
 		{"GET", "/v1/owners/{owner}", s.getOwner},

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/auth"
@@ -11,6 +12,9 @@ import (
 )
 
 func (s *server) createSandbox(w http.ResponseWriter, r *http.Request) error {
+	if sent, err := s.placeCreate(w, r); sent || err != nil {
+		return err
+	}
 	var req api.CreateSandboxRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
@@ -103,6 +107,31 @@ func (s *server) listEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, api.EventList{Events: mapSlice(evs, toEvent)})
+}
+
+// sandboxMetrics answers the samples of a sandbox, from and to RFC 3339
+// times when given.
+func (s *server) sandboxMetrics(w http.ResponseWriter, r *http.Request) error {
+	var bounds [2]time.Time
+	for i, name := range []string{"from", "to"} {
+		if v := r.URL.Query().Get(name); v != "" {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				return invalidQuery(name, v, "use an RFC 3339 time such as 2024-05-01T12:00:00Z")
+			}
+			bounds[i] = t
+		}
+	}
+	smps, err := s.sandboxes.Metrics(r.Context(), r.PathValue("name"), bounds[0], bounds[1])
+	if err != nil {
+		return err
+	}
+	out := api.MetricsList{Samples: make([]api.MetricSample, 0, len(smps))}
+	for _, m := range smps {
+		out.Samples = append(out.Samples, api.MetricSample{At: m.At.UTC(), CPUPercent: m.CPUPercent, CPUs: m.CPUs,
+			MemoryBytes: m.MemoryBytes, MemoryLimit: m.MemoryLimit, DiskBytes: m.DiskBytes, DiskLimit: m.DiskLimit})
+	}
+	return writeJSON(w, http.StatusOK, out)
 }
 
 func (s *server) pauseSandbox(w http.ResponseWriter, r *http.Request) error {

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/audit"
@@ -36,6 +37,8 @@ type SandboxService interface {
 	Stop(ctx context.Context, ref string) (*sandbox.Sandbox, error)
 	Remove(ctx context.Context, ref string, force bool) error
 	Events(ctx context.Context, ref string) ([]sandbox.Event, error)
+	// Metrics is the sandbox's samples from from to to (zero: open).
+	Metrics(ctx context.Context, ref string, from, to time.Time) ([]sandbox.Sample, error)
 	// Address is the sandbox's private address, or "".
 	Address(sb *sandbox.Sandbox) string
 
@@ -153,6 +156,11 @@ type Config struct {
 	// they meet the API's own authentication: it carries its callers'
 	// keys to the API itself, whose calls are checked and audited.
 	E2B Door
+	// Nodes serves /v1/nodes. nil: 503.
+	Nodes NodeService
+	// Cluster, when set, is the fleet this dend is a node of: a request
+	// for a sandbox another node runs is forwarded to it (cluster.go).
+	Cluster Cluster
 }
 
 // Door is a front door that speaks another protocol on dend's listeners:
@@ -185,6 +193,8 @@ type server struct {
 	portTransport *http.Transport
 	// refusals logs requests refused for want of a valid token.
 	refusals *refusalLog
+	cluster  Cluster
+	nodes    NodeService
 }
 
 // New returns the handler of the whole API: every route of Routes, JSON
@@ -202,6 +212,8 @@ func New(cfg Config) http.Handler {
 		tokens:       cfg.Tokens,
 		audit:        cfg.Audit,
 		secrets:      cfg.Secrets,
+		cluster:      cfg.Cluster,
+		nodes:        cfg.Nodes,
 		owners:       cfg.Owners,
 		requests:     cfg.Requests,
 		blobs:        cfg.Blobs,

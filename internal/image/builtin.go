@@ -81,13 +81,16 @@ func (m *Manager) build(ctx context.Context, name string, r recipe, force bool, 
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return nil, fmt.Errorf("looking up image %q: %w", name, err)
 	}
-	if old != nil && !force {
+	here := m.here(name)
+	if old != nil && !force && here {
 		return old, nil
 	}
 	if err := r.check(); err != nil {
 		return nil, err
 	}
-	if old != nil {
+	// Without its files here the record is another node's of the fleet:
+	// the build here records the image again, over it.
+	if old != nil && here {
 		if err := m.cfg.Records.DeleteImage(ctx, name); err != nil {
 			return nil, fmt.Errorf("deleting image record %q: %w", name, err)
 		}

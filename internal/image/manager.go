@@ -164,16 +164,27 @@ func (m *Manager) Ensure(ctx context.Context, name string) (*sandbox.Image, erro
 		return nil, err
 	}
 	im, err := m.cfg.Records.GetImage(ctx, name)
-	if err == nil {
-		return im, nil
-	}
-	if !errors.Is(err, errdefs.ErrNotFound) {
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return nil, fmt.Errorf("looking up image %q: %w", name, err)
+	}
+	if err == nil && m.here(name) {
+		return im, nil
 	}
 	if _, ok := m.builtin(name); ok {
 		return m.Build(ctx, name, false, nil)
 	}
+	if err == nil {
+		// Recorded by another node of the fleet, whose pool holds it.
+		return nil, errdefs.WithHint(errdefs.NotFound("image %q is not on this node: another node of the fleet made it", name),
+			"make it here too (`den image pull` or `den image import` through this node), or create the sandbox through the node that has it")
+	}
 	return nil, notFound(name)
+}
+
+// here reports whether this host's pool holds image name's files.
+func (m *Manager) here(name string) bool {
+	_, err := os.Stat(m.cfg.Pool.Path(volumeKey(name)))
+	return err == nil
 }
 
 func notFound(name string) error {

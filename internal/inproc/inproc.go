@@ -60,6 +60,16 @@ func (a *API) Close() error {
 	return nil
 }
 
+// Headers a door sets on a request through RootTransport to act with
+// less than root's rights: for one owner identity, under a name the
+// audit log shows. dend honours them only on requests it would answer as
+// root's (the unix socket, RootTransport), where they can only lower the
+// caller's rights.
+const (
+	ActAsOwnerHeader = "Den-Act-As-Owner"
+	ActAsNameHeader  = "Den-Act-As-Name"
+)
+
 // RootTransport carries requests the API answers as root's.
 func (a *API) RootTransport() *http.Transport { return transport(a.asRoot) }
 

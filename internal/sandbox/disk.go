@@ -84,7 +84,7 @@ func (s *Service) PoolReport(ctx context.Context) (PoolUsage, error) {
 	if err != nil {
 		return u, err
 	}
-	sbs, err := s.cfg.Store.ListSandboxes(ctx)
+	sbs, err := s.localSandboxes(ctx)
 	if err != nil {
 		return u, err
 	}
@@ -182,7 +182,7 @@ func (s *Service) admitGrowth(ctx context.Context, sb *Sandbox, more int64) (fun
 // sandbox, and of those admitted but not yet recorded, stay within
 // Overcommit times the pool's size.
 func (s *Service) admitCaps(ctx context.Context, verb string, more int64, u PoolUsage) (func(), error) {
-	sbs, err := s.cfg.Store.ListSandboxes(ctx)
+	sbs, err := s.localSandboxes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("adding up disk caps: %w", err)
 	}

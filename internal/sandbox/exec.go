@@ -105,6 +105,10 @@ func (s *Service) useSandbox(ctx context.Context, ref, action string) (*Sandbox,
 			l.RUnlock()
 			return nil, nil, err
 		}
+		if err := s.elsewhere(sb); err != nil {
+			l.RUnlock()
+			return nil, nil, err
+		}
 		if sb.State != StatePaused && sb.State != StateHibernated {
 			break
 		}

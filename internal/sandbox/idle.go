@@ -112,7 +112,7 @@ func (s *Service) leftRunning(ctx context.Context, sb *Sandbox) bool {
 // then removes checkpoints nothing needs any more. dend calls it every
 // second; tests call it with their own clock.
 func (s *Service) Tick(ctx context.Context) {
-	sbs, err := s.cfg.Store.ListSandboxes(ctx)
+	sbs, err := s.localSandboxes(ctx)
 	if err != nil {
 		s.log.Error("idle policy: listing sandboxes", "err", err)
 		return
@@ -333,6 +333,9 @@ func (s *Service) collectOne(ctx context.Context, ck *Checkpoint) {
 	}
 	if owner.State != StateDestroyed && ck.Kind == CheckpointManual {
 		return
+	}
+	if owner.Node != s.cfg.Node {
+		return // its files are on its own node, which collects it
 	}
 	l := s.lock(owner.ID)
 	l.Lock()

@@ -7,7 +7,7 @@ import "context"
 // memory image was taken with. Others may go.
 func (s *Service) InitVersions(ctx context.Context) (map[string]bool, error) {
 	used := map[string]bool{s.cfg.Init: true}
-	sbs, err := s.cfg.Store.ListSandboxes(ctx)
+	sbs, err := s.localSandboxes(ctx)
 	if err != nil {
 		return nil, err
 	}

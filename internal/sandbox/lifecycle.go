@@ -424,6 +424,10 @@ func (s *Service) lockSandbox(ctx context.Context, ref string) (*Sandbox, func()
 		l.Unlock()
 		return nil, nil, errdefs.WithHint(errdefs.NotFound("sandbox %q not found", ref), "list sandboxes with `den ls`")
 	}
+	if err := s.elsewhere(sb); err != nil {
+		l.Unlock()
+		return nil, nil, err
+	}
 	return sb, l.Unlock, nil
 }
 

@@ -122,7 +122,7 @@ func (s *Service) RunLimitWatch(interval time.Duration) {
 // watchLimits starts and stops watches as sandboxes come and go, and
 // decides for each whether den-init must check.
 func (s *Service) watchLimits(ctx context.Context, hw HostWatcher, watches map[string]*hostWatch, interval time.Duration) {
-	sbs, err := s.cfg.Store.ListSandboxes(ctx)
+	sbs, err := s.localSandboxes(ctx)
 	if err != nil {
 		s.log.Warn("watching limits: listing sandboxes", "err", err)
 		return

@@ -17,7 +17,7 @@ import (
 // that never finished is undone; engine instances no record owns are
 // removed. It never kills an instance a running sandbox owns.
 func (s *Service) Recover(ctx context.Context) error {
-	sbs, err := s.cfg.Store.ListSandboxes(ctx)
+	sbs, err := s.localSandboxes(ctx)
 	if err != nil {
 		return fmt.Errorf("recovering: %w", err)
 	}

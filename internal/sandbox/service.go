@@ -116,6 +116,9 @@ type Service struct {
 	disk diskLedger
 	// admission checks owners' quotas (admission.go); it has its own lock.
 	admission *admission
+	// metrics keeps recent samples of running sandboxes (metrics.go); it
+	// has its own lock.
+	metrics metricsLog
 	// uploads are the checkpoints waiting for the blob store (offsite.go);
 	// nil without one.
 	uploads *uploadQueue
@@ -196,6 +199,33 @@ func (s *Service) lock(id string) *sync.RWMutex {
 	return l
 }
 
+// elsewhere is the error for a verb on a sandbox another node of the
+// fleet runs: this dend must not act for it (the API forwards such
+// requests to the sandbox's node before they get here).
+func (s *Service) elsewhere(sb *Sandbox) error {
+	if sb.Node == s.cfg.Node {
+		return nil
+	}
+	return errdefs.WithHint(errdefs.Conflict("sandbox %q is on node %s, not on this one (%s)", sb.Name, sb.Node, s.cfg.Node),
+		"send the request to any node's API: it is forwarded to the sandbox's node")
+}
+
+// localSandboxes returns the sandboxes that are not destroyed and are
+// this node's: the ones whose instances, files and policy it keeps.
+func (s *Service) localSandboxes(ctx context.Context) ([]*Sandbox, error) {
+	sbs, err := s.cfg.Store.ListSandboxes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mine := sbs[:0]
+	for _, sb := range sbs {
+		if sb.Node == s.cfg.Node {
+			mine = append(mine, sb)
+		}
+	}
+	return mine, nil
+}
+
 // List returns every sandbox that is not destroyed.
 func (s *Service) List(ctx context.Context) ([]*Sandbox, error) {
 	return s.cfg.Store.ListSandboxes(ctx)
@@ -210,8 +240,12 @@ func (s *Service) Events(ctx context.Context, ref string) ([]Event, error) {
 	return s.cfg.Store.Events(ctx, sb.ID)
 }
 
-// Address is the sandbox's private address, where den-init listens.
+// Address is the sandbox's private address, where den-init listens; ""
+// for a sandbox on another node of the fleet.
 func (s *Service) Address(sb *Sandbox) string {
+	if sb.Node != s.cfg.Node {
+		return "" // on another node's network
+	}
 	_, g := s.cfg.Network.Addr(sb.Slot)
 	return g.String()
 }

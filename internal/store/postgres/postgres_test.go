@@ -94,20 +94,26 @@ func TestUnreachable(t *testing.T) {
 	}
 }
 
-// One dend claims a database; a second is refused with the first's
-// name, and gets it once the first lets go.
-func TestSole(t *testing.T) {
+// One dend claims a node's name; a second under the same name is refused
+// with the first's, and gets it once the first lets go. Another name is
+// another node of the same fleet.
+func TestClaim(t *testing.T) {
 	st := twoStores(t)
-	_, release, err := st[0].Sole(t.Context(), "node-a")
+	_, release, err := st[0].Claim(t.Context(), "node-a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = st[1].Sole(t.Context(), "node-b")
+	_, _, err = st[1].Claim(t.Context(), "node-a")
 	if !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "dend node-a") {
-		t.Fatalf("second claim = %v, want a conflict naming dend node-a", err)
+		t.Fatalf("second claim of node-a = %v, want a conflict naming dend node-a", err)
 	}
+	_, releaseB, err := st[1].Claim(t.Context(), "node-b")
+	if err != nil {
+		t.Fatalf("claim of another node: %v", err)
+	}
+	releaseB()
 	release()
-	_, release, err = st[1].Sole(t.Context(), "node-b")
+	_, release, err = st[1].Claim(t.Context(), "node-a")
 	if err != nil {
 		t.Fatalf("claim after release: %v", err)
 	}
@@ -116,9 +122,9 @@ func TestSole(t *testing.T) {
 
 // A dend whose claim's connection is cut is told, so that it stops
 // before another dend claims the database.
-func TestSoleLost(t *testing.T) {
+func TestClaimLost(t *testing.T) {
 	st := openTest(t, pgtest.NewDatabase(t))
-	lost, release, err := st.Sole(t.Context(), "node-a")
+	lost, release, err := st.Claim(t.Context(), "node-a")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -279,7 +279,7 @@ func (s *Store) Events(ctx context.Context, sandboxID string) ([]sandbox.Event, 
 }
 
 // checkClashes fails when a live sandbox other than sb holds sb's name
-// among its owner's, or its slot. The unique indexes enforce the same,
+// among its owner's, or its slot on its node. The unique indexes enforce the same,
 // also against a writer that commits between this check and the write;
 // checking first gives an error that says which. A destroyed sb clashes
 // with nothing.
@@ -298,7 +298,7 @@ func checkClashes(ctx context.Context, tx pgx.Tx, sb *sandbox.Sandbox) error {
 	}
 	var other string
 	err = tx.QueryRow(ctx, `SELECT name FROM sandboxes
-		WHERE slot = $1 AND state <> 'destroyed' AND id <> $2`, sb.Slot, sb.ID).Scan(&other)
+		WHERE node = $1 AND slot = $2 AND state <> 'destroyed' AND id <> $3`, sb.Node, sb.Slot, sb.ID).Scan(&other)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}

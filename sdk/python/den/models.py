@@ -171,6 +171,7 @@ class Sandbox(SandboxVerbs):
     state: str = ""
     reason: str = ""
     generation: int = 0
+    node: str = ""
     address: str = ""
     ephemeral: bool = False
     network: Optional[NetworkPolicy] = None

@@ -165,6 +165,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{name}/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        /**
+         * What a sandbox used while it ran, sampled every few seconds
+         * @description dend samples every running sandbox about every 5 seconds from the host's counters and keeps an hour of samples, in memory: none for a sandbox that has not run since dend started.
+         */
+        get: operations["sandboxMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{name}/pause": {
         parameters: {
             query?: never;
@@ -1257,6 +1280,94 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/nodes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The nodes of the fleet (admin only)
+         * @description Every dend sharing this PostgreSQL database, with its lease and
+         *     resources. A dend on SQLite is a fleet of one and reports itself
+         *     (`fleet: false`).
+         */
+        get: operations["listNodes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/nodes/{node}/drain": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                node: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Drain a node (admin only)
+         * @description The node stops taking new sandboxes and hibernates every sandbox it
+         *     runs or holds paused, one at a time; each wakes on its next use.
+         *     Sent to any node, the request is carried out by the node named.
+         */
+        post: operations["drainNode"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/nodes/{node}/activate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                node: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Make a draining node active again (admin only) */
+        post: operations["activateNode"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/nodes/{node}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                node: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Forget a lost node (admin only)
+         * @description Only a node whose lease ran out, and that no sandbox is on, can be
+         *     removed (409 otherwise, saying what to do first).
+         */
+        delete: operations["removeNode"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/owners": {
         parameters: {
             query?: never;
@@ -1472,7 +1583,9 @@ export interface components {
              * @description grows with every new instance
              */
             generation: number;
-            /** @description private in-sandbox address */
+            /** @description the node of the fleet it is on */
+            node?: string;
+            /** @description private in-sandbox address; absent for a sandbox on another node */
             address?: string;
             ephemeral?: boolean;
             network?: components["schemas"]["NetworkPolicy"];
@@ -1514,6 +1627,27 @@ export interface components {
             /** Format: int64 */
             generation: number;
             message?: string;
+        };
+        MetricsList: {
+            samples: components["schemas"]["MetricSample"][];
+        };
+        MetricSample: {
+            /** Format: date-time */
+            at: string;
+            /** @description CPU use since the sample before, as a share of the CPUs it may use (100: all, all the time) */
+            cpu_percent: number;
+            cpus: number;
+            /**
+             * Format: int64
+             * @description charged to it on the host, the engine's own included
+             */
+            memory_bytes: number;
+            /** Format: int64 */
+            memory_limit: number;
+            /** Format: int64 */
+            disk_bytes: number;
+            /** Format: int64 */
+            disk_limit: number;
         };
         EventList: {
             events: components["schemas"]["Event"][];
@@ -1986,6 +2120,55 @@ export interface components {
             /** Format: int64 */
             disk_bytes: number;
             checkpoints: number;
+        };
+        Node: {
+            name: string;
+            /** @enum {string} */
+            state: "active" | "draining" | "lost";
+            /** @description why it is lost */
+            reason?: string;
+            /** @description the node that answered */
+            self: boolean;
+            /** @description where other nodes forward its sandboxes' requests */
+            peer_url?: string;
+            /**
+             * Format: int64
+             * @description the times a dend joined as this node
+             */
+            epoch?: number;
+            cpus: number;
+            /** Format: int64 */
+            memory_bytes: number;
+            /** Format: int64 */
+            disk_free_bytes: number;
+            /** @description running or paused on it */
+            sandboxes: number;
+            den_version: string;
+            runsc_version: string;
+            cpu_features?: string[];
+            /**
+             * Format: date-time
+             * @description the database's clock; absent outside a fleet
+             */
+            joined_at?: string;
+            /** Format: date-time */
+            heartbeat_at?: string;
+            /** Format: date-time */
+            lease_expires?: string;
+        };
+        NodeList: {
+            /** @description false for a dend on SQLite: one host, no leases */
+            fleet: boolean;
+            nodes: components["schemas"]["Node"][];
+        };
+        DrainResult: {
+            node: components["schemas"]["Node"];
+            hibernated: string[];
+            failed?: components["schemas"]["DrainFailure"][];
+        };
+        DrainFailure: {
+            sandbox: string;
+            error: string;
         };
         Owner: {
             /** @description the owner identity: the id of the owner token it began with */
@@ -2462,6 +2645,37 @@ export interface operations {
                     "application/json": components["schemas"]["EventList"];
                 };
             };
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    sandboxMetrics: {
+        parameters: {
+            query?: {
+                /** @description only samples taken at or after this time (RFC 3339) */
+                from?: string;
+                /** @description only samples taken at or before this time (RFC 3339) */
+                to?: string;
+            };
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the samples, oldest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MetricsList"];
+                };
+            };
+            400: components["responses"]["Invalid"];
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
         };
@@ -4460,6 +4674,136 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
+        };
+    };
+    listNodes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the nodes, by name */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    drainNode: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                node: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the node, now draining, and what became of its sandboxes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DrainResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    activateNode: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                node: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the node, active */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Node"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    removeNode: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                node: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listOwners: {

@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -136,11 +137,26 @@ func (s *Server) run(ctx context.Context, bin, data string, cred *syscall.Creden
 	s.cmd.Dir = s.dir
 	// SIGQUIT is PostgreSQL's immediate shutdown.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
-	if err := s.cmd.Start(); err != nil {
+	// Pdeathsig fires when the OS thread that started the server ends,
+	// not the process: a test that locks a thread to enter a network
+	// namespace and returns without unlocking it ends that thread. The
+	// server is started from a thread of its own, locked and kept until
+	// the server exits.
+	done := make(chan struct{})
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread lives as long as the server
+		if err := s.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		s.cmd.Wait()
+		close(done)
+	}()
+	if err := <-started; err != nil {
 		return fmt.Errorf("starting postgres: %w", err)
 	}
-	done := make(chan struct{})
-	go func() { s.cmd.Wait(); close(done) }()
 	deadline := time.Now().Add(30 * time.Second)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()

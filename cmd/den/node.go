@@ -1,0 +1,157 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/docker/go-units"
+	"github.com/spf13/cobra"
+
+	"github.com/den-dev/den/api"
+)
+
+func (a *app) nodeCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "node COMMAND",
+		Short: "The nodes of a fleet (admin)",
+		Long: `Several dends sharing one PostgreSQL database (dend --store postgres://...)
+are one fleet: each is a node, named by dend --node (default: the host's
+name), that keeps a lease by heartbeat. Any node answers for every sandbox,
+forwarding requests to the node a sandbox is on. A node whose lease runs out
+is lost. A dend on SQLite is a fleet of one.`,
+		Example: `  den node ls
+  den node drain node-b
+  den node activate node-b
+  den node rm node-c`,
+		Args: subcommands("node", "ls, drain, activate, rm"),
+		RunE: func(*cobra.Command, []string) error { return nil },
+	}
+	cmd.AddCommand(a.nodeLsCommand(), a.nodeDrainCommand(), a.nodeActivateCommand(), a.nodeRmCommand())
+	return cmd
+}
+
+func (a *app) nodeLsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List the nodes with their state, lease and resources",
+		Example: "  den node ls\n  den node ls --json",
+		Args:    args(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			l, err := c.Nodes(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return printList(a, l.Nodes, func() error { return renderNodes(a.stdout, l.Nodes, time.Now()) })
+		},
+	}
+}
+
+func renderNodes(w io.Writer, nodes []api.Node, now time.Time) error {
+	t := newTable(w, "NODE", "STATE", "SANDBOXES", "CPUS", "MEMORY", "DISK FREE", "HEARTBEAT", "PEER", "RUNSC")
+	for _, n := range nodes {
+		name, beat, peer := n.Name, "-", n.PeerURL
+		if n.Self {
+			name += " (this)"
+		}
+		if n.HeartbeatAt != nil {
+			beat = ago(*n.HeartbeatAt, now)
+		}
+		if peer == "" {
+			peer = "-"
+		}
+		state := n.State
+		if n.Reason != "" {
+			state += ": " + n.Reason
+		}
+		t.row(name, state, fmt.Sprint(n.Sandboxes), fmt.Sprint(n.CPUs), units.BytesSize(float64(n.MemoryBytes)),
+			units.BytesSize(float64(n.DiskFreeBytes)), beat, peer, n.RunscVersion)
+	}
+	return t.flush()
+}
+
+func (a *app) nodeDrainCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "drain NODE",
+		Short: "Stop placing sandboxes on a node and put its sandboxes to sleep",
+		Long: `The node stops taking new sandboxes and hibernates every sandbox it runs or
+holds paused, one at a time; each wakes on its next use. Undo with
+den node activate.`,
+		Example: "  den node drain node-b",
+		Args:    args("NODE"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.DrainNode(cmd.Context(), argv[0])
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return printJSON(a.stdout, res)
+			}
+			fmt.Fprintf(a.stdout, "node %s is draining: %d sandboxes hibernated\n", res.Node.Name, len(res.Hibernated))
+			for _, f := range res.Failed {
+				fmt.Fprintf(a.stdout, "  %s: not hibernated: %s\n", f.Sandbox, f.Error)
+			}
+			if len(res.Failed) > 0 {
+				return fmt.Errorf("%d sandboxes of node %s could not be hibernated; see above, then drain again", len(res.Failed), res.Node.Name)
+			}
+			return nil
+		},
+	}
+}
+
+func (a *app) nodeActivateCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "activate NODE",
+		Short:   "Make a draining node take sandboxes again",
+		Example: "  den node activate node-b",
+		Args:    args("NODE"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			n, err := c.ActivateNode(cmd.Context(), argv[0])
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return printJSON(a.stdout, n)
+			}
+			fmt.Fprintf(a.stdout, "node %s is %s\n", n.Name, n.State)
+			return nil
+		},
+	}
+}
+
+func (a *app) nodeRmCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm NODE",
+		Aliases: []string{"remove"},
+		Short:   "Forget a lost node that no sandbox is on",
+		Example: "  den node rm node-c",
+		Args:    args("NODE"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			if err := c.RemoveNode(cmd.Context(), argv[0]); err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return printJSON(a.stdout, map[string]string{"removed": argv[0]})
+			}
+			fmt.Fprintf(a.stdout, "node %s removed\n", argv[0])
+			return nil
+		},
+	}
+}

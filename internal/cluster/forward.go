@@ -1,0 +1,180 @@
+package cluster
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"github.com/den-dev/den/internal/errdefs"
+)
+
+// Headers of a forwarded request.
+const (
+	// HeaderKey carries the fleet's key (hex): the request comes from a
+	// node, which checked the caller, and must not be forwarded again.
+	HeaderKey = "Den-Cluster-Key"
+	// HeaderFrom names the node that forwarded it.
+	HeaderFrom = "Den-Forwarded-From"
+	// HeaderLocal says the caller came through the forwarding node's unix
+	// socket (root), and so has no token to send along.
+	HeaderLocal = "Den-Forwarded-Local"
+)
+
+// NodeLookup finds nodes' records.
+type NodeLookup interface {
+	Node(ctx context.Context, name string) (Node, error)
+	Nodes(ctx context.Context) ([]Node, error)
+}
+
+// Forwarder sends a request for a sandbox another node runs to that
+// node, and streams its answer back: exec and log streams, WebSockets
+// (shells), file copies and exposed ports alike.
+type Forwarder struct {
+	self  string
+	nodes NodeLookup
+	key   string // hex
+	log   *slog.Logger
+	proxy *httputil.ReverseProxy
+}
+
+// forwarding is what one forwarded request carries through the proxy:
+// its target, and the error that kept it from reaching it.
+type forwarding struct {
+	node Node
+	err  error
+}
+
+type forwardingKey struct{}
+
+// NewForwarder returns the forwarder of node self.
+func NewForwarder(self string, nodes NodeLookup, key []byte, log *slog.Logger) *Forwarder {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	f := &Forwarder{self: self, nodes: nodes, key: hex.EncodeToString(key), log: log}
+	f.proxy = &httputil.ReverseProxy{
+		Rewrite:       f.rewrite,
+		FlushInterval: -1, // streams flow as they come
+		Transport: &http.Transport{
+			Proxy:               nil, // peers are reached directly, never through a proxy from the environment
+			DialContext:         (&netDialer).DialContext,
+			MaxIdleConnsPerHost: 16,
+			IdleConnTimeout:     90 * time.Second,
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			fw := r.Context().Value(forwardingKey{}).(*forwarding)
+			if r.Context().Err() != nil {
+				return // the caller left
+			}
+			f.log.Warn("forwarding a request to its node", "node", fw.node.Name, "peer", fw.node.PeerURL, "path", r.URL.Path, "err", err)
+			fw.err = errdefs.WithHint(errdefs.Unavailable("node %s, which runs this sandbox, did not answer: %v", fw.node.Name, err),
+				"try again shortly; `den node ls` shows whether the node is alive")
+		},
+	}
+	return f
+}
+
+// Self is this node's name.
+func (f *Forwarder) Self() string { return f.self }
+
+// Forwarded reports whether r came from another node of the fleet: it
+// carries the fleet's key.
+func (f *Forwarder) Forwarded(r *http.Request) bool {
+	got := r.Header.Get(HeaderKey)
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(f.key)) == 1
+}
+
+// Forward sends r to node, which runs the sandbox named sandbox, and
+// copies its answer to w. local says the caller came through this node's
+// unix socket. When nothing was answered (the node is lost, has not
+// renewed its lease, or could not be reached) it returns why, for the
+// caller to answer.
+func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, node, sandbox string, local bool) error {
+	n, err := f.nodes.Node(r.Context(), node)
+	if err != nil {
+		return fmt.Errorf("finding node %s, which sandbox %q is on: %w", node, sandbox, err)
+	}
+	if err := reachable(n, sandbox); err != nil {
+		return err
+	}
+	fw := &forwarding{node: n}
+	r = r.WithContext(context.WithValue(r.Context(), forwardingKey{}, fw))
+	r.Header.Del(HeaderLocal)
+	if local {
+		r.Header.Set(HeaderLocal, "1")
+	}
+	f.proxy.ServeHTTP(w, r)
+	return fw.err
+}
+
+// reachable says why requests for sandbox cannot go to node n, if they
+// cannot.
+func reachable(n Node, sandbox string) error {
+	switch {
+	case n.State == StateLost:
+		return errdefs.WithHint(errdefs.Unavailable("sandbox %q is on node %s, which is lost: %s", sandbox, n.Name, n.Reason),
+			fmt.Sprintf("`den recover %s --rollback` brings it back on another node from its last upload", sandbox))
+	case time.Now().After(n.LeaseExpires):
+		return errdefs.WithHint(errdefs.Unavailable("sandbox %q is on node %s, which has not renewed its lease since %s",
+			sandbox, n.Name, n.HeartbeatAt.Format(time.RFC3339)),
+			"its dend may be down or cut off; once the lease runs out other nodes declare it lost")
+	case n.PeerURL == "":
+		return errdefs.Unavailable("sandbox %q is on node %s, which gave no peer address", sandbox, n.Name)
+	}
+	return nil
+}
+
+func (f *Forwarder) rewrite(pr *httputil.ProxyRequest) {
+	n := pr.In.Context().Value(forwardingKey{}).(*forwarding).node
+	target, err := url.Parse(n.PeerURL)
+	if err != nil {
+		target = &url.URL{Scheme: "http", Host: "invalid.invalid"}
+	}
+	pr.SetURL(target)
+	pr.Out.URL.Path, pr.Out.URL.RawPath = pr.In.URL.Path, pr.In.URL.RawPath
+	pr.Out.Host = pr.In.Host // exposed ports are chosen by host name
+	pr.SetXForwarded()
+	pr.Out.Header.Set(HeaderKey, f.key)
+	pr.Out.Header.Set(HeaderFrom, f.self)
+}
+
+var netDialer = net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+
+// Place names the node a new sandbox goes to: this one ("") while it is
+// active, else the active node with the fewest running sandboxes. With
+// none, the create is refused.
+func (f *Forwarder) Place(ctx context.Context) (string, error) {
+	self, err := f.nodes.Node(ctx, f.self)
+	if err != nil {
+		return "", err
+	}
+	if self.State == StateActive {
+		return "", nil
+	}
+	nodes, err := f.nodes.Nodes(ctx)
+	if err != nil {
+		return "", err
+	}
+	best := -1
+	now := time.Now()
+	for i, n := range nodes {
+		if n.Name == f.self || n.State != StateActive || !n.Alive(now) {
+			continue
+		}
+		if best < 0 || n.Info.Sandboxes < nodes[best].Info.Sandboxes {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", errdefs.WithHint(errdefs.Unavailable("this node (%s) is %s and no other node is active to take the sandbox", f.self, self.State),
+			"`den node activate NODE` on a drained node, or start another dend on the fleet's database")
+	}
+	return nodes[best].Name, nil
+}

@@ -1,0 +1,151 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/den-dev/den/internal/cluster"
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/version"
+)
+
+// fleet is this dend's part in a fleet: its membership (lease) and the
+// forwarder of requests for other nodes' sandboxes.
+type fleet struct {
+	member    *cluster.Member
+	forwarder *cluster.Forwarder
+	// portsKey signs URLs to exposed ports on every node alike, so a
+	// link works through any of them: it comes from the fleet's key.
+	portsKey []byte
+}
+
+// joinFleet registers this dend as node cfg.Node of the fleet fs
+// records, and starts keeping its lease. Losing the lease ends ctx's
+// dend through stop.
+func joinFleet(ctx context.Context, cfg Config, fs fleetStore, st sandbox.Store, runscVersion string,
+	stop context.CancelCauseFunc, log *slog.Logger) (*fleet, error) {
+	peer, err := cfg.PeerAddress()
+	if err != nil {
+		return nil, err
+	}
+	fresh := make([]byte, 32)
+	rand.Read(fresh)
+	key, err := fs.ClusterKey(ctx, fresh)
+	if err != nil {
+		return nil, err
+	}
+	info := nodeInfo(cfg, st, runscVersion)
+	m, err := cluster.Join(ctx, cluster.MemberConfig{
+		Registry: fs, Logger: log.With("component", "fleet"),
+		Self:  cluster.Node{Name: cfg.Node, PeerURL: peer},
+		Lease: cfg.NodeLease,
+		Info:  info,
+	})
+	if err != nil {
+		return nil, err
+	}
+	go m.Run(ctx)
+	go func() {
+		select {
+		case err := <-m.Lost():
+			stop(err)
+		case <-ctx.Done():
+		}
+	}()
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("den ports key v1"))
+	return &fleet{member: m, forwarder: cluster.NewForwarder(cfg.Node, fs, key, log.With("component", "fleet")), portsKey: mac.Sum(nil)}, nil
+}
+
+// PeerAddress is the URL other nodes reach this one at: PeerURL, or
+// the TCP listener's address (the host's name when it listens on every
+// address).
+func (c *Config) PeerAddress() (string, error) {
+	if c.PeerURL != "" {
+		return c.PeerURL, nil
+	}
+	if c.Listen == "" {
+		return "", errdefs.WithHint(errdefs.Invalid("config listen: a node of a fleet needs a TCP listener, for the other nodes to forward requests to"),
+			"give --listen ADDR:PORT (and --peer-url if other nodes reach it at another address)")
+	}
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return "", errdefs.Invalid("config listen: %q: %v", c.Listen, err)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if host, err = os.Hostname(); err != nil {
+			return "", fmt.Errorf("naming this node's peer address: %w", err)
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port), nil
+}
+
+// validatePeerURL checks PeerURL: an http or https URL of a host, with no
+// path.
+func (c *Config) validatePeerURL() error {
+	if c.PeerURL == "" {
+		return nil
+	}
+	u, err := url.Parse(c.PeerURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" {
+		return errdefs.WithHint(errdefs.Invalid("config peer-url: %q is not an http(s) URL of a host", c.PeerURL),
+			"give the URL other nodes reach this dend's --listen at, e.g. http://10.0.0.5:7070")
+	}
+	return nil
+}
+
+// nodeInfo reports this node's resources at each heartbeat.
+func nodeInfo(cfg Config, st sandbox.Store, runscVersion string) func(ctx context.Context) cluster.Info {
+	features := cpuFeatures()
+	host := hostLimits()
+	return func(ctx context.Context) cluster.Info {
+		info := cluster.Info{CPUs: host.CPUs, MemoryBytes: host.MemoryBytes, DenVersion: version.Version,
+			RunscVersion: runscVersion, CPUFeatures: features}
+		var fs unix.Statfs_t
+		if unix.Statfs(cfg.DataDir, &fs) == nil {
+			info.DiskFreeBytes = int64(fs.Bavail) * fs.Bsize
+		}
+		if sbs, err := st.ListSandboxes(ctx); err == nil {
+			for _, sb := range sbs {
+				if sb.Node == cfg.Node && (sb.State == sandbox.StateRunning || sb.State == sandbox.StatePaused) {
+					info.Sandboxes++
+				}
+			}
+		}
+		return info
+	}
+}
+
+// cpuFeatures are the flags of the host's first CPU, sorted: a memory
+// image restores only where the CPU offers what it was taken with.
+func cpuFeatures() []string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == "flags" {
+			flags := strings.Fields(v)
+			slices.Sort(flags)
+			return flags
+		}
+	}
+	return nil
+}

@@ -1,0 +1,186 @@
+package sandbox
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Metrics: what each running sandbox used, sampled every few seconds and
+// kept for a bounded window, so a caller can see the last minutes and not
+// only this moment. Samples come from the host's counters (HostStatser),
+// which ask nothing of the sandbox: sampling costs its cgroup no CPU, and
+// a sandbox that is not running is not sampled at all. The history lives
+// in dend's memory, per node by design: it is gone when dend restarts,
+// and a sandbox's samples go with the sandbox.
+
+// Sample is one measurement of a running sandbox.
+type Sample struct {
+	At time.Time
+	// CPUPercent is the CPU it used since the sample before, as a share
+	// of the CPUs it may use (100: all of them, all the time).
+	CPUPercent  float64
+	CPUs        float64
+	MemoryBytes int64 // charged to it on the host, gVisor's own included
+	MemoryLimit int64
+	DiskBytes   int64 // what its files hold (read less often: see diskEvery)
+	DiskLimit   int64
+}
+
+// HostStatser is a Runtime that reads an instance's use from host
+// counters without asking the instance (runsc: its host cgroups).
+type HostStatser interface {
+	HostStats(id string) (ResourceUsage, error)
+}
+
+// diskEvery is how many samples reuse the disk use the last fresh one
+// read: the pool's count costs more than the cgroups' files.
+const diskEvery = 6
+
+// metricsLog keeps each sandbox's recent samples.
+type metricsLog struct {
+	window time.Duration
+
+	mu sync.Mutex
+	// series are by sandbox id.
+	series map[string]*series
+}
+
+// series is one sandbox's samples, oldest first, and what the next
+// sample's CPU share is measured from.
+type series struct {
+	instance string // the incarnation the CPU time below is of
+	cpu      time.Duration
+	at       time.Time
+	disk     int64
+	n        int // samples taken, for diskEvery
+	samples  []Sample
+}
+
+// RunMetrics samples every running sandbox each interval, keeping window
+// of history per sandbox.
+func (s *Service) RunMetrics(interval, window time.Duration) {
+	s.metrics.mu.Lock()
+	s.metrics.window = window
+	s.metrics.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-t.C:
+				s.sampleAll(s.ctx)
+			}
+		}
+	}()
+}
+
+// sampleAll takes one sample of each running sandbox and forgets the
+// sandboxes that are gone.
+func (s *Service) sampleAll(ctx context.Context) {
+	hs, ok := s.cfg.Runtime.(HostStatser)
+	if !ok {
+		return
+	}
+	sbs, err := s.cfg.Store.ListSandboxes(ctx)
+	if err != nil {
+		s.log.Debug("listing sandboxes to sample", "err", err)
+		return
+	}
+	live := make(map[string]bool, len(sbs))
+	for _, sb := range sbs {
+		live[sb.ID] = true
+		if sb.State != StateRunning {
+			continue
+		}
+		use, err := hs.HostStats(sb.InstanceID())
+		if err != nil {
+			continue // stopped meanwhile
+		}
+		s.metrics.add(sb, use, s.cfg.Now(), func() int64 {
+			q, err := s.cfg.Volumes.Quota(ctx, sb.VolumeKey())
+			if err != nil {
+				return 0
+			}
+			return q.Used
+		})
+	}
+	s.metrics.mu.Lock()
+	for id := range s.metrics.series {
+		if !live[id] {
+			delete(s.metrics.series, id)
+		}
+	}
+	s.metrics.mu.Unlock()
+}
+
+// add records a sample of sb; disk reads its disk use when due.
+func (m *metricsLog) add(sb *Sandbox, use ResourceUsage, now time.Time, disk func() int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.series == nil {
+		m.series = map[string]*series{}
+	}
+	sr := m.series[sb.ID]
+	if sr == nil {
+		sr = &series{}
+		m.series[sb.ID] = sr
+	}
+	inst := sb.InstanceID()
+	fresh := sr.instance != inst || use.CPUTime < sr.cpu
+	if sr.n%diskEvery == 0 {
+		sr.disk = disk()
+	}
+	sr.n++
+	smp := Sample{At: now, CPUs: sb.Spec.CPUs, MemoryBytes: use.MemoryBytes, MemoryLimit: sb.Spec.MemoryBytes,
+		DiskBytes: sr.disk, DiskLimit: sb.Spec.DiskBytes}
+	if !fresh && now.After(sr.at) && sb.Spec.CPUs > 0 {
+		smp.CPUPercent = 100 * float64(use.CPUTime-sr.cpu) / float64(now.Sub(sr.at)) / sb.Spec.CPUs
+	}
+	sr.instance, sr.cpu, sr.at = inst, use.CPUTime, now
+	if fresh {
+		// The first sample of an incarnation has nothing to measure
+		// CPU from: it only sets the baseline.
+		return
+	}
+	sr.samples = append(sr.samples, smp)
+	cut := 0
+	for cut < len(sr.samples) && now.Sub(sr.samples[cut].At) > m.window {
+		cut++
+	}
+	if cut > 0 {
+		sr.samples = append(sr.samples[:0], sr.samples[cut:]...)
+	}
+}
+
+// between returns sandbox id's samples from from to to (zero: unbounded).
+func (m *metricsLog) between(id string, from, to time.Time) []Sample {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sr := m.series[id]
+	if sr == nil {
+		return nil
+	}
+	var out []Sample
+	for _, smp := range sr.samples {
+		if (from.IsZero() || !smp.At.Before(from)) && (to.IsZero() || !smp.At.After(to)) {
+			out = append(out, smp)
+		}
+	}
+	return out
+}
+
+// Metrics returns the samples of a sandbox taken from from to to (zero
+// times leave that end open), oldest first; none for a sandbox that has
+// not run since dend started.
+func (s *Service) Metrics(ctx context.Context, ref string, from, to time.Time) ([]Sample, error) {
+	sb, err := s.Get(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return s.metrics.between(sb.ID, from, to), nil
+}
