@@ -28,6 +28,31 @@ type Checkpoint struct {
 	// NeededBy names the sandboxes that depend on it, which keep it from
 	// being removed.
 	NeededBy []string `json:"needed_by,omitempty"`
+	// Location is where its bytes are: local (on the host that made it
+	// only), uploading, or uploaded (in the blob store too, so it
+	// survives its host). Always local on a dend without --blobs.
+	Location string `json:"location"`
+	// UploadedBytes is what uploading it sent to the blob store: the
+	// chunks the store lacked, compressed; 0 until uploaded.
+	UploadedBytes int64 `json:"uploaded_bytes,omitempty"`
+}
+
+// Where a checkpoint's bytes are, for Checkpoint.Location.
+const (
+	LocationLocal     = "local"
+	LocationUploading = "uploading"
+	LocationUploaded  = "uploaded"
+)
+
+// BlobCollection is the answer of POST /v1/admin/blobs/gc: what the
+// collection of the blob store kept and removed.
+type BlobCollection struct {
+	Manifests        int   `json:"manifests"`         // manifests kept
+	ManifestsRemoved int   `json:"manifests_removed"` // named by no record, past the grace period
+	MissingManifests int   `json:"missing_manifests"` // named by a record but not in the blob store
+	Chunks           int   `json:"chunks"`            // chunks kept
+	ChunksRemoved    int   `json:"chunks_removed"`
+	BytesRemoved     int64 `json:"bytes_removed"` // compressed bytes freed
 }
 
 // CheckpointList is the body of GET /v1/sandboxes/{name}/checkpoints.

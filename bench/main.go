@@ -34,6 +34,7 @@ func main() {
 	flag.DurationVar(&o.loadFor, "load-for", 10*time.Second, "how long each exec throughput run lasts")
 	flag.StringVar(&o.subnet, "subnet", "10.215.0.0/22", "the bench dend's sandbox range (a /22 or larger), apart from any other dend's")
 	flag.StringVar(&o.storeSubnet, "store-subnet", "10.215.8.0/24", "the sandbox range of the store step's dend on PostgreSQL; its fleet's other nodes take the next /24s")
+	flag.StringVar(&o.blobsSubnet, "blobs-subnet", "10.215.12.0/24", "the sandbox range of the blobs step's dend, with a blob store")
 	flag.StringVar(&o.python, "python", "/usr/bin/python3", "the Python interpreter of the python step")
 	flag.StringVar(&o.pythonSDK, "python-sdk", "sdk/python", "the Python SDK's directory, for the python step")
 	flag.Parse()
@@ -51,6 +52,8 @@ type options struct {
 	subnet  string        // the bench dend's --subnet
 	// store step: the --subnet of its dend on PostgreSQL
 	storeSubnet string
+	// blobs step: the --subnet of its dend with a blob store
+	blobsSubnet string
 	// python step: the interpreter, and the SDK's directory
 	python, pythonSDK string
 }
@@ -100,7 +103,7 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "python", "e2b", "store"}
+var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "python", "e2b", "store", "blobs"}
 
 func run(bin string, n, nBig int, only string, o options) error {
 	want := map[string]bool{}
@@ -160,6 +163,7 @@ func run(bin string, n, nBig int, only string, o options) error {
 		{"python", "Python SDK", b.pythonExec},
 		{"e2b", "E2B SDK", b.e2bDoor},
 		{"store", "store throughput, SQLite vs PostgreSQL", b.storeThroughput},
+		{"blobs", "blob store", b.blobStore},
 	}
 	for _, s := range steps {
 		if len(want) > 0 && !want[s.name] {

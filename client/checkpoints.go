@@ -122,3 +122,14 @@ func (c *Client) Recover(ctx context.Context, name string, opts RecoverOptions) 
 func (c *Client) SetPolicy(ctx context.Context, name string, p api.Policy) (*api.Sandbox, error) {
 	return c.sandboxCall(ctx, http.MethodPatch, sandboxPath(name, "policy"), p)
 }
+
+// CollectBlobs collects dend's blob store now: the manifests no
+// checkpoint names and the chunks only they used go, once older than
+// dend's grace period. Admins only; unavailable without a blob store.
+func (c *Client) CollectBlobs(ctx context.Context) (*api.BlobCollection, error) {
+	var out api.BlobCollection
+	if err := c.do(ctx, http.MethodPost, "/admin/blobs/gc", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

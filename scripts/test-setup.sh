@@ -62,3 +62,18 @@ for js in integration/js sdk/ts; do
 		touch "$stamp"
 	fi
 done
+
+# MinIO, the S3 server the blob store's tests start on loopback (see
+# internal/blob/s3/miniotest), built from the Go module proxy at a pinned
+# version and kept under a path naming it, so a new pin builds again.
+# Keep MINIO_VERSION in step with miniotest.Version.
+MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+minio_bin=/var/cache/den-test/minio-$MINIO_VERSION
+if [ ! -x "$minio_bin" ]; then
+	say "building MinIO $MINIO_VERSION (a few minutes, once)"
+	mkdir -p /var/cache/den-test
+	tmp=$(mktemp -d /var/cache/den-test/.minio-build-XXXXXX)
+	trap 'rm -rf "$tmp"' EXIT
+	CGO_ENABLED=0 GOBIN="$tmp" go install "github.com/minio/minio@$MINIO_VERSION" >&2
+	mv "$tmp/minio" "$minio_bin"
+fi

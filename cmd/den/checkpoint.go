@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -88,7 +89,9 @@ func (a *app) checkpointsCommand() *cobra.Command {
 starts a new branch: the next checkpoint is a child of the restored one.
 
 CONTENT is memory (memory, processes and files) or files-only; SIZE adds the
-memory image and the files; NEEDED BY names the sandboxes that depend on it.
+memory image and the files; WHERE is local (on this host only), uploading, or
+uploaded (in dend's blob store too, so it survives the host: see dend
+--blobs); NEEDED BY names the sandboxes that depend on it.
 With --json, the flat list, oldest first, with parent links.`,
 		Example: `  den checkpoints web
   den checkpoints web --json | jq -r '.[] | select(.memory) | .id'`,
@@ -124,14 +127,15 @@ func renderCheckpoints(w io.Writer, cks []api.Checkpoint, now time.Time) error {
 			roots = append(roots, i)
 		}
 	}
-	t := newTable(w, "ID", "NAME", "KIND", "CONTENT", "SIZE", "AGE", "NEEDED BY")
+	t := newTable(w, "ID", "NAME", "KIND", "CONTENT", "SIZE", "WHERE", "AGE", "NEEDED BY")
 	seen := make([]bool, len(cks))
 	var walk func(i int, branch, indent string)
 	walk = func(i int, branch, indent string) {
 		seen[i] = true
 		c := cks[i]
 		t.row(branch+c.ID, orDash(c.Name), c.Kind, checkpointContent(c),
-			units.BytesSize(float64(c.MemoryBytes+c.FilesBytes)), ago(c.CreatedAt, now), orDash(strings.Join(c.NeededBy, ",")))
+			units.BytesSize(float64(c.MemoryBytes+c.FilesBytes)), cmp.Or(c.Location, api.LocationLocal), ago(c.CreatedAt, now),
+			orDash(strings.Join(c.NeededBy, ",")))
 		kids := children[c.ID]
 		for k, j := range kids {
 			if seen[j] {

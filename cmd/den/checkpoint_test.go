@@ -16,8 +16,9 @@ import (
 func TestRenderCheckpointsTree(t *testing.T) {
 	cks := []api.Checkpoint{
 		{ID: "ck-1", Name: "base", Kind: api.CheckpointManual, Memory: true, MemoryBytes: 3 << 20, FilesBytes: 40 << 20,
-			CreatedAt: now.Add(-2 * time.Hour), NeededBy: []string{"kid"}},
-		{ID: "ck-2", Parent: "ck-1", Kind: api.CheckpointManual, FilesBytes: 41 << 20, CreatedAt: now.Add(-time.Hour)},
+			CreatedAt: now.Add(-2 * time.Hour), NeededBy: []string{"kid"}, Location: api.LocationUploaded},
+		{ID: "ck-2", Parent: "ck-1", Kind: api.CheckpointManual, FilesBytes: 41 << 20, CreatedAt: now.Add(-time.Hour),
+			Location: api.LocationUploading},
 		{ID: "ck-3", Name: "tests-pass", Parent: "ck-2", Kind: api.CheckpointManual, Memory: true, MemoryBytes: 4 << 20,
 			FilesBytes: 42 << 20, CreatedAt: now.Add(-30 * time.Minute)},
 		{ID: "ck-4", Parent: "ck-1", Kind: api.CheckpointHibernate, Memory: true, MemoryBytes: 1 << 30, FilesBytes: 1 << 30,
@@ -30,13 +31,13 @@ func TestRenderCheckpointsTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "" +
-		"ID           NAME         KIND        CONTENT      SIZE    AGE                  NEEDED BY\n" +
-		"ck-1         base         manual      memory       43MiB   2 hours ago          kid\n" +
-		"├─ ck-2      -            manual      files-only   41MiB   About an hour ago    -\n" +
-		"│  ├─ ck-3   tests-pass   manual      memory       46MiB   30 minutes ago       -\n" +
-		"│  └─ ck-5   -            fork        memory       0B      10 seconds ago       -\n" +
-		"└─ ck-4      -            hibernate   memory       2GiB    About a minute ago   web,web-2\n" +
-		"ck-9         -            manual      files-only   1MiB    3 seconds ago        -\n"
+		"ID           NAME         KIND        CONTENT      SIZE    WHERE       AGE                  NEEDED BY\n" +
+		"ck-1         base         manual      memory       43MiB   uploaded    2 hours ago          kid\n" +
+		"├─ ck-2      -            manual      files-only   41MiB   uploading   About an hour ago    -\n" +
+		"│  ├─ ck-3   tests-pass   manual      memory       46MiB   local       30 minutes ago       -\n" +
+		"│  └─ ck-5   -            fork        memory       0B      local       10 seconds ago       -\n" +
+		"└─ ck-4      -            hibernate   memory       2GiB    local       About a minute ago   web,web-2\n" +
+		"ck-9         -            manual      files-only   1MiB    local       3 seconds ago        -\n"
 	if got := buf.String(); got != want {
 		t.Errorf("tree:\n%s\nwant:\n%s", got, want)
 	}

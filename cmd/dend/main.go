@@ -91,6 +91,7 @@ func main() {
 	parseDisk := diskFlags(fs, &cfg)
 	parseQuotas := quotaFlags(fs, &cfg)
 	parseStore := storeFlags(fs, &cfg)
+	parseBlobs := blobsFlags(fs, &cfg, os.Getenv)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Parse(os.Args[1:])
 	if *showVersion {
@@ -116,6 +117,9 @@ func main() {
 		fatal(err)
 	}
 	if err := parseStore(); err != nil {
+		fatal(err)
+	}
+	if err := parseBlobs(); err != nil {
 		fatal(err)
 	}
 

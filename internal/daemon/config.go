@@ -79,6 +79,9 @@ type Config struct {
 	KeepCheckpoints  int           // manual checkpoints kept per sandbox; 0 keeps all
 	CheckpointMaxAge time.Duration // manual checkpoints older than this go; 0 keeps all
 	IdleInterval     time.Duration // how often the idle policy is applied
+
+	// Blobs is the blob store checkpoints are uploaded to; none by default.
+	Blobs Blobs
 }
 
 // Default returns the configuration dend runs with when told nothing.
@@ -115,6 +118,8 @@ func Default() Config {
 		EphemeralTTL:   time.Hour,
 		MinTTL:         time.Minute,
 		IdleInterval:   time.Second,
+
+		Blobs: Blobs{Grace: DefaultBlobsGrace, GCInterval: DefaultBlobsGCInterval, Parallel: DefaultBlobsParallel},
 	}
 }
 
@@ -137,6 +142,9 @@ func (c *Config) Validate() error {
 		return bad("storage", "%q is not one of auto, btrfs, copy", c.Storage)
 	}
 	if err := c.validateStore(); err != nil {
+		return err
+	}
+	if err := c.Blobs.validate(); err != nil {
 		return err
 	}
 	if !validNodeName(c.Node) {

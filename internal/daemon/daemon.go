@@ -64,8 +64,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			}
 		}()
 	}
+	// The blob store too: a wrong URL or key stops dend before it
+	// changes anything on the host.
+	bucket, err := openBucket(ctx, cfg.Blobs, log)
+	if err != nil {
+		return err
+	}
 	// The pool after the store: a dend refused its database makes no pool.
 	pool, err := openStorage(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	off, err := newOffsite(bucket, cfg.Blobs, pool, log)
 	if err != nil {
 		return err
 	}
@@ -125,7 +135,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	svc, err := sandbox.NewService(sandbox.Config{
+	scfg := sandbox.Config{
 		Store: st, Volumes: pool, Runtime: rt, Network: network, Images: images, Secrets: secrets, Init: initVersion,
 		Sealer:        sealer,
 		Reach:         network.Reach(opened),
@@ -141,7 +151,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Disk:          disk,
 		MinTTL:        cfg.MinTTL,
 		Quotas:        cfg.quotas(st),
-	})
+	}
+	if off != nil {
+		scfg.Offsite = off
+	}
+	svc, err := sandbox.NewService(scfg)
 	if err != nil {
 		return err
 	}
@@ -156,6 +170,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	sealer.Expect(sealed)
 	if err := pruneInits(ctx, svc, initDir, log); err != nil {
 		log.Warn("removing den-init versions nothing needs", "err", err)
+	}
+	if err := svc.RunOffsite(ctx, blobsRetry, cfg.Blobs.GCInterval); err != nil {
+		return err
 	}
 	var forwarder httpapi.Cluster
 	var portsKey []byte
@@ -199,7 +216,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Logger: log.With("component", "e2b")})
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
-		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder,
+		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(svc, off != nil),
 		Nodes: &nodes{self: cfg.Node, fleet: fleetRecords, info: nodeInfo(cfg, st, rt.Version()), svc: svc, store: st}})
 	self.Serve(httpapi.Local(handler), handler)
 	if err := serve(ctx, cfg, handler, log); err != nil {
@@ -209,6 +226,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err // the store's claim was lost
 	}
 	return nil
+}
+
+// blobService is what collects the blob store on request, or nil (the
+// route answers 503) when dend has none.
+func blobService(svc *sandbox.Service, on bool) httpapi.BlobService {
+	if !on {
+		return nil
+	}
+	return svc
 }
 
 // Running sandboxes are sampled this often, and their samples kept this

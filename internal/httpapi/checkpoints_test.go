@@ -231,7 +231,7 @@ func TestCheckpointRoutes(t *testing.T) {
 		t.Fatalf("list %s", body)
 	}
 	want := api.Checkpoint{ID: "ck1", Sandbox: "sb1", Name: "base", Kind: api.CheckpointManual, Memory: true, Generation: 2,
-		EngineVersion: "release-20260905.0", MemoryBytes: 3 << 20, FilesBytes: 40 << 20, CreatedAt: testTime, NeededBy: []string{"kid"}}
+		EngineVersion: "release-20260905.0", MemoryBytes: 3 << 20, FilesBytes: 40 << 20, CreatedAt: testTime, NeededBy: []string{"kid"}, Location: api.LocationLocal}
 	if got := list.Checkpoints[0]; !equalJSON(got, want) {
 		t.Errorf("first checkpoint = %+v, want %+v", got, want)
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/den-dev/den/api"
@@ -117,6 +118,8 @@ func toCheckpoint(c *sandbox.Checkpoint) api.Checkpoint {
 		FilesBytes:    c.Manifest.FilesBytes,
 		CreatedAt:     c.CreatedAt,
 		NeededBy:      c.NeededBy,
+		Location:      cmp.Or(c.Location, sandbox.LocationLocal),
+		UploadedBytes: c.Blobs.SentBytes,
 	}
 }
 

@@ -94,6 +94,8 @@ func (s *server) routes() []route {
 		{"GET", "/v1/owners/{owner}", s.getOwner},
 		{"PATCH", "/v1/owners/{owner}", s.setOwner},
 		{"DELETE", "/v1/owners/{owner}", s.resetOwner},
+
+		{"POST", "/v1/admin/blobs/gc", s.collectBlobs},
 	}, s.proxyRoutes()...)
 }
 

@@ -149,6 +149,9 @@ type Config struct {
 	// caller with a principal; what its tools do is checked as the API
 	// calls they make.
 	MCP http.Handler
+	// Blobs collects the blob store on request; nil: dend has none, and
+	// the route answers 503.
+	Blobs BlobService
 	// E2B, when set, serves E2B's API to the requests it claims, before
 	// they meet the API's own authentication: it carries its callers'
 	// keys to the API itself, whose calls are checked and audited.
@@ -183,6 +186,7 @@ type server struct {
 	secrets      SecretService
 	owners       OwnerService
 	requests     RequestStore
+	blobs        BlobService
 	// Exposed ports: see ports.go.
 	portsKey      []byte
 	portsDomain   string
@@ -212,6 +216,7 @@ func New(cfg Config) http.Handler {
 		nodes:        cfg.Nodes,
 		owners:       cfg.Owners,
 		requests:     cfg.Requests,
+		blobs:        cfg.Blobs,
 	}
 	s.portsKey, s.portTransport = cfg.PortsKey, newPortTransport()
 	s.portsDomain = strings.Trim(strings.ToLower(cfg.PortsDomain), ".")

@@ -136,6 +136,7 @@ func (s *Service) seal(ctx context.Context, ck *Checkpoint) error {
 		return fmt.Errorf("recording checkpoint: %w", err)
 	}
 	s.measure(ck.clone())
+	s.queueUpload(ck.ID)
 	return nil
 }
 
@@ -319,6 +320,11 @@ func (s *Service) instance(sb *Sandbox, netns, bootToken string) Instance {
 // generation from it: restored from its memory image when it has one,
 // else booted cold. The caller has set the new generation and token.
 func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, cold bool) error {
+	// Before the old files go: a checkpoint that cannot be brought back
+	// here leaves them as they were.
+	if err := s.ensureLocal(ctx, ck); err != nil {
+		return err
+	}
 	t0 := time.Now()
 	if err := s.cfg.Volumes.Remove(ctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return fmt.Errorf("removing the old files: %w", err)

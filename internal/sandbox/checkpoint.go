@@ -21,6 +21,11 @@ type Checkpoint struct {
 	Generation int64  // the instance it was taken from
 	Manifest   Manifest
 	CreatedAt  time.Time
+	// Location says whether its bytes are only on the host that made
+	// it, or also in the blob store (see offsite.go).
+	Location string
+	// Blobs is where its bytes are in the blob store once uploaded.
+	Blobs Blobs
 	// NeededBy names the sandboxes that depend on it (hibernated on it,
 	// or created from it while alive); filled by the Service, not stored.
 	NeededBy []string
@@ -37,7 +42,50 @@ func (c *Checkpoint) clone() *Checkpoint {
 	d := *c
 	d.Manifest.Files = append([]ImageFile(nil), c.Manifest.Files...)
 	d.NeededBy = append([]string(nil), c.NeededBy...)
+	d.Blobs.Files = append([]BlobLayer(nil), c.Blobs.Files...)
 	return &d
+}
+
+// Where a checkpoint's bytes are.
+const (
+	LocationLocal     = "local"     // on the host that made it only
+	LocationUploading = "uploading" // being copied to the blob store
+	LocationUploaded  = "uploaded"  // in the blob store too: it survives its host
+)
+
+// Blobs is where a checkpoint's or an image's bytes are in the blob store:
+// the manifests of the streams that make them again.
+type Blobs struct {
+	// Format is how its files were sent: "btrfs-send" or "tar".
+	Format string `json:"format,omitempty"`
+	// Files makes its files: a whole volume first, then each diff on the
+	// one before, the last making this volume.
+	Files []BlobLayer `json:"files,omitempty"`
+	// Memory is the manifest of its memory image, or "".
+	Memory string `json:"memory,omitempty"`
+	// SentBytes is what uploading it sent: the chunks the blob store
+	// lacked, compressed. StreamBytes is what its own streams hold.
+	SentBytes   int64 `json:"sent_bytes,omitempty"`
+	StreamBytes int64 `json:"stream_bytes,omitempty"`
+}
+
+// BlobLayer is one stream of a volume's chain.
+type BlobLayer struct {
+	Manifest string `json:"manifest"`
+	// Volume is the storage key of the volume the stream makes.
+	Volume string `json:"volume"`
+}
+
+// Manifests are every manifest b refers to.
+func (b Blobs) Manifests() []string {
+	var ids []string
+	for _, l := range b.Files {
+		ids = append(ids, l.Manifest)
+	}
+	if b.Memory != "" {
+		ids = append(ids, b.Memory)
+	}
+	return ids
 }
 
 // VolumeKey is the storage key of the checkpoint's read-only filesystem.

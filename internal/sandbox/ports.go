@@ -53,6 +53,9 @@ type Store interface {
 	ListCheckpoints(ctx context.Context, sandboxID string) ([]*Checkpoint, error)
 	// UpdateCheckpoint rewrites c's manifest.
 	UpdateCheckpoint(ctx context.Context, c *Checkpoint) error
+	// SetCheckpointLocation records where a checkpoint's bytes are, and
+	// nothing else of it. ErrNotFound when it is gone.
+	SetCheckpointLocation(ctx context.Context, id, location string, b Blobs) error
 	// DeleteCheckpoint removes a checkpoint; its children take its parent
 	// as theirs, so the tree stays connected.
 	DeleteCheckpoint(ctx context.Context, id string) error
@@ -62,6 +65,9 @@ type Store interface {
 	GetImage(ctx context.Context, name string) (*Image, error)
 	ListImages(ctx context.Context) ([]*Image, error)
 	DeleteImage(ctx context.Context, name string) error
+	// SetImageLocation records where an image's root filesystem is, and
+	// nothing else of it; ErrNotFound when it is gone.
+	SetImageLocation(ctx context.Context, name, location string, b Blobs) error
 }
 
 // Volumes is the storage pool: root filesystems as copy-on-write volumes.
@@ -72,6 +78,8 @@ type Volumes interface {
 	Remove(ctx context.Context, key string) error
 	// Path is where the volume key lives on the host.
 	Path(key string) string
+	// Stat describes volume key; ErrNotFound when it does not exist.
+	Stat(ctx context.Context, key string) (VolumeInfo, error)
 	// Usage is how many bytes the files in volume key hold.
 	Usage(ctx context.Context, key string) (int64, error)
 	// SetLimit caps what volume key may hold (0 lifts the cap); writes
@@ -79,6 +87,13 @@ type Volumes interface {
 	SetLimit(ctx context.Context, key string, bytes int64) error
 	// Quota is what volume key holds against its cap.
 	Quota(ctx context.Context, key string) (DiskQuota, error)
+}
+
+// VolumeInfo describes one volume of the pool.
+type VolumeInfo struct {
+	Key      string
+	Path     string // where the volume lives on the host
+	ReadOnly bool
 }
 
 // Instance is what the engine needs to boot one incarnation.
@@ -236,4 +251,45 @@ type Secrets interface {
 // Images finds base images, building a built-in one on first use.
 type Images interface {
 	Ensure(ctx context.Context, name string) (*Image, error)
+}
+
+// Offsite keeps the bytes of checkpoints in a blob store, away from this
+// host, as streams named by their manifests (see offsite.go). Pushing
+// never changes what is on the host; pulling makes what was pushed again,
+// checked, or fails naming what is damaged.
+type Offsite interface {
+	// Format names how volumes are sent ("btrfs-send" or "tar"): a chain
+	// sent in another format cannot be received here.
+	Format() string
+	// PushVolume sends read-only volume key, as what differs from
+	// read-only volume base when base is set and the pool can diff.
+	PushVolume(ctx context.Context, key, base string) (manifest string, diff bool, st BlobStats, err error)
+	// PushDir sends the regular files of dir.
+	PushDir(ctx context.Context, dir string) (manifest string, st BlobStats, err error)
+	// PullVolume makes read-only volume key from the stream manifest
+	// names; a diff needs its base's volume here.
+	PullVolume(ctx context.Context, key, manifest string) error
+	// PullDir makes dir, which must not exist, from the stream manifest
+	// names: whole, or not at all.
+	PullDir(ctx context.Context, dir, manifest string) error
+	// Collect removes from the blob store what keep (manifests) does not
+	// need and was not written or reused within its grace period.
+	Collect(ctx context.Context, keep []string) (BlobCollection, error)
+}
+
+// BlobStats tells what a push sent.
+type BlobStats struct {
+	StreamBytes int64 // bytes in the stream
+	SentBytes   int64 // compressed bytes of the chunks the blob store lacked
+}
+
+// BlobCollection tells what a collection of the blob store kept and
+// removed.
+type BlobCollection struct {
+	Manifests        int   `json:"manifests"`
+	ManifestsRemoved int   `json:"manifests_removed"`
+	MissingManifests int   `json:"missing_manifests"`
+	Chunks           int   `json:"chunks"`
+	ChunksRemoved    int   `json:"chunks_removed"`
+	BytesRemoved     int64 `json:"bytes_removed"`
 }

@@ -195,6 +195,11 @@ type Image struct {
 	Cwd       string
 	User      string
 	CreatedAt time.Time
+	// Location and Blobs say whether its root filesystem is in the blob
+	// store too, as a checkpoint's do (see offsite.go). A rebuilt image
+	// starts local again.
+	Location string
+	Blobs    Blobs
 }
 
 // VolumeKey is the storage key of the image's read-only root filesystem.

@@ -60,6 +60,9 @@ type Config struct {
 	Disk DiskPolicy
 	// Quotas bounds what each owner, and each sandbox, may take (quota.go).
 	Quotas Quotas
+	// Offsite is the blob store checkpoints are uploaded to (offsite.go);
+	// nil: none, and checkpoints live on this host only.
+	Offsite Offsite
 }
 
 // Service carries out every verb on sandboxes. It serializes lifecycle
@@ -116,6 +119,12 @@ type Service struct {
 	// metrics keeps recent samples of running sandboxes (metrics.go); it
 	// has its own lock.
 	metrics metricsLog
+	// uploads are the checkpoints waiting for the blob store (offsite.go);
+	// nil without one.
+	uploads *uploadQueue
+	// downloads serializes downloads from the blob store: one chain at a
+	// time, so two restores never receive the same volume.
+	downloads sync.Mutex
 }
 
 // NewService checks cfg and returns a Service. Call Recover before serving
@@ -163,6 +172,9 @@ func NewService(cfg Config) (*Service, error) {
 		secretStates: map[string]secretState{},
 		dataReserve:  &diskReserve{dir: cfg.RunsDir, reserve: cfg.Output.Reserve, now: cfg.Now},
 		admission:    newAdmission(cfg.Quotas),
+	}
+	if cfg.Offsite != nil {
+		s.uploads = newUploadQueue()
 	}
 	s.allowance = &runAllowance{s: s, limit: cfg.Output.PerSandbox, used: map[string]int64{}}
 	return s, nil

@@ -13,16 +13,13 @@ package storage
 
 import (
 	"context"
+	"io"
 
 	"github.com/den-dev/den/internal/sandbox"
 )
 
 // Info describes one volume.
-type Info struct {
-	Key      string
-	Path     string // where the volume lives on the host
-	ReadOnly bool
-}
+type Info = sandbox.VolumeInfo
 
 // Driver is a pool of copy-on-write volumes.
 //
@@ -85,3 +82,24 @@ type Quota = sandbox.DiskQuota
 
 // Every Driver can serve as the sandbox service's Volumes.
 var _ sandbox.Volumes = Driver(nil)
+
+// Mover is a Driver whose read-only volumes can leave the host as a byte
+// stream and be made again from one, on this host or another: what the
+// blob store keeps of checkpoints and images.
+//
+// A volume is sent whole, or, with a base, as what differs from that base
+// (btrfs send -p). A diff is received only where a copy of the base is:
+// the base itself, or a volume received from the base's stream. Receive
+// finds it by the stream's own reference, not by key.
+type Mover interface {
+	// StreamFormat names what Send writes: "btrfs-send" or "tar".
+	StreamFormat() string
+	// Send writes read-only volume key to w: whole when base is "", else
+	// as what differs from read-only volume base, if the driver can.
+	// diff says which it wrote.
+	Send(ctx context.Context, key, base string, w io.Writer) (diff bool, err error)
+	// Receive makes read-only volume key from a stream Send wrote.
+	// ErrConflict when key is taken. A failed Receive leaves nothing
+	// under key.
+	Receive(ctx context.Context, key string, r io.Reader) error
+}

@@ -33,8 +33,8 @@ const (
 	RunCols   = `id, sandbox_id, generation, guest_id, argv, cwd, env_names, "user", tty, detached,
 	status, exit_code, signal, started_at, ended_at, stdout_size, stderr_size, limit_hit,
 	stdout_dropped, stderr_dropped, output_max, output_cut, pid`
-	CheckpointCols = `id, sandbox_id, name, kind, parent, memory, generation, manifest, created_at`
-	ImageCols      = `name, source, ref, digest, size_bytes, env, cwd, "user", created_at`
+	CheckpointCols = `id, sandbox_id, name, kind, parent, memory, generation, manifest, created_at, location, blobs`
+	ImageCols      = `name, source, ref, digest, size_bytes, env, cwd, "user", created_at, location, blobs`
 	OwnerCols      = `id, sandboxes, memory_bytes, cpus, disk_bytes, checkpoints, allow_private, updated_at`
 	TokenCols      = `id, name, hash, scope, owner, created_at, expires_at, revoked_at, last_used_at`
 	AuditCols      = `seq, time, token_id, token_name, method, route, path, sandbox_id, sandbox, status, error`
@@ -194,20 +194,38 @@ func CheckpointValues(c *sandbox.Checkpoint) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding manifest of checkpoint %q: %w", c.ID, err)
 	}
-	return []any{c.ID, c.SandboxID, c.Name, c.Kind, c.Parent, c.Memory, c.Generation, string(manifest), FormatTime(c.CreatedAt)}, nil
+	blobs, err := json.Marshal(c.Blobs)
+	if err != nil {
+		return nil, fmt.Errorf("encoding blobs of checkpoint %q: %w", c.ID, err)
+	}
+	return []any{c.ID, c.SandboxID, c.Name, c.Kind, c.Parent, c.Memory, c.Generation, string(manifest), FormatTime(c.CreatedAt),
+		CheckpointLocation(c.Location), string(blobs)}, nil
+}
+
+// CheckpointLocation is the location a checkpoint or an image is stored
+// with: local unless it says otherwise.
+func CheckpointLocation(l string) string {
+	if l == "" {
+		return sandbox.LocationLocal
+	}
+	return l
 }
 
 // ScanCheckpoint reads a row of CheckpointCols.
 func ScanCheckpoint(row Scanner) (*sandbox.Checkpoint, error) {
 	var c sandbox.Checkpoint
-	var manifest []byte
+	var manifest, blobs []byte
 	var created string
-	err := row.Scan(&c.ID, &c.SandboxID, &c.Name, &c.Kind, &c.Parent, &c.Memory, &c.Generation, &manifest, &created)
+	err := row.Scan(&c.ID, &c.SandboxID, &c.Name, &c.Kind, &c.Parent, &c.Memory, &c.Generation, &manifest, &created,
+		&c.Location, &blobs)
 	if err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal(manifest, &c.Manifest); err != nil {
 		return nil, fmt.Errorf("decoding manifest of checkpoint %q: %w", c.ID, err)
+	}
+	if err := json.Unmarshal(blobs, &c.Blobs); err != nil {
+		return nil, fmt.Errorf("decoding blobs of checkpoint %q: %w", c.ID, err)
 	}
 	if c.CreatedAt, err = ParseTime(created); err != nil {
 		return nil, err
@@ -221,17 +239,26 @@ func ImageValues(im *sandbox.Image) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding env of image %q: %w", im.Name, err)
 	}
-	return []any{im.Name, im.Source, im.Ref, im.Digest, im.SizeBytes, string(env), im.Cwd, im.User, FormatTime(im.CreatedAt)}, nil
+	blobs, err := json.Marshal(im.Blobs)
+	if err != nil {
+		return nil, fmt.Errorf("encoding blobs of image %q: %w", im.Name, err)
+	}
+	return []any{im.Name, im.Source, im.Ref, im.Digest, im.SizeBytes, string(env), im.Cwd, im.User, FormatTime(im.CreatedAt),
+		CheckpointLocation(im.Location), string(blobs)}, nil
 }
 
 // ScanImage reads a row of ImageCols.
 func ScanImage(row Scanner) (*sandbox.Image, error) {
 	var im sandbox.Image
-	var env []byte
+	var env, blobs []byte
 	var created string
-	err := row.Scan(&im.Name, &im.Source, &im.Ref, &im.Digest, &im.SizeBytes, &env, &im.Cwd, &im.User, &created)
+	err := row.Scan(&im.Name, &im.Source, &im.Ref, &im.Digest, &im.SizeBytes, &env, &im.Cwd, &im.User, &created,
+		&im.Location, &blobs)
 	if err != nil {
 		return nil, err
+	}
+	if err := json.Unmarshal(blobs, &im.Blobs); err != nil {
+		return nil, fmt.Errorf("decoding blobs of image %q: %w", im.Name, err)
 	}
 	if err := json.Unmarshal(env, &im.Env); err != nil {
 		return nil, fmt.Errorf("decoding env of image %q: %w", im.Name, err)
@@ -444,7 +471,17 @@ func NewCheckpoint(c *sandbox.Checkpoint, now time.Time) (*sandbox.Checkpoint, e
 		rec.CreatedAt = now
 	}
 	rec.CreatedAt = rec.CreatedAt.UTC()
+	rec.Location = CheckpointLocation(rec.Location)
 	return &rec, nil
+}
+
+// ValidLocation refuses a location that is not one of the three.
+func ValidLocation(l string) error {
+	switch l {
+	case sandbox.LocationLocal, sandbox.LocationUploading, sandbox.LocationUploaded:
+		return nil
+	}
+	return errdefs.Invalid("checkpoint location %q is not local, uploading or uploaded", l)
 }
 
 // NewImage returns the record PutImage writes for im at now: CreatedAt
@@ -458,5 +495,6 @@ func NewImage(im *sandbox.Image, now time.Time) (*sandbox.Image, error) {
 		rec.CreatedAt = now
 	}
 	rec.CreatedAt = rec.CreatedAt.UTC()
+	rec.Location = CheckpointLocation(rec.Location)
 	return &rec, nil
 }

@@ -40,6 +40,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) storage.Driver) {
 		{"List", testList},
 		{"Limit", testLimit},
 		{"PoolUsage", testPoolUsage},
+		{"Move", testMove},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newDriver(t)) })

@@ -45,7 +45,7 @@ func insertCheckpointRow(ctx context.Context, tx pgx.Tx, c *sandbox.Checkpoint) 
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO checkpoints (`+store.CheckpointCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, values...)
+	_, err = tx.Exec(ctx, `INSERT INTO checkpoints (`+store.CheckpointCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, values...)
 	switch index, ok := uniqueViolation(err); {
 	case !ok:
 		return err
@@ -112,6 +112,23 @@ func (s *Store) UpdateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) err
 		return err
 	})
 	return s.fail(err, "updating checkpoint %q", c.ID)
+}
+
+// SetCheckpointLocation records where a checkpoint's bytes are, leaving
+// the rest of its record as it is.
+func (s *Store) SetCheckpointLocation(ctx context.Context, id, location string, b sandbox.Blobs) error {
+	if err := store.ValidLocation(location); err != nil {
+		return err
+	}
+	blobs, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("encoding blobs of checkpoint %q: %w", id, err)
+	}
+	err = s.tx(ctx, func(tx pgx.Tx) error {
+		return execOne(ctx, tx, store.CheckpointNotFound(id),
+			`UPDATE checkpoints SET location = $1, blobs = $2 WHERE id = $3`, location, string(blobs), id)
+	})
+	return s.fail(err, "recording where checkpoint %q is", id)
 }
 
 // DeleteCheckpoint removes a checkpoint and hands its children its parent,

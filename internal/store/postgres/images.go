@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -31,11 +32,12 @@ func putImageRow(ctx context.Context, tx pgx.Tx, im *sandbox.Image) error {
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO images (`+store.ImageCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	_, err = tx.Exec(ctx, `INSERT INTO images (`+store.ImageCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 		ON CONFLICT (name) DO UPDATE SET
 			source = excluded.source, ref = excluded.ref, digest = excluded.digest,
 			size_bytes = excluded.size_bytes, env = excluded.env, cwd = excluded.cwd,
-			"user" = excluded."user", created_at = excluded.created_at`, values...)
+			"user" = excluded."user", created_at = excluded.created_at,
+			location = excluded.location, blobs = excluded.blobs`, values...)
 	return err
 }
 
@@ -63,4 +65,21 @@ func (s *Store) DeleteImage(ctx context.Context, name string) error {
 		return execOne(ctx, tx, store.ImageNotFound(name), `DELETE FROM images WHERE name = $1`, name)
 	})
 	return s.fail(err, "deleting image %q", name)
+}
+
+// SetImageLocation records where an image's root filesystem is, leaving
+// the rest of its record as it is.
+func (s *Store) SetImageLocation(ctx context.Context, name, location string, b sandbox.Blobs) error {
+	if err := store.ValidLocation(location); err != nil {
+		return err
+	}
+	blobs, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("encoding blobs of image %q: %w", name, err)
+	}
+	err = s.tx(ctx, func(tx pgx.Tx) error {
+		return execOne(ctx, tx, store.ImageNotFound(name),
+			`UPDATE images SET location = $1, blobs = $2 WHERE name = $3`, location, string(blobs), name)
+	})
+	return s.fail(err, "recording where image %q is", name)
 }

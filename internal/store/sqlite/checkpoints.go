@@ -35,7 +35,7 @@ func (s *Store) CreateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) err
 		if err := checkpointIDFree(ctx, tx, rec.ID); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+store.CheckpointCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, values...)
+		_, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (`+store.CheckpointCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, values...)
 		if isUniqueViolation(err) {
 			return store.CheckpointNameTaken(rec.Name)
 		}
@@ -100,6 +100,23 @@ func (s *Store) UpdateCheckpoint(ctx context.Context, c *sandbox.Checkpoint) err
 		return err
 	})
 	return wrap(err, "updating checkpoint %q", c.ID)
+}
+
+// SetCheckpointLocation records where a checkpoint's bytes are, leaving
+// the rest of its record as it is.
+func (s *Store) SetCheckpointLocation(ctx context.Context, id, location string, b sandbox.Blobs) error {
+	if err := store.ValidLocation(location); err != nil {
+		return err
+	}
+	blobs, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("encoding blobs of checkpoint %q: %w", id, err)
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		return execOne(ctx, tx, store.CheckpointNotFound(id),
+			`UPDATE checkpoints SET location = ?, blobs = ? WHERE id = ?`, location, string(blobs), id)
+	})
+	return wrap(err, "recording where checkpoint %q is", id)
 }
 
 // DeleteCheckpoint removes a checkpoint and hands its children its parent,

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -22,11 +23,12 @@ func (s *Store) PutImage(ctx context.Context, im *sandbox.Image) error {
 		return err
 	}
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO images (`+store.ImageCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		_, err := tx.ExecContext(ctx, `INSERT INTO images (`+store.ImageCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET
 				source = excluded.source, ref = excluded.ref, digest = excluded.digest,
 				size_bytes = excluded.size_bytes, env = excluded.env, cwd = excluded.cwd,
-				"user" = excluded."user", created_at = excluded.created_at`, values...)
+				"user" = excluded."user", created_at = excluded.created_at,
+				location = excluded.location, blobs = excluded.blobs`, values...)
 		return err
 	})
 	if err != nil {
@@ -60,4 +62,21 @@ func (s *Store) DeleteImage(ctx context.Context, name string) error {
 		return execOne(ctx, tx, store.ImageNotFound(name), `DELETE FROM images WHERE name = ?`, name)
 	})
 	return wrap(err, "deleting image %q", name)
+}
+
+// SetImageLocation records where an image's root filesystem is, leaving
+// the rest of its record as it is.
+func (s *Store) SetImageLocation(ctx context.Context, name, location string, b sandbox.Blobs) error {
+	if err := store.ValidLocation(location); err != nil {
+		return err
+	}
+	blobs, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("encoding blobs of image %q: %w", name, err)
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		return execOne(ctx, tx, store.ImageNotFound(name),
+			`UPDATE images SET location = ?, blobs = ? WHERE name = ?`, location, string(blobs), name)
+	})
+	return wrap(err, "recording where image %q is", name)
 }

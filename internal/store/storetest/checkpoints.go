@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ var checkpointTests = []testCase{
 	{"DeleteReparentsChildren", testDeleteCheckpointReparents},
 	{"DeleteMissing", testDeleteCheckpointMissing},
 	{"KeptAfterDestroyErasedWithRecord", testCheckpointsFollowSandbox},
+	{"Location", testCheckpointLocation},
 }
 
 // standingTests cover what a sandbox keeps beside its spec and state: its
@@ -76,6 +78,9 @@ func utcCheckpoint(c *sandbox.Checkpoint) *sandbox.Checkpoint {
 	cp := *c
 	cp.CreatedAt = utc(cp.CreatedAt)
 	cp.NeededBy = nil
+	if cp.Location == "" {
+		cp.Location = sandbox.LocationLocal
+	}
 	return &cp
 }
 
@@ -116,6 +121,7 @@ func testCheckpointRoundTrip(t *testing.T, st sandbox.Store) {
 	withSandboxes(t, st, "sb-1")
 	full := newCheckpoint("ck-full", "sb-1", "before-upgrade", "ck-parent", 0)
 	full.NeededBy = []string{"sb-2"} // filled by the Service, not stored
+	full.Location, full.Blobs = sandbox.LocationUploaded, uploadedBlobs()
 	bare := &sandbox.Checkpoint{ID: "ck-bare", SandboxID: "sb-1", Kind: sandbox.CheckpointHibernate, CreatedAt: at(1)}
 	fork := newCheckpoint("ck-fork", "sb-1", "", "", 2)
 	fork.Kind, fork.Memory, fork.Manifest.Files = sandbox.CheckpointFork, false, nil
@@ -495,4 +501,51 @@ func testStandingUpdate(t *testing.T, st sandbox.Store) {
 	sb.Origin, sb.Head = "", ""
 	mustMove(t, st, sb, sandbox.StateRunning)
 	wantStored(t, st, utcSandbox(sb))
+}
+
+func uploadedBlobs() sandbox.Blobs {
+	return sandbox.Blobs{
+		Format: "btrfs-send",
+		Files: []sandbox.BlobLayer{
+			{Manifest: strings.Repeat("a", 64), Volume: "images/debian"},
+			{Manifest: strings.Repeat("b", 64), Volume: "checkpoints/ck-1"},
+		},
+		Memory:    strings.Repeat("c", 64),
+		SentBytes: 3 << 20, StreamBytes: 1 << 30,
+	}
+}
+
+// testCheckpointLocation records where a checkpoint's bytes are, apart
+// from the rest of its record.
+func testCheckpointLocation(t *testing.T, st sandbox.Store) {
+	ctx := t.Context()
+	withSandboxes(t, st, "sb-1")
+	c := newCheckpoint("ck-1", "sb-1", "first", "", 0)
+	mustCreateCheckpoint(t, st, c)
+	if got := mustGetCheckpoint(t, st, "", "ck-1"); got.Location != sandbox.LocationLocal || len(got.Blobs.Manifests()) != 0 {
+		t.Fatalf("a new checkpoint is %q with blobs %+v; want local, none", got.Location, got.Blobs)
+	}
+	if err := st.SetCheckpointLocation(ctx, "ck-1", sandbox.LocationUploading, sandbox.Blobs{}); err != nil {
+		t.Fatal(err)
+	}
+	same(t, "location while uploading", mustGetCheckpoint(t, st, "", "ck-1").Location, sandbox.LocationUploading)
+	b := uploadedBlobs()
+	if err := st.SetCheckpointLocation(ctx, "ck-1", sandbox.LocationUploaded, b); err != nil {
+		t.Fatal(err)
+	}
+	// A later update of the rest (a size measured, a rename) keeps it.
+	renamed := *c
+	renamed.Name = "renamed"
+	renamed.Manifest.FilesBytes = 7
+	if err := st.UpdateCheckpoint(ctx, &renamed); err != nil {
+		t.Fatal(err)
+	}
+	want := utcCheckpoint(&renamed)
+	want.Location, want.Blobs = sandbox.LocationUploaded, b
+	same(t, "uploaded, renamed", mustGetCheckpoint(t, st, "", "ck-1"), want)
+	same(t, "listed", mustListCheckpoints(t, st, "")[0], want)
+
+	wantErr(t, st.SetCheckpointLocation(ctx, "ck-1", "elsewhere", b), errdefs.ErrInvalid, `"elsewhere"`, "")
+	wantErr(t, st.SetCheckpointLocation(ctx, "ck-none", sandbox.LocationUploaded, b), errdefs.ErrNotFound, `"ck-none"`, "")
+	same(t, "after refusals", mustGetCheckpoint(t, st, "", "ck-1"), want)
 }

@@ -17,6 +17,7 @@ var imageTests = []testCase{
 	{"ListByName", testListImages},
 	{"GetMissing", testGetImageMissing},
 	{"Delete", testDeleteImage},
+	{"Location", testImageLocation},
 }
 
 func newImage(name string) *sandbox.Image {
@@ -36,7 +37,32 @@ func newImage(name string) *sandbox.Image {
 func utcImage(im *sandbox.Image) *sandbox.Image {
 	cp := *im
 	cp.CreatedAt = utc(cp.CreatedAt)
+	if cp.Location == "" {
+		cp.Location = sandbox.LocationLocal
+	}
 	return &cp
+}
+
+// testImageLocation records where an image's root filesystem is; a
+// rebuilt image starts local again.
+func testImageLocation(t *testing.T, st sandbox.Store) {
+	ctx := t.Context()
+	im := newImage("debian")
+	mustPutImage(t, st, im)
+	same(t, "a new image", mustGetImage(t, st, "debian").Location, sandbox.LocationLocal)
+	b := uploadedBlobs()
+	if err := st.SetImageLocation(ctx, "debian", sandbox.LocationUploaded, b); err != nil {
+		t.Fatal(err)
+	}
+	want := utcImage(im)
+	want.Location, want.Blobs = sandbox.LocationUploaded, b
+	same(t, "uploaded", mustGetImage(t, st, "debian"), want)
+	wantErr(t, st.SetImageLocation(ctx, "debian", "away", b), errdefs.ErrInvalid, `"away"`, "")
+	wantErr(t, st.SetImageLocation(ctx, "none", sandbox.LocationUploaded, b), errdefs.ErrNotFound, `"none"`, "")
+	mustPutImage(t, st, newImage("debian"))
+	if got := mustGetImage(t, st, "debian"); got.Location != sandbox.LocationLocal || len(got.Blobs.Files) != 0 {
+		t.Fatalf("a rebuilt image is %q with %+v; want local, no blobs", got.Location, got.Blobs)
+	}
 }
 
 func mustPutImage(t *testing.T, st sandbox.Store, im *sandbox.Image) {

@@ -251,6 +251,10 @@ class Checkpoint:
     files_bytes: int = 0
     created_at: Optional[datetime.datetime] = None
     needed_by: list[str] = field(default_factory=list)
+    # Where its bytes are: "local", "uploading" or "uploaded" (in dend's
+    # blob store too), and what uploading it sent.
+    location: str = "local"
+    uploaded_bytes: int = 0
 
 
 @dataclass

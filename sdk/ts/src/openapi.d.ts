@@ -165,6 +165,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{name}/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        /**
+         * What a sandbox used while it ran, sampled every few seconds
+         * @description dend samples every running sandbox about every 5 seconds from the host's counters and keeps an hour of samples, in memory: none for a sandbox that has not run since dend started.
+         */
+        get: operations["sandboxMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{name}/pause": {
         parameters: {
             query?: never;
@@ -1194,6 +1217,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/blobs/gc": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Collect the blob store now (admins only)
+         * @description Mark every manifest a checkpoint's record names, then remove the manifests and chunks nothing marked that are older than dend's --blobs-gc-grace. dend also does this every --blobs-gc-interval.
+         */
+        post: operations["collectBlobs"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/secrets": {
         parameters: {
             query?: never;
@@ -1585,6 +1628,27 @@ export interface components {
             generation: number;
             message?: string;
         };
+        MetricsList: {
+            samples: components["schemas"]["MetricSample"][];
+        };
+        MetricSample: {
+            /** Format: date-time */
+            at: string;
+            /** @description CPU use since the sample before, as a share of the CPUs it may use (100: all, all the time) */
+            cpu_percent: number;
+            cpus: number;
+            /**
+             * Format: int64
+             * @description charged to it on the host, the engine's own included
+             */
+            memory_bytes: number;
+            /** Format: int64 */
+            memory_limit: number;
+            /** Format: int64 */
+            disk_bytes: number;
+            /** Format: int64 */
+            disk_limit: number;
+        };
         EventList: {
             events: components["schemas"]["Event"][];
         };
@@ -1939,6 +2003,32 @@ export interface components {
             created_at: string;
             /** @description names of the sandboxes that depend on it (hibernated on it, or created from it) */
             needed_by?: string[];
+            /**
+             * @description where its bytes are; uploaded means in the blob store too, so it survives its host
+             * @enum {string}
+             */
+            location: "local" | "uploading" | "uploaded";
+            /**
+             * Format: int64
+             * @description what uploading it sent: the chunks the blob store lacked, compressed
+             */
+            uploaded_bytes?: number;
+        };
+        BlobCollection: {
+            /** @description manifests kept */
+            manifests: number;
+            /** @description manifests no record names */
+            manifests_removed: number;
+            /** @description manifests a record names that the blob store lacks (damage) */
+            missing_manifests: number;
+            /** @description chunks kept */
+            chunks: number;
+            chunks_removed: number;
+            /**
+             * Format: int64
+             * @description compressed bytes freed
+             */
+            bytes_removed: number;
         };
         CheckpointList: {
             checkpoints: components["schemas"]["Checkpoint"][];
@@ -2555,6 +2645,37 @@ export interface operations {
                     "application/json": components["schemas"]["EventList"];
                 };
             };
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    sandboxMetrics: {
+        parameters: {
+            query?: {
+                /** @description only samples taken at or after this time (RFC 3339) */
+                from?: string;
+                /** @description only samples taken at or before this time (RFC 3339) */
+                to?: string;
+            };
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the samples, oldest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MetricsList"];
+                };
+            };
+            400: components["responses"]["Invalid"];
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
         };
@@ -4431,6 +4552,30 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             500: components["responses"]["Internal"];
+        };
+    };
+    collectBlobs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description what was kept and removed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BlobCollection"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listSecrets: {

@@ -1,0 +1,239 @@
+// Package miniotest starts a real MinIO server for tests and benchmarks: the
+// binary scripts/test-setup.sh builds from the Go module proxy, serving a
+// temporary directory on a free loopback port with credentials made up for
+// the run, and removed when it stops.
+//
+// The server is the caller's child with a parent-death signal, so a test
+// binary killed by a timeout takes it along. Start fails, saying why, when
+// the binary is missing: tests that need it fail rather than skip.
+package miniotest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// Version is the MinIO module version scripts/test-setup.sh builds.
+const Version = "v0.0.0-20260212201848-7aac2a2c5b7c"
+
+// Binary is where scripts/test-setup.sh keeps the build; DEN_MINIO
+// overrides it.
+func Binary() string {
+	if b := os.Getenv("DEN_MINIO"); b != "" {
+		return b
+	}
+	return "/var/cache/den-test/minio-" + Version
+}
+
+// Server is a running MinIO. Stop it when done.
+type Server struct {
+	Endpoint  string // 127.0.0.1:PORT
+	AccessKey string
+	SecretKey string
+
+	dir  string
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *os.File
+
+	mu      sync.Mutex
+	stopped bool
+}
+
+// Start serves a fresh temporary directory.
+func Start(ctx context.Context) (s *Server, err error) {
+	bin := Binary()
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("MinIO is not built: %s is missing (scripts/test-setup.sh builds it; run it, or `make test`)", bin)
+	}
+	dir, err := os.MkdirTemp("", "den-miniotest-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	logf, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		return nil, err
+	}
+	s = &Server{dir: dir, log: logf, AccessKey: "den" + randHex(6), SecretKey: randHex(20)}
+	for try := 0; try < 5; try++ {
+		if err = s.run(ctx, bin); err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, errPortTaken) {
+			break
+		}
+	}
+	logf.Close()
+	return nil, err
+}
+
+var errPortTaken = errors.New("port taken")
+
+func (s *Server) run(ctx context.Context, bin string) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	cport, err := freePort()
+	if err != nil {
+		return err
+	}
+	s.Endpoint = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	s.cmd = exec.Command(bin, "server", filepath.Join(s.dir, "data"), "--quiet",
+		"--address", s.Endpoint, "--console-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(cport)))
+	s.cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+s.AccessKey, "MINIO_ROOT_PASSWORD="+s.SecretKey,
+		"MINIO_BROWSER=off", "MINIO_UPDATE=off", "MINIO_CI_CD=1")
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := s.cmd.Start(); err != nil {
+		return fmt.Errorf("starting minio: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { s.cmd.Wait(); close(done) }()
+	deadline := time.Now().Add(60 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if ready(ctx, s.Endpoint) {
+			s.done = done
+			return nil
+		}
+		select {
+		case <-done:
+			text := s.logTail()
+			if strings.Contains(text, "address already in use") {
+				return errPortTaken
+			}
+			return fmt.Errorf("minio exited while starting: %s", text)
+		case <-ctx.Done():
+			s.cmd.Process.Kill()
+			<-done
+			return ctx.Err()
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			s.cmd.Process.Kill()
+			<-done
+			return fmt.Errorf("minio was not ready within 60s: %s", s.logTail())
+		}
+	}
+}
+
+// ready asks MinIO's readiness probe.
+func ready(ctx context.Context, endpoint string) bool {
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(cctx, http.MethodGet, "http://"+endpoint+"/minio/health/ready", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func (s *Server) logTail() string {
+	b, _ := os.ReadFile(s.log.Name())
+	t := strings.TrimSpace(string(b))
+	if len(t) > 2000 {
+		t = "..." + t[len(t)-2000:]
+	}
+	return t
+}
+
+// Client is a minio-go client with the server's root credentials, for
+// tests to look at and damage what den stored.
+func (s *Server) Client() (*minio.Client, error) {
+	return minio.New(s.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey, "")})
+}
+
+// CreateBucket makes a bucket.
+func (s *Server) CreateBucket(ctx context.Context, name string) error {
+	c, err := s.Client()
+	if err != nil {
+		return err
+	}
+	return c.MakeBucket(ctx, name, minio.MakeBucketOptions{})
+}
+
+// URL is the --blobs URL of a prefix of bucket on this server.
+func (s *Server) URL(bucket, prefix string) string {
+	return "s3://" + bucket + "/" + prefix + "?endpoint=" + s.Endpoint + "&insecure=1"
+}
+
+// Pid is the server's process id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// Stop kills the server and removes its directory.
+func (s *Server) Stop() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil
+	}
+	s.stopped = true
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.done
+	}
+	s.log.Close()
+	return os.RemoveAll(s.dir)
+}
+
+// ForTest starts a server for one test and stops it when the test ends;
+// the test fails, with why, when it cannot start.
+func ForTest(t testing.TB) *Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	s, err := Start(ctx)
+	if err != nil {
+		t.Fatalf("starting MinIO for the test: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("stopping MinIO: %v", err)
+		}
+	})
+	return s
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
