@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/initd"
 )
@@ -36,6 +38,15 @@ func main() {
 		err := initd.SecretExec(os.Args[2:])
 		fmt.Fprintf(os.Stderr, "den-init: starting the command: %v\n", err)
 		os.Exit(127)
+	}
+	if len(os.Args) == 3 && os.Args[1] == guest.SetHostnameArg {
+		// Run by the host with CAP_SYS_ADMIN when a warm instance is
+		// claimed: the sandbox gets its name, as a fresh boot would.
+		if err := unix.Sethostname([]byte(os.Args[2])); err != nil {
+			fmt.Fprintf(os.Stderr, "den-init: setting the host name: %v\n", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if err := run(log); err != nil {

@@ -143,6 +143,17 @@ func (c *Client) Rekey(ctx context.Context, token string) error {
 	return nil
 }
 
+// Claim makes a den-init that waited in a warm pool the sandbox's: it
+// accepts only token from now on and starts a new identity (see
+// ClaimRequest). ErrConflict when anything ran in it.
+func (c *Client) Claim(ctx context.Context, token string) error {
+	if err := c.call(ctx, http.MethodPost, "/v1/claim", nil, ClaimRequest{Token: token}, nil); err != nil {
+		return err
+	}
+	c.setToken(token)
+	return nil
+}
+
 // Close drops the idle connections.
 func (c *Client) Close() { c.httpc.CloseIdleConnections() }
 

@@ -147,5 +147,21 @@ type RekeyRequest struct {
 	Token string `json:"token"`
 }
 
+// ClaimRequest is the body of POST /v1/claim: a den-init booted ahead
+// of demand (a warm pool's) becomes a sandbox's. Like Rekey it accepts
+// only Token from then on; it also starts a new BootID and Started, as a
+// fresh boot would, and refuses (409 conflict) when any process other
+// than den-init lives or ever ran: a claimed instance carries nothing
+// from its time in the pool.
+type ClaimRequest struct {
+	Token string `json:"token"`
+}
+
+// SetHostnameArg, as den-init's first argument, makes it set the
+// sandbox's host name to its second and exit: the host runs it once with
+// the capability that needs (runsc exec --cap CAP_SYS_ADMIN), which no
+// process in the sandbox has.
+const SetHostnameArg = "--den-sethostname"
+
 // MinTokenLen is the shortest token den-init accepts from Rekey.
 const MinTokenLen = 16

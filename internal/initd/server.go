@@ -106,7 +106,6 @@ type Server struct {
 	reaper    *Reaper
 	ownReaper bool
 	limits    *limiter
-	info      guest.Info
 	http      *http.Server
 	seq       atomic.Uint64 // numbers processes in start order
 	// auth is "Bearer <token>", the header every request must carry; a
@@ -114,7 +113,8 @@ type Server struct {
 	auth atomic.Pointer[[]byte]
 
 	mu       sync.Mutex
-	addr     string // where Serve listens
+	info     guest.Info // what ping answers; a claim renews it
+	addr     string     // where Serve listens
 	procs    map[string]*proc
 	stopping bool // after Shutdown: no new processes
 	// secretRoots are the pids of processes started with secrets, each
@@ -196,7 +196,11 @@ func (s *Server) Addr() string {
 }
 
 // Info is what ping answers.
-func (s *Server) Info() guest.Info { return s.info }
+func (s *Server) Info() guest.Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.info
+}
 
 // Shutdown ends every process: SIGTERM to each process group (and, with
 // Config.SignalAll, to every process there is), up to grace for them to
