@@ -82,6 +82,11 @@ type Config struct {
 
 	// Blobs is the blob store checkpoints are uploaded to; none by default.
 	Blobs Blobs
+
+	// Warm is how many instances of each image this node keeps booted
+	// ahead of demand, "IMAGE=N,..." (see WarmDefaults); `den image warm`
+	// overrides it per image.
+	Warm string
 }
 
 // Default returns the configuration dend runs with when told nothing.
@@ -169,6 +174,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if _, err := c.OpenedPrivate(); err != nil {
+		return err
+	}
+	if _, err := c.WarmDefaults(); err != nil {
 		return err
 	}
 	if c.PortsDomain != "" && !validDomain(c.PortsDomain) {
