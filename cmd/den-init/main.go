@@ -48,6 +48,9 @@ func main() {
 		}
 		os.Exit(0)
 	}
+	if len(os.Args) == 2 && os.Args[1] == guest.HostnameHelperArg {
+		os.Exit(initd.HostnameHelperMain())
+	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if err := run(log); err != nil {
 		log.Error("den-init failed", "err", err)
@@ -68,11 +71,18 @@ func run(log *slog.Logger) error {
 		addr = fmt.Sprintf(":%d", guest.Port)
 	}
 
+	pid1 := os.Getpid() == 1 // the sandbox's init: everything in it is ours
+	hostnameSocket := ""
+	if pid1 {
+		// A warm instance is named through the helper it is given.
+		hostnameSocket = initd.HostnameSocket
+	}
 	srv, err := initd.New(initd.Config{
-		Token:     token,
-		Logger:    log,
-		Version:   version,
-		SignalAll: os.Getpid() == 1, // the sandbox's init: everything in it is ours
+		Token:          token,
+		Logger:         log,
+		Version:        version,
+		SignalAll:      pid1,
+		HostnameSocket: hostnameSocket,
 	})
 	if err != nil {
 		return err

@@ -333,6 +333,7 @@ func (s *Server) handleRekey(w http.ResponseWriter, r *http.Request) error {
 		return errdefs.Invalid("token is %d bytes; at least %d are needed", len(req.Token), guest.MinTokenLen)
 	}
 	s.setToken(req.Token)
+	s.hostname.close() // a rekeyed instance is a sandbox's: no helper may come
 	s.log.Info("token replaced")
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -355,6 +356,12 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) error {
 	if n := len(descendants(readProcTable(), os.Getpid())); n > 0 && s.cfg.SignalAll {
 		return errdefs.Conflict("%d processes live beside den-init: the instance is no longer as it booted", n)
 	}
+	if req.Hostname != "" {
+		if err := s.hostname.set(r.Context(), req.Hostname); err != nil {
+			return err
+		}
+	}
+	s.hostname.close()
 	s.mu.Lock()
 	s.info.BootID = randomID(16)
 	s.info.Started = time.Now().UTC()

@@ -47,7 +47,7 @@ func TestClaimRenewsIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	newTok := "0123456789abcdef-claimed"
-	if err := c.Claim(t.Context(), newTok); err != nil {
+	if err := c.Claim(t.Context(), newTok, ""); err != nil {
 		t.Fatal(err)
 	}
 	after, err := c.Ping(t.Context())
@@ -64,7 +64,7 @@ func TestClaimRenewsIdentity(t *testing.T) {
 	if _, err := c.Start(t.Context(), guest.ProcSpec{Argv: []string{"true"}}); err != nil {
 		t.Fatal(err)
 	}
-	err = c.Claim(t.Context(), "0123456789abcdef-again")
+	err = c.Claim(t.Context(), "0123456789abcdef-again", "")
 	if err == nil || !strings.Contains(err.Error(), "no longer as it booted") {
 		t.Fatalf("claim after a process ran: %v, want a refusal", err)
 	}

@@ -49,6 +49,10 @@ type WarmConfig struct {
 	// Interval is how often the pools are tended when nothing asks;
 	// default 2s.
 	Interval time.Duration
+	// Quiet is how long after a claim the pools wait before a refill, so
+	// the boot does not compete with the new sandbox's first commands for
+	// the CPU; default 300ms.
+	Quiet time.Duration
 }
 
 // HostMemory is what the host has, as /proc/meminfo tells it.
@@ -60,6 +64,11 @@ type HostMemory struct {
 // HostnameSetter is a Runtime that can give a running instance a new
 // host name; warm pools need one.
 type HostnameSetter interface {
+	// StartHostnameHelper starts, in a running instance, the helper
+	// through which den-init sets the name a claim brings (see
+	// guest.ClaimRequest): the claim then costs no engine call.
+	StartHostnameHelper(ctx context.Context, id string) error
+	// SetHostname names a running instance at once.
 	SetHostname(ctx context.Context, id, name string) error
 }
 
@@ -164,11 +173,16 @@ type warmPools struct {
 	// memory and pressure are the host's as last read.
 	memory   HostMemory
 	pressure bool
+	// lastTake is when an instance was last claimed.
+	lastTake time.Time
 }
 
 func newWarmPools(cfg WarmConfig) *warmPools {
 	if cfg.Interval == 0 {
 		cfg.Interval = 2 * time.Second
+	}
+	if cfg.Quiet == 0 {
+		cfg.Quiet = 300 * time.Millisecond
 	}
 	return &warmPools{
 		cfg: cfg, kick: make(chan struct{}, 1),
@@ -229,11 +243,30 @@ func (w *warmPools) take(spec Spec, im *Image) *warmInstance {
 	for i, wi := range list {
 		if wi.MemoryBytes == spec.MemoryBytes && wi.Stamp == stamp {
 			w.ready[spec.Image] = append(list[:i:i], list[i+1:]...)
+			w.lastTake = time.Now()
 			w.wake() // refill
 			return wi
 		}
 	}
 	return nil
+}
+
+// quiet waits until no instance was claimed for cfg.Quiet; false when
+// ctx ended first.
+func (w *warmPools) quiet(ctx context.Context) bool {
+	for {
+		w.mu.Lock()
+		d := w.cfg.Quiet - time.Since(w.lastTake)
+		w.mu.Unlock()
+		if d <= 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(d):
+		}
+	}
 }
 
 // putBack returns an instance a create took but did not change.

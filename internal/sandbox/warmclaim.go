@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
 )
 
@@ -16,7 +17,7 @@ const claimTimeout = 3 * time.Second
 
 // warmClaimer is a den-init client that can hand over a pool instance.
 type warmClaimer interface {
-	Claim(ctx context.Context, token string) error
+	Claim(ctx context.Context, token, hostname string) error
 }
 
 // bootFromWarm makes sb, just recorded as creating with wi's id and
@@ -47,37 +48,34 @@ func (s *Service) bootFromWarm(ctx context.Context, sb *Sandbox, wi *warmInstanc
 }
 
 // claimWarm gives warm instance wi sb's identity, limits and policy:
-// host name, den-init token (den-init renews its boot identity and
+// host name and den-init token (den-init renews its boot identity and
 // refuses if anything ran in it), CPU share and limits, disk cap and
-// network policy. The host name is set beside the rest, as it costs an
-// engine call.
+// network policy.
 func (s *Service) claimWarm(ctx context.Context, sb *Sandbox, wi *warmInstance) error {
 	if wi.stopWatch != nil {
 		wi.stopWatch() // the sandbox's own supervision takes over
-	}
-	hs, ok := s.cfg.Runtime.(HostnameSetter)
-	if !ok {
-		return errors.New("the engine cannot rename instances")
 	}
 	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
 	defer cancel()
 	sb.Init = wi.Init
 	inst := sb.InstanceID()
-	named := make(chan error, 1)
-	go func() {
-		err := hs.SetHostname(ctx, inst, sb.Name)
-		if err != nil {
-			cancel() // the claim below fails at once
+	t0 := time.Now()
+	err := s.claimGuest(ctx, sb, wi, sb.Name)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		// No helper came: name it through the engine, then claim.
+		if hs, ok := s.cfg.Runtime.(HostnameSetter); !ok {
+			err = errors.New("the engine cannot name instances")
+		} else if err = hs.SetHostname(ctx, inst, sb.Name); err == nil {
+			err = s.claimGuest(ctx, sb, wi, "")
 		}
-		named <- err
-	}()
-	err := s.claimGuest(ctx, sb, wi)
-	if nerr := <-named; nerr != nil {
-		return nerr
 	}
 	if err != nil {
 		return err
 	}
+	t1 := time.Now()
+	defer func() {
+		s.log.Debug("claimed", "sandbox", sb.Name, "den_init", t1.Sub(t0), "rest", time.Since(t1))
+	}()
 	l := sb.Spec.Limits()
 	if l.CPUs != wi.CPUs {
 		if err := s.cfg.Runtime.Update(ctx, inst, l); err != nil {
@@ -103,7 +101,7 @@ func (s *Service) claimWarm(ctx context.Context, sb *Sandbox, wi *warmInstance) 
 }
 
 // claimGuest hands wi's den-init over to sb: sb's token, a new identity.
-func (s *Service) claimGuest(ctx context.Context, sb *Sandbox, wi *warmInstance) error {
+func (s *Service) claimGuest(ctx context.Context, sb *Sandbox, wi *warmInstance, hostname string) error {
 	_, addr := s.cfg.Network.Addr(sb.Slot)
 	g := s.cfg.Dial(netip.AddrPortFrom(addr, guest.Port), wi.Token)
 	defer closeGuest(g)
@@ -111,7 +109,7 @@ func (s *Service) claimGuest(ctx context.Context, sb *Sandbox, wi *warmInstance)
 	if !ok {
 		return errors.New("den-init's client cannot claim")
 	}
-	if err := c.Claim(ctx, sb.Token); err != nil {
+	if err := c.Claim(ctx, sb.Token, hostname); err != nil {
 		return fmt.Errorf("claiming den-init: %w", err)
 	}
 	return nil

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
 )
 
 // The filler tends the pools in the background, one step at a time so a
@@ -71,6 +73,9 @@ func (s *Service) tendWarm(ctx context.Context) bool {
 		if known && m.AvailableBytes-est < w.reserve(m) {
 			s.holdWarm([]WarmTarget{t}, fmt.Sprintf("host memory low: one more instance (about %s) would leave less than the %s reserve", size(est), size(w.reserve(m))))
 			continue
+		}
+		if !w.quiet(ctx) {
+			return false
 		}
 		if err := s.fillWarm(ctx, t); err != nil {
 			if ctx.Err() == nil {
@@ -220,12 +225,20 @@ func (s *Service) bootWarm(ctx context.Context, t WarmTarget, im *Image) (_ *war
 	if err != nil {
 		return nil, err
 	}
-	bootToken := newToken()
-	if err := s.cfg.Runtime.Start(ctx, s.instance(sb, att.Netns, bootToken)); err != nil {
+	// The boot token stays den-init's until the claim: a rekey would
+	// close the socket the host name helper comes through.
+	if err := s.cfg.Runtime.Start(ctx, s.instance(sb, att.Netns, wi.Token)); err != nil {
 		return nil, err
 	}
-	if err := s.handOver(ctx, sb, bootToken); err != nil {
+	_, addr := s.cfg.Network.Addr(sb.Slot)
+	g := s.cfg.Dial(netip.AddrPortFrom(addr, guest.Port), wi.Token)
+	defer closeGuest(g)
+	if err := s.waitReady(ctx, sb, g); err != nil {
 		return nil, err
+	}
+	if err := s.cfg.Runtime.(HostnameSetter).StartHostnameHelper(ctx, sb.InstanceID()); err != nil {
+		// The claim names it the slow way.
+		s.log.Warn("a warm instance has no host name helper", "instance", wi.ID, "err", err)
 	}
 	return wi, nil
 }
