@@ -36,6 +36,7 @@ type hostnameHelper struct {
 
 	mu     sync.Mutex
 	conn   *net.UnixConn // the helper, once it connected
+	pid    int           // the helper's process, once it connected
 	closed bool
 	ready  chan struct{} // closed once conn is set
 }
@@ -60,7 +61,7 @@ func listenHostname(name string) (*hostnameHelper, error) {
 			conn.Close()
 			return
 		}
-		h.conn = conn
+		h.conn, h.pid = conn, peerPID(conn)
 		close(h.ready)
 	}()
 	return h, nil
@@ -87,29 +88,14 @@ func (h *hostnameHelper) close() {
 // set has the helper name the sandbox, and waits until it has exited.
 // NotFound when no helper came by the time ctx ends.
 func (h *hostnameHelper) set(ctx context.Context, name string) error {
-	if h == nil {
-		return errdefs.NotFound("no host name helper in this instance")
-	}
-	wait, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	select {
-	case <-h.ready:
-	case <-wait.Done():
-		return errdefs.NotFound("no host name helper in this instance")
+	if err := h.await(ctx); err != nil {
+		return err
 	}
 	h.mu.Lock()
-	conn := h.conn
+	conn, pid := h.conn, h.pid
 	h.mu.Unlock()
 	if conn == nil {
 		return errdefs.NotFound("no host name helper in this instance")
-	}
-	pid := 0
-	if raw, err := conn.SyscallConn(); err == nil {
-		raw.Control(func(fd uintptr) {
-			if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
-				pid = int(cred.Pid)
-			}
-		})
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
@@ -135,6 +121,45 @@ func (h *hostnameHelper) set(ctx context.Context, name string) error {
 		time.Sleep(time.Millisecond)
 	}
 	return nil
+}
+
+// await waits a little for the helper to connect; NotFound when none
+// does.
+func (h *hostnameHelper) await(ctx context.Context) error {
+	if h == nil {
+		return errdefs.NotFound("no host name helper in this instance")
+	}
+	wait, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	select {
+	case <-h.ready:
+		return nil
+	case <-wait.Done():
+		return errdefs.NotFound("no host name helper in this instance")
+	}
+}
+
+// helperPID is the helper's process id, or 0.
+func (h *hostnameHelper) helperPID() int {
+	if h == nil {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pid
+}
+
+// peerPID is the process at the other end of conn, or 0.
+func peerPID(conn *net.UnixConn) int {
+	pid := 0
+	if raw, err := conn.SyscallConn(); err == nil {
+		raw.Control(func(fd uintptr) {
+			if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+				pid = int(cred.Pid)
+			}
+		})
+	}
+	return pid
 }
 
 // HostnameHelperMain is den-init in HostnameHelperArg mode: it waits on

@@ -353,8 +353,23 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) error {
 	if n := s.seq.Load(); n > 0 {
 		return errdefs.Conflict("%d processes were started in this instance: it is no longer as it booted", n)
 	}
-	if n := len(descendants(readProcTable(), os.Getpid())); n > 0 && s.cfg.SignalAll {
-		return errdefs.Conflict("%d processes live beside den-init: the instance is no longer as it booted", n)
+	if req.Hostname != "" {
+		if err := s.hostname.await(r.Context()); err != nil {
+			return err
+		}
+	}
+	if s.cfg.SignalAll {
+		// Whoever started them (runsc exec too), nothing but den-init
+		// and its host name helper may live in an instance to claim.
+		helper, strangers := s.hostname.helperPID(), 0
+		for _, pe := range readProcTable() {
+			if pe.pid != os.Getpid() && pe.pid != helper {
+				strangers++
+			}
+		}
+		if strangers > 0 {
+			return errdefs.Conflict("%d processes live beside den-init: the instance is no longer as it booted", strangers)
+		}
 	}
 	if req.Hostname != "" {
 		if err := s.hostname.set(r.Context(), req.Hostname); err != nil {
