@@ -85,9 +85,14 @@ func main() {
 		{v: &cfg.RunOutputMax, name: "run-output-max", help: "most bytes kept of each output stream of a run: its head and tail, the middle dropped (a run may ask for less)"},
 		{v: &cfg.RunOutputAllowance, name: "run-output-allowance", help: "most bytes of run output kept per sandbox; its oldest ended runs' output is pruned for newer"},
 		{v: &cfg.DataReserve, name: "data-reserve", help: "free space dend keeps on its data disk: past it, run output is dropped and new sandboxes and commands are refused (0: none)"},
+		{v: &cfg.WarmReserve, name: "warm-reserve", help: "host memory warm pools leave available: under it they give instances back and do not refill (0: a tenth of the host's memory, at least 256MiB)"},
 	}
 	for i := range sizes {
-		fs.StringVar(&sizes[i].text, sizes[i].name, env("DEN_"+envName(sizes[i].name), units.BytesSize(float64(*sizes[i].v))), sizes[i].help)
+		def := units.BytesSize(float64(*sizes[i].v))
+		if *sizes[i].v == 0 {
+			def = "0"
+		}
+		fs.StringVar(&sizes[i].text, sizes[i].name, env("DEN_"+envName(sizes[i].name), def), sizes[i].help)
 	}
 	parseDisk := diskFlags(fs, &cfg)
 	parseQuotas := quotaFlags(fs, &cfg)

@@ -87,6 +87,10 @@ type Config struct {
 	// ahead of demand, "IMAGE=N,..." (see WarmDefaults); `den image warm`
 	// overrides it per image.
 	Warm string
+	// WarmReserve is the host memory warm pools leave available: under
+	// it they give instances back and do not refill; 0: a tenth of the
+	// host's memory, at least 256 MiB.
+	WarmReserve int64
 }
 
 // Default returns the configuration dend runs with when told nothing.
@@ -178,6 +182,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.WarmDefaults(); err != nil {
 		return err
+	}
+	if c.WarmReserve < 0 {
+		return bad("warm-reserve", "negative size %d", c.WarmReserve)
 	}
 	if c.PortsDomain != "" && !validDomain(c.PortsDomain) {
 		return bad("ports-domain", "%q is not a lowercase domain name like ports.example.com", c.PortsDomain)

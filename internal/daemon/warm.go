@@ -43,7 +43,7 @@ func (c *Config) warmConfig() (sandbox.WarmConfig, error) {
 	if err != nil {
 		return sandbox.WarmConfig{}, err
 	}
-	return sandbox.WarmConfig{Dir: filepath.Join(c.DataDir, "warm"), Defaults: defaults, HostMemory: hostMemory}, nil
+	return sandbox.WarmConfig{Dir: filepath.Join(c.DataDir, "warm"), Defaults: defaults, HostMemory: hostMemory, Reserve: c.WarmReserve}, nil
 }
 
 // hostMemory reads MemTotal and MemAvailable from /proc/meminfo.
