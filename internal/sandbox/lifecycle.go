@@ -86,7 +86,13 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	// Released once the record is written, which counts from then on:
+	// held longer, concurrent creates would count each other twice.
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
 	im, err := s.cfg.Images.Ensure(ctx, spec.Image)
 	if err != nil {
 		return nil, fmt.Errorf("preparing image %q: %w", spec.Image, err)
@@ -115,7 +121,10 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 		msg += " (a warm instance)"
 	}
 	ev := Event{SandboxID: sb.ID, Time: now, Type: EventCreated, To: StateCreating, Generation: sb.Generation, Message: msg}
-	if err := s.recordNew(ctx, sb, ev); err != nil {
+	err = s.recordNew(ctx, sb, ev)
+	release()
+	release = nil
+	if err != nil {
 		if wi != nil {
 			s.warm.putBack(wi) // untouched: still as it booted
 		} else {
