@@ -233,10 +233,19 @@ func TestWarmClaimFailureBootsCold(t *testing.T) {
 		poolID = id
 	}
 	inst := poolID + "-g1"
-	out, err := exec.Command(filepath.Join(binDir, "runsc"), "--root="+d.runscRoot(), "--platform=systrap",
-		"--network=sandbox", "--overlay2=none", "--host-uds=none",
-		"exec", "--detach", inst, "/bin/sleep", "1000").CombinedOutput()
+	// runsc leaves a process that waits for sleep: it must not hold a
+	// pipe of ours, or this would wait as long.
+	outf, err := os.CreateTemp(t.TempDir(), "exec")
 	if err != nil {
+		t.Fatal(err)
+	}
+	defer outf.Close()
+	cmd := exec.Command(filepath.Join(binDir, "runsc"), "--root="+d.runscRoot(), "--platform=systrap",
+		"--network=sandbox", "--overlay2=none", "--host-uds=none",
+		"exec", "--detach", inst, "/bin/sleep", "1000")
+	cmd.Stdout, cmd.Stderr = outf, outf
+	if err := cmd.Run(); err != nil {
+		out, _ := os.ReadFile(outf.Name())
 		t.Fatalf("runsc exec: %v: %s", err, out)
 	}
 
