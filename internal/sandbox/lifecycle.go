@@ -109,7 +109,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	wi := s.warm.take(spec, im)
 	if wi != nil {
 		sb.ID, sb.Slot = wi.ID, wi.Slot
-	} else if sb.Slot, err = s.allocSlot(sb.ID); err != nil {
+	} else if sb.Slot, err = s.allocSandboxSlot(ctx, sb.ID); err != nil {
 		return nil, err
 	}
 	l := s.lock(sb.ID)

@@ -354,7 +354,7 @@ func (s *Service) SetWarm(ctx context.Context, image string, count int, memoryBy
 		if _, err := s.cfg.Store.GetImage(ctx, image); err != nil {
 			if errors.Is(err, errdefs.ErrNotFound) {
 				return WarmPool{}, errdefs.WithHint(errdefs.NotFound("image %q not found", image),
-					fmt.Sprintf("list images with `den image ls`; build a built-in one first with `den image build %s`", image))
+					"list images with `den image ls`; build, import or pull it first (`den image build busybox` for a built-in one)")
 			}
 			return WarmPool{}, err
 		}

@@ -299,3 +299,27 @@ func (s *Service) drainWarm(ctx context.Context) {
 		s.discardWarm(ctx, wi, "dend stopping")
 	}
 }
+
+// allocSandboxSlot hands a sandbox a network slot, taking one back from
+// the warm pools when they hold the last ones: a sandbox comes before an
+// instance kept for one.
+func (s *Service) allocSandboxSlot(ctx context.Context, id string) (int, error) {
+	slot, err := s.allocSlot(id)
+	if err == nil || s.warm == nil {
+		return slot, err
+	}
+	w := s.warm
+	w.mu.Lock()
+	var oldest *warmInstance
+	for _, l := range w.ready {
+		if len(l) > 0 && (oldest == nil || l[0].BootedAt.Before(oldest.BootedAt)) {
+			oldest = l[0]
+		}
+	}
+	w.mu.Unlock()
+	if oldest == nil || !w.remove(oldest) {
+		return slot, err
+	}
+	s.discardWarm(context.WithoutCancel(ctx), oldest, "its address is needed by a sandbox")
+	return s.allocSlot(id)
+}
