@@ -212,6 +212,22 @@ func TestWarmPoolClaims(t *testing.T) {
 		}
 	}
 
+	// A claimed sandbox is a sandbox like any: it hibernates and wakes
+	// with its name and files.
+	for _, sb := range sbs {
+		if _, fromPool := pool[sb.ID]; !fromPool {
+			continue
+		}
+		d.mustSh(sb.Name, "echo kept > /root/f")
+		if _, err := d.c.Hibernate(ctxT(t, time.Minute), sb.Name); err != nil {
+			t.Fatalf("hibernating claimed %s: %v", sb.Name, err)
+		}
+		if got := strings.TrimSpace(d.mustSh(sb.Name, "hostname; cat /root/f")); got != sb.Name+"\nkept" {
+			t.Errorf("claimed %s after hibernation: %q", sb.Name, got)
+		}
+		break
+	}
+
 	d.waitWarm("busybox", 3)
 	for id := range d.warmNotes() {
 		if ids[id] {
