@@ -130,6 +130,7 @@ type warmInstance struct {
 	Stamp       string    `json:"stamp"` // the image's build it was made from
 	MemoryBytes int64     `json:"memory_bytes"`
 	CPUs        float64   `json:"cpus"`
+	DiskBytes   int64     `json:"disk_bytes,omitempty"` // the cap its volume has: dend's default
 	Token       string    `json:"token"`
 	Init        string    `json:"init"`
 	BootedAt    time.Time `json:"booted_at"`
@@ -142,7 +143,7 @@ type warmInstance struct {
 func (wi *warmInstance) sandbox() *Sandbox {
 	return &Sandbox{
 		ID: wi.ID, Name: "warm-" + wi.ID, Generation: 1, Slot: wi.Slot, Token: wi.Token, Init: wi.Init,
-		Spec: Spec{Image: wi.Image, CPUs: wi.CPUs, MemoryBytes: wi.MemoryBytes, Network: NetworkPolicy{Mode: NetworkNone}},
+		Spec: Spec{Image: wi.Image, CPUs: wi.CPUs, MemoryBytes: wi.MemoryBytes, DiskBytes: wi.DiskBytes, Network: NetworkPolicy{Mode: NetworkNone}},
 	}
 }
 

@@ -85,8 +85,10 @@ func (s *Service) claimWarm(ctx context.Context, sb *Sandbox, wi *warmInstance) 
 	if err := s.enforceLimits(ctx, sb, s.guestFor(sb)); err != nil {
 		return err
 	}
-	if err := s.capDisk(ctx, sb); err != nil {
-		return err
+	if sb.Spec.DiskBytes != wi.DiskBytes {
+		if err := s.capDisk(ctx, sb); err != nil {
+			return err
+		}
 	}
 	// The pool's namespace lets nothing out, as policy none: only
 	// another policy needs rules.

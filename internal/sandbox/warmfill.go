@@ -201,7 +201,7 @@ func (s *Service) fillWarm(ctx context.Context, t WarmTarget) error {
 func (s *Service) bootWarm(ctx context.Context, t WarmTarget, im *Image) (_ *warmInstance, err error) {
 	wi := &warmInstance{
 		ID: newID(12), Image: im.Name, Stamp: imageStamp(im), MemoryBytes: t.MemoryBytes, CPUs: DefaultCPUs,
-		Token: newToken(), Init: s.cfg.Init, BootedAt: s.cfg.Now().UTC(),
+		DiskBytes: s.diskCap(0), Token: newToken(), Init: s.cfg.Init, BootedAt: s.cfg.Now().UTC(),
 	}
 	if wi.Slot, err = s.allocSlot(wi.ID); err != nil {
 		return nil, err
@@ -220,6 +220,10 @@ func (s *Service) bootWarm(ctx context.Context, t WarmTarget, im *Image) (_ *war
 	sb := wi.sandbox()
 	if _, err := s.cfg.Volumes.Snapshot(ctx, im.VolumeKey(), sb.VolumeKey(), false); err != nil {
 		return nil, fmt.Errorf("making its root filesystem: %w", err)
+	}
+	// The default cap, which most creates get: their claim skips it.
+	if err := s.capDisk(ctx, sb); err != nil {
+		return nil, err
 	}
 	att, err := s.attach(ctx, sb)
 	if err != nil {
