@@ -87,30 +87,32 @@ func (h *hostnameHelper) close() {
 
 // set has the helper name the sandbox, and waits until it has exited.
 // NotFound when no helper came by the time ctx ends.
-func (h *hostnameHelper) set(ctx context.Context, name string) error {
+func (h *hostnameHelper) set(ctx context.Context, name string) (named, gone time.Duration, err error) {
 	if err := h.await(ctx); err != nil {
-		return err
+		return 0, 0, err
 	}
+	t0 := time.Now()
 	h.mu.Lock()
 	conn, pid := h.conn, h.pid
 	h.mu.Unlock()
 	if conn == nil {
-		return errdefs.NotFound("no host name helper in this instance")
+		return 0, 0, errdefs.NotFound("no host name helper in this instance")
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}
 	if _, err := fmt.Fprintf(conn, "%s\n", name); err != nil {
-		return fmt.Errorf("telling the host name helper: %w", err)
+		return 0, 0, fmt.Errorf("telling the host name helper: %w", err)
 	}
 	reply, err := bufio.NewReader(conn).ReadString('\n')
 	if err != nil {
-		return fmt.Errorf("hearing from the host name helper: %w", err)
+		return 0, 0, fmt.Errorf("hearing from the host name helper: %w", err)
 	}
 	if reply = strings.TrimSpace(reply); reply != "ok" {
-		return errors.New("host name helper: " + reply)
+		return 0, 0, errors.New("host name helper: " + reply)
 	}
 	h.close()
+	t1 := time.Now()
 	// It exits right after answering: wait for it to be gone, so the
 	// sandbox's first look finds only what a fresh boot has.
 	// (A helper in den-init's own process, as in tests, is not waited for.)
@@ -120,7 +122,7 @@ func (h *hostnameHelper) set(ctx context.Context, name string) error {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return nil
+	return t1.Sub(t0), time.Since(t1), nil
 }
 
 // await waits a little for the helper to connect; NotFound when none

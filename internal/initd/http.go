@@ -371,8 +371,10 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) error {
 			return errdefs.Conflict("%d processes live beside den-init: the instance is no longer as it booted", strangers)
 		}
 	}
+	var named, gone time.Duration
 	if req.Hostname != "" {
-		if err := s.hostname.set(r.Context(), req.Hostname); err != nil {
+		var err error
+		if named, gone, err = s.hostname.set(r.Context(), req.Hostname); err != nil {
 			return err
 		}
 	}
@@ -382,7 +384,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) error {
 	s.info.Started = time.Now().UTC()
 	s.mu.Unlock()
 	s.setToken(req.Token)
-	s.log.Info("claimed")
+	s.log.Info("claimed", "named", named, "helper_gone", gone)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
