@@ -165,6 +165,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{name}/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        /**
+         * What a sandbox used while it ran, sampled every few seconds
+         * @description dend samples every running sandbox about every 5 seconds from the host's counters and keeps an hour of samples, in memory: none for a sandbox that has not run since dend started.
+         */
+        get: operations["sandboxMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{name}/pause": {
         parameters: {
             query?: never;
@@ -1585,6 +1608,27 @@ export interface components {
             generation: number;
             message?: string;
         };
+        MetricsList: {
+            samples: components["schemas"]["MetricSample"][];
+        };
+        MetricSample: {
+            /** Format: date-time */
+            at: string;
+            /** @description CPU use since the sample before, as a share of the CPUs it may use (100: all, all the time) */
+            cpu_percent: number;
+            cpus: number;
+            /**
+             * Format: int64
+             * @description charged to it on the host, the engine's own included
+             */
+            memory_bytes: number;
+            /** Format: int64 */
+            memory_limit: number;
+            /** Format: int64 */
+            disk_bytes: number;
+            /** Format: int64 */
+            disk_limit: number;
+        };
         EventList: {
             events: components["schemas"]["Event"][];
         };
@@ -1702,6 +1746,10 @@ export interface components {
             owner?: string;
             /** @description the name of gid inside the sandbox; absent when it has none */
             group?: string;
+            /** @description a file's or directory's user extended attributes (user.*), by full name; absent when it has none */
+            xattrs?: {
+                [key: string]: string;
+            };
         };
         FileList: {
             files: components["schemas"]["FileInfo"][];
@@ -2555,6 +2603,37 @@ export interface operations {
                     "application/json": components["schemas"]["EventList"];
                 };
             };
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    sandboxMetrics: {
+        parameters: {
+            query?: {
+                /** @description only samples taken at or after this time (RFC 3339) */
+                from?: string;
+                /** @description only samples taken at or before this time (RFC 3339) */
+                to?: string;
+            };
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the samples, oldest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MetricsList"];
+                };
+            };
+            400: components["responses"]["Invalid"];
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
         };
@@ -3875,6 +3954,8 @@ export interface operations {
                 user?: string;
                 /** @description create the missing directories above the file (0755, owned by user), instead of 404 */
                 parents?: boolean;
+                /** @description a user extended attribute to set on the file, as NAME=VALUE (NAME in user.*, at most 255 bytes; VALUE UTF-8 text, at most 8 KiB; at most 64); the file keeps those of the file it replaces */
+                xattr?: string[];
             };
             header?: {
                 /**
