@@ -25,6 +25,7 @@ import (
 //	POST /sandboxes/{id}/timeout          set timeout   PATCH .../policy
 //	POST /sandboxes/{id}/pause            pause         POST .../hibernate (memory:false: .../stop)
 //	POST /[v2/]sandboxes/{id}/connect     connect       .../resume or .../start, then the timeout
+//	                                      (memory:false: .../stop, then .../start)
 //	GET  /sandboxes/{id}/metrics          metrics       GET .../{id}/metrics
 //	POST /sandboxes/{id}/fork             fork          POST .../fork, then each child's timeout
 
@@ -293,7 +294,9 @@ func (d *Door) pause(w http.ResponseWriter, r *http.Request, c *client.Client, t
 }
 
 // connect resumes a paused sandbox (201), or finds a running one (200),
-// and gives it at least timeout more seconds.
+// and gives it at least timeout more seconds. With memory false
+// (onResume: reboot) a paused sandbox's memory is dropped and it boots
+// afresh from its files, as one paused with memory false always does.
 func (d *Door) connect(w http.ResponseWriter, r *http.Request, c *client.Client, token string) error {
 	var req timeoutJSON
 	if err := decodeBody(r, &req, true); err != nil {
@@ -308,9 +311,16 @@ func (d *Door) connect(w http.ResponseWriter, r *http.Request, c *client.Client,
 		return err
 	}
 	status := http.StatusOK
+	reboot := req.Memory != nil && !*req.Memory
 	switch sb.State {
 	case api.StatePaused, api.StateHibernated:
-		sb, err = c.Resume(r.Context(), sb.ID)
+		if reboot {
+			if _, err = c.StopSandbox(r.Context(), sb.ID); err == nil {
+				sb, err = c.StartSandbox(r.Context(), sb.ID)
+			}
+		} else {
+			sb, err = c.Resume(r.Context(), sb.ID)
+		}
 		status = http.StatusCreated
 	case api.StateStopped:
 		sb, err = c.StartSandbox(r.Context(), sb.ID)

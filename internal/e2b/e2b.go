@@ -45,9 +45,13 @@ const (
 const envdPort = "49983"
 
 // envdVersion is the version of envd den claims. The SDKs gate features
-// on it (shared/E2B-COMPAT.md §8); from 0.4.0 on they leave the user to
-// the sandbox's default, and 0.5.7 enables octet-stream and gzip uploads.
-const envdVersion = "0.5.7"
+// on it (shared/E2B-COMPAT.md §8), and den serves each one up to here:
+// from 0.4.0 on they leave the user to the sandbox's default; 0.5.7
+// enables octet-stream and gzip uploads, 0.6.2 file metadata, 0.6.3
+// entries in watch events, 0.6.4 watches allowed on network mounts. No
+// later gate exists in the SDKs den is tested with (e2b 2.51.0), so none
+// is claimed that den might not serve.
+const envdVersion = "0.6.4"
 
 // Config is what the door needs.
 type Config struct {

@@ -140,9 +140,12 @@ func (f *filesystem) Remove(ctx context.Context, req *connect.Request[pb.RemoveR
 }
 
 // WatchDir streams the changes under a directory: the start first, then
-// one event per change, named relative to the directory, with keepalives
-// while nothing happens. It ends when the directory goes away; a sleep
-// or a kill of the sandbox cuts it, as E2B's proxy would.
+// one event per change, named relative to the directory (with its entry
+// when asked, but for removals and renames, whose file is gone), with
+// keepalives while nothing happens. It ends when the directory goes
+// away; a sleep or a kill of the sandbox cuts it, as E2B's proxy would.
+// allowNetworkMounts lets envd watch a directory on NFS or the like; a
+// den sandbox has no network mounts, so there is nothing it could refuse.
 func (f *filesystem) WatchDir(ctx context.Context, req *connect.Request[pb.WatchDirRequest], stream *connect.ServerStream[pb.WatchDirResponse]) error {
 	t := targetOf(ctx)
 	dir := t.abs(req.Msg.GetPath())
@@ -234,6 +237,7 @@ func entryInfo(fi *api.FileInfo) *pb.EntryInfo {
 	e := &pb.EntryInfo{
 		Name: fi.Name, Path: fi.Path, Size: fi.Size, Mode: fi.Mode & 0o777,
 		Owner: fi.Owner, Group: fi.Group, ModifiedTime: timestamppb.New(fi.ModTime),
+		Metadata: metadataOf(fi.Xattrs),
 	}
 	switch fi.Type {
 	case "file":
