@@ -86,6 +86,8 @@ type Door struct {
 	envd    http.Handler
 	root    http.RoundTripper // the API as root's
 	tokens  http.RoundTripper // the API as the bearer token's
+	// watchers are the polling watches of the envd plane (watchers.go).
+	watchers watchers
 }
 
 // New returns the door.
