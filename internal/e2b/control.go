@@ -25,7 +25,6 @@ import (
 //	POST /sandboxes/{id}/timeout          set timeout   PATCH .../policy
 //	POST /sandboxes/{id}/pause            pause         POST .../hibernate (memory:false: .../stop)
 //	POST /[v2/]sandboxes/{id}/connect     connect       .../resume or .../start, then the timeout
-//	                                      (memory:false: .../stop, then .../start)
 //	GET  /sandboxes/{id}/metrics          metrics       GET .../{id}/metrics
 //	POST /sandboxes/{id}/fork             fork          POST .../fork, then each child's timeout
 
@@ -294,9 +293,11 @@ func (d *Door) pause(w http.ResponseWriter, r *http.Request, c *client.Client, t
 }
 
 // connect resumes a paused sandbox (201), or finds a running one (200),
-// and gives it at least timeout more seconds. With memory false
-// (onResume: reboot) a paused sandbox's memory is dropped and it boots
-// afresh from its files, as one paused with memory false always does.
+// and gives it at least timeout more seconds. memory false (onResume:
+// reboot) asks for a boot from the files alone: what a sandbox paused
+// with memory false always gets, and what den refuses, as E2B's SDK says
+// a control plane may, for one paused with its memory, whose files den
+// keeps only as the snapshot its memory image belongs to.
 func (d *Door) connect(w http.ResponseWriter, r *http.Request, c *client.Client, token string) error {
 	var req timeoutJSON
 	if err := decodeBody(r, &req, true); err != nil {
@@ -315,12 +316,10 @@ func (d *Door) connect(w http.ResponseWriter, r *http.Request, c *client.Client,
 	switch sb.State {
 	case api.StatePaused, api.StateHibernated:
 		if reboot {
-			if _, err = c.StopSandbox(r.Context(), sb.ID); err == nil {
-				sb, err = c.StartSandbox(r.Context(), sb.ID)
-			}
-		} else {
-			sb, err = c.Resume(r.Context(), sb.ID)
+			return invalidHint("connect without onResume to restore it, then pause it with keepMemory: false, which connect then boots afresh",
+				"sandbox %s was paused with its memory, and den resumes such a sandbox only by restoring it (onResume: reboot)", sb.ID)
 		}
+		sb, err = c.Resume(r.Context(), sb.ID)
 		status = http.StatusCreated
 	case api.StateStopped:
 		sb, err = c.StartSandbox(r.Context(), sb.ID)
