@@ -114,9 +114,10 @@ func New(cfg Config) *Door {
 
 // Claims reports whether r is for this door: any request naming a sandbox
 // in E2b-Sandbox-Id or by its host (PORT-ID.DOMAIN), a signed /files URL
-// (which names none), and the control plane's paths.
+// (which names none), a browser's preflight of an envd call, and the
+// control plane's paths.
 func (d *Door) Claims(r *http.Request) bool {
-	if r.Header.Get(headerSandboxID) != "" || isSigned(r) {
+	if r.Header.Get(headerSandboxID) != "" || isSigned(r) || preflightForEnvd(r) {
 		return true
 	}
 	if _, _, ok := d.hostTarget(r); ok {
@@ -135,6 +136,9 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, port := r.Header.Get(headerSandboxID), r.Header.Get(headerSandboxPort)
 	if hid, hport, ok := d.hostTarget(r); ok {
 		id, port = hid, hport
+	}
+	if (id == "" || port == "" || port == envdPort) && cors(w, r) {
+		return // a preflight of either plane
 	}
 	switch {
 	case id == "" && isSigned(r):
