@@ -222,6 +222,9 @@ type FileInfo struct {
 	GID   uint32 `json:"gid"`
 	Owner string `json:"owner,omitempty"`
 	Group string `json:"group,omitempty"`
+	// Xattrs are a file's or directory's user extended attributes
+	// (user.*), by full name; absent when it has none.
+	Xattrs map[string]string `json:"xattrs,omitempty"`
 }
 
 // FileList is the body of GET /v1/sandboxes/{name}/files/list.

@@ -1766,6 +1766,10 @@ export interface components {
             owner?: string;
             /** @description the name of gid inside the sandbox; absent when it has none */
             group?: string;
+            /** @description a file's or directory's user extended attributes (user.*), by full name; absent when it has none */
+            xattrs?: {
+                [key: string]: string;
+            };
         };
         FileList: {
             files: components["schemas"]["FileInfo"][];
@@ -3996,6 +4000,8 @@ export interface operations {
                 user?: string;
                 /** @description create the missing directories above the file (0755, owned by user), instead of 404 */
                 parents?: boolean;
+                /** @description a user extended attribute to set on the file, as NAME=VALUE (NAME in user.*, at most 255 bytes; VALUE UTF-8 text, at most 8 KiB; at most 64); the file keeps those of the file it replaces */
+                xattr?: string[];
             };
             header?: {
                 /**
