@@ -248,6 +248,10 @@ func (s *Service) recoverPending(ctx context.Context, sb *Sandbox, st InstanceSt
 		return false, s.transition(ctx, sb, StateStopped, EventStopped, "stopped on request; finished after dend restarted")
 	case PendingDestroy:
 		return false, s.destroyLocked(ctx, sb, "removed on request; finished after dend restarted")
+	case PendingMove:
+		// Still this node's: the target never took it over.
+		sb.Pending = ""
+		return false, s.record(ctx, sb, EventFailed, "moving to another node was interrupted by a dend restart; still hibernated here")
 	case PendingResume, PendingRestore:
 		if ckErr == nil && st == InstanceRunning && s.pingable(ctx, sb) {
 			sb.Pending, sb.Checkpoint = "", ""
