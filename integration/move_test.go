@@ -16,8 +16,9 @@ import (
 // in storeFile, with the blob store of rig.
 func startBlobNode(t *testing.T, name, storeFile string, rig *blobRig) *dend {
 	t.Helper()
-	d := startDend(t, "--store-file", storeFile, "--node", name, "--listen", freeAddr(t), "--node-lease", "3s",
-		"--blobs", rig.url, "--blobs-credentials", rig.creds)
+	args := []string{"--store-file", storeFile, "--node", name, "--listen", freeAddr(t), "--node-lease", "3s",
+		"--blobs", rig.url, "--blobs-credentials", rig.creds}
+	d := startDend(t, args...)
 	return d
 }
 

@@ -185,3 +185,9 @@ func (f *Forwarder) Place(ctx context.Context) (string, error) {
 	}
 	return nodes[best].Name, nil
 }
+
+// Lost reports whether node was declared lost.
+func (f *Forwarder) Lost(ctx context.Context, node string) bool {
+	n, err := f.nodes.Node(ctx, node)
+	return err == nil && n.State == StateLost
+}

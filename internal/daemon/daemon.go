@@ -190,7 +190,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	if fl != nil {
-		if err := fl.join(ctx, stop); err != nil {
+		if err := fl.join(ctx, svc, stop); err != nil {
 			return err
 		}
 	}

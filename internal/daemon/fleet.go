@@ -59,7 +59,7 @@ func newFleet(ctx context.Context, cfg Config, fs fleetStore, st sandbox.Store, 
 
 // join registers this dend in the fleet and starts keeping its lease.
 // Losing the lease ends ctx's dend through stop.
-func (f *fleet) join(ctx context.Context, stop context.CancelCauseFunc) error {
+func (f *fleet) join(ctx context.Context, svc *sandbox.Service, stop context.CancelCauseFunc) error {
 	peer, err := f.cfg.PeerAddress()
 	if err != nil {
 		return err
@@ -72,6 +72,12 @@ func (f *fleet) join(ctx context.Context, stop context.CancelCauseFunc) error {
 		Self:  cluster.Node{Name: f.cfg.Node, PeerURL: peer},
 		Lease: f.cfg.NodeLease,
 		Info:  f.info,
+		// This node declared them lost: it records their sandboxes so.
+		Expired: func(ctx context.Context, lost []cluster.Node) {
+			for _, n := range lost {
+				svc.NodeLost(ctx, n.Name)
+			}
+		},
 	})
 	if err != nil {
 		return err

@@ -65,3 +65,5 @@ func (p *peers) Adopt(ctx context.Context, node, id string, cold bool) error {
 	}
 	return nil
 }
+
+func (p *peers) Lost(ctx context.Context, node string) bool { return p.calls.Lost(ctx, node) }

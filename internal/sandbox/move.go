@@ -31,6 +31,8 @@ type Fleet interface {
 	// Adopt asks node to take over sandbox id from this node and wake it:
 	// with its processes, or cold from its files alone.
 	Adopt(ctx context.Context, node, id string, cold bool) error
+	// Lost reports whether node was declared lost.
+	Lost(ctx context.Context, node string) bool
 }
 
 // PendingMove marks a hibernated sandbox its node is handing over to

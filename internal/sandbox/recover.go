@@ -210,6 +210,9 @@ func (s *Service) markLost(ctx context.Context, r *Run) error {
 // sandbox's instance lives on.
 func (s *Service) recoverPending(ctx context.Context, sb *Sandbox, st InstanceState) (bool, error) {
 	op := sb.Pending
+	if prev, ok := lostState(op); ok {
+		return s.reclaim(ctx, sb, prev)
+	}
 	s.log.Warn("settling a change dend did not finish", "sandbox", sb.Name, "change", op)
 	alive := st == InstanceRunning || st == InstancePaused
 	ck, ckErr := s.cfg.Store.GetCheckpoint(ctx, sb.ID, sb.Checkpoint)
