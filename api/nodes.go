@@ -53,3 +53,16 @@ type DrainFailure struct {
 	Sandbox string `json:"sandbox"`
 	Error   string `json:"error"`
 }
+
+// MoveSandboxRequest is the body of POST /v1/sandboxes/{name}/move.
+type MoveSandboxRequest struct {
+	To   string `json:"to"`             // the node it goes to
+	Cold bool   `json:"cold,omitempty"` // files only: its processes are not kept
+}
+
+// AdoptRequest is the body of POST /v1/sandboxes/{name}/adopt, which only
+// the nodes of a fleet call on each other: the node a sandbox is on hands
+// it over to the node it asks.
+type AdoptRequest struct {
+	Cold bool `json:"cold,omitempty"`
+}

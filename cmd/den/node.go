@@ -155,3 +155,41 @@ func (a *app) nodeRmCommand() *cobra.Command {
 		},
 	}
 }
+
+func (a *app) moveCommand() *cobra.Command {
+	var to string
+	var cold bool
+	cmd := &cobra.Command{
+		Use:   "move NAME --to NODE [--cold]",
+		Short: "Move a sandbox to another node of the fleet",
+		Long: `The sandbox's node hibernates it (if it runs or is paused), uploads that
+checkpoint to the blob store and hands it over to NODE, which downloads it and
+wakes it there with its processes. --cold boots its files alone, losing its
+processes: for a node with another runsc or CPU. It needs a fleet (dends on
+one PostgreSQL) with a blob store (dend --blobs); if the hand-over fails the
+sandbox stays hibernated where it was.`,
+		Example: "  den move web --to node-b\n  den move web --to node-c --cold",
+		Args:    args("NAME"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			if to == "" {
+				return usagef("name the node: `den move NAME --to NODE` (`den node ls` lists them)", "--to is required")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			sb, err := c.MoveSandbox(cmd.Context(), argv[0], to, cold)
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return printJSON(a.stdout, sb)
+			}
+			fmt.Fprintf(a.stdout, "%s is %s on node %s\n", sb.Name, sb.State, sb.Node)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "the node it goes to")
+	cmd.Flags().BoolVar(&cold, "cold", false, "keep its files only, not its processes")
+	return cmd
+}

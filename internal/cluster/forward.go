@@ -117,16 +117,22 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, node, sandbo
 // reachable says why requests for sandbox cannot go to node n, if they
 // cannot.
 func reachable(n Node, sandbox string) error {
+	subject := "node " + n.Name + ", which"
+	if sandbox != "" {
+		subject = fmt.Sprintf("sandbox %q is on node %s, which", sandbox, n.Name)
+	}
 	switch {
 	case n.State == StateLost:
-		return errdefs.WithHint(errdefs.Unavailable("sandbox %q is on node %s, which is lost: %s", sandbox, n.Name, n.Reason),
-			fmt.Sprintf("`den recover %s --rollback` brings it back on another node from its last upload", sandbox))
+		err := errdefs.Unavailable("%s is lost: %s", subject, n.Reason)
+		if sandbox == "" {
+			return err
+		}
+		return errdefs.WithHint(err, fmt.Sprintf("`den recover %s --rollback` brings it back on another node from its last upload", sandbox))
 	case time.Now().After(n.LeaseExpires):
-		return errdefs.WithHint(errdefs.Unavailable("sandbox %q is on node %s, which has not renewed its lease since %s",
-			sandbox, n.Name, n.HeartbeatAt.Format(time.RFC3339)),
+		return errdefs.WithHint(errdefs.Unavailable("%s has not renewed its lease since %s", subject, n.HeartbeatAt.Format(time.RFC3339)),
 			"its dend may be down or cut off; once the lease runs out other nodes declare it lost")
 	case n.PeerURL == "":
-		return errdefs.WithHint(errdefs.Unavailable("sandbox %q is on node %s, which has no TCP listener for other nodes to forward to", sandbox, n.Name),
+		return errdefs.WithHint(errdefs.Unavailable("%s has no TCP listener for other nodes to forward to", subject),
 			fmt.Sprintf("ask node %s itself, or restart its dend with --listen (and --peer-url)", n.Name))
 	}
 	return nil
@@ -178,4 +184,10 @@ func (f *Forwarder) Place(ctx context.Context) (string, error) {
 			"`den node activate NODE` on a drained node, or start another dend on the fleet's database")
 	}
 	return nodes[best].Name, nil
+}
+
+// Lost reports whether node was declared lost.
+func (f *Forwarder) Lost(ctx context.Context, node string) bool {
+	n, err := f.nodes.Node(ctx, node)
+	return err == nil && n.State == StateLost
 }

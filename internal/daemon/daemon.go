@@ -135,6 +135,20 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// In a fleet: the forwarder and the peers sandboxes move to come
+	// before the service; the node joins once its sandboxes are settled.
+	var fl *fleet
+	var forwarder httpapi.Cluster
+	var movers sandbox.Fleet
+	var portsKey []byte
+	if fleetRecords != nil {
+		if fl, err = newFleet(ctx, cfg, fleetRecords, st, rt.Version(), log); err != nil {
+			return err
+		}
+		forwarder, movers, portsKey = fl.forwarder, fl.peers, fl.portsKey
+	} else if portsKey, err = loadPortsKey(cfg.PortsKeyFile()); err != nil {
+		return err
+	}
 	scfg := sandbox.Config{
 		Store: st, Volumes: pool, Runtime: rt, Network: network, Images: images, Secrets: secrets, Init: initVersion,
 		Sealer:        sealer,
@@ -151,6 +165,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Disk:          disk,
 		MinTTL:        cfg.MinTTL,
 		Quotas:        cfg.quotas(st),
+		Fleet:         movers,
 	}
 	if off != nil {
 		scfg.Offsite = off
@@ -174,16 +189,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := svc.RunOffsite(ctx, blobsRetry, cfg.Blobs.GCInterval); err != nil {
 		return err
 	}
-	var forwarder httpapi.Cluster
-	var portsKey []byte
-	if fleetRecords != nil {
-		f, err := joinFleet(ctx, cfg, fleetRecords, st, rt.Version(), stop, log)
-		if err != nil {
+	if fl != nil {
+		if err := fl.join(ctx, svc, stop); err != nil {
 			return err
 		}
-		forwarder, portsKey = f.forwarder, f.portsKey
-	} else if portsKey, err = loadPortsKey(cfg.PortsKeyFile()); err != nil {
-		return err
 	}
 	svc.RunIdle(cfg.IdleInterval)
 	svc.RunLimitWatch(time.Second)

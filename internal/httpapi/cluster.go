@@ -16,6 +16,8 @@ type Cluster interface {
 	Self() string
 	// Forwarded reports whether another node sent r, with the fleet's key.
 	Forwarded(r *http.Request) bool
+	// Lost reports whether node was declared lost.
+	Lost(ctx context.Context, node string) bool
 	// Place names the node a new sandbox goes to: "" for this one.
 	Place(ctx context.Context) (string, error)
 	// Forward sends r to node, which runs sandbox, and streams the answer
@@ -51,6 +53,10 @@ func (s *server) placeCreate(w http.ResponseWriter, r *http.Request) (bool, erro
 	return true, nil
 }
 
+// recoverRoute is where a sandbox is recovered: on a lost node's
+// sandbox, by the node asked.
+const recoverRoute = "/v1/sandboxes/{name}/recover"
+
 // fromNode reports whether another node of the fleet forwarded r.
 func (s *server) fromNode(r *http.Request) bool {
 	return s.cluster != nil && s.cluster.Forwarded(r)
@@ -67,6 +73,9 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestIn
 	sb, err := s.sandboxes.Get(r.Context(), r.PathValue("name"))
 	if err != nil || sb.Node == s.cluster.Self() {
 		return false, nil // the handler answers as it would anyway
+	}
+	if info.route == recoverRoute && s.cluster.Lost(r.Context(), sb.Node) {
+		return false, nil // any node takes over a lost node's sandbox
 	}
 	if hr, ok := r.Context().Value(hostRouteKey{}).(*hostRoute); ok {
 		// Sent to PORT-NAME.DOMAIN: the node routes it by its host again.

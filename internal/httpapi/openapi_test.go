@@ -137,6 +137,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Quota": api.Quota{}, "Owner": api.Owner{}, "OwnerList": api.OwnerList{}, "SetOwnerRequest": api.SetOwnerRequest{},
 		"ExposedPort": api.ExposedPort{}, "ExposePortRequest": api.ExposePortRequest{}, "PortURL": api.PortURL{},
 		"Node": api.Node{}, "NodeList": api.NodeList{}, "DrainResult": api.DrainResult{}, "DrainFailure": api.DrainFailure{},
+		"MoveSandboxRequest": api.MoveSandboxRequest{}, "AdoptRequest": api.AdoptRequest{},
 	}
 	schemas := loadSpec(t).Components.Schemas
 	for name, v := range types {

@@ -153,6 +153,11 @@ func (s *Service) queueNotUploaded(ctx context.Context) error {
 // depth counts the parents uploaded first on its behalf.
 func (s *Service) upload(ctx context.Context, id string, depth int) error {
 	defer s.pin(id)()
+	// One upload of a checkpoint at a time: a move waits for the
+	// worker's, then finds it uploaded.
+	l := s.lock("upload:" + id)
+	l.Lock()
+	defer l.Unlock()
 	ck, err := s.cfg.Store.GetCheckpoint(ctx, "", id)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return nil // removed meanwhile
@@ -176,6 +181,11 @@ func (s *Service) upload(ctx context.Context, id string, depth int) error {
 	}
 	if err := s.setLocation(ctx, ck, LocationUploaded, b); err != nil {
 		return err
+	}
+	if owner, err := s.cfg.Store.GetSandbox(ctx, ck.SandboxID); err == nil && owner.Node != s.cfg.Node {
+		// Its sandbox moved to another node, which downloads it if it
+		// needs it: this host's copy has served.
+		s.dropCheckpointFiles(ctx, ck)
 	}
 	s.log.Info("checkpoint uploaded", "checkpoint", ck.ID, "layers", len(b.Files),
 		"stream", units.BytesSize(float64(b.StreamBytes)), "sent", units.BytesSize(float64(b.SentBytes)),

@@ -60,6 +60,9 @@ type Config struct {
 	Disk DiskPolicy
 	// Quotas bounds what each owner, and each sandbox, may take (quota.go).
 	Quotas Quotas
+	// Fleet is the other nodes, for moving sandboxes (move.go); nil
+	// outside a fleet.
+	Fleet Fleet
 	// Offsite is the blob store checkpoints are uploaded to (offsite.go);
 	// nil: none, and checkpoints live on this host only.
 	Offsite Offsite
