@@ -285,6 +285,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{name}/move": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move a sandbox to another node of the fleet
+         * @description The sandbox's node hibernates it (a running or paused one), uploads
+         *     that checkpoint to the blob store, and hands it over to the target,
+         *     which downloads it and wakes it with its processes; cold boots its
+         *     files alone. Needs a fleet and a blob store; a failed hand-over
+         *     leaves it hibernated where it was.
+         */
+        post: operations["moveSandbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{name}/adopt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Take over a sandbox another node hands over (between nodes only)
+         * @description Called by the node a sandbox is on, with the fleet's key, on the
+         *     node it moves to. Any other caller gets 404.
+         */
+        post: operations["adoptSandbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{name}/policy": {
         parameters: {
             query?: never;
@@ -2160,6 +2211,15 @@ export interface components {
             /** Format: date-time */
             lease_expires?: string;
         };
+        MoveSandboxRequest: {
+            /** @description the node it goes to */
+            to: string;
+            /** @description files only: its processes are not kept */
+            cold?: boolean;
+        };
+        AdoptRequest: {
+            cold?: boolean;
+        };
         NodeList: {
             /** @description false for a dend on SQLite: one host, no leases */
             fleet: boolean;
@@ -2814,6 +2874,88 @@ export interface operations {
         };
         responses: {
             /** @description the sandbox, brought back */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Sandbox"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    moveSandbox: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MoveSandboxRequest"];
+            };
+        };
+        responses: {
+            /** @description the sandbox, running on the target node */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Sandbox"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    adoptSandbox: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AdoptRequest"];
+            };
+        };
+        responses: {
+            /** @description the sandbox, running on this node */
             200: {
                 headers: {
                     [name: string]: unknown;
