@@ -32,7 +32,7 @@ func TestMove(t *testing.T) {
 	b := startBlobNode(t, "node-b", file, rig)
 	ctx := ctxT(t, 10*time.Minute)
 
-	a.create("mover")
+	a.create("mover", func(r *api.CreateSandboxRequest) { r.Node = "node-a" })
 	a.startCounter("mover", 2)
 	a.mustSh("mover", "echo kept > /root/f")
 

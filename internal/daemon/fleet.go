@@ -145,6 +145,8 @@ func nodeInfo(cfg Config, st sandbox.Store, runscVersion string) func(ctx contex
 			for _, sb := range sbs {
 				if sb.Node == cfg.Node && (sb.State == sandbox.StateRunning || sb.State == sandbox.StatePaused) {
 					info.Sandboxes++
+					info.CommittedMemoryBytes += sb.Spec.MemoryBytes
+					info.CommittedCPUs += sb.Spec.CPUs
 				}
 			}
 		}

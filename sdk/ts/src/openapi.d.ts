@@ -1599,6 +1599,8 @@ export interface components {
             network?: components["schemas"]["NetworkPolicy"];
             /** @description secrets its commands get (admins only); never its origin's */
             secrets?: components["schemas"]["SecretGrant"][];
+            /** @description in a fleet, the node it goes to; absent, the one whose sandboxes commit the least of its memory */
+            node?: string;
         };
         Sandbox: {
             id: string;
