@@ -1366,8 +1366,10 @@ export interface paths {
         put?: never;
         /**
          * Drain a node (admin only)
-         * @description The node stops taking new sandboxes and hibernates every sandbox it
-         *     runs or holds paused, one at a time; each wakes on its next use.
+         * @description The node stops taking new sandboxes and, one at a time, moves every
+         *     sandbox it runs or holds paused to the least committed other node
+         *     (with a blob store: processes intact), or else hibernates it there,
+         *     to wake on its next use.
          *     Sent to any node, the request is carried out by the node named.
          */
         post: operations["drainNode"];
@@ -2229,8 +2231,15 @@ export interface components {
         };
         DrainResult: {
             node: components["schemas"]["Node"];
+            /** @description with a blob store: moved to other nodes, processes intact */
+            moved?: components["schemas"]["DrainMove"][];
+            /** @description without a blob store, or when no node could take them */
             hibernated: string[];
             failed?: components["schemas"]["DrainFailure"][];
+        };
+        DrainMove: {
+            sandbox: string;
+            to: string;
         };
         DrainFailure: {
             sandbox: string;
