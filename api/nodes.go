@@ -44,8 +44,15 @@ type NodeList struct {
 // draining, and what became of each sandbox it ran.
 type DrainResult struct {
 	Node       Node           `json:"node"`
-	Hibernated []string       `json:"hibernated"`
+	Moved      []DrainMove    `json:"moved,omitempty"` // with a blob store: to other nodes, processes intact
+	Hibernated []string       `json:"hibernated"`      // without one, or when no node could take them
 	Failed     []DrainFailure `json:"failed,omitempty"`
+}
+
+// DrainMove is a sandbox a drain moved, and where.
+type DrainMove struct {
+	Sandbox string `json:"sandbox"`
+	To      string `json:"to"`
 }
 
 // DrainFailure is a sandbox a drain could not put to sleep.

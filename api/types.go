@@ -44,6 +44,9 @@ type CreateSandboxRequest struct {
 	// Secrets are granted to its commands (admins only). A sandbox made
 	// from a checkpoint gets only these, never its origin's.
 	Secrets []SecretGrant `json:"secrets,omitempty"`
+	// Node, in a fleet, is the node it goes to; absent, the one whose
+	// sandboxes commit the least of its memory.
+	Node string `json:"node,omitempty"`
 }
 
 // Sandbox is the durable record of one sandbox.

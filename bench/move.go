@@ -82,7 +82,7 @@ func (b *bench) moveSandboxes() error {
 		return err
 	}
 	s.rows = append(s.rows, row{op: "move a sandbox holding 1 GiB in memory", den: big, raw: samples{raw}, goal: "≤ 1.5× minio-go",
-		note: fmt.Sprintf("%.2f× minio-go up + down of 1 GiB", float64(big.pct(50))/float64(raw))})
+		note: fmt.Sprintf("%.2f× minio-go up + down of 1 GiB", float64(big.pct(0.5))/float64(raw))})
 	s.lines = append(s.lines, "den: hibernate, upload (chunked, deduplicated: moving back sends only what changed), hand over, download, restore, exec `true`; raw: minio-go alone putting and getting 1 GiB of random bytes as one object")
 	b.add(s)
 	return nil

@@ -138,7 +138,7 @@ func (b *bench) dendThroughput(d *benchDend, prefix string) (throughput, error) 
 				t.creates = append(t.creates, took)
 				mu.Unlock()
 				if err != nil {
-					errs <- fmt.Errorf("creating %s: %w", name, err)
+					errs <- d.failed(fmt.Errorf("creating %s: %w", name, err))
 					return
 				}
 			}
@@ -278,6 +278,9 @@ func (b *bench) fleetThroughput(first *benchDend, dsn string, subnet string, one
 	}
 	for range nodes {
 		if err := <-errs; err != nil {
+			for _, d := range nodes {
+				err = d.failed(err)
+			}
 			return section{}, fmt.Errorf("through the fleet: %w", err)
 		}
 	}

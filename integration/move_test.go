@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -32,7 +33,7 @@ func TestMove(t *testing.T) {
 	b := startBlobNode(t, "node-b", file, rig)
 	ctx := ctxT(t, 10*time.Minute)
 
-	a.create("mover")
+	a.create("mover", func(r *api.CreateSandboxRequest) { r.Node = "node-a" })
 	a.startCounter("mover", 2)
 	a.mustSh("mover", "echo kept > /root/f")
 
@@ -76,21 +77,16 @@ func TestMove(t *testing.T) {
 	if out, _, _ := a.den("inspect", "mover", "--json"); !strings.Contains(out, `"node": "node-b"`) {
 		t.Errorf("den inspect on node-a after the move: %s", out)
 	}
-	cks, err := b.c.Checkpoints(ctx, "mover")
-	if err != nil || len(cks) == 0 {
-		t.Fatalf("mover's checkpoints: %+v, %v", cks, err)
-	}
 	moved, err := b.c.GetSandbox(ctx, "mover")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone := []string{filepath.Join(a.dataDir, "pool", "sandboxes", moved.ID)}
-	for _, ck := range cks {
-		gone = append(gone, filepath.Join(a.dataDir, "pool", "checkpoints", ck.ID), filepath.Join(a.dataDir, "checkpoints", ck.ID))
+	if _, err := os.Stat(filepath.Join(a.dataDir, "pool", "sandboxes", moved.ID)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("node-a still holds mover's files after the move (%v)", err)
 	}
-	for _, p := range gone {
-		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("node-a still holds %s after the move (%v)", p, err)
+	for _, dir := range []string{filepath.Join(a.dataDir, "pool", "checkpoints"), filepath.Join(a.dataDir, "checkpoints")} {
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("node-a still holds checkpoint copies in %s after the move: %v", dir, ents)
 		}
 	}
 
@@ -105,5 +101,17 @@ func TestMove(t *testing.T) {
 	}
 	if n := a.countersIn("mover"); n != 0 {
 		t.Fatalf("counters running after a cold move: %d, want none", n)
+	}
+
+	// A drain of node-a moves it to node-b, processes intact.
+	a.startCounter("mover", 2)
+	before = a.count("mover")
+	out = b.mustDen("", "node", "drain", "node-a", "--json")
+	var res api.DrainResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Moved) != 1 || res.Moved[0] != (api.DrainMove{Sandbox: "mover", To: "node-b"}) || len(res.Hibernated) != 0 {
+		t.Fatalf("den node drain node-a: %v\n%s", err, out)
+	}
+	if n := b.countAbove("mover", before); n <= before {
+		t.Fatalf("the counter after the drain moved it: %d, was %d", n, before)
 	}
 }

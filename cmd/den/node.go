@@ -78,10 +78,11 @@ func renderNodes(w io.Writer, nodes []api.Node, now time.Time) error {
 func (a *app) nodeDrainCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "drain NODE",
-		Short: "Stop placing sandboxes on a node and put its sandboxes to sleep",
-		Long: `The node stops taking new sandboxes and hibernates every sandbox it runs or
-holds paused, one at a time; each wakes on its next use. Undo with
-den node activate.`,
+		Short: "Stop placing sandboxes on a node and move its sandboxes away",
+		Long: `The node stops taking new sandboxes and, one at a time, moves every sandbox it
+runs or holds paused to the least committed other node, processes intact
+(with a blob store, dend --blobs); without one, or when no node can take it,
+it hibernates it to wake on its next use. Undo with den node activate.`,
 		Example: "  den node drain node-b",
 		Args:    args("NODE"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
@@ -96,7 +97,10 @@ den node activate.`,
 			if a.jsonOut {
 				return printJSON(a.stdout, res)
 			}
-			fmt.Fprintf(a.stdout, "node %s is draining: %d sandboxes hibernated\n", res.Node.Name, len(res.Hibernated))
+			fmt.Fprintf(a.stdout, "node %s is draining: %d sandboxes moved, %d hibernated\n", res.Node.Name, len(res.Moved), len(res.Hibernated))
+			for _, m := range res.Moved {
+				fmt.Fprintf(a.stdout, "  %s: moved to node %s\n", m.Sandbox, m.To)
+			}
 			for _, f := range res.Failed {
 				fmt.Fprintf(a.stdout, "  %s: not hibernated: %s\n", f.Sandbox, f.Error)
 			}

@@ -141,10 +141,12 @@ func nodeInfo(cfg Config, st sandbox.Store, runscVersion string) func(ctx contex
 		if unix.Statfs(cfg.DataDir, &fs) == nil {
 			info.DiskFreeBytes = int64(fs.Bavail) * fs.Bsize
 		}
-		if sbs, err := st.ListSandboxes(ctx); err == nil {
+		if sbs, err := st.ListSandboxesOn(ctx, cfg.Node); err == nil {
 			for _, sb := range sbs {
-				if sb.Node == cfg.Node && (sb.State == sandbox.StateRunning || sb.State == sandbox.StatePaused) {
+				if sb.State == sandbox.StateRunning || sb.State == sandbox.StatePaused {
 					info.Sandboxes++
+					info.CommittedMemoryBytes += sb.Spec.MemoryBytes
+					info.CommittedCPUs += sb.Spec.CPUs
 				}
 			}
 		}

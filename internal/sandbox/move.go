@@ -99,6 +99,10 @@ func (s *Service) Move(ctx context.Context, ref string, p MoveParams) (*Sandbox,
 	return s.cfg.Store.GetSandbox(ctx, sb.ID)
 }
 
+// Movable reports whether this node can move sandboxes: it is in a fleet
+// with a blob store.
+func (s *Service) Movable() bool { return s.cfg.Fleet != nil && s.cfg.Offsite != nil }
+
 // canMove checks what a move needs before the sandbox is touched.
 func (s *Service) canMove(ctx context.Context, p MoveParams) error {
 	if s.cfg.Fleet == nil {

@@ -121,7 +121,7 @@ func (s *Service) takeOver(ctx context.Context, sb *Sandbox, p RecoverParams) er
 	if err := s.record(ctx, sb, "taken over", fmt.Sprintf("taken over from lost node %s", from)); err != nil {
 		s.releaseSlot(slot)
 		if cur, gerr := s.cfg.Store.GetSandbox(ctx, sb.ID); gerr == nil && cur.Node != from {
-			return takenBy(cur, from)
+			return takenBy(cur)
 		}
 		return fmt.Errorf("taking sandbox %q over from node %s: %w", sb.Name, from, err)
 	}
@@ -129,7 +129,7 @@ func (s *Service) takeOver(ctx context.Context, sb *Sandbox, p RecoverParams) er
 }
 
 // takenBy is the answer to a recovery another node won.
-func takenBy(sb *Sandbox, from string) error {
-	return errdefs.WithHint(errdefs.Conflict("sandbox %q was just taken over from lost node %s by node %s", sb.Name, from, sb.Node),
+func takenBy(sb *Sandbox) error {
+	return errdefs.WithHint(errdefs.Conflict("sandbox %q was just taken over by node %s", sb.Name, sb.Node),
 		fmt.Sprintf("`den inspect %s` shows how it is now; requests for it go to node %s", sb.Name, sb.Node))
 }

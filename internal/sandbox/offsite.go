@@ -495,3 +495,51 @@ func (s *Service) CollectBlobs(ctx context.Context) (BlobCollection, error) {
 		"missing_manifests", st.MissingManifests, "took", time.Since(start).Round(time.Millisecond))
 	return st, nil
 }
+
+// fetchImage downloads image name's root filesystem from the blob store
+// when another node of the fleet uploaded it and this host lacks it, so
+// a sandbox placed here can be made from it.
+func (s *Service) fetchImage(ctx context.Context, name string) error {
+	if s.cfg.Offsite == nil {
+		return nil
+	}
+	im, err := s.cfg.Store.GetImage(ctx, name)
+	if err != nil || im.Location != LocationUploaded || len(im.Blobs.Files) == 0 || s.volumeExists(ctx, im.VolumeKey()) {
+		return nil // Ensure says what is missing, or builds it
+	}
+	l := s.lock("image:" + name)
+	l.Lock()
+	defer l.Unlock()
+	if s.volumeExists(ctx, im.VolumeKey()) {
+		return nil
+	}
+	if im.Blobs.Format != s.cfg.Offsite.Format() {
+		return errdefs.Unavailable("image %q was uploaded as %q, which this host's storage cannot receive", name, im.Blobs.Format)
+	}
+	start := time.Now()
+	last := im.Blobs.Files[len(im.Blobs.Files)-1]
+	if err := s.cfg.Offsite.PullVolume(ctx, im.VolumeKey(), last.Manifest); err != nil {
+		return errdefs.WithHint(fmt.Errorf("image %q is not on this host and cannot be downloaded from the blob store: %w", name, err),
+			"try again once the blob store answers, or make the image here (`den image pull` or `den image import`)")
+	}
+	s.log.Info("image downloaded from the blob store", "image", name, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// shareImage uploads an image in the background, once, so that any node
+// of the fleet can make sandboxes from it.
+func (s *Service) shareImage(im *Image) {
+	if s.cfg.Offsite == nil || im.Location == LocationUploaded || im.Location == LocationUploading {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		l := s.lock("image:" + im.Name)
+		l.Lock()
+		defer l.Unlock()
+		if _, err := s.uploadImage(s.ctx, im.Name); err != nil && s.ctx.Err() == nil {
+			s.log.Warn("uploading an image to the blob store", "image", im.Name, "err", err)
+		}
+	}()
+}

@@ -23,8 +23,10 @@ type Store interface {
 	// SandboxesNamed returns the live sandboxes of every owner that have
 	// the name.
 	SandboxesNamed(ctx context.Context, name string) ([]*Sandbox, error)
-	// ListSandboxes returns the sandboxes that are not destroyed, oldest first.
+	// ListSandboxes returns the sandboxes that are not destroyed, oldest
+	// first; ListSandboxesOn those of them on node.
 	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
+	ListSandboxesOn(ctx context.Context, node string) ([]*Sandbox, error)
 	// UpdateSandbox writes sb if its Version is still the stored one, bumps
 	// sb.Version and sb.UpdatedAt, and appends ev. ErrConflict when stale.
 	UpdateSandbox(ctx context.Context, sb *Sandbox, ev Event) error

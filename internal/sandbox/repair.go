@@ -59,9 +59,14 @@ func (s *Service) lockRecovering(ctx context.Context, ref string, p RecoverParam
 	if err != nil {
 		return nil, nil, false, err
 	}
-	if sb.Node == s.cfg.Node || s.cfg.Fleet == nil || !s.cfg.Fleet.Lost(ctx, sb.Node) {
+	if sb.Node == s.cfg.Node || s.cfg.Fleet == nil {
 		sb, unlock, err := s.lockSandbox(ctx, ref)
 		return sb, unlock, false, err
+	}
+	if !s.cfg.Fleet.Lost(ctx, sb.Node) {
+		// Sent here while its node was lost, and another node took it
+		// over meanwhile.
+		return nil, nil, false, takenBy(sb)
 	}
 	lost := sb.Node
 	l := s.lock(sb.ID)
@@ -72,7 +77,7 @@ func (s *Service) lockRecovering(ctx context.Context, ref string, p RecoverParam
 	case sb.Node == lost:
 		err = s.takeOver(ctx, sb, p)
 	default:
-		err = takenBy(sb, lost) // while this one waited
+		err = takenBy(sb) // while this one waited
 	}
 	if err != nil {
 		l.Unlock()

@@ -234,17 +234,7 @@ func (s *Service) elsewhere(sb *Sandbox) error {
 // localSandboxes returns the sandboxes that are not destroyed and are
 // this node's: the ones whose instances, files and policy it keeps.
 func (s *Service) localSandboxes(ctx context.Context) ([]*Sandbox, error) {
-	sbs, err := s.cfg.Store.ListSandboxes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	mine := sbs[:0]
-	for _, sb := range sbs {
-		if sb.Node == s.cfg.Node {
-			mine = append(mine, sb)
-		}
-	}
-	return mine, nil
+	return s.cfg.Store.ListSandboxesOn(ctx, s.cfg.Node)
 }
 
 // List returns every sandbox that is not destroyed.

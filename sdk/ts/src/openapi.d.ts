@@ -1366,8 +1366,10 @@ export interface paths {
         put?: never;
         /**
          * Drain a node (admin only)
-         * @description The node stops taking new sandboxes and hibernates every sandbox it
-         *     runs or holds paused, one at a time; each wakes on its next use.
+         * @description The node stops taking new sandboxes and, one at a time, moves every
+         *     sandbox it runs or holds paused to the least committed other node
+         *     (with a blob store: processes intact), or else hibernates it there,
+         *     to wake on its next use.
          *     Sent to any node, the request is carried out by the node named.
          */
         post: operations["drainNode"];
@@ -1599,6 +1601,8 @@ export interface components {
             network?: components["schemas"]["NetworkPolicy"];
             /** @description secrets its commands get (admins only); never its origin's */
             secrets?: components["schemas"]["SecretGrant"][];
+            /** @description in a fleet, the node it goes to; absent, the one whose sandboxes commit the least of its memory */
+            node?: string;
         };
         Sandbox: {
             id: string;
@@ -2227,8 +2231,15 @@ export interface components {
         };
         DrainResult: {
             node: components["schemas"]["Node"];
+            /** @description with a blob store: moved to other nodes, processes intact */
+            moved?: components["schemas"]["DrainMove"][];
+            /** @description without a blob store, or when no node could take them */
             hibernated: string[];
             failed?: components["schemas"]["DrainFailure"][];
+        };
+        DrainMove: {
+            sandbox: string;
+            to: string;
         };
         DrainFailure: {
             sandbox: string;
