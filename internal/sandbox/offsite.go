@@ -113,22 +113,11 @@ func (s *Service) RunOffsite(ctx context.Context, retry, collectEvery time.Durat
 		}
 	}()
 	if collectEvery > 0 {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			t := time.NewTicker(collectEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-s.ctx.Done():
-					return
-				case <-t.C:
-					if _, err := s.CollectBlobs(s.ctx); err != nil && s.ctx.Err() == nil {
-						s.log.Error("collecting the blob store", "err", err)
-					}
-				}
+		s.every(collectEvery, func(ctx context.Context) {
+			if _, err := s.CollectBlobs(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("collecting the blob store", "err", err)
 			}
-		}()
+		})
 	}
 	return nil
 }
