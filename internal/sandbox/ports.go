@@ -53,6 +53,9 @@ type Store interface {
 	// ListCheckpoints returns a sandbox's checkpoints oldest first, or every
 	// checkpoint when sandboxID is "".
 	ListCheckpoints(ctx context.Context, sandboxID string) ([]*Checkpoint, error)
+	// ListCheckpointsOn returns the checkpoints of the sandboxes on node,
+	// destroyed ones included, oldest first.
+	ListCheckpointsOn(ctx context.Context, node string) ([]*Checkpoint, error)
 	// UpdateCheckpoint rewrites c's manifest.
 	UpdateCheckpoint(ctx context.Context, c *Checkpoint) error
 	// SetCheckpointLocation records where a checkpoint's bytes are, and

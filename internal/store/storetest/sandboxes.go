@@ -342,4 +342,19 @@ func testListOn(t *testing.T, st sandbox.Store) {
 		}
 		same(t, "sandboxes on "+node, ids, want)
 	}
+	// Checkpoints by the node of their sandbox, a destroyed one's too.
+	mustCreateCheckpoint(t, st, newCheckpoint("ck-1a", "on-1a", "", "", 1))
+	mustCreateCheckpoint(t, st, newCheckpoint("ck-2", "on-2", "", "", 2))
+	mustCreateCheckpoint(t, st, newCheckpoint("ck-1gone", "on-1gone", "", "", 3))
+	for node, want := range map[string][]string{"node-1": {"ck-1a", "ck-1gone"}, "node-2": {"ck-2"}, "node-3": nil} {
+		cks, err := st.ListCheckpointsOn(t.Context(), node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, ck := range cks {
+			ids = append(ids, ck.ID)
+		}
+		same(t, "checkpoints on "+node, ids, want)
+	}
 }
