@@ -44,12 +44,32 @@ type NodeList struct {
 // draining, and what became of each sandbox it ran.
 type DrainResult struct {
 	Node       Node           `json:"node"`
-	Hibernated []string       `json:"hibernated"`
+	Moved      []DrainMove    `json:"moved,omitempty"` // with a blob store: to other nodes, processes intact
+	Hibernated []string       `json:"hibernated"`      // without one, or when no node could take them
 	Failed     []DrainFailure `json:"failed,omitempty"`
+}
+
+// DrainMove is a sandbox a drain moved, and where.
+type DrainMove struct {
+	Sandbox string `json:"sandbox"`
+	To      string `json:"to"`
 }
 
 // DrainFailure is a sandbox a drain could not put to sleep.
 type DrainFailure struct {
 	Sandbox string `json:"sandbox"`
 	Error   string `json:"error"`
+}
+
+// MoveSandboxRequest is the body of POST /v1/sandboxes/{name}/move.
+type MoveSandboxRequest struct {
+	To   string `json:"to"`             // the node it goes to
+	Cold bool   `json:"cold,omitempty"` // files only: its processes are not kept
+}
+
+// AdoptRequest is the body of POST /v1/sandboxes/{name}/adopt, which only
+// the nodes of a fleet call on each other: the node a sandbox is on hands
+// it over to the node it asks.
+type AdoptRequest struct {
+	Cold bool `json:"cold,omitempty"`
 }

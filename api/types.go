@@ -44,6 +44,9 @@ type CreateSandboxRequest struct {
 	// Secrets are granted to its commands (admins only). A sandbox made
 	// from a checkpoint gets only these, never its origin's.
 	Secrets []SecretGrant `json:"secrets,omitempty"`
+	// Node, in a fleet, is the node it goes to; absent, the one whose
+	// sandboxes commit the least of its memory.
+	Node string `json:"node,omitempty"`
 }
 
 // Sandbox is the durable record of one sandbox.
@@ -222,6 +225,9 @@ type FileInfo struct {
 	GID   uint32 `json:"gid"`
 	Owner string `json:"owner,omitempty"`
 	Group string `json:"group,omitempty"`
+	// Xattrs are a file's or directory's user extended attributes
+	// (user.*), by full name; absent when it has none.
+	Xattrs map[string]string `json:"xattrs,omitempty"`
 }
 
 // FileList is the body of GET /v1/sandboxes/{name}/files/list.

@@ -215,3 +215,21 @@ func statusKB(path, key string) int64 {
 	}
 	return 0
 }
+
+// failed adds to err what dend logged as errors, since its answers to
+// the bench say only "internal error; see dend's log".
+func (d *benchDend) failed(err error) error {
+	var lines []string
+	for _, l := range strings.Split(d.log.String(), "\n") {
+		if strings.Contains(l, "level=ERROR") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	if len(lines) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w\ndend's log:\n%s", err, strings.Join(lines, "\n"))
+}

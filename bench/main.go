@@ -35,6 +35,7 @@ func main() {
 	flag.StringVar(&o.subnet, "subnet", "10.215.0.0/22", "the bench dend's sandbox range (a /22 or larger), apart from any other dend's")
 	flag.StringVar(&o.storeSubnet, "store-subnet", "10.215.8.0/24", "the sandbox range of the store step's dend on PostgreSQL; its fleet's other nodes take the next /24s")
 	flag.StringVar(&o.blobsSubnet, "blobs-subnet", "10.215.12.0/24", "the sandbox range of the blobs step's dend, with a blob store")
+	flag.StringVar(&o.moveSubnet, "move-subnet", "10.215.14.0/24", "the sandbox range of the move step's first node; the second takes the next /24")
 	flag.StringVar(&o.python, "python", "/usr/bin/python3", "the Python interpreter of the python step")
 	flag.StringVar(&o.pythonSDK, "python-sdk", "sdk/python", "the Python SDK's directory, for the python step")
 	flag.Parse()
@@ -54,6 +55,8 @@ type options struct {
 	storeSubnet string
 	// blobs step: the --subnet of its dend with a blob store
 	blobsSubnet string
+	// move step: the --subnet of its first node
+	moveSubnet string
 	// python step: the interpreter, and the SDK's directory
 	python, pythonSDK string
 }
@@ -103,7 +106,7 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "warm", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "python", "e2b", "store", "blobs"}
+var stepNames = []string{"create", "warm", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "python", "e2b", "store", "blobs", "move"}
 
 func run(bin string, n, nBig int, only string, o options) error {
 	want := map[string]bool{}
@@ -165,6 +168,7 @@ func run(bin string, n, nBig int, only string, o options) error {
 		{"e2b", "E2B SDK", b.e2bDoor},
 		{"store", "store throughput, SQLite vs PostgreSQL", b.storeThroughput},
 		{"blobs", "blob store", b.blobStore},
+		{"move", "den move between nodes", b.moveSandboxes},
 	}
 	for _, s := range steps {
 		if len(want) > 0 && !want[s.name] {

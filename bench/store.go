@@ -138,7 +138,7 @@ func (b *bench) dendThroughput(d *benchDend, prefix string) (throughput, error) 
 				t.creates = append(t.creates, took)
 				mu.Unlock()
 				if err != nil {
-					errs <- fmt.Errorf("creating %s: %w", name, err)
+					errs <- d.failed(fmt.Errorf("creating %s: %w", name, err))
 					return
 				}
 			}
@@ -255,14 +255,8 @@ func (b *bench) fleetThroughput(first *benchDend, dsn string, subnet string, one
 			d.close()
 		}
 	}()
-	base, err := netip.ParsePrefix(subnet)
-	if err != nil {
-		return section{}, fmt.Errorf("the store step's subnet: %w", err)
-	}
 	for i := 1; i < fleetNodes; i++ {
-		a := base.Addr().As4()
-		a[2] += byte(i)
-		sub := netip.PrefixFrom(netip.AddrFrom4(a), base.Bits()).String()
+		sub := nextSubnet(subnet, i)
 		d, err := startDendWith(b.bin, filepath.Join(b.work, fmt.Sprintf("fleet%d", i)), sub, []string{"DEN_STORE=" + dsn},
 			"--node", fmt.Sprintf("bench-node-%d", i))
 		if err != nil {
@@ -284,6 +278,9 @@ func (b *bench) fleetThroughput(first *benchDend, dsn string, subnet string, one
 	}
 	for range nodes {
 		if err := <-errs; err != nil {
+			for _, d := range nodes {
+				err = d.failed(err)
+			}
 			return section{}, fmt.Errorf("through the fleet: %w", err)
 		}
 	}
@@ -302,4 +299,16 @@ func (b *bench) fleetThroughput(first *benchDend, dsn string, subnet string, one
 		lines: []string{fmt.Sprintf("fleet: %.1f creates/s, %.1f execs/s together; one node on PostgreSQL alone: %.1f creates/s, %.1f execs/s (%.2f× and %.2f×)",
 			creates, execs, one.createRate, one.execRate, creates/one.createRate, execs/one.execRate)},
 	}, nil
+}
+
+// nextSubnet is the range i /24s after subnet, for another dend of a
+// fleet on this machine.
+func nextSubnet(subnet string, i int) string {
+	base, err := netip.ParsePrefix(subnet)
+	if err != nil {
+		return subnet // startDend refuses it, saying why
+	}
+	a := base.Addr().As4()
+	a[2] += byte(i)
+	return netip.PrefixFrom(netip.AddrFrom4(a), base.Bits()).String()
 }

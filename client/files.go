@@ -58,6 +58,9 @@ type WriteOptions struct {
 	// Parents creates the missing directories above the file (0755,
 	// owned by User), where WriteFile would fail with not found.
 	Parents bool
+	// Xattrs are user extended attributes (user.*, by full name) to set
+	// on the file; it keeps those of the file it replaces.
+	Xattrs map[string]string
 }
 
 // WriteFileWith is WriteFile with more say over the file: its owner and
@@ -72,6 +75,9 @@ func (c *Client) WriteFileWith(ctx context.Context, name, path string, r io.Read
 	}
 	if o.Parents {
 		q.Set("parents", "true")
+	}
+	for name, v := range o.Xattrs {
+		q.Add("xattr", name+"="+v)
 	}
 	return c.upload(ctx, http.MethodPut, sandboxPath(name, "files", "content"), q, "application/octet-stream", r)
 }

@@ -42,3 +42,10 @@ func (c *Client) ActivateNode(ctx context.Context, node string) (*api.Node, erro
 func (c *Client) RemoveNode(ctx context.Context, node string) error {
 	return c.do(ctx, http.MethodDelete, "/nodes/"+url.PathEscape(node), nil, nil, nil)
 }
+
+// MoveSandbox moves a sandbox to node to of the fleet: its node hibernates it,
+// uploads it to the blob store and hands it over; the target wakes it
+// with its processes, or, with cold, from its files alone.
+func (c *Client) MoveSandbox(ctx context.Context, name, to string, cold bool) (*api.Sandbox, error) {
+	return c.sandboxCall(ctx, http.MethodPost, sandboxPath(name, "move"), api.MoveSandboxRequest{To: to, Cold: cold})
+}

@@ -104,6 +104,30 @@ func TestE2B(t *testing.T) {
 
 	t.Run("timeouts", func(t *testing.T) { e2bTimeouts(t, d, host, alice) })
 
+	// What the SDK unlocks by envd version, the RPCs the JS SDK never
+	// calls, pause without memory, and more bad input, with keys that are
+	// another owner's and expired (integration/js/e2b_features.mjs).
+	expired := strings.TrimSpace(d.mustDen("", "token", "create", "gone", "--scope", "owner", "--expires", "1s"))
+	before, err := asAlice.ListSandboxes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the token to expire", func() bool {
+		var v any
+		return e2bCall(t, host, "GET", "/v2/sandboxes", expired, "", &v) == http.StatusUnauthorized
+	})
+	if out := node(t, 5*time.Minute, []string{"E2B_API_URL=" + host, "E2B_SANDBOX_URL=" + host, "E2B_API_KEY=" + alice,
+		"OTHER_KEY=" + bob, "EXPIRED_KEY=" + expired}, "e2b_features.mjs"); strings.TrimSpace(out) != "ok" {
+		t.Errorf("features output: %q", out)
+	}
+	after, err := asAlice.ListSandboxes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live(after) != live(before) {
+		t.Errorf("alice had %d live sandboxes before the features and %d after: bad input made or left some", live(before), live(after))
+	}
+
 	// An expired token is told so, in E2B's shape.
 	brief := strings.TrimSpace(d.mustDen("", "token", "create", "brief", "--scope", "owner", "--expires", "1s"))
 	time.Sleep(1100 * time.Millisecond)
@@ -179,4 +203,15 @@ func e2bCall(t *testing.T, host, method, path, key, body string, out any) int {
 		}
 	}
 	return resp.StatusCode
+}
+
+// live counts the sandboxes that are not destroyed.
+func live(sbs []api.Sandbox) int {
+	n := 0
+	for _, sb := range sbs {
+		if sb.State != api.StateDestroyed {
+			n++
+		}
+	}
+	return n
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/miekg/dns"
 	"github.com/vishvananda/netlink"
 
-	denns "github.com/den-dev/den/internal/netns"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -329,13 +328,13 @@ func TestEgressDetachLeavesNothing(t *testing.T) {
 	}
 	out := nftList(t, r.m.Table())
 	for _, s := range []*egressSandbox{a, b} {
-		if strings.Contains(out, s.id) || strings.Contains(out, denns.LinkName(s.id)) {
+		if strings.Contains(out, s.id) || strings.Contains(out, r.m.LinkName(s.id)) {
 			t.Fatalf("sandbox %s left in the table:\n%s", s.id, out)
 		}
-		if _, err := netlink.LinkByName(denns.LinkName(s.id)); err == nil {
+		if _, err := netlink.LinkByName(r.m.LinkName(s.id)); err == nil {
 			t.Fatalf("link of %s left", s.id)
 		}
-		if _, err := os.Stat(denns.Path(s.id)); !os.IsNotExist(err) {
+		if _, err := os.Stat(r.m.NsPath(s.id)); !os.IsNotExist(err) {
 			t.Fatalf("namespace of %s left: %v", s.id, err)
 		}
 	}

@@ -634,7 +634,7 @@ func newGvisorBundle(t *testing.T, s *egressSandbox, resolvConf []byte, script s
 		},
 		"linux": map[string]any{"namespaces": []map[string]string{
 			{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"},
-			{"type": "network", "path": denns.Path(s.id)},
+			{"type": "network", "path": s.r.m.NsPath(s.id)},
 		}},
 	}
 	b, err := json.Marshal(spec)

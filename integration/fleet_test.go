@@ -64,7 +64,7 @@ func TestFleet(t *testing.T) {
 	}
 
 	// Root, through node-b's socket, works in a sandbox node-a runs.
-	sb := a.create("on-a")
+	sb := a.create("on-a", func(r *api.CreateSandboxRequest) { r.Node = "node-a" })
 	if sb.Node != "node-a" {
 		t.Fatalf("created through node-a, the sandbox is on %q", sb.Node)
 	}
@@ -124,7 +124,7 @@ func TestFleet(t *testing.T) {
 	if got := readLogs(t, b, "on-a", run.ID, "stdout", 0, true); got != "line 1\nline 2\nline 3\n" {
 		t.Fatalf("logs -f through node-b: %q", got)
 	}
-	b.create("on-b-early")
+	b.create("on-b-early", func(r *api.CreateSandboxRequest) { r.Node = "node-b" })
 	if out, _, code := a.den("ls"); code != 0 || !strings.Contains(out, "NODE") || !regexp.MustCompile(`on-b-early\s+running\s+node-b`).MatchString(out) {
 		t.Fatalf("den ls on node-a with sandboxes on both nodes: exit %d\n%s", code, out)
 	}
@@ -172,7 +172,7 @@ func TestFleet(t *testing.T) {
 		}
 		return c
 	}
-	if _, err := as(urlA, alice).CreateSandbox(ctx, api.CreateSandboxRequest{Name: "alices", Image: "busybox", Memory: "256M"}); err != nil {
+	if _, err := as(urlA, alice).CreateSandbox(ctx, api.CreateSandboxRequest{Name: "alices", Image: "busybox", Memory: "256M", Node: "node-a"}); err != nil {
 		t.Fatalf("alice creates through node-a: %v", err)
 	}
 	var out bytes.Buffer
@@ -197,7 +197,7 @@ func TestFleet(t *testing.T) {
 	}
 
 	// A drain of node-b, asked of node-a, hibernates node-b's sandboxes.
-	b.create("on-b")
+	b.create("on-b", func(r *api.CreateSandboxRequest) { r.Node = "node-b" })
 	b.startCounter("on-b", 2)
 	drain := a.mustDen("", "node", "drain", "node-b", "--json")
 	var res api.DrainResult
@@ -215,8 +215,11 @@ func TestFleet(t *testing.T) {
 	if sb := b.create("placed"); sb.Node != "node-a" {
 		t.Fatalf("created through draining node-b, the sandbox is on %q, want node-a", sb.Node)
 	}
+	if _, errs, code := a.den("create", "pinned", "--image", "busybox", "--node", "node-b"); code == 0 || !strings.Contains(errs, "draining") {
+		t.Fatalf("a create pinned to draining node-b: exit %d, %q", code, errs)
+	}
 	a.mustDen("", "node", "activate", "node-b")
-	if sb := b.create("home"); sb.Node != "node-b" {
+	if sb := b.create("home", func(r *api.CreateSandboxRequest) { r.Node = "node-b" }); sb.Node != "node-b" {
 		t.Fatalf("created through node-b once active again, the sandbox is on %q", sb.Node)
 	}
 

@@ -214,7 +214,18 @@ func (d *dend) instances() []string {
 // wipe stops dend and removes every trace: instances, namespaces, mounts.
 func (d *dend) wipe() {
 	if d.t.Failed() {
-		d.t.Logf("dend log:\n%s", tail(d.logs(), 6000))
+		// Errors first: an "internal error" answer's cause is logged
+		// only, and may be long before the tail.
+		var errs []string
+		for _, l := range strings.Split(d.logs(), "\n") {
+			if strings.Contains(l, "level=ERROR") {
+				errs = append(errs, l)
+			}
+		}
+		if len(errs) > 20 {
+			errs = errs[len(errs)-20:]
+		}
+		d.t.Logf("dend log errors:\n%s\ndend log:\n%s", strings.Join(errs, "\n"), tail(d.logs(), 6000))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/client"
+	denns "github.com/den-dev/den/internal/netns"
 )
 
 // Files written in a sandbox survive stop/start, and each boot is a new
@@ -193,7 +195,7 @@ func TestRemoveLeavesNothing(t *testing.T) {
 	if got := d.instances(); len(got) != 0 {
 		t.Fatalf("instances after rm: %v", got)
 	}
-	if _, err := os.Stat("/run/netns/den-" + sb.ID); !os.IsNotExist(err) {
+	if _, err := os.Stat(denns.Path(netip.MustParsePrefix(d.subnet), sb.ID)); !os.IsNotExist(err) {
 		t.Fatalf("namespace left after rm: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(d.dataDir, "pool", "sandboxes", sb.ID)); !os.IsNotExist(err) {

@@ -107,10 +107,10 @@ func TestNetnsAttachDetach(t *testing.T) {
 	if err := m.Detach(ctx, id); err != nil {
 		t.Fatalf("second detach: %v", err)
 	}
-	if _, err := os.Stat(denns.Path(id)); !os.IsNotExist(err) {
+	if _, err := os.Stat(m.NsPath(id)); !os.IsNotExist(err) {
 		t.Fatalf("namespace left: %v", err)
 	}
-	if _, err := netlink.LinkByName("den" + id[:12]); err == nil {
+	if _, err := netlink.LinkByName(m.LinkName(id)); err == nil {
 		t.Fatalf("link left after detach")
 	}
 	if _, err := m.Attach(ctx, id, 3, sandbox.NetworkPolicy{}); err == nil {
@@ -126,7 +126,7 @@ func TestNetnsAttachDetach(t *testing.T) {
 	if _, err := m.Attach(ctx, other, 1, sandbox.NetworkPolicy{}); !errors.Is(err, errdefs.ErrConflict) {
 		t.Fatalf("attaching a second sandbox to a used slot: %v, want a conflict", err)
 	}
-	if _, err := os.Stat(denns.Path(other)); !os.IsNotExist(err) {
+	if _, err := os.Stat(m.NsPath(other)); !os.IsNotExist(err) {
 		t.Fatalf("the refused attach left a namespace")
 	}
 }

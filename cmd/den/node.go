@@ -78,10 +78,11 @@ func renderNodes(w io.Writer, nodes []api.Node, now time.Time) error {
 func (a *app) nodeDrainCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "drain NODE",
-		Short: "Stop placing sandboxes on a node and put its sandboxes to sleep",
-		Long: `The node stops taking new sandboxes and hibernates every sandbox it runs or
-holds paused, one at a time; each wakes on its next use. Undo with
-den node activate.`,
+		Short: "Stop placing sandboxes on a node and move its sandboxes away",
+		Long: `The node stops taking new sandboxes and, one at a time, moves every sandbox it
+runs or holds paused to the least committed other node, processes intact
+(with a blob store, dend --blobs); without one, or when no node can take it,
+it hibernates it to wake on its next use. Undo with den node activate.`,
 		Example: "  den node drain node-b",
 		Args:    args("NODE"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
@@ -96,7 +97,10 @@ den node activate.`,
 			if a.jsonOut {
 				return printJSON(a.stdout, res)
 			}
-			fmt.Fprintf(a.stdout, "node %s is draining: %d sandboxes hibernated\n", res.Node.Name, len(res.Hibernated))
+			fmt.Fprintf(a.stdout, "node %s is draining: %d sandboxes moved, %d hibernated\n", res.Node.Name, len(res.Moved), len(res.Hibernated))
+			for _, m := range res.Moved {
+				fmt.Fprintf(a.stdout, "  %s: moved to node %s\n", m.Sandbox, m.To)
+			}
 			for _, f := range res.Failed {
 				fmt.Fprintf(a.stdout, "  %s: not hibernated: %s\n", f.Sandbox, f.Error)
 			}
@@ -154,4 +158,42 @@ func (a *app) nodeRmCommand() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func (a *app) moveCommand() *cobra.Command {
+	var to string
+	var cold bool
+	cmd := &cobra.Command{
+		Use:   "move NAME --to NODE [--cold]",
+		Short: "Move a sandbox to another node of the fleet",
+		Long: `The sandbox's node hibernates it (if it runs or is paused), uploads that
+checkpoint to the blob store and hands it over to NODE, which downloads it and
+wakes it there with its processes. --cold boots its files alone, losing its
+processes: for a node with another runsc or CPU. It needs a fleet (dends on
+one PostgreSQL) with a blob store (dend --blobs); if the hand-over fails the
+sandbox stays hibernated where it was.`,
+		Example: "  den move web --to node-b\n  den move web --to node-c --cold",
+		Args:    args("NAME"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			if to == "" {
+				return usagef("name the node: `den move NAME --to NODE` (`den node ls` lists them)", "--to is required")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			sb, err := c.MoveSandbox(cmd.Context(), argv[0], to, cold)
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return printJSON(a.stdout, sb)
+			}
+			fmt.Fprintf(a.stdout, "%s is %s on node %s\n", sb.Name, sb.State, sb.Node)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "the node it goes to")
+	cmd.Flags().BoolVar(&cold, "cold", false, "keep its files only, not its processes")
+	return cmd
 }

@@ -174,7 +174,7 @@ TCP with --host and a token from DEN_TOKEN.`,
 	root.AddCommand(
 		a.createCommand(), a.lsCommand(), a.inspectCommand(),
 		a.startCommand(), a.stopCommand(), a.rmCommand(),
-		a.pauseCommand(), a.resumeCommand(), a.hibernateCommand(), a.policyCommand(), a.recoverCommand(),
+		a.pauseCommand(), a.resumeCommand(), a.hibernateCommand(), a.policyCommand(), a.recoverCommand(), a.moveCommand(),
 		a.networkCommand(), a.limitsCommand(), a.portCommand(),
 		a.checkpointCommand(), a.checkpointsCommand(), a.restoreCommand(), a.forkCommand(),
 		a.execCommand(), a.shellCommand(), a.cpCommand(),

@@ -83,6 +83,7 @@ A new sandbox reaches no network; --network and --allow say what it may reach
 	f.StringArrayVarP(&env, "env", "e", nil, "environment variable K=V for every command (K alone takes it from here); repeatable")
 	f.StringArrayVar(&labels, "label", nil, "label K=V; repeatable")
 	f.StringVar(&req.From, "from", "", "start from a checkpoint: its id, or SANDBOX:NAME")
+	f.StringVar(&req.Node, "node", "", "in a fleet, the node it goes to (default: the one that commits the least of its memory)")
 	net.register(cmd, "network")
 	f.StringArrayVar(&envSecrets, "secret", nil, "give its commands secret NAME as $NAME, or NAME=VAR as $VAR (admin); repeatable")
 	f.StringArrayVar(&fileSecrets, "secret-file", nil, "give its commands secret NAME as /run/secrets/NAME, or NAME=FILE (admin); repeatable")

@@ -127,7 +127,7 @@ try {
   }
   const busy = metrics.find((m) => m.cpuUsedPct > 20);
   assert.ok(busy, `no sample saw the busy loop: ${JSON.stringify(metrics)}`);
-  assert.ok(busy.cpuCount >= 1 && busy.memUsed > 0 && busy.memTotal >= busy.memUsed && busy.diskTotal > 0 && busy.diskUsed >= 0, JSON.stringify(busy));
+  assert.ok(busy.cpuCount >= 1 && busy.memUsed > 0 && busy.memTotal >= busy.memUsed && busy.diskTotal > 0 && busy.diskUsed > 0 && busy.diskUsed < busy.diskTotal, JSON.stringify(busy));
   assert.ok(busy.timestamp instanceof Date && Math.abs(busy.timestamp - Date.now()) < 120_000, `timestamp ${busy.timestamp}`);
   for (let i = 1; i < metrics.length; i++) assert.ok(metrics[i].timestamp > metrics[i - 1].timestamp, "oldest first");
   const around = await sbx.getMetrics({ start: new Date(busy.timestamp.getTime() - 1000), end: new Date(busy.timestamp.getTime() + 1000) });

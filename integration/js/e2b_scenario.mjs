@@ -73,7 +73,10 @@ for (let i = 0; i < 40 && metrics.length === 0; i++) {
   if (metrics.length === 0) await sleep(500);
 }
 assert.ok(metrics.length >= 1, `metrics ${JSON.stringify(metrics)}`);
+// The first sample already counts the disk: the pool is asked to count
+// a new sandbox's files rather than report 0 until its next commit.
 assert.ok(metrics[0].memTotal > 0 && metrics[0].memUsed > 0 && metrics[0].cpuCount >= 1, `metrics ${JSON.stringify(metrics)}`);
+assert.ok(metrics[0].diskUsed > 0 && metrics[0].diskTotal > metrics[0].diskUsed, `disk in the first sample: ${JSON.stringify(metrics[0])}`);
 
 step("set timeout");
 await sbx.setTimeout(120_000);

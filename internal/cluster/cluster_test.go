@@ -78,11 +78,20 @@ func TestLeaseLost(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	mu.Lock()
-	if len(declared) != 1 || declared[0] != "b" {
-		t.Errorf("a's Expired was told of %v, want [b]", declared)
+	// Expired is told once the record is written: give it a moment.
+	var told []string
+	for range 50 {
+		mu.Lock()
+		told = append(told[:0], declared...)
+		mu.Unlock()
+		if len(told) > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	mu.Unlock()
+	if len(told) != 1 || told[0] != "b" {
+		t.Errorf("a's Expired was told of %v, want [b]", told)
+	}
 	// b wakes up: its heartbeat is refused, and it learns it.
 	go b.Run(t.Context())
 	select {
@@ -154,23 +163,44 @@ func TestForwarder(t *testing.T) {
 		w.Write([]byte("answered " + r.URL.Path))
 	}))
 	defer peer.Close()
-	if _, err := st.JoinNode(ctx, cluster.Node{Name: "a", PeerURL: "http://a.invalid"}, time.Minute); err != nil {
-		t.Fatal(err)
+	gib := int64(1 << 30)
+	load := func(committed int64) cluster.Info {
+		return cluster.Info{MemoryBytes: 8 * gib, CommittedMemoryBytes: committed * gib}
 	}
-	if _, err := st.JoinNode(ctx, cluster.Node{Name: "b", PeerURL: peer.URL, Info: cluster.Info{Sandboxes: 3}}, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.JoinNode(ctx, cluster.Node{Name: "c", PeerURL: "http://127.0.0.1:1", Info: cluster.Info{Sandboxes: 1}}, time.Minute); err != nil {
-		t.Fatal(err)
+	for _, n := range []cluster.Node{
+		{Name: "a", PeerURL: "http://a.invalid", Info: load(4)},
+		{Name: "b", PeerURL: peer.URL, Info: load(3)},
+		{Name: "c", PeerURL: "http://127.0.0.1:1", Info: load(2)},
+	} {
+		if _, err := st.JoinNode(ctx, n, time.Minute); err != nil {
+			t.Fatal(err)
+		}
 	}
 	f := cluster.NewForwarder("a", st, key, nil)
-	// Placement: here while active; else the least loaded active node.
-	if n, err := f.Place(ctx); err != nil || n != "" {
-		t.Fatalf("Place on an active node: %q, %v", n, err)
+	// Placement: the active node whose limits take the smallest share of
+	// its memory; this one on a tie; this one alone for an image only it
+	// has.
+	if n, err := f.Place(ctx, true); err != nil || n != "c" {
+		t.Fatalf("Place: %q, %v; want c, the least committed", n, err)
+	}
+	if n, err := f.Place(ctx, false); err != nil || n != "" {
+		t.Fatalf("Place of an image only here: %q, %v; want this node", n, err)
+	}
+	if _, err := st.RenewNode(ctx, "c", 1, load(4), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.RenewNode(ctx, "b", 1, load(4), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.Place(ctx, true); err != nil || n != "" {
+		t.Fatalf("Place among equals: %q, %v; want this node", n, err)
 	}
 	st.SetNodeState(ctx, "a", cluster.StateDraining)
-	if n, err := f.Place(ctx); err != nil || n != "c" {
-		t.Fatalf("Place on a draining node: %q, %v; want c", n, err)
+	if n, err := f.Place(ctx, true); err != nil || (n != "b" && n != "c") {
+		t.Fatalf("Place on a draining node: %q, %v; want another", n, err)
+	}
+	if _, err := f.Place(ctx, false); !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Fatalf("Place of an image only here, on a draining node: %v, want unavailable", err)
 	}
 
 	r := httptest.NewRequest("GET", "/v1/sandboxes/x/runs", nil)

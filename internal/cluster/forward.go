@@ -117,16 +117,22 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, node, sandbo
 // reachable says why requests for sandbox cannot go to node n, if they
 // cannot.
 func reachable(n Node, sandbox string) error {
+	subject := "node " + n.Name + ", which"
+	if sandbox != "" {
+		subject = fmt.Sprintf("sandbox %q is on node %s, which", sandbox, n.Name)
+	}
 	switch {
 	case n.State == StateLost:
-		return errdefs.WithHint(errdefs.Unavailable("sandbox %q is on node %s, which is lost: %s", sandbox, n.Name, n.Reason),
-			fmt.Sprintf("`den recover %s --rollback` brings it back on another node from its last upload", sandbox))
+		err := errdefs.Unavailable("%s is lost: %s", subject, n.Reason)
+		if sandbox == "" {
+			return err
+		}
+		return errdefs.WithHint(err, fmt.Sprintf("`den recover %s --rollback` brings it back on another node from its last upload", sandbox))
 	case time.Now().After(n.LeaseExpires):
-		return errdefs.WithHint(errdefs.Unavailable("sandbox %q is on node %s, which has not renewed its lease since %s",
-			sandbox, n.Name, n.HeartbeatAt.Format(time.RFC3339)),
+		return errdefs.WithHint(errdefs.Unavailable("%s has not renewed its lease since %s", subject, n.HeartbeatAt.Format(time.RFC3339)),
 			"its dend may be down or cut off; once the lease runs out other nodes declare it lost")
 	case n.PeerURL == "":
-		return errdefs.WithHint(errdefs.Unavailable("sandbox %q is on node %s, which has no TCP listener for other nodes to forward to", sandbox, n.Name),
+		return errdefs.WithHint(errdefs.Unavailable("%s has no TCP listener for other nodes to forward to", subject),
 			fmt.Sprintf("ask node %s itself, or restart its dend with --listen (and --peer-url)", n.Name))
 	}
 	return nil
@@ -148,34 +154,56 @@ func (f *Forwarder) rewrite(pr *httputil.ProxyRequest) {
 
 var netDialer = net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 
-// Place names the node a new sandbox goes to: this one ("") while it is
-// active, else the active node with the fewest running sandboxes. With
-// none, the create is refused.
-func (f *Forwarder) Place(ctx context.Context) (string, error) {
-	self, err := f.nodes.Node(ctx, f.self)
-	if err != nil {
-		return "", err
-	}
-	if self.State == StateActive {
-		return "", nil
-	}
+// Place names the node a new sandbox goes to ("" for this one): among
+// the active nodes that hold their lease, the one whose sandboxes' memory
+// limits take the smallest share of its memory, this one on a tie. With
+// portable false (its image is on this node alone), this node while it
+// is active. With no node to take it, the create is refused.
+func (f *Forwarder) Place(ctx context.Context, portable bool) (string, error) {
 	nodes, err := f.nodes.Nodes(ctx)
 	if err != nil {
 		return "", err
 	}
-	best := -1
 	now := time.Now()
-	for i, n := range nodes {
-		if n.Name == f.self || n.State != StateActive || !n.Alive(now) {
+	best, bestLoad := "", 2.0
+	selfState := StateLost
+	for _, n := range nodes {
+		if n.Name == f.self {
+			selfState = n.State
+		}
+		if n.State != StateActive || !n.Alive(now) || (!portable && n.Name != f.self) {
 			continue
 		}
-		if best < 0 || n.Info.Sandboxes < nodes[best].Info.Sandboxes {
-			best = i
+		load := 1.0
+		if n.Info.MemoryBytes > 0 {
+			load = float64(n.Info.CommittedMemoryBytes) / float64(n.Info.MemoryBytes)
+		}
+		// Within a hundredth is a tie, which this node wins: no hop.
+		if best == "" || load < bestLoad-0.01 || (n.Name == f.self && load <= bestLoad+0.01) {
+			best, bestLoad = n.Name, load
 		}
 	}
-	if best < 0 {
-		return "", errdefs.WithHint(errdefs.Unavailable("this node (%s) is %s and no other node is active to take the sandbox", f.self, self.State),
-			"`den node activate NODE` on a drained node, or start another dend on the fleet's database")
+	switch {
+	case best == f.self:
+		return "", nil
+	case best != "":
+		return best, nil
+	case !portable:
+		return "", errdefs.WithHint(errdefs.Unavailable("this node (%s) is %s, and the sandbox's image is on no other node", f.self, selfState),
+			"`den node activate "+f.self+"`, or upload the image first: a blob store (--blobs) lets any node fetch it")
 	}
-	return nodes[best].Name, nil
+	return "", errdefs.WithHint(errdefs.Unavailable("no node of the fleet is active to take the sandbox"),
+		"`den node activate NODE` on a drained node, or start another dend on the fleet's database")
+}
+
+// Lost reports whether node was declared lost.
+func (f *Forwarder) Lost(ctx context.Context, node string) bool {
+	n, err := f.nodes.Node(ctx, node)
+	return err == nil && n.State == StateLost
+}
+
+// Taking reports whether this node takes new sandboxes: it is active.
+func (f *Forwarder) Taking(ctx context.Context) bool {
+	n, err := f.nodes.Node(ctx, f.self)
+	return err == nil && n.State == StateActive
 }

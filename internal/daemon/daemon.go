@@ -135,6 +135,20 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// In a fleet: the forwarder and the peers sandboxes move to come
+	// before the service; the node joins once its sandboxes are settled.
+	var fl *fleet
+	var forwarder httpapi.Cluster
+	var movers sandbox.Fleet
+	var portsKey []byte
+	if fleetRecords != nil {
+		if fl, err = newFleet(ctx, cfg, fleetRecords, st, rt.Version(), log); err != nil {
+			return err
+		}
+		forwarder, movers, portsKey = fl.forwarder, fl.peers, fl.portsKey
+	} else if portsKey, err = loadPortsKey(cfg.PortsKeyFile()); err != nil {
+		return err
+	}
 	scfg := sandbox.Config{
 		Store: st, Volumes: pool, Runtime: rt, Network: network, Images: images, Secrets: secrets, Init: initVersion,
 		Sealer:        sealer,
@@ -151,6 +165,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Disk:          disk,
 		MinTTL:        cfg.MinTTL,
 		Quotas:        cfg.quotas(st),
+		Fleet:         movers,
 	}
 	if off != nil {
 		scfg.Offsite = off
@@ -177,16 +192,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := svc.RunOffsite(ctx, blobsRetry, cfg.Blobs.GCInterval); err != nil {
 		return err
 	}
-	var forwarder httpapi.Cluster
-	var portsKey []byte
-	if fleetRecords != nil {
-		f, err := joinFleet(ctx, cfg, fleetRecords, st, rt.Version(), stop, log)
-		if err != nil {
+	if fl != nil {
+		if err := fl.join(ctx, svc, stop); err != nil {
 			return err
 		}
-		forwarder, portsKey = f.forwarder, f.portsKey
-	} else if portsKey, err = loadPortsKey(cfg.PortsKeyFile()); err != nil {
-		return err
 	}
 	svc.RunIdle(cfg.IdleInterval)
 	svc.RunWarm()
@@ -222,7 +231,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
 		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(svc, off != nil), Warm: svc,
-		Nodes: &nodes{self: cfg.Node, fleet: fleetRecords, info: nodeInfo(cfg, st, rt.Version()), svc: svc, store: st}})
+		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log)})
 	self.Serve(httpapi.Local(handler), handler)
 	if err := serve(ctx, cfg, handler, log); err != nil {
 		return err
@@ -413,4 +422,13 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// drainer serves /v1/nodes.
+func drainer(cfg Config, records fleetStore, fl *fleet, svc *sandbox.Service, st sandbox.Store, runscVersion string, log *slog.Logger) *nodes {
+	n := &nodes{self: cfg.Node, fleet: records, info: nodeInfo(cfg, st, runscVersion), svc: svc, store: st, log: log}
+	if fl != nil {
+		n.place = func(ctx context.Context) (string, error) { return fl.forwarder.Place(ctx, true) }
+	}
+	return n
 }

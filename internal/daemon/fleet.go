@@ -22,44 +22,67 @@ import (
 	"github.com/den-dev/den/internal/version"
 )
 
-// fleet is this dend's part in a fleet: its membership (lease) and the
-// forwarder of requests for other nodes' sandboxes.
+// fleet is this dend's part in a fleet: the forwarder of requests for
+// other nodes' sandboxes, the peers sandboxes move to, and, once it
+// joined, its membership (lease).
 type fleet struct {
-	member    *cluster.Member
+	cfg       Config
+	records   fleetStore
+	log       *slog.Logger
+	info      func(ctx context.Context) cluster.Info
 	forwarder *cluster.Forwarder
+	peers     *peers
+	member    *cluster.Member
 	// portsKey signs URLs to exposed ports on every node alike, so a
 	// link works through any of them: it comes from the fleet's key.
 	portsKey []byte
 }
 
-// joinFleet registers this dend as node cfg.Node of the fleet fs
-// records, and starts keeping its lease. Losing the lease ends ctx's
-// dend through stop.
-func joinFleet(ctx context.Context, cfg Config, fs fleetStore, st sandbox.Store, runscVersion string,
-	stop context.CancelCauseFunc, log *slog.Logger) (*fleet, error) {
-	peer, err := cfg.PeerAddress()
-	if err != nil {
-		return nil, err
-	}
-	if peer == "" {
-		log.Warn("this node has no TCP listener: other nodes of the fleet cannot forward its sandboxes' requests to it; give --listen (and --peer-url)", "node", cfg.Node)
-	}
+// newFleet readies this dend to be node cfg.Node of the fleet fs
+// records: the fleet's key, made by the first node, and what comes of it.
+func newFleet(ctx context.Context, cfg Config, fs fleetStore, st sandbox.Store, runscVersion string, log *slog.Logger) (*fleet, error) {
 	fresh := make([]byte, 32)
 	rand.Read(fresh)
 	key, err := fs.ClusterKey(ctx, fresh)
 	if err != nil {
 		return nil, err
 	}
-	info := nodeInfo(cfg, st, runscVersion)
+	log = log.With("component", "fleet")
+	f := &fleet{cfg: cfg, records: fs, log: log, info: nodeInfo(cfg, st, runscVersion),
+		forwarder: cluster.NewForwarder(cfg.Node, fs, key, log)}
+	f.peers = &peers{self: cfg.Node, nodes: fs, calls: f.forwarder, info: f.info}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("den ports key v1"))
+	f.portsKey = mac.Sum(nil)
+	return f, nil
+}
+
+// join registers this dend in the fleet and starts keeping its lease.
+// Losing the lease ends ctx's dend through stop.
+func (f *fleet) join(ctx context.Context, svc *sandbox.Service, stop context.CancelCauseFunc) error {
+	peer, err := f.cfg.PeerAddress()
+	if err != nil {
+		return err
+	}
+	if peer == "" {
+		f.log.Warn("this node has no TCP listener: other nodes of the fleet cannot forward its sandboxes' requests to it; give --listen (and --peer-url)", "node", f.cfg.Node)
+	}
 	m, err := cluster.Join(ctx, cluster.MemberConfig{
-		Registry: fs, Logger: log.With("component", "fleet"),
-		Self:  cluster.Node{Name: cfg.Node, PeerURL: peer},
-		Lease: cfg.NodeLease,
-		Info:  info,
+		Registry: f.records, Logger: f.log,
+		Self:  cluster.Node{Name: f.cfg.Node, PeerURL: peer},
+		Lease: f.cfg.NodeLease,
+		Info:  f.info,
+		// This node declared them lost: it records their sandboxes so.
+		Expired: func(ctx context.Context, lost []cluster.Node) {
+			for _, n := range lost {
+				svc.NodeLost(ctx, n.Name)
+			}
+		},
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
+	f.member = m
 	go m.Run(ctx)
 	go func() {
 		select {
@@ -68,9 +91,7 @@ func joinFleet(ctx context.Context, cfg Config, fs fleetStore, st sandbox.Store,
 		case <-ctx.Done():
 		}
 	}()
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte("den ports key v1"))
-	return &fleet{member: m, forwarder: cluster.NewForwarder(cfg.Node, fs, key, log.With("component", "fleet")), portsKey: mac.Sum(nil)}, nil
+	return nil
 }
 
 // PeerAddress is the URL other nodes reach this one at: PeerURL, or
@@ -120,10 +141,12 @@ func nodeInfo(cfg Config, st sandbox.Store, runscVersion string) func(ctx contex
 		if unix.Statfs(cfg.DataDir, &fs) == nil {
 			info.DiskFreeBytes = int64(fs.Bavail) * fs.Bsize
 		}
-		if sbs, err := st.ListSandboxes(ctx); err == nil {
+		if sbs, err := st.ListSandboxesOn(ctx, cfg.Node); err == nil {
 			for _, sb := range sbs {
-				if sb.Node == cfg.Node && (sb.State == sandbox.StateRunning || sb.State == sandbox.StatePaused) {
+				if sb.State == sandbox.StateRunning || sb.State == sandbox.StatePaused {
 					info.Sandboxes++
+					info.CommittedMemoryBytes += sb.Spec.MemoryBytes
+					info.CommittedCPUs += sb.Spec.CPUs
 				}
 			}
 		}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/cluster"
@@ -18,6 +19,9 @@ type nodes struct {
 	info  func(ctx context.Context) cluster.Info
 	svc   *sandbox.Service
 	store sandbox.Store
+	// place names the node a sandbox moved away by a drain goes to.
+	place func(ctx context.Context) (string, error)
+	log   *slog.Logger
 }
 
 var _ httpapi.NodeService = (*nodes)(nil)
@@ -70,6 +74,10 @@ func (n *nodes) Drain(ctx context.Context) (api.DrainResult, error) {
 		if sb.Node != n.self || (sb.State != sandbox.StateRunning && sb.State != sandbox.StatePaused) {
 			continue
 		}
+		if to, ok := n.moveAway(ctx, sb); ok {
+			res.Moved = append(res.Moved, api.DrainMove{Sandbox: sb.Name, To: to})
+			continue
+		}
 		if _, err := n.svc.Hibernate(ctx, sb.ID); err != nil {
 			res.Failed = append(res.Failed, api.DrainFailure{Sandbox: sb.Name, Error: err.Error()})
 			continue
@@ -101,4 +109,22 @@ func (n *nodes) RemoveNode(ctx context.Context, name string) error {
 			"`den node ls` shows this host alone")
 	}
 	return n.fleet.RemoveNode(ctx, name)
+}
+
+// moveAway moves a sandbox of a draining node to the node placement
+// chooses, when there is a blob store to move it through, and reports
+// where. A sandbox that cannot be moved is hibernated here instead.
+func (n *nodes) moveAway(ctx context.Context, sb *sandbox.Sandbox) (string, bool) {
+	if n.place == nil || !n.svc.Movable() {
+		return "", false
+	}
+	to, err := n.place(ctx)
+	if err != nil || to == "" {
+		return "", false
+	}
+	if _, err := n.svc.Move(ctx, sb.ID, sandbox.MoveParams{To: to}); err != nil {
+		n.log.Warn("moving a sandbox off a draining node; hibernating it here instead", "sandbox", sb.Name, "to", to, "err", err)
+		return "", false
+	}
+	return to, true
 }

@@ -292,3 +292,21 @@ func TestPortTraffic(t *testing.T) {
 		t.Errorf("port 0: %d %s", w.Code, w.Body)
 	}
 }
+
+// An RPC message over the limit is refused in den's words and E2B's
+// shape, before anything else: who sent it does not matter.
+func TestTooLargeRPC(t *testing.T) {
+	d := New(Config{API: inproc.New()})
+	r := httptest.NewRequest("POST", "/process.Process/SendInput", strings.NewReader("{}"))
+	r.ContentLength = maxRPCBytes + 1
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set(headerSandboxID, "abc")
+	r.Header.Set(headerSandboxPort, envdPort)
+	w := httptest.NewRecorder()
+	d.ServeHTTP(w, r)
+	var body struct{ Code, Message string }
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != http.StatusBadRequest ||
+		body.Code != "invalid_argument" || !strings.Contains(body.Message, "over the 16777216 den takes") || !strings.Contains(body.Message, "sendInput") {
+		t.Fatalf("an oversized RPC: %d %s (%v)", w.Code, w.Body.String(), err)
+	}
+}

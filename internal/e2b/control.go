@@ -293,7 +293,11 @@ func (d *Door) pause(w http.ResponseWriter, r *http.Request, c *client.Client, t
 }
 
 // connect resumes a paused sandbox (201), or finds a running one (200),
-// and gives it at least timeout more seconds.
+// and gives it at least timeout more seconds. memory false (onResume:
+// reboot) asks for a boot from the files alone: what a sandbox paused
+// with memory false always gets, and what den refuses, as E2B's SDK says
+// a control plane may, for one paused with its memory, whose files den
+// keeps only as the snapshot its memory image belongs to.
 func (d *Door) connect(w http.ResponseWriter, r *http.Request, c *client.Client, token string) error {
 	var req timeoutJSON
 	if err := decodeBody(r, &req, true); err != nil {
@@ -308,8 +312,13 @@ func (d *Door) connect(w http.ResponseWriter, r *http.Request, c *client.Client,
 		return err
 	}
 	status := http.StatusOK
+	reboot := req.Memory != nil && !*req.Memory
 	switch sb.State {
 	case api.StatePaused, api.StateHibernated:
+		if reboot {
+			return invalidHint("connect without onResume to restore it, then pause it with keepMemory: false, which connect then boots afresh",
+				"sandbox %s was paused with its memory, and den resumes such a sandbox only by restoring it (onResume: reboot)", sb.ID)
+		}
 		sb, err = c.Resume(r.Context(), sb.ID)
 		status = http.StatusCreated
 	case api.StateStopped:

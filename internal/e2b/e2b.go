@@ -45,9 +45,13 @@ const (
 const envdPort = "49983"
 
 // envdVersion is the version of envd den claims. The SDKs gate features
-// on it (shared/E2B-COMPAT.md §8); from 0.4.0 on they leave the user to
-// the sandbox's default, and 0.5.7 enables octet-stream and gzip uploads.
-const envdVersion = "0.5.7"
+// on it (shared/E2B-COMPAT.md §8), and den serves each one up to here:
+// from 0.4.0 on they leave the user to the sandbox's default; 0.5.7
+// enables octet-stream and gzip uploads, 0.6.2 file metadata, 0.6.3
+// entries in watch events, 0.6.4 watches allowed on network mounts. No
+// later gate exists in the SDKs den is tested with (e2b 2.51.0), so none
+// is claimed that den might not serve.
+const envdVersion = "0.6.4"
 
 // Config is what the door needs.
 type Config struct {
@@ -82,6 +86,8 @@ type Door struct {
 	envd    http.Handler
 	root    http.RoundTripper // the API as root's
 	tokens  http.RoundTripper // the API as the bearer token's
+	// watchers are the polling watches of the envd plane (watchers.go).
+	watchers watchers
 }
 
 // New returns the door.
@@ -108,9 +114,10 @@ func New(cfg Config) *Door {
 
 // Claims reports whether r is for this door: any request naming a sandbox
 // in E2b-Sandbox-Id or by its host (PORT-ID.DOMAIN), a signed /files URL
-// (which names none), and the control plane's paths.
+// (which names none), a browser's preflight of an envd call, and the
+// control plane's paths.
 func (d *Door) Claims(r *http.Request) bool {
-	if r.Header.Get(headerSandboxID) != "" || isSigned(r) {
+	if r.Header.Get(headerSandboxID) != "" || isSigned(r) || preflightForEnvd(r) {
 		return true
 	}
 	if _, _, ok := d.hostTarget(r); ok {
@@ -129,6 +136,9 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, port := r.Header.Get(headerSandboxID), r.Header.Get(headerSandboxPort)
 	if hid, hport, ok := d.hostTarget(r); ok {
 		id, port = hid, hport
+	}
+	if (id == "" || port == "" || port == envdPort) && cors(w, r) {
+		return // a preflight of either plane
 	}
 	switch {
 	case id == "" && isSigned(r):

@@ -203,11 +203,13 @@ func TestEntryInfo(t *testing.T) {
 		{api.FileInfo{Name: "d", Path: "/h/d", Type: "dir", Mode: 0o755, UID: 1234}, "drwxr-xr-x", "1234", ""},
 		{api.FileInfo{Name: "l", Path: "/h/x/l", Type: "symlink", Mode: 0o777, Target: "../f"}, "Lrwxrwxrwx", "0", "/h/f"},
 		{api.FileInfo{Name: "s", Path: "/usr/bin/s", Type: "file", Mode: 0o4755}, "urwxr-xr-x", "0", ""},
+		{api.FileInfo{Name: "m", Path: "/h/m", Type: "file", Mode: 0o600, Owner: "user", Xattrs: map[string]string{"user.e2b.k": "v"}}, "-rw-------", "user", ""},
 	}
 	for _, tt := range tests {
 		tt.fi.ModTime = mt
 		e := entryInfo(&tt.fi)
-		if e.Permissions != tt.perms || e.Owner != tt.owner || e.GetSymlinkTarget() != tt.link || e.Mode != tt.fi.Mode&0o777 || !e.ModifiedTime.AsTime().Equal(mt) {
+		if e.Permissions != tt.perms || e.Owner != tt.owner || e.GetSymlinkTarget() != tt.link || e.Mode != tt.fi.Mode&0o777 || !e.ModifiedTime.AsTime().Equal(mt) ||
+			len(e.Metadata) != len(tt.fi.Xattrs) || e.Metadata["k"] != tt.fi.Xattrs["user.e2b.k"] {
 			t.Errorf("%s: %+v", tt.fi.Path, e)
 		}
 	}
@@ -315,6 +317,22 @@ func TestControlPlane(t *testing.T) {
 	}
 	if status, out := call("POST", "/v2/sandboxes/sb1/connect", `{"timeout":600}`); status != 201 || out["sandboxID"] != "sb1" || den.last("POST /v1/sandboxes/sb1/resume").path == "" {
 		t.Errorf("connect to a paused sandbox: %d %v", status, out)
+	}
+	// onResume: reboot of a sandbox paused with its memory: refused, in
+	// den's words, and nothing done.
+	n0 := len(den.calls())
+	if status, out := call("POST", "/v2/sandboxes/sb1/connect", `{"timeout":600,"memory":false}`); status != 400 || out["code"] != float64(400) ||
+		!strings.Contains(out["message"].(string), "hint: connect without onResume") {
+		t.Errorf("connect with memory false to a sandbox paused with it: %d %v", status, out)
+	}
+	for _, c := range den.calls()[n0:] {
+		if c.route != "GET /v1/sandboxes/sb1" {
+			t.Errorf("a refused reboot asked den for %s", c.route)
+		}
+	}
+	den.state = api.StateStopped
+	if status, _ := call("POST", "/v2/sandboxes/sb1/connect", `{"memory":false}`); status != 201 || den.last("POST /v1/sandboxes/sb1/start").path == "" {
+		t.Errorf("connect with memory false to a sandbox paused without it: %d", status)
 	}
 	if status, _ := call("DELETE", "/sandboxes/sb1", ``); status != 204 || den.last("DELETE /v1/sandboxes/sb1").query != "force=true" {
 		t.Errorf("kill: %d", status)

@@ -3,6 +3,7 @@ package e2b
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"path"
 	"strings"
@@ -51,6 +52,11 @@ func (d *Door) envdRoutes() http.Handler {
 		if _, pattern := mux.Handler(r); pattern == "" {
 			d.envdError(w, r, &client.Error{API: &api.Error{Code: api.CodeNotFound,
 				Message: r.Method + " " + r.URL.Path + " is not part of the envd API den serves"}})
+			return
+		}
+		if isRPC(r) && r.ContentLength > maxRPCBytes {
+			// Said in den's words, before connect-go says it in its own.
+			d.envdError(w, r, tooLargeRPC(r.ContentLength))
 			return
 		}
 		if id == "" { // a signed URL on E2B_SANDBOX_URL, which names no sandbox
@@ -156,4 +162,11 @@ func (t *target) abs(p string) string {
 		p = path.Join(home(t.userOf()), p)
 	}
 	return path.Clean(p)
+}
+
+// tooLargeRPC refuses an RPC whose message is over maxRPCBytes.
+func tooLargeRPC(n int64) error {
+	return &client.Error{API: &api.Error{Code: api.CodeTooLarge,
+		Message: fmt.Sprintf("this call's message is %d bytes, over the %d den takes in one", n, maxRPCBytes),
+		Hint:    "send less at once: files go through files.write (/files), and input through several sendInput calls"}}
 }

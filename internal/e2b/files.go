@@ -20,9 +20,60 @@ import (
 
 // writeInfo is what an upload answers, per file.
 type writeInfo struct {
-	Name string `json:"name"`
-	Type string `json:"type"`
-	Path string `json:"path"`
+	Name     string            `json:"name"`
+	Type     string            `json:"type"`
+	Path     string            `json:"path"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// File metadata: X-Metadata-KEY: VALUE headers on an upload become the
+// file's user attribute user.e2b.key (the key lowercased, as envd keeps
+// it), which EntryInfo.metadata shows again.
+const (
+	headerMetadataPrefix = "X-Metadata-"
+	metadataXattrPrefix  = "user.e2b."
+)
+
+// uploadMetadata is the metadata an upload's headers give its files.
+func uploadMetadata(h http.Header) map[string]string {
+	var out map[string]string
+	for k, vs := range h {
+		key, ok := strings.CutPrefix(http.CanonicalHeaderKey(k), headerMetadataPrefix)
+		if !ok || key == "" || len(vs) == 0 {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[strings.ToLower(key)] = vs[0]
+	}
+	return out
+}
+
+// xattrsOf is metadata as the file's user attributes.
+func xattrsOf(metadata map[string]string) map[string]string {
+	if len(metadata) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(metadata))
+	for k, v := range metadata {
+		out[metadataXattrPrefix+k] = v
+	}
+	return out
+}
+
+// metadataOf is the E2B metadata among a file's user attributes.
+func metadataOf(xattrs map[string]string) map[string]string {
+	var out map[string]string
+	for name, v := range xattrs {
+		if k, ok := strings.CutPrefix(name, metadataXattrPrefix); ok && k != "" {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // smallFile is how much of a download is read ahead to tell its length,
@@ -171,11 +222,12 @@ func partFileName(part *multipart.Part) string {
 
 func (d *Door) writeFile(r *http.Request, t *target, name string, body io.Reader) (writeInfo, error) {
 	p := t.abs(name)
-	err := t.c.WriteFileWith(r.Context(), t.sb.ID, p, body, client.WriteOptions{User: t.userOf(), Parents: true})
+	metadata := uploadMetadata(r.Header)
+	err := t.c.WriteFileWith(r.Context(), t.sb.ID, p, body, client.WriteOptions{User: t.userOf(), Parents: true, Xattrs: xattrsOf(metadata)})
 	if err != nil {
 		return writeInfo{}, err
 	}
-	return writeInfo{Name: path.Base(p), Type: "file", Path: p}, nil
+	return writeInfo{Name: path.Base(p), Type: "file", Path: p, Metadata: metadata}, nil
 }
 
 // checkUser refuses a user the sandbox does not have, as envd does, before

@@ -140,9 +140,12 @@ func (f *filesystem) Remove(ctx context.Context, req *connect.Request[pb.RemoveR
 }
 
 // WatchDir streams the changes under a directory: the start first, then
-// one event per change, named relative to the directory, with keepalives
-// while nothing happens. It ends when the directory goes away; a sleep
-// or a kill of the sandbox cuts it, as E2B's proxy would.
+// one event per change, named relative to the directory (with its entry
+// when asked, but for removals and renames, whose file is gone), with
+// keepalives while nothing happens. It ends when the directory goes
+// away; a sleep or a kill of the sandbox cuts it, as E2B's proxy would.
+// allowNetworkMounts lets envd watch a directory on NFS or the like; a
+// den sandbox has no network mounts, so there is nothing it could refuse.
 func (f *filesystem) WatchDir(ctx context.Context, req *connect.Request[pb.WatchDirRequest], stream *connect.ServerStream[pb.WatchDirResponse]) error {
 	t := targetOf(ctx)
 	dir := t.abs(req.Msg.GetPath())
@@ -185,20 +188,31 @@ func (f *filesystem) WatchDir(ctx context.Context, req *connect.Request[pb.Watch
 			f.d.log.Debug("e2b: watch cut", "sandbox", t.sb.ID, "dir", dir, "err", err)
 			panic(http.ErrAbortHandler)
 		}
-		typ, ok := eventTypes[ev.Op]
-		if !ok || ev.Name == "" {
+		fe := fsEvent(ctx, t, dir, ev, req.Msg.GetIncludeEntry())
+		if fe == nil {
 			continue
-		}
-		fe := &pb.FilesystemEvent{Name: ev.Name, Type: typ}
-		if req.Msg.GetIncludeEntry() && typ != pb.EventType_EVENT_TYPE_REMOVE && typ != pb.EventType_EVENT_TYPE_RENAME {
-			if fi, err := t.c.Stat(ctx, t.sb.ID, path.Join(dir, ev.Name)); err == nil {
-				fe.Entry = entryInfo(fi)
-			}
 		}
 		if err := send(&pb.WatchDirResponse{Event: &pb.WatchDirResponse_Filesystem{Filesystem: fe}}); err != nil {
 			return err
 		}
 	}
+}
+
+// fsEvent is E2B's event for a change den saw under dir, with the
+// entry changed when asked (but for removals and renames, whose file is
+// gone); nil for a change E2B has no name for.
+func fsEvent(ctx context.Context, t *target, dir string, ev api.WatchEvent, includeEntry bool) *pb.FilesystemEvent {
+	typ, ok := eventTypes[ev.Op]
+	if !ok || ev.Name == "" {
+		return nil
+	}
+	fe := &pb.FilesystemEvent{Name: ev.Name, Type: typ}
+	if includeEntry && typ != pb.EventType_EVENT_TYPE_REMOVE && typ != pb.EventType_EVENT_TYPE_RENAME {
+		if fi, err := t.c.Stat(ctx, t.sb.ID, path.Join(dir, ev.Name)); err == nil {
+			fe.Entry = entryInfo(fi)
+		}
+	}
+	return fe
 }
 
 // eventTypes are E2B's names for den's watch ops.
@@ -234,6 +248,7 @@ func entryInfo(fi *api.FileInfo) *pb.EntryInfo {
 	e := &pb.EntryInfo{
 		Name: fi.Name, Path: fi.Path, Size: fi.Size, Mode: fi.Mode & 0o777,
 		Owner: fi.Owner, Group: fi.Group, ModifiedTime: timestamppb.New(fi.ModTime),
+		Metadata: metadataOf(fi.Xattrs),
 	}
 	switch fi.Type {
 	case "file":

@@ -33,6 +33,7 @@ import (
 //	CloseStdin     POST .../runs/{run}/stdin (empty)
 //	SendSignal     POST .../runs/{run}/signal
 //	Update         POST .../runs/{run}/resize
+//	StreamInput    SendInput, for each data message of a client stream
 //
 // A terminal (Start with pty) is a detached TTY run whose output is
 // followed.
@@ -146,14 +147,55 @@ func (p *processes) SendInput(ctx context.Context, req *connect.Request[pb.SendI
 	if err != nil {
 		return nil, err
 	}
-	data := req.Msg.GetInput().GetStdin()
-	if _, ok := req.Msg.GetInput().GetInput().(*pb.ProcessInput_Pty); ok {
-		data = req.Msg.GetInput().GetPty()
-	}
-	if err := t.c.SendStdin(ctx, t.sb.ID, run.ID, bytes.NewReader(data), false); err != nil {
+	if err := t.c.SendStdin(ctx, t.sb.ID, run.ID, bytes.NewReader(inputBytes(req.Msg.GetInput())), false); err != nil {
 		return nil, p.endedAsNotFound(err, run)
 	}
 	return connect.NewResponse(&pb.SendInputResponse{}), nil
+}
+
+// inputBytes is what an input carries: for a process's stdin, or for its
+// terminal, which den feeds the same way.
+func inputBytes(in *pb.ProcessInput) []byte {
+	if _, ok := in.GetInput().(*pb.ProcessInput_Pty); ok {
+		return in.GetPty()
+	}
+	return in.GetStdin()
+}
+
+// StreamInput feeds a process's input from a client stream: a start
+// naming the process first, then data, each sent on as SendInput sends
+// it, in order; keepalives are skipped. It answers once the stream ends.
+// (E2B's JS SDK never calls it: browsers' fetch cannot stream a request.)
+func (p *processes) StreamInput(ctx context.Context, stream *connect.ClientStream[pb.StreamInputRequest]) (*connect.Response[pb.StreamInputResponse], error) {
+	t := targetOf(ctx)
+	var run *api.Run
+	for stream.Receive() {
+		switch ev := stream.Msg().GetEvent().(type) {
+		case *pb.StreamInputRequest_Start:
+			if run != nil {
+				return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("a second start event: one stream feeds one process"))
+			}
+			found, err := p.find(ctx, t, ev.Start.GetProcess())
+			if err != nil {
+				return nil, err
+			}
+			run = found
+		case *pb.StreamInputRequest_Data:
+			if run == nil {
+				return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("input before the start event that names the process"))
+			}
+			if err := t.c.SendStdin(ctx, t.sb.ID, run.ID, bytes.NewReader(inputBytes(ev.Data.GetInput())), false); err != nil {
+				return nil, p.endedAsNotFound(err, run)
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, rpcError(err)
+	}
+	if run == nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("no start event: the stream must name its process first"))
+	}
+	return connect.NewResponse(&pb.StreamInputResponse{}), nil
 }
 
 // Update resizes a process's terminal.

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/den-dev/den/internal/errdefs"
 )
 
 // The file system inside the sandbox. Paths are absolute in-sandbox paths;
@@ -56,9 +58,17 @@ func (c *Client) WriteFile(ctx context.Context, path string, r io.Reader, o Writ
 	if o.Parents {
 		q.Set("parents", "1")
 	}
+	for name, v := range o.Xattrs {
+		q.Add("xattr", name+"="+v)
+	}
 	resp, err := c.do(ctx, http.MethodPut, "/v1/files/content", q, nonNil(r), "application/octet-stream")
 	if err != nil {
 		return err
+	}
+	if len(o.Xattrs) > 0 && resp.Header.Get(HeaderXattrsSet) == "" {
+		drain(resp)
+		return errdefs.WithHint(errdefs.Unavailable("this sandbox's den-init is too old to set extended attributes: %q was written without them", path),
+			"stop and start the sandbox to give it the current den-init")
 	}
 	return drain(resp)
 }

@@ -592,3 +592,56 @@ func waitEvent(t *testing.T, events <-chan guest.WatchEvent, want guest.WatchEve
 		}
 	}
 }
+
+// User extended attributes: set with a write, shown by stat and list,
+// kept by a write that replaces the file; other namespaces refused.
+func TestFilesXattrs(t *testing.T) {
+	c := serve(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "m.txt")
+	if err := syscall.Setxattr(dir, "user.den.probe", []byte("x"), 0); err != nil {
+		t.Skipf("the test directory's file system keeps no user attributes: %v", err)
+	}
+	o := guest.WriteOptions{Xattrs: map[string]string{"user.e2b.owner": "alice", "user.e2b.empty": ""}}
+	if err := c.WriteFile(ctx, file, strings.NewReader("1"), o); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := c.Stat(ctx, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fi.Xattrs) != 2 || fi.Xattrs["user.e2b.owner"] != "alice" || fi.Xattrs["user.e2b.empty"] != "" {
+		t.Fatalf("stat's xattrs = %v", fi.Xattrs)
+	}
+	// Replaced: the old attributes stay, the new ones win.
+	o = guest.WriteOptions{Xattrs: map[string]string{"user.e2b.owner": "bob"}}
+	if err := c.WriteFile(ctx, file, strings.NewReader("2"), o); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteFile(ctx, file, strings.NewReader("3"), guest.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := c.ReadDir(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].Xattrs["user.e2b.owner"] != "bob" || len(list[0].Xattrs) != 2 {
+		t.Fatalf("list = %+v", list)
+	}
+	dirInfo, err := c.Stat(ctx, dir)
+	if err != nil || dirInfo.Xattrs["user.den.probe"] != "x" {
+		t.Errorf("a directory's attributes: %+v %v", dirInfo.Xattrs, err)
+	}
+	for _, bad := range []map[string]string{
+		{"trusted.x": "1"}, {"user.": "1"}, {"user.big": strings.Repeat("v", guest.MaxXattrValueBytes+1)},
+	} {
+		err := c.WriteFile(ctx, filepath.Join(dir, "bad.txt"), strings.NewReader("x"), guest.WriteOptions{Xattrs: bad})
+		if !errors.Is(err, errdefs.ErrInvalid) {
+			t.Errorf("writing with xattrs %.40v: %v, want invalid", bad, err)
+		}
+	}
+	if _, err := c.Stat(ctx, filepath.Join(dir, "bad.txt")); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("a refused write left a file: %v", err)
+	}
+}

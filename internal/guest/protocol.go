@@ -87,6 +87,9 @@ type FileInfo struct {
 	GID   uint32 `json:"gid"`
 	Owner string `json:"owner,omitempty"`
 	Group string `json:"group,omitempty"`
+	// Xattrs are a file's or directory's user extended attributes
+	// (user.*), by full name; absent when it has none.
+	Xattrs map[string]string `json:"xattrs,omitempty"`
 }
 
 // WatchEvent is one line of GET /v1/files/watch: a change to Name, a path

@@ -56,6 +56,9 @@ type WriteOptions struct {
 	// Parents makes the missing directories above the file (mode 0755,
 	// owned by User when set) instead of refusing with not found.
 	Parents bool
+	// Xattrs are user attributes (user.*) to set on the file, over
+	// those of the file it replaces, which it keeps.
+	Xattrs map[string]string
 }
 
 // MoveRequest is the body of POST /v1/files/move.

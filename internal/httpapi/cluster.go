@@ -1,12 +1,19 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"slices"
 
+	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/image"
+	"github.com/den-dev/den/internal/sandbox"
 )
 
 // Cluster is the fleet a dend is a node of; *cluster.Forwarder
@@ -16,8 +23,13 @@ type Cluster interface {
 	Self() string
 	// Forwarded reports whether another node sent r, with the fleet's key.
 	Forwarded(r *http.Request) bool
-	// Place names the node a new sandbox goes to: "" for this one.
-	Place(ctx context.Context) (string, error)
+	// Lost reports whether node was declared lost; Taking, whether this
+	// node takes new sandboxes (it is active).
+	Lost(ctx context.Context, node string) bool
+	Taking(ctx context.Context) bool
+	// Place names the node a new sandbox goes to: "" for this one;
+	// portable says its image can be had on any node.
+	Place(ctx context.Context, portable bool) (string, error)
 	// Forward sends r to node, which runs sandbox, and streams the answer
 	// back; when nothing was answered it returns why.
 	Forward(w http.ResponseWriter, r *http.Request, node, sandbox string, local bool) error
@@ -37,12 +49,33 @@ var recordRoutes = []string{
 // another node, reporting whether it did.
 func (s *server) placeCreate(w http.ResponseWriter, r *http.Request) (bool, error) {
 	info := infoOf(r)
-	if s.cluster == nil || info.fromNode {
+	if s.cluster == nil {
 		return false, nil
 	}
-	node, err := s.cluster.Place(r.Context())
-	if err != nil || node == "" {
-		return err != nil, err
+	body, err := io.ReadAll(io.LimitReader(r.Body, s.maxJSONBytes+1))
+	if err != nil {
+		return true, fmt.Errorf("reading the request: %w", err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var req api.CreateSandboxRequest
+	if json.Unmarshal(body, &req) != nil {
+		return false, nil // the handler says what is wrong with it
+	}
+	if req.Node == s.cluster.Self() {
+		if !s.cluster.Taking(r.Context()) {
+			return true, errdefs.WithHint(errdefs.Conflict("node %s is draining: it takes no new sandboxes", req.Node),
+				"leave --node out to place it on another node, or `den node activate "+req.Node+"`")
+		}
+		return false, nil
+	}
+	if info.fromNode {
+		return false, nil // placed by the node that sent it
+	}
+	node := req.Node
+	if node == "" {
+		if node, err = s.cluster.Place(r.Context(), s.portable(r.Context(), req)); err != nil || node == "" {
+			return err != nil, err
+		}
 	}
 	if err := s.cluster.Forward(w, r, node, "", IsLocal(r)); err != nil {
 		return true, err
@@ -50,6 +83,10 @@ func (s *server) placeCreate(w http.ResponseWriter, r *http.Request) (bool, erro
 	info.sentOn = true
 	return true, nil
 }
+
+// recoverRoute is where a sandbox is recovered: on a lost node's
+// sandbox, by the node asked.
+const recoverRoute = "/v1/sandboxes/{name}/recover"
 
 // fromNode reports whether another node of the fleet forwarded r.
 func (s *server) fromNode(r *http.Request) bool {
@@ -68,6 +105,9 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestIn
 	if err != nil || sb.Node == s.cluster.Self() {
 		return false, nil // the handler answers as it would anyway
 	}
+	if info.route == recoverRoute && s.cluster.Lost(r.Context(), sb.Node) {
+		return false, nil // any node takes over a lost node's sandbox
+	}
 	if hr, ok := r.Context().Value(hostRouteKey{}).(*hostRoute); ok {
 		// Sent to PORT-NAME.DOMAIN: the node routes it by its host again.
 		u := *r.URL
@@ -84,4 +124,22 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestIn
 		return false, nil
 	}
 	return true, err
+}
+
+// portable reports whether a create's image can be had on any node of
+// the fleet: a built-in one, which each node builds, or one uploaded to
+// the blob store. A create from a checkpoint goes where its sandbox is.
+func (s *server) portable(ctx context.Context, req api.CreateSandboxRequest) bool {
+	if req.From != "" {
+		return false
+	}
+	name := req.Image
+	if name == "" {
+		name = sandbox.DefaultImage
+	}
+	if slices.Contains(image.BuiltinNames(), name) {
+		return true
+	}
+	im, err := s.images.Get(ctx, name)
+	return err == nil && im.Location == sandbox.LocationUploaded
 }

@@ -190,6 +190,7 @@ func toFileInfo(fi guest.FileInfo) api.FileInfo {
 		GID:     fi.GID,
 		Owner:   fi.Owner,
 		Group:   fi.Group,
+		Xattrs:  fi.Xattrs,
 	}
 }
 

@@ -358,6 +358,22 @@ func (f *fakeSandboxes) RecoverSandbox(ctx context.Context, ref string, p sandbo
 	return f.withState(sandbox.StateRunning), nil
 }
 
+func (f *fakeSandboxes) Move(ctx context.Context, ref string, p sandbox.MoveParams) (*sandbox.Sandbox, error) {
+	if err := f.enter("Move", ref, p); err != nil {
+		return nil, err
+	}
+	sb := *f.sandboxes[0]
+	sb.Node = p.To
+	return &sb, nil
+}
+
+func (f *fakeSandboxes) Adopt(ctx context.Context, id, from string, cold bool) (*sandbox.Sandbox, error) {
+	if err := f.enter("Adopt", id, from); err != nil {
+		return nil, err
+	}
+	return f.withState(sandbox.StateRunning), nil
+}
+
 func (f *fakeSandboxes) SetPolicy(ctx context.Context, ref string, p sandbox.Policy) (*sandbox.Sandbox, error) {
 	if err := f.enter("SetPolicy", ref, p); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
@@ -81,11 +82,15 @@ func (s *server) writeFile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	xattrs, err := queryXattrs(r)
+	if err != nil {
+		return err
+	}
 	fsys, err := s.sandboxes.Files(r.Context(), r.PathValue("name"))
 	if err != nil {
 		return err
 	}
-	o := guest.WriteOptions{Mode: mode, User: r.URL.Query().Get("user"), Parents: parents}
+	o := guest.WriteOptions{Mode: mode, User: r.URL.Query().Get("user"), Parents: parents, Xattrs: xattrs}
 	if err := fsys.WriteFile(r.Context(), p, r.Body, o); err != nil {
 		return err
 	}
@@ -254,4 +259,28 @@ func cleanPath(field, p string) (string, error) {
 		return "", errdefs.WithHint(errdefs.Invalid("missing %s", field), "give an absolute path inside the sandbox, e.g. /root/notes.txt")
 	}
 	return fspath.Clean(p)
+}
+
+// queryXattrs reads the user attributes a write sets: xattr=NAME=VALUE,
+// repeated.
+func queryXattrs(r *http.Request) (map[string]string, error) {
+	vs := r.URL.Query()["xattr"]
+	if len(vs) > guest.MaxXattrs {
+		return nil, errdefs.Invalid("%d extended attributes: at most %d", len(vs), guest.MaxXattrs)
+	}
+	var out map[string]string
+	for _, kv := range vs {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, errdefs.WithHint(errdefs.Invalid("invalid xattr %q", kv), "give xattr=NAME=VALUE, NAME in user.*")
+		}
+		if err := guest.ValidateXattr(name, value); err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[name] = value
+	}
+	return out, nil
 }

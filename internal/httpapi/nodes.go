@@ -5,7 +5,9 @@ import (
 	"net/http"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
 )
 
 // NodeService reports and manages the nodes of the fleet.
@@ -104,4 +106,34 @@ func (s *server) selfName(ctx context.Context) string {
 		}
 	}
 	return ""
+}
+
+func (s *server) moveSandbox(w http.ResponseWriter, r *http.Request) error {
+	var req api.MoveSandboxRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	sb, err := s.sandboxes.Move(r.Context(), r.PathValue("name"), sandbox.MoveParams{To: req.To, Cold: req.Cold})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+}
+
+// adoptSandbox takes over a sandbox the node it is on hands over: only
+// the nodes of the fleet call it, with the fleet's key.
+func (s *server) adoptSandbox(w http.ResponseWriter, r *http.Request) error {
+	if !infoOf(r).fromNode {
+		return errdefs.WithHint(errdefs.NotFound("no such route for callers outside the fleet"),
+			"`den move NAME --to NODE` moves a sandbox")
+	}
+	var req api.AdoptRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	sb, err := s.sandboxes.Adopt(r.Context(), r.PathValue("name"), r.Header.Get(cluster.HeaderFrom), req.Cold)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
 }

@@ -137,7 +137,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Secret": api.Secret{}, "SecretList": api.SecretList{},
 		"Quota": api.Quota{}, "Owner": api.Owner{}, "OwnerList": api.OwnerList{}, "SetOwnerRequest": api.SetOwnerRequest{},
 		"ExposedPort": api.ExposedPort{}, "ExposePortRequest": api.ExposePortRequest{}, "PortURL": api.PortURL{},
-		"Node": api.Node{}, "NodeList": api.NodeList{}, "DrainResult": api.DrainResult{}, "DrainFailure": api.DrainFailure{},
+		"Node": api.Node{}, "NodeList": api.NodeList{}, "DrainResult": api.DrainResult{}, "DrainFailure": api.DrainFailure{}, "DrainMove": api.DrainMove{},
+		"MoveSandboxRequest": api.MoveSandboxRequest{}, "AdoptRequest": api.AdoptRequest{},
 	}
 	schemas := loadSpec(t).Components.Schemas
 	for name, v := range types {

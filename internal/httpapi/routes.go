@@ -33,6 +33,8 @@ func (s *server) routes() []route {
 		{"POST", "/v1/sandboxes/{name}/resume", s.resumeSandbox},
 		{"POST", "/v1/sandboxes/{name}/hibernate", s.hibernateSandbox},
 		{"POST", "/v1/sandboxes/{name}/recover", s.recoverSandbox},
+		{"POST", "/v1/sandboxes/{name}/move", s.moveSandbox},
+		{"POST", "/v1/sandboxes/{name}/adopt", s.adoptSandbox},
 		{"PATCH", "/v1/sandboxes/{name}/policy", s.setPolicy},
 		{"PUT", "/v1/sandboxes/{name}/network", s.setNetwork},
 		{"PATCH", "/v1/sandboxes/{name}/limits", s.setLimits},

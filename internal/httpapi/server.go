@@ -81,6 +81,10 @@ type SandboxService interface {
 	Restore(ctx context.Context, ref, ckpt string) (*sandbox.Sandbox, error)
 	// Fork makes children of a sandbox and returns them.
 	Fork(ctx context.Context, ref string, p sandbox.ForkParams) ([]*sandbox.Sandbox, error)
+	// Move moves a sandbox to another node of the fleet; Adopt takes one
+	// over from node from, which hands it over.
+	Move(ctx context.Context, ref string, p sandbox.MoveParams) (*sandbox.Sandbox, error)
+	Adopt(ctx context.Context, id, from string, cold bool) (*sandbox.Sandbox, error)
 	// RecoverSandbox brings a sandbox in error back.
 	RecoverSandbox(ctx context.Context, ref string, p sandbox.RecoverParams) (*sandbox.Sandbox, error)
 	// SetSecrets replaces the secrets granted to a sandbox's commands.

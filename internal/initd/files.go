@@ -51,6 +51,10 @@ func fsError(p string, err error) error {
 		return errdefs.WithHint(errdefs.Invalid("%q: cannot move across file systems", p), "copy it, then remove the original")
 	case syscall.EINVAL:
 		return errdefs.Invalid("%q: invalid argument", p)
+	case syscall.ENOTSUP:
+		return errdefs.Invalid("%q: its file system does not support this (extended attributes?)", p)
+	case syscall.E2BIG, syscall.ERANGE:
+		return errdefs.Invalid("%q: an extended attribute is too large for its file system", p)
 	}
 	return fmt.Errorf("%s: %w", p, err)
 }
@@ -109,8 +113,10 @@ func fileInfo(p string, fi fs.FileInfo, names *ownerNames) guest.FileInfo {
 	switch {
 	case fi.Mode().IsRegular():
 		out.Type = "file"
+		out.Xattrs = readXattrs(p)
 	case fi.IsDir():
 		out.Type = "dir"
+		out.Xattrs = readXattrs(p)
 	case fi.Mode()&fs.ModeSymlink != 0:
 		out.Type = "symlink"
 		out.Target, _ = os.Readlink(p)
@@ -228,6 +234,10 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	parents, _ := strconv.ParseBool(r.URL.Query().Get("parents"))
+	xattrs, err := queryXattrs(r)
+	if err != nil {
+		return err
+	}
 	target := p
 	if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		// Write to what the link names, as a shell redirection would.
@@ -255,21 +265,25 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
 		return errdefs.WithHint(errdefs.NotFound("directory %q does not exist", filepath.Dir(p)),
 			"create it first (mkdir with parents), or write with parents")
 	}
-	if err := writeAtomic(target, mode, old, owner, bodyReader{r.Body}); err != nil {
+	if err := writeAtomic(target, mode, old, owner, xattrs, bodyReader{r.Body}); err != nil {
 		var rerr *readError
 		if errors.As(err, &rerr) {
 			return errdefs.Unavailable("upload broke off: %v", rerr.err)
 		}
 		return fsError(p, err)
 	}
+	// Says the attributes were set: a den-init from before them ignores
+	// the xattr parameters, and the host must not take that for success.
+	w.Header().Set(guest.HeaderXattrsSet, strconv.Itoa(len(xattrs)))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
 // writeAtomic puts r's content at target with mode, owned by owner when
-// set, else keeping the owner of the file it replaces (old), and returns
-// once it is on stable storage.
-func writeAtomic(target string, mode os.FileMode, old *syscall.Stat_t, owner *account, r io.Reader) (err error) {
+// set, else keeping the owner of the file it replaces (old), with the
+// user attributes of the file replaced and xattrs, and returns once it
+// is on stable storage.
+func writeAtomic(target string, mode os.FileMode, old *syscall.Stat_t, owner *account, xattrs map[string]string, r io.Reader) (err error) {
 	dir := filepath.Dir(target)
 	tmp, err := os.CreateTemp(dir, ".den-write-*")
 	if err != nil {
@@ -295,6 +309,13 @@ func writeAtomic(target string, mode os.FileMode, old *syscall.Stat_t, owner *ac
 		}
 	}
 	if err := tmp.Chmod(mode); err != nil { // after chown, which clears setuid
+		return err
+	}
+	replaced := ""
+	if old != nil {
+		replaced = target
+	}
+	if err := setXattrs(tmp, replaced, xattrs); err != nil {
 		return err
 	}
 	if err := tmp.Sync(); err != nil {

@@ -14,6 +14,8 @@ package netns
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base32"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -54,6 +56,7 @@ type Config struct {
 // Manager is the sandbox.Network over netlink, nftables and den's resolver.
 type Manager struct {
 	prefix   netip.Prefix
+	tag      string // of the names of its sandboxes' links and namespaces
 	log      *slog.Logger
 	fw       *egress.Firewall
 	resolver *egress.Resolver
@@ -81,7 +84,7 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 		return nil, errdefs.WithHint(errdefs.Invalid("invalid sandbox address range %q", cfg.Prefix),
 			"use an IPv4 prefix of /28 or wider that no host network uses, e.g. "+DefaultPrefix)
 	}
-	m := &Manager{prefix: p.Masked(), log: cfg.Logger, applied: map[string]applied{}}
+	m := &Manager{prefix: p.Masked(), tag: tagOf(p.Masked()), log: cfg.Logger, applied: map[string]applied{}}
 	resolver := m.ResolverAddr()
 	ups := cfg.Upstreams
 	if len(ups) == 0 {
@@ -193,20 +196,59 @@ func (m *Manager) addr(slot int) (host, guest netip.Addr) {
 }
 
 // Names of a sandbox's namespace and host-side link. Interface names have
-// at most 15 bytes.
-func nsName(id string) string { return "den-" + id }
-func linkName(id string) string {
+// at most 15 bytes. Each carries a tag of the dend's range, which no two
+// dends on one host share: the nodes of a fleet run on one host in tests,
+// and a sandbox that moves between them keeps its id, so one dend's names
+// (and the firewall rules that match them) must never be another's.
+// Sandboxes attached before the tag have the legacy names.
+func nsName(tag, id string) string { return "den-" + tag + "-" + id }
+func linkName(tag, id string) string {
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	return "d" + tag + id
+}
+func legacyNsName(id string) string { return "den-" + id }
+func legacyLinkName(id string) string {
 	if len(id) > 12 {
 		id = id[:12]
 	}
 	return "den" + id
 }
 
-// Path is where the sandbox's namespace is mounted.
-func Path(id string) string { return filepath.Join(nsDir, nsName(id)) }
+// tagOf is the tag of range prefix's names: 2 characters of its hash,
+// as many as a link name has room for beside a sandbox id.
+func tagOf(prefix netip.Prefix) string {
+	sum := sha256.Sum256([]byte(prefix.String()))
+	return strings.ToLower(base32.StdEncoding.EncodeToString(sum[:]))[:2]
+}
 
-// LinkName is the host end of the sandbox's veth.
-func LinkName(id string) string { return linkName(id) }
+// Path is where the namespace of sandbox id of the dend with range prefix
+// is mounted.
+func Path(prefix netip.Prefix, id string) string {
+	return filepath.Join(nsDir, nsName(tagOf(prefix), id))
+}
+
+// LinkName is the host end of the veth of sandbox id of the dend with
+// range prefix.
+func LinkName(prefix netip.Prefix, id string) string { return linkName(tagOf(prefix), id) }
+
+// LinkName and NsPath are the names Attach gives sandbox id's link and
+// namespace.
+func (m *Manager) LinkName(id string) string { return linkName(m.tag, id) }
+func (m *Manager) NsPath(id string) string   { return filepath.Join(nsDir, nsName(m.tag, id)) }
+
+// link is the name of sandbox id's host link as it is: the legacy name
+// when only that exists.
+func (m *Manager) link(id string) string {
+	name := linkName(m.tag, id)
+	if _, err := netlink.LinkByName(name); err != nil {
+		if _, lerr := netlink.LinkByName(legacyLinkName(id)); lerr == nil {
+			return legacyLinkName(id)
+		}
+	}
+	return name
+}
 
 // Attach creates the namespace and link of a sandbox, addresses both ends
 // and routes the namespace through the host end, under policy p (its
@@ -240,11 +282,11 @@ func (m *Manager) Attach(ctx context.Context, id string, slot int, p sandbox.Net
 		return att, err
 	}
 	// Rules first: the route out comes last.
-	sb := egress.Sandbox{ID: id, Link: linkName(id), Guest: guest}
+	sb := egress.Sandbox{ID: id, Link: linkName(m.tag, id), Guest: guest}
 	if err := m.apply(sb, p); err != nil {
 		return att, err
 	}
-	ns, err := newNamed(nsName(id))
+	ns, err := newNamed(nsName(m.tag, id))
 	if err != nil {
 		return att, fmt.Errorf("creating network namespace: %w", err)
 	}
@@ -252,7 +294,7 @@ func (m *Manager) Attach(ctx context.Context, id string, slot int, p sandbox.Net
 	if err := makeLink(ns, sb.Link, host, guest); err != nil {
 		return att, err
 	}
-	return sandbox.Attachment{Netns: Path(id), Host: host, Guest: guest}, nil
+	return sandbox.Attachment{Netns: m.NsPath(id), Host: host, Guest: guest}, nil
 }
 
 // makeLink creates the veth pair with its host end named name and its
@@ -364,16 +406,21 @@ func newNamed(name string) (netns.NsHandle, error) {
 // resolver entry (in that order, so the sandbox is never routed out
 // without its rules). Missing parts are fine.
 func (m *Manager) Detach(ctx context.Context, id string) error {
-	if l, err := netlink.LinkByName(linkName(id)); err == nil {
-		if err := netlink.LinkDel(l); err != nil {
-			return fmt.Errorf("removing link %s: %w", linkName(id), err)
+	link := m.link(id)
+	for _, name := range []string{linkName(m.tag, id), legacyLinkName(id)} {
+		if l, err := netlink.LinkByName(name); err == nil {
+			if err := netlink.LinkDel(l); err != nil {
+				return fmt.Errorf("removing link %s: %w", name, err)
+			}
 		}
 	}
-	if err := netns.DeleteNamed(nsName(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing network namespace of %s: %w", id, err)
+	for _, name := range []string{nsName(m.tag, id), legacyNsName(id)} {
+		if err := netns.DeleteNamed(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing network namespace of %s: %w", id, err)
+		}
 	}
 	m.forget(id)
-	return m.fw.Remove(id, linkName(id))
+	return m.fw.Remove(id, link)
 }
 
 // checkPolicy validates a copy of p (Validate sorts: the caller's stays
@@ -401,12 +448,13 @@ func (m *Manager) Enforce(ctx context.Context, id string, slot int, p sandbox.Ne
 	if slot < 0 || slot >= m.Slots() {
 		return errdefs.Invalid("network slot %d outside the range's %d slots", slot, m.Slots())
 	}
-	if _, err := netlink.LinkByName(linkName(id)); err != nil {
+	link := m.link(id)
+	if _, err := netlink.LinkByName(link); err != nil {
 		var notFound netlink.LinkNotFoundError
 		if errors.As(err, &notFound) {
 			return nil
 		}
-		return fmt.Errorf("finding link %s: %w", linkName(id), err)
+		return fmt.Errorf("finding link %s: %w", link, err)
 	}
 	if p.Mode != sandbox.NetworkNone {
 		if err := m.enableForwarding(); err != nil {
@@ -414,6 +462,6 @@ func (m *Manager) Enforce(ctx context.Context, id string, slot int, p sandbox.Ne
 		}
 	}
 	_, guest := m.Addr(slot)
-	sb := egress.Sandbox{ID: id, Link: linkName(id), Guest: guest}
+	sb := egress.Sandbox{ID: id, Link: link, Guest: guest}
 	return m.apply(sb, p)
 }

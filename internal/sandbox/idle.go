@@ -257,7 +257,7 @@ func (s *Service) isPinned(id string) bool {
 // without a record by a dend that died while taking them. Manual
 // checkpoints of live sandboxes go only by retention or by hand.
 func (s *Service) collectGarbage(ctx context.Context) {
-	cks, err := s.cfg.Store.ListCheckpoints(ctx, "")
+	cks, err := s.cfg.Store.ListCheckpointsOn(ctx, s.cfg.Node)
 	if err != nil {
 		s.log.Error("garbage collection: listing checkpoints", "err", err)
 		return

@@ -14,7 +14,7 @@ func (s *Service) InitVersions(ctx context.Context) (map[string]bool, error) {
 	for _, sb := range sbs {
 		used[sb.Init] = true
 	}
-	cks, err := s.cfg.Store.ListCheckpoints(ctx, "")
+	cks, err := s.cfg.Store.ListCheckpointsOn(ctx, s.cfg.Node)
 	if err != nil {
 		return nil, err
 	}

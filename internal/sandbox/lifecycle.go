@@ -93,10 +93,14 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 			release()
 		}
 	}()
+	if err := s.fetchImage(ctx, spec.Image); err != nil {
+		return nil, err
+	}
 	im, err := s.cfg.Images.Ensure(ctx, spec.Image)
 	if err != nil {
 		return nil, fmt.Errorf("preparing image %q: %w", spec.Image, err)
 	}
+	s.shareImage(im)
 	spec.Base = &ImageConfig{Env: im.Env, Cwd: im.Cwd, User: im.User}
 
 	now := s.cfg.Now().UTC()

@@ -33,8 +33,19 @@ type HostStatser interface {
 	HostStats(id string) (ResourceUsage, error)
 }
 
-// diskEvery is how many samples reuse the disk use the last fresh one
-// read: the pool's count costs more than the cgroups' files.
+// QuotaRecounter is a Volumes whose Quota figures lag what was written
+// (btrfs counts at each commit): Recount brings them up to date, at the
+// cost of a commit of the pool.
+type QuotaRecounter interface {
+	Recount(ctx context.Context) error
+}
+
+// diskEvery is how many rounds of samples reuse the disk use read in the
+// last fresh one: the pool's count costs more than the cgroups' files,
+// and on btrfs it needs a commit. Every sandbox's is read in the same
+// rounds, so that one recount serves them all; a sandbox new to the log
+// has its own read in its first round, so no sample says it holds
+// nothing when the pool has simply not counted it yet.
 const diskEvery = 6
 
 // metricsLog keeps each sandbox's recent samples.
@@ -44,6 +55,8 @@ type metricsLog struct {
 	mu sync.Mutex
 	// series are by sandbox id.
 	series map[string]*series
+	// round counts sampleAll's rounds, for diskEvery.
+	round int
 }
 
 // series is one sandbox's samples, oldest first, and what the next
@@ -53,7 +66,7 @@ type series struct {
 	cpu      time.Duration
 	at       time.Time
 	disk     int64
-	n        int // samples taken, for diskEvery
+	diskRead bool // disk holds a figure the pool gave
 	samples  []Sample
 }
 
@@ -79,6 +92,8 @@ func (s *Service) sampleAll(ctx context.Context) {
 		return
 	}
 	live := make(map[string]bool, len(sbs))
+	round := s.metrics.nextRound()
+	recounted := false
 	for _, sb := range sbs {
 		live[sb.ID] = true
 		if sb.State != StateRunning {
@@ -88,13 +103,21 @@ func (s *Service) sampleAll(ctx context.Context) {
 		if err != nil {
 			continue // stopped meanwhile
 		}
-		s.metrics.add(sb, use, s.cfg.Now(), func() int64 {
-			q, err := s.cfg.Volumes.Quota(ctx, sb.VolumeKey())
-			if err != nil {
-				return 0
+		disk := diskFigure{}
+		if s.metrics.diskDue(sb.ID, round) {
+			if rc, ok := s.cfg.Volumes.(QuotaRecounter); ok && !recounted {
+				recounted = true
+				if err := rc.Recount(ctx); err != nil {
+					s.log.Debug("recounting disk use to sample", "err", err)
+				}
 			}
-			return q.Used
-		})
+			if q, err := s.cfg.Volumes.Quota(ctx, sb.VolumeKey()); err == nil {
+				disk = diskFigure{bytes: q.Used, read: true}
+			} else {
+				s.log.Debug("reading disk use to sample", "sandbox", sb.ID, "err", err)
+			}
+		}
+		s.metrics.add(sb, use, s.cfg.Now(), disk)
 	}
 	s.metrics.mu.Lock()
 	for id := range s.metrics.series {
@@ -105,8 +128,32 @@ func (s *Service) sampleAll(ctx context.Context) {
 	s.metrics.mu.Unlock()
 }
 
-// add records a sample of sb; disk reads its disk use when due.
-func (m *metricsLog) add(sb *Sandbox, use ResourceUsage, now time.Time, disk func() int64) {
+// diskFigure is a sandbox's disk use, if it was read this round.
+type diskFigure struct {
+	bytes int64
+	read  bool
+}
+
+// nextRound starts a round of samples and returns its number.
+func (m *metricsLog) nextRound() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.round++
+	return m.round
+}
+
+// diskDue reports whether sandbox id's disk use should be read in round:
+// every diskEvery rounds, and until the pool has given a figure.
+func (m *metricsLog) diskDue(id string, round int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sr := m.series[id]
+	return sr == nil || !sr.diskRead || round%diskEvery == 0
+}
+
+// add records a sample of sb, with its disk use when it was read, else
+// the last read.
+func (m *metricsLog) add(sb *Sandbox, use ResourceUsage, now time.Time, disk diskFigure) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.series == nil {
@@ -119,10 +166,9 @@ func (m *metricsLog) add(sb *Sandbox, use ResourceUsage, now time.Time, disk fun
 	}
 	inst := sb.InstanceID()
 	fresh := sr.instance != inst || use.CPUTime < sr.cpu
-	if sr.n%diskEvery == 0 {
-		sr.disk = disk()
+	if disk.read {
+		sr.disk, sr.diskRead = disk.bytes, true
 	}
-	sr.n++
 	smp := Sample{At: now, CPUs: sb.Spec.CPUs, MemoryBytes: use.MemoryBytes, MemoryLimit: sb.Spec.MemoryBytes,
 		DiskBytes: sr.disk, DiskLimit: sb.Spec.DiskBytes}
 	if !fresh && now.After(sr.at) && sb.Spec.CPUs > 0 {

@@ -11,10 +11,10 @@ func TestMetricsLog(t *testing.T) {
 	m := &metricsLog{window: time.Minute}
 	t0 := time.Unix(1_700_000_000, 0)
 	sb := &Sandbox{ID: "sb1", Generation: 1, Spec: Spec{CPUs: 2, MemoryBytes: 1 << 30, DiskBytes: 1 << 31}}
-	reads := 0
-	disk := func() int64 { reads++; return int64(100 * reads) }
+	disk := diskFigure{bytes: 100, read: true}
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	m.add(sb, ResourceUsage{CPUTime: time.Second, MemoryBytes: 10}, at(0), disk)
+	disk = diskFigure{} // not read again: the last figure stands
 	if got := m.between("sb1", time.Time{}, time.Time{}); len(got) != 0 {
 		t.Fatalf("the baseline is a sample: %+v", got)
 	}
@@ -46,10 +46,39 @@ func TestMetricsLog(t *testing.T) {
 	if len(got) != 2 || !got[0].At.Equal(at(20)) {
 		t.Errorf("after a minute: %+v", got)
 	}
-	if reads != 1 {
-		t.Errorf("the disk was read %d times for 6 samples, want 1 (every %d)", reads, diskEvery)
-	}
 	if m.between("nope", time.Time{}, time.Time{}) != nil {
 		t.Error("samples of an unknown sandbox")
+	}
+}
+
+// A sandbox's disk use is read in its first round and, until the pool
+// gives a figure, in every round after; then every diskEvery rounds, in
+// the same rounds for every sandbox.
+func TestMetricsDiskDue(t *testing.T) {
+	m := &metricsLog{window: time.Minute}
+	sb := &Sandbox{ID: "sb1", Generation: 1}
+	now := time.Unix(1_700_000_000, 0)
+	due := func() bool { return m.diskDue(sb.ID, m.nextRound()) }
+	if !due() {
+		t.Fatal("a new sandbox's disk is not due")
+	}
+	m.add(sb, ResourceUsage{}, now, diskFigure{}) // the pool could not say
+	if !due() {
+		t.Fatal("a sandbox whose disk the pool could not count is not due again")
+	}
+	m.add(sb, ResourceUsage{}, now.Add(5*time.Second), diskFigure{bytes: 4096, read: true})
+	m.add(sb, ResourceUsage{}, now.Add(10*time.Second), diskFigure{})
+	if got := m.between(sb.ID, time.Time{}, time.Time{}); len(got) != 2 || got[0].DiskBytes != 4096 || got[1].DiskBytes != 4096 {
+		t.Fatalf("samples %+v, want the figure read, then kept", got)
+	}
+	var dueIn []int
+	for range 2 * diskEvery {
+		r := m.nextRound()
+		if m.diskDue(sb.ID, r) {
+			dueIn = append(dueIn, r)
+		}
+	}
+	if len(dueIn) != 2 || dueIn[0]%diskEvery != 0 || dueIn[1]-dueIn[0] != diskEvery {
+		t.Errorf("rounds the disk was due in: %v, want every %d", dueIn, diskEvery)
 	}
 }

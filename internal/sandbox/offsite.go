@@ -113,22 +113,11 @@ func (s *Service) RunOffsite(ctx context.Context, retry, collectEvery time.Durat
 		}
 	}()
 	if collectEvery > 0 {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			t := time.NewTicker(collectEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-s.ctx.Done():
-					return
-				case <-t.C:
-					if _, err := s.CollectBlobs(s.ctx); err != nil && s.ctx.Err() == nil {
-						s.log.Error("collecting the blob store", "err", err)
-					}
-				}
+		s.every(collectEvery, func(ctx context.Context) {
+			if _, err := s.CollectBlobs(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("collecting the blob store", "err", err)
 			}
-		}()
+		})
 	}
 	return nil
 }
@@ -153,6 +142,11 @@ func (s *Service) queueNotUploaded(ctx context.Context) error {
 // depth counts the parents uploaded first on its behalf.
 func (s *Service) upload(ctx context.Context, id string, depth int) error {
 	defer s.pin(id)()
+	// One upload of a checkpoint at a time: a move waits for the
+	// worker's, then finds it uploaded.
+	l := s.lock("upload:" + id)
+	l.Lock()
+	defer l.Unlock()
 	ck, err := s.cfg.Store.GetCheckpoint(ctx, "", id)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return nil // removed meanwhile
@@ -176,6 +170,11 @@ func (s *Service) upload(ctx context.Context, id string, depth int) error {
 	}
 	if err := s.setLocation(ctx, ck, LocationUploaded, b); err != nil {
 		return err
+	}
+	if owner, err := s.cfg.Store.GetSandbox(ctx, ck.SandboxID); err == nil && owner.Node != s.cfg.Node {
+		// Its sandbox moved to another node, which downloads it if it
+		// needs it: this host's copy has served.
+		s.dropCheckpointFiles(ctx, ck)
 	}
 	s.log.Info("checkpoint uploaded", "checkpoint", ck.ID, "layers", len(b.Files),
 		"stream", units.BytesSize(float64(b.StreamBytes)), "sent", units.BytesSize(float64(b.SentBytes)),
@@ -484,4 +483,52 @@ func (s *Service) CollectBlobs(ctx context.Context) (BlobCollection, error) {
 		"chunks", st.Chunks, "chunks_removed", st.ChunksRemoved, "freed", units.BytesSize(float64(st.BytesRemoved)),
 		"missing_manifests", st.MissingManifests, "took", time.Since(start).Round(time.Millisecond))
 	return st, nil
+}
+
+// fetchImage downloads image name's root filesystem from the blob store
+// when another node of the fleet uploaded it and this host lacks it, so
+// a sandbox placed here can be made from it.
+func (s *Service) fetchImage(ctx context.Context, name string) error {
+	if s.cfg.Offsite == nil {
+		return nil
+	}
+	im, err := s.cfg.Store.GetImage(ctx, name)
+	if err != nil || im.Location != LocationUploaded || len(im.Blobs.Files) == 0 || s.volumeExists(ctx, im.VolumeKey()) {
+		return nil // Ensure says what is missing, or builds it
+	}
+	l := s.lock("image:" + name)
+	l.Lock()
+	defer l.Unlock()
+	if s.volumeExists(ctx, im.VolumeKey()) {
+		return nil
+	}
+	if im.Blobs.Format != s.cfg.Offsite.Format() {
+		return errdefs.Unavailable("image %q was uploaded as %q, which this host's storage cannot receive", name, im.Blobs.Format)
+	}
+	start := time.Now()
+	last := im.Blobs.Files[len(im.Blobs.Files)-1]
+	if err := s.cfg.Offsite.PullVolume(ctx, im.VolumeKey(), last.Manifest); err != nil {
+		return errdefs.WithHint(fmt.Errorf("image %q is not on this host and cannot be downloaded from the blob store: %w", name, err),
+			"try again once the blob store answers, or make the image here (`den image pull` or `den image import`)")
+	}
+	s.log.Info("image downloaded from the blob store", "image", name, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// shareImage uploads an image in the background, once, so that any node
+// of the fleet can make sandboxes from it.
+func (s *Service) shareImage(im *Image) {
+	if s.cfg.Offsite == nil || im.Location == LocationUploaded || im.Location == LocationUploading {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		l := s.lock("image:" + im.Name)
+		l.Lock()
+		defer l.Unlock()
+		if _, err := s.uploadImage(s.ctx, im.Name); err != nil && s.ctx.Err() == nil {
+			s.log.Warn("uploading an image to the blob store", "image", im.Name, "err", err)
+		}
+	}()
 }

@@ -23,8 +23,10 @@ type Store interface {
 	// SandboxesNamed returns the live sandboxes of every owner that have
 	// the name.
 	SandboxesNamed(ctx context.Context, name string) ([]*Sandbox, error)
-	// ListSandboxes returns the sandboxes that are not destroyed, oldest first.
+	// ListSandboxes returns the sandboxes that are not destroyed, oldest
+	// first; ListSandboxesOn those of them on node.
 	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
+	ListSandboxesOn(ctx context.Context, node string) ([]*Sandbox, error)
 	// UpdateSandbox writes sb if its Version is still the stored one, bumps
 	// sb.Version and sb.UpdatedAt, and appends ev. ErrConflict when stale.
 	UpdateSandbox(ctx context.Context, sb *Sandbox, ev Event) error
@@ -51,6 +53,9 @@ type Store interface {
 	// ListCheckpoints returns a sandbox's checkpoints oldest first, or every
 	// checkpoint when sandboxID is "".
 	ListCheckpoints(ctx context.Context, sandboxID string) ([]*Checkpoint, error)
+	// ListCheckpointsOn returns the checkpoints of the sandboxes on node,
+	// destroyed ones included, oldest first.
+	ListCheckpointsOn(ctx context.Context, node string) ([]*Checkpoint, error)
 	// UpdateCheckpoint rewrites c's manifest.
 	UpdateCheckpoint(ctx context.Context, c *Checkpoint) error
 	// SetCheckpointLocation records where a checkpoint's bytes are, and

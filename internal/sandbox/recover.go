@@ -214,6 +214,9 @@ func (s *Service) markLost(ctx context.Context, r *Run) error {
 // sandbox's instance lives on.
 func (s *Service) recoverPending(ctx context.Context, sb *Sandbox, st InstanceState) (bool, error) {
 	op := sb.Pending
+	if prev, ok := lostState(op); ok {
+		return s.reclaim(ctx, sb, prev)
+	}
 	s.log.Warn("settling a change dend did not finish", "sandbox", sb.Name, "change", op)
 	alive := st == InstanceRunning || st == InstancePaused
 	ck, ckErr := s.cfg.Store.GetCheckpoint(ctx, sb.ID, sb.Checkpoint)
@@ -252,6 +255,10 @@ func (s *Service) recoverPending(ctx context.Context, sb *Sandbox, st InstanceSt
 		return false, s.transition(ctx, sb, StateStopped, EventStopped, "stopped on request; finished after dend restarted")
 	case PendingDestroy:
 		return false, s.destroyLocked(ctx, sb, "removed on request; finished after dend restarted")
+	case PendingMove:
+		// Still this node's: the target never took it over.
+		sb.Pending = ""
+		return false, s.record(ctx, sb, EventFailed, "moving to another node was interrupted by a dend restart; still hibernated here")
 	case PendingResume, PendingRestore:
 		if ckErr == nil && st == InstanceRunning && s.pingable(ctx, sb) {
 			sb.Pending, sb.Checkpoint = "", ""

@@ -21,11 +21,14 @@ func (s *Service) RecoverSandbox(ctx context.Context, ref string, p RecoverParam
 	if p.Checkpoint != "" && p.Mode != RecoverRollback {
 		return nil, errdefs.WithHint(errdefs.Invalid("a checkpoint is only chosen when rolling back"), "use --rollback --checkpoint CKPT")
 	}
-	sb, unlock, err := s.lockSandbox(ctx, ref)
+	sb, unlock, takenOver, err := s.lockRecovering(ctx, ref, p)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	if takenOver {
+		return sb, s.recoverTakenOver(ctx, sb, p)
+	}
 	if err := require(sb, "recover", StateError); err != nil {
 		return nil, errdefs.WithHint(err, "only a sandbox in error needs recovering")
 	}
@@ -49,8 +52,66 @@ func (s *Service) RecoverSandbox(ctx context.Context, ref string, p RecoverParam
 	return sb, nil
 }
 
+// lockRecovering locks the sandbox a recovery is for, taking it over
+// first when it was on a node since lost (nodelost.go).
+func (s *Service) lockRecovering(ctx context.Context, ref string, p RecoverParams) (*Sandbox, func(), bool, error) {
+	sb, err := s.Get(ctx, ref)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if sb.Node == s.cfg.Node || s.cfg.Fleet == nil {
+		sb, unlock, err := s.lockSandbox(ctx, ref)
+		return sb, unlock, false, err
+	}
+	if !s.cfg.Fleet.Lost(ctx, sb.Node) {
+		// Sent here while its node was lost, and another node took it
+		// over meanwhile.
+		return nil, nil, false, takenBy(sb)
+	}
+	lost := sb.Node
+	l := s.lock(sb.ID)
+	l.Lock()
+	sb, err = s.cfg.Store.GetSandbox(ctx, sb.ID)
+	switch {
+	case err != nil:
+	case sb.Node == lost:
+		err = s.takeOver(ctx, sb, p)
+	default:
+		err = takenBy(sb) // while this one waited
+	}
+	if err != nil {
+		l.Unlock()
+		return nil, nil, false, err
+	}
+	return sb, l.Unlock, true, nil
+}
+
+// recoverTakenOver brings back here a sandbox taken over from a lost
+// node: from the checkpoint named, or its last uploaded one.
+func (s *Service) recoverTakenOver(ctx context.Context, sb *Sandbox, p RecoverParams) error {
+	ck := s.lastUploaded(ctx, sb)
+	if p.Checkpoint != "" {
+		var err error
+		if ck, err = s.findCheckpoint(ctx, sb, p.Checkpoint); err != nil {
+			return err
+		}
+		if ck.Location != LocationUploaded {
+			return errdefs.WithHint(errdefs.Conflict("checkpoint %s of sandbox %q was never uploaded: its bytes were on the lost node", ck.ID, sb.Name),
+				fmt.Sprintf("roll back to an uploaded one (`den checkpoints %s` shows where each is)", sb.Name))
+		}
+	}
+	cold := p.Mode == RecoverCold
+	if !cold {
+		if err := s.restorable(ck, sb); err != nil {
+			return err
+		}
+	}
+	return s.rewind(ctx, sb, ck, cold, EventRestored, "recovered ("+p.Mode+") from lost node's last upload")
+}
+
 // recoverTarget is the checkpoint a recovery boots from.
 func (s *Service) recoverTarget(ctx context.Context, sb *Sandbox, p RecoverParams) (*Checkpoint, error) {
+
 	if p.Mode != RecoverRollback {
 		return s.cfg.Store.GetCheckpoint(ctx, sb.ID, sb.Checkpoint)
 	}

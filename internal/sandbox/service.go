@@ -60,6 +60,9 @@ type Config struct {
 	Disk DiskPolicy
 	// Quotas bounds what each owner, and each sandbox, may take (quota.go).
 	Quotas Quotas
+	// Fleet is the other nodes, for moving sandboxes (move.go); nil
+	// outside a fleet.
+	Fleet Fleet
 	// Offsite is the blob store checkpoints are uploaded to (offsite.go);
 	// nil: none, and checkpoints live on this host only.
 	Offsite Offsite
@@ -246,17 +249,7 @@ func (s *Service) elsewhere(sb *Sandbox) error {
 // localSandboxes returns the sandboxes that are not destroyed and are
 // this node's: the ones whose instances, files and policy it keeps.
 func (s *Service) localSandboxes(ctx context.Context) ([]*Sandbox, error) {
-	sbs, err := s.cfg.Store.ListSandboxes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	mine := sbs[:0]
-	for _, sb := range sbs {
-		if sb.Node == s.cfg.Node {
-			mine = append(mine, sb)
-		}
-	}
-	return mine, nil
+	return s.cfg.Store.ListSandboxesOn(ctx, s.cfg.Node)
 }
 
 // List returns every sandbox that is not destroyed.

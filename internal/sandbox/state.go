@@ -22,14 +22,16 @@ const (
 
 // transitions is the one table of legal moves. A state missing from a
 // row's targets cannot be reached from it directly. Error to error is a
-// recovery (or a restore) that failed again: a new reason.
+// recovery (or a restore) that failed again: a new reason. Error to
+// paused or hibernated is a node of a fleet, declared lost, that comes
+// back and takes back its sandbox as it was (nodelost.go).
 var transitions = map[State][]State{
 	StateCreating:   {StateRunning, StateStopped, StateError, StateDestroyed},
 	StateRunning:    {StateRunning, StatePaused, StateHibernated, StateStopped, StateError, StateDestroyed},
 	StatePaused:     {StateRunning, StateHibernated, StateStopped, StateError, StateDestroyed},
 	StateHibernated: {StateRunning, StateStopped, StateError, StateDestroyed},
 	StateStopped:    {StateRunning, StateError, StateDestroyed},
-	StateError:      {StateRunning, StateStopped, StateError, StateDestroyed},
+	StateError:      {StateRunning, StatePaused, StateHibernated, StateStopped, StateError, StateDestroyed},
 	StateDestroyed:  {},
 }
 

@@ -151,6 +151,28 @@ func (d *Driver) Quota(ctx context.Context, key string) (storage.Quota, error) {
 	return q, nil
 }
 
+// Recount brings what Quota reports up to date: btrfs counts quota
+// groups when it commits a transaction (every 30 s unless asked), so a
+// volume made or written since the last commit reads low, or zero, until
+// then. It commits now (syncfs on the pool), which costs as much as the
+// commit btrfs would have made a little later. Without quotas there is
+// nothing to bring up to date.
+func (d *Driver) Recount(ctx context.Context) error {
+	mode, err := d.quotaMode()
+	if err != nil || mode == "" {
+		return err
+	}
+	root, err := openDir(d.tree.Root)
+	if err != nil {
+		return fmt.Errorf("recounting quotas: %w", err)
+	}
+	defer root.Close()
+	if err := unix.Syncfs(int(root.Fd())); err != nil {
+		return fmt.Errorf("recounting quotas: syncing the pool: %w", err)
+	}
+	return nil
+}
+
 // readQgroup reads quota group id's count and cap from sysfs.
 func (d *Driver) readQgroup(id uint64) (storage.Quota, error) {
 	dir := d.qgroupDir(id)

@@ -81,6 +81,14 @@ func (s *Store) ListCheckpoints(ctx context.Context, sandboxID string) ([]*sandb
 		`SELECT `+store.CheckpointCols+` FROM checkpoints WHERE sandbox_id = ? ORDER BY created_at, id`, sandboxID)
 }
 
+// ListCheckpointsOn returns the checkpoints of the sandboxes on node,
+// oldest first.
+func (s *Store) ListCheckpointsOn(ctx context.Context, node string) ([]*sandbox.Checkpoint, error) {
+	return queryAll(ctx, s.r, store.ScanCheckpoint, "listing the checkpoints of node "+node,
+		`SELECT `+store.CheckpointCols+` FROM checkpoints
+		WHERE sandbox_id IN (SELECT id FROM sandboxes WHERE node = ?) ORDER BY created_at, id`, node)
+}
+
 // UpdateCheckpoint rewrites the manifest, name and parent of the
 // checkpoint with c's id; what it is of, its kind, generation, memory and
 // time do not change. A name another checkpoint of its sandbox has is a

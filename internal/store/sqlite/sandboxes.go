@@ -100,6 +100,13 @@ func (s *Store) ListSandboxes(ctx context.Context) ([]*sandbox.Sandbox, error) {
 		WHERE state <> 'destroyed' ORDER BY created_at, rowid`)
 }
 
+// ListSandboxesOn returns the sandboxes on node that are not destroyed,
+// oldest first.
+func (s *Store) ListSandboxesOn(ctx context.Context, node string) ([]*sandbox.Sandbox, error) {
+	return queryAll(ctx, s.r, store.ScanSandbox, "listing the sandboxes of node "+node, `SELECT `+store.SandboxCols+` FROM sandboxes
+		WHERE node = ? AND state <> 'destroyed' ORDER BY created_at, rowid`, node)
+}
+
 // UpdateSandbox writes sb if its Version is still the stored one and its
 // State is the stored one or a legal move from it, and appends ev, in one
 // transaction. On success sb.Version is bumped and sb.UpdatedAt set; on

@@ -25,6 +25,7 @@ var sandboxTests = []testCase{
 	{"IDTaken", testIDTaken},
 	{"NameAndSlotFreedByDestroy", testNameAndSlotFreedByDestroy},
 	{"ListOldestFirstWithoutDestroyed", testListOldestFirst},
+	{"ListOnOneNode", testListOn},
 	{"DeleteErasesRecordHistoryAndRuns", testDelete},
 	{"CanceledContext", testCanceledContext},
 }
@@ -318,4 +319,42 @@ func testCanceledContext(t *testing.T, st sandbox.Store) {
 		t.Errorf("a canceled create was stored: %v", err)
 	}
 	same(t, "sandbox after a canceled update", mustGet(t, st, "web"), sb)
+}
+
+func testListOn(t *testing.T, st sandbox.Store) {
+	for i, n := range []struct{ id, node string }{{"on-1a", "node-1"}, {"on-2", "node-2"}, {"on-1b", "node-1"}, {"on-1gone", "node-1"}} {
+		sb := newSandbox(n.id, n.id, i)
+		sb.Node = n.node
+		sb.CreatedAt = at(i + 1)
+		mustCreate(t, st, sb)
+		if n.id == "on-1gone" {
+			mustMove(t, st, sb, sandbox.StateDestroyed)
+		}
+	}
+	for node, want := range map[string][]string{"node-1": {"on-1a", "on-1b"}, "node-2": {"on-2"}, "node-3": nil} {
+		list, err := st.ListSandboxesOn(t.Context(), node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, sb := range list {
+			ids = append(ids, sb.ID)
+		}
+		same(t, "sandboxes on "+node, ids, want)
+	}
+	// Checkpoints by the node of their sandbox, a destroyed one's too.
+	mustCreateCheckpoint(t, st, newCheckpoint("ck-1a", "on-1a", "", "", 1))
+	mustCreateCheckpoint(t, st, newCheckpoint("ck-2", "on-2", "", "", 2))
+	mustCreateCheckpoint(t, st, newCheckpoint("ck-1gone", "on-1gone", "", "", 3))
+	for node, want := range map[string][]string{"node-1": {"ck-1a", "ck-1gone"}, "node-2": {"ck-2"}, "node-3": nil} {
+		cks, err := st.ListCheckpointsOn(t.Context(), node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, ck := range cks {
+			ids = append(ids, ck.ID)
+		}
+		same(t, "checkpoints on "+node, ids, want)
+	}
 }

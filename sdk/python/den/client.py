@@ -135,7 +135,8 @@ class Client(ExecVerbs, FileVerbs):
                memory: Optional[str] = None, pids: Optional[int] = None, disk: Optional[str] = None,
                env: Optional[dict] = None, labels: Optional[dict] = None, from_: Optional[str] = None,
                ephemeral: Optional[bool] = None, policy: Union[Policy, dict, None] = None,
-               network: Union[NetworkPolicy, dict, None] = None, secrets: Optional[list] = None) -> Sandbox:
+               network: Union[NetworkPolicy, dict, None] = None, secrets: Optional[list] = None,
+               node: Optional[str] = None) -> Sandbox:
         """Create and start a sandbox (`den create`).
 
         image defaults to dend's ("debian"); memory and disk are sizes
@@ -143,9 +144,10 @@ class Client(ExecVerbs, FileVerbs):
         (an id, or "SANDBOX:NAME"). An ephemeral sandbox keeps nothing when
         it is destroyed, and is destroyed when its policy's ttl ends.
         network defaults to mode none; secrets (admins only) are secret
-        names or :class:`~den.models.SecretGrant` values.
+        names or :class:`~den.models.SecretGrant` values. node, in a fleet,
+        is the node it goes to (default: the least committed one).
         """
-        body = {"name": name, "image": image, "cpus": cpus, "memory": memory, "pids": pids, "disk": disk,
+        body = {"name": name, "node": node, "image": image, "cpus": cpus, "memory": memory, "pids": pids, "disk": disk,
                 "env": env, "labels": labels, "from": from_, "ephemeral": ephemeral or None,
                 "policy": to_wire(policy) if policy is not None else None,
                 "network": to_wire(network) if network is not None else None,

@@ -289,6 +289,7 @@ class FileInfo:
     gid: int = 0
     owner: str = ""
     group: str = ""
+    xattrs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -285,6 +285,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{name}/move": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move a sandbox to another node of the fleet
+         * @description The sandbox's node hibernates it (a running or paused one), uploads
+         *     that checkpoint to the blob store, and hands it over to the target,
+         *     which downloads it and wakes it with its processes; cold boots its
+         *     files alone. Needs a fleet and a blob store; a failed hand-over
+         *     leaves it hibernated where it was.
+         */
+        post: operations["moveSandbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{name}/adopt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Take over a sandbox another node hands over (between nodes only)
+         * @description Called by the node a sandbox is on, with the fleet's key, on the
+         *     node it moves to. Any other caller gets 404.
+         */
+        post: operations["adoptSandbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{name}/policy": {
         parameters: {
             query?: never;
@@ -1346,8 +1397,10 @@ export interface paths {
         put?: never;
         /**
          * Drain a node (admin only)
-         * @description The node stops taking new sandboxes and hibernates every sandbox it
-         *     runs or holds paused, one at a time; each wakes on its next use.
+         * @description The node stops taking new sandboxes and, one at a time, moves every
+         *     sandbox it runs or holds paused to the least committed other node
+         *     (with a blob store: processes intact), or else hibernates it there,
+         *     to wake on its next use.
          *     Sent to any node, the request is carried out by the node named.
          */
         post: operations["drainNode"];
@@ -1602,6 +1655,8 @@ export interface components {
             network?: components["schemas"]["NetworkPolicy"];
             /** @description secrets its commands get (admins only); never its origin's */
             secrets?: components["schemas"]["SecretGrant"][];
+            /** @description in a fleet, the node it goes to; absent, the one whose sandboxes commit the least of its memory */
+            node?: string;
         };
         Sandbox: {
             id: string;
@@ -1820,6 +1875,10 @@ export interface components {
             owner?: string;
             /** @description the name of gid inside the sandbox; absent when it has none */
             group?: string;
+            /** @description a file's or directory's user extended attributes (user.*), by full name; absent when it has none */
+            xattrs?: {
+                [key: string]: string;
+            };
         };
         FileList: {
             files: components["schemas"]["FileInfo"][];
@@ -2240,6 +2299,15 @@ export interface components {
             /** Format: date-time */
             lease_expires?: string;
         };
+        MoveSandboxRequest: {
+            /** @description the node it goes to */
+            to: string;
+            /** @description files only: its processes are not kept */
+            cold?: boolean;
+        };
+        AdoptRequest: {
+            cold?: boolean;
+        };
         NodeList: {
             /** @description false for a dend on SQLite: one host, no leases */
             fleet: boolean;
@@ -2247,8 +2315,15 @@ export interface components {
         };
         DrainResult: {
             node: components["schemas"]["Node"];
+            /** @description with a blob store: moved to other nodes, processes intact */
+            moved?: components["schemas"]["DrainMove"][];
+            /** @description without a blob store, or when no node could take them */
             hibernated: string[];
             failed?: components["schemas"]["DrainFailure"][];
+        };
+        DrainMove: {
+            sandbox: string;
+            to: string;
         };
         DrainFailure: {
             sandbox: string;
@@ -2894,6 +2969,88 @@ export interface operations {
         };
         responses: {
             /** @description the sandbox, brought back */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Sandbox"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    moveSandbox: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MoveSandboxRequest"];
+            };
+        };
+        responses: {
+            /** @description the sandbox, running on the target node */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Sandbox"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    adoptSandbox: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AdoptRequest"];
+            };
+        };
+        responses: {
+            /** @description the sandbox, running on this node */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -4080,6 +4237,8 @@ export interface operations {
                 user?: string;
                 /** @description create the missing directories above the file (0755, owned by user), instead of 404 */
                 parents?: boolean;
+                /** @description a user extended attribute to set on the file, as NAME=VALUE (NAME in user.*, at most 255 bytes; VALUE UTF-8 text, at most 8 KiB; at most 64); the file keeps those of the file it replaces */
+                xattr?: string[];
             };
             header?: {
                 /**

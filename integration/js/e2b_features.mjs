@@ -1,0 +1,217 @@
+// Drives, with the official e2b SDK unmodified, what an agent written for
+// E2B reaches beyond e2b_scenario.mjs: the features the SDK unlocks by
+// envd version (file metadata, entries in watch events, watches on
+// network mounts), pause without memory and connect that reboots, the
+// envd RPCs the JS SDK itself never calls (Process.StreamInput, the
+// polling watchers), and more bad input through the SDK's own calls:
+// other owners', unknown sandboxes, expired keys, oversized metadata.
+// integration/e2b_test.go runs it after the scenario, on the same dend.
+//
+//   E2B_API_URL=http://127.0.0.1:7070 E2B_SANDBOX_URL=http://127.0.0.1:7070 \
+//   E2B_API_KEY=den_... OTHER_KEY=den_... EXPIRED_KEY=den_... node e2b_features.mjs
+//
+// It kills the sandbox it made, and prints "ok".
+import assert from "node:assert/strict";
+import { Sandbox, SandboxError, SandboxNotFoundError, AuthenticationError, InvalidArgumentError, FileNotFoundError, CommandExitError } from "e2b";
+
+const env = process.env;
+const other = env.OTHER_KEY;
+const expired = env.EXPIRED_KEY;
+assert.ok(env.E2B_API_URL && env.E2B_SANDBOX_URL && env.E2B_API_KEY && other && expired, "E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY, OTHER_KEY and EXPIRED_KEY are required");
+
+const step = (what) => console.error(`e2b features: ${what}`);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function rejects(p, cls, what) {
+  try {
+    await p;
+  } catch (e) {
+    assert.ok(e instanceof cls, `${what}: got ${e?.name}: ${e?.message}, want ${cls.name}`);
+    return e;
+  }
+  assert.fail(`${what}: it worked; it should have failed with ${cls.name}`);
+}
+
+async function waitUntil(ms, what, cond) {
+  const end = Date.now() + ms;
+  for (;;) {
+    if (await cond()) return;
+    if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+const sbx = await Sandbox.create({ metadata: { suite: `features-${process.pid}` }, timeoutMs: 600_000 });
+try {
+  // rpc calls envd directly, as a Go or Python client would.
+  const rpc = (method, body, headers = {}) =>
+    fetch(`${env.E2B_SANDBOX_URL}/${method}`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "E2b-Sandbox-Id": sbx.sandboxId, "X-Access-Token": sbx.envdAccessToken, ...headers },
+      body: typeof body === "string" || body instanceof Blob ? body : JSON.stringify(body),
+    });
+
+  step("den claims the envd version whose features it serves");
+  assert.equal((await sbx.getInfo()).envdVersion, "0.6.4");
+
+  step("file metadata: written with files, read back by getInfo, list and rename");
+  let w = await sbx.files.write("meta/tagged.txt", "m", { metadata: { Owner: "alice", "build.id": "42" } });
+  const md = { owner: "alice", "build.id": "42" };
+  assert.deepEqual(w.metadata, md);
+  assert.deepEqual((await sbx.files.getInfo("meta/tagged.txt")).metadata, md);
+  let r = await sbx.commands.run(`python3 -c "import os; print(os.getxattr('meta/tagged.txt', 'user.e2b.owner').decode())"`);
+  assert.equal(r.stdout, "alice\n", "metadata is the file's user.e2b.* attributes, seen inside");
+  await sbx.commands.run(`python3 -c "import os; os.setxattr('meta/tagged.txt', 'user.e2b.inside', b'yes')"`);
+  await sbx.files.write("meta/tagged.txt", "rewritten");
+  let ls = await sbx.files.list("meta");
+  assert.deepEqual(ls.map((x) => [x.name, x.metadata]), [["tagged.txt", { ...md, inside: "yes" }]], "a rewrite keeps the metadata");
+  const mv = await sbx.files.rename("meta/tagged.txt", "meta/renamed.txt");
+  assert.equal(mv.metadata.owner, "alice");
+  const batch = await sbx.files.write([{ path: "meta/a.txt", data: "a" }, { path: "meta/b.txt", data: "b" }], { metadata: { batch: "7" } });
+  assert.deepEqual(batch.map((x) => x.metadata), [{ batch: "7" }, { batch: "7" }]);
+  assert.deepEqual((await sbx.files.getInfo("meta/b.txt")).metadata, { batch: "7" });
+  await sbx.files.write("meta/s.txt", "s", { useOctetStream: true, metadata: { via: "octet" } });
+  assert.deepEqual((await sbx.files.getInfo("meta/s.txt")).metadata, { via: "octet" });
+  assert.equal((await sbx.files.getInfo("meta/a.txt")).metadata.batch, "7");
+  await sbx.files.write("plain.txt", "p");
+  assert.equal((await sbx.files.getInfo("plain.txt")).metadata, undefined);
+  const e = await rejects(sbx.files.write("meta/huge.txt", "h", { metadata: { big: "v".repeat(9000) } }), InvalidArgumentError, "metadata over 8 KiB");
+  assert.match(e.message, /at most 8192/, "den's own words");
+  assert.equal(await sbx.files.exists("meta/huge.txt"), false, "a refused upload writes nothing");
+
+  step("watchDir with entries, on what could be a network mount");
+  await sbx.files.makeDir("w");
+  const seen = [];
+  const watch = await sbx.files.watchDir("w", (ev) => seen.push(ev), { recursive: true, includeEntry: true, allowNetworkMounts: true, timeoutMs: 0 });
+  await sbx.files.write("w/sub/new.txt", "12345", { metadata: { k: "v" } });
+  await sbx.commands.run("rm w/sub/new.txt");
+  await waitUntil(5000, `an entry for w/sub/new.txt in ${JSON.stringify(seen)}`, () =>
+    seen.some((ev) => ev.name === "sub/new.txt" && ev.entry?.size === 5 && ev.entry.path === "/home/user/w/sub/new.txt" && ev.entry.metadata?.k === "v"));
+  await waitUntil(5000, "the removal", () => seen.some((ev) => ev.name === "sub/new.txt" && ev.type === "remove"));
+  assert.ok(seen.filter((ev) => ev.type === "remove").every((ev) => ev.entry === undefined), "a removed file has no entry");
+  assert.ok(seen.some((ev) => ev.name === "sub" && ev.type === "create" && ev.entry?.type === "dir"), `the new directory: ${JSON.stringify(seen)}`);
+  await watch.stop();
+
+  step("the polling watchers (CreateWatcher, GetWatcherEvents, RemoveWatcher)");
+  await sbx.files.makeDir("pw");
+  let res = await rpc("filesystem.Filesystem/CreateWatcher", { path: "pw", recursive: true, includeEntry: true });
+  let got = await res.json();
+  assert.equal(res.status, 200, `CreateWatcher: ${JSON.stringify(got)}`);
+  const watcherId = got.watcherId;
+  assert.ok(watcherId);
+  await sbx.files.write("pw/deep/polled.txt", "p");
+  let events = [];
+  await waitUntil(5000, `polled events ${JSON.stringify(events)}`, async () => {
+    res = await rpc("filesystem.Filesystem/GetWatcherEvents", { watcherId });
+    events.push(...((await res.json()).events ?? []));
+    return events.some((ev) => ev.name === "deep/polled.txt" && ev.type === "EVENT_TYPE_CREATE" && ev.entry?.path === "/home/user/pw/deep/polled.txt");
+  });
+  res = await rpc("filesystem.Filesystem/RemoveWatcher", { watcherId });
+  assert.equal(res.status, 200);
+  res = await rpc("filesystem.Filesystem/GetWatcherEvents", { watcherId });
+  got = await res.json();
+  assert.deepEqual([res.status, got.code], [404, "not_found"], `a removed watcher: ${JSON.stringify(got)}`);
+  res = await rpc("filesystem.Filesystem/CreateWatcher", { path: "no/such/dir" });
+  got = await res.json();
+  assert.deepEqual([res.status, got.code], [404, "not_found"], `watching a missing directory: ${JSON.stringify(got)}`);
+
+  step("Process.StreamInput: one client stream feeds a process's stdin");
+  const cat = await sbx.commands.run("cat; echo end", { background: true, stdin: true, timeoutMs: 0 });
+  const envelope = (obj) => {
+    const json = new TextEncoder().encode(JSON.stringify(obj));
+    const b = new Uint8Array(5 + json.length);
+    new DataView(b.buffer).setUint32(1, json.length);
+    b.set(json, 5);
+    return b;
+  };
+  const frames = [
+    { start: { process: { pid: cat.pid } } },
+    { data: { input: { stdin: btoa("streamed ") } } },
+    { keepalive: {} },
+    { data: { input: { stdin: btoa("input\n") } } },
+  ].map(envelope);
+  res = await rpc("process.Process/StreamInput", new Blob(frames), { "Content-Type": "application/connect+json" });
+  const wire = new Uint8Array(await res.arrayBuffer());
+  assert.equal(res.status, 200);
+  assert.equal(wire.at(0) & 2, 0, `a message first, not an error: ${new TextDecoder().decode(wire.subarray(5))}`);
+  await cat.closeStdin();
+  r = await cat.wait();
+  assert.equal(r.stdout, "streamed input\nend\n");
+  res = await rpc("process.Process/StreamInput", new Blob([envelope({ data: { input: { stdin: btoa("x") } } })]), { "Content-Type": "application/connect+json" });
+  const refused = new Uint8Array(await res.arrayBuffer());
+  const end = JSON.parse(new TextDecoder().decode(refused.subarray(5)));
+  assert.equal(end.error?.code, "invalid_argument", `input before a start: ${JSON.stringify(end)}`);
+
+  step("pause without memory: connect boots it afresh from its files, with the same token");
+  const lost = await sbx.commands.run("sleep 1000", { background: true, timeoutMs: 0 });
+  await sbx.files.write("cold.txt", "kept on disk");
+  assert.equal(await sbx.pause({ keepMemory: false }), true);
+  await lost.wait().catch(() => {});
+  assert.equal((await sbx.getInfo()).state, "paused");
+  assert.equal(await sbx.isRunning(), false);
+  await Sandbox.connect(sbx.sandboxId);
+  assert.equal(await sbx.files.read("cold.txt"), "kept on disk", "the old handle's token works after the reboot");
+  assert.deepEqual((await sbx.files.getInfo("meta/renamed.txt")).metadata, { ...md, inside: "yes" }, "metadata survives a reboot");
+  let procs = await sbx.commands.list();
+  assert.ok(!procs.some((p) => p.args.join(" ").includes("sleep 1000")), `a reboot runs nothing from before: ${JSON.stringify(procs)}`);
+
+  step("connect with onResume reboot: boots one paused without memory, refuses one paused with it");
+  assert.equal(await sbx.pause({ keepMemory: false }), true);
+  const rebooted = await Sandbox.connect(sbx.sandboxId, { onResume: "reboot" });
+  assert.equal(await rebooted.files.read("cold.txt"), "kept on disk");
+  const warm = await sbx.commands.run("sleep 2000", { background: true, timeoutMs: 0 });
+  assert.equal(await sbx.pause(), true);
+  await warm.wait().catch(() => {});
+  const refusal = await rejects(Sandbox.connect(sbx.sandboxId, { onResume: "reboot" }), SandboxError, "rebooting a sandbox paused with its memory");
+  assert.match(refusal.message, /paused with its memory[\s\S]*hint: connect without onResume/, `den's reason and hint: ${refusal.message}`);
+  assert.equal((await sbx.getInfo()).state, "paused", "a refused reboot changes nothing");
+  await Sandbox.connect(sbx.sandboxId, { onResume: "restore" });
+  procs = await sbx.commands.list();
+  assert.ok(procs.some((p) => p.pid === warm.pid), "onResume restore keeps the processes");
+  await sbx.commands.kill(warm.pid);
+
+  step("bad input through the SDK: others' and unknown sandboxes, expired keys; nothing changes");
+  const id = sbx.sandboxId;
+  for (const [what, call] of [
+    ["pause", (o) => Sandbox.pause(id, o)],
+    ["setTimeout", (o) => Sandbox.setTimeout(id, 1000, o)],
+    ["getMetrics", (o) => Sandbox.getMetrics(id, o)],
+    ["fork", (o) => Sandbox.fork(id, o)],
+  ]) {
+    await rejects(call({ apiKey: other }), SandboxNotFoundError, `another owner's ${what}`);
+  }
+  for (const [what, call] of [
+    ["pause", () => Sandbox.pause("nosuchsandbox")],
+    ["getMetrics", () => Sandbox.getMetrics("nosuchsandbox")],
+  ]) {
+    await rejects(call(), SandboxNotFoundError, `${what} of an unknown sandbox`);
+  }
+  for (const [what, call] of [
+    ["list", () => Sandbox.list({ apiKey: expired }).nextItems()],
+    ["create", () => Sandbox.create({ apiKey: expired })],
+    ["connect", () => Sandbox.connect(id, { apiKey: expired })],
+    ["kill", () => Sandbox.kill(id, { apiKey: expired })],
+  ]) {
+    const err = await rejects(call(), AuthenticationError, `${what} with an expired key`);
+    assert.match(err.message, /expired/, `${what} with an expired key says so`);
+  }
+  res = await fetch(`${env.E2B_API_URL}/sandboxes/${id}/pause`, { method: "POST", headers: { "X-API-KEY": other } });
+  got = await res.json();
+  assert.equal(res.status, 404);
+  assert.equal(got.code, 404);
+  assert.match(got.message, new RegExp(id), `den's message names the sandbox: ${got.message}`);
+  res = await fetch(`${env.E2B_API_URL}/v2/sandboxes?nextToken=!!`, { headers: { "X-API-KEY": env.E2B_API_KEY } });
+  got = await res.json();
+  assert.deepEqual([res.status, got.code], [400, 400]);
+  assert.match(got.message, /X-Next-Token/, `a bad page token says where a good one comes from: ${got.message}`);
+  await rejects(Sandbox.list({ nextToken: "!!" }).nextItems(), SandboxError, "a bad page token through the SDK");
+  await rejects(sbx.files.watchDir("plain.txt", () => {}), InvalidArgumentError, "watching a file");
+  await rejects(sbx.files.read("no/such/file"), FileNotFoundError, "reading a missing file");
+  await rejects(sbx.commands.run("exit 9"), CommandExitError, "a failing command");
+  const info = await sbx.getInfo();
+  assert.equal(info.state, "running", "the sandbox is untouched");
+  assert.ok(info.endAt - Date.now() > 60_000, `no one shortened its timeout: ${info.endAt}`);
+} finally {
+  await sbx.kill().catch(() => {});
+}
+console.log("ok");

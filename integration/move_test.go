@@ -1,0 +1,117 @@
+package integration
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/den-dev/den/api"
+)
+
+// startBlobNode starts a dend as node name of the fleet on the database
+// in storeFile, with the blob store of rig.
+func startBlobNode(t *testing.T, name, storeFile string, rig *blobRig) *dend {
+	t.Helper()
+	args := []string{"--store-file", storeFile, "--node", name, "--listen", freeAddr(t), "--node-lease", "3s",
+		"--blobs", rig.url, "--blobs-credentials", rig.creds}
+	d := startDend(t, args...)
+	return d
+}
+
+// den move: a sandbox goes from node-a to node-b with its processes and
+// files, and later cold, with its files alone; the node it left keeps
+// nothing of it; bad moves change nothing.
+func TestMove(t *testing.T) {
+	_, file := pgStoreFile(t)
+	rig := newBlobRig(t)
+	a := startBlobNode(t, "node-a", file, rig)
+	b := startBlobNode(t, "node-b", file, rig)
+	ctx := ctxT(t, 10*time.Minute)
+
+	a.create("mover", func(r *api.CreateSandboxRequest) { r.Node = "node-a" })
+	a.startCounter("mover", 2)
+	a.mustSh("mover", "echo kept > /root/f")
+
+	// Bad moves: each is refused and changes nothing.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"move", "mover"}, "--to"},
+		{[]string{"move", "mover", "--to", "node-a"}, "already"},
+		{[]string{"move", "mover", "--to", "nowhere"}, "no node"},
+		{[]string{"move", "nope", "--to", "node-b"}, "not found"},
+	} {
+		if _, errs, code := a.den(tc.args...); code == 0 || !strings.Contains(errs, tc.want) {
+			t.Errorf("den %s: exit %d, %q; want an error saying %q", strings.Join(tc.args, " "), code, errs, tc.want)
+		}
+	}
+	if s, err := a.c.GetSandbox(ctx, "mover"); err != nil || s.State != api.StateRunning || s.Node != "node-a" {
+		t.Fatalf("mover after the refused moves: %+v, %v", s, err)
+	}
+
+	// Warm, asked through node-b: the counter goes on where it was.
+	before := a.count("mover")
+	start := time.Now()
+	out := b.mustDen("", "move", "mover", "--to", "node-b", "--json")
+	took := time.Since(start)
+	if !strings.Contains(out, `"node": "node-b"`) || !strings.Contains(out, `"state": "running"`) {
+		t.Fatalf("den move --to node-b: %s", out)
+	}
+	t.Logf("moved warm in %s", took.Round(time.Millisecond))
+	if got := strings.TrimSpace(b.mustSh("mover", "cat /root/f")); got != "kept" {
+		t.Fatalf("the file after the move: %q", got)
+	}
+	if n := b.countAbove("mover", before); n <= before {
+		t.Fatalf("the counter after the move: %d, was %d", n, before)
+	}
+	// node-a keeps nothing of it: no files, no checkpoint copy.
+	if left := a.instances(); len(left) != 0 {
+		t.Errorf("engine instances left on node-a: %v", left)
+	}
+	if out, _, _ := a.den("inspect", "mover", "--json"); !strings.Contains(out, `"node": "node-b"`) {
+		t.Errorf("den inspect on node-a after the move: %s", out)
+	}
+	moved, err := b.c.GetSandbox(ctx, "mover")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(a.dataDir, "pool", "sandboxes", moved.ID)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("node-a still holds mover's files after the move (%v)", err)
+	}
+	for _, dir := range []string{filepath.Join(a.dataDir, "pool", "checkpoints"), filepath.Join(a.dataDir, "checkpoints")} {
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("node-a still holds checkpoint copies in %s after the move: %v", dir, ents)
+		}
+	}
+
+	// Cold, back to node-a: the files come, the processes do not.
+	b.mustSh("mover", "echo colder >> /root/f")
+	out = a.mustDen("", "move", "mover", "--to", "node-a", "--cold", "--json")
+	if !strings.Contains(out, `"node": "node-a"`) || !strings.Contains(out, `"state": "running"`) {
+		t.Fatalf("den move --cold back to node-a: %s", out)
+	}
+	if got := a.mustSh("mover", "cat /root/f"); got != "kept\ncolder\n" {
+		t.Fatalf("the file after the cold move: %q", got)
+	}
+	if n := a.countersIn("mover"); n != 0 {
+		t.Fatalf("counters running after a cold move: %d, want none", n)
+	}
+
+	// A drain of node-a moves it to node-b, processes intact.
+	a.startCounter("mover", 2)
+	before = a.count("mover")
+	out = b.mustDen("", "node", "drain", "node-a", "--json")
+	var res api.DrainResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Moved) != 1 || res.Moved[0] != (api.DrainMove{Sandbox: "mover", To: "node-b"}) || len(res.Hibernated) != 0 {
+		t.Fatalf("den node drain node-a: %v\n%s", err, out)
+	}
+	if n := b.countAbove("mover", before); n <= before {
+		t.Fatalf("the counter after the drain moved it: %d, was %d", n, before)
+	}
+}

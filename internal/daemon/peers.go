@@ -1,0 +1,69 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/cluster"
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+// peers is the fleet as the sandbox service moves sandboxes through it.
+type peers struct {
+	self  string
+	nodes cluster.NodeLookup
+	calls *cluster.Forwarder
+	// info is this node's own report: a memory image restores only on
+	// the same engine and CPU features.
+	info func(ctx context.Context) cluster.Info
+}
+
+var _ sandbox.Fleet = (*peers)(nil)
+
+func (p *peers) CheckTarget(ctx context.Context, node string, warm bool) error {
+	n, err := p.nodes.Node(ctx, node)
+	if err != nil {
+		return err
+	}
+	if n.State != cluster.StateActive || !n.Alive(time.Now()) {
+		return errdefs.WithHint(errdefs.Conflict("node %s cannot take sandboxes: it is %s", node, describeNode(n)),
+			"`den node ls` shows the nodes that are active")
+	}
+	if !warm {
+		return nil
+	}
+	self := p.info(ctx)
+	switch {
+	case n.Info.RunscVersion != self.RunscVersion:
+		return errdefs.WithHint(errdefs.Conflict("node %s runs runsc %s and this node %s: a memory image restores only on the same engine",
+			node, n.Info.RunscVersion, self.RunscVersion), "move it with --cold to keep its files and not its processes")
+	case !slices.Equal(n.Info.CPUFeatures, self.CPUFeatures):
+		return errdefs.WithHint(errdefs.Conflict("node %s's CPU offers other features than this node's: a memory image restores only where the CPU offers what it was taken with", node),
+			"move it with --cold to keep its files and not its processes")
+	}
+	return nil
+}
+
+func describeNode(n cluster.Node) string {
+	if n.State == cluster.StateActive {
+		return "past its lease (last heartbeat " + n.HeartbeatAt.Format(time.RFC3339) + ")"
+	}
+	return string(n.State)
+}
+
+func (p *peers) Adopt(ctx context.Context, node, id string, cold bool) error {
+	var sb api.Sandbox
+	err := p.calls.Call(ctx, node, http.MethodPost, "/v1/sandboxes/"+url.PathEscape(id)+"/adopt", api.AdoptRequest{Cold: cold}, &sb)
+	if err != nil {
+		return fmt.Errorf("handing over to node %s: %w", node, err)
+	}
+	return nil
+}
+
+func (p *peers) Lost(ctx context.Context, node string) bool { return p.calls.Lost(ctx, node) }

@@ -1,0 +1,194 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/den-dev/den/internal/errdefs"
+)
+
+// Moving a sandbox between the nodes of a fleet. The node it is on
+// hibernates it (its memory and files, as one checkpoint), uploads that
+// checkpoint to the blob store and waits until it is uploaded, marks the
+// sandbox as being handed over (PendingMove) and asks the target to adopt
+// it. The target takes it in one write of its record (its node, a network
+// slot of its own) and wakes it from the checkpoint, downloading it:
+// with its processes, or from its files alone (cold). The old node then
+// lets go of what it kept: the slot, the files, the checkpoint's copy.
+//
+// Until the target's write the sandbox is the old node's, hibernated; a
+// failed adopt leaves it so. After it, it is the target's, whatever the
+// old node hears back.
+
+// Fleet is the rest of the fleet, as moving a sandbox needs it. nil
+// outside a fleet.
+type Fleet interface {
+	// CheckTarget says why node cannot take a sandbox from this node now
+	// (not active, lease run out, another engine), or nil. warm asks
+	// also that it can restore this node's memory images.
+	CheckTarget(ctx context.Context, node string, warm bool) error
+	// Adopt asks node to take over sandbox id from this node and wake it:
+	// with its processes, or cold from its files alone.
+	Adopt(ctx context.Context, node, id string, cold bool) error
+	// Lost reports whether node was declared lost.
+	Lost(ctx context.Context, node string) bool
+}
+
+// PendingMove marks a hibernated sandbox its node is handing over to
+// another (see move.go).
+const PendingMove = "move"
+
+// MoveParams is where a sandbox goes and how.
+type MoveParams struct {
+	To   string // the target node
+	Cold bool   // files only: its processes are not kept
+}
+
+// Move moves a sandbox on this node to another node of the fleet.
+func (s *Service) Move(ctx context.Context, ref string, p MoveParams) (*Sandbox, error) {
+	if err := s.canMove(ctx, p); err != nil {
+		return nil, err
+	}
+	sb, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	switch sb.State {
+	case StateRunning, StatePaused:
+		if err := s.hibernate(ctx, sb, "hibernated to move to node "+p.To); err != nil {
+			return nil, fmt.Errorf("moving sandbox %q: %w", sb.Name, err)
+		}
+	case StateHibernated:
+	default:
+		return nil, errdefs.WithHint(errdefs.Conflict("sandbox %q is %s: only a running, paused or hibernated sandbox can move", sb.Name, sb.State),
+			hintFor(sb.State, "move"))
+	}
+	ck, err := s.cfg.Store.GetCheckpoint(ctx, sb.ID, sb.Checkpoint)
+	if err != nil {
+		return nil, fmt.Errorf("finding the checkpoint sandbox %q sleeps in: %w", sb.Name, err)
+	}
+	if err := s.upload(ctx, ck.ID, 0); err != nil {
+		return nil, errdefs.WithHint(fmt.Errorf("moving sandbox %q: uploading checkpoint %s: %w", sb.Name, ck.ID, err),
+			"it stays hibernated here; try again once the blob store answers")
+	}
+	if ck, err = s.cfg.Store.GetCheckpoint(ctx, sb.ID, ck.ID); err != nil {
+		return nil, err
+	}
+	if ck.Location != LocationUploaded {
+		return nil, errdefs.Unavailable("moving sandbox %q: checkpoint %s is %s, not uploaded", sb.Name, ck.ID, ck.Location)
+	}
+	from := *sb
+	sb.Pending = PendingMove
+	if err := s.record(ctx, sb, "moving", fmt.Sprintf("handing over to node %s in checkpoint %s", p.To, ck.ID)); err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Fleet.Adopt(ctx, p.To, sb.ID, p.Cold); err != nil {
+		cur, gerr := s.cfg.Store.GetSandbox(context.WithoutCancel(ctx), sb.ID)
+		if gerr != nil || cur.Node == s.cfg.Node {
+			s.takeBack(context.WithoutCancel(ctx), sb, p.To, err)
+			return nil, fmt.Errorf("moving sandbox %q to node %s: %w", sb.Name, p.To, err)
+		}
+		// The target took it, then failed to wake it: it is the
+		// target's now, in error there with the reason.
+		s.letGo(context.WithoutCancel(ctx), &from, ck)
+		return nil, fmt.Errorf("sandbox %q moved to node %s, which could not wake it: %w", sb.Name, p.To, err)
+	}
+	s.letGo(ctx, &from, ck)
+	return s.cfg.Store.GetSandbox(ctx, sb.ID)
+}
+
+// Movable reports whether this node can move sandboxes: it is in a fleet
+// with a blob store.
+func (s *Service) Movable() bool { return s.cfg.Fleet != nil && s.cfg.Offsite != nil }
+
+// canMove checks what a move needs before the sandbox is touched.
+func (s *Service) canMove(ctx context.Context, p MoveParams) error {
+	if s.cfg.Fleet == nil {
+		return errdefs.WithHint(errdefs.Conflict("this dend is not part of a fleet: there is no other node to move to"),
+			"run several dends on one PostgreSQL database (dend --store postgres://...)")
+	}
+	if s.cfg.Offsite == nil {
+		return errdefs.WithHint(errdefs.Unavailable("moving a sandbox needs a blob store, and this dend has none"),
+			"start every node's dend with --blobs s3://BUCKET/PREFIX?endpoint=HOST:PORT")
+	}
+	if p.To == "" {
+		return errdefs.WithHint(errdefs.Invalid("no target node given"), "name one with --to NODE; `den node ls` lists them")
+	}
+	if p.To == s.cfg.Node {
+		return errdefs.WithHint(errdefs.Invalid("the sandbox is on node %s already", p.To), "name another node with --to")
+	}
+	return s.cfg.Fleet.CheckTarget(ctx, p.To, !p.Cold)
+}
+
+// takeBack keeps a sandbox whose handover failed, hibernated here.
+func (s *Service) takeBack(ctx context.Context, sb *Sandbox, to string, cause error) {
+	sb.Pending = ""
+	if err := s.record(ctx, sb, EventFailed, fmt.Sprintf("moving to node %s failed, still hibernated here: %v", to, cause)); err != nil {
+		s.log.Error("recording a failed move", "sandbox", sb.Name, "err", err)
+	}
+}
+
+// letGo frees what this node kept of a sandbox another node took over:
+// its network slot, its files and its checkpoint's copy (uploaded).
+func (s *Service) letGo(ctx context.Context, sb *Sandbox, ck *Checkpoint) {
+	s.releaseSlot(sb.Slot)
+	if err := s.cfg.Volumes.Remove(ctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		s.log.Error("removing the files of a sandbox that moved", "sandbox", sb.Name, "err", err)
+	}
+	s.dropCheckpointFiles(ctx, ck)
+	// Its other checkpoints' copies go too, once uploaded (those still
+	// waiting go when the upload is done: see upload).
+	cks, err := s.cfg.Store.ListCheckpoints(ctx, sb.ID)
+	if err != nil {
+		s.log.Error("listing the checkpoints of a sandbox that moved", "sandbox", sb.Name, "err", err)
+	}
+	for _, c := range cks {
+		if c.Location == LocationUploaded && !s.isPinned(c.ID) {
+			s.dropCheckpointFiles(ctx, c)
+		}
+	}
+	s.log.Info("sandbox moved away", "sandbox", sb.Name, "id", sb.ID)
+}
+
+// Adopt takes over a sandbox node from hands over (see Move) and wakes
+// it here.
+func (s *Service) Adopt(ctx context.Context, id, from string, cold bool) (*Sandbox, error) {
+	l := s.lock(id)
+	l.Lock()
+	defer l.Unlock()
+	sb, err := s.cfg.Store.GetSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if sb.Node != from || sb.Pending != PendingMove || sb.State != StateHibernated {
+		return nil, errdefs.Conflict("sandbox %q is not being handed over by node %s (node %s, %s, pending %q)", sb.Name, from, sb.Node, sb.State, sb.Pending)
+	}
+	slot, err := s.allocSandboxSlot(ctx, sb.ID)
+	if err != nil {
+		return nil, err
+	}
+	sb.Node, sb.Slot, sb.Pending = s.cfg.Node, slot, ""
+	if err := s.record(ctx, sb, "moved", fmt.Sprintf("moved from node %s", from)); err != nil {
+		s.releaseSlot(slot)
+		return nil, err
+	}
+	if !cold {
+		if err := s.wakeFromDisk(ctx, sb, "woken after moving from node "+from); err != nil {
+			return sb, err
+		}
+		return sb, nil
+	}
+	ck, err := s.cfg.Store.GetCheckpoint(ctx, sb.ID, sb.Checkpoint)
+	if err != nil {
+		return sb, fmt.Errorf("finding the checkpoint sandbox %q sleeps in: %w", sb.Name, err)
+	}
+	sb.Generation++
+	sb.Token = newToken()
+	sb.Pending = PendingResume
+	if err := s.record(ctx, sb, "waking", fmt.Sprintf("booting generation %d from the files of checkpoint %s", sb.Generation, ck.ID)); err != nil {
+		return sb, err
+	}
+	return sb, s.finishBoot(ctx, sb, ck, true, EventResumed, "booted cold from its files after moving from node "+from)
+}
