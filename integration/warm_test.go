@@ -420,3 +420,45 @@ func TestWarmPoolCrashPressureAndBadInput(t *testing.T) {
 		t.Errorf("den top under pressure:\n%s", out)
 	}
 }
+
+// In a fleet each node keeps its own pools: a pool instance is in no
+// record, so no node lists it and only its own node's creates claim it.
+func TestWarmPoolsPerNode(t *testing.T) {
+	_, file := pgStoreFile(t)
+	a, _ := startNode(t, "node-a", file)
+	b, _ := startNode(t, "node-b", file)
+	onNode := func(n string) func(*api.CreateSandboxRequest) {
+		return func(r *api.CreateSandboxRequest) { r.Node = n }
+	}
+	b.create("first-b", onNode("node-b")) // busybox on both nodes before any pool
+	a.create("first-a", onNode("node-a"))
+	a.setWarm("busybox", 2)
+	a.waitWarm("busybox", 2)
+
+	if p := b.warmPool("busybox"); p != nil && (p.Target != 0 || p.Ready != 0) {
+		t.Errorf("node-b shows node-a's pool as its own: %+v", p)
+	}
+	for _, d := range []*dend{a, b} {
+		list, err := d.c.ListSandboxes(ctxT(t, 30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sb := range list {
+			if _, pooled := a.warmNotes()[sb.ID]; pooled {
+				t.Errorf("a node lists warm instance %s as a sandbox", sb.ID)
+			}
+		}
+		if len(list) != 2 {
+			t.Errorf("%d sandboxes listed, want the 2 made", len(list))
+		}
+	}
+	a.create("wa", onNode("node-a"))
+	b.create("wb", onNode("node-b"))
+	if !a.claimedFromPool("wa") || b.claimedFromPool("wb") {
+		t.Errorf("claimed: wa %v (want true), wb %v (want false: node-b keeps no pool)", a.claimedFromPool("wa"), b.claimedFromPool("wb"))
+	}
+	if got := b.mustSh("wa", "hostname"); got != "wa\n" {
+		t.Errorf("the claimed sandbox, through node-b: hostname %q", got)
+	}
+	a.waitWarm("busybox", 2)
+}
