@@ -272,6 +272,31 @@ type Image struct {
 	Cwd       string    `json:"cwd,omitempty"`
 	User      string    `json:"user,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
+	// Warm is this node's warm pool of the image; absent when it has none.
+	Warm *WarmPool `json:"warm,omitempty"`
+}
+
+// WarmPool is how many instances of an image a node keeps booted ahead of
+// demand, and what they cost. A create of a sandbox of MemoryBytes from
+// the image claims one instead of booting (GET /v1/images shows each
+// image's; PUT /v1/images/{image}/warm sets it).
+type WarmPool struct {
+	Target      int   `json:"target"`       // instances kept ready
+	MemoryBytes int64 `json:"memory_bytes"` // memory limit of the sandboxes it serves
+	Ready       int   `json:"ready"`
+	Booting     int   `json:"booting"`
+	// HostMemoryBytes is the host memory its ready instances hold (their
+	// proportional set size).
+	HostMemoryBytes int64 `json:"host_memory_bytes"`
+	// Held says why the pool is below its target and not refilling.
+	Held string `json:"held,omitempty"`
+}
+
+// SetWarmRequest is the body of PUT /v1/images/{image}/warm. Count 0
+// empties the pool; MemoryBytes 0 serves sandboxes of the default size.
+type SetWarmRequest struct {
+	Count       int   `json:"count"`
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
 }
 
 // ImageList is the body of GET /v1/images.
@@ -315,6 +340,22 @@ type Health struct {
 	Disk *DiskHealth `json:"disk,omitempty"`
 	// Pool is how full the storage pool is; absent when it cannot be read.
 	Pool *PoolHealth `json:"pool,omitempty"`
+	// Warm is what this node's warm pools hold, beside the host's
+	// memory; absent when it keeps none.
+	Warm *WarmHealth `json:"warm,omitempty"`
+}
+
+// WarmHealth is what a node's warm pools hold on its host.
+type WarmHealth struct {
+	Instances            int   `json:"instances"` // ready to be claimed
+	Booting              int   `json:"booting"`
+	HostMemoryBytes      int64 `json:"host_memory_bytes"` // their proportional set size together
+	MemoryTotalBytes     int64 `json:"memory_total_bytes"`
+	MemoryAvailableBytes int64 `json:"memory_available_bytes"`
+	// ReserveBytes is the host memory pools leave available; under it
+	// (Pressure) they give instances back and do not refill.
+	ReserveBytes int64 `json:"reserve_bytes"`
+	Pressure     bool  `json:"pressure"`
 }
 
 // DiskHealth is the free space dend keeps on its data disk. Once it is

@@ -106,7 +106,7 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "python", "e2b", "store", "blobs", "move"}
+var stepNames = []string{"create", "warm", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "python", "e2b", "store", "blobs", "move"}
 
 func run(bin string, n, nBig int, only string, o options) error {
 	want := map[string]bool{}
@@ -149,6 +149,7 @@ func run(bin string, n, nBig int, only string, o options) error {
 		f          func() error
 	}{
 		{"create", "create and exec", b.createAndExec},
+		{"warm", "warm pool", b.warmPool},
 		{"idle", "sleep and wake, idle", func() error { return b.sleepAndWake("idle busybox sandbox", "idle", 0, b.n) }},
 		{"big", "sleep and wake, 1 GiB", func() error {
 			return b.sleepAndWake("sandbox holding 1 GiB of memory (the goals are for small sandboxes)", "big", 1<<30, b.nBig)

@@ -36,6 +36,18 @@ func (c *Client) RemoveImage(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, "/images/"+url.PathEscape(name), nil, nil, nil)
 }
 
+// SetWarm sets how many instances of an image the node that answers
+// keeps booted ahead of demand, for sandboxes of req.MemoryBytes (0: the
+// default size); a create that fits claims one instead of booting.
+// Count 0 empties the pool. It returns the pool as set.
+func (c *Client) SetWarm(ctx context.Context, image string, req api.SetWarmRequest) (*api.WarmPool, error) {
+	var p api.WarmPool
+	if err := c.do(ctx, http.MethodPut, "/images/"+url.PathEscape(image)+"/warm", nil, req, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
 // BuildImage builds one of the built-in images ("debian", "busybox").
 // progress, when not nil, is called with every progress line dend sends,
 // the last one included. The result is the image, or the error dend

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/initd"
 )
@@ -37,6 +39,18 @@ func main() {
 		fmt.Fprintf(os.Stderr, "den-init: starting the command: %v\n", err)
 		os.Exit(127)
 	}
+	if len(os.Args) == 3 && os.Args[1] == guest.SetHostnameArg {
+		// Run by the host with CAP_SYS_ADMIN when a warm instance is
+		// claimed: the sandbox gets its name, as a fresh boot would.
+		if err := unix.Sethostname([]byte(os.Args[2])); err != nil {
+			fmt.Fprintf(os.Stderr, "den-init: setting the host name: %v\n", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if len(os.Args) == 2 && os.Args[1] == guest.HostnameHelperArg {
+		os.Exit(initd.HostnameHelperMain())
+	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if err := run(log); err != nil {
 		log.Error("den-init failed", "err", err)
@@ -57,11 +71,18 @@ func run(log *slog.Logger) error {
 		addr = fmt.Sprintf(":%d", guest.Port)
 	}
 
+	pid1 := os.Getpid() == 1 // the sandbox's init: everything in it is ours
+	hostnameSocket := ""
+	if pid1 {
+		// A warm instance is named through the helper it is given.
+		hostnameSocket = initd.HostnameSocket
+	}
 	srv, err := initd.New(initd.Config{
-		Token:     token,
-		Logger:    log,
-		Version:   version,
-		SignalAll: os.Getpid() == 1, // the sandbox's init: everything in it is ours
+		Token:          token,
+		Logger:         log,
+		Version:        version,
+		SignalAll:      pid1,
+		HostnameSocket: hostnameSocket,
 	})
 	if err != nil {
 		return err

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
 	"github.com/den-dev/den/api"
@@ -24,17 +27,18 @@ or pull from a registry.`,
   den image build debian
   den image import myapp ./myapp.tar
   den image pull 127.0.0.1:5000/tools:1 --name tools --insecure
-  den image rm tools`,
+  den image rm tools
+  den image warm busybox 4`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return usagef("see `den image --help`", "unknown image command %q", args[0])
 			}
-			return usagef("see `den image --help`", "missing the image command (ls, inspect, build, import, pull, rm)")
+			return usagef("see `den image --help`", "missing the image command (ls, inspect, build, import, pull, rm, warm)")
 		},
 		RunE: func(*cobra.Command, []string) error { return nil },
 	}
 	cmd.AddCommand(a.imageLsCommand(), a.imageInspectCommand(), a.imageBuildCommand(),
-		a.imageImportCommand(), a.imagePullCommand(), a.imageRmCommand())
+		a.imageImportCommand(), a.imagePullCommand(), a.imageRmCommand(), a.imageWarmCommand())
 	return cmd
 }
 
@@ -184,4 +188,61 @@ func (a *app) imageRmCommand() *cobra.Command {
 			})
 		},
 	}
+}
+
+func (a *app) imageWarmCommand() *cobra.Command {
+	var memory string
+	cmd := &cobra.Command{
+		Use:   "warm IMAGE N",
+		Short: "Keep N instances of an image booted ahead of demand",
+		Long: `Keep N instances of IMAGE booted ahead of demand on the node that answers: each
+has its root filesystem made, its engine up, den-init answering and its network
+attached with no egress. A create from IMAGE with the pool's memory size claims
+one instead of booting (it becomes the new sandbox, with its own id, name, host
+name, token, limits, network policy, env, labels and secrets) and the pool
+refills in the background. Creates with another memory size, with --from, or
+from another image boot as usual. Each warm instance holds host memory (about
+60 MiB for busybox; see the WARM MEMORY column of ` + "`den image ls`" + `), and pools give
+instances back when the host runs low. N 0 empties the pool. Each node of a
+fleet keeps its own pools. Admins only.`,
+		Example: `  den image warm busybox 4
+  den image warm debian 2 --memory 512M
+  den image warm busybox 0`,
+		Args: args("IMAGE", "N"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := strconv.Atoi(args[1])
+			if err != nil {
+				return usagef("give the number of instances to keep, e.g. `den image warm busybox 4`", "invalid count %q: not a whole number", args[1])
+			}
+			req := api.SetWarmRequest{Count: n}
+			if memory != "" {
+				if req.MemoryBytes, err = units.RAMInBytes(memory); err != nil {
+					return usagef("use a size like 512M or 2G", "invalid --memory %q", memory)
+				}
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			p, err := c.SetWarm(cmd.Context(), args[0], req)
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return printJSON(a.stdout, p)
+			}
+			fmt.Fprintf(a.stdout, "%s: %d warm instances for sandboxes of %s memory (%d ready, %d booting)\n",
+				args[0], p.Target, units.BytesSize(float64(p.MemoryBytes)), p.Ready, p.Booting)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&memory, "memory", "", "memory limit of the sandboxes the pool serves (default 1G, a create's default)")
+	// "-3" would otherwise read as an unknown flag.
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if strings.Contains(err.Error(), "unknown shorthand flag") && strings.ContainsAny(err.Error(), "0123456789") {
+			return usagef("give a count from 0 (no pool) to 64", "invalid count: it cannot be negative")
+		}
+		return err
+	})
+	return cmd
 }

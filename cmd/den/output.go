@@ -165,13 +165,21 @@ func needsQuote(r rune) bool {
 }
 
 func renderImages(w io.Writer, imgs []api.Image, now time.Time) error {
-	t := newTable(w, "NAME", "SOURCE", "REF", "SIZE", "CREATED")
+	t := newTable(w, "NAME", "SOURCE", "REF", "SIZE", "CREATED", "WARM", "WARM MEMORY")
 	for _, i := range imgs {
 		ref := i.Ref
 		if ref == "" {
 			ref = "-"
 		}
-		t.row(i.Name, i.Source, ref, units.HumanSize(float64(i.SizeBytes)), ago(i.CreatedAt, now))
+		warm, warmMem := "-", "-"
+		if p := i.Warm; p != nil && (p.Target > 0 || p.Ready > 0) {
+			warm = fmt.Sprintf("%d/%d", p.Ready, p.Target)
+			if p.Held != "" {
+				warm += " (held)"
+			}
+			warmMem = units.BytesSize(float64(p.HostMemoryBytes))
+		}
+		t.row(i.Name, i.Source, ref, units.HumanSize(float64(i.SizeBytes)), ago(i.CreatedAt, now), warm, warmMem)
 	}
 	return t.flush()
 }

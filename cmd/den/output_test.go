@@ -57,15 +57,21 @@ func TestRenderImages(t *testing.T) {
 	imgs := []api.Image{
 		{Name: "debian", Source: "builtin", SizeBytes: 123_400_000, CreatedAt: now.Add(-24 * time.Hour)},
 		{Name: "tools", Source: "pulled", Ref: "127.0.0.1:5000/tools:1", SizeBytes: 5_000, CreatedAt: now.Add(-30 * time.Second)},
+		{Name: "busybox", Source: "builtin", SizeBytes: 2_000_000, CreatedAt: now.Add(-time.Hour),
+			Warm: &api.WarmPool{Target: 4, Ready: 3, Booting: 1, HostMemoryBytes: 240 << 20}},
+		{Name: "held", Source: "builtin", SizeBytes: 2_000_000, CreatedAt: now.Add(-time.Hour),
+			Warm: &api.WarmPool{Target: 2, Held: "host memory low"}},
 	}
 	var buf bytes.Buffer
 	if err := renderImages(&buf, imgs, now); err != nil {
 		t.Fatal(err)
 	}
 	want := "" +
-		"NAME     SOURCE    REF                      SIZE      CREATED\n" +
-		"debian   builtin   -                        123.4MB   24 hours ago\n" +
-		"tools    pulled    127.0.0.1:5000/tools:1   5kB       30 seconds ago\n"
+		"NAME      SOURCE    REF                      SIZE      CREATED             WARM         WARM MEMORY\n" +
+		"debian    builtin   -                        123.4MB   24 hours ago        -            -\n" +
+		"tools     pulled    127.0.0.1:5000/tools:1   5kB       30 seconds ago      -            -\n" +
+		"busybox   builtin   -                        2MB       About an hour ago   3/4          240MiB\n" +
+		"held      builtin   -                        2MB       About an hour ago   0/2 (held)   0B\n"
 	if got := buf.String(); got != want {
 		t.Errorf("table:\n%s\nwant:\n%s", got, want)
 	}

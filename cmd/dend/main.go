@@ -44,6 +44,7 @@ func main() {
 	fs.StringVar(&cfg.E2BDomain, "e2b-domain", env("DEN_E2B_DOMAIN", ""), "where E2B's SDK finds sandboxes' servers, PORT-ID.DOMAIN[:PORT] (default e2b.localhost and the port the caller reached dend at; point *.DOMAIN at dend's --listen address)")
 	fs.StringVar(&cfg.DNSUpstreams, "dns-upstream", env("DEN_DNS_UPSTREAM", ""), "name servers den's resolver asks for the names a policy allows, ADDR[:PORT],... (default: the host's /etc/resolv.conf)")
 	fs.StringVar(&cfg.AllowPrivate, "allow-private", env("DEN_ALLOW_PRIVATE", ""), "private ranges every owner's network rules may name, CIDR,... (default: none; `den owner set --allow-private` opens one to one owner)")
+	fs.StringVar(&cfg.Warm, "warm", env("DEN_WARM", ""), "instances of each image this node keeps booted ahead of demand, IMAGE=N,... e.g. busybox=4 (`den image warm IMAGE N` overrides it per image)")
 	fs.StringVar(&cfg.Node, "node", env("DEN_NODE", cfg.Node), "this dend's node name in a fleet (dends sharing one --store postgres://...); default: the host's name")
 	fs.StringVar(&cfg.PeerURL, "peer-url", env("DEN_PEER_URL", ""), "in a fleet: the URL other nodes reach this dend's --listen at (default: http://LISTEN, with the host's name for 0.0.0.0)")
 	durations := []struct {
@@ -84,9 +85,14 @@ func main() {
 		{v: &cfg.RunOutputMax, name: "run-output-max", help: "most bytes kept of each output stream of a run: its head and tail, the middle dropped (a run may ask for less)"},
 		{v: &cfg.RunOutputAllowance, name: "run-output-allowance", help: "most bytes of run output kept per sandbox; its oldest ended runs' output is pruned for newer"},
 		{v: &cfg.DataReserve, name: "data-reserve", help: "free space dend keeps on its data disk: past it, run output is dropped and new sandboxes and commands are refused (0: none)"},
+		{v: &cfg.WarmReserve, name: "warm-reserve", help: "host memory warm pools leave available: under it they give instances back and do not refill (0: a tenth of the host's memory, at least 256MiB)"},
 	}
 	for i := range sizes {
-		fs.StringVar(&sizes[i].text, sizes[i].name, env("DEN_"+envName(sizes[i].name), units.BytesSize(float64(*sizes[i].v))), sizes[i].help)
+		def := units.BytesSize(float64(*sizes[i].v))
+		if *sizes[i].v == 0 {
+			def = "0"
+		}
+		fs.StringVar(&sizes[i].text, sizes[i].name, env("DEN_"+envName(sizes[i].name), def), sizes[i].help)
 	}
 	parseDisk := diskFlags(fs, &cfg)
 	parseQuotas := quotaFlags(fs, &cfg)

@@ -82,6 +82,15 @@ type Config struct {
 
 	// Blobs is the blob store checkpoints are uploaded to; none by default.
 	Blobs Blobs
+
+	// Warm is how many instances of each image this node keeps booted
+	// ahead of demand, "IMAGE=N,..." (see WarmDefaults); `den image warm`
+	// overrides it per image.
+	Warm string
+	// WarmReserve is the host memory warm pools leave available: under
+	// it they give instances back and do not refill; 0: a tenth of the
+	// host's memory, at least 256 MiB.
+	WarmReserve int64
 }
 
 // Default returns the configuration dend runs with when told nothing.
@@ -170,6 +179,12 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.OpenedPrivate(); err != nil {
 		return err
+	}
+	if _, err := c.WarmDefaults(); err != nil {
+		return err
+	}
+	if c.WarmReserve < 0 {
+		return bad("warm-reserve", "negative size %d", c.WarmReserve)
 	}
 	if c.PortsDomain != "" && !validDomain(c.PortsDomain) {
 		return bad("ports-domain", "%q is not a lowercase domain name like ports.example.com", c.PortsDomain)

@@ -170,6 +170,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if off != nil {
 		scfg.Offsite = off
 	}
+	if scfg.Warm, err = cfg.warmConfig(); err != nil {
+		return err
+	}
 	svc, err := sandbox.NewService(scfg)
 	if err != nil {
 		return err
@@ -195,6 +198,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	}
 	svc.RunIdle(cfg.IdleInterval)
+	svc.RunWarm()
 	svc.RunLimitWatch(time.Second)
 	svc.RunMetrics(metricsInterval, metricsWindow)
 	go audit.Retain(ctx, st, cfg.AuditRetention, time.Hour, log)
@@ -212,7 +216,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	health := func(ctx context.Context) api.Health {
 		d := svc.DiskStatus()
 		return api.Health{Status: "ok", Version: version.Version, RunscVersion: rt.Version(), Storage: pool.Name(),
-			Disk: &api.DiskHealth{FreeBytes: d.FreeBytes, ReserveBytes: d.ReserveBytes, Low: d.Low}, Pool: poolHealth(ctx, svc, log)}
+			Disk: &api.DiskHealth{FreeBytes: d.FreeBytes, ReserveBytes: d.ReserveBytes, Low: d.Low}, Pool: poolHealth(ctx, svc, log),
+			Warm: warmHealth(svc.WarmHealth(ctx))}
 	}
 	// MCP's tools call the API in process, with the caller's rights.
 	self := inproc.New()
@@ -225,7 +230,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Logger: log.With("component", "e2b")})
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
-		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(svc, off != nil),
+		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(svc, off != nil), Warm: svc,
 		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log)})
 	self.Serve(httpapi.Local(handler), handler)
 	if err := serve(ctx, cfg, handler, log); err != nil {

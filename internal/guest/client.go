@@ -143,6 +143,19 @@ func (c *Client) Rekey(ctx context.Context, token string) error {
 	return nil
 }
 
+// Claim makes a den-init that waited in a warm pool the sandbox's: it
+// accepts only token from now on, starts a new identity and, when
+// hostname is set, names the sandbox (see ClaimRequest). ErrConflict
+// when anything ran in it; ErrNotFound when a hostname was asked and it
+// has no helper to set it.
+func (c *Client) Claim(ctx context.Context, token, hostname string) error {
+	if err := c.call(ctx, http.MethodPost, "/v1/claim", nil, ClaimRequest{Token: token, Hostname: hostname}, nil); err != nil {
+		return err
+	}
+	c.setToken(token)
+	return nil
+}
+
 // Close drops the idle connections.
 func (c *Client) Close() { c.httpc.CloseIdleConnections() }
 

@@ -150,5 +150,32 @@ type RekeyRequest struct {
 	Token string `json:"token"`
 }
 
+// ClaimRequest is the body of POST /v1/claim: a den-init booted ahead
+// of demand (a warm pool's) becomes a sandbox's. Like Rekey it accepts
+// only Token from then on; it also starts a new BootID and Started, as a
+// fresh boot would, and refuses (409 conflict) when any process other
+// than den-init lives or ever ran: a claimed instance carries nothing
+// from its time in the pool.
+//
+// Hostname, when set, becomes the sandbox's host name, through the helper
+// the host started in the instance beforehand (HostnameHelperArg); 404
+// not_found, changing nothing, when there is none.
+type ClaimRequest struct {
+	Token    string `json:"token"`
+	Hostname string `json:"hostname,omitempty"`
+}
+
+// SetHostnameArg, as den-init's first argument, makes it set the
+// sandbox's host name to its second and exit: the host runs it once with
+// the capability that needs (runsc exec --cap CAP_SYS_ADMIN), which no
+// process in the sandbox has.
+const SetHostnameArg = "--den-sethostname"
+
+// HostnameHelperArg, as den-init's only argument, makes it wait on
+// den-init's hostname socket for the name a claim brings, set it and
+// exit: the host starts it in a warm instance ahead of the claim (runsc
+// exec --detach --cap CAP_SYS_ADMIN), so a claim costs no engine call.
+const HostnameHelperArg = "--den-hostname-helper"
+
 // MinTokenLen is the shortest token den-init accepts from Rekey.
 const MinTokenLen = 16

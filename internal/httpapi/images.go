@@ -29,7 +29,12 @@ func (s *server) listImages(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, api.ImageList{Images: mapSlice(ims, toImage)})
+	list := api.ImageList{Images: mapSlice(ims, toImage)}
+	pools := s.warmPools(r.Context())
+	for i := range list.Images {
+		list.Images[i].Warm = pools[list.Images[i].Name]
+	}
+	return writeJSON(w, http.StatusOK, list)
 }
 
 func (s *server) getImage(w http.ResponseWriter, r *http.Request) error {
@@ -37,7 +42,9 @@ func (s *server) getImage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toImage(im))
+	out := toImage(im)
+	out.Warm = s.warmPools(r.Context())[im.Name]
+	return writeJSON(w, http.StatusOK, out)
 }
 
 func (s *server) removeImage(w http.ResponseWriter, r *http.Request) error {

@@ -123,6 +123,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"FileInfo": api.FileInfo{}, "FileList": api.FileList{},
 		"MkdirRequest": api.MkdirRequest{}, "MoveRequest": api.MoveRequest{},
 		"Image": api.Image{}, "ImageList": api.ImageList{},
+		"WarmPool": api.WarmPool{}, "SetWarmRequest": api.SetWarmRequest{}, "WarmHealth": api.WarmHealth{},
 		"BuildImageRequest": api.BuildImageRequest{}, "PullImageRequest": api.PullImageRequest{},
 		"Progress": api.Progress{},
 		"Policy":   api.Policy{}, "NextAction": api.NextAction{},

@@ -78,6 +78,7 @@ func (s *server) routes() []route {
 		{"POST", "/v1/images/import", s.importImage},
 		{"POST", "/v1/images/pull", s.pullImage},
 		{"DELETE", "/v1/images/{image}", s.removeImage},
+		{"PUT", "/v1/images/{image}/warm", s.setWarm},
 
 		{"POST", "/v1/tokens", s.createToken},
 		{"GET", "/v1/tokens", s.listTokens},

@@ -162,6 +162,9 @@ type Config struct {
 	E2B Door
 	// Nodes serves /v1/nodes. nil: 503.
 	Nodes NodeService
+	// Warm keeps this node's warm pools: PUT /v1/images/{image}/warm,
+	// and each image's pool in GET /v1/images. nil: 503, and none shown.
+	Warm WarmService
 	// Cluster, when set, is the fleet this dend is a node of: a request
 	// for a sandbox another node runs is forwarded to it (cluster.go).
 	Cluster Cluster
@@ -199,6 +202,7 @@ type server struct {
 	refusals *refusalLog
 	cluster  Cluster
 	nodes    NodeService
+	warm     WarmService
 }
 
 // New returns the handler of the whole API: every route of Routes, JSON
@@ -218,6 +222,7 @@ func New(cfg Config) http.Handler {
 		secrets:      cfg.Secrets,
 		cluster:      cfg.Cluster,
 		nodes:        cfg.Nodes,
+		warm:         cfg.Warm,
 		owners:       cfg.Owners,
 		requests:     cfg.Requests,
 		blobs:        cfg.Blobs,

@@ -139,6 +139,7 @@ func (m *Manager) fillBusybox(ctx context.Context, root string, progress func(Pr
 		}
 	}
 	files := append(systemFiles(), []fileSpec{
+		{"bin/wget", 0o755, busyboxWget},
 		{"etc/passwd", 0o644, "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"},
 		{"etc/group", 0o644, "root:x:0:\nnogroup:x:65534:\n"},
 		{"tmp/.keep", 0o644, ""},
@@ -169,6 +170,35 @@ func busyboxApplets(ctx context.Context, bin string) ([]string, error) {
 	sort.Strings(applets)
 	return applets, nil
 }
+
+// busyboxWget stands in for the wget applet. Debian's static busybox is
+// built without wget's timeout feature, and its option parser then
+// writes -T's value through a null pointer: `wget -T 5 URL` dies with
+// SIGSEGV (on any host, gVisor or not). This runs wget under timeout(1)
+// instead, so -T N (-TN, --timeout=N, --timeout N) bounds the whole
+// transfer to N seconds rather than each read; every other argument is
+// passed on unchanged. busybox's shell runs its own applets before
+// looking in PATH, so `sh -c 'wget -T ...'` still meets the crash: the
+// README says so.
+const busyboxWget = `#!/bin/sh
+# den: wget of this busybox crashes on -T; see den's README (Images).
+t=
+n=$#
+while [ "$n" -gt 0 ]; do
+	a=$1; shift; n=$((n - 1))
+	case $a in
+	--) set -- "$@" --; while [ "$n" -gt 0 ]; do set -- "$@" "$1"; shift; n=$((n - 1)); done ;;
+	-T|--timeout) t=$1; shift; n=$((n - 1)) ;;
+	--timeout=*) t=${a#--timeout=} ;;
+	-T*) t=${a#-T} ;;
+	*) set -- "$@" "$a" ;;
+	esac
+done
+if [ -n "$t" ]; then
+	exec /bin/busybox timeout "$t" /bin/busybox wget "$@"
+fi
+exec /bin/busybox wget "$@"
+`
 
 type dirSpec struct {
 	path string

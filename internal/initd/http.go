@@ -41,6 +41,7 @@ func (s *Server) Handler() http.Handler {
 		"POST /v1/sync":              s.handleSync,
 		"POST /v1/scrub":             s.handleScrub,
 		"POST /v1/rekey":             s.handleRekey,
+		"POST /v1/claim":             s.handleClaim,
 		"POST /v1/limits":            s.handleLimits,
 		"PUT /v1/limits/checks":      s.handleLimitChecks,
 		"GET /v1/files/stat":         s.handleStat,
@@ -136,7 +137,9 @@ func (s *Server) handleUnknown(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) handlePing(w http.ResponseWriter, r *http.Request) error {
+	s.mu.Lock()
 	info := s.info
+	s.mu.Unlock()
 	info.Procs = len(descendants(readProcTable(), os.Getpid()))
 	info.OOMKills = s.limits.kills()
 	writeJSON(w, http.StatusOK, info)
@@ -330,7 +333,58 @@ func (s *Server) handleRekey(w http.ResponseWriter, r *http.Request) error {
 		return errdefs.Invalid("token is %d bytes; at least %d are needed", len(req.Token), guest.MinTokenLen)
 	}
 	s.setToken(req.Token)
+	s.hostname.close() // a rekeyed instance is a sandbox's: no helper may come
 	s.log.Info("token replaced")
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// handleClaim gives a den-init that waited in a warm pool to its sandbox:
+// a new token, as Rekey, and a new identity, as a fresh boot. An
+// instance anything ran in is refused: it is no longer as it booted.
+func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) error {
+	var req guest.ClaimRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if len(req.Token) < guest.MinTokenLen {
+		return errdefs.Invalid("token is %d bytes; at least %d are needed", len(req.Token), guest.MinTokenLen)
+	}
+	if n := s.seq.Load(); n > 0 {
+		return errdefs.Conflict("%d processes were started in this instance: it is no longer as it booted", n)
+	}
+	if req.Hostname != "" {
+		if err := s.hostname.await(r.Context()); err != nil {
+			return err
+		}
+	}
+	if s.cfg.SignalAll {
+		// Whoever started them (runsc exec too), nothing but den-init
+		// and its host name helper may live in an instance to claim.
+		helper, strangers := s.hostname.helperPID(), 0
+		for _, pe := range readProcTable() {
+			if pe.pid != os.Getpid() && pe.pid != helper {
+				strangers++
+			}
+		}
+		if strangers > 0 {
+			return errdefs.Conflict("%d processes live beside den-init: the instance is no longer as it booted", strangers)
+		}
+	}
+	var named, gone time.Duration
+	if req.Hostname != "" {
+		var err error
+		if named, gone, err = s.hostname.set(r.Context(), req.Hostname); err != nil {
+			return err
+		}
+	}
+	s.hostname.close()
+	s.mu.Lock()
+	s.info.BootID = randomID(16)
+	s.info.Started = time.Now().UTC()
+	s.mu.Unlock()
+	s.setToken(req.Token)
+	s.log.Info("claimed", "named", named, "helper_gone", gone)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

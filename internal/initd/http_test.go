@@ -36,6 +36,12 @@ func serve(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveServer(t, srv)
+}
+
+// serveServer serves srv on a loopback port until the test ends.
+func serveServer(t *testing.T, srv *Server) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

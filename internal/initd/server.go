@@ -61,6 +61,10 @@ type Config struct {
 	// process given secrets (default: this executable). A program that
 	// embeds a Server must hand os.Args[1] == SecretExecArg to SecretExec.
 	Self string
+	// HostnameSocket, when set, is where den-init waits for the host name
+	// helper of a warm-pool instance (see hostname.go), until its first
+	// rekey or claim; HostnameSocket is den-init's as PID 1.
+	HostnameSocket string
 	// Cgroups is where gVisor's cgroup controllers are mounted, which
 	// den-init uses to enforce limits (POST /v1/limits); default
 	// /sys/fs/cgroup with SignalAll, else none.
@@ -106,7 +110,6 @@ type Server struct {
 	reaper    *Reaper
 	ownReaper bool
 	limits    *limiter
-	info      guest.Info
 	http      *http.Server
 	seq       atomic.Uint64 // numbers processes in start order
 	// auth is "Bearer <token>", the header every request must carry; a
@@ -114,7 +117,8 @@ type Server struct {
 	auth atomic.Pointer[[]byte]
 
 	mu       sync.Mutex
-	addr     string // where Serve listens
+	info     guest.Info // what ping answers; a claim renews it
+	addr     string     // where Serve listens
 	procs    map[string]*proc
 	stopping bool // after Shutdown: no new processes
 	// secretRoots are the pids of processes started with secrets, each
@@ -124,6 +128,9 @@ type Server struct {
 	// holds is the cgroup every process started with secrets, and all it
 	// forks, belongs to; nil where there are no cgroups.
 	holds *holdGroup
+	// hostname waits for a warm-pool instance's host name helper; nil
+	// without a HostnameSocket, or when it could not listen.
+	hostname *hostnameHelper
 }
 
 // New returns a Server; call Serve to accept connections.
@@ -156,6 +163,11 @@ func New(cfg Config) (*Server, error) {
 	if s.holds, err = newHoldGroup(cfg.Cgroups); err != nil {
 		cfg.Logger.Warn("secret holders are known by their lineage alone", keyErr, err)
 	}
+	if cfg.HostnameSocket != "" {
+		if s.hostname, err = listenHostname(cfg.HostnameSocket); err != nil {
+			cfg.Logger.Warn("a warm instance cannot be named when claimed", keyErr, err)
+		}
+	}
 	s.limits = newLimiter(cfg.Cgroups, limitHooks{overMemory: s.killForMemory, atPIDs: s.blamePIDs, idle: s.reaper.Childless}, cfg.Logger)
 	s.http = &http.Server{
 		Handler:           s.Handler(),
@@ -181,6 +193,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // reaper, stops reaping. Processes keep running.
 func (s *Server) Close() error {
 	err := s.http.Close()
+	s.hostname.close()
 	s.limits.close()
 	if s.ownReaper {
 		s.reaper.Stop()
@@ -196,7 +209,11 @@ func (s *Server) Addr() string {
 }
 
 // Info is what ping answers.
-func (s *Server) Info() guest.Info { return s.info }
+func (s *Server) Info() guest.Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.info
+}
 
 // Shutdown ends every process: SIGTERM to each process group (and, with
 // Config.SignalAll, to every process there is), up to grace for them to

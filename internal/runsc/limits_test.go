@@ -486,3 +486,14 @@ func addLinkedNetns(t *testing.T, suffix string) (string, netip.Addr) {
 	ip("-n", name, "link", "set", "lo", "up")
 	return "/run/netns/" + name, guestAddr
 }
+
+func TestParsePSS(t *testing.T) {
+	in := "55d0c0a2e000-7ffd8a5f5000 ---p 00000000 00:00 0 [rollup]\nRss:               31000 kB\nPss:               29910 kB\nPss_Anon:          20000 kB\n"
+	got, err := parsePSS([]byte(in))
+	if err != nil || got != 29910<<10 {
+		t.Fatalf("parsePSS = %d, %v; want %d", got, err, 29910<<10)
+	}
+	if _, err := parsePSS([]byte("Rss: 1 kB\n")); err == nil {
+		t.Fatal("no Pss line: want an error")
+	}
+}

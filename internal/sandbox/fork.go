@@ -157,7 +157,7 @@ func (s *Service) createFrom(ctx context.Context, p CreateParams, ck *Checkpoint
 		Node: s.cfg.Node, Owner: p.Owner, Policy: p.Policy, Origin: ck.ID, Head: ck.ID, CreatedAt: now, UpdatedAt: now,
 	}
 	var err error
-	if sb.Slot, err = s.allocSlot(sb.ID); err != nil {
+	if sb.Slot, err = s.allocSandboxSlot(ctx, sb.ID); err != nil {
 		return nil, err
 	}
 	l := s.lock(sb.ID)

@@ -86,7 +86,13 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	// Released once the record is written, which counts from then on:
+	// held longer, concurrent creates would count each other twice.
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
 	if err := s.fetchImage(ctx, spec.Image); err != nil {
 		return nil, err
 	}
@@ -102,19 +108,39 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 		ID: newID(12), Name: p.Name, Spec: spec, State: StateCreating, Policy: p.Policy,
 		Generation: 1, Token: newToken(), Node: s.cfg.Node, Owner: p.Owner, CreatedAt: now, UpdatedAt: now,
 	}
-	if sb.Slot, err = s.allocSlot(sb.ID); err != nil {
+	// A warm instance of the image, if one fits, becomes the sandbox,
+	// with the id and address it was booted with (warmclaim.go).
+	wi := s.warm.take(spec, im)
+	if wi != nil {
+		sb.ID, sb.Slot = wi.ID, wi.Slot
+	} else if sb.Slot, err = s.allocSandboxSlot(ctx, sb.ID); err != nil {
 		return nil, err
 	}
 	l := s.lock(sb.ID)
 	l.Lock()
 	defer l.Unlock()
 
-	ev := Event{SandboxID: sb.ID, Time: now, Type: EventCreated, To: StateCreating, Generation: sb.Generation, Message: "from image " + spec.Image}
-	if err := s.recordNew(ctx, sb, ev); err != nil {
-		s.releaseSlot(sb.Slot)
+	msg := "from image " + spec.Image
+	if wi != nil {
+		msg += " (a warm instance)"
+	}
+	ev := Event{SandboxID: sb.ID, Time: now, Type: EventCreated, To: StateCreating, Generation: sb.Generation, Message: msg}
+	err = s.recordNew(ctx, sb, ev)
+	release()
+	release = nil
+	if err != nil {
+		if wi != nil {
+			s.warm.putBack(wi) // untouched: still as it booted
+		} else {
+			s.releaseSlot(sb.Slot)
+		}
 		return nil, fmt.Errorf("creating sandbox %q: %w", p.Name, err)
 	}
-	if err := s.createInstance(ctx, sb, im); err != nil {
+	create := func() error { return s.createInstance(ctx, sb, im) }
+	if wi != nil {
+		create = func() error { return s.bootFromWarm(ctx, sb, wi, im) }
+	}
+	if err := create(); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		s.undoCreate(cctx, sb)

@@ -165,7 +165,7 @@ func (s *Service) Adopt(ctx context.Context, id, from string, cold bool) (*Sandb
 	if sb.Node != from || sb.Pending != PendingMove || sb.State != StateHibernated {
 		return nil, errdefs.Conflict("sandbox %q is not being handed over by node %s (node %s, %s, pending %q)", sb.Name, from, sb.Node, sb.State, sb.Pending)
 	}
-	slot, err := s.allocSlot(sb.ID)
+	slot, err := s.allocSandboxSlot(ctx, sb.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -112,7 +112,7 @@ func (s *Service) takeOver(ctx context.Context, sb *Sandbox, p RecoverParams) er
 	if sb.State != StateError {
 		s.markNodeLost(ctx, sb) // the node that declared it lost died before it did
 	}
-	slot, err := s.allocSlot(sb.ID)
+	slot, err := s.allocSandboxSlot(ctx, sb.ID)
 	if err != nil {
 		return err
 	}

@@ -15,8 +15,12 @@ import (
 // collection resumes; one whose instance is gone (host reboot, engine
 // killed) is recorded as stopped with the reason, its files kept; a create
 // that never finished is undone; engine instances no record owns are
-// removed. It never kills an instance a running sandbox owns.
+// removed, and so are the warm-pool instances an earlier dend left. It
+// never kills an instance a running sandbox owns.
 func (s *Service) Recover(ctx context.Context) error {
+	if err := s.clearWarmLeftovers(ctx); err != nil {
+		return fmt.Errorf("recovering: %w", err)
+	}
 	sbs, err := s.localSandboxes(ctx)
 	if err != nil {
 		return fmt.Errorf("recovering: %w", err)

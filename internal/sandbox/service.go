@@ -66,6 +66,8 @@ type Config struct {
 	// Offsite is the blob store checkpoints are uploaded to (offsite.go);
 	// nil: none, and checkpoints live on this host only.
 	Offsite Offsite
+	// Warm configures the warm pools (warm.go); a zero value keeps none.
+	Warm WarmConfig
 }
 
 // Service carries out every verb on sandboxes. It serializes lifecycle
@@ -128,6 +130,9 @@ type Service struct {
 	// downloads serializes downloads from the blob store: one chain at a
 	// time, so two restores never receive the same volume.
 	downloads sync.Mutex
+	// warm are this node's warm pools (warm.go); nil without any. They
+	// are per node by design: no other node sees their instances.
+	warm *warmPools
 }
 
 // NewService checks cfg and returns a Service. Call Recover before serving
@@ -180,14 +185,24 @@ func NewService(cfg Config) (*Service, error) {
 		s.uploads = newUploadQueue()
 	}
 	s.allowance = &runAllowance{s: s, limit: cfg.Output.PerSandbox, used: map[string]int64{}}
+	if _, ok := cfg.Runtime.(HostnameSetter); ok && cfg.Warm.Dir != "" {
+		s.warm = newWarmPools(cfg.Warm)
+		if err := s.warm.load(); err != nil {
+			return nil, fmt.Errorf("sandbox service: %w", err)
+		}
+	}
 	return s, nil
 }
 
-// Close stops collecting output. Sandboxes and their commands keep running:
-// a later dend picks them up again in Recover.
+// Close stops collecting output and empties the warm pools. Sandboxes and
+// their commands keep running: a later dend picks them up again in
+// Recover.
 func (s *Service) Close() {
 	s.cancel()
 	s.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	s.drainWarm(ctx)
 }
 
 // every calls f every interval, in the background, until Close.

@@ -44,6 +44,7 @@ from .models import (
     Owner,
     Policy,
     PoolHealth,
+    WarmHealth,
     PortURL,
     Process,
     Quota,
@@ -67,6 +68,6 @@ __all__ = [
     "DenError", "Invalid", "Unauthorized", "Forbidden", "QuotaExceeded", "NotFound", "Conflict", "TooLarge",
     "Unavailable", "Internal", "OutcomeUnknown", "FollowError",
     "Checkpoint", "DiskHealth", "Event", "ExecResult", "ExposedPort", "FileInfo", "Health", "NetworkPolicy",
-    "NextAction", "Owner", "Policy", "PoolHealth", "PortURL", "Process", "Quota", "RequestStatus", "Run",
+    "NextAction", "Owner", "Policy", "PoolHealth", "WarmHealth", "PortURL", "Process", "Quota", "RequestStatus", "Run",
     "Sandbox", "Secret", "SecretGrant", "Usage",
 ]

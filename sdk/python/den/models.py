@@ -25,6 +25,7 @@ __all__ = [
     "Health",
     "DiskHealth",
     "PoolHealth",
+    "WarmHealth",
     "Usage",
     "NetworkPolicy",
     "Policy",
@@ -73,6 +74,20 @@ class PoolHealth:
 
 
 @dataclass
+class WarmHealth:
+    """What the answering node's warm pools hold on its host, beside its memory."""
+
+    __schema__ = "WarmHealth"
+    instances: int = 0
+    booting: int = 0
+    host_memory_bytes: int = 0
+    memory_total_bytes: int = 0
+    memory_available_bytes: int = 0
+    reserve_bytes: int = 0
+    pressure: bool = False
+
+
+@dataclass
 class Health:
     """dend's status and versions (GET /v1/health)."""
 
@@ -83,6 +98,7 @@ class Health:
     storage: str = ""
     disk: Optional[DiskHealth] = None
     pool: Optional[PoolHealth] = None
+    warm: Optional[WarmHealth] = None
 
 
 @dataclass

@@ -1153,6 +1153,37 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/images/{image}/warm": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description an image name */
+                image: components["parameters"]["ImageName"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set this node's warm pool of an image
+         * @description How many instances of the image the node that answers keeps booted
+         *     ahead of demand (root snapshot made, engine up, den-init answering,
+         *     network attached with no egress), for sandboxes of memory_bytes.
+         *     A create from the image with that memory size claims one instead of
+         *     booting, and the pool refills in the background. Each node of a
+         *     fleet keeps its own pools. count 0 empties the pool. Refused,
+         *     changing nothing, for an image that does not exist, a count below 0
+         *     or above 64, or one the host's available memory or free sandbox
+         *     addresses cannot hold. Admins only.
+         */
+        put: operations["setWarm"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/images/build": {
         parameters: {
             query?: never;
@@ -1521,6 +1552,29 @@ export interface components {
             storage: "btrfs" | "copy";
             disk?: components["schemas"]["DiskHealth"];
             pool?: components["schemas"]["PoolHealth"];
+            warm?: components["schemas"]["WarmHealth"];
+        };
+        /**
+         * @description What this node's warm pools hold on its host, beside the host's
+         *     memory. While available memory is under the reserve (pressure) the
+         *     pools give instances back and do not refill.
+         */
+        WarmHealth: {
+            /** @description ready to be claimed */
+            instances: number;
+            booting: number;
+            /**
+             * Format: int64
+             * @description their proportional set size together
+             */
+            host_memory_bytes: number;
+            /** Format: int64 */
+            memory_total_bytes: number;
+            /** Format: int64 */
+            memory_available_bytes: number;
+            /** Format: int64 */
+            reserve_bytes: number;
+            pressure: boolean;
         };
         /**
          * @description Free space on dend's data disk against the reserve it keeps (dend
@@ -1869,6 +1923,36 @@ export interface components {
             user?: string;
             /** Format: date-time */
             created_at: string;
+            /** @description the answering node's warm pool of the image; absent when it keeps none */
+            warm?: components["schemas"]["WarmPool"];
+        };
+        /** @description instances of an image a node keeps booted ahead of demand, and what they cost */
+        WarmPool: {
+            /** @description instances kept ready */
+            target: number;
+            /**
+             * Format: int64
+             * @description memory limit of the sandboxes it serves
+             */
+            memory_bytes: number;
+            ready: number;
+            booting: number;
+            /**
+             * Format: int64
+             * @description host memory its ready instances hold (their proportional set size)
+             */
+            host_memory_bytes: number;
+            /** @description why it is below its target and not refilling, e.g. host memory under the reserve */
+            held?: string;
+        };
+        SetWarmRequest: {
+            /** @description instances to keep ready; 0 empties the pool */
+            count: number;
+            /**
+             * Format: int64
+             * @description memory limit of the sandboxes it serves; default 1 GiB, as a create's
+             */
+            memory_bytes?: number;
         };
         ImageList: {
             images: components["schemas"]["Image"][];
@@ -4492,6 +4576,46 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             500: components["responses"]["Internal"];
+        };
+    };
+    setWarm: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description an image name */
+                image: components["parameters"]["ImageName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetWarmRequest"];
+            };
+        };
+        responses: {
+            /** @description the pool as set */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WarmPool"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     buildImage: {

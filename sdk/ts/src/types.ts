@@ -12,6 +12,7 @@ export type Run = S["Run"];
 export type FileInfo = S["FileInfo"];
 export type MkdirRequest = S["MkdirRequest"];
 export type Image = S["Image"];
+export type WarmPool = S["WarmPool"];
 export type Policy = S["Policy"];
 export type LimitsRequest = S["LimitsRequest"];
 export type NetworkPolicy = S["NetworkPolicy"];

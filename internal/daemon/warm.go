@@ -1,0 +1,97 @@
+package daemon
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+// WarmDefaults reads --warm, "IMAGE=N,...": how many instances of each
+// image this node keeps booted ahead of demand until `den image warm`
+// sets a count of its own.
+func (c *Config) WarmDefaults() (map[string]int, error) {
+	out := map[string]int{}
+	for _, part := range strings.Split(c.Warm, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		image, n, ok := strings.Cut(part, "=")
+		count, err := strconv.Atoi(n)
+		if !ok || err != nil || count < 0 || count > sandbox.MaxWarm {
+			return nil, errdefs.WithHint(errdefs.Invalid("config warm: %q is not IMAGE=N with N from 0 to %d", part, sandbox.MaxWarm),
+				"write it like busybox=4,debian=2")
+		}
+		if err := sandbox.ValidateName("image", image); err != nil {
+			return nil, fmt.Errorf("config warm: %w", err)
+		}
+		out[image] = count
+	}
+	return out, nil
+}
+
+// warmConfig is the sandbox service's warm-pool configuration.
+func (c *Config) warmConfig() (sandbox.WarmConfig, error) {
+	defaults, err := c.WarmDefaults()
+	if err != nil {
+		return sandbox.WarmConfig{}, err
+	}
+	return sandbox.WarmConfig{Dir: filepath.Join(c.DataDir, "warm"), Defaults: defaults, HostMemory: hostMemory, Reserve: c.WarmReserve}, nil
+}
+
+// hostMemory reads MemTotal and MemAvailable from /proc/meminfo.
+func hostMemory() (sandbox.HostMemory, error) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return sandbox.HostMemory{}, err
+	}
+	defer f.Close()
+	return parseMeminfo(bufio.NewScanner(f))
+}
+
+func parseMeminfo(sc *bufio.Scanner) (sandbox.HostMemory, error) {
+	var m sandbox.HostMemory
+	for sc.Scan() {
+		key, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		var into *int64
+		switch key {
+		case "MemTotal":
+			into = &m.TotalBytes
+		case "MemAvailable":
+			into = &m.AvailableBytes
+		default:
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		if err != nil {
+			return m, fmt.Errorf("reading /proc/meminfo %s: %w", key, err)
+		}
+		*into = kb << 10
+	}
+	if m.TotalBytes == 0 {
+		return m, fmt.Errorf("reading /proc/meminfo: no MemTotal")
+	}
+	return m, sc.Err()
+}
+
+// warmHealth is the warm pools' part of GET /v1/health.
+func warmHealth(h *sandbox.WarmHealth) *api.WarmHealth {
+	if h == nil {
+		return nil
+	}
+	return &api.WarmHealth{
+		Instances: h.Instances, Booting: h.Booting, HostMemoryBytes: h.HostMemoryBytes,
+		MemoryTotalBytes: h.Memory.TotalBytes, MemoryAvailableBytes: h.Memory.AvailableBytes,
+		ReserveBytes: h.ReserveBytes, Pressure: h.Pressure,
+	}
+}
