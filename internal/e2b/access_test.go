@@ -305,8 +305,8 @@ func TestTooLargeRPC(t *testing.T) {
 	w := httptest.NewRecorder()
 	d.ServeHTTP(w, r)
 	var body struct{ Code, Message string }
-	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != http.StatusBadRequest ||
-		body.Code != "invalid_argument" || !strings.Contains(body.Message, "over the 16777216 den takes") || !strings.Contains(body.Message, "sendInput") {
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != http.StatusTooManyRequests ||
+		body.Code != "resource_exhausted" || !strings.Contains(body.Message, "over the 16777216 den takes") || !strings.Contains(body.Message, "sendInput") {
 		t.Fatalf("an oversized RPC: %d %s (%v)", w.Code, w.Body.String(), err)
 	}
 }

@@ -119,6 +119,8 @@ func (d *Door) envdError(w http.ResponseWriter, r *http.Request, err error) {
 		status = http.StatusNotFound
 	case connect.CodeUnavailable:
 		status = http.StatusServiceUnavailable
+	case connect.CodeResourceExhausted:
+		status = http.StatusTooManyRequests // Connect's mapping
 	}
 	writeJSON(w, status, struct {
 		Code    string `json:"code"`
@@ -164,9 +166,10 @@ func (t *target) abs(p string) string {
 	return path.Clean(p)
 }
 
-// tooLargeRPC refuses an RPC whose message is over maxRPCBytes.
+// tooLargeRPC refuses an RPC whose message is over maxRPCBytes, as
+// Connect does (resource_exhausted), in den's words.
 func tooLargeRPC(n int64) error {
-	return &client.Error{API: &api.Error{Code: api.CodeTooLarge,
-		Message: fmt.Sprintf("this call's message is %d bytes, over the %d den takes in one", n, maxRPCBytes),
-		Hint:    "send less at once: files go through files.write (/files), and input through several sendInput calls"}}
+	return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf(
+		"this call's message is %d bytes, over the %d den takes in one\nhint: send less at once: files go through files.write (/files), and input through several sendInput calls",
+		n, maxRPCBytes))
 }
