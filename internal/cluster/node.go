@@ -29,16 +29,16 @@ const (
 // Info is what a node reports of itself when it joins and at each
 // heartbeat.
 type Info struct {
-	CPUs          int      `json:"cpus"`
-	MemoryBytes   int64    `json:"memory_bytes"`
-	DiskFreeBytes int64    `json:"disk_free_bytes"`
-	Sandboxes     int      `json:"sandboxes"` // running or paused on it
+	CPUs          int   `json:"cpus"`
+	MemoryBytes   int64 `json:"memory_bytes"`
+	DiskFreeBytes int64 `json:"disk_free_bytes"`
+	Sandboxes     int   `json:"sandboxes"` // running or paused on it
 	// What the limits of those sandboxes add up to.
-	CommittedMemoryBytes int64   `json:"committed_memory_bytes"`
-	CommittedCPUs        float64 `json:"committed_cpus"`
-	DenVersion    string   `json:"den_version"`
-	RunscVersion  string   `json:"runsc_version"`
-	CPUFeatures   []string `json:"cpu_features,omitempty"`
+	CommittedMemoryBytes int64    `json:"committed_memory_bytes"`
+	CommittedCPUs        float64  `json:"committed_cpus"`
+	DenVersion           string   `json:"den_version"`
+	RunscVersion         string   `json:"runsc_version"`
+	CPUFeatures          []string `json:"cpu_features,omitempty"`
 }
 
 // Node is one node's record.
