@@ -1,15 +1,12 @@
 package btrfs
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/den-dev/den/internal/errdefs"
@@ -182,22 +179,5 @@ func clearReceived(dir string) error {
 // runBtrfs runs the btrfs program with stdin and stdout as given; its
 // error output becomes the error.
 func runBtrfs(ctx context.Context, stdin io.Reader, stdout io.Writer, args ...string) error {
-	bin, err := exec.LookPath("btrfs")
-	if err != nil {
-		return errdefs.WithHint(errdefs.Unavailable("the btrfs program was not found"), "install btrfs-progs")
-	}
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		msg := strings.TrimSpace(stderr.String())
-		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-			msg = msg[i+1:]
-		}
-		return fmt.Errorf("btrfs %s: %w: %s", args[0], err, msg)
-	}
-	return nil
+	return storage.RunTool(ctx, "btrfs", "install btrfs-progs", stdin, stdout, args...)
 }

@@ -1,12 +1,10 @@
 package copy
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 
 	"github.com/den-dev/den/internal/errdefs"
@@ -76,21 +74,8 @@ func (d *Driver) Receive(ctx context.Context, key string, r io.Reader) error {
 	return nil
 }
 
-// runTar runs tar with stdin and stdout as given; its error output becomes
-// the error.
+// runTar runs tar with stdin and stdout as given; its error output
+// becomes the error.
 func runTar(ctx context.Context, stdin io.Reader, stdout io.Writer, args ...string) error {
-	bin, err := exec.LookPath("tar")
-	if err != nil {
-		return errdefs.WithHint(errdefs.Unavailable("the tar program was not found"), "install GNU tar")
-	}
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("tar: %w: %s", err, firstLine(stderr.String()))
-	}
-	return nil
+	return storage.RunTool(ctx, "tar", "install GNU tar", stdin, stdout, args...)
 }
