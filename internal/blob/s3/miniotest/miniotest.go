@@ -28,6 +28,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/den-dev/den/internal/testproc"
 )
 
 // Version is the MinIO module version scripts/test-setup.sh builds.
@@ -50,7 +52,7 @@ type Server struct {
 
 	dir  string
 	cmd  *exec.Cmd
-	done chan struct{}
+	done <-chan struct{}
 	log  *os.File
 
 	mu      sync.Mutex
@@ -107,11 +109,10 @@ func (s *Server) run(ctx context.Context, bin string) error {
 		"MINIO_BROWSER=off", "MINIO_UPDATE=off", "MINIO_CI_CD=1")
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := s.cmd.Start(); err != nil {
+	done, err := testproc.Start(s.cmd)
+	if err != nil {
 		return fmt.Errorf("starting minio: %w", err)
 	}
-	done := make(chan struct{})
-	go func() { s.cmd.Wait(); close(done) }()
 	deadline := time.Now().Add(60 * time.Second)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -194,13 +195,7 @@ func (s *Server) Stop() error {
 		return nil
 	}
 	s.stopped = true
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.done
-	}
+	testproc.Stop(s.cmd, s.done, syscall.SIGTERM, 10*time.Second)
 	s.log.Close()
 	return os.RemoveAll(s.dir)
 }

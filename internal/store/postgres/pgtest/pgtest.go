@@ -22,7 +22,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,6 +32,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/den-dev/den/internal/testproc"
 )
 
 // Password is the superuser's password: clients connect over TCP with
@@ -54,7 +55,7 @@ type Server struct {
 	dir  string // the cluster's temporary directory
 	port int
 	cmd  *exec.Cmd
-	done chan struct{} // closed when the server process has exited
+	done <-chan struct{} // closed when the server process has exited
 	log  *os.File
 
 	mu     sync.Mutex
@@ -137,24 +138,8 @@ func (s *Server) run(ctx context.Context, bin, data string, cred *syscall.Creden
 	s.cmd.Dir = s.dir
 	// SIGQUIT is PostgreSQL's immediate shutdown.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
-	// Pdeathsig fires when the OS thread that started the server ends,
-	// not the process: a test that locks a thread to enter a network
-	// namespace and returns without unlocking it ends that thread. The
-	// server is started from a thread of its own, locked and kept until
-	// the server exits.
-	done := make(chan struct{})
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread lives as long as the server
-		if err := s.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		s.cmd.Wait()
-		close(done)
-	}()
-	if err := <-started; err != nil {
+	done, err := testproc.Start(s.cmd)
+	if err != nil {
 		return fmt.Errorf("starting postgres: %w", err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -188,7 +173,7 @@ func (s *Server) run(ctx context.Context, bin, data string, cred *syscall.Creden
 	}
 }
 
-func (s *Server) kill(done chan struct{}) {
+func (s *Server) kill(done <-chan struct{}) {
 	s.cmd.Process.Signal(syscall.SIGQUIT)
 	<-done
 }
@@ -250,13 +235,7 @@ func (s *Server) Stop() error {
 		return nil
 	}
 	s.closed = true
-	s.cmd.Process.Signal(syscall.SIGQUIT)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.done
-	}
+	testproc.Stop(s.cmd, s.done, syscall.SIGQUIT, 10*time.Second)
 	s.log.Close()
 	return os.RemoveAll(s.dir)
 }
