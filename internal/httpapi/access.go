@@ -65,6 +65,9 @@ type requestInfo struct {
 	// grant is, for a request let in without a token (a public port or
 	// a signed URL, see portaccess.go), the one port it may reach.
 	grant *portGrant
+	// found is the sandbox the owner scope resolved, for forwarding
+	// without looking it up again.
+	found *sandbox.Sandbox
 	// fromNode: another node of the fleet forwarded the request here;
 	// sentOn: this node forwarded it to the sandbox's node, which
 	// answers and audits it (cluster.go).
@@ -323,7 +326,7 @@ func (s *server) scopeSandbox(r *http.Request, info *requestInfo) error {
 	if err != nil {
 		return err
 	}
-	info.sandboxID, info.sandbox = sb.ID, sb.Name
+	info.sandboxID, info.sandbox, info.found = sb.ID, sb.Name, sb
 	r.SetPathValue("name", sb.ID)
 	return nil
 }

@@ -101,8 +101,14 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestIn
 	if s.cluster == nil || info.fromNode {
 		return false, nil
 	}
-	sb, err := s.sandboxes.Get(r.Context(), r.PathValue("name"))
-	if err != nil || sb.Node == s.cluster.Self() {
+	var err error
+	sb := info.found
+	if sb == nil {
+		if sb, err = s.sandboxes.Get(r.Context(), r.PathValue("name")); err != nil {
+			return false, nil // the handler answers as it would anyway
+		}
+	}
+	if sb.Node == s.cluster.Self() {
 		return false, nil // the handler answers as it would anyway
 	}
 	if info.route == recoverRoute && s.cluster.Lost(r.Context(), sb.Node) {
