@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -247,6 +248,29 @@ func (d *dend) wipe() {
 		}
 	}
 	detachLoops(filepath.Join(d.dataDir, "pool.img"))
+	d.dropHostNetwork()
+}
+
+// dropHostNetwork removes what a dend that was killed (and never came back)
+// leaves on the host for its range: the resolver's address on lo and its
+// firewall table. A dend stopped gracefully removes both itself.
+func (d *dend) dropHostNetwork() {
+	p := netip.MustParsePrefix(d.subnet)
+	exec.Command("nft", "delete", "table", "inet", "den-"+strings.ReplaceAll(p.String(), "/", "-")).Run()
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		return
+	}
+	addrs, _ := lo.Addrs()
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		if ip, ok := netip.AddrFromSlice(n.IP); ok && p.Contains(ip.Unmap()) {
+			exec.Command("ip", "addr", "del", n.String(), "dev", "lo").Run()
+		}
+	}
 }
 
 // detachLoops frees the loop devices backed by file, if any are left.
