@@ -85,6 +85,7 @@ func main() {
 		{v: &cfg.RunOutputMax, name: "run-output-max", help: "most bytes kept of each output stream of a run: its head and tail, the middle dropped (a run may ask for less)"},
 		{v: &cfg.RunOutputAllowance, name: "run-output-allowance", help: "most bytes of run output kept per sandbox; its oldest ended runs' output is pruned for newer"},
 		{v: &cfg.DataReserve, name: "data-reserve", help: "free space dend keeps on its data disk: past it, run output is dropped and new sandboxes and commands are refused (0: none)"},
+		{v: &cfg.NodeMemory, name: "node-memory", help: "in a fleet: memory this node offers sandboxes' limits; placement and waking prefer nodes where limits fit in it (0: the host's memory)"},
 		{v: &cfg.WarmReserve, name: "warm-reserve", help: "host memory warm pools leave available: under it they give instances back and do not refill (0: a tenth of the host's memory, at least 256MiB)"},
 	}
 	for i := range sizes {

@@ -180,10 +180,10 @@ func TestForwarder(t *testing.T) {
 	// Placement: the active node whose limits take the smallest share of
 	// its memory; this one on a tie; this one alone for an image only it
 	// has.
-	if n, err := f.Place(ctx, true); err != nil || n != "c" {
+	if n, err := f.Place(ctx, cluster.Want{Portable: true}); err != nil || n != "c" {
 		t.Fatalf("Place: %q, %v; want c, the least committed", n, err)
 	}
-	if n, err := f.Place(ctx, false); err != nil || n != "" {
+	if n, err := f.Place(ctx, cluster.Want{}); err != nil || n != "" {
 		t.Fatalf("Place of an image only here: %q, %v; want this node", n, err)
 	}
 	if _, err := st.RenewNode(ctx, "c", 1, load(4), time.Minute); err != nil {
@@ -192,14 +192,14 @@ func TestForwarder(t *testing.T) {
 	if _, err := st.RenewNode(ctx, "b", 1, load(4), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := f.Place(ctx, true); err != nil || n != "" {
+	if n, err := f.Place(ctx, cluster.Want{Portable: true}); err != nil || n != "" {
 		t.Fatalf("Place among equals: %q, %v; want this node", n, err)
 	}
 	st.SetNodeState(ctx, "a", cluster.StateDraining)
-	if n, err := f.Place(ctx, true); err != nil || (n != "b" && n != "c") {
+	if n, err := f.Place(ctx, cluster.Want{Portable: true}); err != nil || (n != "b" && n != "c") {
 		t.Fatalf("Place on a draining node: %q, %v; want another", n, err)
 	}
-	if _, err := f.Place(ctx, false); !errors.Is(err, errdefs.ErrUnavailable) {
+	if _, err := f.Place(ctx, cluster.Want{}); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Fatalf("Place of an image only here, on a draining node: %v, want unavailable", err)
 	}
 

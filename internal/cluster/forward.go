@@ -154,48 +154,6 @@ func (f *Forwarder) rewrite(pr *httputil.ProxyRequest) {
 
 var netDialer = net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 
-// Place names the node a new sandbox goes to ("" for this one): among
-// the active nodes that hold their lease, the one whose sandboxes' memory
-// limits take the smallest share of its memory, this one on a tie. With
-// portable false (its image is on this node alone), this node while it
-// is active. With no node to take it, the create is refused.
-func (f *Forwarder) Place(ctx context.Context, portable bool) (string, error) {
-	nodes, err := f.nodes.Nodes(ctx)
-	if err != nil {
-		return "", err
-	}
-	now := time.Now()
-	best, bestLoad := "", 2.0
-	selfState := StateLost
-	for _, n := range nodes {
-		if n.Name == f.self {
-			selfState = n.State
-		}
-		if n.State != StateActive || !n.Alive(now) || (!portable && n.Name != f.self) {
-			continue
-		}
-		load := 1.0
-		if n.Info.MemoryBytes > 0 {
-			load = float64(n.Info.CommittedMemoryBytes) / float64(n.Info.MemoryBytes)
-		}
-		// Within a hundredth is a tie, which this node wins: no hop.
-		if best == "" || load < bestLoad-0.01 || (n.Name == f.self && load <= bestLoad+0.01) {
-			best, bestLoad = n.Name, load
-		}
-	}
-	switch {
-	case best == f.self:
-		return "", nil
-	case best != "":
-		return best, nil
-	case !portable:
-		return "", errdefs.WithHint(errdefs.Unavailable("this node (%s) is %s, and the sandbox's image is on no other node", f.self, selfState),
-			"`den node activate "+f.self+"`, or upload the image first: a blob store (--blobs) lets any node fetch it")
-	}
-	return "", errdefs.WithHint(errdefs.Unavailable("no node of the fleet is active to take the sandbox"),
-		"`den node activate NODE` on a drained node, or start another dend on the fleet's database")
-}
-
 // Lost reports whether node was declared lost.
 func (f *Forwarder) Lost(ctx context.Context, node string) bool {
 	n, err := f.nodes.Node(ctx, node)

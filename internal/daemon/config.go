@@ -47,9 +47,12 @@ type Config struct {
 	Node         string        // this host's name, and its node's in a fleet
 	PeerURL      string        // in a fleet: where other nodes reach this one; default from Listen
 	NodeLease    time.Duration // in a fleet: how long a heartbeat keeps this node's lease; 0: cluster.DefaultLease
-	Debug        bool          // debug logs, and runsc debug logs per instance
-	DebianMirror string        // mirror for the debian image; default: the host's apt mirror
-	PortsDomain  string        // serve exposed ports at PORT-NAME.PortsDomain too; "" for none
+	// NodeMemory is, in a fleet, the memory this node offers sandboxes'
+	// limits, for placement; 0: the host's memory.
+	NodeMemory   int64
+	Debug        bool   // debug logs, and runsc debug logs per instance
+	DebianMirror string // mirror for the debian image; default: the host's apt mirror
+	PortsDomain  string // serve exposed ports at PORT-NAME.PortsDomain too; "" for none
 	// E2BDomain is where E2B's SDK finds sandboxes' hosts, PORT-ID.E2BDomain
 	// (DOMAIN[:PORT]); "" for e2b.DefaultDomain.
 	E2BDomain string
@@ -161,6 +164,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.validatePeerURL(); err != nil {
 		return err
+	}
+	if c.NodeMemory < 0 {
+		return bad("node-memory", "%d is negative", c.NodeMemory)
 	}
 	if c.NodeLease != 0 && c.NodeLease < time.Second {
 		return bad("node-lease", "%s is under the 1s minimum", c.NodeLease)

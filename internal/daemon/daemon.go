@@ -428,7 +428,7 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 func drainer(cfg Config, records fleetStore, fl *fleet, svc *sandbox.Service, st sandbox.Store, runscVersion string, log *slog.Logger) *nodes {
 	n := &nodes{self: cfg.Node, fleet: records, info: nodeInfo(cfg, st, runscVersion), svc: svc, store: st, log: log}
 	if fl != nil {
-		n.place = func(ctx context.Context) (string, error) { return fl.forwarder.Place(ctx, true) }
+		n.place = fl.peers.PlaceAway
 	}
 	return n
 }

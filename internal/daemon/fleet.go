@@ -137,6 +137,9 @@ func nodeInfo(cfg Config, st sandbox.Store, runscVersion string) func(ctx contex
 	return func(ctx context.Context) cluster.Info {
 		info := cluster.Info{CPUs: host.CPUs, MemoryBytes: host.MemoryBytes, DenVersion: version.Version,
 			RunscVersion: runscVersion, CPUFeatures: features}
+		if cfg.NodeMemory > 0 {
+			info.MemoryBytes = cfg.NodeMemory
+		}
 		var fs unix.Statfs_t
 		if unix.Statfs(cfg.DataDir, &fs) == nil {
 			info.DiskFreeBytes = int64(fs.Bavail) * fs.Bsize

@@ -20,7 +20,7 @@ type nodes struct {
 	svc   *sandbox.Service
 	store sandbox.Store
 	// place names the node a sandbox moved away by a drain goes to.
-	place func(ctx context.Context) (string, error)
+	place func(ctx context.Context, memoryBytes int64) (string, error)
 	log   *slog.Logger
 }
 
@@ -118,7 +118,7 @@ func (n *nodes) moveAway(ctx context.Context, sb *sandbox.Sandbox) (string, bool
 	if n.place == nil || !n.svc.Movable() {
 		return "", false
 	}
-	to, err := n.place(ctx)
+	to, err := n.place(ctx, sb.Spec.MemoryBytes)
 	if err != nil || to == "" {
 		return "", false
 	}

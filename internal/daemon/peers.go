@@ -67,3 +67,8 @@ func (p *peers) Adopt(ctx context.Context, node, id string, cold bool) error {
 }
 
 func (p *peers) Lost(ctx context.Context, node string) bool { return p.calls.Lost(ctx, node) }
+
+func (p *peers) PlaceAway(ctx context.Context, memoryBytes int64) (string, error) {
+	self := p.info(ctx)
+	return p.calls.Place(ctx, cluster.Want{Portable: true, Elsewhere: true, MemoryBytes: memoryBytes, Like: &self})
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/image"
 	"github.com/den-dev/den/internal/sandbox"
@@ -27,9 +28,8 @@ type Cluster interface {
 	// node takes new sandboxes (it is active).
 	Lost(ctx context.Context, node string) bool
 	Taking(ctx context.Context) bool
-	// Place names the node a new sandbox goes to: "" for this one;
-	// portable says its image can be had on any node.
-	Place(ctx context.Context, portable bool) (string, error)
+	// Place names the node a new sandbox goes to: "" for this one.
+	Place(ctx context.Context, want cluster.Want) (string, error)
 	// Forward sends r to node, which runs sandbox, and streams the answer
 	// back; when nothing was answered it returns why.
 	Forward(w http.ResponseWriter, r *http.Request, node, sandbox string, local bool) error
@@ -73,7 +73,11 @@ func (s *server) placeCreate(w http.ResponseWriter, r *http.Request) (bool, erro
 	}
 	node := req.Node
 	if node == "" {
-		if node, err = s.cluster.Place(r.Context(), s.portable(r.Context(), req)); err != nil || node == "" {
+		want, ok := s.wantFor(r.Context(), req)
+		if !ok {
+			return false, nil // the handler says what is wrong with it
+		}
+		if node, err = s.cluster.Place(r.Context(), want); err != nil || node == "" {
 			return err != nil, err
 		}
 	}
@@ -132,20 +136,39 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestIn
 	return true, err
 }
 
-// portable reports whether a create's image can be had on any node of
-// the fleet: a built-in one, which each node builds, or one uploaded to
-// the blob store. A create from a checkpoint goes where its sandbox is.
-func (s *server) portable(ctx context.Context, req api.CreateSandboxRequest) bool {
+// wantFor is what a create asks of the node it goes to, or false when
+// the request names what does not exist (for the handler to say so).
+// Its image can be had on any node when it is a built-in one, which each
+// node builds, or one uploaded to the blob store. A create from a
+// checkpoint goes preferably to the node of the checkpoint's sandbox,
+// which has it locally, and only there unless it is uploaded.
+func (s *server) wantFor(ctx context.Context, req api.CreateSandboxRequest) (cluster.Want, bool) {
 	if req.From != "" {
-		return false
+		ck, err := s.sandboxes.FindCheckpoint(ctx, req.From)
+		if err != nil {
+			return cluster.Want{}, false
+		}
+		sb, err := s.sandboxes.Get(ctx, ck.SandboxID)
+		if err != nil {
+			return cluster.Want{}, false
+		}
+		return cluster.Want{Home: sb.Node, Portable: ck.Location == sandbox.LocationUploaded, MemoryBytes: ck.Manifest.Spec.MemoryBytes}, true
+	}
+	mem, err := sandbox.ParseMemory(req.Memory)
+	if err != nil {
+		return cluster.Want{}, false
+	}
+	if mem == 0 {
+		mem = sandbox.DefaultMemory
 	}
 	name := req.Image
 	if name == "" {
 		name = sandbox.DefaultImage
 	}
-	if slices.Contains(image.BuiltinNames(), name) {
-		return true
+	portable := slices.Contains(image.BuiltinNames(), name)
+	if !portable {
+		im, err := s.images.Get(ctx, name)
+		portable = err == nil && im.Location == sandbox.LocationUploaded
 	}
-	im, err := s.images.Get(ctx, name)
-	return err == nil && im.Location == sandbox.LocationUploaded
+	return cluster.Want{Portable: portable, MemoryBytes: mem}, true
 }

@@ -320,6 +320,18 @@ func (f *fakeSandboxes) GetCheckpoint(ctx context.Context, ref, ckpt string) (*s
 	return nil, errdefs.NotFound("no checkpoint %q", ckpt)
 }
 
+func (f *fakeSandboxes) FindCheckpoint(ctx context.Context, ref string) (*sandbox.Checkpoint, error) {
+	if err := f.enter("FindCheckpoint", ref); err != nil {
+		return nil, err
+	}
+	for _, c := range f.checkpoints {
+		if c.ID == ref {
+			return c, nil
+		}
+	}
+	return nil, errdefs.NotFound("no checkpoint %q", ref)
+}
+
 func (f *fakeSandboxes) RemoveCheckpoint(ctx context.Context, ref, ckpt string) error {
 	return f.enter("RemoveCheckpoint", ref, ckpt)
 }

@@ -76,6 +76,9 @@ type SandboxService interface {
 	// Checkpoints lists a sandbox's checkpoints oldest first.
 	Checkpoints(ctx context.Context, ref string) ([]*sandbox.Checkpoint, error)
 	GetCheckpoint(ctx context.Context, ref, ckpt string) (*sandbox.Checkpoint, error)
+	// FindCheckpoint finds any sandbox's checkpoint by its id or as
+	// SANDBOX:NAME, whoever may see it.
+	FindCheckpoint(ctx context.Context, ref string) (*sandbox.Checkpoint, error)
 	RemoveCheckpoint(ctx context.Context, ref, ckpt string) error
 	// Restore rewinds a sandbox in place to one of its checkpoints.
 	Restore(ctx context.Context, ref, ckpt string) (*sandbox.Sandbox, error)

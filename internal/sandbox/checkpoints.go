@@ -109,9 +109,9 @@ func (s *Service) findCheckpoint(ctx context.Context, sb *Sandbox, ref string) (
 	return s.cfg.Store.GetCheckpoint(ctx, sb.ID, ref)
 }
 
-// findAnyCheckpoint resolves a checkpoint named anywhere: its id, or
+// FindCheckpoint resolves a checkpoint named anywhere: its id, or
 // SANDBOX:NAME.
-func (s *Service) findAnyCheckpoint(ctx context.Context, ref string) (*Checkpoint, error) {
+func (s *Service) FindCheckpoint(ctx context.Context, ref string) (*Checkpoint, error) {
 	if sbRef, name, ok := strings.Cut(ref, ":"); ok {
 		sb, err := s.Get(ctx, sbRef)
 		if err != nil {

@@ -177,7 +177,7 @@ func (s *Service) createFromRef(ctx context.Context, p CreateParams) (*Sandbox, 
 	if err := s.nameFree(ctx, p.Owner, p.Name); err != nil {
 		return nil, err
 	}
-	ck, err := s.findAnyCheckpoint(ctx, p.From)
+	ck, err := s.FindCheckpoint(ctx, p.From)
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,10 @@ type Fleet interface {
 	Adopt(ctx context.Context, node, id string, cold bool) error
 	// Lost reports whether node was declared lost.
 	Lost(ctx context.Context, node string) bool
+	// PlaceAway names another node to take a sandbox with a memory limit
+	// of memoryBytes from this one, woken with its processes: one with
+	// room, on the same engine and CPU features.
+	PlaceAway(ctx context.Context, memoryBytes int64) (string, error)
 }
 
 // PendingMove marks a hibernated sandbox its node is handing over to
