@@ -15,10 +15,10 @@ import (
 
 // startBlobNode starts a dend as node name of the fleet on the database
 // in storeFile, with the blob store of rig.
-func startBlobNode(t *testing.T, name, storeFile string, rig *blobRig) *dend {
+func startBlobNode(t *testing.T, name, storeFile string, rig *blobRig, extra ...string) *dend {
 	t.Helper()
-	args := []string{"--store-file", storeFile, "--node", name, "--listen", freeAddr(t), "--node-lease", "3s",
-		"--blobs", rig.url, "--blobs-credentials", rig.creds}
+	args := append([]string{"--store-file", storeFile, "--node", name, "--listen", freeAddr(t), "--node-lease", "3s",
+		"--blobs", rig.url, "--blobs-credentials", rig.creds}, extra...)
 	d := startDend(t, args...)
 	return d
 }

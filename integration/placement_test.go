@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/client"
 )
 
 // Creates go to the node whose sandboxes commit the least of its
@@ -58,5 +59,71 @@ func TestPlacement(t *testing.T) {
 	}
 	if !strings.Contains(b.logs(), "image downloaded from the blob store") {
 		t.Errorf("node-b's log does not say it downloaded the image")
+	}
+}
+
+// A create from a checkpoint goes to the node that has it, whichever
+// node is asked. A hibernated sandbox wakes on its own node while that
+// has room for it, and on another node, with its processes, when its
+// node's memory is spoken for.
+func TestWakeWhereRoom(t *testing.T) {
+	_, file := pgStoreFile(t)
+	rig := newBlobRig(t)
+	a := startBlobNode(t, "node-a", file, rig, "--node-memory", "1G")
+	b := startBlobNode(t, "node-b", file, rig)
+	ctx := ctxT(t, 10*time.Minute)
+	half := func(r *api.CreateSandboxRequest) { r.Node, r.Memory = "node-a", "512M" }
+
+	a.create("sleeper", half)
+	a.startCounter("sleeper", 2)
+	a.mustSh("sleeper", "echo kept > /root/f")
+
+	// node-b, asked, commits nothing and would win on load alone.
+	if _, err := a.c.Checkpoint(ctx, "sleeper", client.CheckpointOptions{Name: "ck"}); err != nil {
+		t.Fatal(err)
+	}
+	twin, err := b.c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "twin", From: "sleeper:ck"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if twin.Node != "node-a" {
+		t.Fatalf("a sandbox from node-a's checkpoint, asked of node-b, went to %s", twin.Node)
+	}
+	if got := strings.TrimSpace(a.mustSh("twin", "cat /root/f")); got != "kept" {
+		t.Fatalf("the twin's file: %q", got)
+	}
+	if err := a.c.RemoveSandbox(ctx, "twin", true); err != nil {
+		t.Fatal(err)
+	}
+
+	// Room on node-a: woken through node-b, it stays on node-a.
+	a.mustDen("", "hibernate", "sleeper")
+	if _, err := b.c.Resume(ctx, "sleeper"); err != nil {
+		t.Fatal(err)
+	}
+	if sb, err := b.c.GetSandbox(ctx, "sleeper"); err != nil || sb.Node != "node-a" || sb.State != api.StateRunning {
+		t.Fatalf("woken with room on its node: %+v, %v; want running on node-a", sb, err)
+	}
+
+	// No room on node-a: a command through node-a's own API wakes it on
+	// node-b, processes and files intact.
+	before := a.count("sleeper")
+	a.mustDen("", "hibernate", "sleeper")
+	a.create("filler", func(r *api.CreateSandboxRequest) { r.Node, r.Memory = "node-a", "768M" })
+	if got := strings.TrimSpace(a.mustSh("sleeper", "cat /root/f")); got != "kept" {
+		t.Fatalf("the file, woken elsewhere: %q", got)
+	}
+	sb, err := a.c.GetSandbox(ctx, "sleeper")
+	if err != nil || sb.Node != "node-b" || sb.State != api.StateRunning {
+		t.Fatalf("woken without room on its node: %+v, %v; want running on node-b", sb, err)
+	}
+	if n := b.countAbove("sleeper", before); n <= before {
+		t.Fatalf("the counter after waking on node-b: %d, was %d", n, before)
+	}
+	if !strings.Contains(a.logs(), "sandbox woken on another node") {
+		t.Errorf("node-a's log does not say it sent the sandbox away")
+	}
+	if left := a.instances(); len(left) != 1 {
+		t.Errorf("engine instances on node-a: %v, want filler's alone", left)
 	}
 }

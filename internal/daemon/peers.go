@@ -72,3 +72,12 @@ func (p *peers) PlaceAway(ctx context.Context, memoryBytes int64) (string, error
 	self := p.info(ctx)
 	return p.calls.Place(ctx, cluster.Want{Portable: true, Elsewhere: true, MemoryBytes: memoryBytes, Like: &self})
 }
+
+func (p *peers) RoomHere(ctx context.Context, memoryBytes int64) bool {
+	n, err := p.nodes.Node(ctx, p.self)
+	if err != nil || n.State != cluster.StateActive {
+		return err != nil // the record unread: no reason to leave
+	}
+	info := p.info(ctx) // now, not at the last heartbeat
+	return info.MemoryBytes <= 0 || info.CommittedMemoryBytes+memoryBytes <= info.MemoryBytes
+}

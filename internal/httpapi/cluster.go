@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/cluster"
@@ -99,10 +100,12 @@ func (s *server) fromNode(r *http.Request) bool {
 
 // forward sends a request for a sandbox another node runs to that node,
 // reporting whether it did (and the answer is given). A request another
-// node forwarded here is answered here, never sent on: the service
-// refuses it if the sandbox moved meanwhile.
+// node forwarded here is answered here, never sent on (the service
+// refuses it if the sandbox moved meanwhile), unless answering it would
+// wake a sandbox this node has no room for: then the sandbox goes to a
+// node with room, and the request after it.
 func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestInfo) (bool, error) {
-	if s.cluster == nil || info.fromNode {
+	if s.cluster == nil {
 		return false, nil
 	}
 	var err error
@@ -112,8 +115,22 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestIn
 			return false, nil // the handler answers as it would anyway
 		}
 	}
-	if sb.Node == s.cluster.Self() {
-		return false, nil // the handler answers as it would anyway
+	switch {
+	case sb.Node == s.cluster.Self():
+		if sb.State != sandbox.StateHibernated || !wakes(r, info.route) {
+			return false, nil // the handler answers as it would anyway
+		}
+		// About to wake here: on another node, if this one has no room.
+		// The request follows it there, even one a node sent here.
+		to, err := s.sandboxes.Rehome(r.Context(), sb.ID)
+		if err != nil || to == "" {
+			return false, err
+		}
+		moved := *sb
+		moved.Node = to
+		sb = &moved
+	case info.fromNode:
+		return false, nil
 	}
 	if info.route == recoverRoute && s.cluster.Lost(r.Context(), sb.Node) {
 		return false, nil // any node takes over a lost node's sandbox
@@ -125,7 +142,8 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestIn
 		r = r.Clone(r.Context())
 		r.URL = &u
 	}
-	err = s.cluster.Forward(w, r, sb.Node, sb.Name, IsLocal(r))
+	local := IsLocal(r) || (info.fromNode && r.Header.Get(cluster.HeaderLocal) != "")
+	err = s.cluster.Forward(w, r, sb.Node, sb.Name, local)
 	if err == nil {
 		info.sentOn = true
 		return true, nil
@@ -134,6 +152,20 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestIn
 		return false, nil
 	}
 	return true, err
+}
+
+// wakes reports whether a request on route wakes a sleeping sandbox: it
+// runs something in it, reads or writes its files, or reaches a port.
+func wakes(r *http.Request, route string) bool {
+	if _, ok := r.Context().Value(hostRouteKey{}).(*hostRoute); ok {
+		return true
+	}
+	switch route {
+	case "/v1/sandboxes/{name}/resume", "/v1/sandboxes/{name}/exec", "/v1/sandboxes/{name}/exec/ws",
+		"/v1/sandboxes/{name}/processes", "/v1/sandboxes/{name}/files":
+		return true
+	}
+	return strings.HasPrefix(route, "/v1/sandboxes/{name}/files/")
 }
 
 // wantFor is what a create asks of the node it goes to, or false when

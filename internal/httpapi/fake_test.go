@@ -320,6 +320,10 @@ func (f *fakeSandboxes) GetCheckpoint(ctx context.Context, ref, ckpt string) (*s
 	return nil, errdefs.NotFound("no checkpoint %q", ckpt)
 }
 
+func (f *fakeSandboxes) Rehome(ctx context.Context, ref string) (string, error) {
+	return "", f.enter("Rehome", ref)
+}
+
 func (f *fakeSandboxes) FindCheckpoint(ctx context.Context, ref string) (*sandbox.Checkpoint, error) {
 	if err := f.enter("FindCheckpoint", ref); err != nil {
 		return nil, err

@@ -37,6 +37,9 @@ type Fleet interface {
 	// of memoryBytes from this one, woken with its processes: one with
 	// room, on the same engine and CPU features.
 	PlaceAway(ctx context.Context, memoryBytes int64) (string, error)
+	// RoomHere reports whether this node is active and has room for
+	// another sandbox with a memory limit of memoryBytes.
+	RoomHere(ctx context.Context, memoryBytes int64) bool
 }
 
 // PendingMove marks a hibernated sandbox its node is handing over to
@@ -69,38 +72,89 @@ func (s *Service) Move(ctx context.Context, ref string, p MoveParams) (*Sandbox,
 		return nil, errdefs.WithHint(errdefs.Conflict("sandbox %q is %s: only a running, paused or hibernated sandbox can move", sb.Name, sb.State),
 			hintFor(sb.State, "move"))
 	}
+	if err := s.giveAway(ctx, sb, p); err != nil {
+		return nil, err
+	}
+	return s.cfg.Store.GetSandbox(ctx, sb.ID)
+}
+
+// giveAway hands hibernated sb (locked) over to node p.To: it uploads
+// the checkpoint sb sleeps in, marks the handover in its record and asks
+// the target to adopt it, then lets go of what this node kept. A target
+// that never took it leaves it hibernated here.
+func (s *Service) giveAway(ctx context.Context, sb *Sandbox, p MoveParams) error {
 	ck, err := s.cfg.Store.GetCheckpoint(ctx, sb.ID, sb.Checkpoint)
 	if err != nil {
-		return nil, fmt.Errorf("finding the checkpoint sandbox %q sleeps in: %w", sb.Name, err)
+		return fmt.Errorf("finding the checkpoint sandbox %q sleeps in: %w", sb.Name, err)
 	}
 	if err := s.upload(ctx, ck.ID, 0); err != nil {
-		return nil, errdefs.WithHint(fmt.Errorf("moving sandbox %q: uploading checkpoint %s: %w", sb.Name, ck.ID, err),
+		return errdefs.WithHint(fmt.Errorf("moving sandbox %q: uploading checkpoint %s: %w", sb.Name, ck.ID, err),
 			"it stays hibernated here; try again once the blob store answers")
 	}
 	if ck, err = s.cfg.Store.GetCheckpoint(ctx, sb.ID, ck.ID); err != nil {
-		return nil, err
+		return err
 	}
 	if ck.Location != LocationUploaded {
-		return nil, errdefs.Unavailable("moving sandbox %q: checkpoint %s is %s, not uploaded", sb.Name, ck.ID, ck.Location)
+		return errdefs.Unavailable("moving sandbox %q: checkpoint %s is %s, not uploaded", sb.Name, ck.ID, ck.Location)
 	}
 	from := *sb
 	sb.Pending = PendingMove
 	if err := s.record(ctx, sb, "moving", fmt.Sprintf("handing over to node %s in checkpoint %s", p.To, ck.ID)); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.cfg.Fleet.Adopt(ctx, p.To, sb.ID, p.Cold); err != nil {
 		cur, gerr := s.cfg.Store.GetSandbox(context.WithoutCancel(ctx), sb.ID)
 		if gerr != nil || cur.Node == s.cfg.Node {
 			s.takeBack(context.WithoutCancel(ctx), sb, p.To, err)
-			return nil, fmt.Errorf("moving sandbox %q to node %s: %w", sb.Name, p.To, err)
+			return fmt.Errorf("moving sandbox %q to node %s: %w", sb.Name, p.To, err)
 		}
 		// The target took it, then failed to wake it: it is the
 		// target's now, in error there with the reason.
 		s.letGo(context.WithoutCancel(ctx), &from, ck)
-		return nil, fmt.Errorf("sandbox %q moved to node %s, which could not wake it: %w", sb.Name, p.To, err)
+		return errMovedBroken{fmt.Errorf("sandbox %q moved to node %s, which could not wake it: %w", sb.Name, p.To, err)}
 	}
 	s.letGo(ctx, &from, ck)
-	return s.cfg.Store.GetSandbox(ctx, sb.ID)
+	return nil
+}
+
+// errMovedBroken is a handover the target took and could not wake: the
+// sandbox is the target's, in error there.
+type errMovedBroken struct{ error }
+
+func (e errMovedBroken) Unwrap() error { return e.error }
+
+// Rehome hands a hibernated sandbox of this node that is about to be
+// woken to another node when this one cannot take it back: it is
+// draining, or the limits of its running sandboxes and this one's would
+// not fit in the memory it offers. It returns the node the sandbox went
+// to, or "" when it stays here to wake as usual: no blob store, no other
+// node with room on the same engine, or a handover that failed (logged).
+func (s *Service) Rehome(ctx context.Context, ref string) (string, error) {
+	if !s.Movable() {
+		return "", nil
+	}
+	sb, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return "", nil // the request says so as it goes on
+	}
+	defer unlock()
+	if sb.State != StateHibernated || sb.Pending != "" || s.cfg.Fleet.RoomHere(ctx, sb.Spec.MemoryBytes) {
+		return "", nil
+	}
+	to, err := s.cfg.Fleet.PlaceAway(ctx, sb.Spec.MemoryBytes)
+	if err != nil || to == "" {
+		return "", nil
+	}
+	if err := s.giveAway(ctx, sb, MoveParams{To: to}); err != nil {
+		var broken errMovedBroken
+		if errors.As(err, &broken) {
+			return to, nil // its node answers for it now, in error
+		}
+		s.log.Warn("waking a sandbox on another node, as this one has no room; waking it here", "sandbox", sb.Name, "to", to, "err", err)
+		return "", nil
+	}
+	s.log.Info("sandbox woken on another node: this one has no room", "sandbox", sb.Name, "to", to)
+	return to, nil
 }
 
 // Movable reports whether this node can move sandboxes: it is in a fleet
