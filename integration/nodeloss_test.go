@@ -104,3 +104,49 @@ func TestNodeLoss(t *testing.T) {
 		t.Fatalf("precious through node-a after it came back: %q", got)
 	}
 }
+
+// With --recover-lost rollback, the node that declares another lost
+// brings its uploaded sandboxes back by itself, processes and all; one
+// with nothing uploaded waits for its node, which fences the other.
+func TestRecoverLostAutomatically(t *testing.T) {
+	_, file := pgStoreFile(t)
+	rig := newBlobRig(t)
+	a := startBlobNode(t, "node-a", file, rig)
+	b := startBlobNode(t, "node-b", file, rig, "--recover-lost", "rollback")
+	ctx := ctxT(t, 10*time.Minute)
+
+	a.create("precious", func(r *api.CreateSandboxRequest) { r.Node = "node-a" })
+	a.startCounter("precious", 2)
+	a.mustSh("precious", "echo saved > /root/f")
+	ck, err := a.c.Checkpoint(ctx, "precious", client.CheckpointOptions{Name: "good"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.waitUploaded("precious", ck.ID)
+	a.create("unsaved", func(r *api.CreateSandboxRequest) { r.Node = "node-a" })
+
+	a.kill()
+	waitFor(t, time.Minute, "precious to come back on node-b by itself", func() bool {
+		s, err := b.c.GetSandbox(ctx, "precious")
+		return err == nil && s.State == api.StateRunning && s.Node == "node-b"
+	})
+	if got := b.mustSh("precious", "cat /root/f"); got != "saved\n" {
+		t.Fatalf("precious's file after the automatic recovery: %q", got)
+	}
+	b.countAbove("precious", b.count("precious"))
+	if !strings.Contains(b.logs(), `msg="brought back a sandbox of a lost node" component=fleet sandbox=precious`) {
+		t.Errorf("node-b's log does not say it brought precious back")
+	}
+	if s, err := b.c.GetSandbox(ctx, "unsaved"); err != nil || s.State != api.StateError || !strings.Contains(s.Reason, "nothing of it was uploaded") {
+		t.Fatalf("unsaved, nothing uploaded: %+v, %v; want in error, waiting for its node", s, err)
+	}
+
+	a.start()
+	waitFor(t, 30*time.Second, "unsaved to be running again on node-a", func() bool {
+		s, err := b.c.GetSandbox(ctx, "unsaved")
+		return err == nil && s.State == api.StateRunning && s.Node == "node-a"
+	})
+	if insts := a.instances(); len(insts) != 1 {
+		t.Fatalf("engine instances on node-a after it came back: %v; want unsaved's alone", insts)
+	}
+}

@@ -47,6 +47,7 @@ func main() {
 	fs.StringVar(&cfg.Warm, "warm", env("DEN_WARM", ""), "instances of each image this node keeps booted ahead of demand, IMAGE=N,... e.g. busybox=4 (`den image warm IMAGE N` overrides it per image)")
 	fs.StringVar(&cfg.Node, "node", env("DEN_NODE", cfg.Node), "this dend's node name in a fleet (dends sharing one --store postgres://...); default: the host's name")
 	fs.StringVar(&cfg.PeerURL, "peer-url", env("DEN_PEER_URL", ""), "in a fleet: the URL other nodes reach this dend's --listen at (default: http://LISTEN, with the host's name for 0.0.0.0)")
+	fs.StringVar(&cfg.RecoverLost, "recover-lost", env("DEN_RECOVER_LOST", "off"), "in a fleet: what the node that declares another lost does with its sandboxes that were uploaded: off (they wait in error for `den recover`), rollback (brought back on the fleet's nodes from their last upload, processes and all) or cold (from its files alone)")
 	durations := []struct {
 		v          *time.Duration
 		name, help string
@@ -104,6 +105,9 @@ func main() {
 	if *showVersion {
 		fmt.Println("dend", version.Version)
 		return
+	}
+	if cfg.RecoverLost == "off" {
+		cfg.RecoverLost = ""
 	}
 	for _, sz := range sizes {
 		n, err := parseSize(sz.text)

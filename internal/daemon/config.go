@@ -47,6 +47,11 @@ type Config struct {
 	Node         string        // this host's name, and its node's in a fleet
 	PeerURL      string        // in a fleet: where other nodes reach this one; default from Listen
 	NodeLease    time.Duration // in a fleet: how long a heartbeat keeps this node's lease; 0: cluster.DefaultLease
+	// RecoverLost is, in a fleet, how the node that declares another lost
+	// brings that node's sandboxes back on the fleet's nodes: "rollback"
+	// (their last uploaded checkpoint, processes and all), "cold" (its
+	// files alone), or "" (they wait in error for `den recover`).
+	RecoverLost string
 	// NodeMemory is, in a fleet, the memory this node offers sandboxes'
 	// limits, for placement; 0: the host's memory.
 	NodeMemory   int64
@@ -164,6 +169,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.validatePeerURL(); err != nil {
 		return err
+	}
+	if c.RecoverLost != "" && c.RecoverLost != sandbox.RecoverRollback && c.RecoverLost != sandbox.RecoverCold {
+		return bad("recover-lost", "%q is not off, rollback or cold", c.RecoverLost)
 	}
 	if c.NodeMemory < 0 {
 		return bad("node-memory", "%d is negative", c.NodeMemory)

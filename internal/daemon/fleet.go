@@ -73,9 +73,12 @@ func (f *fleet) join(ctx context.Context, svc *sandbox.Service, stop context.Can
 		Lease: f.cfg.NodeLease,
 		Info:  f.info,
 		// This node declared them lost: it records their sandboxes so.
-		Expired: func(ctx context.Context, lost []cluster.Node) {
+		Expired: func(tick context.Context, lost []cluster.Node) {
 			for _, n := range lost {
-				svc.NodeLost(ctx, n.Name)
+				back := svc.NodeLost(tick, n.Name)
+				if f.cfg.RecoverLost != "" && len(back) > 0 {
+					go f.recoverLost(ctx, svc, n.Name, back) // outlives the heartbeat's tick
+				}
 			}
 		},
 	})

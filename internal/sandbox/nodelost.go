@@ -30,29 +30,34 @@ import (
 const pendingNodeLost = "node-lost:"
 
 // NodeLost records in error every sandbox on node, which was just
-// declared lost, with what can bring it back.
-func (s *Service) NodeLost(ctx context.Context, node string) {
-	sbs, err := s.cfg.Store.ListSandboxes(ctx)
+// declared lost, with what can bring it back, and returns those that
+// another node can bring back: the ones with an uploaded state.
+func (s *Service) NodeLost(ctx context.Context, node string) []*Sandbox {
+	sbs, err := s.cfg.Store.ListSandboxesOn(ctx, node)
 	if err != nil {
 		s.log.Error("listing the sandboxes of a lost node", "node", node, "err", err)
-		return
+		return nil
 	}
+	var back []*Sandbox
 	for _, sb := range sbs {
-		if sb.Node == node {
-			s.markNodeLost(ctx, sb)
+		if s.markNodeLost(ctx, sb) {
+			back = append(back, sb)
 		}
 	}
+	return back
 }
 
 // markNodeLost records sb, on a node just declared lost, in error, with
-// the state it was in kept to take it back as it was.
-func (s *Service) markNodeLost(ctx context.Context, sb *Sandbox) {
+// the state it was in kept to take it back as it was. It reports whether
+// another node can bring it back: something of it was uploaded.
+func (s *Service) markNodeLost(ctx context.Context, sb *Sandbox) bool {
 	if sb.State == StateCreating || sb.State == StateError || sb.State == StateDestroyed {
-		return
+		return false
 	}
 	node := sb.Node
 	why := fmt.Sprintf("node %s was lost (its lease ran out at %s)", node, s.cfg.Now().UTC().Format(time.RFC3339))
-	if last := s.lastUploaded(ctx, sb); last == nil {
+	last := s.lastUploaded(ctx, sb)
+	if last == nil {
 		why += "; nothing of it was uploaded: it comes back when node " + node + "'s dend does"
 	} else {
 		why += fmt.Sprintf("; its last uploaded state is checkpoint %s (%s, %s): `den recover %s --rollback` brings it back on another node",
@@ -61,7 +66,9 @@ func (s *Service) markNodeLost(ctx context.Context, sb *Sandbox) {
 	sb.Pending = pendingNodeLost + string(sb.State)
 	if err := s.transition(ctx, sb, StateError, EventLost, why); err != nil {
 		s.log.Error("recording a sandbox of a lost node", "sandbox", sb.Name, "node", node, "err", err)
+		return false
 	}
+	return last != nil
 }
 
 // lastUploaded is sb's newest checkpoint in the blob store, or nil.
