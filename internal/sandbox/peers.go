@@ -68,8 +68,9 @@ type PeerParams struct {
 	// change (its processes end, its files stay); without it only a
 	// stopped sandbox's peers change.
 	Restart bool
-	// Reader is who reads OTHER: the owner identity of the caller, and
-	// AnyOwner for admins, who may read every sandbox.
+	// Reader is who reads OTHER: the owner identity of the caller ("":
+	// none, no sandbox is readable), or AnyOwner for admins, who may read
+	// every sandbox.
 	Reader   string
 	AnyOwner bool
 }
@@ -137,8 +138,11 @@ func (s *Service) Peers(ctx context.Context, ref string) ([]Peer, error) {
 // readable finds OTHER as p's reader may see it: a sandbox of another
 // owner is not found, in the words for one that does not exist.
 func (s *Service) readable(ctx context.Context, p PeerParams) (*Sandbox, error) {
-	if p.AnyOwner {
+	switch {
+	case p.AnyOwner:
 		return s.Get(ctx, p.Other)
+	case p.Reader == "":
+		return nil, NotFound(p.Other) // "" owns only admins' sandboxes
 	}
 	return s.GetOwned(ctx, p.Reader, p.Other)
 }
