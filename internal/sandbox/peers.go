@@ -138,13 +138,20 @@ func (s *Service) Peers(ctx context.Context, ref string) ([]Peer, error) {
 // readable finds OTHER as p's reader may see it: a sandbox of another
 // owner is not found, in the words for one that does not exist.
 func (s *Service) readable(ctx context.Context, p PeerParams) (*Sandbox, error) {
+	var sb *Sandbox
+	var err error
 	switch {
 	case p.AnyOwner:
-		return s.Get(ctx, p.Other)
+		sb, err = s.Get(ctx, p.Other)
 	case p.Reader == "":
 		return nil, NotFound(p.Other) // "" owns only admins' sandboxes
+	default:
+		sb, err = s.GetOwned(ctx, p.Reader, p.Other)
 	}
-	return s.GetOwned(ctx, p.Reader, p.Other)
+	if err == nil && sb.State == StateDestroyed {
+		return nil, NotFound(p.Other)
+	}
+	return sb, err
 }
 
 // AddPeer gives sandbox ref a read-only view of OTHER's files at p.At.
