@@ -417,6 +417,35 @@ func (f *fakeSandboxes) SetSecrets(ctx context.Context, ref string, grants []san
 	return &sb, nil
 }
 
+func (f *fakeSandboxes) Peers(ctx context.Context, ref string) ([]sandbox.Peer, error) {
+	if err := f.enter("Peers", ref); err != nil {
+		return nil, err
+	}
+	return f.sandboxes[0].Spec.Peers, nil
+}
+
+func (f *fakeSandboxes) AddPeer(ctx context.Context, ref string, p sandbox.PeerParams) (*sandbox.Sandbox, *sandbox.Peer, error) {
+	if err := f.enter("AddPeer", ref, p); err != nil {
+		return nil, nil, err
+	}
+	peer := sandbox.Peer{ID: "v1", Sandbox: p.Other, SandboxID: "sb9", At: p.At, Checkpoint: p.Checkpoint, TakenAt: testTime}
+	return f.sandboxes[0], &peer, nil
+}
+
+func (f *fakeSandboxes) RefreshPeer(ctx context.Context, ref, peer string, p sandbox.PeerParams) (*sandbox.Sandbox, *sandbox.Peer, error) {
+	if err := f.enter("RefreshPeer", ref, peer, p); err != nil {
+		return nil, nil, err
+	}
+	return f.sandboxes[0], &sandbox.Peer{ID: "v2", At: "/peers/x", TakenAt: testTime}, nil
+}
+
+func (f *fakeSandboxes) RemovePeer(ctx context.Context, ref, peer string, restart bool) (*sandbox.Sandbox, error) {
+	if err := f.enter("RemovePeer", ref, peer, restart); err != nil {
+		return nil, err
+	}
+	return f.sandboxes[0], nil
+}
+
 func (f *fakeSandboxes) ExposePort(ctx context.Context, ref string, port uint16, public bool) (*sandbox.Sandbox, error) {
 	if err := f.enter("ExposePort", ref, port, public); err != nil {
 		return nil, err

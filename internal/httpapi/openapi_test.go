@@ -139,6 +139,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"ExposedPort": api.ExposedPort{}, "ExposePortRequest": api.ExposePortRequest{}, "PortURL": api.PortURL{},
 		"Node": api.Node{}, "NodeList": api.NodeList{}, "DrainResult": api.DrainResult{}, "DrainFailure": api.DrainFailure{}, "DrainMove": api.DrainMove{},
 		"MoveSandboxRequest": api.MoveSandboxRequest{}, "AdoptRequest": api.AdoptRequest{},
+		"Peer": api.Peer{}, "PeerList": api.PeerList{}, "AddPeerRequest": api.AddPeerRequest{}, "RefreshPeerRequest": api.RefreshPeerRequest{},
 	}
 	schemas := loadSpec(t).Components.Schemas
 	for name, v := range types {

@@ -44,6 +44,11 @@ func (s *server) routes() []route {
 		{"GET", portURLPattern, s.portURL},
 		{"DELETE", portURLPattern, s.revokePortURLs},
 
+		{"GET", "/v1/sandboxes/{name}/peers", s.listPeers},
+		{"POST", "/v1/sandboxes/{name}/peers", s.addPeer},
+		{"POST", "/v1/sandboxes/{name}/peers/{peer}/refresh", s.refreshPeer},
+		{"DELETE", "/v1/sandboxes/{name}/peers/{peer}", s.removePeer},
+
 		{"POST", "/v1/sandboxes/{name}/checkpoints", s.createCheckpoint},
 		{"GET", "/v1/sandboxes/{name}/checkpoints", s.listCheckpoints},
 		{"GET", "/v1/sandboxes/{name}/checkpoints/{ckpt}", s.getCheckpoint},

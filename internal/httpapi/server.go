@@ -105,6 +105,13 @@ type SandboxService interface {
 	Resources(ctx context.Context, sb *sandbox.Sandbox) (sandbox.ResourceUsage, sandbox.DiskQuota)
 	// SetNetwork replaces what a sandbox may reach, at once.
 	SetNetwork(ctx context.Context, ref string, p sandbox.NetworkPolicy) (*sandbox.Sandbox, error)
+	// Peers lists a sandbox's read-only views of others; AddPeer,
+	// RefreshPeer and RemovePeer change them (p says whose sandboxes the
+	// caller may read).
+	Peers(ctx context.Context, ref string) ([]sandbox.Peer, error)
+	AddPeer(ctx context.Context, ref string, p sandbox.PeerParams) (*sandbox.Sandbox, *sandbox.Peer, error)
+	RefreshPeer(ctx context.Context, ref, peer string, p sandbox.PeerParams) (*sandbox.Sandbox, *sandbox.Peer, error)
+	RemovePeer(ctx context.Context, ref, peer string, restart bool) (*sandbox.Sandbox, error)
 	// ExposePort serves a port of the sandbox, or changes whether it is
 	// public; UnexposePort stops serving it.
 	ExposePort(ctx context.Context, ref string, port uint16, public bool) (*sandbox.Sandbox, error)

@@ -160,6 +160,11 @@ func (r *Runtime) spec(inst sandbox.Instance) ociSpec {
 		// restored copies; read-only, as DNS anywhere else is dropped.
 		spec.Mounts = append(spec.Mounts, ociMount{Destination: "/etc/resolv.conf", Type: "bind", Source: r.cfg.ResolvConf, Options: []string{"rbind", "ro"}})
 	}
+	for _, v := range inst.Views {
+		// Other sandboxes' files, read-only twice over: the mount here,
+		// and the snapshot on the host.
+		spec.Mounts = append(spec.Mounts, ociMount{Destination: v.Destination, Type: "bind", Source: v.Source, Options: []string{"rbind", "ro"}})
+	}
 	return spec
 }
 

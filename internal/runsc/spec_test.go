@@ -1,6 +1,7 @@
 package runsc
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/den-dev/den/internal/sandbox"
@@ -54,5 +55,25 @@ func TestSpecHash(t *testing.T) {
 				t.Errorf("changing the %s kept the hash", name)
 			}
 		})
+	}
+}
+
+func TestSpecViews(t *testing.T) {
+	r := &Runtime{cfg: Config{InitDir: "/usr/lib/den/init"}}
+	base := sandbox.Instance{ID: "sb1-g1", Rootfs: "/pool/sb1"}
+	withView := base
+	withView.Views = []sandbox.ViewMount{{Source: "/pool/peers/sb1-v1", Destination: "/peers/coder"}}
+	spec := r.spec(withView)
+	m := spec.Mounts[len(spec.Mounts)-1]
+	if m.Destination != "/peers/coder" || m.Source != "/pool/peers/sb1-v1" || m.Type != "bind" || !slices.Contains(m.Options, "ro") {
+		t.Fatalf("view mount = %+v, want a read-only bind of the view at its mount point", m)
+	}
+	if r.SpecHash(withView) == r.SpecHash(base) {
+		t.Error("a view's mount point did not change the hash: a restore without it would be let through")
+	}
+	refreshed := withView
+	refreshed.Views = []sandbox.ViewMount{{Source: "/pool/peers/sb1-v2", Destination: "/peers/coder"}}
+	if r.SpecHash(refreshed) != r.SpecHash(withView) {
+		t.Error("a refreshed view (another source, same mount point) changed the hash")
 	}
 }

@@ -278,6 +278,10 @@ func (s *Service) restorable(ck *Checkpoint, sb *Sandbox) error {
 		return err
 	}
 	if h := s.cfg.Runtime.SpecHash(s.instance(sb, "", "")); ck.Manifest.SpecHash != h {
+		if d := peersDiffer(ck, sb); d != "" {
+			return errdefs.WithHint(errdefs.Conflict("the memory image of checkpoint %s cannot come back into sandbox %q: %s", ck.ID, sb.Name, d),
+				"give it the same peers again (`den peer add`/`den peer rm`), or boot the checkpoint's files without its processes")
+		}
 		return errdefs.WithHint(errdefs.Conflict("checkpoint %s was made for a different sandbox layout (this den changed how it builds sandboxes)", ck.ID),
 			"its files can still be booted without its processes with `den recover NAME --cold`")
 	}
@@ -313,6 +317,7 @@ func (s *Service) instance(sb *Sandbox, netns, bootToken string) Instance {
 		CPUs:        sb.Spec.CPUs,
 		MemoryBytes: sb.Spec.MemoryBytes,
 		Init:        sb.Init,
+		Views:       s.viewMounts(sb),
 	}
 }
 

@@ -151,12 +151,16 @@ func (s *Service) createFrom(ctx context.Context, p CreateParams, ck *Checkpoint
 	if p.Network != nil {
 		spec.Network = *p.Network
 	}
+	id := newID(12)
+	viewsFrom, err := s.planViews(ctx, id, &spec, ck)
+	if err != nil {
+		return nil, err
+	}
 	now := s.cfg.Now().UTC()
 	sb := &Sandbox{
-		ID: newID(12), Name: p.Name, Spec: spec, State: StateCreating, Generation: 1, Token: newToken(),
+		ID: id, Name: p.Name, Spec: spec, State: StateCreating, Generation: 1, Token: newToken(),
 		Node: s.cfg.Node, Owner: p.Owner, Policy: p.Policy, Origin: ck.ID, Head: ck.ID, CreatedAt: now, UpdatedAt: now,
 	}
-	var err error
 	if sb.Slot, err = s.allocSandboxSlot(ctx, sb.ID); err != nil {
 		return nil, err
 	}
@@ -168,7 +172,11 @@ func (s *Service) createFrom(ctx context.Context, p CreateParams, ck *Checkpoint
 		s.releaseSlot(sb.Slot)
 		return nil, fmt.Errorf("creating sandbox %q: %w", p.Name, err)
 	}
-	if err := s.bootFrom(ctx, sb, ck, false); err != nil {
+	err = s.makeViews(ctx, sb, viewsFrom)
+	if err == nil {
+		err = s.bootFrom(ctx, sb, ck, false)
+	}
+	if err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		s.undoCreate(cctx, sb)

@@ -200,6 +200,7 @@ func (s *Service) undoCreate(ctx context.Context, sb *Sandbox) {
 	if err := s.cfg.Volumes.Remove(ctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		s.log.Error("undoing create: removing volume", "sandbox", sb.Name, "err", err)
 	}
+	s.dropViews(ctx, sb)
 	if err := s.cfg.Store.DeleteSandbox(ctx, sb.ID); err != nil {
 		s.log.Error("undoing create: removing record", "sandbox", sb.Name, "err", err)
 	}
@@ -315,22 +316,28 @@ func (s *Service) Start(ctx context.Context, ref string) (*Sandbox, error) {
 	if err := require(sb, "start", StateStopped, StateError); err != nil {
 		return nil, err
 	}
+	if err := s.startLocked(ctx, sb); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// startLocked boots a stopped sandbox as a new generation; the caller
+// holds its lock.
+func (s *Service) startLocked(ctx context.Context, sb *Sandbox) error {
 	sb.Generation++
 	sb.Token = newToken()
 	if err := s.record(ctx, sb, "booting", fmt.Sprintf("booting generation %d", sb.Generation)); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.startInstance(ctx, sb); err != nil {
 		msg := fmt.Sprintf("generation %d failed to boot: %v", sb.Generation, err)
 		if terr := s.transition(context.WithoutCancel(ctx), sb, StateError, EventFailed, msg); terr != nil {
 			s.log.Error("recording failed start", "sandbox", sb.Name, "err", terr)
 		}
-		return nil, fmt.Errorf("starting sandbox %q: %w", sb.Name, err)
+		return fmt.Errorf("starting sandbox %q: %w", sb.Name, err)
 	}
-	if err := s.transition(ctx, sb, StateRunning, EventStarted, fmt.Sprintf("generation %d booted", sb.Generation)); err != nil {
-		return nil, err
-	}
-	return sb, nil
+	return s.transition(ctx, sb, StateRunning, EventStarted, fmt.Sprintf("generation %d booted", sb.Generation))
 }
 
 // Stop ends the running instance gracefully; the files stay.
@@ -346,6 +353,15 @@ func (s *Service) Stop(ctx context.Context, ref string) (*Sandbox, error) {
 	if err := require(sb, "stop", StateRunning, StateError); err != nil {
 		return nil, err
 	}
+	if err := s.stopLocked(ctx, sb, "stopped on request"); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// stopLocked ends sb's instance gracefully (at once when in error), why
+// going into its history; the caller holds its lock.
+func (s *Service) stopLocked(ctx context.Context, sb *Sandbox, why string) error {
 	grace := s.cfg.StopGrace
 	if sb.State == StateError {
 		grace = 0
@@ -354,15 +370,12 @@ func (s *Service) Stop(ctx context.Context, ref string) (*Sandbox, error) {
 	// commands, so a dend that dies half-way finishes the stop when it
 	// starts again rather than take up an instance that refuses all use.
 	sb.Pending = PendingStop
-	if err := s.record(ctx, sb, "stopping", "stopping on request"); err != nil {
-		return nil, err
+	if err := s.record(ctx, sb, "stopping", why); err != nil {
+		return err
 	}
 	s.halt(context.WithoutCancel(ctx), sb, grace)
 	sb.Pending = ""
-	if err := s.transition(context.WithoutCancel(ctx), sb, StateStopped, EventStopped, "stopped on request"); err != nil {
-		return nil, err
-	}
-	return sb, nil
+	return s.transition(context.WithoutCancel(ctx), sb, StateStopped, EventStopped, why)
 }
 
 // Remove destroys a sandbox, its files and the checkpoints no other
@@ -401,6 +414,7 @@ func (s *Service) destroyLocked(cctx context.Context, sb *Sandbox, why string) e
 	if err := s.cfg.Volumes.Remove(cctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return fmt.Errorf("removing files of sandbox %q: %w", sb.Name, err)
 	}
+	s.dropViews(cctx, sb)
 	if err := os.RemoveAll(filepath.Join(s.cfg.RunsDir, sb.ID)); err != nil {
 		s.log.Error("removing run output", "sandbox", sb.Name, "err", err)
 	}

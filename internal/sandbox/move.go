@@ -62,6 +62,11 @@ func (s *Service) Move(ctx context.Context, ref string, p MoveParams) (*Sandbox,
 		return nil, err
 	}
 	defer unlock()
+	if len(sb.Spec.Peers) > 0 {
+		// Its views are snapshots on this node's pool only.
+		return nil, errdefs.WithHint(errdefs.Conflict("sandbox %q has views of other sandboxes, which live on this node only", sb.Name),
+			fmt.Sprintf("remove them first with `den peer rm %s PEER --restart`, and add them again on the new node", sb.Name))
+	}
 	switch sb.State {
 	case StateRunning, StatePaused:
 		if err := s.hibernate(ctx, sb, "hibernated to move to node "+p.To); err != nil {

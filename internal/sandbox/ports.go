@@ -113,6 +113,9 @@ type Instance struct {
 	// Init is the version of den-init to run ("": the one from before
 	// versions were kept).
 	Init string
+	// Views are other sandboxes' files, mounted read-only (peers.go);
+	// their mount points are part of what a restore checks.
+	Views []ViewMount
 }
 
 // InstanceState is what the engine says about an instance.

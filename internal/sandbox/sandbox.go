@@ -27,10 +27,12 @@ type Spec struct {
 	// SecretsGranted is set once any secret was granted, and stays set
 	// (also in forks and sandboxes made from its checkpoints): its memory
 	// images are sealed. See MemorySealer.
-	SecretsGranted bool              `json:"secrets_granted,omitempty"`
-	Ports          []ExposedPort     `json:"ports,omitempty"` // served through dend, by port number
-	Env            map[string]string `json:"env,omitempty"`
-	Labels         map[string]string `json:"labels,omitempty"`
+	SecretsGranted bool          `json:"secrets_granted,omitempty"`
+	Ports          []ExposedPort `json:"ports,omitempty"` // served through dend, by port number
+	// Peers are its read-only views of other sandboxes' files (peers.go).
+	Peers  []Peer            `json:"peers,omitempty"`
+	Env    map[string]string `json:"env,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
 	// Ephemeral sandboxes keep nothing when they are destroyed: no
 	// checkpoints, no run output, no record.
 	Ephemeral bool `json:"ephemeral,omitempty"`
@@ -120,6 +122,7 @@ const (
 	EventLimits     = "limits"   // its resource limits changed
 	EventPorts      = "ports"    // a port was exposed, unexposed or made public or private
 	EventDeferred   = "deferred" // an idle step was put off, saying why
+	EventPeers      = "peers"    // a view of another sandbox was added, refreshed or removed
 )
 
 // Pending changes: the steps of a multi-step verb a restarted dend must

@@ -587,6 +587,96 @@ export interface paths {
         patch: operations["proxyPortPatch"];
         trace?: never;
     };
+    "/v1/sandboxes/{name}/peers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        /** List the sandbox's read-only views of other sandboxes */
+        get: operations["listPeers"];
+        put?: never;
+        /**
+         * Give the sandbox a read-only view of another sandbox's files
+         * @description The view is the sandbox's own read-only snapshot of the other
+         *     sandbox's files as they are now (synced first when it runs), or of
+         *     one of its checkpoints, mounted read-only at `at` (default
+         *     /peers/OTHER). The other sandbox is only read: it never sees the
+         *     view, and removing it leaves the view as it was. A sandbox of
+         *     another owner is 404, as one that does not exist.
+         *
+         *     Views are mounted when the sandbox boots, and a memory image comes
+         *     back only with the views it was taken with: a stopped sandbox's
+         *     peers change at once; a running or paused one's only with
+         *     `restart` (dend stops it, its processes ending and its files
+         *     staying, and boots it again); a hibernated one's not at all (409).
+         *     Its checkpoints record its peers, not the views' bytes; forks get
+         *     their own copies of the views. At most 8 per sandbox.
+         */
+        post: operations["addPeer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{name}/peers/{peer}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+                /** @description a view's id, or the name or id of the sandbox it shows when only one view shows it */
+                peer: components["parameters"]["PeerRef"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Take a view away from the sandbox
+         * @description Its snapshot is removed. A running or paused sandbox needs restart, as for adding one.
+         */
+        delete: operations["removePeer"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{name}/peers/{peer}/refresh": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+                /** @description a view's id, or the name or id of the sandbox it shows when only one view shows it */
+                peer: components["parameters"]["PeerRef"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Take a view again
+         * @description Replaces the view with a new snapshot of the other sandbox's files
+         *     as they are now, or of the checkpoint named. The caller must still
+         *     be allowed to read the other sandbox; one that is gone is 404 and
+         *     the view keeps what it showed. Same states as adding one.
+         */
+        post: operations["refreshPeer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{name}/checkpoints": {
         parameters: {
             query?: never;
@@ -2176,6 +2266,38 @@ export interface components {
         CheckpointList: {
             checkpoints: components["schemas"]["Checkpoint"][];
         };
+        Peer: {
+            /** @description names the view */
+            id: string;
+            /** @description the name the other sandbox had when the view was taken */
+            sandbox: string;
+            sandbox_id: string;
+            /** @description where the view appears inside the sandbox */
+            at: string;
+            /** @description the other sandbox's checkpoint the view shows; absent: its files as they were at taken_at */
+            checkpoint?: string;
+            /** Format: date-time */
+            taken_at: string;
+        };
+        PeerList: {
+            peers: components["schemas"]["Peer"][];
+        };
+        AddPeerRequest: {
+            /** @description the other sandbox */
+            sandbox: string;
+            /** @description a checkpoint of it to show (id or name); absent: its files now */
+            checkpoint?: string;
+            /** @description absolute mount point, without ..; default /peers/SANDBOX */
+            at?: string;
+            /** @description restart a running or paused sandbox to mount the view (its processes end, its files stay) */
+            restart?: boolean;
+        };
+        RefreshPeerRequest: {
+            /** @description a checkpoint of the other sandbox to show; absent: its files now */
+            checkpoint?: string;
+            /** @description restart a running or paused sandbox to mount the new view */
+            restart?: boolean;
+        };
         CheckpointRequest: {
             /** @description optional label: 1-63 letters, digits, dots, dashes and underscores */
             name?: string;
@@ -2507,6 +2629,8 @@ export interface components {
         SandboxName: string;
         /** @description a checkpoint id, or its name among the sandbox's */
         CheckpointRef: string;
+        /** @description a view's id, or the name or id of the sandbox it shows when only one view shows it */
+        PeerRef: string;
         /** @description a run id */
         RunID: string;
         /** @description an image name */
@@ -3632,6 +3756,157 @@ export interface operations {
                 };
                 content?: never;
             };
+        };
+    };
+    listPeers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description its views, in the order they were added */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PeerList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    addPeer: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AddPeerRequest"];
+            };
+        };
+        responses: {
+            /** @description the view */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Peer"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    removePeer: {
+        parameters: {
+            query?: {
+                /** @description restart a running or paused sandbox to unmount the view */
+                restart?: boolean;
+            };
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+                /** @description a view's id, or the name or id of the sandbox it shows when only one view shows it */
+                peer: components["parameters"]["PeerRef"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    refreshPeer: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+                /** @description a view's id, or the name or id of the sandbox it shows when only one view shows it */
+                peer: components["parameters"]["PeerRef"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RefreshPeerRequest"];
+            };
+        };
+        responses: {
+            /** @description the view as taken again */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Peer"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
         };
     };
     listCheckpoints: {
