@@ -57,7 +57,7 @@ func ValidateSetup(steps, keep []string) error {
 	for _, p := range keep {
 		c, err := fspath.Clean(p)
 		if err != nil {
-			return errdefs.WithHint(fmt.Errorf("kept path: %w", err), "name kept paths as absolute paths inside the sandbox, e.g. --keep /opt/data")
+			return errdefs.WithHint(fmt.Errorf("kept path: %w", err), "name kept paths as absolute paths inside the sandbox, e.g. --keep-path /opt/data")
 		}
 		if c != p {
 			return errdefs.WithHint(errdefs.Invalid("kept path %q is not in its plain form", p), fmt.Sprintf("write it as %q", c))

@@ -76,7 +76,7 @@ func noLinksOnTheWay(root, rel, which string) error {
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			return errdefs.WithHint(errdefs.Conflict("cannot keep /%s: /%s is a symlink in the %s root", rel, strings.TrimPrefix(cur, root+"/"), which),
-				"keep the directory the link points to instead (`den setup NAME --keep PATH`)")
+				"keep the directory the link points to instead (`den setup NAME --keep-path PATH`)")
 		}
 		if !fi.IsDir() {
 			return errdefs.Conflict("cannot keep /%s: /%s is not a directory in the %s root", rel, strings.TrimPrefix(cur, root+"/"), which)
