@@ -10,6 +10,13 @@ import (
 // SetSetup changes the setup steps and kept paths a rebase of sandbox
 // name uses. A nil list stays as it is; an empty one is cleared.
 func (c *Client) SetSetup(ctx context.Context, name string, req api.SetupRequest) (*api.Sandbox, error) {
+	// A list set to nil is cleared: it goes as [], since null would leave
+	// it as it is.
+	for _, l := range []**[]string{&req.Steps, &req.Keep} {
+		if *l != nil && **l == nil {
+			*l = &[]string{}
+		}
+	}
 	return c.sandboxCall(ctx, http.MethodPut, sandboxPath(name, "setup"), req)
 }
 

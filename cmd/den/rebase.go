@@ -158,6 +158,8 @@ Nothing runs now.`,
 			if err != nil {
 				return err
 			}
+			// Cleared is an empty list, never null, which would mean unchanged.
+			steps, keep = append([]string{}, steps...), append([]string{}, keep...)
 			var req api.SetupRequest
 			if len(steps) > 0 || clearSteps {
 				req.Steps = &steps
