@@ -47,6 +47,12 @@ type CreateSandboxRequest struct {
 	// Node, in a fleet, is the node it goes to; absent, the one whose
 	// sandboxes commit the least of its memory.
 	Node string `json:"node,omitempty"`
+	// Setup are shell commands run in order once it boots, and again by
+	// every rebase; a failing one fails the create.
+	Setup []string `json:"setup,omitempty"`
+	// Keep are paths a rebase carries over to the new root, besides
+	// /root, /home, /work and /srv.
+	Keep []string `json:"keep,omitempty"`
 }
 
 // Sandbox is the durable record of one sandbox.
@@ -55,8 +61,16 @@ type Sandbox struct {
 	Name string `json:"name"` // unique among its owner's sandboxes
 	// Owner is the owner identity of the token that created it (a token
 	// id); empty for sandboxes admins created. Names are unique per owner.
-	Owner       string            `json:"owner,omitempty"`
-	Image       string            `json:"image"`
+	Owner string `json:"owner,omitempty"`
+	Image string `json:"image"`
+	// ImageVersion is the version of Image its root filesystem came from;
+	// ImageOutdated says a newer version exists (`den rebase` moves it).
+	ImageVersion  int  `json:"image_version"`
+	ImageOutdated bool `json:"image_outdated,omitempty"`
+	// Setup are its setup steps; Keep the paths a rebase carries over,
+	// the defaults included.
+	Setup       []string          `json:"setup,omitempty"`
+	Keep        []string          `json:"keep,omitempty"`
 	CPUs        float64           `json:"cpus"`
 	MemoryBytes int64             `json:"memory_bytes"`
 	PIDs        int               `json:"pids,omitempty"`       // process limit; 0: none
@@ -263,7 +277,9 @@ type MoveRequest struct {
 
 // Image is a base root filesystem sandboxes are created from.
 type Image struct {
-	Name      string    `json:"name"`
+	Name string `json:"name"`
+	// Version grows with every build, import or pull of the name: 1, 2...
+	Version   int       `json:"version"`
 	Source    string    `json:"source"` // builtin, imported, pulled
 	Ref       string    `json:"ref,omitempty"`
 	Digest    string    `json:"digest,omitempty"`
@@ -274,6 +290,46 @@ type Image struct {
 	CreatedAt time.Time `json:"created_at"`
 	// Warm is this node's warm pool of the image; absent when it has none.
 	Warm *WarmPool `json:"warm,omitempty"`
+	// Older are the older versions kept, because sandboxes or checkpoints
+	// were made from them, oldest first.
+	Older []Image `json:"older,omitempty"`
+}
+
+// SetupRequest is the body of PUT /v1/sandboxes/{name}/setup: the setup
+// steps and kept paths a rebase uses. An absent list stays as it is, an
+// empty one is cleared.
+type SetupRequest struct {
+	Steps *[]string `json:"steps,omitempty"`
+	Keep  *[]string `json:"keep,omitempty"`
+}
+
+// RebaseRequest is the body of POST /v1/sandboxes/{name}/rebase.
+type RebaseRequest struct {
+	// Image is IMAGE or IMAGE@VERSION; absent, the sandbox's own image.
+	// No version means the newest.
+	Image string `json:"image,omitempty"`
+}
+
+// Rebase is what a rebase did.
+type Rebase struct {
+	Sandbox Sandbox `json:"sandbox"`
+	// Checkpoint is the files-only checkpoint taken first: `den restore
+	// NAME CHECKPOINT` undoes the rebase.
+	Checkpoint string      `json:"checkpoint"`
+	From       string      `json:"from"` // IMAGE@VERSION before
+	To         string      `json:"to"`   // IMAGE@VERSION after
+	Kept       []string    `json:"kept,omitempty"`
+	Steps      []SetupStep `json:"steps,omitempty"`
+	DurationMS int64       `json:"duration_ms"`
+}
+
+// SetupStep is a setup step that ran.
+type SetupStep struct {
+	Step       int    `json:"step"` // from 1
+	Command    string `json:"command"`
+	Run        string `json:"run"` // its run id: `den logs NAME RUN`
+	ExitCode   int    `json:"exit_code"`
+	DurationMS int64  `json:"duration_ms"`
 }
 
 // WarmPool is how many instances of an image a node keeps booted ahead of

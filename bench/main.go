@@ -106,7 +106,7 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "warm", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "python", "e2b", "store", "blobs", "move"}
+var stepNames = []string{"create", "warm", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "python", "e2b", "store", "blobs", "move", "rebase"}
 
 func run(bin string, n, nBig int, only string, o options) error {
 	want := map[string]bool{}
@@ -169,6 +169,7 @@ func run(bin string, n, nBig int, only string, o options) error {
 		{"store", "store throughput, SQLite vs PostgreSQL", b.storeThroughput},
 		{"blobs", "blob store", b.blobStore},
 		{"move", "den move between nodes", b.moveSandboxes},
+		{"rebase", "den rebase", b.rebaseSandbox},
 	}
 	for _, s := range steps {
 		if len(want) > 0 && !want[s.name] {

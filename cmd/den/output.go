@@ -75,6 +75,7 @@ func renderSandboxes(w io.Writer, sbs []api.Sandbox, now time.Time) error {
 	}
 	ids := slices.ContainsFunc(sbs, func(s api.Sandbox) bool { return names[s.Name] > 1 })
 	ports := slices.ContainsFunc(sbs, func(s api.Sandbox) bool { return len(s.Ports) > 0 })
+	outdated := slices.ContainsFunc(sbs, func(s api.Sandbox) bool { return s.ImageOutdated })
 	var header []string
 	if ids {
 		header = append(header, "ID")
@@ -88,6 +89,9 @@ func renderSandboxes(w io.Writer, sbs []api.Sandbox, now time.Time) error {
 		header = append(header, "NODE")
 	}
 	header = append(header, "IMAGE", "CPUS", "MEMORY", "GEN", "AGE")
+	if outdated {
+		header = append(header, "OUTDATED")
+	}
 	if ports {
 		header = append(header, "PORTS")
 	}
@@ -107,6 +111,13 @@ func renderSandboxes(w io.Writer, sbs []api.Sandbox, now time.Time) error {
 		}
 		row = append(row, s.Image, formatCPUs(s.CPUs), units.BytesSize(float64(s.MemoryBytes)),
 			strconv.FormatInt(s.Generation, 10), ago(s.CreatedAt, now))
+		if outdated {
+			cell := "-"
+			if s.ImageOutdated {
+				cell = fmt.Sprintf("runs %s@%d", s.Image, s.ImageVersion)
+			}
+			row = append(row, cell)
+		}
 		if ports {
 			row = append(row, portsCell(s.Ports))
 		}
@@ -165,12 +176,8 @@ func needsQuote(r rune) bool {
 }
 
 func renderImages(w io.Writer, imgs []api.Image, now time.Time) error {
-	t := newTable(w, "NAME", "SOURCE", "REF", "SIZE", "CREATED", "WARM", "WARM MEMORY")
+	t := newTable(w, "NAME", "VERSION", "SOURCE", "REF", "SIZE", "CREATED", "WARM", "WARM MEMORY")
 	for _, i := range imgs {
-		ref := i.Ref
-		if ref == "" {
-			ref = "-"
-		}
 		warm, warmMem := "-", "-"
 		if p := i.Warm; p != nil && (p.Target > 0 || p.Ready > 0) {
 			warm = fmt.Sprintf("%d/%d", p.Ready, p.Target)
@@ -179,7 +186,11 @@ func renderImages(w io.Writer, imgs []api.Image, now time.Time) error {
 			}
 			warmMem = units.BytesSize(float64(p.HostMemoryBytes))
 		}
-		t.row(i.Name, i.Source, ref, units.HumanSize(float64(i.SizeBytes)), ago(i.CreatedAt, now), warm, warmMem)
+		t.row(i.Name, strconv.Itoa(max(i.Version, 1)), i.Source, cmp.Or(i.Ref, "-"), units.HumanSize(float64(i.SizeBytes)), ago(i.CreatedAt, now), warm, warmMem)
+		// Its older versions follow it, newest first.
+		for _, o := range slices.Backward(i.Older) {
+			t.row(o.Name, fmt.Sprintf("%d (older)", o.Version), o.Source, cmp.Or(o.Ref, "-"), units.HumanSize(float64(o.SizeBytes)), ago(o.CreatedAt, now), "-", "-")
+		}
 	}
 	return t.flush()
 }

@@ -26,6 +26,20 @@ func TestRenderSandboxes(t *testing.T) {
 	if got := buf.String(); got != want {
 		t.Errorf("table:\n%s\nwant:\n%s", got, want)
 	}
+
+	// An outdated sandbox brings the OUTDATED column.
+	sbs[1].ImageVersion, sbs[1].ImageOutdated = 1, true
+	buf.Reset()
+	if err := renderSandboxes(&buf, sbs, now); err != nil {
+		t.Fatal(err)
+	}
+	want = "" +
+		"NAME                 STATE     IMAGE     CPUS   MEMORY   GEN   AGE             OUTDATED\n" +
+		"web                  running   debian    1      1GiB     3     3 minutes ago   -\n" +
+		"a-much-longer-name   stopped   busybox   0.5    512MiB   12    2 days ago      runs busybox@1\n"
+	if got := buf.String(); got != want {
+		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
 }
 
 func TestRenderRuns(t *testing.T) {
@@ -55,7 +69,8 @@ func TestRenderRuns(t *testing.T) {
 
 func TestRenderImages(t *testing.T) {
 	imgs := []api.Image{
-		{Name: "debian", Source: "builtin", SizeBytes: 123_400_000, CreatedAt: now.Add(-24 * time.Hour)},
+		{Name: "debian", Version: 3, Source: "builtin", SizeBytes: 123_400_000, CreatedAt: now.Add(-24 * time.Hour),
+			Older: []api.Image{{Name: "debian", Version: 1, Source: "builtin", SizeBytes: 120_000_000, CreatedAt: now.Add(-72 * time.Hour)}}},
 		{Name: "tools", Source: "pulled", Ref: "127.0.0.1:5000/tools:1", SizeBytes: 5_000, CreatedAt: now.Add(-30 * time.Second)},
 		{Name: "busybox", Source: "builtin", SizeBytes: 2_000_000, CreatedAt: now.Add(-time.Hour),
 			Warm: &api.WarmPool{Target: 4, Ready: 3, Booting: 1, HostMemoryBytes: 240 << 20}},
@@ -67,11 +82,12 @@ func TestRenderImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "" +
-		"NAME      SOURCE    REF                      SIZE      CREATED             WARM         WARM MEMORY\n" +
-		"debian    builtin   -                        123.4MB   24 hours ago        -            -\n" +
-		"tools     pulled    127.0.0.1:5000/tools:1   5kB       30 seconds ago      -            -\n" +
-		"busybox   builtin   -                        2MB       About an hour ago   3/4          240MiB\n" +
-		"held      builtin   -                        2MB       About an hour ago   0/2 (held)   0B\n"
+		"NAME      VERSION     SOURCE    REF                      SIZE      CREATED             WARM         WARM MEMORY\n" +
+		"debian    3           builtin   -                        123.4MB   24 hours ago        -            -\n" +
+		"debian    1 (older)   builtin   -                        120MB     3 days ago          -            -\n" +
+		"tools     1           pulled    127.0.0.1:5000/tools:1   5kB       30 seconds ago      -            -\n" +
+		"busybox   1           builtin   -                        2MB       About an hour ago   3/4          240MiB\n" +
+		"held      1           builtin   -                        2MB       About an hour ago   0/2 (held)   0B\n"
 	if got := buf.String(); got != want {
 		t.Errorf("table:\n%s\nwant:\n%s", got, want)
 	}

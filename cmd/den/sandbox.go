@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,12 +37,19 @@ policy flags say (see ` + "`den policy --help`" + `). An --ephemeral sandbox kee
 once destroyed, and is destroyed when its --ttl of running time ends.
 
 A new sandbox reaches no network; --network and --allow say what it may reach
-(see ` + "`den network --help`" + `).`,
+(see ` + "`den network --help`" + `).
+
+--setup runs a shell command once it boots (repeat it for several, run in
+order); a step that fails fails the create, leaving nothing. ` + "`den rebase`" + ` runs
+the steps again on a new image version, keeping /root, /home, /work, /srv and
+the paths given with --keep-path (see ` + "`den setup --help`" + `). --image IMAGE@VERSION
+starts from an older version of an image.`,
 		Example: `  den create web
   den create ml --image debian --cpus 2 --memory 4G --env API_URL=http://10.0.0.1 --label team=research
   den create copy --from web:before-upgrade
   den create scratch --ephemeral --ttl 30m --pause-after 1m --hibernate-after 5m
-  den create agent --allow pypi.org:443 --allow '*.pythonhosted.org:443'`,
+  den create agent --allow pypi.org:443 --allow '*.pythonhosted.org:443'
+  den create dev --setup 'apt-get install -y git' --keep-path /opt/data`,
 		Args: args("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -75,7 +83,9 @@ A new sandbox reaches no network; --network and --allow say what it may reach
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&req.Image, "image", "", "image to start from (default: dend's default, debian)")
+	f.StringVar(&req.Image, "image", "", "image to start from, IMAGE or IMAGE@VERSION (default: dend's default, debian)")
+	f.StringArrayVar(&req.Setup, "setup", nil, "a setup step: a shell command run once it boots, and by every rebase; repeatable")
+	f.StringArrayVar(&req.Keep, "keep-path", nil, "an absolute path a rebase keeps besides /root, /home, /work and /srv; repeatable")
 	f.Float64Var(&req.CPUs, "cpus", 0, "CPUs, may be fractional (default 1)")
 	f.StringVar(&req.Memory, "memory", "", "memory limit, e.g. 512M or 2G (default 1G)")
 	f.IntVar(&req.PIDs, "pids", 0, "processes and threads at once (default one per MiB of memory, 256 to 32768)")
@@ -133,11 +143,16 @@ func parseKeyValues(flag string, pairs []string, getenv func(string) string) (ma
 }
 
 func (a *app) lsCommand() *cobra.Command {
-	return &cobra.Command{
+	var outdated bool
+	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list", "ps"},
 		Short:   "List sandboxes",
+		Long: `List sandboxes. When a newer version of a sandbox's image exists, an OUTDATED
+column says which version it runs and which is the newest; --outdated lists
+only those (` + "`den rebase`" + ` moves them).`,
 		Example: `  den ls
+  den ls --outdated
   den ls --json | jq -r '.[].name'`,
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -149,9 +164,14 @@ func (a *app) lsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if outdated {
+				sbs = slices.DeleteFunc(sbs, func(sb api.Sandbox) bool { return !sb.ImageOutdated })
+			}
 			return printList(a, sbs, func() error { return renderSandboxes(a.stdout, sbs, time.Now()) })
 		},
 	}
+	cmd.Flags().BoolVar(&outdated, "outdated", false, "only sandboxes whose image has a newer version")
+	return cmd
 }
 
 // inspectOutput is a sandbox with its history.

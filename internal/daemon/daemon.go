@@ -151,6 +151,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	scfg := sandbox.Config{
 		Store: st, Volumes: pool, Runtime: rt, Network: network, Images: images, Secrets: secrets, Init: initVersion,
+		Copier:        storage.PathCopier{},
 		Sealer:        sealer,
 		Reach:         network.Reach(opened),
 		Dial:          func(addr netip.AddrPort, token string) sandbox.Guest { return guest.New(addr, token) },

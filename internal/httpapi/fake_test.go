@@ -350,6 +350,30 @@ func (f *fakeSandboxes) Restore(ctx context.Context, ref, ckpt string) (*sandbox
 	return sb, nil
 }
 
+func (f *fakeSandboxes) SetSetup(ctx context.Context, ref string, c sandbox.SetupChange) (*sandbox.Sandbox, error) {
+	if err := f.enter("SetSetup", ref, c); err != nil {
+		return nil, err
+	}
+	sb := f.withState(sandbox.StateRunning)
+	if c.Steps != nil {
+		sb.Spec.Setup = *c.Steps
+	}
+	if c.Keep != nil {
+		sb.Spec.Keep = *c.Keep
+	}
+	return sb, nil
+}
+
+func (f *fakeSandboxes) Rebase(ctx context.Context, ref string, p sandbox.RebaseParams) (*sandbox.RebaseResult, error) {
+	if err := f.enter("Rebase", ref, p); err != nil {
+		return nil, err
+	}
+	sb := f.withState(sandbox.StateRunning)
+	sb.Generation++
+	return &sandbox.RebaseResult{Sandbox: sb, Checkpoint: &sandbox.Checkpoint{ID: "ck9"}, From: "debian@1", To: "debian@2",
+		Kept: []string{"/root"}, Steps: []sandbox.StepResult{{Step: 1, Command: "true", RunID: "run1"}}}, nil
+}
+
 func (f *fakeSandboxes) Fork(ctx context.Context, ref string, p sandbox.ForkParams) ([]*sandbox.Sandbox, error) {
 	if err := f.enter("Fork", ref, p); err != nil {
 		return nil, err

@@ -21,7 +21,11 @@ type ImageService interface {
 	Build(ctx context.Context, name string, force bool, progress func(image.Progress)) (*sandbox.Image, error)
 	Import(ctx context.Context, name string, r io.Reader, progress func(image.Progress)) (*sandbox.Image, error)
 	Pull(ctx context.Context, ref, name string, insecure bool, progress func(image.Progress)) (*sandbox.Image, error)
-	Remove(ctx context.Context, name string) error
+	// Remove removes an image, every version (NAME), or one older
+	// version (NAME@VERSION); Versions lists the older versions kept of
+	// an image, or of all when name is "".
+	Remove(ctx context.Context, ref string) error
+	Versions(ctx context.Context, name string) ([]*sandbox.Image, error)
 }
 
 func (s *server) listImages(w http.ResponseWriter, r *http.Request) error {
@@ -29,10 +33,19 @@ func (s *server) listImages(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	older, err := s.images.Versions(r.Context(), "")
+	if err != nil {
+		return err
+	}
 	list := api.ImageList{Images: mapSlice(ims, toImage)}
 	pools := s.warmPools(r.Context())
 	for i := range list.Images {
 		list.Images[i].Warm = pools[list.Images[i].Name]
+		for _, o := range older {
+			if o.Name == list.Images[i].Name {
+				list.Images[i].Older = append(list.Images[i].Older, toImage(o))
+			}
+		}
 	}
 	return writeJSON(w, http.StatusOK, list)
 }
@@ -44,6 +57,11 @@ func (s *server) getImage(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := toImage(im)
 	out.Warm = s.warmPools(r.Context())[im.Name]
+	older, err := s.images.Versions(r.Context(), im.Name)
+	if err != nil {
+		return err
+	}
+	out.Older = mapSlice(older, toImage)
 	return writeJSON(w, http.StatusOK, out)
 }
 

@@ -59,6 +59,10 @@ func (f *fakeImages) Remove(ctx context.Context, name string) error {
 	return f.errBefore
 }
 
+func (f *fakeImages) Versions(ctx context.Context, name string) ([]*sandbox.Image, error) {
+	return nil, nil
+}
+
 func (f *fakeImages) long(name string, progress func(image.Progress)) (*sandbox.Image, error) {
 	if f.errBefore != nil {
 		return nil, f.errBefore

@@ -39,6 +39,8 @@ func (s *server) routes() []route {
 		{"PUT", "/v1/sandboxes/{name}/network", s.setNetwork},
 		{"PATCH", "/v1/sandboxes/{name}/limits", s.setLimits},
 		{"PUT", "/v1/sandboxes/{name}/secrets", s.setSecrets},
+		{"PUT", "/v1/sandboxes/{name}/setup", s.setSetup},
+		{"POST", "/v1/sandboxes/{name}/rebase", s.rebaseSandbox},
 		{"PUT", "/v1/sandboxes/{name}/ports/{port}", s.exposePort},
 		{"DELETE", "/v1/sandboxes/{name}/ports/{port}", s.unexposePort},
 		{"GET", portURLPattern, s.portURL},

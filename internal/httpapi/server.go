@@ -85,6 +85,10 @@ type SandboxService interface {
 	RemoveCheckpoint(ctx context.Context, ref, ckpt string) error
 	// Restore rewinds a sandbox in place to one of its checkpoints.
 	Restore(ctx context.Context, ref, ckpt string) (*sandbox.Sandbox, error)
+	// SetSetup changes the setup steps and kept paths of a sandbox;
+	// Rebase gives it a new root from an image version, keeping those.
+	SetSetup(ctx context.Context, ref string, c sandbox.SetupChange) (*sandbox.Sandbox, error)
+	Rebase(ctx context.Context, ref string, p sandbox.RebaseParams) (*sandbox.RebaseResult, error)
 	// Fork makes children of a sandbox and returns them.
 	Fork(ctx context.Context, ref string, p sandbox.ForkParams) ([]*sandbox.Sandbox, error)
 	// Move moves a sandbox to another node of the fleet; Adopt takes one

@@ -46,9 +46,10 @@ func (m *Manager) builtin(name string) (recipe, bool) {
 func BuiltinNames() []string { return []string{"busybox", "debian", "e2b-base"} }
 
 // Build makes the built-in image name. When it exists already it is
-// returned as it is, unless force is set: then it is removed and built
-// again (a failed rebuild leaves no image of that name; sandboxes made from
-// the old one keep their copies). Concurrent builds of one name build once.
+// returned as it is, unless force is set: then it is built again as its
+// next version (a failed rebuild leaves the old version as it was;
+// sandboxes made from the old one keep their copies, and `den rebase`
+// moves them to the new one). Concurrent builds of one name build once.
 // progress, if not nil, is called as the build goes.
 func (m *Manager) Build(ctx context.Context, name string, force bool, progress func(Progress)) (*sandbox.Image, error) {
 	if err := sandbox.ValidateName("image", name); err != nil {
@@ -81,19 +82,13 @@ func (m *Manager) build(ctx context.Context, name string, r recipe, force bool, 
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return nil, fmt.Errorf("looking up image %q: %w", name, err)
 	}
-	here := m.here(name)
-	if old != nil && !force && here {
+	// Without its files here the record is another node's of the fleet:
+	// the build here records the next version.
+	if old != nil && !force && m.here(old) {
 		return old, nil
 	}
 	if err := r.check(); err != nil {
 		return nil, err
-	}
-	// Without its files here the record is another node's of the fleet:
-	// the build here records the image again, over it.
-	if old != nil && here {
-		if err := m.cfg.Records.DeleteImage(ctx, name); err != nil {
-			return nil, fmt.Errorf("deleting image record %q: %w", name, err)
-		}
 	}
 	m.log.Info("building image", logImage, name)
 	im, err := m.install(ctx, name, func(ctx context.Context, root string) (*sandbox.Image, error) {

@@ -2,6 +2,8 @@ package image
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,13 +176,71 @@ func TestRemove(t *testing.T) {
 	assertClass(t, f.m.Remove(ctx, "busybox"), errdefs.ErrNotFound)
 
 	// A volume without a record, as a crash mid-build leaves, goes too.
-	if _, err := f.pool.Create(ctx, volumeKey("orphan")); err != nil {
+	if _, err := f.pool.Create(ctx, volumeKey("orphan", 1)); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.m.Remove(ctx, "orphan"); err != nil {
 		t.Fatal(err)
 	}
 	f.assertNothingOf(t, "orphan")
+}
+
+// TestRebuildKeepsUsedVersions rebuilds an image three times: a version a
+// sandbox was made from stays, selectable by number; unused ones go; the
+// newest cannot be removed on its own; removing the image removes all.
+func TestRebuildKeepsUsedVersions(t *testing.T) {
+	needBusybox(t)
+	f := newFixture(t)
+	ctx := context.Background()
+	v1, err := f.m.Build(ctx, "busybox", false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := &sandbox.Sandbox{ID: "sb1", Name: "sb1", State: sandbox.StateRunning, Spec: sandbox.Spec{Image: "busybox", ImageVersion: 1}}
+	if err := f.records.CreateSandbox(ctx, sb, sandbox.Event{SandboxID: sb.ID, Type: sandbox.EventCreated, To: sandbox.StateRunning}); err != nil {
+		t.Fatal(err)
+	}
+	v2, err := f.m.Build(ctx, "busybox", true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v3, err := f.m.Build(ctx, "busybox", true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v2.Version != 2 || v3.Version != 3 {
+		t.Fatalf("rebuilt versions %d, %d; want 2, 3", v2.Version, v3.Version)
+	}
+	for _, c := range []struct {
+		im   *sandbox.Image
+		kept bool
+	}{{v1, true}, {v2, false}, {v3, true}} {
+		_, err := os.Stat(f.pool.Path(c.im.VolumeKey()))
+		if (err == nil) != c.kept {
+			t.Errorf("version %d: volume there = %v, want %v", c.im.Version, err == nil, c.kept)
+		}
+	}
+	if got, err := f.m.Version(ctx, "busybox", 1); err != nil || got.Version != 1 {
+		t.Errorf("Version(busybox, 1) = %+v, %v", got, err)
+	}
+	assertClass(t, func() error { _, err := f.m.Version(ctx, "busybox", 2); return err }(), errdefs.ErrNotFound)
+	if got, err := f.m.Version(ctx, "busybox", 0); err != nil || got.Version != 3 {
+		t.Errorf("Version(busybox, 0) = %+v, %v; want the newest", got, err)
+	}
+	assertClass(t, f.m.Remove(ctx, "busybox@3"), errdefs.ErrConflict)
+	assertClass(t, f.m.Remove(ctx, "busybox@9"), errdefs.ErrNotFound)
+	assertClass(t, f.m.Remove(ctx, "busybox@x"), errdefs.ErrInvalid)
+	if err := f.m.Remove(ctx, "busybox"); err != nil {
+		t.Fatal(err)
+	}
+	for _, im := range []*sandbox.Image{v1, v3} {
+		if _, err := os.Stat(f.pool.Path(im.VolumeKey())); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("version %d left after removing the image (stat: %v)", im.Version, err)
+		}
+	}
+	if older, err := f.m.Versions(ctx, "busybox"); err != nil || len(older) != 0 {
+		t.Errorf("older versions after removing the image: %v, %v", older, err)
+	}
 }
 
 func TestListAndGet(t *testing.T) {
@@ -201,13 +261,14 @@ func TestListAndGet(t *testing.T) {
 }
 
 func TestNewManagerValidates(t *testing.T) {
-	if _, err := NewManager(Config{Records: newMemRecords()}); err == nil || !strings.Contains(err.Error(), "Pool") {
+	records := newFixture(t).records
+	if _, err := NewManager(Config{Records: records}); err == nil || !strings.Contains(err.Error(), "Pool") {
 		t.Errorf("no pool: %v", err)
 	}
 	if _, err := NewManager(Config{Pool: newDirPool(t)}); err == nil || !strings.Contains(err.Error(), "Records") {
 		t.Errorf("no records: %v", err)
 	}
-	if _, err := NewManager(Config{Pool: newDirPool(t), Records: newMemRecords(), MaxImageBytes: -1}); err == nil || !strings.Contains(err.Error(), "MaxImageBytes") {
+	if _, err := NewManager(Config{Pool: newDirPool(t), Records: records, MaxImageBytes: -1}); err == nil || !strings.Contains(err.Error(), "MaxImageBytes") {
 		t.Errorf("negative cap: %v", err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/store/sqlite"
 )
 
 // dirPool is a storage pool over plain directories: the storage drivers
@@ -111,69 +111,20 @@ func (p *dirPool) volumes(t *testing.T) []string {
 	return names
 }
 
-// memRecords keeps image records in memory.
-type memRecords struct {
-	mu sync.Mutex
-	m  map[string]sandbox.Image
-}
-
-func newMemRecords() *memRecords { return &memRecords{m: map[string]sandbox.Image{}} }
-
-func (r *memRecords) PutImage(_ context.Context, im *sandbox.Image) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.m[im.Name] = *im
-	return nil
-}
-
-func (r *memRecords) GetImage(_ context.Context, name string) (*sandbox.Image, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	im, ok := r.m[name]
-	if !ok {
-		return nil, errdefs.NotFound("image %q", name)
-	}
-	return &im, nil
-}
-
-func (r *memRecords) ListImages(context.Context) ([]*sandbox.Image, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []*sandbox.Image
-	for _, im := range r.m {
-		out = append(out, &im)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
-}
-
-func (r *memRecords) DeleteImage(_ context.Context, name string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.m, name)
-	return nil
-}
-
-func (r *memRecords) names() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var names []string
-	for n := range r.m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
 type fixture struct {
 	pool    *dirPool
-	records *memRecords
+	records *sqlite.Store
 	m       *Manager
 }
 
 func newFixture(t *testing.T, mutate ...func(*Config)) *fixture {
 	t.Helper()
-	f := &fixture{pool: newDirPool(t), records: newMemRecords()}
+	records, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "den.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { records.Close() })
+	f := &fixture{pool: newDirPool(t), records: records}
 	cfg := Config{Pool: f.pool, Records: f.records, TempDir: t.TempDir()}
 	for _, fn := range mutate {
 		fn(&cfg)
@@ -189,7 +140,7 @@ func newFixture(t *testing.T, mutate ...func(*Config)) *fixture {
 // assertNothingOf checks that image name left neither volume nor record.
 func (f *fixture) assertNothingOf(t *testing.T, name string) {
 	t.Helper()
-	if _, err := os.Lstat(f.pool.Path(volumeKey(name))); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(f.pool.Path(volumeKey(name, 1))); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("volume of %q left behind (lstat: %v)", name, err)
 	}
 	if _, err := f.records.GetImage(context.Background(), name); err == nil {

@@ -25,7 +25,7 @@ import (
 
 // Import makes image name from r: a `docker save` archive or an OCI
 // image-layout archive, plain or gzipped. The archive must hold one image,
-// or one for den's platform. ErrConflict when name exists.
+// or one for den's platform. When name exists, this is its next version.
 func (m *Manager) Import(ctx context.Context, name string, r io.Reader, progress func(Progress)) (*sandbox.Image, error) {
 	if err := sandbox.ValidateName("image", name); err != nil {
 		return nil, err
@@ -38,9 +38,6 @@ func (m *Manager) Import(ctx context.Context, name string, r io.Reader, progress
 		return nil, err
 	}
 	defer unlock()
-	if err := m.checkFree(ctx, name); err != nil {
-		return nil, err
-	}
 	work, err := os.MkdirTemp(m.cfg.TempDir, "den-import-")
 	if err != nil {
 		return nil, fmt.Errorf("importing image %q: making a work directory: %w", name, hostErr(err))

@@ -8,8 +8,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -369,23 +371,37 @@ func TestImportCancelledLeavesNothing(t *testing.T) {
 	f.assertNothingOf(t, "app")
 }
 
-func TestImportDuplicateName(t *testing.T) {
+// TestImportExistingNameMakesVersion imports a name twice: the second is
+// version 2, and version 1 goes, since nothing was made from it.
+func TestImportExistingNameMakesVersion(t *testing.T) {
 	archive, digest := dockerSave(t, testLayers(t))
 	f := newFixture(t)
 	ctx := context.Background()
-	if _, err := f.m.Import(ctx, "app", bytes.NewReader(archive), nil); err != nil {
+	v1, err := f.m.Import(ctx, "app", bytes.NewReader(archive), nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.m.Import(ctx, "app", bytes.NewReader(archive), nil)
-	assertClass(t, err, errdefs.ErrConflict)
-	if !strings.Contains(errdefs.Hint(err), "den image rm app") {
-		t.Errorf("hint %q", errdefs.Hint(err))
+	v2, err := f.m.Import(ctx, "app", bytes.NewReader(archive), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v1.Version != 1 || v2.Version != 2 || v1.VolumeKey() == v2.VolumeKey() {
+		t.Fatalf("versions %d (%s) and %d (%s), want 1 and 2 in two volumes", v1.Version, v1.VolumeKey(), v2.Version, v2.VolumeKey())
 	}
 	im, err := f.m.Get(ctx, "app")
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkImported(t, f, im, digest, "example.com/team/app:v1")
+	if im.Version != 2 {
+		t.Errorf("newest version %d, want 2", im.Version)
+	}
+	if _, err := os.Stat(f.pool.Path(v1.VolumeKey())); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("unused version 1 kept (stat: %v)", err)
+	}
+	if _, err := f.m.Version(ctx, "app", 1); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("Version(app, 1) = %v, want not found", err)
+	}
 }
 
 func TestImportHostileLayers(t *testing.T) {

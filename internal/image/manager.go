@@ -39,13 +39,19 @@ type Pool interface {
 	Usage(ctx context.Context, key string) (int64, error)
 }
 
-// Records is the part of sandbox.Store the manager uses.
+// Records is the part of sandbox.Store the manager uses: the images, and
+// the sandboxes and checkpoints that tell which older versions are used.
 type Records interface {
 	PutImage(ctx context.Context, im *sandbox.Image) error
 	// GetImage fails with errdefs.ErrNotFound when there is no such image.
 	GetImage(ctx context.Context, name string) (*sandbox.Image, error)
 	ListImages(ctx context.Context) ([]*sandbox.Image, error)
 	DeleteImage(ctx context.Context, name string) error
+	GetImageVersion(ctx context.Context, name string, version int) (*sandbox.Image, error)
+	ListImageVersions(ctx context.Context, name string) ([]*sandbox.Image, error)
+	DeleteImageVersion(ctx context.Context, name string, version int) error
+	ListSandboxes(ctx context.Context) ([]*sandbox.Sandbox, error)
+	ListCheckpoints(ctx context.Context, sandboxID string) ([]*sandbox.Checkpoint, error)
 }
 
 // Progress reports how far a long operation is. Phase names the step
@@ -142,12 +148,13 @@ func NewManager(cfg Config) (*Manager, error) {
 
 // Log keys.
 const (
-	logImage  = "image"
-	logSource = "source"
-	logBytes  = "bytes"
-	logError  = "error"
-	logCause  = "cause"
-	logCount  = "count"
+	logImage   = "image"
+	logSource  = "source"
+	logBytes   = "bytes"
+	logError   = "error"
+	logCause   = "cause"
+	logCount   = "count"
+	logVersion = "version"
 )
 
 // Sources of images, as recorded.
@@ -167,7 +174,7 @@ func (m *Manager) Ensure(ctx context.Context, name string) (*sandbox.Image, erro
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return nil, fmt.Errorf("looking up image %q: %w", name, err)
 	}
-	if err == nil && m.here(name) {
+	if err == nil && m.here(im) {
 		return im, nil
 	}
 	if _, ok := m.builtin(name); ok {
@@ -181,9 +188,9 @@ func (m *Manager) Ensure(ctx context.Context, name string) (*sandbox.Image, erro
 	return nil, notFound(name)
 }
 
-// here reports whether this host's pool holds image name's files.
-func (m *Manager) here(name string) bool {
-	_, err := os.Stat(m.cfg.Pool.Path(volumeKey(name)))
+// here reports whether this host's pool holds the files of im.
+func (m *Manager) here(im *sandbox.Image) bool {
+	_, err := os.Stat(m.cfg.Pool.Path(im.VolumeKey()))
 	return err == nil
 }
 
@@ -216,52 +223,22 @@ func (m *Manager) List(ctx context.Context) ([]*sandbox.Image, error) {
 	return ims, nil
 }
 
-// Remove deletes image name: its record, then its volume. Sandboxes made
-// from it keep their own copies. ErrNotFound when neither exists.
-func (m *Manager) Remove(ctx context.Context, name string) error {
-	if err := sandbox.ValidateName("image", name); err != nil {
-		return err
-	}
-	unlock, err := m.locks.lock(ctx, name)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	_, err = m.cfg.Records.GetImage(ctx, name)
-	recorded := err == nil
-	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		return fmt.Errorf("looking up image %q: %w", name, err)
-	}
-	if recorded {
-		if err := m.cfg.Records.DeleteImage(ctx, name); err != nil {
-			return fmt.Errorf("deleting image record %q: %w", name, err)
-		}
-	}
-	err = m.cfg.Pool.Remove(ctx, volumeKey(name))
-	if errors.Is(err, errdefs.ErrNotFound) {
-		if !recorded {
-			return notFound(name)
-		}
-		err = nil
-	}
-	if err != nil {
-		return fmt.Errorf("removing image volume %q: %w", name, err)
-	}
-	m.log.Info("image removed", logImage, name)
-	return nil
-}
-
-func volumeKey(name string) string { return (&sandbox.Image{Name: name}).VolumeKey() }
+func volumeKey(name string, version int) string { return sandbox.ImageVolumeKey(name, version) }
 
 // fillFunc writes an image's root filesystem into root and returns what is
 // known of its record: Source, Ref, Digest, Env, Cwd, User.
 type fillFunc func(ctx context.Context, root string) (*sandbox.Image, error)
 
-// install makes image name from fill: a fresh volume, filled, sealed, then
-// recorded. On any failure the volume goes and nothing is recorded. The
-// caller holds the name's lock and has checked there is no record.
+// install makes the next version of image name from fill: a fresh volume,
+// filled, sealed, then recorded as the newest version. On any failure the
+// volume goes and nothing is recorded. Once it is recorded, older versions
+// nothing uses go (see prune). The caller holds the name's lock.
 func (m *Manager) install(ctx context.Context, name string, fill fillFunc) (im *sandbox.Image, err error) {
-	key := volumeKey(name)
+	version, err := m.nextVersion(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	key := volumeKey(name, version)
 	// A volume without a record is what a crash mid-build leaves.
 	if err := m.cfg.Pool.Remove(ctx, key); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return nil, fmt.Errorf("removing leftover volume of image %q: %w", name, err)
@@ -272,7 +249,7 @@ func (m *Manager) install(ctx context.Context, name string, fill fillFunc) (im *
 	}
 	defer func() {
 		if err != nil {
-			m.discard(ctx, name, err)
+			m.discard(ctx, key, err)
 		}
 	}()
 	im, err = fill(ctx, root)
@@ -292,12 +269,13 @@ func (m *Manager) install(ctx context.Context, name string, fill fillFunc) (im *
 	if im.SizeBytes, err = m.cfg.Pool.Usage(ctx, key); err != nil {
 		return nil, fmt.Errorf("measuring image %q: %w", name, err)
 	}
-	im.Name = name
+	im.Name, im.Version = name, version
 	im.CreatedAt = time.Now().UTC()
 	if err := m.cfg.Records.PutImage(ctx, im); err != nil {
 		return nil, fmt.Errorf("recording image %q: %w", name, err)
 	}
-	m.log.Info("image ready", logImage, name, logSource, im.Source, logBytes, im.SizeBytes)
+	m.log.Info("image ready", logImage, name, logVersion, version, logSource, im.Source, logBytes, im.SizeBytes)
+	m.prune(ctx, name)
 	return im, nil
 }
 
@@ -312,12 +290,12 @@ func syncFS(dir string) error {
 }
 
 // discard removes the volume of a failed install, even when ctx is done.
-func (m *Manager) discard(ctx context.Context, name string, cause error) {
+func (m *Manager) discard(ctx context.Context, key string, cause error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	err := m.cfg.Pool.Remove(ctx, volumeKey(name))
+	err := m.cfg.Pool.Remove(ctx, key)
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		m.log.Error("removing volume of failed image", logImage, name, logCause, cause, logError, err)
+		m.log.Error("removing volume of failed image", logImage, key, logCause, cause, logError, err)
 	}
 }
 

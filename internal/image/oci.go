@@ -25,20 +25,6 @@ const platformArch = runtime.GOARCH
 
 func platformName() string { return platformOS + "/" + platformArch }
 
-// checkFree fails with ErrConflict when image name exists. The caller holds
-// the name's lock.
-func (m *Manager) checkFree(ctx context.Context, name string) error {
-	_, err := m.cfg.Records.GetImage(ctx, name)
-	switch {
-	case err == nil:
-		return errdefs.WithHint(errdefs.Conflict("image %q already exists", name),
-			fmt.Sprintf("remove it first with `den image rm %s`, or choose another name", name))
-	case errors.Is(err, errdefs.ErrNotFound):
-		return nil
-	}
-	return fmt.Errorf("looking up image %q: %w", name, err)
-}
-
 // applyImage writes img's layers in order onto root, checking each
 // against its diff id. sourceErr classifies an error reading a layer.
 func (m *Manager) applyImage(ctx context.Context, img v1.Image, root string, progress func(Progress), sourceErr func(error) error) (*sandbox.Image, error) {

@@ -49,9 +49,6 @@ func (m *Manager) Pull(ctx context.Context, ref, imageName string, insecure bool
 		return nil, err
 	}
 	defer unlock()
-	if err := m.checkFree(ctx, imageName); err != nil {
-		return nil, err
-	}
 	im, err := m.pull(ctx, r, imageName, progress)
 	if err != nil {
 		return nil, fmt.Errorf("pulling %s: %w", r.Name(), err)

@@ -50,13 +50,21 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	if p.From != "" {
 		return s.createFromRef(ctx, p)
 	}
-	spec := Spec{Image: p.Image, CPUs: p.CPUs, MemoryBytes: p.MemoryBytes, Env: p.Env, Labels: p.Labels, Ephemeral: p.Ephemeral, Secrets: p.Secrets}
+	spec := Spec{Image: p.Image, CPUs: p.CPUs, MemoryBytes: p.MemoryBytes, Env: p.Env, Labels: p.Labels, Ephemeral: p.Ephemeral, Secrets: p.Secrets,
+		Setup: p.Setup, Keep: p.Keep}
 	spec.Network = NetworkPolicy{Mode: NetworkNone}
 	if p.Network != nil {
 		spec.Network = *p.Network
 	}
 	if spec.Image == "" {
 		spec.Image = DefaultImage
+	}
+	var err error
+	if spec.Image, spec.ImageVersion, err = ParseImageRef(spec.Image); err != nil {
+		return nil, err
+	}
+	if err := ValidateSetup(spec.Setup, spec.Keep); err != nil {
+		return nil, err
 	}
 	if spec.CPUs == 0 {
 		spec.CPUs = DefaultCPUs
@@ -96,11 +104,12 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	if err := s.fetchImage(ctx, spec.Image); err != nil {
 		return nil, err
 	}
-	im, err := s.cfg.Images.Ensure(ctx, spec.Image)
+	im, err := s.cfg.Images.Version(ctx, spec.Image, spec.ImageVersion)
 	if err != nil {
 		return nil, fmt.Errorf("preparing image %q: %w", spec.Image, err)
 	}
 	s.shareImage(im)
+	spec.ImageVersion = im.Version
 	spec.Base = &ImageConfig{Env: im.Env, Cwd: im.Cwd, User: im.User}
 
 	now := s.cfg.Now().UTC()
@@ -120,7 +129,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	l.Lock()
 	defer l.Unlock()
 
-	msg := "from image " + spec.Image
+	msg := fmt.Sprintf("from image %s@%d", spec.Image, spec.ImageVersion)
 	if wi != nil {
 		msg += " (a warm instance)"
 	}
@@ -145,6 +154,14 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 		defer cancel()
 		s.undoCreate(cctx, sb)
 		return nil, fmt.Errorf("creating sandbox %q: %w", p.Name, err)
+	}
+	// Its setup steps make it what it is: one that fails undoes the
+	// create, as any other failure does.
+	if _, err := s.runSetup(ctx, sb); err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		s.undoCreate(cctx, sb)
+		return nil, errdefs.WithHint(fmt.Errorf("creating sandbox %q: %w", p.Name, err), "nothing was created; fix the step and create it again")
 	}
 	return sb, nil
 }

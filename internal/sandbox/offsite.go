@@ -406,17 +406,17 @@ func (s *Service) pullFiles(ctx context.Context, ck *Checkpoint) error {
 }
 
 // layerHere says whether the volume a layer makes is here: a checkpoint's
-// volume is always the one it names, an image's only while the image is
-// the one uploaded (a rebuilt image keeps its name).
+// volume is always the one it names, an image version's only while that
+// version's record names the stream uploaded.
 func (s *Service) layerHere(ctx context.Context, l BlobLayer) bool {
 	if !s.hasVolume(ctx, l.Volume) {
 		return false
 	}
-	name, ok := strings.CutPrefix(l.Volume, "images/")
+	name, version, ok := ParseImageVolumeKey(l.Volume)
 	if !ok {
 		return true
 	}
-	im, err := s.cfg.Store.GetImage(ctx, name)
+	im, err := s.cfg.Store.GetImageVersion(ctx, name, version)
 	return err == nil && len(im.Blobs.Files) > 0 && im.Blobs.Files[len(im.Blobs.Files)-1].Manifest == l.Manifest
 }
 
@@ -424,11 +424,11 @@ func (s *Service) layerHere(ctx context.Context, l BlobLayer) bool {
 // it names: always for a checkpoint, and for an image whose record names
 // that same stream (a host without the image gets it back).
 func (s *Service) mayReceive(ctx context.Context, l BlobLayer) bool {
-	name, ok := strings.CutPrefix(l.Volume, "images/")
+	name, version, ok := ParseImageVolumeKey(l.Volume)
 	if !ok {
 		return true
 	}
-	im, err := s.cfg.Store.GetImage(ctx, name)
+	im, err := s.cfg.Store.GetImageVersion(ctx, name, version)
 	return err == nil && len(im.Blobs.Files) > 0 && im.Blobs.Files[len(im.Blobs.Files)-1].Manifest == l.Manifest &&
 		!s.volumeExists(ctx, l.Volume)
 }
@@ -471,7 +471,11 @@ func (s *Service) CollectBlobs(ctx context.Context) (BlobCollection, error) {
 	for _, ck := range cks {
 		keep = append(keep, ck.Blobs.Manifests()...)
 	}
-	for _, im := range ims {
+	older, err := s.cfg.Store.ListImageVersions(ctx, "")
+	if err != nil {
+		return BlobCollection{}, err
+	}
+	for _, im := range append(ims, older...) {
 		keep = append(keep, im.Blobs.Manifests()...)
 	}
 	start := time.Now()

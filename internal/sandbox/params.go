@@ -43,6 +43,11 @@ type CreateParams struct {
 	// Secrets are granted to its commands. A sandbox made from a
 	// checkpoint or forked gets only these, never its origin's.
 	Secrets []SecretGrant
+	// Setup are shell commands run in order once it boots, and again by
+	// every rebase; Keep the paths a rebase carries over besides
+	// DefaultKeep.
+	Setup []string
+	Keep  []string
 }
 
 // ExecParams is what a caller asks for when running a command.

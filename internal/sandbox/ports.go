@@ -65,11 +65,25 @@ type Store interface {
 	// as theirs, so the tree stays connected.
 	DeleteCheckpoint(ctx context.Context, id string) error
 
-	// PutImage inserts or replaces an image record.
+	// PutImage records im as the newest version of its image: a record
+	// of another version of the name is kept as an older version, one of
+	// the same version replaced.
 	PutImage(ctx context.Context, im *Image) error
+	// GetImage returns the newest version of image name.
 	GetImage(ctx context.Context, name string) (*Image, error)
+	// ListImages returns the newest version of every image, by name.
 	ListImages(ctx context.Context) ([]*Image, error)
+	// DeleteImage removes every version of image name.
 	DeleteImage(ctx context.Context, name string) error
+	// GetImageVersion returns one version of image name, the newest or an
+	// older one; ErrNotFound when it is not recorded.
+	GetImageVersion(ctx context.Context, name string, version int) (*Image, error)
+	// ListImageVersions returns the older versions of image name (every
+	// image's when name is ""), by name then version.
+	ListImageVersions(ctx context.Context, name string) ([]*Image, error)
+	// DeleteImageVersion removes an older version's record; ErrNotFound
+	// when there is none (the newest version is not an older one).
+	DeleteImageVersion(ctx context.Context, name string, version int) error
 	// SetImageLocation records where an image's root filesystem is, and
 	// nothing else of it; ErrNotFound when it is gone.
 	SetImageLocation(ctx context.Context, name, location string, b Blobs) error
@@ -256,9 +270,22 @@ type Secrets interface {
 	Reveal(ctx context.Context, name string) ([]byte, error)
 }
 
+// PathCopier copies one path of a root filesystem into another on the
+// host, as a rebase carries a sandbox's kept paths from its old root (a
+// checkpoint's read-only snapshot) to its new one. CopyPath replaces p
+// under toRoot with p from fromRoot, or reports false, changing nothing,
+// when fromRoot has no p. It follows no symlink on the way to p.
+type PathCopier interface {
+	CopyPath(ctx context.Context, fromRoot, toRoot, p string) (bool, error)
+}
+
 // Images finds base images, building a built-in one on first use.
 type Images interface {
+	// Ensure returns the newest version of image name.
 	Ensure(ctx context.Context, name string) (*Image, error)
+	// Version returns version of image name (0: the newest), whose root
+	// filesystem is on this host; ErrNotFound names what is missing.
+	Version(ctx context.Context, name string, version int) (*Image, error)
 }
 
 // Offsite keeps the bytes of checkpoints in a blob store, away from this

@@ -259,6 +259,17 @@ func (s *Service) recoverPending(ctx context.Context, sb *Sandbox, st InstanceSt
 		// Still this node's: the target never took it over.
 		sb.Pending = ""
 		return false, s.record(ctx, sb, EventFailed, "moving to another node was interrupted by a dend restart; still hibernated here")
+	case PendingRebase:
+		// A rebase cut short: its new root is half made, so the sandbox
+		// waits in error on the checkpoint taken first, which
+		// `den recover` boots.
+		s.halt(ctx, sb, 0)
+		sb.Pending = ""
+		if ckErr == nil {
+			sb.Spec.Image, sb.Spec.ImageVersion, sb.Spec.Base = ck.Manifest.Spec.Image, ck.Manifest.Spec.ImageVersion, ck.Manifest.Spec.Base
+		}
+		return false, s.transition(ctx, sb, StateError, EventFailed,
+			fmt.Sprintf("a rebase was interrupted by a dend restart; `den recover %s` boots checkpoint %s, taken before it", sb.Name, sb.Checkpoint))
 	case PendingResume, PendingRestore:
 		if ckErr == nil && st == InstanceRunning && s.pingable(ctx, sb) {
 			sb.Pending, sb.Checkpoint = "", ""

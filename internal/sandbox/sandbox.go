@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
@@ -17,13 +19,16 @@ import (
 // Spec is what the user asked for. Its network policy and limits can be
 // changed on a live sandbox; its idle policy is kept apart.
 type Spec struct {
-	Image       string        `json:"image"`
-	CPUs        float64       `json:"cpus"`
-	MemoryBytes int64         `json:"memory_bytes"`
-	PIDs        int           `json:"pids,omitempty"`       // most processes and threads at once; 0: dend's default
-	DiskBytes   int64         `json:"disk_bytes,omitempty"` // most bytes its files may hold; 0: dend's default
-	Network     NetworkPolicy `json:"network,omitzero"`     // zero value: mode none
-	Secrets     []SecretGrant `json:"secrets,omitempty"`    // what its commands get at exec time
+	Image string `json:"image"`
+	// ImageVersion is the version of Image its root filesystem came from
+	// (0 for sandboxes from before images had versions: version 1).
+	ImageVersion int           `json:"image_version,omitempty"`
+	CPUs         float64       `json:"cpus"`
+	MemoryBytes  int64         `json:"memory_bytes"`
+	PIDs         int           `json:"pids,omitempty"`       // most processes and threads at once; 0: dend's default
+	DiskBytes    int64         `json:"disk_bytes,omitempty"` // most bytes its files may hold; 0: dend's default
+	Network      NetworkPolicy `json:"network,omitzero"`     // zero value: mode none
+	Secrets      []SecretGrant `json:"secrets,omitempty"`    // what its commands get at exec time
 	// SecretsGranted is set once any secret was granted, and stays set
 	// (also in forks and sandboxes made from its checkpoints): its memory
 	// images are sealed. See MemorySealer.
@@ -39,6 +44,12 @@ type Spec struct {
 	// Base is the image's configuration at create time, so a sandbox keeps
 	// working the same if its image is later removed or rebuilt.
 	Base *ImageConfig `json:"base,omitempty"`
+	// Setup are the shell commands that make the sandbox what it is on top
+	// of its image; a rebase runs them again on the new image, in order.
+	Setup []string `json:"setup,omitempty"`
+	// Keep are the paths a rebase carries over to the new root besides
+	// DefaultKeep.
+	Keep []string `json:"keep,omitempty"`
 }
 
 // ImageConfig is the part of an image's configuration commands inherit.
@@ -79,7 +90,19 @@ type Sandbox struct {
 	Init      string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// ImageLatest is the newest version of its image (0 when unknown):
+	// filled by the Service, not stored. See Outdated.
+	ImageLatest int
 }
+
+// Outdated reports whether a newer version of the sandbox's image exists.
+func (sb *Sandbox) Outdated() bool {
+	return sb.ImageLatest > sb.Spec.ImageVersionOrFirst()
+}
+
+// ImageVersionOrFirst is the image version the spec records, 1 for specs
+// from before versions were kept.
+func (s *Spec) ImageVersionOrFirst() int { return max(s.ImageVersion, 1) }
 
 // InstanceID is the engine's name for the sandbox's current incarnation.
 func (sb *Sandbox) InstanceID() string {
@@ -123,6 +146,8 @@ const (
 	EventPorts      = "ports"    // a port was exposed, unexposed or made public or private
 	EventDeferred   = "deferred" // an idle step was put off, saying why
 	EventPeers      = "peers"    // a view of another sandbox was added, refreshed or removed
+	EventSetup      = "setup"    // its setup steps or kept paths changed
+	EventRebased    = "rebased"  // it was given a new root from an image version
 )
 
 // Pending changes: the steps of a multi-step verb a restarted dend must
@@ -134,6 +159,7 @@ const (
 	PendingRestore    = "restore"
 	PendingStop       = "stop"
 	PendingDestroy    = "destroy"
+	PendingRebase     = "rebase"
 )
 
 // RunStatus is where a run is.
@@ -187,9 +213,12 @@ type Run struct {
 	OutputCut string
 }
 
-// Image is a base root filesystem.
+// Image is one version of a base root filesystem. Building, importing or
+// pulling a name that exists makes a new version; older ones stay while a
+// sandbox or a checkpoint was made from them.
 type Image struct {
 	Name      string
+	Version   int    // 1, 2, ...: grows with every build, import or pull of Name
 	Source    string // builtin, imported, pulled
 	Ref       string
 	Digest    string
@@ -205,8 +234,54 @@ type Image struct {
 	Blobs    Blobs
 }
 
-// VolumeKey is the storage key of the image's read-only root filesystem.
-func (im *Image) VolumeKey() string { return "images/" + im.Name }
+// VolumeKey is the storage key of the image's read-only root filesystem:
+// images/NAME for version 1 (as before versions were kept), else
+// images/NAME@VERSION.
+func (im *Image) VolumeKey() string { return ImageVolumeKey(im.Name, im.Version) }
+
+// ImageVolumeKey is the storage key of version of image name.
+func ImageVolumeKey(name string, version int) string {
+	if version <= 1 {
+		return "images/" + name
+	}
+	return fmt.Sprintf("images/%s@%d", name, version)
+}
+
+// ParseImageVolumeKey is the image name and version whose root filesystem
+// is at key, or ok false when key is no image's.
+func ParseImageVolumeKey(key string) (name string, version int, ok bool) {
+	rest, ok := strings.CutPrefix(key, "images/")
+	if !ok {
+		return "", 0, false
+	}
+	name, v, versioned := strings.Cut(rest, "@")
+	if !versioned {
+		return name, 1, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 2 {
+		return "", 0, false
+	}
+	return name, n, true
+}
+
+// ParseImageRef splits an image reference NAME or NAME@VERSION; version
+// is 0 when none is named (the newest). Errors are errdefs.Invalid.
+func ParseImageRef(ref string) (name string, version int, err error) {
+	name, v, versioned := strings.Cut(ref, "@")
+	if err := ValidateName("image", name); err != nil {
+		return "", 0, err
+	}
+	if !versioned {
+		return name, 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || strconv.Itoa(n) != v {
+		return "", 0, errdefs.WithHint(errdefs.Invalid("invalid image version %q in %q", v, ref),
+			"name a version as IMAGE@N with N a whole number from 1; `den image ls` lists the versions")
+	}
+	return name, n, nil
+}
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 

@@ -22,8 +22,11 @@ type Config struct {
 	Runtime Runtime
 	Network Network
 	// Reach is what network rules may name, whatever the tenant asks.
-	Reach   Reach
-	Images  Images
+	Reach  Reach
+	Images Images
+	// Copier carries kept paths over in a rebase; nil: rebase is
+	// unavailable.
+	Copier  PathCopier
 	Secrets Secrets // nil: no secrets can be granted
 	// Sealer seals the memory images of sandboxes ever granted secrets;
 	// nil: they are saved in plaintext like any other.
@@ -252,9 +255,17 @@ func (s *Service) localSandboxes(ctx context.Context) ([]*Sandbox, error) {
 	return s.cfg.Store.ListSandboxesOn(ctx, s.cfg.Node)
 }
 
-// List returns every sandbox that is not destroyed.
+// List returns every sandbox that is not destroyed, each with the newest
+// version of its image (see Sandbox.Outdated).
 func (s *Service) List(ctx context.Context) ([]*Sandbox, error) {
-	return s.cfg.Store.ListSandboxes(ctx)
+	sbs, err := s.cfg.Store.ListSandboxes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.fillLatest(ctx, sbs...); err != nil {
+		return nil, fmt.Errorf("reading the newest image versions: %w", err)
+	}
+	return sbs, nil
 }
 
 // Events returns a sandbox's history.

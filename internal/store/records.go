@@ -175,6 +175,10 @@ func ImageNotFound(name string) error {
 	return errdefs.WithHint(errdefs.NotFound("image %q not found", name), "list images with `den image ls`")
 }
 
+func ImageVersionNotFound(name string, version int) error {
+	return errdefs.WithHint(errdefs.NotFound("image %q has no version %d", name, version), "list the versions with `den image ls`")
+}
+
 func OwnerNotFound(id string) error { return errdefs.NotFound("owner %q has no record", id) }
 
 func TokenNotFound(ref string) error {

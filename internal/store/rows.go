@@ -34,7 +34,7 @@ const (
 	status, exit_code, signal, started_at, ended_at, stdout_size, stderr_size, limit_hit,
 	stdout_dropped, stderr_dropped, output_max, output_cut, pid`
 	CheckpointCols = `id, sandbox_id, name, kind, parent, memory, generation, manifest, created_at, location, blobs`
-	ImageCols      = `name, source, ref, digest, size_bytes, env, cwd, "user", created_at, location, blobs`
+	ImageCols      = `name, source, ref, digest, size_bytes, env, cwd, "user", created_at, location, blobs, version`
 	OwnerCols      = `id, sandboxes, memory_bytes, cpus, disk_bytes, checkpoints, allow_private, updated_at`
 	TokenCols      = `id, name, hash, scope, owner, created_at, expires_at, revoked_at, last_used_at`
 	AuditCols      = `seq, time, token_id, token_name, method, route, path, sandbox_id, sandbox, status, error`
@@ -244,7 +244,7 @@ func ImageValues(im *sandbox.Image) ([]any, error) {
 		return nil, fmt.Errorf("encoding blobs of image %q: %w", im.Name, err)
 	}
 	return []any{im.Name, im.Source, im.Ref, im.Digest, im.SizeBytes, string(env), im.Cwd, im.User, FormatTime(im.CreatedAt),
-		CheckpointLocation(im.Location), string(blobs)}, nil
+		CheckpointLocation(im.Location), string(blobs), max(im.Version, 1)}, nil
 }
 
 // ScanImage reads a row of ImageCols.
@@ -253,7 +253,7 @@ func ScanImage(row Scanner) (*sandbox.Image, error) {
 	var env, blobs []byte
 	var created string
 	err := row.Scan(&im.Name, &im.Source, &im.Ref, &im.Digest, &im.SizeBytes, &env, &im.Cwd, &im.User, &created,
-		&im.Location, &blobs)
+		&im.Location, &blobs, &im.Version)
 	if err != nil {
 		return nil, err
 	}
@@ -496,5 +496,6 @@ func NewImage(im *sandbox.Image, now time.Time) (*sandbox.Image, error) {
 	}
 	rec.CreatedAt = rec.CreatedAt.UTC()
 	rec.Location = CheckpointLocation(rec.Location)
+	rec.Version = max(rec.Version, 1)
 	return &rec, nil
 }

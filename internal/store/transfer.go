@@ -20,7 +20,7 @@ type Records struct {
 	Events      []sandbox.Event
 	Runs        []*sandbox.Run
 	Checkpoints []*sandbox.Checkpoint
-	Images      []*sandbox.Image
+	Images      []*sandbox.Image // every version, each image's oldest first
 	Owners      []*sandbox.Owner
 	Tokens      []*auth.Token
 	Audit       []*audit.Entry

@@ -96,7 +96,7 @@ func lastImport(ctx context.Context, tx pgx.Tx) (*Import, error) {
 // into an empty database, never merges.
 func checkEmpty(ctx context.Context, tx pgx.Tx) error {
 	var held []string
-	for _, table := range []string{"sandboxes", "runs", "checkpoints", "images", "owners", "tokens", "audit", "secrets", "requests"} {
+	for _, table := range []string{"sandboxes", "runs", "checkpoints", "images", "image_versions", "owners", "tokens", "audit", "secrets", "requests"} {
 		var n int
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
 			return err

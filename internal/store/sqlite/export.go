@@ -39,7 +39,10 @@ func Export(ctx context.Context, path string, log *slog.Logger) (*store.Records,
 		exportAll(ctx, tx, &r.Events, store.ScanEvent, "events", `SELECT `+store.EventCols+` FROM events ORDER BY seq`),
 		exportAll(ctx, tx, &r.Runs, store.ScanRun, "runs", `SELECT `+store.RunCols+` FROM runs ORDER BY rowid`),
 		exportAll(ctx, tx, &r.Checkpoints, store.ScanCheckpoint, "checkpoints", `SELECT `+store.CheckpointCols+` FROM checkpoints ORDER BY rowid`),
-		exportAll(ctx, tx, &r.Images, store.ScanImage, "images", `SELECT `+store.ImageCols+` FROM images ORDER BY rowid`),
+		// Every version of an image, oldest first: put in that order, the
+		// newest ends up the image's and the others its older versions.
+		exportAll(ctx, tx, &r.Images, store.ScanImage, "images", `SELECT `+store.ImageCols+` FROM
+			(SELECT `+store.ImageCols+` FROM image_versions UNION ALL SELECT `+store.ImageCols+` FROM images) ORDER BY name, version`),
 		exportAll(ctx, tx, &r.Owners, store.ScanOwner, "owners", `SELECT `+store.OwnerCols+` FROM owners ORDER BY rowid`),
 		exportAll(ctx, tx, &r.Tokens, store.ScanToken, "tokens", `SELECT `+store.TokenCols+` FROM tokens ORDER BY rowid`),
 		exportAll(ctx, tx, &r.Audit, store.ScanAudit, "the audit log", `SELECT `+store.AuditCols+` FROM audit ORDER BY seq`),

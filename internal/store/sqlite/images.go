@@ -11,8 +11,9 @@ import (
 	"github.com/den-dev/den/internal/store"
 )
 
-// PutImage inserts an image record or replaces the one with its name.
-// CreatedAt is set to now when zero.
+// PutImage records im as the newest version of its name: the record of
+// another version moves to image_versions, one of the same version is
+// replaced. CreatedAt is set to now when zero, Version to 1.
 func (s *Store) PutImage(ctx context.Context, im *sandbox.Image) error {
 	rec, err := store.NewImage(im, now())
 	if err != nil {
@@ -23,12 +24,19 @@ func (s *Store) PutImage(ctx context.Context, im *sandbox.Image) error {
 		return err
 	}
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO images (`+store.ImageCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO image_versions (`+store.ImageCols+`)
+			SELECT `+store.ImageCols+` FROM images WHERE name = ? AND version <> ?`, rec.Name, rec.Version); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM image_versions WHERE name = ? AND version = ?`, rec.Name, rec.Version); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO images (`+store.ImageCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET
 				source = excluded.source, ref = excluded.ref, digest = excluded.digest,
 				size_bytes = excluded.size_bytes, env = excluded.env, cwd = excluded.cwd,
 				"user" = excluded."user", created_at = excluded.created_at,
-				location = excluded.location, blobs = excluded.blobs`, values...)
+				location = excluded.location, blobs = excluded.blobs, version = excluded.version`, values...)
 		return err
 	})
 	if err != nil {
@@ -56,12 +64,47 @@ func (s *Store) ListImages(ctx context.Context) ([]*sandbox.Image, error) {
 	return queryAll(ctx, s.r, store.ScanImage, "listing images", `SELECT `+store.ImageCols+` FROM images ORDER BY name`)
 }
 
-// DeleteImage removes the image record with name.
+// DeleteImage removes every version of image name.
 func (s *Store) DeleteImage(ctx context.Context, name string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		return execOne(ctx, tx, store.ImageNotFound(name), `DELETE FROM images WHERE name = ?`, name)
+		if err := execOne(ctx, tx, store.ImageNotFound(name), `DELETE FROM images WHERE name = ?`, name); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM image_versions WHERE name = ?`, name)
+		return err
 	})
 	return wrap(err, "deleting image %q", name)
+}
+
+// GetImageVersion returns version of image name, the newest or an older
+// one.
+func (s *Store) GetImageVersion(ctx context.Context, name string, version int) (*sandbox.Image, error) {
+	row := s.r.QueryRowContext(ctx, `SELECT `+store.ImageCols+` FROM images WHERE name = ? AND version = ?
+		UNION ALL SELECT `+store.ImageCols+` FROM image_versions WHERE name = ? AND version = ?`, name, version, name, version)
+	im, err := store.ScanImage(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ImageVersionNotFound(name, version)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading image %q version %d: %w", name, version, err)
+	}
+	return im, nil
+}
+
+// ListImageVersions returns the older versions of image name, or of
+// every image when name is "", by name then version.
+func (s *Store) ListImageVersions(ctx context.Context, name string) ([]*sandbox.Image, error) {
+	return queryAll(ctx, s.r, store.ScanImage, "listing image versions",
+		`SELECT `+store.ImageCols+` FROM image_versions WHERE ? = '' OR name = ? ORDER BY name, version`, name, name)
+}
+
+// DeleteImageVersion removes an older version's record.
+func (s *Store) DeleteImageVersion(ctx context.Context, name string, version int) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		return execOne(ctx, tx, store.ImageVersionNotFound(name, version),
+			`DELETE FROM image_versions WHERE name = ? AND version = ?`, name, version)
+	})
+	return wrap(err, "deleting image %q version %d", name, version)
 }
 
 // SetImageLocation records where an image's root filesystem is, leaving

@@ -18,6 +18,7 @@ var imageTests = []testCase{
 	{"GetMissing", testGetImageMissing},
 	{"Delete", testDeleteImage},
 	{"Location", testImageLocation},
+	{"Versions", testImageVersions},
 }
 
 func newImage(name string) *sandbox.Image {
@@ -40,6 +41,7 @@ func utcImage(im *sandbox.Image) *sandbox.Image {
 	if cp.Location == "" {
 		cp.Location = sandbox.LocationLocal
 	}
+	cp.Version = max(cp.Version, 1)
 	return &cp
 }
 
@@ -157,4 +159,66 @@ func testDeleteImage(t *testing.T, st sandbox.Store) {
 	wantErr(t, st.DeleteImage(t.Context(), "debian"), errdefs.ErrNotFound, `image "debian" not found`, "")
 	// The name can be used again.
 	mustPutImage(t, st, newImage("debian"))
+}
+
+// testImageVersions keeps older versions of an image when a newer one is
+// put, finds each, and removes them one at a time or all with the image.
+func testImageVersions(t *testing.T, st sandbox.Store) {
+	ctx := t.Context()
+	v1 := newImage("debian")
+	mustPutImage(t, st, v1)
+	same(t, "first version", mustGetImage(t, st, "debian").Version, 1)
+	v2 := newImage("debian")
+	v2.Version, v2.Digest, v2.CreatedAt = 2, "sha256:v2", at(10)
+	mustPutImage(t, st, v2)
+	v3 := newImage("debian")
+	v3.Version, v3.Digest, v3.CreatedAt = 3, "sha256:v3", at(20)
+	mustPutImage(t, st, v3)
+	mustPutImage(t, st, newImage("python"))
+
+	same(t, "newest", mustGetImage(t, st, "debian"), utcImage(v3))
+	for _, want := range []*sandbox.Image{v1, v2, v3} {
+		got, err := st.GetImageVersion(ctx, "debian", want.Version)
+		if err != nil {
+			t.Fatalf("GetImageVersion(debian, %d): %v", want.Version, err)
+		}
+		same(t, "a version", got, utcImage(want))
+	}
+	_, err := st.GetImageVersion(ctx, "debian", 4)
+	wantErr(t, err, errdefs.ErrNotFound, `image "debian" has no version 4`, "den image ls")
+	list, err := st.ListImages(ctx)
+	if err != nil || len(list) != 2 {
+		t.Errorf("ListImages = %s, %v; want the newest of two images", dump(list), err)
+	}
+	older, err := st.ListImageVersions(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(t, "older versions", older, []*sandbox.Image{utcImage(v1), utcImage(v2)})
+	if older, err = st.ListImageVersions(ctx, "python"); err != nil || len(older) != 0 {
+		t.Errorf("older versions of python = %s, %v; want none", dump(older), err)
+	}
+
+	// Putting the newest version again replaces it and keeps the rest.
+	v3.SizeBytes = 7
+	mustPutImage(t, st, v3)
+	if older, err = st.ListImageVersions(ctx, "debian"); err != nil || len(older) != 2 {
+		t.Errorf("older versions after a replace = %s, %v; want 2", dump(older), err)
+	}
+
+	if err := st.DeleteImageVersion(ctx, "debian", 1); err != nil {
+		t.Fatalf("DeleteImageVersion: %v", err)
+	}
+	wantErr(t, st.DeleteImageVersion(ctx, "debian", 1), errdefs.ErrNotFound, `image "debian" has no version 1`, "")
+	wantErr(t, st.DeleteImageVersion(ctx, "debian", 3), errdefs.ErrNotFound, `image "debian" has no version 3`, "")
+	if older, err = st.ListImageVersions(ctx, "debian"); err != nil || len(older) != 1 || older[0].Version != 2 {
+		t.Errorf("older versions after deleting one = %s, %v; want version 2", dump(older), err)
+	}
+
+	if err := st.DeleteImage(ctx, "debian"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetImageVersion(ctx, "debian", 2); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("an older version after DeleteImage = %v, want not found", err)
+	}
 }

@@ -136,7 +136,7 @@ class Client(ExecVerbs, FileVerbs):
                env: Optional[dict] = None, labels: Optional[dict] = None, from_: Optional[str] = None,
                ephemeral: Optional[bool] = None, policy: Union[Policy, dict, None] = None,
                network: Union[NetworkPolicy, dict, None] = None, secrets: Optional[list] = None,
-               node: Optional[str] = None) -> Sandbox:
+               node: Optional[str] = None, setup: Optional[list] = None, keep: Optional[list] = None) -> Sandbox:
         """Create and start a sandbox (`den create`).
 
         image defaults to dend's ("debian"); memory and disk are sizes
@@ -145,9 +145,12 @@ class Client(ExecVerbs, FileVerbs):
         it is destroyed, and is destroyed when its policy's ttl ends.
         network defaults to mode none; secrets (admins only) are secret
         names or :class:`~den.models.SecretGrant` values. node, in a fleet,
-        is the node it goes to (default: the least committed one).
+        is the node it goes to (default: the least committed one). setup
+        are shell commands run in order once it boots and again by every
+        rebase; keep the paths a rebase carries over besides /root, /home,
+        /work and /srv.
         """
-        body = {"name": name, "node": node, "image": image, "cpus": cpus, "memory": memory, "pids": pids, "disk": disk,
+        body = {"name": name, "node": node, "setup": setup, "keep": keep, "image": image, "cpus": cpus, "memory": memory, "pids": pids, "disk": disk,
                 "env": env, "labels": labels, "from": from_, "ephemeral": ephemeral or None,
                 "policy": to_wire(policy) if policy is not None else None,
                 "network": to_wire(network) if network is not None else None,

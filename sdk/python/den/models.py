@@ -177,6 +177,10 @@ class Sandbox(SandboxVerbs):
     name: str = ""
     owner: str = ""
     image: str = ""
+    image_version: int = 0
+    image_outdated: bool = False
+    setup: list[str] = field(default_factory=list)
+    keep: list[str] = field(default_factory=list)
     cpus: float = 0.0
     memory_bytes: int = 0
     pids: int = 0

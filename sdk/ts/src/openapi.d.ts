@@ -730,6 +730,61 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{name}/setup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Change the setup steps and kept paths a rebase uses
+         * @description Setup steps are shell commands a rebase runs again, in order, on the
+         *     new image; kept paths are what it carries over from the old root
+         *     (/root, /home, /work and /srv always, plus these). Nothing runs now.
+         *     An absent list stays as it is; an empty one is cleared.
+         */
+        put: operations["setSetup"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{name}/rebase": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give a sandbox a new root from an image version, keeping its own paths
+         * @description Takes a files-only checkpoint, makes a new root from the image
+         *     version, copies the kept paths over from the checkpoint, boots it
+         *     as the next generation and runs the setup steps again. Processes
+         *     end. Any failure, a setup step that does not exit 0 included,
+         *     boots the sandbox back from the checkpoint and answers 409 naming
+         *     the step, its exit code and the end of its output. Restoring the
+         *     checkpoint undoes a rebase that worked.
+         */
+        post: operations["rebaseSandbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{name}/restore": {
         parameters: {
             query?: never;
@@ -1747,6 +1802,10 @@ export interface components {
             secrets?: components["schemas"]["SecretGrant"][];
             /** @description in a fleet, the node it goes to; absent, the one whose sandboxes commit the least of its memory */
             node?: string;
+            /** @description shell commands run in order once it boots, and again by every rebase; one that fails fails the create */
+            setup?: string[];
+            /** @description absolute paths a rebase carries over besides /root, /home, /work and /srv */
+            keep?: string[];
         };
         Sandbox: {
             id: string;
@@ -1755,6 +1814,14 @@ export interface components {
             /** @description owner identity (a token id) of the token that created it; absent for admins' sandboxes */
             owner?: string;
             image: string;
+            /** @description the version of the image its root filesystem came from */
+            image_version?: number;
+            /** @description a newer version of its image exists (in lists); `den rebase` moves it there */
+            image_outdated?: boolean;
+            /** @description its setup steps */
+            setup?: string[];
+            /** @description the paths a rebase carries over, the defaults included */
+            keep?: string[];
             cpus: number;
             /** Format: int64 */
             memory_bytes: number;
@@ -2002,6 +2069,10 @@ export interface components {
         };
         Image: {
             name: string;
+            /** @description grows with every build, import or pull of the name: 1, 2, ... */
+            version: number;
+            /** @description older versions kept because sandboxes or checkpoints were made from them, oldest first */
+            older?: components["schemas"]["Image"][];
             /** @enum {string} */
             source: "builtin" | "imported" | "pulled";
             ref?: string;
@@ -2303,6 +2374,40 @@ export interface components {
             name?: string;
             /** @description files only */
             fs_only?: boolean;
+        };
+        SetupRequest: {
+            /** @description the setup steps, replacing the old ones; absent, unchanged */
+            steps?: string[];
+            /** @description the kept paths besides the defaults, replacing the old ones; absent, unchanged */
+            keep?: string[];
+        };
+        RebaseRequest: {
+            /** @description IMAGE or IMAGE@VERSION; absent, the sandbox's own image; no version, the newest */
+            image?: string;
+        };
+        Rebase: {
+            sandbox: components["schemas"]["Sandbox"];
+            /** @description the files-only checkpoint taken first: restoring it undoes the rebase */
+            checkpoint: string;
+            /** @description IMAGE@VERSION before */
+            from: string;
+            /** @description IMAGE@VERSION after */
+            to: string;
+            /** @description the kept paths that existed and were carried over */
+            kept?: string[];
+            steps?: components["schemas"]["SetupStep"][];
+            /** Format: int64 */
+            duration_ms: number;
+        };
+        SetupStep: {
+            /** @description from 1 */
+            step: number;
+            command: string;
+            /** @description its run id: `den logs NAME RUN` prints its output */
+            run: string;
+            exit_code: number;
+            /** Format: int64 */
+            duration_ms: number;
         };
         RestoreRequest: {
             /** @description a checkpoint id or name of this sandbox */
@@ -4033,6 +4138,88 @@ export interface operations {
             };
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    setSetup: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetupRequest"];
+            };
+        };
+        responses: {
+            /** @description the sandbox, with its setup */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Sandbox"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    rebaseSandbox: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RebaseRequest"];
+            };
+        };
+        responses: {
+            /** @description what the rebase did */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Rebase"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };

@@ -1,0 +1,44 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+// setSetup changes the setup steps and kept paths a rebase uses.
+func (s *server) setSetup(w http.ResponseWriter, r *http.Request) error {
+	var req api.SetupRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	sb, err := s.sandboxes.SetSetup(r.Context(), r.PathValue("name"), sandbox.SetupChange{Steps: req.Steps, Keep: req.Keep})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+}
+
+// rebaseSandbox gives a sandbox a new root from an image version and
+// answers with what was done; a failed setup step is an error that names
+// it, the sandbox rolled back.
+func (s *server) rebaseSandbox(w http.ResponseWriter, r *http.Request) error {
+	var req api.RebaseRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	res, err := s.sandboxes.Rebase(r.Context(), r.PathValue("name"), sandbox.RebaseParams{Image: req.Image})
+	if err != nil {
+		return err
+	}
+	out := api.Rebase{
+		Sandbox: s.toSandbox(res.Sandbox), Checkpoint: res.Checkpoint.ID, From: res.From, To: res.To,
+		Kept: res.Kept, DurationMS: res.Duration.Milliseconds(),
+	}
+	for _, st := range res.Steps {
+		out.Steps = append(out.Steps, api.SetupStep{Step: st.Step, Command: st.Command, Run: st.RunID, ExitCode: st.ExitCode,
+			DurationMS: st.Duration.Milliseconds()})
+	}
+	return writeJSON(w, http.StatusOK, out)
+}

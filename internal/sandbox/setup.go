@@ -1,0 +1,267 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/fspath"
+	"github.com/den-dev/den/internal/guest"
+)
+
+// Setup steps and kept paths: what a sandbox is on top of its image. The
+// steps are shell commands run once when it is created and again, in
+// order, each time `den rebase` gives it a new root from a newer image;
+// the kept paths are what a rebase carries over from the old root.
+
+// DefaultKeep are the paths every rebase keeps, before the ones a
+// sandbox names.
+var DefaultKeep = []string{"/root", "/home", "/work", "/srv"}
+
+// Limits on setup steps and kept paths.
+const (
+	MaxSetupSteps    = 32
+	MaxSetupStepSize = 16 << 10
+	MaxKeepPaths     = 32
+	// SetupStepTimeout bounds one setup step.
+	SetupStepTimeout = 30 * time.Minute
+	// setupOutputTail is how much of a failed step's output its error
+	// carries, per stream.
+	setupOutputTail = 2 << 10
+)
+
+// ValidateSetup checks setup steps and kept paths as a user gives them.
+func ValidateSetup(steps, keep []string) error {
+	if len(steps) > MaxSetupSteps {
+		return errdefs.Invalid("%d setup steps; at most %d are allowed", len(steps), MaxSetupSteps)
+	}
+	for i, st := range steps {
+		switch {
+		case strings.TrimSpace(st) == "":
+			return errdefs.WithHint(errdefs.Invalid("setup step %d is empty", i+1), "give each step a shell command, e.g. --setup 'apt-get install -y git'")
+		case len(st) > MaxSetupStepSize:
+			return errdefs.Invalid("setup step %d is %d bytes, over the %d limit", i+1, len(st), MaxSetupStepSize)
+		case strings.ContainsRune(st, 0):
+			return errdefs.Invalid("setup step %d contains a NUL byte", i+1)
+		}
+	}
+	if len(keep) > MaxKeepPaths {
+		return errdefs.Invalid("%d kept paths; at most %d are allowed", len(keep), MaxKeepPaths)
+	}
+	for _, p := range keep {
+		c, err := fspath.Clean(p)
+		if err != nil {
+			return errdefs.WithHint(fmt.Errorf("kept path: %w", err), "name kept paths as absolute paths inside the sandbox, e.g. --keep-path /opt/data")
+		}
+		if c != p {
+			return errdefs.WithHint(errdefs.Invalid("kept path %q is not in its plain form", p), fmt.Sprintf("write it as %q", c))
+		}
+		if c == "/" || isSystemPath(c) {
+			return errdefs.WithHint(errdefs.Invalid("kept path %q would carry the old system over the new image", p),
+				"keep your own data directories, e.g. /opt/data or /var/lib/app; the new image brings the system")
+		}
+	}
+	return nil
+}
+
+// isSystemPath reports whether p is one of the directories a new image
+// must bring itself, or the mounts the engine makes.
+func isSystemPath(p string) bool {
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib64", "/lib32", "/usr", "/etc", "/proc", "/sys", "/dev", "/var", "/tmp", "/run", "/boot"} {
+		if p == d {
+			return true
+		}
+	}
+	return p == "/.den" || strings.HasPrefix(p, "/.den/") || strings.HasPrefix(p, "/proc/") || strings.HasPrefix(p, "/sys/") || strings.HasPrefix(p, "/dev/")
+}
+
+// KeptPaths are the paths a rebase of a sandbox with spec s carries over:
+// DefaultKeep and its own, sorted, without any that lies inside another.
+func (s *Spec) KeptPaths() []string {
+	all := append(slices.Clone(DefaultKeep), s.Keep...)
+	slices.Sort(all)
+	var out []string
+	for _, p := range all {
+		if len(out) > 0 && (p == out[len(out)-1] || strings.HasPrefix(p, out[len(out)-1]+"/")) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// SetupChange changes a sandbox's setup steps and kept paths; a nil list
+// is left as it is, an empty one cleared.
+type SetupChange struct {
+	Steps *[]string
+	Keep  *[]string
+}
+
+// SetSetup changes the setup steps and kept paths a sandbox's next rebase
+// uses. Nothing runs now.
+func (s *Service) SetSetup(ctx context.Context, ref string, c SetupChange) (*Sandbox, error) {
+	sb, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	steps, keep := sb.Spec.Setup, sb.Spec.Keep
+	if c.Steps != nil {
+		steps = *c.Steps
+	}
+	if c.Keep != nil {
+		keep = *c.Keep
+	}
+	if err := ValidateSetup(steps, keep); err != nil {
+		return nil, err
+	}
+	if err := require(sb, "change the setup of", StateRunning, StatePaused, StateStopped, StateHibernated, StateError); err != nil {
+		return nil, err
+	}
+	sb.Spec.Setup, sb.Spec.Keep = slices.Clone(steps), slices.Clone(keep)
+	msg := fmt.Sprintf("setup: %d steps, keeps %s", len(steps), strings.Join(sb.Spec.KeptPaths(), " "))
+	if err := s.record(ctx, sb, EventSetup, msg); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// StepResult is how one setup step ended.
+type StepResult struct {
+	Step     int // from 1
+	Command  string
+	RunID    string
+	ExitCode int
+	Duration time.Duration
+}
+
+// SetupError is a setup step that failed: which one, how, and the end of
+// what it printed.
+type SetupError struct {
+	Step    int // from 1
+	Command string
+	RunID   string
+	// Status is how the run ended (exited, killed, timed_out, lost), and
+	// ExitCode its exit code when it exited.
+	Status   RunStatus
+	ExitCode int
+	Stdout   string // the last bytes of each stream
+	Stderr   string
+	err      error // what kept it from running at all, or nil
+}
+
+func (e *SetupError) Error() string {
+	var how string
+	switch {
+	case e.err != nil:
+		how = e.err.Error()
+	case e.Status == RunExited:
+		how = fmt.Sprintf("exit code %d", e.ExitCode)
+	default:
+		how = string(e.Status)
+	}
+	msg := fmt.Sprintf("setup step %d `%s` failed: %s", e.Step, e.Command, how)
+	if out := lastLines(e.Stderr, 5, 1000); out != "" {
+		msg += "; stderr: " + out
+	} else if out := lastLines(e.Stdout, 5, 1000); out != "" {
+		msg += "; stdout: " + out
+	}
+	return msg
+}
+
+// Is classifies a failed step as a conflict with what the new image holds,
+// unless something else kept it from running.
+func (e *SetupError) Is(target error) bool {
+	if e.err != nil {
+		return errors.Is(e.err, target)
+	}
+	return target == errdefs.ErrConflict
+}
+
+func (e *SetupError) Unwrap() error { return e.err }
+
+// runSetup runs sb's setup steps in order in its running instance, each
+// as a recorded run of `/bin/sh -c STEP`, and stops at the first that
+// does not exit 0, returning a *SetupError. The caller holds sb's
+// lifecycle lock. Steps get the sandbox's environment, not its secrets.
+func (s *Service) runSetup(ctx context.Context, sb *Sandbox) ([]StepResult, error) {
+	var done []StepResult
+	for i, step := range sb.Spec.Setup {
+		t0 := time.Now()
+		run, err := s.runStep(ctx, sb, step)
+		serr := &SetupError{Step: i + 1, Command: step}
+		if err != nil {
+			serr.err = err
+			return done, serr
+		}
+		serr.RunID, serr.Status = run.ID, run.Status
+		if run.Status == RunExited && run.ExitCode != nil && *run.ExitCode == 0 {
+			done = append(done, StepResult{Step: i + 1, Command: step, RunID: run.ID, Duration: time.Since(t0)})
+			continue
+		}
+		if run.ExitCode != nil {
+			serr.ExitCode = *run.ExitCode
+		}
+		serr.Stdout = s.outputTail(ctx, sb, run, StreamStdout, run.StdoutSize)
+		serr.Stderr = s.outputTail(ctx, sb, run, StreamStderr, run.StderrSize)
+		return done, serr
+	}
+	return done, nil
+}
+
+// runStep runs one setup step and waits for its final record.
+func (s *Service) runStep(ctx context.Context, sb *Sandbox, step string) (*Run, error) {
+	base := sb.Spec.Base
+	if base == nil {
+		base = &ImageConfig{}
+	}
+	argv := []string{"/bin/sh", "-c", step}
+	spec := guest.ProcSpec{Argv: argv, Env: mergeEnv(base.Env, sb.Spec.Env), Cwd: firstNonEmpty(base.Cwd, "/"),
+		User: base.User, Timeout: SetupStepTimeout}
+	g := s.guestFor(sb)
+	run, err := s.startRun(sb.ID, g, spec, func(st guest.ProcStatus) (*Run, error) {
+		run := &Run{
+			ID: newID(12), SandboxID: sb.ID, Generation: sb.Generation, GuestID: st.ID, PID: st.PID,
+			Argv: argv, Cwd: spec.Cwd, User: spec.User, Status: RunRunning, StartedAt: st.StartedAt.UTC(),
+			OutputMax: s.cfg.Output.PerStream,
+		}
+		if run.StartedAt.IsZero() {
+			run.StartedAt = s.cfg.Now().UTC()
+		}
+		if err := s.cfg.Store.CreateRun(context.WithoutCancel(ctx), run); err != nil {
+			return nil, fmt.Errorf("recording run: %w", err)
+		}
+		return run, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting it: %w", err)
+	}
+	_, o, err := s.runRecord(ctx, sb.ID, run.ID)
+	if err != nil {
+		return nil, err
+	}
+	if o != nil {
+		select {
+		case <-o.finished:
+		case <-ctx.Done():
+			g.Signal(context.WithoutCancel(ctx), run.GuestID, syscall.SIGKILL)
+			return nil, ctx.Err()
+		}
+	}
+	return s.cfg.Store.GetRun(ctx, sb.ID, run.ID)
+}
+
+// outputTail is the last bytes of one stream of a finished run, or "".
+func (s *Service) outputTail(ctx context.Context, sb *Sandbox, run *Run, stream string, size int64) string {
+	var b bytes.Buffer
+	if err := s.Logs(ctx, sb.ID, run.ID, stream, max(0, size-setupOutputTail), FollowNo, &b); err != nil {
+		s.log.Warn("reading a failed setup step's output", "sandbox", sb.Name, "run", run.ID, "err", err)
+	}
+	return b.String()
+}
