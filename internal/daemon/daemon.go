@@ -369,7 +369,7 @@ func removeStaleSocket(path string) error {
 
 // openTokens makes the API token service. With a TCP listener, the token
 // file of den before API tokens still works there, as an admin token.
-func openTokens(cfg Config, st auth.Store, log *slog.Logger) (*auth.Service, error) {
+func openTokens(cfg Config, st records, log *slog.Logger) (*auth.Service, error) {
 	legacy := ""
 	if cfg.Listen != "" {
 		var err error
@@ -377,7 +377,7 @@ func openTokens(cfg Config, st auth.Store, log *slog.Logger) (*auth.Service, err
 			return nil, err
 		}
 	}
-	return auth.New(auth.Config{Store: st, LegacyToken: legacy, Logger: log})
+	return auth.New(auth.Config{Store: st, Keys: st, LegacyToken: legacy, Logger: log})
 }
 
 // loadToken reads the TCP listener's token, creating one if needed.
