@@ -156,6 +156,11 @@ type seqWriter struct {
 	held    int64
 	failed  error
 	closed  bool
+	// whole is set when the file was opened to be truncated, or was
+	// truncated at the end of what was written; else oldSize is the size
+	// of the file replaced (-1: none), which a shorter write must not cut.
+	whole   bool
+	oldSize int64
 }
 
 func newSeqWriter(w *io.PipeWriter, done <-chan error) *seqWriter {
@@ -222,6 +227,18 @@ func (w *seqWriter) TransferError(err error) {
 	w.fail(fmt.Errorf("the transfer broke off: %w", err))
 }
 
+// truncateAt accepts a truncation to size if it is where the writing
+// ended: the file is then exactly what was written.
+func (w *seqWriter) truncateAt(size int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if size != w.next || len(w.pending) > 0 {
+		return false
+	}
+	w.whole = true
+	return true
+}
+
 // Close ends the stream and returns whether the file was written.
 func (w *seqWriter) Close() error {
 	w.mu.Lock()
@@ -230,8 +247,12 @@ func (w *seqWriter) Close() error {
 		return w.failed
 	}
 	w.closed = true
-	if len(w.pending) > 0 {
+	switch {
+	case len(w.pending) > 0:
 		w.fail(errdefs.Invalid("the file was left with a hole at offset %d", w.next))
+	case !w.whole && w.oldSize > w.next:
+		w.fail(errdefs.WithHint(errdefs.Invalid("writing the first %d bytes of a %d-byte file in place is not supported", w.next, w.oldSize),
+			"den's SFTP replaces whole files: open with truncate, or truncate to the end of what was written"))
 	}
 	if w.failed == nil {
 		w.w.Close()

@@ -11,9 +11,11 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
@@ -38,12 +40,24 @@ func (s *session) serveSFTP(ctx context.Context) {
 	}
 	fsrv := &fileServer{s: s, ctx: ctx, user: user, home: homeOf(ctx, files, user)}
 	h := sftp.Handlers{FileGet: fsrv, FilePut: fsrv, FileCmd: fsrv, FileList: fsrv}
-	srv := sftp.NewRequestServer(s.ch, h, sftp.WithStartDirectory(fsrv.home))
+	// pkg/sftp closes what it serves on; the channel must stay open for
+	// the exit status.
+	srv := sftp.NewRequestServer(keepOpen{s.ch}, h, sftp.WithStartDirectory(fsrv.home))
+	status := uint32(0)
 	if err := srv.Serve(); err != nil && !errors.Is(err, io.EOF) {
 		s.g.log.Debug("ssh: sftp ended", "sandbox", s.l.sandbox.Name, "err", err)
+		status = exitFailed
 	}
 	srv.Close()
+	// The client's ssh exits with this, and scp with that.
+	_, _ = s.ch.SendRequest("exit-status", false, ssh.Marshal(exitStatus{Status: status}))
+	_ = s.ch.CloseWrite()
 }
+
+// keepOpen is a channel whose Close does nothing.
+type keepOpen struct{ ssh.Channel }
+
+func (keepOpen) Close() error { return nil }
 
 // fileServer answers SFTP requests from the sandbox's file API.
 type fileServer struct {
@@ -51,6 +65,10 @@ type fileServer struct {
 	ctx  context.Context
 	user string // who owns what is made: the image's user, "" for den-init's
 	home string
+
+	// mu guards open, the files being written, by path.
+	mu   sync.Mutex
+	open map[string]*seqWriter
 }
 
 var (
@@ -90,7 +108,9 @@ func (f *fileServer) Fileread(r *sftp.Request) (io.ReaderAt, error) {
 
 // Filewrite opens a file to write. den writes files whole: the file is
 // replaced when the client closes it, and not at all if the transfer
-// broke off.
+// broke off. OpenSSH's scp and sftp open without truncating, write, then
+// truncate to what they wrote (fsetstat): that is a whole write too.
+// Writing only part of a longer file in place is refused at close.
 func (f *fileServer) Filewrite(r *sftp.Request) (io.WriterAt, error) {
 	flags := r.Pflags()
 	if flags.Append {
@@ -100,22 +120,50 @@ func (f *fileServer) Filewrite(r *sftp.Request) (io.WriterAt, error) {
 	if err != nil {
 		return nil, sftpError(err)
 	}
+	oldSize := int64(-1)
 	if !flags.Trunc {
-		// Writing into an existing file in place is not something den's
-		// file API does; a new file is written whole anyway.
-		if _, err := files.Stat(f.ctx, r.Filepath); err == nil {
-			return nil, unsupported("writing into an existing file without truncating it")
+		if info, err := files.Stat(f.ctx, r.Filepath); err == nil {
+			oldSize = info.Size
 		}
 	}
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
+	w := newSeqWriter(pw, done)
+	w.whole = flags.Trunc
+	w.oldSize = oldSize
+	f.writing(r.Filepath, w)
 	go func() {
+		defer f.written(r.Filepath, w)
 		err := files.WriteFile(f.ctx, r.Filepath, pr, guest.WriteOptions{User: f.user})
 		pr.CloseWithError(errors.Join(err, io.ErrClosedPipe))
 		f.s.g.recordFor(f.ctx, f.s.l, "sftp put", r.Filepath, err)
 		done <- sftpError(err)
 	}()
-	return newSeqWriter(pw, done), nil
+	return w, nil
+}
+
+// writing and written keep the writers open by path, for fsetstat.
+func (f *fileServer) writing(p string, w *seqWriter) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.open == nil {
+		f.open = map[string]*seqWriter{}
+	}
+	f.open[p] = w
+}
+
+func (f *fileServer) written(p string, w *seqWriter) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.open[p] == w {
+		delete(f.open, p)
+	}
+}
+
+func (f *fileServer) writer(p string) *seqWriter {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.open[p]
 }
 
 // Filecmd changes the file system.
@@ -148,6 +196,17 @@ func (f *fileServer) Filecmd(r *sftp.Request) error {
 // refuses the rest: den's file API sets no modes or times.
 func (f *fileServer) setstat(files sandbox.Files, r *sftp.Request) error {
 	flags, attrs := r.AttrFlags(), r.Attributes()
+	if w := f.writer(r.Filepath); w != nil {
+		// A file being written: truncating it to what was written is
+		// what a whole write does; the rest waits for the file.
+		if flags.Size && !w.truncateAt(int64(attrs.Size)) {
+			return unsupported("truncating a file being written anywhere but at its end")
+		}
+		if flags.Permissions || flags.UidGid {
+			return unsupported("changing the mode or owner of a file being written (run chmod over ssh after)")
+		}
+		return nil
+	}
 	info, err := files.Stat(f.ctx, r.Filepath)
 	if err != nil {
 		return sftpError(err)
