@@ -36,10 +36,10 @@ type sshRig struct {
 	sshBase []string
 }
 
-func newSSHRig(t *testing.T) *sshRig {
+func newSSHRig(t *testing.T, extra ...string) *sshRig {
 	t.Helper()
 	sshAddr := freeAddr(t)
-	tn := newTenants(t, "--ssh-listen", sshAddr)
+	tn := newTenants(t, append([]string{"--ssh-listen", sshAddr}, extra...)...)
 	_, port, _ := net.SplitHostPort(sshAddr)
 	r := &sshRig{tenants: tn, t: t, port: port, dir: t.TempDir(), keys: map[string]string{}}
 	r.known = filepath.Join(r.dir, "known_hosts")
@@ -362,4 +362,37 @@ func TestSSHFilesAndForwarding(t *testing.T) {
 	if !put || !forward {
 		t.Errorf("audit lacks the sftp put or the forward: %+v", entries)
 	}
+}
+
+// A hibernated sandbox wakes for a login; an open session keeps it in use,
+// however idle, and once it closes the idle policy takes it again.
+func TestSSHWakesAndHoldsIdle(t *testing.T) {
+	r := newSSHRig(t, "--pause-after", "1s", "--hibernate-after", "3s", "--idle-interval", "100ms")
+	r.addKey("alice")
+	sb := r.create(r.alice, "nap")
+	r.d.waitState("nap", api.StateHibernated, time.Minute)
+
+	if out, errs, code := r.ssh("alice", "nap", "", "echo awake"); out != "awake\n" || code != 0 {
+		t.Fatalf("ssh to a hibernated sandbox: exit %d %q %q", code, out, errs)
+	}
+	if got := r.d.inspect("nap"); got.State != api.StateRunning || got.Generation != sb.Generation+1 {
+		t.Fatalf("after the login: %s generation %d", got.State, got.Generation)
+	}
+
+	// An idle session: no command, no traffic.
+	session := exec.Command("ssh", append(r.opts("alice"), "-N", "-p", r.port, "nap@127.0.0.1")...)
+	session.Env = append(os.Environ(), r.sshEnv...)
+	if err := session.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { session.Process.Kill(); session.Wait() }()
+	waitFor(t, 30*time.Second, "the session's login", func() bool {
+		return strings.Contains(r.d.logs(), "ssh: login") && strings.Count(r.d.logs(), "ssh: login\"") >= 2
+	})
+	holdsFor(t, 5*time.Second, "the sandbox running under an open SSH session", func() bool {
+		return r.d.inspect("nap").State == api.StateRunning
+	})
+	session.Process.Kill()
+	session.Wait()
+	r.d.waitState("nap", api.StatePaused, 30*time.Second)
 }

@@ -363,7 +363,7 @@ func passwdHome(passwd []byte, user string) string {
 			continue
 		}
 		if (numeric == nil && fields[2] == name) || (numeric != nil && fields[0] == name) {
-			if fields[5] == "" {
+			if !path.IsAbs(fields[5]) {
 				return "/"
 			}
 			return path.Clean(fields[5])
