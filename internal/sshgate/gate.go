@@ -171,6 +171,7 @@ type login struct {
 
 func (g *Gate) serverConfig(ctx context.Context, logins *loginCache) *ssh.ServerConfig {
 	cfg := &ssh.ServerConfig{
+		Config:        ssh.Config{Ciphers: ciphers},
 		MaxAuthTries:  maxAuthTries,
 		ServerVersion: "SSH-2.0-den",
 		// Any key may be offered: the answer to an offer says nothing
@@ -193,6 +194,11 @@ func (g *Gate) serverConfig(ctx context.Context, logins *loginCache) *ssh.Server
 	cfg.AddHostKey(g.cfg.HostKey)
 	return cfg
 }
+
+// ciphers are x/crypto's, without chacha20-poly1305: OpenSSH's client
+// prefers it, and in Go it runs at a fraction of AES-GCM's speed, which
+// the CPU does in hardware. Files copied with scp go about twice as fast.
+var ciphers = []string{ssh.CipherAES128GCM, ssh.CipherAES256GCM, ssh.CipherAES128CTR, ssh.CipherAES192CTR, ssh.CipherAES256CTR}
 
 // errRefused is the one answer to a login that is not let in.
 var errRefused = errors.New("permission denied")
@@ -264,6 +270,7 @@ func (c *loginCache) get(perms *ssh.Permissions) *login {
 // serveConn runs one connection from handshake to close.
 func (g *Gate) serveConn(ctx context.Context, nc net.Conn) {
 	defer nc.Close()
+	nc = quickAck(nc)
 	logins := &loginCache{}
 	_ = nc.SetDeadline(time.Now().Add(handshakeTimeout))
 	sc, chans, reqs, err := ssh.NewServerConn(nc, g.serverConfig(ctx, logins))

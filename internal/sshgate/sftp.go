@@ -42,7 +42,7 @@ func (s *session) serveSFTP(ctx context.Context) {
 	h := sftp.Handlers{FileGet: fsrv, FilePut: fsrv, FileCmd: fsrv, FileList: fsrv}
 	// pkg/sftp closes what it serves on; the channel must stay open for
 	// the exit status.
-	srv := sftp.NewRequestServer(keepOpen{s.ch}, h, sftp.WithStartDirectory(fsrv.home))
+	srv := sftp.NewRequestServer(keepOpen{s.ch}, h, sftp.WithStartDirectory(fsrv.home), sftp.WithRSAllocator())
 	status := uint32(0)
 	if err := srv.Serve(); err != nil && !errors.Is(err, io.EOF) {
 		s.g.log.Debug("ssh: sftp ended", "sandbox", s.l.sandbox.Name, "err", err)
