@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/den-dev/den/api"
@@ -65,6 +66,15 @@ func (b *bench) sshGateway() error {
 	}
 	den := filepath.Join(b.bin, "den")
 
+	// A connection kept open (ControlMaster), as an editor or a script
+	// that runs many commands does: each command is then a new session
+	// on it, with no process start of ssh's own handshake.
+	cm := append(slices.Clone(opts), "-o", "ControlPath="+filepath.Join(dir, "cm"), "-p", port)
+	if err := run("ssh", append(slices.Clone(cm), "-o", "ControlMaster=yes", "-N", "-f", target)...)(); err != nil {
+		return err
+	}
+	defer exec.Command("ssh", append(slices.Clone(cm), "-O", "exit", target)...).Run()
+
 	src := filepath.Join(dir, "blob")
 	if err := writeRandom(src, sshFile); err != nil {
 		return err
@@ -75,6 +85,7 @@ func (b *bench) sshGateway() error {
 	}{
 		{"ssh true", run("ssh", append(opts, "-p", port, target, "true")...)},
 		{"den exec true", run(den, "--socket", sock, "exec", name, "--", "true")},
+		{"ssh true, open connection", run("ssh", append(slices.Clone(cm), target, "true")...)},
 		{"scp up", run("scp", append(opts, "-P", port, src, target+":/root/up-scp")...)},
 		{"den cp up", run(den, "--socket", sock, "cp", src, name+":/root/up-cp")},
 		{"scp down", run("scp", append(opts, "-P", port, target+":/root/up-scp", filepath.Join(dir, "down-scp"))...)},
@@ -87,7 +98,7 @@ func (b *bench) sshGateway() error {
 		}
 	}
 	got := map[string]samples{}
-	rounds := map[string]int{"ssh true": b.n, "den exec true": b.n}
+	rounds := map[string]int{"ssh true": b.n, "den exec true": b.n, "ssh true, open connection": b.n}
 	big := min(b.nBig, 5)
 	for i := range b.n {
 		for _, p := range paths {
@@ -108,6 +119,8 @@ func (b *bench) sshGateway() error {
 	}
 	b.add(section{title: "SSH gateway: OpenSSH beside den's own paths", rows: []row{
 		{op: "ssh SANDBOX true (raw: den exec)", den: got["ssh true"], raw: got["den exec true"], goal: "≤ 1.5× den exec", note: ratio(got["ssh true"], got["den exec true"])},
+		{op: "ssh SANDBOX true on an open connection (raw: den exec)", den: got["ssh true, open connection"], raw: got["den exec true"],
+			note: joinNotes(ratio(got["ssh true, open connection"], got["den exec true"]), "ControlMaster")},
 		{op: "scp 256 MiB up (raw: den cp)", den: got["scp up"], raw: got["den cp up"], goal: "≤ 1.5× den cp", note: joinNotes(ratio(got["scp up"], got["den cp up"]), mibps(sshFile, got["scp up"]))},
 		{op: "scp 256 MiB down (raw: den cp)", den: got["scp down"], raw: got["den cp down"], goal: "≤ 1.5× den cp", note: joinNotes(ratio(got["scp down"], got["den cp down"]), mibps(sshFile, got["scp down"]))},
 	}})

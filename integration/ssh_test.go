@@ -227,15 +227,16 @@ func TestSSHExecShellAndRefusals(t *testing.T) {
 	}
 
 	// Logins and commands are in the audit log, under alice's token.
-	entries := r.audit("box")
-	var login, execd bool
-	for _, e := range entries {
-		login = login || (e.Method == "SSH" && e.Route == "ssh login" && e.Who == "alice" && e.Status == 200)
-		execd = execd || (e.Route == "ssh exec" && strings.Contains(e.Path, "wc -l") && e.Who == "alice")
-	}
-	if !login || !execd {
-		t.Errorf("audit lacks alice's ssh login or her command: %+v", entries)
-	}
+	var entries []api.AuditEntry
+	waitFor(t, 10*time.Second, "alice's ssh login and command in the audit log", func() bool {
+		entries = r.audit("box")
+		var login, execd bool
+		for _, e := range entries {
+			login = login || (e.Method == "SSH" && e.Route == "ssh login" && e.Who == "alice" && e.Status == 200)
+			execd = execd || (e.Route == "ssh exec" && strings.Contains(e.Path, "wc -l") && e.Who == "alice")
+		}
+		return login && execd
+	})
 
 	// A revoked token's key lets nobody in, in the same words.
 	r.d.mustDen("", "token", "revoke", "alice")
@@ -350,17 +351,20 @@ func TestSSHFilesAndForwarding(t *testing.T) {
 	if _, errs, code := r.ssh("alice", "box", "", "-W", "192.0.2.1:80"); code != 255 || !strings.Contains(errs, "forwarding failed") {
 		t.Errorf("-W to another host: exit %d %q", code, errs)
 	}
-	entries := r.audit("box")
-	var put, forward bool
+	var entries []api.AuditEntry
+	waitFor(t, 10*time.Second, "the sftp put and the forward in the audit log", func() bool {
+		entries = r.audit("box")
+		var put, forward bool
+		for _, e := range entries {
+			put = put || (e.Route == "ssh sftp put" && strings.HasSuffix(e.Path, "/root/blob"))
+			forward = forward || (e.Route == "ssh forward" && e.Path == "localhost:8080")
+		}
+		return put && forward
+	})
 	for _, e := range entries {
-		put = put || (e.Route == "ssh sftp put" && strings.HasSuffix(e.Path, "/root/blob"))
-		forward = forward || (e.Route == "ssh forward" && e.Path == "localhost:8080")
 		if strings.Contains(e.Path, "192.0.2.1") {
 			t.Errorf("the gateway acted on a forward to another host: %+v", e)
 		}
-	}
-	if !put || !forward {
-		t.Errorf("audit lacks the sftp put or the forward: %+v", entries)
 	}
 }
 

@@ -78,6 +78,9 @@ type Gate struct {
 	cfg Config
 	log *slog.Logger
 
+	// audits are the audit entries being written.
+	audits sync.WaitGroup
+
 	// mu guards conns, the connections open, closed by Close.
 	mu     sync.Mutex
 	conns  map[*ssh.ServerConn]struct{}
@@ -109,6 +112,7 @@ const (
 func (g *Gate) Serve(ctx context.Context, l net.Listener) error {
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
+	defer g.audits.Wait()
 	defer g.closeAll()
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -343,7 +347,9 @@ const (
 )
 
 // record writes an audit entry for p about sb (nil when the sandbox was
-// not found: ref names it then). errMsg is "" when it went through.
+// not found: ref names it then); err is what it ended with. The entry is
+// written beside what it records, not before it: a login or a command
+// waits for no disk.
 func (g *Gate) record(ctx context.Context, p auth.Principal, sb *sandbox.Sandbox, ref, what, detail string, err error) {
 	if len(detail) > maxAuditPath {
 		detail = detail[:maxAuditPath]
@@ -358,11 +364,14 @@ func (g *Gate) record(ctx context.Context, p auth.Principal, sb *sandbox.Sandbox
 	if sb != nil {
 		e.SandboxID, e.Sandbox = sb.ID, sb.Name
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
-	defer cancel()
-	if err := g.cfg.Audit.RecordAudit(ctx, e); err != nil {
-		g.log.Error("ssh: recording in the audit log", "what", what, "who", p.String(), "err", err)
-	}
+	ctx = context.WithoutCancel(ctx)
+	g.audits.Go(func() {
+		ctx, cancel := context.WithTimeout(ctx, auditTimeout)
+		defer cancel()
+		if err := g.cfg.Audit.RecordAudit(ctx, e); err != nil {
+			g.log.Error("ssh: recording in the audit log", "what", what, "who", p.String(), "err", err)
+		}
+	})
 }
 
 // recordFor is record for what a login did.
