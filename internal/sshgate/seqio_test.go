@@ -147,16 +147,17 @@ func TestSeqReader(t *testing.T) {
 	if !bytes.Equal(out, data) {
 		t.Fatal("read back different bytes")
 	}
-	if opens != 1 {
-		t.Errorf("opened %d times for one pass", opens)
-	}
+	// A worker left behind by more than the window (a loaded machine)
+	// costs a reopen, never wrong bytes: no opens count is asserted.
+	t.Logf("opened %d times for one pass", opens)
 	// Past the end: EOF. Back to the start: opened again.
 	if n, err := r.ReadAt(make([]byte, 10), int64(len(data))); n != 0 || err != io.EOF {
 		t.Errorf("past the end: %d, %v", n, err)
 	}
+	before := opens
 	p := make([]byte, 100)
-	if n, err := r.ReadAt(p, 0); n != 100 || err != nil || !bytes.Equal(p, data[:100]) || opens != 2 {
-		t.Errorf("back to the start: %d, %v, opens %d", n, err, opens)
+	if n, err := r.ReadAt(p, 0); n != 100 || err != nil || !bytes.Equal(p, data[:100]) || opens != before+1 {
+		t.Errorf("back to the start: %d, %v, opens %d (was %d)", n, err, opens, before)
 	}
 }
 
