@@ -25,6 +25,7 @@ type benchDend struct {
 	dataDir string
 	runDir  string
 	listen  string // its TCP address, for clients that need one (E2B's SDK)
+	sshAddr string // its SSH gateway's address
 	log     bytes.Buffer
 }
 
@@ -47,8 +48,13 @@ func startDendWith(bin, work, subnet string, env []string, extra ...string) (*be
 	}
 	d.listen = l.Addr().String()
 	l.Close()
+	if l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	d.sshAddr = l.Addr().String()
+	l.Close()
 	args := []string{"--data-dir", d.dataDir, "--run-dir", d.runDir,
-		"--socket", sock, "--subnet", subnet, "--pool-size", "8G", "--idle-interval", "1h", "--listen", d.listen}
+		"--socket", sock, "--subnet", subnet, "--pool-size", "8G", "--idle-interval", "1h", "--listen", d.listen, "--ssh-listen", d.sshAddr}
 	d.cmd = exec.Command(filepath.Join(bin, "dend"), append(args, extra...)...)
 	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Stdout, d.cmd.Stderr = &d.log, &d.log

@@ -105,3 +105,29 @@ func (c *Client) ListSecrets(ctx context.Context) ([]api.Secret, error) {
 func (c *Client) RemoveSecret(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, "/secrets/"+url.PathEscape(name), nil, nil, nil)
 }
+
+// AddSSHKey registers a public key (authorized_keys form, as in FILE.pub)
+// for the SSH gateway, under the caller's token: it acts with that
+// token's rights until the token is revoked.
+func (c *Client) AddSSHKey(ctx context.Context, name, publicKey string) (*api.SSHKey, error) {
+	var k api.SSHKey
+	if err := c.do(ctx, http.MethodPost, "/ssh-keys", nil, api.AddSSHKeyRequest{Name: name, PublicKey: publicKey}, &k); err != nil {
+		return nil, err
+	}
+	return &k, nil
+}
+
+// ListSSHKeys returns the caller's token's SSH keys (an admin's: every
+// key), oldest first.
+func (c *Client) ListSSHKeys(ctx context.Context) ([]api.SSHKey, error) {
+	var l api.SSHKeyList
+	if err := c.do(ctx, http.MethodGet, "/ssh-keys", nil, nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Keys, nil
+}
+
+// RemoveSSHKey removes an SSH key, named by its name or fingerprint.
+func (c *Client) RemoveSSHKey(ctx context.Context, ref string) error {
+	return c.do(ctx, http.MethodDelete, "/ssh-keys/"+url.PathEscape(ref), nil, nil, nil)
+}

@@ -180,7 +180,7 @@ TCP with --host and a token from DEN_TOKEN.`,
 		a.setupCommand(), a.rebaseCommand(),
 		a.execCommand(), a.shellCommand(), a.cpCommand(),
 		a.runsCommand(), a.logsCommand(), a.topCommand(),
-		a.imageCommand(), a.tokenCommand(), a.ownerCommand(), a.nodeCommand(), a.auditCommand(), a.secretCommand(), a.mcpCommand(), a.adminCommand(), a.versionCommand(),
+		a.imageCommand(), a.tokenCommand(), a.sshKeyCommand(), a.ownerCommand(), a.nodeCommand(), a.auditCommand(), a.secretCommand(), a.mcpCommand(), a.adminCommand(), a.versionCommand(),
 	)
 	return root
 }

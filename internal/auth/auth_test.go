@@ -45,7 +45,7 @@ func newEnv(t *testing.T, legacy string) *env {
 	}
 	t.Cleanup(func() { st.Close() })
 	c := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	svc, err := auth.New(auth.Config{Store: st, LegacyToken: legacy, Now: c.now})
+	svc, err := auth.New(auth.Config{Store: st, Keys: st, LegacyToken: legacy, Now: c.now})
 	if err != nil {
 		t.Fatal(err)
 	}

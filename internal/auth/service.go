@@ -31,6 +31,8 @@ type Store interface {
 // Config is what the Service needs. Store is required.
 type Config struct {
 	Store Store
+	// Keys keeps SSH keys; nil keeps none (AddKey is unavailable).
+	Keys KeyStore
 	// LegacyToken is the TCP listener's token from its token file, from
 	// before API tokens: still accepted, as an admin. "" accepts none.
 	LegacyToken string
@@ -42,7 +44,8 @@ type Config struct {
 // Service issues, lists, revokes and checks API tokens.
 type Service struct {
 	store      Store
-	legacyHash string // "" when there is no legacy token
+	keys       KeyStore // nil: no SSH keys
+	legacyHash string   // "" when there is no legacy token
 	log        *slog.Logger
 	now        func() time.Time
 }
@@ -56,7 +59,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("auth: no token store")
 	}
-	s := &Service{store: cfg.Store, log: cfg.Logger, now: cfg.Now}
+	s := &Service{store: cfg.Store, keys: cfg.Keys, log: cfg.Logger, now: cfg.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

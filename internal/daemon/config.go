@@ -32,6 +32,7 @@ type Config struct {
 	RunDir       string        // engine state that must not survive a reboot
 	Socket       string        // unix socket for the local CLI (root only)
 	Listen       string        // optional TCP listener, e.g. 127.0.0.1:7070
+	SSHListen    string        // optional SSH gateway listener, e.g. 127.0.0.1:2222
 	TokenFile    string        // admin bearer token for the TCP listener, from before API tokens; created if missing
 	SecretsKey   string        // the secrets' encryption key file; default DATA_DIR/secrets.key
 	Runsc        string        // pinned runsc binary
@@ -218,6 +219,11 @@ func (c *Config) Validate() error {
 	if c.Listen != "" {
 		if _, err := netip.ParseAddrPort(c.Listen); err != nil {
 			return bad("listen", "%q is not an address:port like 127.0.0.1:7070", c.Listen)
+		}
+	}
+	if c.SSHListen != "" {
+		if _, _, err := net.SplitHostPort(c.SSHListen); err != nil {
+			return bad("ssh-listen", "%q is not an address:port like 127.0.0.1:2222 or :2222", c.SSHListen)
 		}
 	}
 	for _, d := range []struct {

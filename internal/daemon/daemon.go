@@ -230,10 +230,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	e2bDoor := e2b.New(e2b.Config{API: self, IsLocal: httpapi.IsLocal, MinTTL: cfg.MinTTL, Key: portsKey, Domain: cfg.E2BDomain,
 		Logger: log.With("component", "e2b")})
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
-		Tokens: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
+		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
 		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(svc, off != nil), Warm: svc,
 		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log)})
 	self.Serve(httpapi.Local(handler), handler)
+	if err := startSSH(ctx, cfg, svc, tokens, st, log); err != nil {
+		return err
+	}
 	if err := serve(ctx, cfg, handler, log); err != nil {
 		return err
 	}
@@ -370,7 +373,7 @@ func removeStaleSocket(path string) error {
 
 // openTokens makes the API token service. With a TCP listener, the token
 // file of den before API tokens still works there, as an admin token.
-func openTokens(cfg Config, st auth.Store, log *slog.Logger) (*auth.Service, error) {
+func openTokens(cfg Config, st records, log *slog.Logger) (*auth.Service, error) {
 	legacy := ""
 	if cfg.Listen != "" {
 		var err error
@@ -378,7 +381,7 @@ func openTokens(cfg Config, st auth.Store, log *slog.Logger) (*auth.Service, err
 			return nil, err
 		}
 	}
-	return auth.New(auth.Config{Store: st, LegacyToken: legacy, Logger: log})
+	return auth.New(auth.Config{Store: st, Keys: st, LegacyToken: legacy, Logger: log})
 }
 
 // loadToken reads the TCP listener's token, creating one if needed.

@@ -25,6 +25,7 @@ type records interface {
 	sandbox.Store
 	sandbox.OwnerStore
 	auth.Store
+	auth.KeyStore
 	audit.Log
 	secret.Store
 	idempotency.Store

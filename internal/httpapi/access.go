@@ -185,6 +185,8 @@ func areaOf(path string) area {
 		return areaOpen
 	case strings.HasPrefix(path, "/v1/requests/"):
 		return areaOpen // each caller sees only its own
+	case path == "/v1/ssh-keys" || strings.HasPrefix(path, "/v1/ssh-keys/"):
+		return areaOpen // each token its own keys; admins every key
 	case strings.HasPrefix(path, "/v1/sandboxes/") && strings.HasSuffix(path, "/secrets"):
 		return areaSecrets // granting a secret hands out its value
 	case path == "/v1/sandboxes" || strings.HasPrefix(path, "/v1/sandboxes/"):

@@ -149,6 +149,9 @@ type Config struct {
 	// through Local, and serves /v1/tokens. nil: only requests through
 	// Local get in, and the token routes answer 503.
 	Tokens TokenService
+	// SSHKeys serves /v1/ssh-keys, the SSH gateway's keys. nil: those
+	// routes answer 503.
+	SSHKeys SSHKeyService
 	// Audit records every call that changes something, and serves
 	// /v1/audit. nil: nothing is recorded.
 	Audit audit.Log
@@ -206,6 +209,7 @@ type server struct {
 	health       func(ctx context.Context) api.Health
 	maxJSONBytes int64
 	tokens       TokenService
+	sshKeys      SSHKeyService
 	audit        audit.Log
 	secrets      SecretService
 	owners       OwnerService
@@ -235,6 +239,7 @@ func New(cfg Config) http.Handler {
 		health:       cfg.Health,
 		maxJSONBytes: cfg.MaxJSONBytes,
 		tokens:       cfg.Tokens,
+		sshKeys:      cfg.SSHKeys,
 		audit:        cfg.Audit,
 		secrets:      cfg.Secrets,
 		cluster:      cfg.Cluster,

@@ -53,6 +53,7 @@ func (s *Server) Handler() http.Handler {
 		"DELETE /v1/files":           s.handleRemove,
 		"GET /v1/files/archive":      s.handleReadTar,
 		"GET /v1/files/watch":        s.handleWatch,
+		"GET /v1/dial":               s.handleDial,
 		"PUT /v1/files/archive":      s.handleWriteTar,
 		"/":                          s.handleUnknown,
 	}

@@ -222,3 +222,19 @@ func InvalidAuditLimit(n int) error {
 func InvalidRequest() error {
 	return errdefs.Invalid("cannot record a request without a key and a caller")
 }
+
+func SSHKeyNotFound(ref string) error {
+	return errdefs.WithHint(errdefs.NotFound("SSH key %q not found", ref), "list keys with `den ssh-key ls`")
+}
+
+// SSHKeyTaken is a key registered already, by this token or another.
+func SSHKeyTaken(fingerprint string) error {
+	return errdefs.WithHint(errdefs.Conflict("SSH key %s is registered already", fingerprint),
+		"a key belongs to one token; see `den ssh-key ls`, or make a new key with ssh-keygen")
+}
+
+// SSHKeyNameInUse is a name the token has a key of already.
+func SSHKeyNameInUse(name string) error {
+	return errdefs.WithHint(errdefs.Conflict("this token has an SSH key named %q already", name),
+		fmt.Sprintf("choose another name, or remove the old key with `den ssh-key rm %s`", name))
+}

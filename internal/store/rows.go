@@ -499,3 +499,39 @@ func NewImage(im *sandbox.Image, now time.Time) (*sandbox.Image, error) {
 	rec.Version = max(rec.Version, 1)
 	return &rec, nil
 }
+
+// SSHKeyCols are the columns of an SSH key, in the order SSHKeyValues and
+// ScanSSHKey use.
+const SSHKeyCols = `fingerprint, name, token_id, type, public_key, comment, created_at`
+
+// SSHKeyValues returns k's values for SSHKeyCols.
+func SSHKeyValues(k *auth.SSHKey) []any {
+	return []any{k.Fingerprint, k.Name, k.TokenID, k.Type, k.PublicKey, k.Comment, FormatTime(k.CreatedAt)}
+}
+
+// ScanSSHKey reads a row of SSHKeyCols.
+func ScanSSHKey(row Scanner) (*auth.SSHKey, error) {
+	var k auth.SSHKey
+	var created string
+	if err := row.Scan(&k.Fingerprint, &k.Name, &k.TokenID, &k.Type, &k.PublicKey, &k.Comment, &created); err != nil {
+		return nil, err
+	}
+	var err error
+	k.CreatedAt, err = ParseTime(created)
+	return &k, err
+}
+
+// NewSSHKey returns the record CreateSSHKey writes for k at now:
+// CreatedAt now when zero, in UTC. It refuses a key without a
+// fingerprint, name or token.
+func NewSSHKey(k *auth.SSHKey, now time.Time) (*auth.SSHKey, error) {
+	if k.Fingerprint == "" || k.Name == "" || k.TokenID == "" || k.PublicKey == "" {
+		return nil, errdefs.Invalid("cannot store SSH key %q: it needs a fingerprint, a name, a token and the key", k.Name)
+	}
+	rec := *k
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = now
+	}
+	rec.CreatedAt = rec.CreatedAt.UTC()
+	return &rec, nil
+}

@@ -23,6 +23,7 @@ type Records struct {
 	Images      []*sandbox.Image // every version, each image's oldest first
 	Owners      []*sandbox.Owner
 	Tokens      []*auth.Token
+	SSHKeys     []*auth.SSHKey
 	Audit       []*audit.Entry
 	Secrets     []*secret.Record
 	Requests    []*idempotency.Record
@@ -40,7 +41,7 @@ func (r *Records) Counts() []Count {
 	return []Count{
 		{"sandboxes", len(r.Sandboxes)}, {"destroyed sandboxes", destroyed}, {"events", len(r.Events)},
 		{"runs", len(r.Runs)}, {"checkpoints", len(r.Checkpoints)}, {"images", len(r.Images)},
-		{"owners", len(r.Owners)}, {"tokens", len(r.Tokens)}, {"audit entries", len(r.Audit)},
+		{"owners", len(r.Owners)}, {"tokens", len(r.Tokens)}, {"SSH keys", len(r.SSHKeys)}, {"audit entries", len(r.Audit)},
 		{"secrets", len(r.Secrets)}, {"idempotency records", len(r.Requests)},
 	}
 }

@@ -96,7 +96,7 @@ func lastImport(ctx context.Context, tx pgx.Tx) (*Import, error) {
 // into an empty database, never merges.
 func checkEmpty(ctx context.Context, tx pgx.Tx) error {
 	var held []string
-	for _, table := range []string{"sandboxes", "runs", "checkpoints", "images", "image_versions", "owners", "tokens", "audit", "secrets", "requests"} {
+	for _, table := range []string{"sandboxes", "runs", "checkpoints", "images", "image_versions", "owners", "tokens", "ssh_keys", "audit", "secrets", "requests"} {
 		var n int
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
 			return err
@@ -151,6 +151,11 @@ func insertRecords(ctx context.Context, tx pgx.Tx, recs *store.Records) error {
 	for _, t := range recs.Tokens {
 		if err := insertTokenRow(ctx, tx, t); err != nil {
 			return fmt.Errorf("copying token %q: %w", t.Name, err)
+		}
+	}
+	for _, k := range recs.SSHKeys {
+		if err := insertSSHKeyRow(ctx, tx, k); err != nil {
+			return fmt.Errorf("copying SSH key %q: %w", k.Name, err)
 		}
 	}
 	entries := make([][]any, len(recs.Audit))

@@ -18,6 +18,7 @@ import (
 // sealed secrets.
 type AccessStore interface {
 	auth.Store
+	auth.KeyStore
 	audit.Log
 	secret.Store
 }
@@ -33,6 +34,7 @@ func RunAccess[S AccessStore](t *testing.T, open func(t *testing.T) S) {
 		}
 	}
 	t.Run("Tokens", run(tokenTests))
+	t.Run("SSHKeys", run(sshKeyTests))
 	t.Run("Audit", run(auditTests))
 	t.Run("Secrets", run(secretTests))
 }

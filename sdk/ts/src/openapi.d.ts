@@ -1427,6 +1427,53 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/ssh-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List SSH keys
+         * @description The caller's token's keys; for admins, every key.
+         */
+        get: operations["listSSHKeys"];
+        put?: never;
+        /**
+         * Register a public key for the SSH gateway
+         * @description The key belongs to the caller's token and acts with its rights: an
+         *     owner token's key reaches its owner's sandboxes, an admin's every
+         *     sandbox. It stops working when the token is revoked. Root on the
+         *     unix socket has no token to tie a key to (400).
+         */
+        post: operations["addSSHKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ssh-keys/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a key's name (the caller's token's first) or its fingerprint, path-escaped */
+                key: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove an SSH key */
+        delete: operations["removeSSHKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/audit": {
         parameters: {
             query?: never;
@@ -2476,6 +2523,34 @@ export interface components {
         };
         TokenList: {
             tokens: components["schemas"]["Token"][];
+        };
+        AddSSHKeyRequest: {
+            name: components["schemas"]["Name"];
+            /**
+             * @description one key in authorized_keys form, as ssh-keygen writes FILE.pub
+             * @example ssh-ed25519 AAAAC3Nza... me@laptop
+             */
+            public_key: string;
+        };
+        SSHKey: {
+            name: string;
+            /**
+             * @description SHA256 fingerprint as ssh-keygen -l prints it
+             * @example SHA256:9Lq6...
+             */
+            fingerprint: string;
+            /** @example ssh-ed25519 */
+            type: string;
+            /** @description TYPE BASE64 */
+            public_key: string;
+            comment?: string;
+            /** @description the token it acts for */
+            token_id: string;
+            /** Format: date-time */
+            created_at: string;
+        };
+        SSHKeyList: {
+            keys: components["schemas"]["SSHKey"][];
         };
         /**
          * @description An owner's quota (0: no limit), or its use. Memory, CPUs and disk
@@ -5264,6 +5339,104 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
+        };
+    };
+    listSSHKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the keys, oldest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHKeyList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    addSSHKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AddSSHKeyRequest"];
+            };
+        };
+        responses: {
+            /** @description the key */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHKey"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    removeSSHKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description a key's name (the caller's token's first) or its fingerprint, path-escaped */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listAudit: {

@@ -1,0 +1,60 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/auth"
+)
+
+// SSHKeyService keeps the public keys of the SSH gateway. *auth.Service
+// implements it. Keys belong to the caller's token; admins see and
+// remove every key.
+type SSHKeyService interface {
+	AddKey(ctx context.Context, p auth.Principal, name string, text []byte) (*auth.SSHKey, error)
+	ListKeys(ctx context.Context, p auth.Principal) ([]*auth.SSHKey, error)
+	RemoveKey(ctx context.Context, p auth.Principal, ref string) (*auth.SSHKey, error)
+}
+
+func toSSHKey(k *auth.SSHKey) api.SSHKey {
+	return api.SSHKey{Name: k.Name, Fingerprint: k.Fingerprint, Type: k.Type, PublicKey: k.PublicKey,
+		Comment: k.Comment, TokenID: k.TokenID, CreatedAt: k.CreatedAt}
+}
+
+func (s *server) addSSHKey(w http.ResponseWriter, r *http.Request) error {
+	if s.sshKeys == nil {
+		return notEnabled("SSH keys")
+	}
+	var req api.AddSSHKeyRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	k, err := s.sshKeys.AddKey(r.Context(), principalOf(r), req.Name, []byte(req.PublicKey))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, toSSHKey(k))
+}
+
+func (s *server) listSSHKeys(w http.ResponseWriter, r *http.Request) error {
+	if s.sshKeys == nil {
+		return notEnabled("SSH keys")
+	}
+	ks, err := s.sshKeys.ListKeys(r.Context(), principalOf(r))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, api.SSHKeyList{Keys: mapSlice(ks, toSSHKey)})
+}
+
+func (s *server) removeSSHKey(w http.ResponseWriter, r *http.Request) error {
+	if s.sshKeys == nil {
+		return notEnabled("SSH keys")
+	}
+	if _, err := s.sshKeys.RemoveKey(r.Context(), principalOf(r), r.PathValue("key")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

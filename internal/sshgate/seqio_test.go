@@ -1,0 +1,185 @@
+package sshgate
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"io"
+	mrand "math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/den-dev/den/internal/errdefs"
+)
+
+// writeAll writes data through a seqWriter in chunks at their offsets,
+// from several goroutines in a shuffled order, as pkg/sftp's workers do.
+func writeAll(t *testing.T, w *seqWriter, data []byte, chunk int, shuffle bool) {
+	t.Helper()
+	var offs []int
+	for off := 0; off < len(data); off += chunk {
+		offs = append(offs, off)
+	}
+	if shuffle {
+		// Out of order, but within a window as a client's in-flight
+		// requests are.
+		for i := range offs {
+			j := min(len(offs)-1, i+mrand.IntN(8))
+			offs[i], offs[j] = offs[j], offs[i]
+		}
+	}
+	ch := make(chan int)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for off := range ch {
+				end := min(off+chunk, len(data))
+				if _, err := w.WriteAt(data[off:end], int64(off)); err != nil {
+					t.Errorf("WriteAt(%d): %v", off, err)
+				}
+			}
+		})
+	}
+	for _, off := range offs {
+		ch <- off
+	}
+	close(ch)
+	wg.Wait()
+}
+
+func newTestWriter() (*seqWriter, *bytes.Buffer, chan error) {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	var got bytes.Buffer
+	go func() {
+		_, err := io.Copy(&got, pr)
+		done <- err
+	}()
+	return newSeqWriter(pw, done), &got, done
+}
+
+func TestSeqWriterOrdersWrites(t *testing.T) {
+	data := make([]byte, 3<<20+777)
+	rand.Read(data)
+	for _, shuffle := range []bool{false, true} {
+		w, got, _ := newTestWriter()
+		w.whole = true
+		writeAll(t, w, data, 32<<10, shuffle)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), data) {
+			t.Errorf("shuffle=%v: the stream differs from what was written", shuffle)
+		}
+	}
+}
+
+func TestSeqWriterRefuses(t *testing.T) {
+	t.Run("rewrite", func(t *testing.T) {
+		w, _, _ := newTestWriter()
+		w.WriteAt([]byte("abcd"), 0)
+		if _, err := w.WriteAt([]byte("x"), 1); !errors.Is(err, errdefs.ErrInvalid) {
+			t.Errorf("rewrite: %v", err)
+		}
+		if err := w.Close(); err == nil {
+			t.Error("a failed file closed without error")
+		}
+	})
+	t.Run("hole", func(t *testing.T) {
+		w, _, _ := newTestWriter()
+		w.whole = true
+		w.WriteAt([]byte("ab"), 0)
+		w.WriteAt([]byte("ef"), 4)
+		if err := w.Close(); err == nil || !bytes.Contains([]byte(err.Error()), []byte("hole at offset 2")) {
+			t.Errorf("hole: %v", err)
+		}
+	})
+	t.Run("shorter than the file in place", func(t *testing.T) {
+		w, _, _ := newTestWriter()
+		w.oldSize = 10
+		w.WriteAt([]byte("ab"), 0)
+		if err := w.Close(); err == nil {
+			t.Error("a partial write in place was accepted")
+		}
+		w, _, _ = newTestWriter()
+		w.oldSize = 10
+		w.WriteAt([]byte("ab"), 0)
+		if !w.truncateAt(2) || w.truncateAt(5) {
+			t.Error("truncateAt accepts only the end of what was written")
+		}
+		if err := w.Close(); err != nil {
+			t.Errorf("write then truncate at its end: %v", err)
+		}
+	})
+}
+
+func TestSeqReader(t *testing.T) {
+	data := make([]byte, 20<<20+5)
+	rand.Read(data)
+	opens := 0
+	open := func() (io.ReadCloser, error) {
+		opens++
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}
+	rc, _ := open()
+	r := newSeqReader(rc, open)
+	// In order, several at once, slightly out of order.
+	out := make([]byte, len(data))
+	var wg sync.WaitGroup
+	ch := make(chan int)
+	const chunk = 32 << 10
+	for range 8 {
+		wg.Go(func() {
+			for off := range ch {
+				end := min(off+chunk, len(data))
+				n, err := r.ReadAt(out[off:end], int64(off))
+				if n != end-off || (err != nil && err != io.EOF) {
+					t.Errorf("ReadAt(%d) = %d, %v", off, n, err)
+				}
+			}
+		})
+	}
+	for off := 0; off < len(data); off += chunk {
+		ch <- off
+	}
+	close(ch)
+	wg.Wait()
+	if !bytes.Equal(out, data) {
+		t.Fatal("read back different bytes")
+	}
+	// A worker left behind by more than the window (a loaded machine)
+	// costs a reopen, never wrong bytes: no opens count is asserted.
+	t.Logf("opened %d times for one pass", opens)
+	// Past the end: EOF. Back to the start: opened again.
+	if n, err := r.ReadAt(make([]byte, 10), int64(len(data))); n != 0 || err != io.EOF {
+		t.Errorf("past the end: %d, %v", n, err)
+	}
+	before := opens
+	p := make([]byte, 100)
+	if n, err := r.ReadAt(p, 0); n != 100 || err != nil || !bytes.Equal(p, data[:100]) || opens != before+1 {
+		t.Errorf("back to the start: %d, %v, opens %d (was %d)", n, err, opens, before)
+	}
+}
+
+func TestPasswdHome(t *testing.T) {
+	passwd := []byte("root:x:0:0:root:/root:/bin/sh\nalice:x:1000:1000::/home/alice:/bin/sh\nbroken\nnohome:x:7:7::::\n")
+	for user, want := range map[string]string{
+		"": "/root", "root": "/root", "0": "/root", "alice": "/home/alice", "1000": "/home/alice",
+		"alice:staff": "/home/alice", "1000:1000": "/home/alice", "bob": "/", "nohome": "/",
+	} {
+		if got := passwdHome(passwd, user); got != want {
+			t.Errorf("passwdHome(%q) = %q, want %q", user, got, want)
+		}
+	}
+}
+
+func FuzzPasswdHome(f *testing.F) {
+	f.Add([]byte("root:x:0:0:root:/root:/bin/sh\n"), "root")
+	f.Add([]byte("a:b:c:d:e:f:g:h\n::::::\n"), "1:2")
+	f.Fuzz(func(t *testing.T, passwd []byte, user string) {
+		home := passwdHome(passwd, user)
+		if home == "" || home[0] != '/' {
+			t.Fatalf("passwdHome = %q, not an absolute path", home)
+		}
+	})
+}
