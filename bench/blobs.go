@@ -75,7 +75,7 @@ func (b *bench) blobTransfer(srv *miniotest.Server, s *section) error {
 			return err
 		}
 		defer f.Close()
-		id, put, err = store.Put(b.ctx, bufio.NewReaderSize(f, 1<<20))
+		id, put, err = store.Put(b.ctx, bufio.NewReaderSize(f, 1<<20), blob.CutFine)
 		return err
 	})
 	if err != nil {
@@ -92,7 +92,7 @@ func (b *bench) blobTransfer(srv *miniotest.Server, s *section) error {
 			return err
 		}
 		defer f.Close()
-		_, again, err = store.Put(b.ctx, bufio.NewReaderSize(f, 1<<20))
+		_, again, err = store.Put(b.ctx, bufio.NewReaderSize(f, 1<<20), blob.CutFine)
 		return err
 	})
 	if err != nil {

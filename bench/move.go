@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -23,7 +25,7 @@ const moveRounds = 8
 // moveSandboxes measures den move between two dends on one PostgreSQL
 // with one MinIO, all on this machine: an idle small sandbox from running
 // on one node to its first exec done on the other, and one holding 1 GiB
-// in memory, beside minio-go alone uploading and downloading as many
+// of random bytes in its files, beside minio-go alone uploading and downloading as many
 // bytes in the same run.
 func (b *bench) moveSandboxes() error {
 	srv, err := miniotest.Start(b.ctx)
@@ -77,13 +79,19 @@ func (b *bench) moveSandboxes() error {
 	if err != nil {
 		return err
 	}
+	var logs strings.Builder
+	for _, n := range nodes {
+		logs.WriteString(n.log.String())
+	}
+	phases := movePhases(logs.String(), "mv-big")
 	raw, err := minioRoundTrip(b.ctx, srv, filepath.Join(b.work, "move-1g"), 1<<30)
 	if err != nil {
 		return err
 	}
-	s.rows = append(s.rows, row{op: "move a sandbox holding 1 GiB in memory", den: big, raw: samples{raw}, goal: "≤ 1.5× minio-go",
+	s.rows = append(s.rows, row{op: "move a sandbox holding 1 GiB (random bytes in its files)", den: big, raw: samples{raw}, goal: "≤ 1.5× minio-go",
 		note: fmt.Sprintf("%.2f× minio-go up + down of 1 GiB", float64(big.pct(0.5))/float64(raw))})
-	s.lines = append(s.lines, "den: hibernate, upload (chunked, deduplicated: moving back sends only what changed), hand over, download, restore, exec `true`; raw: minio-go alone putting and getting 1 GiB of random bytes as one object")
+	s.lines = append(s.lines, "where a 1 GiB move's time goes (p50 of each phase, from the nodes' logs): "+phases)
+	s.lines = append(s.lines, "den: hibernate, upload (chunked, deduplicated) while sending the checkpoint straight to the target, hand over, download what did not arrive, restore, exec `true`; raw: minio-go alone putting and getting 1 GiB of random bytes as one object")
 	b.add(s)
 	return nil
 }
@@ -156,4 +164,77 @@ func minioRoundTrip(ctx context.Context, srv *miniotest.Server, file string, n i
 		_, err = io.Copy(io.Discard, o)
 		return err
 	})
+}
+
+// movePhases sums up, from the nodes' logs, the p50 of each phase of the
+// moves of sandbox name: hibernating, uploading, the download and the
+// restore on the target (in the adopt, with the rest of the hand-over).
+func movePhases(logs, name string) string {
+	phase := map[string]samples{}
+	id := ""
+	for _, line := range strings.Split(logs, "\n") {
+		f := logFields(line)
+		switch {
+		case f["msg"] == "hibernated to move" && f["sandbox"] == name:
+			phase["hibernate"] = append(phase["hibernate"], f.duration("took"))
+		case f["msg"] == "sandbox handed over" && f["sandbox"] == name:
+			phase["upload"] = append(phase["upload"], f.duration("upload"))
+			phase["adopt"] = append(phase["adopt"], f.duration("adopt"))
+		case f["msg"] == "sandbox transition" && f["sandbox"] == name:
+			id = f["id"]
+		case f["msg"] == "checkpoint downloaded from the blob store" && id != "" && f["sandbox_id"] == id:
+			phase["  download"] = append(phase["  download"], f.duration("took"))
+		case f["msg"] == "checkpoint received from the node handing a sandbox over" && f["sandbox"] == name:
+			k := "  " + f["part"] + " sent node to node"
+			phase[k] = append(phase[k], f.duration("took"))
+		case strings.HasPrefix(f["msg"], "sending a checkpoint straight") && f["sandbox"] == name:
+			phase["  not sent ahead (downloaded)"] = append(phase["  not sent ahead (downloaded)"], 0)
+		case f["msg"] == "restored" && f["sandbox"] == name:
+			for _, k := range []string{"verify", "engine"} {
+				phase["  restore "+k] = append(phase["  restore "+k], f.duration(k))
+			}
+		}
+	}
+	var out []string
+	for _, k := range []string{"hibernate", "upload", "  files sent node to node", "  memory sent node to node", "adopt", "  download", "  restore verify", "  restore engine"} {
+		if len(phase[k]) > 0 {
+			out = append(out, fmt.Sprintf("%s %s", strings.TrimSpace(k), phase[k].pct(0.5).Round(time.Millisecond)))
+		}
+	}
+	if n := len(phase["  not sent ahead (downloaded)"]); n > 0 {
+		out = append(out, fmt.Sprintf("a part not sent ahead, downloaded instead, %d times", n))
+	}
+	return strings.Join(out, ", ")
+}
+
+// logLine is one slog text line's fields.
+type logLine map[string]string
+
+// logFields splits a slog text line into its key=value fields.
+func logFields(line string) logLine {
+	f := logLine{}
+	for line != "" {
+		line = strings.TrimLeft(line, " ")
+		k, rest, ok := strings.Cut(line, "=")
+		if !ok {
+			break
+		}
+		var v string
+		if strings.HasPrefix(rest, `"`) {
+			if q, err := strconv.QuotedPrefix(rest); err == nil {
+				v, _ = strconv.Unquote(q)
+				rest = rest[len(q):]
+			}
+		} else {
+			v, rest, _ = strings.Cut(rest, " ")
+		}
+		f[k] = v
+		line = rest
+	}
+	return f
+}
+
+func (f logLine) duration(k string) time.Duration {
+	d, _ := time.ParseDuration(f[k])
+	return d
 }

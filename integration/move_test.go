@@ -64,6 +64,11 @@ func TestMove(t *testing.T) {
 		t.Fatalf("den move --to node-b: %s", out)
 	}
 	t.Logf("moved warm in %s", took.Round(time.Millisecond))
+	// Its memory image went straight to node-b while it was uploaded;
+	// its files, a diff from an image node-b lacked, were downloaded.
+	if n := sentAhead(b, "memory", "node-a"); n != 1 {
+		t.Errorf("node-b received mover's memory image from node-a %d times, want once", n)
+	}
 	if got := strings.TrimSpace(b.mustSh("mover", "cat /root/f")); got != "kept" {
 		t.Fatalf("the file after the move: %q", got)
 	}
@@ -102,6 +107,11 @@ func TestMove(t *testing.T) {
 	if n := a.countersIn("mover"); n != 0 {
 		t.Fatalf("counters running after a cold move: %d, want none", n)
 	}
+	// node-a has the image: the files came straight from node-b, and no
+	// memory image, the move being cold.
+	if f, m := sentAhead(a, "files", "node-b"), sentAhead(a, "memory", "node-b"); f != 1 || m != 0 {
+		t.Errorf("node-a received from node-b mover's files %d times and memory image %d times, want once and never", f, m)
+	}
 
 	// A drain of node-a moves it to node-b, processes intact.
 	a.startCounter("mover", 2)
@@ -114,4 +124,20 @@ func TestMove(t *testing.T) {
 	if n := b.countAbove("mover", before); n <= before {
 		t.Fatalf("the counter after the drain moved it: %d, was %d", n, before)
 	}
+	if f, m := sentAhead(b, "files", "node-a"), sentAhead(b, "memory", "node-a"); f != 1 || m != 2 {
+		t.Errorf("node-b received from node-a mover's files %d times and memory image %d times, want 1 and 2", f, m)
+	}
+}
+
+// sentAhead counts the parts of mover's checkpoints d received straight
+// from node from while they were uploaded.
+func sentAhead(d *dend, part, from string) int {
+	n := 0
+	for _, l := range strings.Split(d.logs(), "\n") {
+		if strings.Contains(l, `msg="checkpoint received from the node handing a sandbox over" sandbox=mover`) &&
+			strings.Contains(l, "part="+part+" from="+from+" ") {
+			n++
+		}
+	}
+	return n
 }

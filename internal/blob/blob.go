@@ -88,6 +88,10 @@ type Store struct {
 	now      func() time.Time
 	enc      *zstd.Encoder
 	dec      *zstd.Decoder
+	// bufs holds buffers of a compressed or whole chunk, for reuse: a
+	// fresh one of several MiB per chunk costs more zeroing than the
+	// chunk costs compressing.
+	bufs sync.Pool
 
 	// mu guards young: chunks this store wrote, touched or saw, by the
 	// modification time they had then.
@@ -101,24 +105,65 @@ const (
 	manifestPrefix = "manifests/"
 )
 
-// How streams are cut: the polynomial and the bounds are fixed forever,
-// since others would cut the same bytes elsewhere and nothing already
-// stored would be reused. Chunks are 1 to 8 MiB, about 2 MiB on average
-// (1 MiB where runs of zeros cut them early): each object costs the
-// server a request and a metadata write, so a GiB should be a few hundred
-// of them, while a change costs little more than itself.
+// How streams are cut: the polynomial and each cut's bounds are fixed
+// forever, since others would cut the same bytes elsewhere and nothing
+// already stored would be reused. Each object costs the server a request
+// and a metadata write, so a GiB should be a few hundred of them at most,
+// while a change should cost little more than itself.
+const pol = chunker.Pol(0x3c367ff1d4b4b9)
+
+// Cut is how a stream is cut into chunks.
+type Cut int
+
 const (
-	pol         = chunker.Pol(0x3c367ff1d4b4b9)
-	minChunk    = 1 << 20
-	maxChunk    = 8 << 20
-	averageBits = 20 // a cut is likely every 2^20 bytes past minChunk
+	// CutFine makes chunks of 1 to 8 MiB, about 2 MiB on average (1 MiB
+	// where runs of zeros cut them early): for files, whose changes are
+	// sent as diffs and reused across checkpoints and images.
+	CutFine Cut = iota
+	// CutCoarse makes chunks of 4 to 16 MiB, about 8 MiB: for memory
+	// images, large and laid out anew at each checkpoint, so that little
+	// of one is reused by the next and their size is what counts.
+	CutCoarse
 )
 
-// newChunker cuts r the one way every den cuts streams.
-func newChunker(r io.Reader) *chunker.Chunker {
-	c := chunker.NewWithBoundaries(r, pol, minChunk, maxChunk)
-	c.SetAverageBits(averageBits)
+// maxChunk is the largest chunk any cut makes.
+const maxChunk = 16 << 20
+
+// bounds are c's smallest and largest chunks, and the bits of its
+// average: a cut is likely every 2^bits bytes past the smallest.
+func (c Cut) bounds() (minSize, maxSize uint, bits int) {
+	if c == CutCoarse {
+		return 4 << 20, 16 << 20, 22
+	}
+	return 1 << 20, 8 << 20, 20
+}
+
+// newChunker cuts r the one way every den cuts streams with cut.
+func newChunker(r io.Reader, cut Cut) *chunker.Chunker {
+	minSize, maxSize, bits := cut.bounds()
+	c := chunker.NewWithBoundaries(r, pol, minSize, maxSize)
+	c.SetAverageBits(bits)
 	return c
+}
+
+// bufSize is the capacity of a chunk buffer: a chunk's largest size,
+// compressed or not (incompressible data grows a little).
+const bufSize = maxChunk + maxChunk/8 + 1024
+
+// buffer returns an empty buffer of bufSize; recycle gives it back.
+func (s *Store) buffer() *[]byte {
+	if b, ok := s.bufs.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 0, bufSize)
+	return &b
+}
+
+func (s *Store) recycle(b *[]byte) {
+	if cap(*b) >= bufSize {
+		*b = (*b)[:0]
+		s.bufs.Put(b)
+	}
 }
 
 // New returns a Store over cfg.Objects.

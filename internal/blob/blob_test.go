@@ -47,7 +47,7 @@ func (c *counting) Touch(ctx context.Context, key string) error {
 }
 
 // newStore is another store over the env's bucket, with nothing known.
-func (e *env) newStore(t *testing.T) *blob.Store {
+func (e *env) newStore(t testing.TB) *blob.Store {
 	t.Helper()
 	e.calls = &counting{Objects: e.bucket}
 	st, err := blob.New(blob.Config{Objects: e.calls, Parallel: 8, Grace: time.Hour,
@@ -58,7 +58,7 @@ func (e *env) newStore(t *testing.T) *blob.Store {
 	return st
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts MinIO")
@@ -95,7 +95,7 @@ func data(seed uint64, n int) []byte {
 
 func (e *env) put(t *testing.T, b []byte) (string, blob.PutStats) {
 	t.Helper()
-	id, st, err := e.store.Put(t.Context(), bytes.NewReader(b))
+	id, st, err := e.store.Put(t.Context(), bytes.NewReader(b), blob.CutFine)
 	if err != nil {
 		t.Fatalf("Put: %v", err)
 	}
@@ -271,7 +271,7 @@ func TestCollect(t *testing.T) {
 	// half the grace period are touched.
 	e.skew.Store(0)
 	fresh := e.newStore(t)
-	again, _, err := fresh.Put(ctx, bytes.NewReader(append(data(21, 4<<20), shared...)))
+	again, _, err := fresh.Put(ctx, bytes.NewReader(append(data(21, 4<<20), shared...)), blob.CutFine)
 	if err != nil || again != keep {
 		t.Fatalf("the same stream again: %s, %v; want %s", again, err, keep)
 	}
@@ -279,11 +279,11 @@ func TestCollect(t *testing.T) {
 		t.Fatalf("reusing young chunks made %d stats and %d touches; want stats only", e.calls.stats.Load(), e.calls.touches.Load())
 	}
 	stats := e.calls.stats.Load()
-	if _, _, err := fresh.Put(ctx, bytes.NewReader(append(data(21, 4<<20), shared...))); err != nil || e.calls.stats.Load() != stats {
+	if _, _, err := fresh.Put(ctx, bytes.NewReader(append(data(21, 4<<20), shared...)), blob.CutFine); err != nil || e.calls.stats.Load() != stats {
 		t.Fatalf("a store reusing chunks it just saw asked %d more times (%v)", e.calls.stats.Load()-stats, err)
 	}
 	e.skew.Store(int64(45 * time.Minute))
-	if _, _, err := fresh.Put(ctx, bytes.NewReader(append(data(21, 4<<20), shared...))); err != nil || e.calls.touches.Load() == 0 {
+	if _, _, err := fresh.Put(ctx, bytes.NewReader(append(data(21, 4<<20), shared...)), blob.CutFine); err != nil || e.calls.touches.Load() == 0 {
 		t.Fatalf("reusing chunks past half the grace period touched %d (%v)", e.calls.touches.Load(), err)
 	}
 	e.skew.Store(0)

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/den-dev/den/internal/errdefs"
 )
 
@@ -67,7 +69,7 @@ type GetStats struct {
 }
 
 // Get writes the stream named id to w, fetching up to twice Parallel
-// chunks ahead of the one being written. The manifest is checked against
+// chunks (and inFlight bytes) ahead of the one being written. The manifest is checked against
 // its name, and every chunk against its name before a byte of it is
 // written: a missing or corrupt object is a DamagedError, and w then holds
 // only a checked prefix of the stream. The whole stream is not hashed
@@ -82,7 +84,7 @@ func (s *Store) Get(ctx context.Context, id string, w io.Writer) (GetStats, erro
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type fetched struct {
-		data []byte
+		data *[]byte
 		n    int64
 		err  error
 	}
@@ -91,12 +93,19 @@ func (s *Store) Get(ctx context.Context, id string, w io.Writer) (GetStats, erro
 	for i := range results {
 		results[i] = make(chan fetched, 1)
 	}
+	// Up to twice Parallel chunks ahead, and at most inFlight bytes of
+	// them (always one).
+	ahead := semaphore.NewWeighted(inFlight)
+	weight := func(c Chunk) int64 { return min(c.Size, inFlight) }
 	sem := make(chan struct{}, 2*s.parallel)
 	go func() {
 		for i, c := range m.Chunks {
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
+				return
+			}
+			if ahead.Acquire(ctx, weight(c)) != nil {
 				return
 			}
 			go func() {
@@ -113,30 +122,25 @@ func (s *Store) Get(ctx context.Context, id string, w io.Writer) (GetStats, erro
 			return st, ctx.Err()
 		}
 		<-sem
+		ahead.Release(weight(m.Chunks[i]))
 		if f.err != nil {
 			return st, f.err
 		}
-		if _, err := w.Write(f.data); err != nil {
+		_, err := w.Write(*f.data)
+		st.Bytes += int64(len(*f.data))
+		s.recycle(f.data)
+		if err != nil {
 			return st, fmt.Errorf("writing the stream: %w", err)
 		}
-		st.Bytes += int64(len(f.data))
 		st.Chunks++
 		st.ReceivedBytes += f.n
 	}
 	return st, nil
 }
 
-// sizeHint is the size of the object rc reads, when it says, up to limit.
-func sizeHint(rc io.Reader, limit int64) int64 {
-	if s, ok := rc.(interface{ Size() int64 }); ok && s.Size() >= 0 && s.Size() < limit {
-		return s.Size() + bytes.MinRead
-	}
-	return 64 << 10
-}
-
-// getChunk fetches chunk c and checks it, returning its bytes and the
-// compressed size fetched.
-func (s *Store) getChunk(ctx context.Context, c Chunk) ([]byte, int64, error) {
+// getChunk fetches chunk c and checks it, returning its bytes, in a
+// buffer for the caller to recycle, and the compressed size fetched.
+func (s *Store) getChunk(ctx context.Context, c Chunk) (*[]byte, int64, error) {
 	key := chunkKey(c.SHA256)
 	rc, err := s.objs.Get(ctx, key)
 	if errors.Is(err, errdefs.ErrNotFound) {
@@ -148,22 +152,29 @@ func (s *Store) getChunk(ctx context.Context, c Chunk) ([]byte, int64, error) {
 	defer rc.Close()
 	// A compressed chunk is never much larger than the chunk.
 	limit := c.Size + c.Size/8 + 1024
-	buf := bytes.NewBuffer(make([]byte, 0, sizeHint(rc, limit)))
+	zb := s.buffer()
+	defer s.recycle(zb)
+	buf := bytes.NewBuffer(*zb)
 	_, err = buf.ReadFrom(io.LimitReader(rc, limit))
 	z := buf.Bytes()
+	*zb = z[:0] // grown, if it had to
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return nil, 0, &DamagedError{Key: key, Reason: "missing"}
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("fetching chunk %s: %w", c.SHA256, err)
 	}
-	data, err := s.dec.DecodeAll(z, make([]byte, 0, c.Size))
+	db := s.buffer()
+	data, err := s.dec.DecodeAll(z, (*db)[:0])
+	*db = data
 	if err != nil {
+		s.recycle(db)
 		return nil, 0, &DamagedError{Key: key, Reason: "corrupt (it does not decompress: " + err.Error() + ")"}
 	}
 	sum := sha256.Sum256(data)
 	if int64(len(data)) != c.Size || hex.EncodeToString(sum[:]) != c.SHA256 {
+		s.recycle(db)
 		return nil, 0, &DamagedError{Key: key, Reason: "corrupt (its content does not match its name)"}
 	}
-	return data, int64(len(z)), nil
+	return db, int64(len(z)), nil
 }

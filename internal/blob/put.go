@@ -20,10 +20,13 @@ import (
 
 // Manifest lists a stream's chunks in order.
 type Manifest struct {
-	Version int     `json:"version"`
-	Size    int64   `json:"size"`   // bytes in the stream
-	SHA256  string  `json:"sha256"` // of the whole stream
-	Chunks  []Chunk `json:"chunks"`
+	Version int   `json:"version"`
+	Size    int64 `json:"size"` // bytes in the stream
+	// SHA256 of the whole stream, in manifests of earlier dens. The
+	// manifest's own name, the SHA-256 of a list of each chunk's, names
+	// the stream as surely, without a pass over every byte.
+	SHA256 string  `json:"sha256,omitempty"`
+	Chunks []Chunk `json:"chunks"`
 }
 
 // Chunk is one piece of a stream: the SHA-256 of its bytes, and how many.
@@ -43,22 +46,28 @@ type PutStats struct {
 	ReusedBytes int64 // stream bytes in chunks the bucket already had
 }
 
-// Put cuts r into chunks, sends those the bucket lacks, then the manifest,
+// inFlight bounds the bytes of chunks a Put holds, or a Get fetches
+// ahead of the one it writes.
+const inFlight = 64 << 20
+
+// Put cuts r into chunks as cut says, sends those the bucket lacks, then the manifest,
 // and returns the manifest's id. It holds at most a few chunks in memory
 // whatever the stream's size. Nothing refers to what a failed Put sent;
 // the collector removes it after its grace period.
-func (s *Store) Put(ctx context.Context, r io.Reader) (string, PutStats, error) {
+func (s *Store) Put(ctx context.Context, r io.Reader, cut Cut) (string, PutStats, error) {
 	var st PutStats
 	var sent, reused, fresh atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.parallel)
-	// One buffer per chunk in flight, and one being cut.
-	bufs := make(chan []byte, s.parallel+1)
-	for range s.parallel + 1 {
+	// One buffer per chunk in flight, and one being cut: as many as
+	// Parallel, or as inFlight holds of the largest chunks.
+	_, bufSize, _ := cut.bounds()
+	nbufs := min(s.parallel, max(2, inFlight/int(bufSize))) + 1
+	bufs := make(chan []byte, nbufs)
+	for range nbufs {
 		bufs <- nil
 	}
-	ch := newChunker(r)
-	whole := sha256.New()
+	ch := newChunker(r, cut)
 	m := Manifest{Version: manifestVersion}
 	// Each chunk is named by the worker that sends it, into its own
 	// entry: hashing runs on every core, and the stream is read on.
@@ -73,7 +82,7 @@ func (s *Store) Put(ctx context.Context, r io.Reader) (string, PutStats, error) 
 			return "", st, s.putFailed(g, gctx)
 		}
 		if buf == nil {
-			buf = make([]byte, maxChunk)
+			buf = make([]byte, bufSize)
 		}
 		c, err := ch.Next(buf)
 		if errors.Is(err, io.EOF) {
@@ -83,7 +92,6 @@ func (s *Store) Put(ctx context.Context, r io.Reader) (string, PutStats, error) 
 			g.Wait()
 			return "", st, fmt.Errorf("reading the stream: %w", err)
 		}
-		whole.Write(c.Data)
 		entry := &Chunk{Size: int64(c.Length)}
 		entries = append(entries, entry)
 		m.Size += int64(c.Length)
@@ -117,7 +125,6 @@ func (s *Store) Put(ctx context.Context, r io.Reader) (string, PutStats, error) 
 	if err := g.Wait(); err != nil {
 		return "", st, err
 	}
-	m.SHA256 = hex.EncodeToString(whole.Sum(nil))
 	m.Chunks = make([]Chunk, len(entries))
 	for i, e := range entries {
 		m.Chunks[i] = *e
@@ -163,7 +170,10 @@ func (s *Store) putChunk(ctx context.Context, name string, data []byte) (int64, 
 	case !errors.Is(err, errdefs.ErrNotFound):
 		return 0, false, fmt.Errorf("looking for chunk %s: %w", name, err)
 	}
-	z := s.enc.EncodeAll(data, make([]byte, 0, len(data)/2))
+	zb := s.buffer()
+	defer s.recycle(zb)
+	z := s.enc.EncodeAll(data, (*zb)[:0])
+	*zb = z[:0] // grown, if it had to
 	if err := s.objs.Put(ctx, key, bytes.NewReader(z), int64(len(z))); err != nil {
 		return 0, false, fmt.Errorf("sending chunk %s: %w", name, err)
 	}

@@ -19,13 +19,6 @@ const maxAnswer = 4 << 20
 // fleet's key), and decodes its JSON answer into out. An error answer
 // comes back with its class and hint, as the node gave them.
 func (f *Forwarder) Call(ctx context.Context, node, method, path string, body, out any) error {
-	n, err := f.nodes.Node(ctx, node)
-	if err != nil {
-		return err
-	}
-	if err := reachable(n, ""); err != nil {
-		return err
-	}
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -34,11 +27,26 @@ func (f *Forwarder) Call(ctx context.Context, node, method, path string, body, o
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, n.PeerURL+path, rd)
+	return f.CallWith(ctx, node, method, path, rd, "application/json", nil, out)
+}
+
+// CallWith is Call with a body of contentType read from body as it is
+// sent, a stream of any length, and trailer sent after it (its values
+// set by the time body ends).
+func (f *Forwarder) CallWith(ctx context.Context, node, method, path string, body io.Reader, contentType string, trailer http.Header, out any) error {
+	n, err := f.nodes.Node(ctx, node)
+	if err != nil {
+		return err
+	}
+	if err := reachable(n, ""); err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, n.PeerURL+path, body)
 	if err != nil {
 		return fmt.Errorf("calling node %s: %w", node, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", contentType)
+	req.Trailer = trailer
 	req.Header.Set(HeaderKey, f.key)
 	req.Header.Set(HeaderFrom, f.self)
 	req.Header.Set(HeaderLocal, "1")

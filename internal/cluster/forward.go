@@ -25,6 +25,11 @@ const (
 	// HeaderLocal says the caller came through the forwarding node's unix
 	// socket (root), and so has no token to send along.
 	HeaderLocal = "Den-Forwarded-Local"
+	// HeaderStreamCRC is the trailer of a checkpoint part a node sends
+	// ahead to the node it hands a sandbox over to: the CRC-32C of its
+	// bytes (hex), so that the receiver keeps only a stream that came
+	// whole.
+	HeaderStreamCRC = "Den-Stream-Crc32c"
 )
 
 // NodeLookup finds nodes' records.

@@ -1,7 +1,11 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
+	"hash/crc32"
+	"io"
+	"strconv"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -80,4 +84,25 @@ func (p *peers) RoomHere(ctx context.Context, memoryBytes int64) bool {
 	}
 	info := p.info(ctx) // now, not at the last heartbeat
 	return info.MemoryBytes <= 0 || info.CommittedMemoryBytes+memoryBytes <= info.MemoryBytes
+}
+
+func (p *peers) SendAhead(ctx context.Context, node string, h sandbox.Handover, send func(io.Writer) error) error {
+	pr, pw := io.Pipe()
+	trailer := http.Header{cluster.HeaderStreamCRC: nil}
+	go func() {
+		sum := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+		err := send(io.MultiWriter(pw, sum))
+		if err == nil {
+			trailer.Set(cluster.HeaderStreamCRC, strconv.FormatUint(uint64(sum.Sum32()), 16))
+		}
+		pw.CloseWithError(err) // the trailer goes once the body ends
+	}()
+	q := url.Values{"checkpoint": {h.Checkpoint}, "base": {h.Base}}
+	path := "/v1/sandboxes/" + url.PathEscape(h.Sandbox) + "/handover/" + url.PathEscape(h.Part) + "?" + q.Encode()
+	err := p.calls.CallWith(ctx, node, http.MethodPut, path, pr, "application/octet-stream", trailer, nil)
+	pr.CloseWithError(cmp.Or(err, io.ErrClosedPipe)) // a sender still writing stops
+	if err != nil {
+		return fmt.Errorf("sending the %s of checkpoint %s to node %s: %w", h.Part, h.Checkpoint, node, err)
+	}
+	return nil
 }

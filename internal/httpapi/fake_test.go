@@ -320,6 +320,10 @@ func (f *fakeSandboxes) GetCheckpoint(ctx context.Context, ref, ckpt string) (*s
 	return nil, errdefs.NotFound("no checkpoint %q", ckpt)
 }
 
+func (f *fakeSandboxes) ReceiveAhead(ctx context.Context, from string, h sandbox.Handover, r io.Reader, whole func() error) error {
+	return f.enter("ReceiveAhead", from, h.Sandbox, h.Part)
+}
+
 func (f *fakeSandboxes) Rehome(ctx context.Context, ref string) (string, error) {
 	return "", f.enter("Rehome", ref)
 }

@@ -2,6 +2,10 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"strconv"
 	"net/http"
 
 	"github.com/den-dev/den/api"
@@ -136,4 +140,35 @@ func (s *server) adoptSandbox(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+}
+
+// receiveAhead takes part of the checkpoint of a sandbox another node is
+// handing over to this one: only from a node of the fleet. The stream's
+// CRC-32C comes after it, as a trailer.
+func (s *server) receiveAhead(w http.ResponseWriter, r *http.Request) error {
+	if !infoOf(r).fromNode {
+		return errdefs.WithHint(errdefs.NotFound("no such route for callers outside the fleet"),
+			"`den move NAME --to NODE` moves a sandbox")
+	}
+	q := r.URL.Query()
+	h := sandbox.Handover{Sandbox: r.PathValue("name"), Checkpoint: q.Get("checkpoint"), Part: r.PathValue("part"), Base: q.Get("base")}
+	if h.Checkpoint == "" {
+		return errdefs.Invalid("no checkpoint given")
+	}
+	sum := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	body := io.TeeReader(r.Body, sum)
+	whole := func() error {
+		if _, err := io.Copy(io.Discard, body); err != nil {
+			return fmt.Errorf("reading the stream: %w", err)
+		}
+		if got, want := strconv.FormatUint(uint64(sum.Sum32()), 16), r.Trailer.Get(cluster.HeaderStreamCRC); want == "" || got != want {
+			return errdefs.Invalid("the stream did not come whole (CRC-32C %s, sender said %q)", got, want)
+		}
+		return nil
+	}
+	if err := s.sandboxes.ReceiveAhead(r.Context(), r.Header.Get(cluster.HeaderFrom), h, body, whole); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }

@@ -76,6 +76,9 @@ type SandboxService interface {
 	// Checkpoints lists a sandbox's checkpoints oldest first.
 	Checkpoints(ctx context.Context, ref string) ([]*sandbox.Checkpoint, error)
 	GetCheckpoint(ctx context.Context, ref, ckpt string) (*sandbox.Checkpoint, error)
+	// ReceiveAhead keeps part of the checkpoint of a sandbox node from
+	// hands over to this one.
+	ReceiveAhead(ctx context.Context, from string, h sandbox.Handover, r io.Reader, whole func() error) error
 	// Rehome hands a hibernated sandbox about to wake to another node
 	// when this one has no room, and says which ("" when it stays).
 	Rehome(ctx context.Context, ref string) (string, error)

@@ -50,10 +50,16 @@ func New(blobs *blob.Store, pool Pool, log *slog.Logger) *Offsite {
 // Format is the pool's stream format.
 func (o *Offsite) Format() string { return o.pool.StreamFormat() }
 
-// PushVolume sends read-only volume key, as a diff from base when set.
+// PushVolume sends read-only volume key, as a diff from base when set. A
+// whole volume (an image) is cut fine, so that another version of it
+// reuses what did not change; a diff, which nothing else shares, coarse.
 func (o *Offsite) PushVolume(ctx context.Context, key, base string) (string, bool, sandbox.BlobStats, error) {
 	var diff bool
-	id, st, err := o.push(ctx, func(w io.Writer) error {
+	cut := blob.CutFine
+	if base != "" {
+		cut = blob.CutCoarse
+	}
+	id, st, err := o.push(ctx, cut, func(w io.Writer) error {
 		var err error
 		diff, err = o.pool.Send(ctx, key, base, w)
 		return err
@@ -66,7 +72,7 @@ func (o *Offsite) PushVolume(ctx context.Context, key, base string) (string, boo
 
 // PushDir sends the regular files of dir as a tar, in name order.
 func (o *Offsite) PushDir(ctx context.Context, dir string) (string, sandbox.BlobStats, error) {
-	id, st, err := o.push(ctx, func(w io.Writer) error { return writeTar(dir, w) })
+	id, st, err := o.push(ctx, blob.CutCoarse, func(w io.Writer) error { return writeTar(dir, w) })
 	if err != nil {
 		return "", st, fmt.Errorf("uploading a memory image: %w", err)
 	}
@@ -74,7 +80,7 @@ func (o *Offsite) PushDir(ctx context.Context, dir string) (string, sandbox.Blob
 }
 
 // push streams what send writes into the blob store.
-func (o *Offsite) push(ctx context.Context, send func(io.Writer) error) (string, sandbox.BlobStats, error) {
+func (o *Offsite) push(ctx context.Context, cut blob.Cut, send func(io.Writer) error) (string, sandbox.BlobStats, error) {
 	pr, pw := io.Pipe()
 	sent := make(chan error, 1)
 	go func() {
@@ -82,7 +88,7 @@ func (o *Offsite) push(ctx context.Context, send func(io.Writer) error) (string,
 		pw.CloseWithError(err)
 		sent <- err
 	}()
-	id, st, err := o.blobs.Put(ctx, pr)
+	id, st, err := o.blobs.Put(ctx, pr, cut)
 	// A failed Put stops reading: the sender's writes fail and it ends.
 	pr.CloseWithError(cmpErr(err, io.ErrClosedPipe))
 	serr := <-sent
@@ -122,22 +128,77 @@ func (o *Offsite) PullVolume(ctx context.Context, key, manifest string) error {
 // PullDir makes dir from a tar of regular files, in a directory beside it
 // that is renamed into place once whole.
 func (o *Offsite) PullDir(ctx context.Context, dir, manifest string) error {
+	err := intoDir(dir, func(tmp string) error {
+		return o.pull(ctx, manifest, func(r io.Reader) error { return readTar(r, tmp) }, func() {})
+	})
+	if err != nil {
+		return fmt.Errorf("downloading a memory image: %w", err)
+	}
+	return nil
+}
+
+// SendDir writes the regular files of dir to w as a tar, as PushDir
+// sends them.
+func (o *Offsite) SendDir(dir string, w io.Writer) error { return writeTar(dir, w) }
+
+// ReceiveDir makes dir, which must not exist, from a tar SendDir wrote:
+// whole, or not at all.
+func (o *Offsite) ReceiveDir(dir string, r io.Reader) error {
+	if err := intoDir(dir, func(tmp string) error { return readTar(r, tmp) }); err != nil {
+		return fmt.Errorf("receiving a memory image: %w", err)
+	}
+	return nil
+}
+
+// SendVolume writes read-only volume key to w as PushVolume sends it: a
+// diff from base when set and the pool can.
+func (o *Offsite) SendVolume(ctx context.Context, key, base string, w io.Writer) error {
+	_, err := o.pool.Send(ctx, key, base, w)
+	return err
+}
+
+// ReceiveVolume makes read-only volume key from what SendVolume wrote. A
+// pool may take a stream cut short for a whole one, so the volume is
+// kept only when whole, asked once r is read to its end, says the stream
+// came whole.
+func (o *Offsite) ReceiveVolume(ctx context.Context, key string, r io.Reader, whole func() error) error {
+	if err := o.pool.Receive(ctx, key, r); err != nil {
+		return fmt.Errorf("receiving volume %s: %w", key, err)
+	}
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return o.undoReceive(ctx, key, err)
+	}
+	if err := whole(); err != nil {
+		return o.undoReceive(ctx, key, err)
+	}
+	return nil
+}
+
+func (o *Offsite) undoReceive(ctx context.Context, key string, cause error) error {
+	if err := o.pool.Remove(context.WithoutCancel(ctx), key); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		o.log.Error("removing a volume received from a stream not whole", "volume", key, "err", err)
+	}
+	return fmt.Errorf("receiving volume %s: %w", key, cause)
+}
+
+// intoDir fills a directory beside dir and renames it into place once
+// fill is done.
+func intoDir(dir string, fill func(tmp string) error) error {
 	tmp := filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".pull")
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
 	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return err
+	}
 	if err := os.Mkdir(tmp, 0o700); err != nil {
-		return fmt.Errorf("downloading a memory image: %w", err)
+		return err
 	}
 	defer os.RemoveAll(tmp)
-	err := o.pull(ctx, manifest, func(r io.Reader) error { return readTar(r, tmp) }, func() {})
-	if err != nil {
-		return fmt.Errorf("downloading a memory image: %w", err)
+	if err := fill(tmp); err != nil {
+		return err
 	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return fmt.Errorf("downloading a memory image: %w", err)
-	}
-	return nil
+	return os.Rename(tmp, dir)
 }
 
 // pull streams manifest's bytes to receive. When the blob store finds a

@@ -168,3 +168,70 @@ func TestDirRoundTrip(t *testing.T) {
 		t.Fatalf("PullDir left %d entries beside the directory", len(ents)-1)
 	}
 }
+
+// A volume sent straight to another node is kept only when the stream
+// came whole: a cut-short one, or one whose sender's check does not
+// match, leaves nothing.
+func TestSendVolumeStraight(t *testing.T) {
+	r := newRig(t)
+	ctx := t.Context()
+	r.volume(t, "checkpoints/c1", map[string]string{"a": strings.Repeat("x", 1<<20), "b": "tail"})
+	var stream bytes.Buffer
+	if err := r.off.SendVolume(ctx, "checkpoints/c1", "", &stream); err != nil {
+		t.Fatal(err)
+	}
+	whole := func() error { return nil }
+	notWhole := func() error { return errors.New("the sender's CRC differs") }
+	for _, tc := range []struct {
+		name  string
+		bytes []byte
+		whole func() error
+	}{
+		{"cut short", stream.Bytes()[:stream.Len()/2], whole},
+		{"check fails", stream.Bytes(), notWhole},
+	} {
+		err := r.off.ReceiveVolume(ctx, "checkpoints/c2", bytes.NewReader(tc.bytes), tc.whole)
+		if err == nil {
+			t.Errorf("%s: ReceiveVolume succeeded", tc.name)
+		}
+		if _, err := r.pool.Stat(ctx, "checkpoints/c2"); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Errorf("%s: left a volume (%v)", tc.name, err)
+		}
+	}
+	if err := r.off.ReceiveVolume(ctx, "checkpoints/c2", bytes.NewReader(stream.Bytes()), whole); err != nil {
+		t.Fatal(err)
+	}
+	info, err := r.pool.Stat(ctx, "checkpoints/c2")
+	if err != nil || !info.ReadOnly {
+		t.Fatalf("received volume: %+v, %v", info, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(info.Path, "b")); err != nil || string(b) != "tail" {
+		t.Fatalf("received file: %q, %v", b, err)
+	}
+
+	// A memory image's directory likewise: whole, or nothing.
+	dir := filepath.Join(t.TempDir(), "img")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pages.img"), bytes.Repeat([]byte{7}, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var tarred bytes.Buffer
+	if err := r.off.SendDir(dir, &tarred); err != nil {
+		t.Fatal(err)
+	}
+	to := filepath.Join(t.TempDir(), "ck", "mem")
+	if err := r.off.ReceiveDir(to, bytes.NewReader(tarred.Bytes()[:tarred.Len()/2])); err == nil {
+		t.Error("ReceiveDir of a cut-short stream succeeded")
+	}
+	if _, err := os.Stat(to); !os.IsNotExist(err) {
+		t.Errorf("a cut-short stream left %s (%v)", to, err)
+	}
+	if err := r.off.ReceiveDir(to, bytes.NewReader(tarred.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(to, "pages.img")); err != nil || len(b) != 1<<20 {
+		t.Fatalf("received image: %d bytes, %v", len(b), err)
+	}
+}

@@ -392,7 +392,7 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 	// Memory is saved only once it is clear of secrets.
 	s.setSecretState(sb, secretState{})
 	s.supervise(sb)
-	s.log.Debug("restored", "sandbox", sb.Name, "checkpoint", ck.ID, "files", t1.Sub(t0), "verify", t2.Sub(t1),
+	s.log.Info("restored", "sandbox", sb.Name, "checkpoint", ck.ID, "files", t1.Sub(t0), "verify", t2.Sub(t1),
 		"network", t3.Sub(t2), "engine", t4.Sub(t3), "den_init", t5.Sub(t4), "limits", time.Since(t5))
 	return nil
 }

@@ -284,7 +284,11 @@ func (s *Service) collectGarbage(ctx context.Context) {
 			continue
 		}
 		// The list above may be older than a checkpoint finished since.
-		if _, err := s.cfg.Store.GetCheckpoint(ctx, "", id); !errors.Is(err, errdefs.ErrNotFound) {
+		ck, err := s.cfg.Store.GetCheckpoint(ctx, "", id)
+		if err == nil {
+			s.dropStaleHandover(ctx, ck)
+		}
+		if !errors.Is(err, errdefs.ErrNotFound) {
 			continue
 		}
 		s.log.Warn("removing checkpoint files no checkpoint owns", "checkpoint", id)
@@ -360,5 +364,32 @@ func (s *Service) Hold(ctx context.Context, ref string) func() {
 		}
 		s.mu.Unlock()
 		s.touch(sb.ID)
+	}
+}
+
+// handoverGrace is how long a memory image another node sent ahead of a
+// hand-over waits for it (see ReceiveMemory).
+const handoverGrace = 10 * time.Minute
+
+// dropStaleHandover removes the memory image of ck, a checkpoint of a
+// sandbox on another node, that was sent here for a hand-over that did
+// not happen: the sandbox stayed where it was, or went elsewhere. Only an
+// uploaded checkpoint's: this node's copy of one not yet uploaded, of a
+// sandbox that moved away, waits for its upload.
+func (s *Service) dropStaleHandover(ctx context.Context, ck *Checkpoint) {
+	if ck.Location != LocationUploaded || s.isPinned(ck.ID) {
+		return
+	}
+	owner, err := s.cfg.Store.GetSandbox(ctx, ck.SandboxID)
+	if err != nil || owner.Node == s.cfg.Node {
+		return
+	}
+	fi, err := os.Stat(s.memDir(ck.ID))
+	if err != nil || s.cfg.Now().Sub(fi.ModTime()) < handoverGrace {
+		return
+	}
+	s.log.Info("removing a memory image sent for a hand-over that did not happen", "checkpoint", ck.ID, "sandbox", owner.Name, "node", owner.Node)
+	if err := os.RemoveAll(s.memDir(ck.ID)); err != nil {
+		s.log.Error("removing a memory image", "checkpoint", ck.ID, "err", err)
 	}
 }

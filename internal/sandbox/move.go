@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
 )
@@ -37,6 +39,10 @@ type Fleet interface {
 	// of memoryBytes from this one, woken with its processes: one with
 	// room, on the same engine and CPU features.
 	PlaceAway(ctx context.Context, memoryBytes int64) (string, error)
+	// SendAhead streams what send writes, part of the checkpoint a
+	// sandbox is handed over in, to node, which keeps it for adopting the
+	// sandbox (ReceiveAhead).
+	SendAhead(ctx context.Context, node string, h Handover, send func(io.Writer) error) error
 	// RoomHere reports whether this node is active and has room for
 	// another sandbox with a memory limit of memoryBytes.
 	RoomHere(ctx context.Context, memoryBytes int64) bool
@@ -69,9 +75,11 @@ func (s *Service) Move(ctx context.Context, ref string, p MoveParams) (*Sandbox,
 	}
 	switch sb.State {
 	case StateRunning, StatePaused:
+		start := time.Now()
 		if err := s.hibernate(ctx, sb, "hibernated to move to node "+p.To); err != nil {
 			return nil, fmt.Errorf("moving sandbox %q: %w", sb.Name, err)
 		}
+		s.log.Info("hibernated to move", "sandbox", sb.Name, "to", p.To, "took", time.Since(start).Round(time.Millisecond))
 	case StateHibernated:
 	default:
 		return nil, errdefs.WithHint(errdefs.Conflict("sandbox %q is %s: only a running, paused or hibernated sandbox can move", sb.Name, sb.State),
@@ -92,21 +100,31 @@ func (s *Service) giveAway(ctx context.Context, sb *Sandbox, p MoveParams) error
 	if err != nil {
 		return fmt.Errorf("finding the checkpoint sandbox %q sleeps in: %w", sb.Name, err)
 	}
+	// While the blob store takes the checkpoint, the target gets it
+	// straight from here (handahead.go).
+	ahead := s.sendAhead(ctx, sb, ck, p)
+	start := time.Now()
 	if err := s.upload(ctx, ck.ID, 0); err != nil {
+		ahead()
 		return errdefs.WithHint(fmt.Errorf("moving sandbox %q: uploading checkpoint %s: %w", sb.Name, ck.ID, err),
 			"it stays hibernated here; try again once the blob store answers")
 	}
 	if ck, err = s.cfg.Store.GetCheckpoint(ctx, sb.ID, ck.ID); err != nil {
+		ahead()
 		return err
 	}
 	if ck.Location != LocationUploaded {
+		ahead()
 		return errdefs.Unavailable("moving sandbox %q: checkpoint %s is %s, not uploaded", sb.Name, ck.ID, ck.Location)
 	}
 	from := *sb
 	sb.Pending = PendingMove
 	if err := s.record(ctx, sb, "moving", fmt.Sprintf("handing over to node %s in checkpoint %s", p.To, ck.ID)); err != nil {
+		ahead()
 		return err
 	}
+	uploaded := time.Now()
+	ahead()
 	if err := s.cfg.Fleet.Adopt(ctx, p.To, sb.ID, p.Cold); err != nil {
 		cur, gerr := s.cfg.Store.GetSandbox(context.WithoutCancel(ctx), sb.ID)
 		if gerr != nil || cur.Node == s.cfg.Node {
@@ -118,6 +136,8 @@ func (s *Service) giveAway(ctx context.Context, sb *Sandbox, p MoveParams) error
 		s.letGo(context.WithoutCancel(ctx), &from, ck)
 		return errMovedBroken{fmt.Errorf("sandbox %q moved to node %s, which could not wake it: %w", sb.Name, p.To, err)}
 	}
+	s.log.Info("sandbox handed over", "sandbox", sb.Name, "to", p.To, "upload", uploaded.Sub(start).Round(time.Millisecond),
+		"adopt", time.Since(uploaded).Round(time.Millisecond))
 	s.letGo(ctx, &from, ck)
 	return nil
 }

@@ -352,7 +352,7 @@ func (s *Service) ensureLocal(ctx context.Context, ck *Checkpoint) error {
 			}
 		}
 	}
-	s.log.Info("checkpoint downloaded from the blob store", "checkpoint", ck.ID, "took", time.Since(start).Round(time.Millisecond))
+	s.log.Info("checkpoint downloaded from the blob store", "checkpoint", ck.ID, "sandbox_id", ck.SandboxID, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

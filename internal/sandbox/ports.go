@@ -307,6 +307,17 @@ type Offsite interface {
 	// PullDir makes dir, which must not exist, from the stream manifest
 	// names: whole, or not at all.
 	PullDir(ctx context.Context, dir, manifest string) error
+	// SendDir writes the regular files of dir to w, and ReceiveDir makes
+	// dir, which must not exist, from what it wrote: whole, or not at all.
+	// SendVolume writes read-only volume key to w, a diff from base when
+	// set and the pool can; ReceiveVolume makes volume key from what it
+	// wrote, and keeps it only if whole, asked once r is read to its end,
+	// says it came whole. A node hands a checkpoint straight to another
+	// this way while it uploads it (handahead.go).
+	SendDir(dir string, w io.Writer) error
+	ReceiveDir(dir string, r io.Reader) error
+	SendVolume(ctx context.Context, key, base string, w io.Writer) error
+	ReceiveVolume(ctx context.Context, key string, r io.Reader, whole func() error) error
 	// Collect removes from the blob store what keep (manifests) does not
 	// need and was not written or reused within its grace period.
 	Collect(ctx context.Context, keep []string) (BlobCollection, error)

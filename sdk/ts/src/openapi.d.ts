@@ -336,6 +336,35 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{name}/handover/{part}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+                /** @description memory (the memory image) or files */
+                part: "memory" | "files";
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Take part of the checkpoint of a sandbox another node hands over (between nodes only)
+         * @description Called by the node a sandbox is on, with the fleet's key, on the
+         *     node it moves to, while it uploads the checkpoint: the target then
+         *     need not download that part. The body's CRC-32C comes after it as
+         *     the trailer Den-Stream-Crc32c; a stream that does not match is not
+         *     kept. Any other caller gets 404.
+         */
+        put: operations["receiveAhead"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{name}/policy": {
         parameters: {
             query?: never;
@@ -3367,6 +3396,43 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    receiveAhead: {
+        parameters: {
+            query: {
+                /** @description the checkpoint the sandbox is handed over in */
+                checkpoint: string;
+                /** @description for the files, the volume the stream is a diff from */
+                base?: string;
+            };
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+                /** @description memory (the memory image) or files */
+                part: "memory" | "files";
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description the part is kept for adopting the sandbox */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Invalid"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
