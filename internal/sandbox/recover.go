@@ -296,10 +296,33 @@ func (s *Service) recoverPending(ctx context.Context, sb *Sandbox, st InstanceSt
 }
 
 // pingable reports whether den-init of sb's current instance answers
-// with sb's token.
+// with sb's token, within pingPatience while the instance runs: a dend
+// killed while the engine saved the instance for a checkpoint leaves the
+// engine to finish the save, its kernel stopped until then, which takes
+// seconds on a busy host.
 func (s *Service) pingable(ctx context.Context, sb *Sandbox) bool {
-	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	_, err := s.guestFor(sb).Ping(pctx)
-	return err == nil
+	deadline := time.Now().Add(pingPatience)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err := s.guestFor(sb).Ping(pctx)
+		cancel()
+		if err == nil {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		if st, err := s.cfg.Runtime.State(ctx, sb.InstanceID()); err != nil || st != InstanceRunning {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
+
+// pingPatience is how long dend, starting, waits for the den-init of an
+// instance that runs to answer before it takes the instance for lost.
+const pingPatience = 20 * time.Second

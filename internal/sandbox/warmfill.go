@@ -168,9 +168,14 @@ func (s *Service) fillWarm(ctx context.Context, t WarmTarget) error {
 		w.booting[t.Image]--
 		w.mu.Unlock()
 	}()
-	im, err := s.cfg.Store.GetImage(ctx, t.Image)
+	// As a create gets it: the newest version, downloaded or built here
+	// when another node of the fleet made it.
+	if err := s.fetchImage(ctx, t.Image); err != nil {
+		return err
+	}
+	im, err := s.cfg.Images.Version(ctx, t.Image, 0)
 	if err != nil {
-		return fmt.Errorf("finding image %q: %w", t.Image, err)
+		return fmt.Errorf("preparing image %q: %w", t.Image, err)
 	}
 	if err := s.checkReserve("boot a warm instance"); err != nil {
 		return err
