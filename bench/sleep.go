@@ -215,6 +215,10 @@ func (b *bench) forkOnce(name string, f *denFigures) error {
 	return nil
 }
 
+// wakeAfter is how long a hibernated sandbox sleeps before the bench
+// wakes it.
+const wakeAfter = 300 * time.Millisecond
+
 // hibernateOnce hibernates the sandbox and times it back to a finished
 // exec.
 func (b *bench) hibernateOnce(name string, f *denFigures) error {
@@ -227,6 +231,10 @@ func (b *bench) hibernateOnce(name string, f *denFigures) error {
 	if ck, err := b.d.c.GetCheckpoint(b.ctx, name, sb.Checkpoint); err == nil {
 		f.hibernateImageBytes = ck.MemoryBytes
 	}
+	// A hibernated sandbox sleeps a while: dend removes its old instance
+	// and network in the background once the hibernation is recorded, as
+	// the raw engine's `runsc delete` ends before its restore starts.
+	time.Sleep(wakeAfter)
 	d, err = timed(func() error {
 		if _, err := b.d.c.Resume(b.ctx, name); err != nil {
 			return err

@@ -301,6 +301,7 @@ func (s *Service) waitReady(ctx context.Context, sb *Sandbox, g Guest) error {
 // Runs still being collected end as lost. Errors are logged: halt is used
 // on the way to stopped or destroyed, which must not get stuck.
 func (s *Service) halt(ctx context.Context, sb *Sandbox, grace time.Duration) {
+	s.settled(context.WithoutCancel(ctx), sb.ID) // an earlier teardown first: see teardown.go
 	inst := sb.InstanceID()
 	if grace > 0 {
 		gctx, cancel := context.WithTimeout(ctx, grace+2*time.Second)

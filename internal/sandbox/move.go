@@ -216,6 +216,7 @@ func (s *Service) takeBack(ctx context.Context, sb *Sandbox, to string, cause er
 // letGo frees what this node kept of a sandbox another node took over:
 // its network slot, its files and its checkpoint's copy (uploaded).
 func (s *Service) letGo(ctx context.Context, sb *Sandbox, ck *Checkpoint) {
+	s.settled(context.WithoutCancel(ctx), sb.ID) // its network first: see teardown.go
 	s.releaseSlot(sb.Slot)
 	if err := s.cfg.Volumes.Remove(ctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		s.log.Error("removing the files of a sandbox that moved", "sandbox", sb.Name, "err", err)

@@ -8,6 +8,9 @@ import (
 
 // attach joins sb's next instance to the host network under its policy.
 func (s *Service) attach(ctx context.Context, sb *Sandbox) (Attachment, error) {
+	if err := s.settled(ctx, sb.ID); err != nil {
+		return Attachment{}, err
+	}
 	att, err := s.cfg.Network.Attach(ctx, sb.ID, sb.Slot, sb.Spec.Network)
 	if err != nil {
 		return att, fmt.Errorf("attaching network under its policy: %w", err)

@@ -89,6 +89,9 @@ type Service struct {
 	mu sync.Mutex
 	// locks holds one lifecycle lock per sandbox id.
 	locks map[string]*sync.RWMutex
+	// teardowns holds, by sandbox id, what closes once the instance and
+	// network of its last sleep are gone (teardown.go).
+	teardowns map[string]chan struct{}
 	// nextRetention is when checkpoints are next checked for age.
 	nextRetention time.Time
 	// guests caches one den-init client per instance id.
@@ -171,6 +174,7 @@ func NewService(cfg Config) (*Service, error) {
 	s := &Service{
 		cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
 		locks:        map[string]*sync.RWMutex{},
+		teardowns:    map[string]chan struct{}{},
 		guests:       map[string]Guest{},
 		outputs:      map[string]*output{},
 		slotTaken:    map[int]string{},

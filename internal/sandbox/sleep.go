@@ -169,17 +169,11 @@ func (s *Service) hibernate(ctx context.Context, sb *Sandbox, why string) error 
 	return nil
 }
 
-// finishHibernate releases the engine instance and network of a sandbox
-// whose checkpoint is complete.
+// finishHibernate releases, in the background (teardown.go), the engine
+// instance and network of a sandbox whose checkpoint is complete: its
+// processes are already gone with the save.
 func (s *Service) finishHibernate(ctx context.Context, sb *Sandbox) {
-	inst := sb.InstanceID()
-	if err := s.cfg.Runtime.Destroy(ctx, inst); err != nil {
-		s.log.Error("removing hibernated instance", "sandbox", sb.Name, "instance", inst, "err", err)
-	}
-	if err := s.cfg.Network.Detach(ctx, sb.ID); err != nil {
-		s.log.Error("detaching network", "sandbox", sb.Name, "err", err)
-	}
-	s.forgetGuest(inst)
+	s.tearDownLater(sb)
 	sb.Pending = ""
 }
 

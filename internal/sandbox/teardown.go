@@ -1,0 +1,71 @@
+package sandbox
+
+import (
+	"context"
+	"time"
+)
+
+// Tearing down in the background. A hibernation is complete once its
+// checkpoint is recorded: the save ended the instance's processes. What
+// is left, the engine's record of the instance and the sandbox's network
+// link and namespace, takes the kernel tens of milliseconds to remove
+// (a veth's removal waits for RCU grace periods), which the caller need
+// not wait for. So it goes on in the background, and whatever next uses
+// the sandbox's instance, network or slot waits for it first (settled):
+// attaching the network for a new generation, halting, letting go of a
+// sandbox that moved. A dend that dies meanwhile leaves an instance no
+// sandbox owns, which the next one removes, and a namespace the next
+// attach replaces.
+
+// teardownTimeout bounds a background teardown, which outlives requests
+// and a dend shutting down.
+const teardownTimeout = time.Minute
+
+// tearDownLater removes sb's current instance and network in the
+// background.
+func (s *Service) tearDownLater(sb *Sandbox) {
+	id, name, inst := sb.ID, sb.Name, sb.InstanceID()
+	done := make(chan struct{})
+	s.mu.Lock()
+	prev := s.teardowns[id]
+	s.teardowns[id] = done
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
+		defer cancel()
+		if err := s.cfg.Runtime.Destroy(ctx, inst); err != nil {
+			s.log.Error("removing a hibernated instance", "sandbox", name, "instance", inst, "err", err)
+		}
+		if err := s.cfg.Network.Detach(ctx, id); err != nil {
+			s.log.Error("detaching network", "sandbox", name, "err", err)
+		}
+		s.forgetGuest(inst)
+		s.mu.Lock()
+		if s.teardowns[id] == done {
+			delete(s.teardowns, id)
+		}
+		s.mu.Unlock()
+	}()
+}
+
+// settled waits until no teardown of sandbox id is under way.
+func (s *Service) settled(ctx context.Context, id string) error {
+	s.mu.Lock()
+	done := s.teardowns[id]
+	s.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
