@@ -2,7 +2,9 @@ package integration
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,13 +98,28 @@ func TestWakeWhereRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Room on node-a: woken through node-b, it stays on node-a.
-	a.mustDen("", "hibernate", "sleeper")
-	if _, err := b.c.Resume(ctx, "sleeper"); err != nil {
-		t.Fatal(err)
+	// Room on node-a: woken through both nodes at once, it wakes once,
+	// on node-a; node-b's request is forwarded there.
+	slept := a.mustDen("", "hibernate", "sleeper", "--json")
+	var asleep []api.Sandbox
+	if err := json.Unmarshal([]byte(slept), &asleep); err != nil || len(asleep) != 1 {
+		t.Fatalf("den hibernate --json: %v\n%s", err, slept)
 	}
-	if sb, err := b.c.GetSandbox(ctx, "sleeper"); err != nil || sb.Node != "node-a" || sb.State != api.StateRunning {
-		t.Fatalf("woken with room on its node: %+v, %v; want running on node-a", sb, err)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, d := range []*dend{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = d.c.Resume(ctx, "sleeper")
+		}()
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("two resumes at once, through node-a and node-b: %v, %v", errs[0], errs[1])
+	}
+	if sb, err := b.c.GetSandbox(ctx, "sleeper"); err != nil || sb.Node != "node-a" || sb.State != api.StateRunning || sb.Generation != asleep[0].Generation+1 {
+		t.Fatalf("woken with room on its node: %+v, %v; want running on node-a, generation %d (woken once)", sb, err, asleep[0].Generation+1)
 	}
 
 	// No room on node-a: a command through node-a's own API wakes it on
