@@ -26,6 +26,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -351,10 +352,23 @@ func makeLink(ns netns.NsHandle, name string, host, guest netip.Addr) error {
 	return nil
 }
 
+// hostAddrs lists the host's IPv4 addresses. The kernel interrupts a
+// listing when addresses change under it (other sandboxes' links coming
+// and going): it is asked again, a few times, until it comes whole.
+func hostAddrs() ([]netlink.Addr, error) {
+	for i := 0; ; i++ {
+		have, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+		if !errors.Is(err, netlink.ErrDumpInterrupted) || i == 9 {
+			return have, err
+		}
+		time.Sleep(time.Duration(i+1) * time.Millisecond)
+	}
+}
+
 // addrFree refuses a slot whose addresses some host interface already
 // has: traffic for the sandbox would go there instead.
 func addrFree(addrs ...netip.Addr) error {
-	have, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	have, err := hostAddrs()
 	if err != nil {
 		return fmt.Errorf("listing host addresses: %w", err)
 	}
