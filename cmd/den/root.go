@@ -179,7 +179,7 @@ TCP with --host and a token from DEN_TOKEN.`,
 		a.checkpointCommand(), a.checkpointsCommand(), a.restoreCommand(), a.forkCommand(),
 		a.setupCommand(), a.rebaseCommand(),
 		a.execCommand(), a.shellCommand(), a.cpCommand(),
-		a.runsCommand(), a.logsCommand(), a.topCommand(),
+		a.runsCommand(), a.logsCommand(), a.topCommand(), a.eventsCommand(),
 		a.imageCommand(), a.tokenCommand(), a.sshKeyCommand(), a.ownerCommand(), a.nodeCommand(), a.auditCommand(), a.secretCommand(), a.mcpCommand(), a.adminCommand(), a.versionCommand(),
 	)
 	return root

@@ -232,6 +232,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
 		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(svc, off != nil), Warm: svc,
+		Events: svc, Stopping: ctx.Done(),
 		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log)})
 	self.Serve(httpapi.Local(handler), handler)
 	if err := startSSH(ctx, cfg, svc, tokens, st, log); err != nil {

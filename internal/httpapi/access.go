@@ -191,6 +191,8 @@ func areaOf(path string) area {
 		return areaSecrets // granting a secret hands out its value
 	case path == "/v1/sandboxes" || strings.HasPrefix(path, "/v1/sandboxes/"):
 		return areaSandboxes
+	case path == "/v1/events":
+		return areaSandboxes // each owner its own sandboxes' events
 	case path == "/v1/images" || strings.HasPrefix(path, "/v1/images/"):
 		return areaImages
 	case path == "/v1/tokens" || strings.HasPrefix(path, "/v1/tokens/"):
