@@ -33,6 +33,10 @@ type Config struct {
 	Socket       string        // unix socket for the local CLI (root only)
 	Listen       string        // optional TCP listener, e.g. 127.0.0.1:7070
 	SSHListen    string        // optional SSH gateway listener, e.g. 127.0.0.1:2222
+	// MetricsListen, when set, serves /metrics alone on this TCP address
+	// without a token (for a Prometheus on a private network); /metrics
+	// on Listen always needs an admin or admin:read token.
+	MetricsListen string
 	TokenFile    string        // admin bearer token for the TCP listener, from before API tokens; created if missing
 	SecretsKey   string        // the secrets' encryption key file; default DATA_DIR/secrets.key
 	Runsc        string        // pinned runsc binary
@@ -219,6 +223,11 @@ func (c *Config) Validate() error {
 	if c.Listen != "" {
 		if _, err := netip.ParseAddrPort(c.Listen); err != nil {
 			return bad("listen", "%q is not an address:port like 127.0.0.1:7070", c.Listen)
+		}
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			return bad("metrics-listen", "%q is not an address:port like 127.0.0.1:9464 or :9464", c.MetricsListen)
 		}
 	}
 	if c.SSHListen != "" {

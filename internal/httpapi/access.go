@@ -176,6 +176,7 @@ const (
 	areaSecrets
 	areaOwners // the list of owners and changes to them: admins only
 	areaOwner  // one owner: read by admins and by the owner itself
+	areaMetrics
 	areaOther  // a route nobody classified: admins only
 )
 
@@ -205,6 +206,8 @@ func areaOf(path string) area {
 		return areaOwners
 	case strings.HasPrefix(path, "/v1/owners/"):
 		return areaOwner
+	case path == "/metrics":
+		return areaMetrics
 	}
 	return areaOther
 }
@@ -260,6 +263,8 @@ func allow(p auth.Principal, a area, mutates bool) error {
 		return adminOnly("manage secrets")
 	case areaOwners:
 		return adminOnly("list owners' quotas")
+	case areaMetrics:
+		return adminOnly("read dend's metrics (every owner's sandboxes are in them)")
 	case areaOwner:
 		if mutates {
 			return adminOnly("set an owner's quota or grants")

@@ -135,3 +135,13 @@ func toStreamEvent(ev sandbox.StreamEvent) api.StreamEvent {
 		RunID: ev.RunID, RunStatus: string(ev.Status), ExitCode: ev.ExitCode, LimitHit: ev.LimitHit,
 	}
 }
+
+// getMetrics serves dend's Prometheus metrics; the scope rules let only
+// admin and admin:read tokens (and the socket) in.
+func (s *server) getMetrics(w http.ResponseWriter, r *http.Request) error {
+	if s.metrics == nil {
+		return errdefs.Unavailable("this dend serves no metrics")
+	}
+	s.metrics.ServeHTTP(w, r)
+	return nil
+}

@@ -187,6 +187,9 @@ type Config struct {
 	Warm WarmService
 	// Events serves GET /v1/events. nil: 503.
 	Events EventStream
+	// Metrics serves GET /metrics (Prometheus' format) to admin and
+	// admin:read tokens. nil: 503.
+	Metrics http.Handler
 	// Stopping is closed when dend shuts down: streams that would never
 	// end on their own (GET /v1/events) end then.
 	Stopping <-chan struct{}
@@ -231,6 +234,7 @@ type server struct {
 	warm     WarmService
 	events   EventStream
 	stopping <-chan struct{}
+	metrics  http.Handler
 }
 
 // New returns the handler of the whole API: every route of Routes, JSON
@@ -254,6 +258,7 @@ func New(cfg Config) http.Handler {
 		warm:         cfg.Warm,
 		events:       cfg.Events,
 		stopping:     cfg.Stopping,
+		metrics:      cfg.Metrics,
 		owners:       cfg.Owners,
 		requests:     cfg.Requests,
 		blobs:        cfg.Blobs,
