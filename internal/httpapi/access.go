@@ -177,7 +177,7 @@ const (
 	areaOwners // the list of owners and changes to them: admins only
 	areaOwner  // one owner: read by admins and by the owner itself
 	areaMetrics
-	areaOther  // a route nobody classified: admins only
+	areaOther // a route nobody classified: admins only
 )
 
 func areaOf(path string) area {
