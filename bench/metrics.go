@@ -20,7 +20,7 @@ import (
 const (
 	metricsSandboxes = 500
 	metricsRunning   = 20
-	metricsClients   = 2
+	metricsClients   = 1                // one at a time: parallel creates interrupt each other's netlink dumps here
 	metricsScrapes   = 40               // latency samples of each route
 	scrapeInterval   = 15 * time.Second // Prometheus' default
 	metricsCPUFor    = 60 * time.Second
@@ -31,7 +31,9 @@ const (
 // /v1/sandboxes on the same socket, and dend's CPU over a minute with a
 // scrape every 15 s against a minute without.
 func (b *bench) metricsScrape() error {
-	d, err := startDend(b.bin, filepath.Join(b.work, "metrics"), b.metricsSubnet)
+	// 500 disk caps of 64 MiB want a 32 GiB pool at twice overcommit;
+	// the loop file is sparse.
+	d, err := startDendWith(b.bin, filepath.Join(b.work, "metrics"), b.metricsSubnet, nil, "--pool-size", "40G")
 	if err != nil {
 		return fmt.Errorf("starting a dend on %s: %w", b.metricsSubnet, err)
 	}
@@ -46,17 +48,8 @@ func (b *bench) metricsScrape() error {
 		go func() {
 			for i := c; i < metricsSandboxes; i += metricsClients {
 				name := fmt.Sprintf("m%03d", i)
-				var err error
-				// A failed create leaves nothing: try again, as netlink
-				// dumps of the host's addresses can be interrupted by
-				// other tests changing them (seen here, see README).
-				for try := 0; try < 3; try++ {
-					_, err = d.c.CreateSandbox(b.ctx, api.CreateSandboxRequest{Name: name, Image: "busybox", Memory: "128M", Disk: "64M",
-						Policy: &api.Policy{PauseAfter: &off, HibernateAfter: &off, TTL: &off}})
-					if err == nil {
-						break
-					}
-				}
+				_, err := d.c.CreateSandbox(b.ctx, api.CreateSandboxRequest{Name: name, Image: "busybox", Memory: "128M", Disk: "64M",
+					Policy: &api.Policy{PauseAfter: &off, HibernateAfter: &off, TTL: &off}})
 				if err == nil && i >= metricsRunning {
 					_, err = d.c.StopSandbox(b.ctx, name)
 				}
