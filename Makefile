@@ -8,7 +8,16 @@ LDFLAGS := -s -w -X github.com/den-dev/den/internal/version.Version=$(VERSION)
 GO_TEST_FLAGS ?=
 DEND_FLAGS ?=
 
-.PHONY: all setup build run test unit integration bench fuzz vet clean
+.PHONY: all setup build run test unit integration bench fuzz vet clean install install-files
+
+# Where `make install` puts things; DESTDIR stages them elsewhere.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib/den
+SYSCONFDIR ?= /etc
+UNITDIR ?= $(SYSCONFDIR)/systemd/system
+COMPLETIONDIR ?= $(PREFIX)/share
+BIN ?= bin
 
 all: build
 
@@ -54,6 +63,39 @@ fuzz:
 	go test -run=NONE -fuzz='^FuzzDecodeSecrets$$' -fuzztime=$(FUZZTIME) ./internal/guest/
 	go test -run=NONE -fuzz='^FuzzMasker$$' -fuzztime=$(FUZZTIME) ./internal/sandbox/
 	go test -run=NONE -fuzz='^FuzzOpen$$' -fuzztime=$(FUZZTIME) ./internal/imagecrypt/
+
+# dend and den in BINDIR, den-init and the pinned runsc in LIBDIR, a
+# systemd unit for dend with its settings in SYSCONFDIR/den/dend.env (kept
+# if it exists), and den's completions for bash, zsh and fish. Without
+# DESTDIR, on a host run by systemd, the unit is enabled so dend starts at
+# boot; nothing is started.
+install: build install-files
+
+install-files:
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/den \
+		$(DESTDIR)$(COMPLETIONDIR)/bash-completion/completions $(DESTDIR)$(COMPLETIONDIR)/zsh/site-functions \
+		$(DESTDIR)$(COMPLETIONDIR)/fish/vendor_completions.d
+	install -m 755 $(BIN)/dend $(BIN)/den $(DESTDIR)$(BINDIR)/
+	install -m 755 $(BIN)/den-init $(DESTDIR)$(LIBDIR)/
+	install -m 755 "$$(readlink -f $(BIN)/runsc)" $(DESTDIR)$(LIBDIR)/runsc
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' deploy/dend.service.in \
+		> $(DESTDIR)$(UNITDIR)/dend.service
+	chmod 644 $(DESTDIR)$(UNITDIR)/dend.service
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/den/dend.env ]; then \
+		echo "keeping $(DESTDIR)$(SYSCONFDIR)/den/dend.env"; \
+	else \
+		sed -e 's|@LIBDIR@|$(LIBDIR)|g' deploy/dend.env.in > $(DESTDIR)$(SYSCONFDIR)/den/dend.env; \
+		chmod 600 $(DESTDIR)$(SYSCONFDIR)/den/dend.env; \
+	fi
+	$(BIN)/den completion bash > $(DESTDIR)$(COMPLETIONDIR)/bash-completion/completions/den
+	$(BIN)/den completion zsh > $(DESTDIR)$(COMPLETIONDIR)/zsh/site-functions/_den
+	$(BIN)/den completion fish > $(DESTDIR)$(COMPLETIONDIR)/fish/vendor_completions.d/den.fish
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
+		systemctl daemon-reload && systemctl enable dend.service && \
+		echo "dend is enabled at boot: \`systemctl start dend\` starts it now"; \
+	else \
+		echo "then: systemctl daemon-reload && systemctl enable --now dend"; \
+	fi
 
 vet:
 	go vet ./...

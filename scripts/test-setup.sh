@@ -52,6 +52,30 @@ if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
 	[ -z "$norc" ] || rm -f /usr/sbin/policy-rc.d
 fi
 
+# promtool (Debian's prometheus package) checks dend's /metrics output;
+# systemd-analyze (Debian's systemd package) checks dend's unit file. As
+# for PostgreSQL, the package's own service is neither started nor enabled.
+if ! command -v promtool >/dev/null 2>&1; then
+	say "installing prometheus (for promtool; its service is not started)"
+	apt-get update -qq
+	norc=""
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+		chmod 755 /usr/sbin/policy-rc.d
+		norc=1
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+	if command -v systemctl >/dev/null 2>&1; then
+		systemctl disable prometheus >/dev/null 2>&1 || true
+	fi
+	[ -z "$norc" ] || rm -f /usr/sbin/policy-rc.d
+fi
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+	say "installing systemd (for systemd-analyze)"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd >/dev/null
+fi
+
 # npm ci again only when a lockfile changed since the last install: the
 # third-party clients the tests drive, and the TypeScript SDK's packages.
 for js in integration/js sdk/ts; do

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/den-dev/den/client"
+	denversion "github.com/den-dev/den/internal/version"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...";
@@ -179,8 +180,8 @@ TCP with --host and a token from DEN_TOKEN.`,
 		a.checkpointCommand(), a.checkpointsCommand(), a.restoreCommand(), a.forkCommand(),
 		a.setupCommand(), a.rebaseCommand(),
 		a.execCommand(), a.shellCommand(), a.cpCommand(),
-		a.runsCommand(), a.logsCommand(), a.topCommand(),
-		a.imageCommand(), a.tokenCommand(), a.sshKeyCommand(), a.ownerCommand(), a.nodeCommand(), a.auditCommand(), a.secretCommand(), a.mcpCommand(), a.adminCommand(), a.versionCommand(),
+		a.runsCommand(), a.logsCommand(), a.topCommand(), a.eventsCommand(),
+		a.imageCommand(), a.tokenCommand(), a.sshKeyCommand(), a.ownerCommand(), a.nodeCommand(), a.auditCommand(), a.secretCommand(), a.mcpCommand(), a.adminCommand(), a.versionCommand(), a.completionCommand(root),
 	)
 	return root
 }
@@ -248,6 +249,10 @@ func clientVersion() string {
 	if version != "" {
 		return version
 	}
+	// What `make build` stamps on both den and dend.
+	if denversion.Version != "dev" {
+		return denversion.Version
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
@@ -257,7 +262,7 @@ func clientVersion() string {
 func (a *app) versionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print den's version and dend's",
+		Short: "Print den's version and dend's, warning when they differ",
 		Example: `  den version
   den version --json`,
 		Args: args(),
@@ -268,11 +273,15 @@ func (a *app) versionCommand() *cobra.Command {
 			}
 			cv := map[string]string{"version": clientVersion(), "go": runtime.Version()}
 			h, err := c.Health(cmd.Context())
+			mismatch := err == nil && h.Version != cv["version"]
+			if mismatch {
+				fmt.Fprintf(a.stderr, "den: warning: den is %s but dend is %s; install both from one build (`make install`) and restart dend\n", cv["version"], h.Version)
+			}
 			if a.jsonOut {
 				if err != nil {
 					return err
 				}
-				return printJSON(a.stdout, map[string]any{"client": cv, "server": h})
+				return printJSON(a.stdout, map[string]any{"client": cv, "server": h, "mismatch": mismatch})
 			}
 			fmt.Fprintf(a.stdout, "den:   %s (%s)\n", cv["version"], cv["go"])
 			if err != nil {

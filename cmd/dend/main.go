@@ -33,6 +33,7 @@ func main() {
 	fs.StringVar(&cfg.RunDir, "run-dir", env("DEN_RUN_DIR", cfg.RunDir), "engine state that must not survive a reboot")
 	fs.StringVar(&cfg.Socket, "socket", env("DEN_SOCKET", cfg.Socket), "unix socket for the local CLI (root only)")
 	fs.StringVar(&cfg.Listen, "listen", env("DEN_LISTEN", ""), "also serve on this TCP address (bearer token required), e.g. 127.0.0.1:7070")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", env("DEN_METRICS_LISTEN", ""), "also serve /metrics, without a token, on this TCP address, e.g. 127.0.0.1:9464 (on --listen /metrics needs an admin or admin:read token)")
 	fs.StringVar(&cfg.SSHListen, "ssh-listen", env("DEN_SSH_LISTEN", ""), "serve the SSH gateway on this address, e.g. :2222: `ssh SANDBOX@HOST -p 2222` with a key from `den ssh-key add` (off by default)")
 	fs.StringVar(&cfg.TokenFile, "token-file", env("DEN_TOKEN_FILE", ""), "an admin token for --listen, created if missing (default DATA_DIR/token); `den token create` makes scoped ones")
 	fs.StringVar(&cfg.SecretsKey, "secrets-key", env("DEN_SECRETS_KEY", ""), "absolute path of the key that encrypts secrets, kept outside the database; created if missing (default DATA_DIR/secrets.key)")

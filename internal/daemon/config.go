@@ -28,26 +28,30 @@ const (
 // Config is everything dend can be told. Defaults come from Default; flags
 // and environment are merged into it in cmd/dend only.
 type Config struct {
-	DataDir      string        // records, pool, run output, logs
-	RunDir       string        // engine state that must not survive a reboot
-	Socket       string        // unix socket for the local CLI (root only)
-	Listen       string        // optional TCP listener, e.g. 127.0.0.1:7070
-	SSHListen    string        // optional SSH gateway listener, e.g. 127.0.0.1:2222
-	TokenFile    string        // admin bearer token for the TCP listener, from before API tokens; created if missing
-	SecretsKey   string        // the secrets' encryption key file; default DATA_DIR/secrets.key
-	Runsc        string        // pinned runsc binary
-	Init         string        // den-init binary
-	Storage      string        // auto, btrfs or copy
-	Store        string        // PostgreSQL DSN (postgres://...) of the records; "" for SQLite in DataDir
-	ImportSQLite string        // with Store: a SQLite store to copy into it once, instead of serving
-	PoolSize     int64         // size of the loop file made when the data dir is not on btrfs
-	Subnet       string        // private range for sandbox links
-	DNSUpstreams string        // name servers den's resolver asks for allowed names, "ADDR[:PORT],..."; default: the host's
-	AllowPrivate string        // private ranges every owner's rules may name, "CIDR,..."; default: none
-	StopGrace    time.Duration // SIGTERM→SIGKILL on stop
-	Node         string        // this host's name, and its node's in a fleet
-	PeerURL      string        // in a fleet: where other nodes reach this one; default from Listen
-	NodeLease    time.Duration // in a fleet: how long a heartbeat keeps this node's lease; 0: cluster.DefaultLease
+	DataDir   string // records, pool, run output, logs
+	RunDir    string // engine state that must not survive a reboot
+	Socket    string // unix socket for the local CLI (root only)
+	Listen    string // optional TCP listener, e.g. 127.0.0.1:7070
+	SSHListen string // optional SSH gateway listener, e.g. 127.0.0.1:2222
+	// MetricsListen, when set, serves /metrics alone on this TCP address
+	// without a token (for a Prometheus on a private network); /metrics
+	// on Listen always needs an admin or admin:read token.
+	MetricsListen string
+	TokenFile     string        // admin bearer token for the TCP listener, from before API tokens; created if missing
+	SecretsKey    string        // the secrets' encryption key file; default DATA_DIR/secrets.key
+	Runsc         string        // pinned runsc binary
+	Init          string        // den-init binary
+	Storage       string        // auto, btrfs or copy
+	Store         string        // PostgreSQL DSN (postgres://...) of the records; "" for SQLite in DataDir
+	ImportSQLite  string        // with Store: a SQLite store to copy into it once, instead of serving
+	PoolSize      int64         // size of the loop file made when the data dir is not on btrfs
+	Subnet        string        // private range for sandbox links
+	DNSUpstreams  string        // name servers den's resolver asks for allowed names, "ADDR[:PORT],..."; default: the host's
+	AllowPrivate  string        // private ranges every owner's rules may name, "CIDR,..."; default: none
+	StopGrace     time.Duration // SIGTERM→SIGKILL on stop
+	Node          string        // this host's name, and its node's in a fleet
+	PeerURL       string        // in a fleet: where other nodes reach this one; default from Listen
+	NodeLease     time.Duration // in a fleet: how long a heartbeat keeps this node's lease; 0: cluster.DefaultLease
 	// RecoverLost is, in a fleet, how the node that declares another lost
 	// brings that node's sandboxes back on the fleet's nodes: "rollback"
 	// (their last uploaded checkpoint, processes and all), "cold" (its
@@ -219,6 +223,11 @@ func (c *Config) Validate() error {
 	if c.Listen != "" {
 		if _, err := netip.ParseAddrPort(c.Listen); err != nil {
 			return bad("listen", "%q is not an address:port like 127.0.0.1:7070", c.Listen)
+		}
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			return bad("metrics-listen", "%q is not an address:port like 127.0.0.1:9464 or :9464", c.MetricsListen)
 		}
 	}
 	if c.SSHListen != "" {

@@ -27,6 +27,7 @@ import (
 	"github.com/den-dev/den/internal/imagecrypt"
 	"github.com/den-dev/den/internal/inproc"
 	"github.com/den-dev/den/internal/mcpserver"
+	"github.com/den-dev/den/internal/metrics"
 	"github.com/den-dev/den/internal/netns"
 	"github.com/den-dev/den/internal/runsc"
 	"github.com/den-dev/den/internal/sandbox"
@@ -174,8 +175,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if scfg.Warm, err = cfg.warmConfig(); err != nil {
 		return err
 	}
+	// Lifecycle verbs report their latency to the metrics from the
+	// start; the figures read at each scrape come from the service.
+	prom := metrics.New(version.Version, rt.Version(), log.With("component", "metrics"))
+	scfg.Observer = prom
 	svc, err := sandbox.NewService(scfg)
 	if err != nil {
+		return err
+	}
+	if err := prom.Watch(svc); err != nil {
 		return err
 	}
 	defer svc.Close()
@@ -232,12 +240,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
 		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(svc, off != nil), Warm: svc,
+		Events: svc, Stopping: ctx.Done(), Metrics: prom.Handler(),
 		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log)})
 	self.Serve(httpapi.Local(handler), handler)
 	if err := startSSH(ctx, cfg, svc, tokens, st, log); err != nil {
 		return err
 	}
-	if err := serve(ctx, cfg, handler, log); err != nil {
+	if err := serve(ctx, cfg, handler, prom.Handler(), log); err != nil {
 		return err
 	}
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -310,7 +319,7 @@ func pruneInits(ctx context.Context, svc *sandbox.Service, dir string, log *slog
 	return err
 }
 
-func serve(ctx context.Context, cfg Config, handler http.Handler, log *slog.Logger) error {
+func serve(ctx context.Context, cfg Config, handler, metricsHandler http.Handler, log *slog.Logger) error {
 	if err := removeStaleSocket(cfg.Socket); err != nil {
 		return err
 	}
@@ -334,6 +343,19 @@ func serve(ctx context.Context, cfg Config, handler http.Handler, log *slog.Logg
 		}
 		servers = append(servers, &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second})
 		listeners = append(listeners, tl)
+	}
+	if cfg.MetricsListen != "" {
+		ml, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return fmt.Errorf("listening on %s: %w", cfg.MetricsListen, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metricsHandler)
+		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second})
+		listeners = append(listeners, ml)
 	}
 	errc := make(chan error, len(servers))
 	for i, srv := range servers {

@@ -176,7 +176,8 @@ const (
 	areaSecrets
 	areaOwners // the list of owners and changes to them: admins only
 	areaOwner  // one owner: read by admins and by the owner itself
-	areaOther  // a route nobody classified: admins only
+	areaMetrics
+	areaOther // a route nobody classified: admins only
 )
 
 func areaOf(path string) area {
@@ -191,6 +192,8 @@ func areaOf(path string) area {
 		return areaSecrets // granting a secret hands out its value
 	case path == "/v1/sandboxes" || strings.HasPrefix(path, "/v1/sandboxes/"):
 		return areaSandboxes
+	case path == "/v1/events":
+		return areaSandboxes // each owner its own sandboxes' events
 	case path == "/v1/images" || strings.HasPrefix(path, "/v1/images/"):
 		return areaImages
 	case path == "/v1/tokens" || strings.HasPrefix(path, "/v1/tokens/"):
@@ -203,6 +206,8 @@ func areaOf(path string) area {
 		return areaOwners
 	case strings.HasPrefix(path, "/v1/owners/"):
 		return areaOwner
+	case path == "/metrics":
+		return areaMetrics
 	}
 	return areaOther
 }
@@ -258,6 +263,8 @@ func allow(p auth.Principal, a area, mutates bool) error {
 		return adminOnly("manage secrets")
 	case areaOwners:
 		return adminOnly("list owners' quotas")
+	case areaMetrics:
+		return adminOnly("read dend's metrics (every owner's sandboxes are in them)")
 	case areaOwner:
 		if mutates {
 			return adminOnly("set an owner's quota or grants")

@@ -117,7 +117,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	types := map[string]any{
 		"Error": api.Error{}, "ErrorBody": api.ErrorBody{}, "Health": api.Health{}, "PoolHealth": api.PoolHealth{},
 		"CreateSandboxRequest": api.CreateSandboxRequest{}, "Sandbox": api.Sandbox{}, "SandboxList": api.SandboxList{},
-		"Event": api.Event{}, "EventList": api.EventList{},
+		"Event": api.Event{}, "EventList": api.EventList{}, "StreamEvent": api.StreamEvent{},
 		"ExecRequest": api.ExecRequest{}, "Run": api.Run{}, "RunList": api.RunList{},
 		"SignalRequest": api.SignalRequest{}, "Resize": api.Resize{},
 		"FileInfo": api.FileInfo{}, "FileList": api.FileList{},

@@ -20,6 +20,8 @@ func (s *server) routes() []route {
 		{"GET", "/v1/health", s.getHealth},
 		{"GET", "/v1/openapi.yaml", s.getOpenAPI},
 		{"GET", "/v1/requests/{key}", s.getRequest},
+		{"GET", "/v1/events", s.streamEvents},
+		{"GET", "/metrics", s.getMetrics},
 
 		{"POST", "/v1/sandboxes", s.createSandbox},
 		{"GET", "/v1/sandboxes", s.listSandboxes},

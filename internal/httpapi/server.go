@@ -188,6 +188,14 @@ type Config struct {
 	// Warm keeps this node's warm pools: PUT /v1/images/{image}/warm,
 	// and each image's pool in GET /v1/images. nil: 503, and none shown.
 	Warm WarmService
+	// Events serves GET /v1/events. nil: 503.
+	Events EventStream
+	// Metrics serves GET /metrics (Prometheus' format) to admin and
+	// admin:read tokens. nil: 503.
+	Metrics http.Handler
+	// Stopping is closed when dend shuts down: streams that would never
+	// end on their own (GET /v1/events) end then.
+	Stopping <-chan struct{}
 	// Cluster, when set, is the fleet this dend is a node of: a request
 	// for a sandbox another node runs is forwarded to it (cluster.go).
 	Cluster Cluster
@@ -227,6 +235,9 @@ type server struct {
 	cluster  Cluster
 	nodes    NodeService
 	warm     WarmService
+	events   EventStream
+	stopping <-chan struct{}
+	metrics  http.Handler
 }
 
 // New returns the handler of the whole API: every route of Routes, JSON
@@ -248,6 +259,9 @@ func New(cfg Config) http.Handler {
 		cluster:      cfg.Cluster,
 		nodes:        cfg.Nodes,
 		warm:         cfg.Warm,
+		events:       cfg.Events,
+		stopping:     cfg.Stopping,
+		metrics:      cfg.Metrics,
 		owners:       cfg.Owners,
 		requests:     cfg.Requests,
 		blobs:        cfg.Blobs,

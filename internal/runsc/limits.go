@@ -278,7 +278,26 @@ func (r *Runtime) HostStats(id string) (sandbox.ResourceUsage, error) {
 	if err != nil {
 		return sandbox.ResourceUsage{}, fmt.Errorf("reading the memory of %s: %w", id, err)
 	}
-	return sandbox.ResourceUsage{CPUTime: cpu, MemoryBytes: int64(mem)}, nil
+	use := sandbox.ResourceUsage{CPUTime: cpu, MemoryBytes: int64(mem), WorkingSetBytes: int64(mem)}
+	// As cAdvisor counts it: what the kernel could not reclaim at once.
+	inactive := "total_inactive_file "
+	if cg.v2 {
+		inactive = "inactive_file "
+	}
+	if b, err := os.ReadFile(cg.file("memory", "memory.stat")); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, inactive); ok {
+				if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n < use.WorkingSetBytes {
+					use.WorkingSetBytes -= n
+				}
+				break
+			}
+		}
+	}
+	if n, err := readUint(cg.file("pids", "pids.current")); err == nil {
+		use.HostTasks = int(n)
+	}
+	return use, nil
 }
 
 // cpuTime is the CPU time charged to the cgroup: cpuacct.usage (ns) on

@@ -78,15 +78,22 @@ type QuotaStore interface {
 // recordNew writes a new sandbox's record, within its owner's quota
 // again when the store is shared (QuotaStore).
 func (s *Service) recordNew(ctx context.Context, sb *Sandbox, ev Event) error {
+	var err error
 	qs, ok := s.cfg.Store.(QuotaStore)
 	if !ok || sb.Owner == "" {
-		return s.cfg.Store.CreateSandbox(ctx, sb, ev)
+		err = s.cfg.Store.CreateSandbox(ctx, sb, ev)
+	} else {
+		var rec *Owner
+		rec, _, err = s.QuotaOf(ctx, sb.Owner)
+		if err == nil {
+			err = qs.CreateSandboxWithin(ctx, sb, ev, rec.Quota)
+		}
 	}
-	rec, _, err := s.QuotaOf(ctx, sb.Owner)
 	if err != nil {
 		return err
 	}
-	return qs.CreateSandboxWithin(ctx, sb, ev, rec.Quota)
+	s.publishEvent(sb, ev)
+	return nil
 }
 
 // QuotaOf returns an owner's quota and whether it is the dend-wide

@@ -13,7 +13,8 @@ import (
 // Checkpoint takes an immutable checkpoint of a running or paused sandbox:
 // its files, and its processes and memory unless p.FSOnly. A running
 // sandbox is frozen only while its memory is written and keeps running.
-func (s *Service) Checkpoint(ctx context.Context, ref string, p CheckpointParams) (*Checkpoint, error) {
+func (s *Service) Checkpoint(ctx context.Context, ref string, p CheckpointParams) (_ *Checkpoint, err error) {
+	defer s.observe(VerbCheckpoint, time.Now(), &err)
 	if err := ValidateLabel(p.Name); err != nil {
 		return nil, err
 	}
@@ -195,7 +196,8 @@ func (s *Service) deleteCheckpoint(ctx context.Context, owner *Sandbox, ck *Chec
 // Restore rewinds a sandbox in place to one of its checkpoints, as a new
 // generation: processes and memory too when the checkpoint has them.
 // Whatever ran in the sandbox before is ended.
-func (s *Service) Restore(ctx context.Context, ref, ckpt string) (*Sandbox, error) {
+func (s *Service) Restore(ctx context.Context, ref, ckpt string) (_ *Sandbox, err error) {
+	defer s.observe(VerbRestore, time.Now(), &err)
 	sb, unlock, err := s.lockSandbox(ctx, ref)
 	if err != nil {
 		return nil, err

@@ -387,6 +387,11 @@ func (s *Service) finishRun(o *output, g Guest, st *guest.ProcStatus, lostWhy st
 	if err := s.cfg.Store.UpdateRun(ctx, final); err != nil {
 		s.log.Error("recording end of run", "run", final.ID, "err", err)
 	}
+	sb, err := s.cfg.Store.GetSandbox(ctx, final.SandboxID)
+	if err != nil {
+		sb = nil // the event names it by id
+	}
+	s.publishRun(sb, final, StreamRunEnded)
 	s.mu.Lock()
 	delete(s.outputs, final.ID)
 	s.mu.Unlock()

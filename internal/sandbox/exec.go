@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -21,7 +22,8 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // Exec starts a command in a running sandbox and returns its run at once.
 // den collects its output to the host until it ends, whether or not anyone
 // is attached; Logs reads it from any offset.
-func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (*Run, error) {
+func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (_ *Run, err error) {
+	defer s.observe(VerbExec, time.Now(), &err)
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -85,6 +87,7 @@ func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (*Run, err
 	if err != nil {
 		return nil, fmt.Errorf("starting %q in sandbox %q: %w", p.Argv[0], sb.Name, err)
 	}
+	s.publishRun(sb, run, StreamRunStarted)
 	return run.clone(), nil
 }
 

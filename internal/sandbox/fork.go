@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
 )
@@ -13,7 +14,8 @@ import (
 // a checkpoint of the parent. Each child is a sandbox of its own: new id,
 // hostname, den-init token, network address and entropy; they diverge
 // independently. Either every child is made or none is.
-func (s *Service) Fork(ctx context.Context, ref string, p ForkParams) ([]*Sandbox, error) {
+func (s *Service) Fork(ctx context.Context, ref string, p ForkParams) (_ []*Sandbox, err error) {
+	defer s.observe(VerbFork, time.Now(), &err)
 	names, err := p.childNames()
 	if err != nil {
 		return nil, err

@@ -188,7 +188,12 @@ func (s *Service) applyDue(ctx context.Context, id string) error {
 	switch due.Action {
 	case ActionPause:
 		defer unlock()
-		return s.pause(ctx, sb, fmt.Sprintf("idle for %s", idle))
+		why := fmt.Sprintf("idle for %s", idle)
+		if err := s.pause(ctx, sb, why); err != nil {
+			return err
+		}
+		s.publishAbout(sb, StreamPolicyAction, "paused by the idle policy: "+why)
+		return nil
 	case ActionHibernate:
 		defer unlock()
 		holders, err := s.readyToSave(ctx, sb)
@@ -200,10 +205,19 @@ func (s *Service) applyDue(ctx context.Context, id string) error {
 			s.touch(sb.ID)
 			return s.record(ctx, sb, EventDeferred, fmt.Sprintf("idle for %s, not hibernated: saving its memory would save secrets to disk; %s", idle, describeHolders(holders)))
 		}
-		return s.hibernate(ctx, sb, fmt.Sprintf("idle for %s", idle))
+		why := fmt.Sprintf("idle for %s", idle)
+		if err := s.hibernate(ctx, sb, why); err != nil {
+			return err
+		}
+		s.publishAbout(sb, StreamPolicyAction, "hibernated by the idle policy: "+why)
+		return nil
 	case ActionDestroy:
 		unlock()
-		return s.expire(ctx, sb)
+		if err := s.expire(ctx, sb); err != nil {
+			return err
+		}
+		s.publishAbout(sb, StreamPolicyAction, "destroyed by the idle policy: its TTL is used up")
+		return nil
 	}
 	unlock()
 	return nil

@@ -19,7 +19,8 @@ const cleanupTimeout = 30 * time.Second
 // Create makes a sandbox from an image and boots it. On any failure it
 // undoes everything it did: no volume, namespace, instance or record is
 // left behind.
-func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) {
+func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err error) {
+	defer s.observe(VerbCreate, time.Now(), &err)
 	if err := ValidateName("sandbox", p.Name); err != nil {
 		return nil, err
 	}
@@ -59,7 +60,6 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*Sandbox, error) 
 	if spec.Image == "" {
 		spec.Image = DefaultImage
 	}
-	var err error
 	if spec.Image, spec.ImageVersion, err = ParseImageRef(spec.Image); err != nil {
 		return nil, err
 	}

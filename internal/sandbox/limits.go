@@ -58,7 +58,13 @@ type ResourceUsage struct {
 	CPUTime     time.Duration // CPU time its instance has used since it booted
 	MemoryBytes int64         // memory its processes use, as gVisor counts it
 	PIDs        int           // processes and threads alive
-	DiskBytes   int64         // bytes its files hold
+	// WorkingSetBytes is MemoryBytes less what the host could reclaim at
+	// once (inactive page cache), as cAdvisor counts a working set;
+	// HostTasks the host threads gVisor runs the sandbox with. Only
+	// HostStats fills them.
+	WorkingSetBytes int64
+	HostTasks       int
+	DiskBytes       int64 // bytes its files hold
 	// RunOutput is the output of its runs kept on dend's disk, against
 	// RunOutputLimit, its allowance.
 	RunOutput      int64

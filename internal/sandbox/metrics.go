@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -68,6 +69,30 @@ type series struct {
 	disk     int64
 	diskRead bool // disk holds a figure the pool gave
 	samples  []Sample
+	// last is the newest reading of the instance, for /metrics.
+	last Latest
+}
+
+// Latest is the newest reading of a sandbox's instance: cumulative
+// counters since it booted, and gauges.
+type Latest struct {
+	Instance        string
+	At              time.Time
+	CPUTime         time.Duration
+	MemoryBytes     int64
+	WorkingSetBytes int64
+	HostTasks       int
+	DiskBytes       int64
+	// Network is what its link carried; NetworkRead is false when the
+	// engine's network cannot count it.
+	NetworkRead              bool
+	ReceivedBytes, SentBytes uint64
+}
+
+// LinkCounter is a Network that can tell what a sandbox's link carried
+// without waking it.
+type LinkCounter interface {
+	LinkBytes(sandboxID string) (received, sent uint64, err error)
 }
 
 // RunMetrics samples every running sandbox each interval, keeping window
@@ -117,7 +142,13 @@ func (s *Service) sampleAll(ctx context.Context) {
 				s.log.Debug("reading disk use to sample", "sandbox", sb.ID, "err", err)
 			}
 		}
-		s.metrics.add(sb, use, s.cfg.Now(), disk)
+		net := netFigure{}
+		if lc, ok := s.cfg.Network.(LinkCounter); ok {
+			if rx, tx, err := lc.LinkBytes(sb.ID); err == nil {
+				net = netFigure{received: rx, sent: tx, read: true}
+			}
+		}
+		s.metrics.add(sb, use, s.cfg.Now(), disk, net)
 	}
 	s.metrics.mu.Lock()
 	for id := range s.metrics.series {
@@ -126,6 +157,12 @@ func (s *Service) sampleAll(ctx context.Context) {
 		}
 	}
 	s.metrics.mu.Unlock()
+}
+
+// netFigure is what a sandbox's link carried, if it could be read.
+type netFigure struct {
+	received, sent uint64
+	read           bool
 }
 
 // diskFigure is a sandbox's disk use, if it was read this round.
@@ -153,7 +190,7 @@ func (m *metricsLog) diskDue(id string, round int) bool {
 
 // add records a sample of sb, with its disk use when it was read, else
 // the last read.
-func (m *metricsLog) add(sb *Sandbox, use ResourceUsage, now time.Time, disk diskFigure) {
+func (m *metricsLog) add(sb *Sandbox, use ResourceUsage, now time.Time, disk diskFigure, net netFigure) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.series == nil {
@@ -175,6 +212,10 @@ func (m *metricsLog) add(sb *Sandbox, use ResourceUsage, now time.Time, disk dis
 		smp.CPUPercent = 100 * float64(use.CPUTime-sr.cpu) / float64(now.Sub(sr.at)) / sb.Spec.CPUs
 	}
 	sr.instance, sr.cpu, sr.at = inst, use.CPUTime, now
+	sr.last = Latest{
+		Instance: inst, At: now, CPUTime: use.CPUTime, MemoryBytes: use.MemoryBytes, WorkingSetBytes: use.WorkingSetBytes,
+		HostTasks: use.HostTasks, DiskBytes: sr.disk, NetworkRead: net.read, ReceivedBytes: net.received, SentBytes: net.sent,
+	}
 	if fresh {
 		// The first sample of an incarnation has nothing to measure
 		// CPU from: it only sets the baseline.
@@ -216,4 +257,37 @@ func (s *Service) Metrics(ctx context.Context, ref string, from, to time.Time) (
 		return nil, err
 	}
 	return s.metrics.between(sb.ID, from, to), nil
+}
+
+// SandboxUsage is a sandbox of this node with the newest reading of its
+// current instance, if it has one (Latest is nil for a sandbox that is
+// not running or paused, or not yet sampled).
+type SandboxUsage struct {
+	Sandbox *Sandbox
+	Latest  *Latest
+}
+
+// Usage returns this node's sandboxes with what the sampler last read of
+// each: it reads no counters itself, so it costs one listing of the
+// store however many sandboxes run. Readings are at most one sampling
+// interval old (RunMetrics).
+func (s *Service) Usage(ctx context.Context) ([]SandboxUsage, error) {
+	sbs, err := s.localSandboxes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing this node's sandboxes: %w", err)
+	}
+	out := make([]SandboxUsage, len(sbs))
+	s.metrics.mu.Lock()
+	defer s.metrics.mu.Unlock()
+	for i, sb := range sbs {
+		out[i].Sandbox = sb
+		if sb.State != StateRunning && sb.State != StatePaused {
+			continue
+		}
+		if sr := s.metrics.series[sb.ID]; sr != nil && sr.last.Instance == sb.InstanceID() {
+			l := sr.last
+			out[i].Latest = &l
+		}
+	}
+	return out, nil
 }

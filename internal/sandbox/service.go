@@ -71,6 +71,9 @@ type Config struct {
 	Offsite Offsite
 	// Warm configures the warm pools (warm.go); a zero value keeps none.
 	Warm WarmConfig
+	// Observer hears how long lifecycle verbs take (observe.go); nil:
+	// nobody.
+	Observer VerbObserver
 }
 
 // Service carries out every verb on sandboxes. It serializes lifecycle
@@ -136,6 +139,9 @@ type Service struct {
 	// downloads serializes downloads from the blob store: one chain at a
 	// time, so two restores never receive the same volume.
 	downloads sync.Mutex
+	// events is the event stream of this node's sandboxes (stream.go);
+	// it has its own lock.
+	events *eventHub
 	// warm are this node's warm pools (warm.go); nil without any. They
 	// are per node by design: no other node sees their instances.
 	warm *warmPools
@@ -187,6 +193,7 @@ func NewService(cfg Config) (*Service, error) {
 		secretStates: map[string]secretState{},
 		dataReserve:  &diskReserve{dir: cfg.RunsDir, reserve: cfg.Output.Reserve, now: cfg.Now},
 		admission:    newAdmission(cfg.Quotas),
+		events:       newEventHub(),
 	}
 	if cfg.Offsite != nil {
 		s.uploads = newUploadQueue()
@@ -343,6 +350,7 @@ func (s *Service) transition(ctx context.Context, sb *Sandbox, to State, evType,
 		sb.State, sb.Reason, sb.Usage = from, prevReason, prevUsage
 		return fmt.Errorf("recording sandbox %q as %s: %w", sb.Name, to, err)
 	}
+	s.publishEvent(sb, ev)
 	s.log.Info("sandbox transition", "sandbox", sb.Name, "id", sb.ID, "from", from, "to", to, "generation", sb.Generation, "event", evType)
 	return nil
 }
@@ -353,6 +361,7 @@ func (s *Service) record(ctx context.Context, sb *Sandbox, evType, msg string) e
 	if err := s.cfg.Store.UpdateSandbox(ctx, sb, ev); err != nil {
 		return fmt.Errorf("recording sandbox %q: %w", sb.Name, err)
 	}
+	s.publishEvent(sb, ev)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/docker/go-units"
 
@@ -20,7 +21,8 @@ func (s *Service) Pause(ctx context.Context, ref string) (*Sandbox, error) {
 	return sb, s.pause(ctx, sb, "paused on request")
 }
 
-func (s *Service) pause(ctx context.Context, sb *Sandbox, why string) error {
+func (s *Service) pause(ctx context.Context, sb *Sandbox, why string) (err error) {
+	defer s.observe(VerbPause, time.Now(), &err)
 	if sb.State == StatePaused {
 		return nil
 	}
@@ -41,7 +43,8 @@ func (s *Service) pause(ctx context.Context, sb *Sandbox, why string) error {
 
 // Resume brings a paused or hibernated sandbox back to running. Its
 // processes carry on where they were.
-func (s *Service) Resume(ctx context.Context, ref string) (*Sandbox, error) {
+func (s *Service) Resume(ctx context.Context, ref string) (_ *Sandbox, err error) {
+	defer s.observe(VerbResume, time.Now(), &err)
 	sb, unlock, err := s.lockSandbox(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -137,7 +140,8 @@ func (s *Service) Hibernate(ctx context.Context, ref string) (*Sandbox, error) {
 	return sb, s.hibernate(ctx, sb, "hibernated on request")
 }
 
-func (s *Service) hibernate(ctx context.Context, sb *Sandbox, why string) error {
+func (s *Service) hibernate(ctx context.Context, sb *Sandbox, why string) (err error) {
+	defer s.observe(VerbHibernate, time.Now(), &err)
 	if sb.State == StateHibernated {
 		return nil
 	}
@@ -202,7 +206,8 @@ func (s *Service) undoHibernate(ctx context.Context, sb *Sandbox, cause error) e
 // wake brings a paused or hibernated sandbox back because something uses
 // it. Callers waking the same sandbox at once wake it once: the second
 // finds it running.
-func (s *Service) wake(ctx context.Context, id string) error {
+func (s *Service) wake(ctx context.Context, id string) (err error) {
+	defer s.observe(VerbWake, time.Now(), &err)
 	sb, unlock, err := s.lockSandbox(ctx, id)
 	if err != nil {
 		return err

@@ -165,6 +165,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * dend's metrics in Prometheus' text format (admin and admin:read tokens)
+         * @description Per sandbox of this node, labelled id, name, owner and image and named after cAdvisor's series with a den_sandbox_ prefix (den_sandbox_cpu_usage_seconds_total, den_sandbox_memory_working_set_bytes, den_sandbox_network_receive_bytes_total, den_sandbox_state, ...); per node (den_sandboxes by state, den_pool_*, den_warm_*); and den_lifecycle_duration_seconds, a histogram per verb and result. Usage figures are what dend last sampled (every 5 seconds, running and paused sandboxes only): a scrape reads no cgroup. dend's --metrics-listen serves the same without a token on an address of its own.
+         */
+        get: operations["getMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Follow what happens to sandboxes, as it happens (Server-Sent Events)
+         * @description A text/event-stream of this node's events: every line written to a sandbox's history (state changes and the changes that keep the state), runs started and ended (run.started, run.ended), limits a run ran into (limit.hit) and steps the idle policy took (policy.action). Each event is one `data:` line of a StreamEvent in JSON, with its id in the `id:` line (BOOT.SEQ). To resume, send the last id received back in the Last-Event-ID header (or `after`): the events since are sent first. dend keeps its newest 4096 events in memory; when some of those asked for are no longer kept, or dend restarted since, a `gap` event (without an id) comes first. An owner token sees only its own sandboxes' events. A comment line is sent every 15 seconds while nothing happens.
+         */
+        get: operations["streamEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{name}/metrics": {
         parameters: {
             query?: never;
@@ -1970,6 +2010,34 @@ export interface components {
             generation: number;
             message?: string;
         };
+        /** @description one event of GET /v1/events */
+        StreamEvent: {
+            /**
+             * @description BOOT.SEQ; none on a gap event
+             * @example 3f9a01c2.42
+             */
+            id?: string;
+            /** Format: date-time */
+            time: string;
+            /**
+             * @description a history event type, run.started, run.ended, limit.hit, policy.action or gap
+             * @example paused
+             */
+            type: string;
+            sandbox_id?: string;
+            /** @description the sandbox's name */
+            sandbox?: string;
+            owner?: string;
+            from?: string;
+            to?: string;
+            /** Format: int64 */
+            generation?: number;
+            message?: string;
+            run_id?: string;
+            run_status?: string;
+            exit_code?: number;
+            limit_hit?: string;
+        };
         MetricsList: {
             samples: components["schemas"]["MetricSample"][];
         };
@@ -3139,6 +3207,62 @@ export interface operations {
             };
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
+        };
+    };
+    getMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the metrics */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    streamEvents: {
+        parameters: {
+            query?: {
+                /** @description only this sandbox's events (name or id) */
+                sandbox?: string;
+                /** @description resume after this event id (as Last-Event-ID); 0 starts from the oldest event dend keeps */
+                after?: string;
+                /** @description false ends the stream once the events asked for that dend keeps are sent */
+                follow?: boolean;
+            };
+            header?: {
+                /** @description resume after this event id */
+                "Last-Event-ID"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the stream; each event's data is a StreamEvent */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            400: components["responses"]["Invalid"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
         };
     };
     sandboxMetrics: {
