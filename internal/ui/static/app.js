@@ -1,6 +1,6 @@
 // den's dashboard: sign-in, the router, and the sandboxes page. The
 // sandbox page is in sandbox.js, the terminal in terminal.js.
-import {h, fill, pill, toast, modal, field, ago} from './dom.js';
+import {h, fill, pill, toast, modal, field, ago, until} from './dom.js';
 import {limits, nextStep, portLinks} from './parts.js';
 import {API} from './api.js';
 import {sandboxPage, actionsFor, runAction} from './sandbox.js';
@@ -95,16 +95,19 @@ function listPage(app) {
       ['Name', 'State', 'Gen', 'Image', 'Limits and use', 'Idle policy', 'Ports', 'Created', ''].map(t => h('th', t)))), tbody),
     empty);
 
-  async function load() {
-    if (stopped) return;
+  async function refresh() {
     try {
       list = (await app.api.get('/v1/sandboxes')).sandboxes;
-      render();
-      if (Date.now() - usageAt > usageEvery) loadUsage();
+      if (!stopped) render();
     } catch (e) {
-      toast('Listing sandboxes: ' + (e.full || e));
+      if (!stopped) toast('Listing sandboxes: ' + (e.full || e));
     }
-    if (!stopped) timer = setTimeout(load, listEvery);
+  }
+
+  async function poll() {
+    await refresh();
+    if (Date.now() - usageAt > usageEvery) loadUsage();
+    if (!stopped) timer = setTimeout(poll, listEvery);
   }
 
   async function loadUsage() {
@@ -134,7 +137,7 @@ function listPage(app) {
       const key = JSON.stringify([s, u, s.next ? until(s.next.at) : '', ago(s.created_at)], (k, v) => k === 'running_for' || k === 'updated_at' ? undefined : v);
       let row = rows.get(s.name);
       if (!row || row.key !== key) {
-        const tr = sandboxRow(app, s, u, load);
+        const tr = sandboxRow(app, s, u, refresh);
         if (row) row.tr.replaceWith(tr);
         row = {key, tr};
         rows.set(s.name, row);
@@ -146,7 +149,7 @@ function listPage(app) {
     if (trs.length !== tbody.children.length || trs.some((tr, i) => tbody.children[i] !== tr)) tbody.replaceChildren(...trs);
   }
 
-  load();
+  poll();
   return {stop() { stopped = true; clearTimeout(timer); }};
 }
 

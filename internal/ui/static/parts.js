@@ -30,7 +30,7 @@ export function portLinks(app, s) {
   if (!s.ports?.length) return h('span.muted', '–');
   return s.ports.map(p => {
     const path = app.api.sb(s.name, '/ports/' + p.port + '/proxy/');
-    return h('a.port', {
+    return h('a.port', {class: p.public ? 'public' : 'private',
       href: path, target: '_blank', rel: 'noopener noreferrer',
       title: p.public ? 'public: anyone with the link' : 'private: opens a signed link',
       onclick: p.public ? null : async e => {
@@ -40,6 +40,6 @@ export function portLinks(app, s) {
           window.open(u.url || u.path, '_blank', 'noopener,noreferrer');
         } catch (ex) { toast('Signing a link to port ' + p.port + ': ' + (ex.full || ex)); }
       },
-    }, (p.public ? '' : '🔒') + p.port);
+    }, String(p.port));
   });
 }

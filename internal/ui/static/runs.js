@@ -30,8 +30,12 @@ export function runsTab(app, sb, body) {
     } catch (ex) { toast('Starting the run: ' + (ex.full || ex)); }
   }
 
+  async function poll() {
+    await load();
+    if (!stopped) timer = setTimeout(poll, every);
+  }
+
   async function load() {
-    clearTimeout(timer);
     try {
       const runs = (await app.api.get(app.api.sb(sb.id, '/runs'), {limit: 50})).runs;
       fill(list, runs.map(r => h('tr', {class: r.id === selected ? 'selected' : null, dataset: {run: r.id, status: r.status},
@@ -40,8 +44,7 @@ export function runsTab(app, sb, body) {
       h('td.muted', {title: when(r.started_at)}, ago(r.started_at)),
       h('td', r.status === 'running' ? h('button.small', {onclick: ev => { ev.stopPropagation(); signal(r); }}, 'Stop') : exitText(r)))));
       if (!runs.length) fill(list, h('tr', h('td.muted', {colSpan: 4}, 'No runs yet.')));
-    } catch (ex) { toast('Runs: ' + (ex.full || ex)); }
-    if (!stopped) timer = setTimeout(load, every);
+    } catch (ex) { if (!stopped) toast('Runs: ' + (ex.full || ex)); }
   }
 
   async function signal(r) {
@@ -78,6 +81,7 @@ export function runsTab(app, sb, body) {
         }
       }
       if (signal.aborted) return;
+      load();
       const end = await app.api.get(app.api.sb(sb.id, '/runs/' + r.id), null, signal);
       fill(outHead, h('code', argvText(end)), ' ', pill(end.status), ' ', h('span.muted', exitText(end)));
       if (!out.firstChild) out.append(h('span.muted', '(no output)'));
@@ -86,7 +90,7 @@ export function runsTab(app, sb, body) {
     }
   }
 
-  load();
+  poll();
   return {stop() { stopped = true; clearTimeout(timer); follow?.abort(); }};
 }
 

@@ -1,0 +1,120 @@
+// Drives den's web dashboard in Debian's Chromium (never a downloaded
+// browser) through playwright-core, as a user would: sign in, see the
+// sandbox, pause and resume it, type in its terminal, follow a run's
+// output; an unknown sandbox and another owner's look the same; the other
+// owner sees only its own. Prints "ok" when every step held.
+//
+// Env: DEN_URL (http://127.0.0.1:PORT), TOKEN and SANDBOX (an owner's
+// token and its sandbox), OTHER_TOKEN and OTHER (another owner's), SHOTS
+// (a directory for two screenshots, optional).
+import {chromium} from 'playwright-core';
+import path from 'node:path';
+
+const {DEN_URL, TOKEN, SANDBOX, OTHER_TOKEN, OTHER, SHOTS} = process.env;
+const base = new URL(DEN_URL);
+const timeout = 60_000;
+
+const browser = await chromium.launch({
+  executablePath: '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync', '--disable-default-apps', '--disable-extensions'],
+});
+const problems = [];
+let page;
+try {
+  const ctx = await browser.newContext({viewport: {width: 1360, height: 820}});
+  // Nothing but dend: a request elsewhere fails the scenario.
+  await ctx.route('**/*', route => {
+    const u = new URL(route.request().url());
+    if (u.host === base.host || u.protocol === 'data:' || u.protocol === 'blob:') return route.continue();
+    problems.push('request outside dend: ' + u.href);
+    return route.abort();
+  });
+  page = await ctx.newPage();
+  page.setDefaultTimeout(timeout);
+  page.on('pageerror', e => problems.push('page error: ' + e.message));
+  page.on('console', m => {
+    if (m.type() === 'error' && /Content Security Policy|SyntaxError|TypeError|ReferenceError/.test(m.text())) problems.push('console: ' + m.text());
+  });
+  const step = s => process.stderr.write('step: ' + s + '\n');
+  const row = name => `#sandboxes tr[data-name="${name}"]`;
+
+  step('a bad token is refused');
+  await page.goto(DEN_URL + '/ui');
+  await page.fill('#token', 'den_000000000000_' + '0'.repeat(64));
+  await page.click('button[type=submit]');
+  await page.waitForFunction(() => /refused/.test(document.querySelector('#signin-error')?.textContent || ''));
+
+  step('sign in and see the sandbox, running; not the other owner\'s');
+  await page.fill('#token', TOKEN);
+  await page.click('button[type=submit]');
+  await page.waitForSelector(row(SANDBOX) + ' .pill.st-running');
+  if (await page.locator(row(OTHER)).count() !== 0) throw new Error('the owner sees another owner\'s sandbox ' + OTHER);
+  if (await page.evaluate(() => sessionStorage.getItem('den.token')) !== TOKEN) throw new Error('the token is not in sessionStorage');
+  if (page.url().includes(TOKEN)) throw new Error('the token is in the URL');
+
+  step('pause it and see it paused');
+  await page.click(row(SANDBOX) + ' button:has-text("Pause")');
+  await page.waitForSelector(row(SANDBOX) + ' .pill.st-paused');
+  if (SHOTS) await page.screenshot({path: path.join(SHOTS, 'ui-sandboxes.png')});
+  step('resume it');
+  await page.click(row(SANDBOX) + ' button:has-text("Resume")');
+  await page.waitForSelector(row(SANDBOX) + ' .pill.st-running');
+
+  step('a command typed in the terminal runs, and its output shows');
+  await page.click(row(SANDBOX) + ' td.name a');
+  await page.waitForSelector('.sbhead h1');
+  await page.click('nav.tabs a[data-tab=terminal]');
+  await page.waitForSelector('#term-status.ok');
+  await page.click('#terminal .xterm');
+  await page.keyboard.type('echo hello-$((6*7))\n');
+  await page.waitForFunction(() => /hello-42/.test(document.querySelector('#terminal .xterm-rows')?.textContent || ''));
+
+  step('start a run and follow its output while it runs');
+  await page.click('nav.tabs a[data-tab=runs]');
+  await page.fill('#run-cmd', 'for i in 1 2 3 4 5 6; do echo line-$i; sleep 1; done; echo "<b>bold?</b>" >&2');
+  await page.click('.runform button[type=submit]');
+  await page.waitForFunction(() => /line-2/.test(document.querySelector('#run-output')?.textContent || ''));
+  const early = await page.evaluate(() => ({
+    text: document.querySelector('#run-output').textContent,
+    live: !!document.querySelector('.outhead .live'),
+  }));
+  if (!early.live || /line-6/.test(early.text)) throw new Error('the output was not followed while the run ran: ' + JSON.stringify(early));
+  await page.waitForFunction(() => /line-6\n/.test(document.querySelector('#run-output')?.textContent || '') &&
+    /<b>bold\?<\/b>/.test(document.querySelector('#run-output')?.textContent || ''));
+  await page.waitForSelector('.outhead .pill.st-exited');
+  // Output is text: the markup it printed is shown, not obeyed.
+  if (await page.locator('#run-output b').count() !== 0) throw new Error('run output was parsed as HTML');
+  if (SHOTS) await page.screenshot({path: path.join(SHOTS, 'ui-sandbox.png')});
+
+  step('another owner\'s sandbox is not found, exactly as one that does not exist');
+  const notFound = async name => {
+    await page.goto(DEN_URL + '/ui/#/s/' + name);
+    await page.waitForSelector('.notfound');
+    return (await page.textContent('.notfound p')).replaceAll(name, 'NAME');
+  };
+  const theirs = await notFound(OTHER);
+  const nobody = await notFound('no-such-sandbox');
+  if (theirs !== nobody) throw new Error(`another owner's sandbox answers ${JSON.stringify(theirs)}, a missing one ${JSON.stringify(nobody)}`);
+
+  step('sign out; the other owner sees only its own');
+  await page.goto(DEN_URL + '/ui/#/');
+  await page.click('#who button');
+  await page.fill('#token', OTHER_TOKEN);
+  await page.click('button[type=submit]');
+  await page.waitForSelector(row(OTHER));
+  if (await page.locator(row(SANDBOX)).count() !== 0) throw new Error('the other owner sees ' + SANDBOX);
+} catch (e) {
+  // What the page showed, to tell why.
+  console.error('problems so far:', problems);
+  console.error('page text:', await page?.evaluate(() => document.body.innerText).catch(() => ''));
+  throw e;
+} finally {
+  await browser.close();
+}
+if (problems.length) {
+  console.error(problems.join('\n'));
+  process.exit(1);
+}
+console.log('ok');
