@@ -45,7 +45,7 @@ func TestDashboard(t *testing.T) {
 	for _, c := range []struct {
 		c    *client.Client
 		name string
-	}{{asAlice, "web"}, {asAlice, "worker"}, {asBob, "bobs"}} {
+	}{{asAlice, "web"}, {asAlice, "api"}, {asAlice, "worker"}, {asAlice, "nightly"}, {asBob, "bobs"}} {
 		if _, err := c.c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: c.name, Image: "busybox", Memory: "256M", Network: noEgress}); err != nil {
 			t.Fatalf("creating %s: %v", c.name, err)
 		}
@@ -53,7 +53,13 @@ func TestDashboard(t *testing.T) {
 	if _, err := asAlice.ExposePort(ctx, "web", 8080, false); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := asAlice.ExposePort(ctx, "api", 3000, true); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := asAlice.Hibernate(ctx, "worker"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := asAlice.StopSandbox(ctx, "nightly"); err != nil {
 		t.Fatal(err)
 	}
 

@@ -159,7 +159,7 @@ function sandboxRow(app, s, u, refresh) {
     h('td.name', h('a', {href: link}, s.name), s.ephemeral ? h('span.tag', 'ephemeral') : null,
       s.owner ? h('div.sub', 'owner ' + s.owner) : null),
     h('td', pill(s.state, s.reason), s.pending ? h('div.sub', s.pending + '…') : null,
-      s.reason ? h('div.sub.reason', s.reason) : null),
+      s.reason ? h('div.sub', {class: s.state === 'error' ? 'reason' : null}, s.reason) : null),
     h('td.num', s.generation),
     h('td', s.image, h('span.muted', ':' + s.image_version), s.image_outdated ? h('span.tag.warn', {title: 'a newer version exists: `den rebase`'}, 'outdated') : null),
     h('td', limits(s, u)),

@@ -67,7 +67,7 @@ export function sandboxPage(app, name, tab) {
         fact('Idle policy', nextStep(sb)), fact('Ports', portLinks(app, sb)),
         fact('Network', sb.network.mode + (sb.network.allow?.length ? ' (' + sb.network.allow.length + ' rules)' : '')),
         sb.node ? fact('Node', sb.node) : null),
-      sb.reason ? h('p.reason', sb.reason) : null);
+      sb.reason ? h('p', {class: sb.state === 'error' ? 'reason' : 'muted'}, sb.reason) : null);
   }
 
   (async () => {
