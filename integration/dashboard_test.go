@@ -20,7 +20,8 @@ import (
 // driven by playwright-core (js/dashboard_scenario.mjs) against dend's
 // /ui on --listen. An owner signs in, sees its sandbox and not another
 // owner's, pauses and resumes it, types a command in the terminal and
-// sees its output, and follows a run's output while it runs. With
+// sees its output, follows a run's output while it runs, uploads and
+// downloads files, checkpoints, forks and removes the fork. With
 // DEN_UI_SCREENSHOTS=DIR the scenario leaves its two screenshots there
 // (docs/ holds the README's).
 func TestDashboard(t *testing.T) {
@@ -94,6 +95,16 @@ func TestDashboard(t *testing.T) {
 	if got := readLogs(t, d, "web", loop.ID, api.StreamStdout, 0, false); !strings.HasSuffix(got, "line-6\n") {
 		t.Errorf("its output: %q", got)
 	}
+	if got := d.mustSh("web", "cat /etc/from-browser.txt"); got != "uploaded <i>as is</i>\n" {
+		t.Errorf("the file uploaded through the page: %q", got)
+	}
+	cks, err := asAlice.Checkpoints(ctx, "web")
+	if err != nil || len(cks) != 1 || cks[0].Name != "before" {
+		t.Errorf("web's checkpoints after the page took one: %+v, %v", cks, err)
+	}
+	if _, err := asAlice.GetSandbox(ctx, "web-copy"); err == nil {
+		t.Error("the fork the page removed is still there")
+	}
 	var audit []api.AuditEntry
 	if err := json.Unmarshal([]byte(d.mustDen("", "audit", "--json")), &audit); err != nil {
 		t.Fatal(err)
@@ -104,7 +115,7 @@ func TestDashboard(t *testing.T) {
 			byAlice[e.Route] = true
 		}
 	}
-	for _, verb := range []string{"pause", "resume", "exec/ws", "exec"} {
+	for _, verb := range []string{"pause", "resume", "exec/ws", "exec", "files/content", "checkpoints", "fork"} {
 		if !byAlice["/v1/sandboxes/{name}/"+verb] {
 			t.Errorf("the audit log has no %s of web by alice: %v", verb, byAlice)
 		}

@@ -9,6 +9,7 @@
 // (a directory for two screenshots, optional).
 import {chromium} from 'playwright-core';
 import path from 'node:path';
+import {readFile} from 'node:fs/promises';
 
 const {DEN_URL, TOKEN, SANDBOX, OTHER_TOKEN, OTHER, SHOTS} = process.env;
 const base = new URL(DEN_URL);
@@ -35,6 +36,7 @@ try {
   page.setDefaultTimeout(timeout);
   page.on('pageerror', e => problems.push('page error: ' + e.message));
   page.on('console', m => {
+    if (m.type() === 'warning' && m.text().startsWith('den:')) process.stderr.write('page: ' + m.text() + '\n');
     if (m.type() === 'error' && /Content Security Policy|SyntaxError|TypeError|ReferenceError/.test(m.text())) problems.push('console: ' + m.text());
   });
   const step = s => process.stderr.write('step: ' + s + '\n');
@@ -87,6 +89,36 @@ try {
   // Output is text: the markup it printed is shown, not obeyed.
   if (await page.locator('#run-output b').count() !== 0) throw new Error('run output was parsed as HTML');
   if (SHOTS) await page.screenshot({path: path.join(SHOTS, 'ui-sandbox.png')});
+
+  step('files: browse, upload, download');
+  await page.click('nav.tabs a[data-tab=files]');
+  await page.click('#files tr[data-name="etc"] a.dir');
+  await page.waitForSelector('#files tr[data-name="passwd"]');
+  await page.setInputFiles('#upload', {name: 'from-browser.txt', mimeType: 'text/plain', buffer: Buffer.from('uploaded <i>as is</i>\n')});
+  await page.waitForSelector('#files tr[data-name="from-browser.txt"]');
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('#files tr[data-name="passwd"] a.file')]);
+  const passwd = await readFile(await download.path(), 'utf8');
+  if (!passwd.startsWith('root:')) throw new Error('downloaded /etc/passwd: ' + JSON.stringify(passwd.slice(0, 80)));
+
+  step('checkpoint, see it in the tree, fork from it, remove the fork after confirming');
+  await page.click('nav.tabs a[data-tab=checkpoints]');
+  await page.click('button:has-text("Take checkpoint")');
+  await page.fill('dialog input:not([type])', 'before');
+  await page.click('dialog button[type=submit]');
+  await page.waitForSelector('#checkpoints li .ckname:text-is("before")');
+  await page.click('#checkpoints li:has(.ckname:text-is("before")) button:has-text("Fork")');
+  await page.fill('dialog input', SANDBOX + '-copy');
+  await page.click('dialog button[type=submit]');
+  await page.waitForFunction(n => document.querySelector('.sbhead h1')?.textContent === n, SANDBOX + '-copy');
+  await page.waitForSelector('.sbhead .pill.st-running');
+  await page.click('.sbhead button[data-action=remove]');
+  await page.click('dialog button[type=submit]');
+  await page.waitForSelector(row(SANDBOX));
+  await page.waitForFunction(sel => !document.querySelector(sel), row(SANDBOX + '-copy'));
+
+  step('history shows the pause');
+  await page.goto(DEN_URL + '/ui/#/s/' + SANDBOX + '/history');
+  await page.waitForSelector('#history td .pill.st-paused');
 
   step('another owner\'s sandbox is not found, exactly as one that does not exist');
   const notFound = async name => {

@@ -87,6 +87,7 @@ export function pill(state, extra) {
 // toast shows a short message at the bottom of the page.
 let toastTimer;
 export function toast(msg, kind = 'error') {
+  if (kind === 'error') console.warn('den:', msg);
   const el = document.getElementById('toast');
   fill(el, h('div.toast', {class: kind}, msg));
   clearTimeout(toastTimer);

@@ -31,6 +31,7 @@ export function sandboxPage(app, name, tab) {
     try {
       sb = await app.api.get(app.api.sb(name));
     } catch (e) {
+      if (stopped) return; // another page is shown now
       if (e.status === 404) {
         fill(app.main, h('div.notfound', h('h1', 'No sandbox “' + name + '”'),
           h('p.muted', e.message), h('a', {href: '#/'}, 'Back to the sandboxes')));
@@ -131,14 +132,15 @@ export async function runAction(app, s, a, btn, refresh) {
     call = () => app.api.post(path('/' + a.id));
     break;
   case 'remove': {
-    const force = h('input', {type: 'checkbox'});
+    // The API wants force for a live sandbox: this dialog is the asking.
+    const live = s.state === 'running' || s.state === 'paused';
     const ok = await modal('Remove ' + s.name + '?', h('div.form',
-      h('p', 'Its files, runs and checkpoints go with it. This cannot be undone.'),
-      h('label.check', force, ' Even if it is running, or its checkpoints are needed')),
+      live ? h('p', 'It is ' + s.state + ': its processes are killed.') : null,
+      h('p', 'Its files, runs and checkpoints go with it. This cannot be undone.')),
     [{label: 'Cancel'}, {label: 'Remove', primary: true, class: 'danger', value: true}]);
     if (!ok) return;
     call = async () => {
-      await app.api.del(path(''), force.checked ? {force: 'true'} : null);
+      await app.api.del(path(''), live ? {force: 'true'} : null);
       if (location.hash.startsWith('#/s/')) app.go('#/');
     };
     break;
