@@ -21,7 +21,8 @@ import (
 // /ui on --listen. An owner signs in, sees its sandbox and not another
 // owner's, pauses and resumes it, types a command in the terminal and
 // sees its output, follows a run's output while it runs, uploads and
-// downloads files, checkpoints, forks and removes the fork. With
+// downloads files, checkpoints, forks and removes the fork, restores,
+// creates a sandbox and sets its network policy. With
 // DEN_UI_SCREENSHOTS=DIR the scenario leaves its two screenshots there
 // (docs/ holds the README's).
 func TestDashboard(t *testing.T) {
@@ -105,6 +106,12 @@ func TestDashboard(t *testing.T) {
 	if _, err := asAlice.GetSandbox(ctx, "web-copy"); err == nil {
 		t.Error("the fork the page removed is still there")
 	}
+	made, err := asAlice.GetSandbox(ctx, "made-in-ui")
+	if err != nil || made.State != "running" || made.Network.Mode != "allow" || len(made.Network.Allow) != 1 || made.Network.Allow[0] != "198.51.100.7:443" {
+		t.Errorf("the sandbox made in the page: %+v, %v", made, err)
+	} else if made.Owner != sb.Owner {
+		t.Errorf("the page's sandbox has owner %q, not alice's %q", made.Owner, sb.Owner)
+	}
 	var audit []api.AuditEntry
 	if err := json.Unmarshal([]byte(d.mustDen("", "audit", "--json")), &audit); err != nil {
 		t.Fatal(err)
@@ -115,7 +122,7 @@ func TestDashboard(t *testing.T) {
 			byAlice[e.Route] = true
 		}
 	}
-	for _, verb := range []string{"pause", "resume", "exec/ws", "exec", "files/content", "checkpoints", "fork"} {
+	for _, verb := range []string{"pause", "resume", "exec/ws", "exec", "files/content", "checkpoints", "fork", "restore"} {
 		if !byAlice["/v1/sandboxes/{name}/"+verb] {
 			t.Errorf("the audit log has no %s of web by alice: %v", verb, byAlice)
 		}

@@ -116,6 +116,31 @@ try {
   await page.waitForSelector(row(SANDBOX));
   await page.waitForFunction(sel => !document.querySelector(sel), row(SANDBOX + '-copy'));
 
+  step('restore it to the checkpoint from its page');
+  await page.click(row(SANDBOX) + ' td.name a');
+  await page.click('.sbhead button[data-action=restore]');
+  await page.waitForSelector('dialog select');
+  const before = await page.$eval('dialog select', s => [...s.options].find(o => o.textContent.startsWith('before ')).value);
+  await page.selectOption('dialog select', before);
+  await page.click('dialog button[type=submit]');
+  await page.waitForFunction(() => /Restore .*: done/.test(document.querySelector('#toast')?.textContent || ''));
+
+  step('create a sandbox from the dialog, and set its network policy');
+  await page.goto(DEN_URL + '/ui/#/');
+  await page.click('#create');
+  await page.fill('dialog input[name=name]', 'made-in-ui');
+  await page.selectOption('dialog select[name=image]', 'busybox');
+  await page.fill('dialog input[name=memory]', '256M');
+  await page.selectOption('dialog select[name=network]', 'none');
+  await page.click('dialog button[type=submit]');
+  await page.waitForFunction(() => document.querySelector('.sbhead h1')?.textContent === 'made-in-ui');
+  await page.waitForSelector('.sbhead .pill.st-running');
+  await page.click('nav.tabs a[data-tab=network]');
+  await page.selectOption('#net-mode', 'allow');
+  await page.fill('#net-allow', '198.51.100.7:443');
+  await page.click('#net-mode >> xpath=ancestor::form >> button[type=submit]');
+  await page.waitForFunction(() => /allow \(1 rules\)/.test(document.querySelector('.sbhead .facts')?.textContent || ''));
+
   step('history shows the pause');
   await page.goto(DEN_URL + '/ui/#/s/' + SANDBOX + '/history');
   await page.waitForSelector('#history td .pill.st-paused');

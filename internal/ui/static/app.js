@@ -176,7 +176,7 @@ async function createDialog(app) {
   let images = [];
   try { images = (await app.api.get('/v1/images')).images; } catch { /* typed instead */ }
   const names = [...new Set(images.map(i => i.name))].sort();
-  const name = h('input', {name: 'name', required: true, pattern: '[a-z0-9][a-z0-9-]*', placeholder: 'web'});
+  const name = h('input', {name: 'name', required: true, placeholder: 'web'});
   const image = names.length ? h('select', {name: 'image'}, names.map(n => h('option', {value: n, selected: n === 'debian'}, n))) :
     h('input', {name: 'image', placeholder: 'debian'});
   const cpus = h('input', {name: 'cpus', type: 'number', min: '0.1', step: '0.1', placeholder: '1'});
