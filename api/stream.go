@@ -14,7 +14,18 @@ package api
 //
 // Output is delivered in order and completely: the server sends FrameExit
 // only after every byte the command wrote.
+//
+// A browser cannot set an Authorization header on a WebSocket, so this
+// route also takes the token as a subprotocol: the client offers two,
+// ExecSubprotocol and TokenSubprotocolPrefix followed by the token, and
+// the server selects ExecSubprotocol. The token never appears in a URL.
 type FrameKind byte
+
+// Subprotocols of the exec stream.
+const (
+	ExecSubprotocol        = "den.exec.v1"
+	TokenSubprotocolPrefix = "den.token."
+)
 
 // Frame kinds of the exec stream.
 const (

@@ -37,6 +37,7 @@ func main() {
 	flag.StringVar(&o.blobsSubnet, "blobs-subnet", "10.215.12.0/24", "the sandbox range of the blobs step's dend, with a blob store")
 	flag.StringVar(&o.metricsSubnet, "metrics-subnet", "10.215.16.0/21", "the sandbox range of the metrics step's dend (a /21: it holds 500 sandboxes)")
 	flag.StringVar(&o.moveSubnet, "move-subnet", "10.215.14.0/24", "the sandbox range of the move step's first node; the second takes the next /24")
+	flag.StringVar(&o.uiSubnet, "ui-subnet", "10.215.24.0/21", "the sandbox range of the ui step's dend, which holds 500 sandboxes (a /21 or larger)")
 	flag.StringVar(&o.python, "python", "/usr/bin/python3", "the Python interpreter of the python step")
 	flag.StringVar(&o.pythonSDK, "python-sdk", "sdk/python", "the Python SDK's directory, for the python step")
 	flag.Parse()
@@ -60,6 +61,8 @@ type options struct {
 	moveSubnet string
 	// metrics step: the --subnet of its dend of 500 sandboxes
 	metricsSubnet string
+	// ui step: the --subnet of its dend of many sandboxes
+	uiSubnet string
 	// python step: the interpreter, and the SDK's directory
 	python, pythonSDK string
 }
@@ -109,7 +112,7 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "warm", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "ssh", "python", "e2b", "store", "blobs", "move", "rebase", "metrics"}
+var stepNames = []string{"create", "warm", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "ssh", "python", "e2b", "store", "blobs", "move", "rebase", "metrics", "ui"}
 
 func run(bin string, n, nBig int, only string, o options) error {
 	want := map[string]bool{}
@@ -175,6 +178,7 @@ func run(bin string, n, nBig int, only string, o options) error {
 		{"move", "den move between nodes", b.moveSandboxes},
 		{"rebase", "den rebase", b.rebaseSandbox},
 		{"metrics", "/metrics with 500 sandboxes", b.metricsScrape},
+		{"ui", "the dashboard's sandboxes page", b.dashboardList},
 	}
 	for _, s := range steps {
 		if len(want) > 0 && !want[s.name] {

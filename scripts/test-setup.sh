@@ -4,7 +4,9 @@
 # integration/js/package-lock.json; Debian's pytest (and what the Python
 # SDK's tests use: yaml, venv, setuptools and wheel for an offline pip
 # install); Debian's PostgreSQL, whose binaries the store's tests run in a
-# temporary directory of their own. Idempotent, and quick when all is there.
+# temporary directory of their own; Debian's Chromium, the browser
+# playwright-core drives in the dashboard's test (never a downloaded one).
+# Idempotent, and quick when all is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,10 +18,11 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 
-# The Python SDK's tests run under Debian's python3 with Debian's pytest.
-pydeps=(python3-pytest python3-yaml python3-venv python3-setuptools python3-wheel)
+# The Python SDK's tests run under Debian's python3 with Debian's pytest;
+# the dashboard's under Debian's chromium.
+debdeps=(python3-pytest python3-yaml python3-venv python3-setuptools python3-wheel chromium)
 missing=()
-for p in "${pydeps[@]}"; do
+for p in "${debdeps[@]}"; do
 	# No `| grep -q`: under pipefail, a reader that stops early can fail
 	# the pipeline with SIGPIPE.
 	[[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" == *"install ok installed"* ]] || missing+=("$p")

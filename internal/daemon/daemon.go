@@ -35,6 +35,7 @@ import (
 	"github.com/den-dev/den/internal/storage"
 	"github.com/den-dev/den/internal/storage/btrfs"
 	copydriver "github.com/den-dev/den/internal/storage/copy"
+	"github.com/den-dev/den/internal/ui"
 	"github.com/den-dev/den/internal/version"
 )
 
@@ -239,7 +240,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Logger: log.With("component", "e2b")})
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
-		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(svc, off != nil), Warm: svc,
+		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(svc, off != nil), Warm: svc, UI: ui.Handler(),
 		Events: svc, Stopping: ctx.Done(), Metrics: prom.Handler(),
 		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log)})
 	self.Serve(httpapi.Local(handler), handler)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/cluster"
@@ -154,6 +155,9 @@ func (s *server) identify(r *http.Request, info *requestInfo) error {
 func (s *server) principal(r *http.Request) (auth.Principal, error) {
 	tok, ok := auth.ParseBearer(r.Header.Get("Authorization"))
 	if !ok {
+		tok, ok = execSocketToken(r)
+	}
+	if !ok {
 		return auth.Principal{}, errdefs.WithHint(auth.Unauthorized("missing bearer token"),
 			"set DEN_TOKEN to an API token (sent as `Authorization: Bearer <token>`); an admin makes one with `den token create`")
 	}
@@ -162,6 +166,35 @@ func (s *server) principal(r *http.Request) (auth.Principal, error) {
 			"use dend's unix socket")
 	}
 	return s.tokens.Authenticate(r.Context(), tok)
+}
+
+// execSocketToken returns the token a browser's exec WebSocket offers as
+// a subprotocol (api.TokenSubprotocolPrefix), since it cannot set the
+// Authorization header. Only the exec route takes it: a WebSocket to an
+// exposed port passes its headers on to the sandbox, which must never see
+// a token.
+func execSocketToken(r *http.Request) (string, bool) {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") || !isExecSocketPath(r.URL.Path) {
+		return "", false
+	}
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for p := range strings.SplitSeq(h, ",") {
+			if tok, ok := strings.CutPrefix(strings.TrimSpace(p), api.TokenSubprotocolPrefix); ok && tok != "" {
+				return tok, true
+			}
+		}
+	}
+	return "", false
+}
+
+// isExecSocketPath reports whether path is /v1/sandboxes/NAME/exec/ws.
+func isExecSocketPath(path string) bool {
+	rest, ok := strings.CutPrefix(path, "/v1/sandboxes/")
+	if !ok {
+		return false
+	}
+	name, ok := strings.CutSuffix(rest, "/exec/ws")
+	return ok && name != "" && !strings.Contains(name, "/")
 }
 
 // area is what a route is about, for the scope rules.

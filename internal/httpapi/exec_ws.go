@@ -40,7 +40,10 @@ func (s *server) execWebSocket(w http.ResponseWriter, r *http.Request) error {
 		return errdefs.WithHint(errdefs.Invalid("this route takes a WebSocket connection"),
 			"connect with a WebSocket client (frames are described in api/stream.go), or POST .../exec for a detached run")
 	}
-	conn, err := websocket.Accept(w, r, nil)
+	// A browser that offered its token as a subprotocol is answered with
+	// api.ExecSubprotocol, or it would drop the connection; other clients
+	// offer none and get none.
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{api.ExecSubprotocol}})
 	if err != nil {
 		// Accept has answered the client already.
 		s.log.Debug("exec websocket handshake failed", "path", r.URL.Path, "err", err)

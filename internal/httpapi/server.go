@@ -199,7 +199,15 @@ type Config struct {
 	// Cluster, when set, is the fleet this dend is a node of: a request
 	// for a sandbox another node runs is forwarded to it (cluster.go).
 	Cluster Cluster
+	// UI, when set, serves the web dashboard at UIPath and under it. It
+	// holds static files only, served without a token: the pages call
+	// this API with the token the user signs in with, so every rule of
+	// the API holds for them.
+	UI http.Handler
 }
+
+// UIPath is where the web dashboard is served.
+const UIPath = "/ui"
 
 // Door is a front door that speaks another protocol on dend's listeners:
 // it answers the requests Claims says are its own.
@@ -287,7 +295,21 @@ func New(cfg Config) http.Handler {
 			cfg.MCP.ServeHTTP(w, r)
 		}))
 	}
-	return s.logRequests(s.recoverPanics(s.routeHosts(s.door(cfg.E2B, s.authenticate(s.auditCalls(s.fallback(mux)))))))
+	return s.logRequests(s.recoverPanics(s.routeHosts(s.door(cfg.E2B, s.ui(cfg.UI, s.authenticate(s.auditCalls(s.fallback(mux))))))))
+}
+
+// ui sends requests for UIPath and below to h, the others on to next.
+func (s *server) ui(h http.Handler, next http.Handler) http.Handler {
+	if h == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == UIPath || strings.HasPrefix(r.URL.Path, UIPath+"/") {
+			h.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // door sends the requests d claims to d, the others on to next.

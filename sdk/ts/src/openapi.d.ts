@@ -956,6 +956,11 @@ export interface paths {
          *
          *     If the client goes away before the exit, a TTY command gets SIGHUP;
          *     any other keeps running and stays readable through runs/{run}/logs.
+         *
+         *     A client that cannot set the Authorization header (a browser) may
+         *     send its token as a subprotocol instead: offer `den.exec.v1` and
+         *     `den.token.<token>` in Sec-WebSocket-Protocol; the server selects
+         *     `den.exec.v1`. Never put a token in the URL.
          */
         get: operations["execWebSocket"];
         put?: never;
