@@ -3,13 +3,13 @@ package daemon
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"hash/crc32"
 	"io"
-	"strconv"
-	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/den-dev/den/api"

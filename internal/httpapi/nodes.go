@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"strconv"
 	"net/http"
+	"strconv"
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/cluster"
