@@ -41,9 +41,7 @@ func TestIdlePolicyPausesThenHibernates(t *testing.T) {
 	if h.Generation != sb.Generation {
 		t.Fatalf("generation %d after idle hibernation, want %d", h.Generation, sb.Generation)
 	}
-	if got := d.instances(); len(got) != 0 {
-		t.Fatalf("instances of an idle-hibernated sandbox: %v", got)
-	}
+	waitFor(t, 10*time.Second, "an idle-hibernated sandbox's instance to be gone", func() bool { return len(d.instances()) == 0 })
 	evs := d.history("idle")
 	if countEvents(evs, "paused", "idle for") != 1 || countEvents(evs, "hibernated", "idle for") != 1 {
 		t.Fatalf("history should say it paused and hibernated once each for being idle: %+v", evs)

@@ -57,9 +57,7 @@ func TestHibernationFinishedAfterDendDied(t *testing.T) {
 	if countEvents(d.history("late"), "hibernated", "after dend restarted") != 1 {
 		t.Fatalf("history does not say the hibernation was finished: %+v", d.history("late"))
 	}
-	if got := d.instances(); len(got) != 0 {
-		t.Fatalf("instances left after finishing the hibernation: %v", got)
-	}
+	waitFor(t, 10*time.Second, "the instance of the finished hibernation to be gone", func() bool { return len(d.instances()) == 0 })
 	// Waking restores the processes: the counter counts on.
 	before := d.count("late")
 	d.countAbove("late", before)

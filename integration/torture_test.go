@@ -471,6 +471,12 @@ func (tt *torture) checkState() *api.Sandbox {
 	// Only the sandbox under test exists between cycles, so every engine
 	// instance must be its current one.
 	got := tt.d.instances()
+	// A hibernation is answered once recorded; the ended instance goes
+	// in the background just after (see internal/sandbox/teardown.go).
+	for deadline := time.Now().Add(10 * time.Second); sb.State == api.StateHibernated && len(got) > 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		got = tt.d.instances()
+	}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		tt.fatalf("den reports %s at generation %d; the engine has instances %v, want %v", sb.State, sb.Generation, got, want)
 	}

@@ -31,6 +31,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/den-dev/den/internal/egress"
 	"github.com/den-dev/den/internal/errdefs"
@@ -353,6 +354,21 @@ func makeLink(ns netns.NsHandle, name string, host, guest netip.Addr) error {
 	return nil
 }
 
+// deleteNamed removes network namespace name: its bind mount, then its
+// file. A dend killed between the two leaves the file unmounted, which
+// unmounting refuses (EINVAL): the file then goes alone.
+func deleteNamed(name string) error {
+	path := filepath.Join(nsDir, name)
+	err := unix.Unmount(path, unix.MNT_DETACH)
+	if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
 // hostAddrs lists the host's IPv4 addresses. The kernel interrupts a
 // listing when addresses change under it (other sandboxes' links coming
 // and going): it is asked again, a few times, until it comes whole.
@@ -430,7 +446,7 @@ func (m *Manager) Detach(ctx context.Context, id string) error {
 		}
 	}
 	for _, name := range []string{nsName(m.tag, id), legacyNsName(id)} {
-		if err := netns.DeleteNamed(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := deleteNamed(name); err != nil {
 			return fmt.Errorf("removing network namespace of %s: %w", id, err)
 		}
 	}
