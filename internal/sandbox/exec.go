@@ -76,19 +76,25 @@ func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (_ *Run, e
 			Argv: p.Argv, Cwd: cwd, EnvNames: envNames, User: user, TTY: p.TTY,
 			Detached: p.Detach, Status: RunRunning, StartedAt: st.StartedAt.UTC(), OutputMax: outMax,
 		}
-		if run.StartedAt.IsZero() {
-			run.StartedAt = s.cfg.Now().UTC()
-		}
-		if err := s.cfg.Store.CreateRun(context.WithoutCancel(ctx), run); err != nil {
-			return nil, fmt.Errorf("recording run: %w", err)
-		}
-		return run, nil
+		return s.recordStarted(ctx, run)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting %q in sandbox %q: %w", p.Argv[0], sb.Name, err)
 	}
 	s.publishRun(sb, run, StreamRunStarted)
 	return run.clone(), nil
+}
+
+// recordStarted stores a run den-init just started, at the time den-init
+// gave or now.
+func (s *Service) recordStarted(ctx context.Context, run *Run) (*Run, error) {
+	if run.StartedAt.IsZero() {
+		run.StartedAt = s.cfg.Now().UTC()
+	}
+	if err := s.cfg.Store.CreateRun(context.WithoutCancel(ctx), run); err != nil {
+		return nil, fmt.Errorf("recording run: %w", err)
+	}
+	return run, nil
 }
 
 // useSandbox finds a running sandbox and holds its lifecycle lock shared,

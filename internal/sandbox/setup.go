@@ -231,13 +231,7 @@ func (s *Service) runStep(ctx context.Context, sb *Sandbox, step string) (*Run, 
 			Argv: argv, Cwd: spec.Cwd, User: spec.User, Status: RunRunning, StartedAt: st.StartedAt.UTC(),
 			OutputMax: s.cfg.Output.PerStream,
 		}
-		if run.StartedAt.IsZero() {
-			run.StartedAt = s.cfg.Now().UTC()
-		}
-		if err := s.cfg.Store.CreateRun(context.WithoutCancel(ctx), run); err != nil {
-			return nil, fmt.Errorf("recording run: %w", err)
-		}
-		return run, nil
+		return s.recordStarted(ctx, run)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting it: %w", err)
