@@ -3,7 +3,12 @@ happens, resumable after any event's id."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import os
+import socket
+import threading
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -58,3 +63,80 @@ def test_stream_events_refuses_bad_input(client):
     assert e.value.status == 404
     with pytest.raises(den.Invalid):
         client.stream_events(after="not-an-id")
+
+
+class Relay:
+    """Passes connections on to the dend under test until cut() cuts every
+    one open, as a restart or a network would."""
+
+    def __init__(self, tmp_path):
+        if os.environ.get("DEN_HOST"):
+            u = urlsplit(os.environ["DEN_HOST"] if "://" in os.environ["DEN_HOST"] else "http://" + os.environ["DEN_HOST"])
+            self.upstream = lambda: socket.create_connection((u.hostname, u.port or 80))
+            self.listener = socket.create_server(("127.0.0.1", 0))
+            self.kwargs = {"host": "http://127.0.0.1:%d" % self.listener.getsockname()[1], "token": os.environ.get("DEN_TOKEN")}
+        else:
+            def upstream():
+                s = socket.socket(socket.AF_UNIX)
+                s.connect(os.environ["DEN_SOCKET"])
+                return s
+
+            self.upstream = upstream
+            self.listener = socket.socket(socket.AF_UNIX)
+            self.listener.bind(str(tmp_path / "relay.sock"))
+            self.listener.listen(16)
+            self.kwargs = {"socket": str(tmp_path / "relay.sock")}
+        self.open: list = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                down, _ = self.listener.accept()
+            except OSError:
+                return
+            up = self.upstream()
+            self.open += [down, up]
+            for a, b in ((down, up), (up, down)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def cut(self):
+        for s in self.open:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def close(self):
+        self.cut()
+        self.listener.close()
+
+
+def test_a_cut_stream_follows_again_after_the_last_event(client, sb, tmp_path):
+    relay = Relay(tmp_path)
+    notices: list = []
+    try:
+        with den.Client(reconnect=10, notice=notices.append, **relay.kwargs) as c:
+            with c.stream_events(sb.name, after="0") as events:
+                before = until(events, "started")
+                relay.cut()
+                client.pause(sb.name)  # while the stream is down
+                after = until(events, "paused")
+    finally:
+        relay.close()
+    ids = [e.id for e in before + after]
+    assert len(ids) == len(set(ids)), f"events came twice: {[e.type for e in before + after]}"
+    assert "created" not in [e.type for e in after], "it followed again from the start, not after the last event"
+    assert any(n.startswith("following events from dend") and "again, after" in n for n in notices), notices
