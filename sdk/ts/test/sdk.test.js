@@ -290,6 +290,29 @@ describe("den TypeScript SDK", () => {
     await assert.rejects(den.removeSSHKey(kname), (e) => isNotFound(e));
   });
 
+  test("warm pools: set, shown on the image with its count, emptied", { timeout: 150_000 }, async () => {
+    if (process.env.DEN_HOST) {
+      await assert.rejects(den.setWarm("busybox", 1), (e) => e.code === "forbidden" && e.status === 403); // admins only
+      return;
+    }
+    try {
+      const p = await den.setWarm("busybox", 1, 256 << 20);
+      assert.equal(p.target, 1);
+      assert.equal(p.memory_bytes, 256 << 20);
+      for (const deadline = Date.now() + 120_000; ; ) {
+        const w = (await den.getImage("busybox")).warm;
+        assert.equal(w?.target, 1);
+        if (w.ready === 1) break;
+        assert.ok(Date.now() < deadline, `the pool never filled: ${JSON.stringify(w)}`);
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      await assert.rejects(den.setWarm("no-such-image", 1), (e) => isNotFound(e));
+      await assert.rejects(den.setWarm("busybox", 65), (e) => isInvalid(e));
+    } finally {
+      assert.equal((await den.setWarm("busybox", 0)).target, 0);
+    }
+  });
+
   test("withSandbox removes its sandbox however the function ends", async () => {
     await assert.rejects(den.withSandbox({ name: `${name}-tmp`, image: "busybox", memory: "256M" }, async (s) => {
       assert.equal(s.ephemeral, true);
