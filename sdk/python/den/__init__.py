@@ -15,6 +15,7 @@ the API underneath.
 import logging as _logging
 
 from .client import DEFAULT_SOCKET, Client
+from ._events import EventStream
 from ._exec import ExecStream
 from ._stream import BodyReader, LogReader
 from .errors import (
@@ -42,18 +43,24 @@ from .models import (
     NetworkPolicy,
     NextAction,
     Owner,
+    Peer,
     Policy,
     PoolHealth,
     WarmHealth,
     PortURL,
     Process,
     Quota,
+    Rebase,
     RequestStatus,
     Run,
     Sandbox,
     Secret,
     SecretGrant,
+    SetupStep,
+    SSHKey,
+    StreamEvent,
     Usage,
+    WarmPool,
 )
 
 __version__ = "0.1.0"
@@ -64,10 +71,10 @@ __version__ = "0.1.0"
 _logging.getLogger("den").addHandler(_logging.NullHandler())
 
 __all__ = [
-    "Client", "DEFAULT_SOCKET", "ExecStream", "BodyReader", "LogReader",
+    "Client", "DEFAULT_SOCKET", "EventStream", "ExecStream", "BodyReader", "LogReader",
     "DenError", "Invalid", "Unauthorized", "Forbidden", "QuotaExceeded", "NotFound", "Conflict", "TooLarge",
     "Unavailable", "Internal", "OutcomeUnknown", "FollowError",
     "Checkpoint", "DiskHealth", "Event", "ExecResult", "ExposedPort", "FileInfo", "Health", "NetworkPolicy",
     "NextAction", "Owner", "Policy", "PoolHealth", "WarmHealth", "PortURL", "Process", "Quota", "RequestStatus", "Run",
-    "Sandbox", "Secret", "SecretGrant", "Usage",
+    "Peer", "Rebase", "Sandbox", "Secret", "SecretGrant", "SetupStep", "SSHKey", "StreamEvent", "Usage", "WarmPool",
 ]

@@ -19,8 +19,12 @@ import functools
 # Client methods that answer with the sandbox: the handle takes the answer.
 _UPDATING = (
     "start", "stop", "pause", "resume", "hibernate", "recover", "restore", "set_policy", "set_limits",
-    "set_network", "expose_port", "set_secrets", "grant_secret", "revoke_secret",
+    "set_network", "expose_port", "set_secrets", "grant_secret", "revoke_secret", "set_setup",
 )
+
+# Client methods whose answer holds the sandbox in its .sandbox: the handle
+# takes that, and the answer is returned.
+_UPDATING_VIA = ("rebase",)
 
 # Client methods passed through, their answer returned as it is.
 _PASSING = (
@@ -30,6 +34,7 @@ _PASSING = (
     "read_archive", "write_archive",
     "checkpoints", "get_checkpoint", "remove_checkpoint", "fork",
     "unexpose_port", "port_url", "revoke_port_urls",
+    "add_peer", "peers", "refresh_peer", "remove_peer",
 )
 
 
@@ -55,12 +60,16 @@ class SandboxVerbs:
 
 
 
-def _method(client_cls, name: str, updating: bool):
+def _method(client_cls, name: str, updating: bool, via: bool = False):
     target = getattr(client_cls, name)
 
     @functools.wraps(target)
     def method(self, *args, **kwargs):
         result = getattr(self._bound(), name)(self.id, *args, **kwargs)
+        if via:
+            if result.sandbox is not None:
+                self._take(result.sandbox)
+            return result
         return self._take(result) if updating else result
 
     method.__doc__ = (target.__doc__ or "") + f"\n\n(On this sandbox: ``client.{name}(sandbox.id, ...)``.)"
@@ -74,3 +83,5 @@ def install(client_cls) -> None:
         setattr(SandboxVerbs, name, _method(client_cls, name, True))
     for name in _PASSING:
         setattr(SandboxVerbs, name, _method(client_cls, name, False))
+    for name in _UPDATING_VIA:
+        setattr(SandboxVerbs, name, _method(client_cls, name, False, via=True))

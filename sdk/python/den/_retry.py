@@ -81,6 +81,7 @@ _SANDBOX_VERBS = {
     "recover": ("recovering", "the recovery"),
     "restore": ("restoring", "the restore"),
     "fork": ("forking", "the fork"),
+    "rebase": ("rebasing", "the rebase"),
     "checkpoints": ("checkpointing", "the checkpoint"),
 }
 

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator, Optional, Union
 
 from . import errors
 from ._bound import install as _install_bound
+from ._events import EventStream
 from ._exec import ExecVerbs
 from ._files import FileVerbs
 from ._http import DEFAULT_RECONNECT, DEFAULT_SOCKET, Transport, escape
@@ -33,13 +34,17 @@ from .models import (
     Health,
     NetworkPolicy,
     Owner,
+    Peer,
     Policy,
     PortURL,
     Process,
+    Rebase,
     RequestStatus,
     Sandbox,
     Secret,
     SecretGrant,
+    SSHKey,
+    WarmPool,
 )
 
 Duration = Union[str, int, float]
@@ -285,6 +290,84 @@ class Client(ExecVerbs, FileVerbs):
         data = self._t.call("POST", self._path(sandbox, "fork"), body={k: v for k, v in body.items() if v is not None})
         return [self._sandbox(s) for s in data.get("sandboxes") or []]
 
+    # -- rebase and setup ---------------------------------------------------
+
+    def set_setup(self, sandbox: str, steps: Optional[list] = None, keep: Optional[list] = None) -> Sandbox:
+        """Change a sandbox's setup steps and kept paths (`den setup`), as a
+        rebase uses them: steps are shell commands run in order on the new
+        root, keep the paths carried over besides /root, /home, /work and
+        /srv. A list not given stays as it is; an empty one is cleared.
+        Nothing runs now."""
+        body = {"steps": list(steps) if steps is not None else None, "keep": list(keep) if keep is not None else None}
+        return self._sandbox_call("PUT", sandbox, "setup", body={k: v for k, v in body.items() if v is not None})
+
+    def rebase(self, sandbox: str, image: Optional[str] = None) -> Rebase:
+        """Give a sandbox a new root from an image version, keeping its own
+        files (`den rebase`): image is "IMAGE" (its newest version) or
+        "IMAGE@VERSION", default the sandbox's own image. Its kept paths
+        come over, its setup steps run again and its processes end. A
+        failure, a setup step that exits non-zero included, rolls it back
+        to the checkpoint taken first and raises :class:`~den.Conflict`
+        naming the step and the end of its output."""
+        body = {"image": image} if image else {}
+        res = from_dict(Rebase, self._t.call("POST", self._path(sandbox, "rebase"), body=body))
+        if res.sandbox is not None:
+            res.sandbox._client = self
+        return res
+
+    # -- peers --------------------------------------------------------------
+
+    def add_peer(self, sandbox: str, other: str, *, checkpoint: Optional[str] = None, at: Optional[str] = None,
+                 restart: bool = False) -> Peer:
+        """Give a sandbox a read-only view of another sandbox's files (`den
+        peer add`): a snapshot of other's files now, or of its checkpoint,
+        at at (default /peers/OTHER). A running or paused sandbox needs
+        restart (its processes end, its files stay); a stopped one's
+        changes at once. Another owner's sandbox is :class:`~den.NotFound`."""
+        body = {"sandbox": other, "checkpoint": checkpoint, "at": at, "restart": restart or None}
+        return from_dict(Peer, self._t.call("POST", self._path(sandbox, "peers"),
+                                            body={k: v for k, v in body.items() if v is not None}))
+
+    def peers(self, sandbox: str) -> list:
+        """List a sandbox's views of other sandboxes (`den peer ls`), in the
+        order they were added."""
+        data = self._t.call("GET", self._path(sandbox, "peers"))
+        return [from_dict(Peer, p) for p in data.get("peers") or []]
+
+    def refresh_peer(self, sandbox: str, peer: str, *, checkpoint: Optional[str] = None,
+                     restart: bool = False) -> Peer:
+        """Take a view again (`den peer refresh`): the other sandbox's files
+        as they are now, or its checkpoint. peer is the view's id or the
+        other sandbox's name; restart as for :meth:`add_peer`."""
+        body = {"checkpoint": checkpoint, "restart": restart or None}
+        return from_dict(Peer, self._t.call("POST", self._path(sandbox, "peers", escape(peer), "refresh"),
+                                            body={k: v for k, v in body.items() if v is not None}))
+
+    def remove_peer(self, sandbox: str, peer: str, restart: bool = False) -> None:
+        """Take a view away from a sandbox (`den peer rm`); restart as for
+        :meth:`add_peer`."""
+        self._t.call("DELETE", self._path(sandbox, "peers", escape(peer)), query={"restart": True} if restart else None)
+
+    # -- events -------------------------------------------------------------
+
+    def stream_events(self, sandbox: Optional[str] = None, *, after: Optional[str] = None,
+                      follow: bool = True) -> EventStream:
+        """Follow what happens to sandboxes (`den events`): state changes,
+        runs started and ended, limits hit, idle-policy steps, as
+        :class:`~den.models.StreamEvent` values from an iterator::
+
+            with client.stream_events("web", after="0") as events:
+                for ev in events:
+                    print(ev.id, ev.type, ev.message)
+
+        sandbox keeps one sandbox's events (name or id; an unknown one is
+        :class:`~den.NotFound` at once). after resumes after an event's id;
+        "0" starts from the oldest event dend keeps; None from now. Without
+        follow the iterator ends once the events dend keeps were read; with
+        it, it follows until closed, reconnecting after a cut (see
+        :class:`~den.EventStream`)."""
+        return EventStream(self._t, sandbox, after, follow)
+
     # -- limits, network ----------------------------------------------------
 
     def set_limits(self, sandbox: str, *, cpus: Optional[float] = None, memory: Optional[str] = None,
@@ -378,6 +461,42 @@ class Client(ExecVerbs, FileVerbs):
     def remove_secret(self, name: str) -> None:
         """Remove a secret (`den secret rm`)."""
         self._t.call("DELETE", "/secrets/" + escape(name))
+
+    # -- warm pools, SSH keys -----------------------------------------------
+
+    def set_warm(self, image: str, count: int, memory_bytes: Optional[int] = None) -> WarmPool:
+        """Keep count instances of an image booted ahead of demand on the
+        node that answers (`den image warm`, admin), for sandboxes of
+        memory_bytes (default: a create's, 1 GiB); a create that fits
+        claims one instead of booting. 0 empties the pool. Returns the pool
+        as set."""
+        body = {"count": count, "memory_bytes": memory_bytes}
+        return from_dict(WarmPool, self._t.call("PUT", "/images/" + escape(image) + "/warm",
+                                                body={k: v for k, v in body.items() if v is not None}))
+
+    def warm_pools(self) -> dict:
+        """The answering node's warm pools, by image name: the images that
+        keep one (`den image ls` shows them beside the images)."""
+        data = self._t.call("GET", "/images")
+        return {im["name"]: from_dict(WarmPool, im["warm"]) for im in data.get("images") or [] if im.get("warm")}
+
+    def add_ssh_key(self, name: str, public_key: str) -> SSHKey:
+        """Register a public key for the caller's token (`den ssh-key add`):
+        one key in authorized_keys form, as in FILE.pub. It reaches dend's
+        SSH gateway with the token's rights until the token is revoked;
+        root on the unix socket has no token to tie it to
+        (:class:`~den.Invalid`)."""
+        return from_dict(SSHKey, self._t.call("POST", "/ssh-keys", body={"name": name, "public_key": public_key}))
+
+    def list_ssh_keys(self) -> list:
+        """List the caller's token's SSH keys (`den ssh-key ls`; an admin's:
+        every key), oldest first."""
+        data = self._t.call("GET", "/ssh-keys")
+        return [from_dict(SSHKey, k) for k in data.get("keys") or []]
+
+    def remove_ssh_key(self, key: str) -> None:
+        """Remove an SSH key (`den ssh-key rm`), by its name or fingerprint."""
+        self._t.call("DELETE", "/ssh-keys/" + escape(key))
 
     # -- requests, owners ---------------------------------------------------
 

@@ -34,6 +34,12 @@ __all__ = [
     "SecretGrant",
     "Sandbox",
     "Event",
+    "StreamEvent",
+    "SetupStep",
+    "Rebase",
+    "Peer",
+    "WarmPool",
+    "SSHKey",
     "Run",
     "Checkpoint",
     "FileInfo",
@@ -221,6 +227,104 @@ class Event:
     to: str = ""
     generation: int = 0
     message: str = ""
+
+
+@dataclass
+class StreamEvent:
+    """One event of :meth:`den.Client.stream_events`: a line of a sandbox's
+    history (``type`` paused, resumed, ...), run.started, run.ended,
+    limit.hit, policy.action, or a ``gap`` (without an ``id``) saying
+    events before it may be missing. ``id`` resumes a stream after it."""
+
+    __schema__ = "StreamEvent"
+    id: str = ""
+    time: Optional[datetime.datetime] = None
+    type: str = ""
+    sandbox_id: str = ""
+    sandbox: str = ""
+    owner: str = ""
+    from_: str = field(default="", metadata={"json": "from"})
+    to: str = ""
+    generation: int = 0
+    message: str = ""
+    run_id: str = ""
+    run_status: str = ""
+    exit_code: Optional[int] = None
+    limit_hit: str = ""
+
+
+@dataclass
+class SetupStep:
+    """One setup step as a rebase ran it; ``run`` is its run id, for
+    :meth:`den.Client.logs`."""
+
+    __schema__ = "SetupStep"
+    step: int = 0
+    command: str = ""
+    run: str = ""
+    exit_code: int = 0
+    duration_ms: int = 0
+
+
+@dataclass
+class Rebase:
+    """What a rebase did: the sandbox on its new root, the files-only
+    checkpoint taken first (restoring it undoes the rebase), the image
+    versions before and after, the kept paths carried over and the setup
+    steps run."""
+
+    __schema__ = "Rebase"
+    sandbox: Optional[Sandbox] = None
+    checkpoint: str = ""
+    from_: str = field(default="", metadata={"json": "from"})
+    to: str = ""
+    kept: list[str] = field(default_factory=list)
+    steps: list[SetupStep] = field(default_factory=list)
+    duration_ms: int = 0
+
+
+@dataclass
+class Peer:
+    """A sandbox's read-only view of another sandbox's files, mounted at
+    ``at``: a snapshot taken at ``taken_at``, or of ``checkpoint``."""
+
+    __schema__ = "Peer"
+    id: str = ""
+    sandbox: str = ""
+    sandbox_id: str = ""
+    at: str = ""
+    checkpoint: str = ""
+    taken_at: Optional[datetime.datetime] = None
+
+
+@dataclass
+class WarmPool:
+    """Instances of an image the answering node keeps booted ahead of
+    demand, for sandboxes of ``memory_bytes``; ``held`` says why it is
+    below its target and not refilling."""
+
+    __schema__ = "WarmPool"
+    target: int = 0
+    memory_bytes: int = 0
+    ready: int = 0
+    booting: int = 0
+    host_memory_bytes: int = 0
+    held: str = ""
+
+
+@dataclass
+class SSHKey:
+    """A public key of dend's SSH gateway; it acts with the rights of the
+    token it was added with (``token_id``)."""
+
+    __schema__ = "SSHKey"
+    name: str = ""
+    fingerprint: str = ""
+    type: str = ""
+    public_key: str = ""
+    comment: str = ""
+    token_id: str = ""
+    created_at: Optional[datetime.datetime] = None
 
 
 @dataclass

@@ -98,6 +98,12 @@ REQUESTS = [
     ("expose_port", "ExposePortRequest", {"sandbox", "port"}, set(), {}),
     ("signal", "SignalRequest", {"sandbox", "run"}, set(), {}),
     ("grant_secret", "SecretGrant", {"sandbox"}, set(), {"secret": "name"}),
+    ("set_setup", "SetupRequest", {"sandbox"}, set(), {}),
+    ("rebase", "RebaseRequest", {"sandbox"}, set(), {}),
+    ("add_peer", "AddPeerRequest", {"sandbox"}, set(), {"other": "sandbox"}),
+    ("refresh_peer", "RefreshPeerRequest", {"sandbox", "peer"}, set(), {}),
+    ("set_warm", "SetWarmRequest", {"image"}, set(), {}),
+    ("add_ssh_key", "AddSSHKeyRequest", set(), set(), {}),
 ]
 
 
@@ -132,7 +138,7 @@ def test_readme_lists_every_verb():
 def test_readme_uses_the_cli_words():
     den_cli = need("DEN_TEST_CLI")
     shorts = {}
-    for group in ("", "port", "secret", "checkpoint", "owner"):
+    for group in ("", "port", "secret", "checkpoint", "owner", "peer", "image", "ssh-key"):
         out = subprocess.run([den_cli] + ([group] if group else []) + ["--help"], capture_output=True, text=True,
                              check=True).stdout
         block = out.split("Available Commands:", 1)[1].split("\n\n", 1)[0]
@@ -143,7 +149,7 @@ def test_readme_uses_the_cli_words():
     for methods, cli, words in readme_rows():
         if not cli:
             continue
-        command = " ".join(w for w in cli.split() if re.fullmatch(r"[a-z]+", w))
+        command = " ".join(w for w in cli.split() if re.fullmatch(r"[a-z][a-z-]*", w))
         assert command in shorts, f"{cli} is not a den command"
         assert words.startswith(shorts[command]), f"{methods}: {words!r} should say {shorts[command]!r} as `{command} --help` does"
         checked += 1

@@ -15,16 +15,19 @@
 import type { Readable } from "node:stream";
 
 import { DenError } from "./errors.js";
+import { EventStream, type EventsOptions } from "./events.js";
 import { execStream, type ExecIO, type ExecResult } from "./exec.js";
 import { Transport, type TransportOptions } from "./transport.js";
 import type {
-  Checkpoint, CreateSandboxRequest, Event, ExecRequest, FileInfo, Health, Image, LimitsRequest, WarmPool,
-  MkdirRequest, NetworkPolicy, Policy, PortURL, Process, RequestStatus, Run, Sandbox, SecretGrant,
+  AddPeerRequest, Checkpoint, CreateSandboxRequest, Event, ExecRequest, FileInfo, Health, Image, LimitsRequest, WarmPool,
+  MkdirRequest, NetworkPolicy, Peer, Policy, PortURL, Process, Rebase, RefreshPeerRequest, RequestStatus, Run, Sandbox,
+  SecretGrant, SetupRequest, SSHKey,
 } from "./types.js";
 
 export * from "./errors.js";
 export type * from "./types.js";
 export type { ExecIO, ExecResult } from "./exec.js";
+export { EventStream, type EventsOptions } from "./events.js";
 export type { TransportOptions as ClientOptions } from "./transport.js";
 
 const sb = (name: string, ...rest: string[]) =>
@@ -90,6 +93,19 @@ export class Client {
     }
   }
 
+  /**
+   * Follows what happens to sandboxes (GET /v1/events): state changes,
+   * runs started and ended, limits hit, idle-policy steps. Resolves once
+   * the stream is open (an unknown sandbox throws not_found); iterate it
+   * with `for await`. `after` resumes after an event's id ("0": from the
+   * oldest dend keeps; default: from now); `follow: false` ends once what
+   * dend keeps was read; following, a cut connection is opened again after
+   * the last event read.
+   */
+  streamEvents(opts: EventsOptions = {}): Promise<EventStream> {
+    return EventStream.open(this.t, opts);
+  }
+
   // Sleep, wake, rewind, branch.
 
   pause(name: string): Promise<Sandbox> {
@@ -121,6 +137,45 @@ export class Client {
   }
   async fork(name: string, opts: { name: string; from?: string; count?: number }): Promise<Sandbox[]> {
     return (await this.t.json<{ sandboxes: Sandbox[] }>("POST", sb(name, "fork"), { json: opts })).sandboxes;
+  }
+
+  // Rebase and setup.
+
+  /**
+   * Gives a sandbox a new root from an image version (`image`: IMAGE or
+   * IMAGE@VERSION; default its own image's newest), carrying its kept
+   * paths over and running its setup steps again; its processes end. A
+   * failure, a setup step that exits non-zero included, rolls it back to
+   * the checkpoint taken first and throws a conflict naming the step.
+   */
+  rebase(name: string, opts: { image?: string } = {}): Promise<Rebase> {
+    return this.t.json("POST", sb(name, "rebase"), { json: opts });
+  }
+  /** Changes the setup steps and kept paths a rebase uses; a list left out stays, an empty one is cleared. Nothing runs now. */
+  setSetup(name: string, req: SetupRequest): Promise<Sandbox> {
+    return this.t.json("PUT", sb(name, "setup"), { json: req });
+  }
+
+  // Peers: read-only views of other sandboxes' files.
+
+  /**
+   * Gives sandbox `name` a read-only view of req.sandbox's files (at
+   * req.at, default /peers/OTHER): a snapshot now, or of req.checkpoint. A
+   * running or paused sandbox needs req.restart (its processes end, its
+   * files stay). Another owner's sandbox is not_found.
+   */
+  addPeer(name: string, req: AddPeerRequest): Promise<Peer> {
+    return this.t.json("POST", sb(name, "peers"), { json: req });
+  }
+  async peers(name: string): Promise<Peer[]> {
+    return (await this.t.json<{ peers: Peer[] }>("GET", sb(name, "peers"))).peers;
+  }
+  /** Takes view `peer` (its id, or the other sandbox's name) again: the other sandbox's files now, or req.checkpoint. */
+  refreshPeer(name: string, peer: string, req: RefreshPeerRequest = {}): Promise<Peer> {
+    return this.t.json("POST", sb(name, "peers", peer, "refresh"), { json: req });
+  }
+  async removePeer(name: string, peer: string, opts: { restart?: boolean } = {}): Promise<void> {
+    await this.t.send("DELETE", sb(name, "peers", peer), { query: { restart: opts.restart || undefined } });
   }
 
   // Settings.
@@ -253,6 +308,25 @@ export class Client {
   }
   async removeFile(name: string, path: string, opts: { recursive?: boolean } = {}): Promise<void> {
     await this.t.send("DELETE", sb(name, "files"), { query: { path, recursive: opts.recursive || undefined } });
+  }
+
+  // SSH keys of dend's SSH gateway.
+
+  /**
+   * Registers a public key (authorized_keys form, as in FILE.pub) for the
+   * caller's token: it reaches the SSH gateway with the token's rights
+   * until the token is revoked. Root on the socket has no token (invalid).
+   */
+  addSSHKey(name: string, publicKey: string): Promise<SSHKey> {
+    return this.t.json("POST", "/v1/ssh-keys", { json: { name, public_key: publicKey } });
+  }
+  /** The caller's token's keys (an admin's: every key), oldest first. */
+  async listSSHKeys(): Promise<SSHKey[]> {
+    return (await this.t.json<{ keys: SSHKey[] }>("GET", "/v1/ssh-keys")).keys;
+  }
+  /** Removes a key, by its name or fingerprint. */
+  async removeSSHKey(ref: string): Promise<void> {
+    await this.t.send("DELETE", `/v1/ssh-keys/${encodeURIComponent(ref)}`);
   }
 
   // Images.

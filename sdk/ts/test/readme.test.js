@@ -27,7 +27,7 @@ test("the README's verb table matches the CLI and the SDK", () => {
     // command are its subcommands; "`den exec`, `exec -d`": top level.
     let group = "";
     for (const m of cli.matchAll(/`([^`]+)`/g)) {
-      const words = m[1].replace(/^den /, "").split(" ").filter((w) => /^[a-z]+$/.test(w));
+      const words = m[1].replace(/^den /, "").split(" ").filter((w) => /^[a-z][a-z-]*$/.test(w));
       if (words.length > 1) {
         group = words[0];
         assert.ok(commands(group).has(words[1]), `den ${words[0]} ${words[1]} in README.md is not a den command`);

@@ -5,10 +5,20 @@ import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 
-import { Client, DenError, isNotFound } from "../dist/index.js";
+import { Client, DenError, isInvalid, isNotFound } from "../dist/index.js";
 
 const den = Client.fromEnv();
 const name = `ts-${process.env.DEN_HOST ? "tcp" : "sock"}`;
+
+const sh = (sandbox, line) => den.exec(sandbox, { argv: ["sh", "-c", line] });
+
+/** A public key in authorized_keys form, and its SHA256 fingerprint. */
+function sshKey(comment) {
+  const u32 = (n) => { const b = Buffer.alloc(4); b.writeUInt32BE(n); return b; };
+  const blob = Buffer.concat([u32(11), Buffer.from("ssh-ed25519"), u32(32), randomBytes(32)]);
+  const fp = "SHA256:" + createHash("sha256").update(blob).digest("base64").replace(/=+$/, "");
+  return [`ssh-ed25519 ${blob.toString("base64")} ${comment}`, fp];
+}
 
 async function text(stream) {
   const parts = [];
@@ -149,6 +159,158 @@ describe("den TypeScript SDK", () => {
     await assert.rejects(den.exec(name, { argv: [] }), (e) => e instanceof DenError && e.code === "invalid");
     const names = (await den.listSandboxes()).map((s) => s.name);
     assert.ok(!names.includes("bad-size") && !names.includes("bad name!"), `left behind: ${names}`);
+  });
+
+  test("events: a pause arrives, and the stream resumes after it", { timeout: 60_000 }, async () => {
+    const stream = await den.streamEvents({ sandbox: name }); // from now: open before the pause
+    await den.pause(name);
+    let paused;
+    for await (const ev of stream) {
+      if (ev.type === "paused") {
+        paused = ev;
+        break;
+      }
+    }
+    assert.equal(paused.sandbox, name);
+    assert.equal(paused.from, "running");
+    assert.equal(paused.to, "paused");
+    assert.ok(paused.id && paused.sandbox_id);
+    assert.equal(stream.lastId, paused.id);
+
+    await den.resume(name);
+    const later = [];
+    for await (const ev of await den.streamEvents({ sandbox: name, after: paused.id, follow: false })) {
+      if (ev.type !== "gap") later.push(ev.type);
+    }
+    assert.equal(later[0], "resumed", later.join(" "));
+    assert.ok(!later.includes("paused"), later.join(" "));
+
+    const all = [];
+    for await (const ev of await den.streamEvents({ sandbox: name, after: "0", follow: false })) all.push(ev);
+    assert.ok(all.some((e) => e.type === "created") && all.every((e) => e.type === "gap" || e.sandbox === name));
+
+    await assert.rejects(den.streamEvents({ sandbox: "no-such" }), (e) => isNotFound(e) && e.status === 404);
+    await assert.rejects(den.streamEvents({ after: "not-an-id" }), (e) => isInvalid(e));
+  });
+
+  test("rebase keeps the kept paths and runs the setup steps again", async () => {
+    const n = `${name}-rb`;
+    await den.createSandbox({ name: n, image: "busybox", memory: "256M", setup: ["echo ran >> /root/setup.log"], keep: ["/opt/data"] });
+    try {
+      assert.equal((await sh(n, "mkdir -p /opt/data && echo db > /opt/data/db && echo junk > /etc/junk")).exit_code, 0);
+      const steps = ["echo ran >> /root/setup.log", "echo step two | tee /root/two"];
+      const set = await den.setSetup(n, { steps });
+      assert.deepEqual(set.setup, steps);
+      assert.ok(set.keep.includes("/opt/data"), "keep, left out, stays");
+
+      const r = await den.rebase(n);
+      assert.ok(r.checkpoint);
+      assert.match(r.to, /^busybox@\d+$/);
+      assert.ok(r.kept.includes("/opt/data") && r.kept.includes("/root"));
+      assert.deepEqual(r.steps.map((s) => [s.step, s.command, s.exit_code]), [[1, steps[0], 0], [2, steps[1], 0]]);
+      assert.ok(r.sandbox.generation > set.generation);
+      assert.equal((await sh(n, "cat /root/setup.log /opt/data/db /root/two; test -e /etc/junk || echo junk gone")).stdout,
+        "ran\nran\ndb\nstep two\njunk gone\n");
+      assert.equal(await text(await den.logs(n, r.steps[1].run)), "step two\n", "a step's output is its run's");
+
+      await den.setSetup(n, { steps: ["echo boom; exit 3"] });
+      await assert.rejects(den.rebase(n), (e) => e.code === "conflict" && /boom/.test(e.message));
+      assert.equal((await sh(n, "cat /opt/data/db /root/two")).stdout, "db\nstep two\n", "a failed rebase rolls back");
+      const cleared = await den.setSetup(n, { steps: [], keep: [] });
+      assert.deepEqual(cleared.setup ?? [], []);
+      assert.ok(!cleared.keep.includes("/opt/data"));
+
+      await assert.rejects(den.rebase("no-such"), (e) => isNotFound(e));
+      await assert.rejects(den.rebase(n, { image: "no-such-image" }), (e) => isNotFound(e));
+      await assert.rejects(den.setSetup(n, { keep: ["relative/path"] }), (e) => isInvalid(e));
+    } finally {
+      await den.removeSandbox(n, { force: true }).catch(() => {});
+    }
+  });
+
+  test("peers: a view of another sandbox is readable and read-only", async () => {
+    const coder = `${name}-coder`;
+    const rev = `${name}-rev`;
+    await den.createSandbox({ name: coder, image: "busybox", memory: "256M" });
+    await den.createSandbox({ name: rev, image: "busybox", memory: "256M" });
+    try {
+      await sh(coder, "mkdir -p /work && echo v1 > /work/a.txt");
+      const at = `/peers/${coder}`;
+      await assert.rejects(den.addPeer(rev, { sandbox: coder }), (e) => e.code === "conflict" && /restart/.test(e.message));
+      assert.deepEqual(await den.peers(rev), []);
+
+      const p = await den.addPeer(rev, { sandbox: coder, restart: true });
+      assert.equal(p.at, at);
+      assert.equal(p.sandbox, coder);
+      assert.ok(p.id && p.sandbox_id && p.taken_at);
+      assert.deepEqual((await den.peers(rev)).map((v) => v.id), [p.id]);
+      assert.equal((await sh(rev, `cat ${at}/work/a.txt`)).stdout, "v1\n");
+      const w = await sh(rev, `echo x > ${at}/work/a.txt`);
+      assert.ok(w.exit_code !== 0 && /read-only/i.test(w.stderr), w.stderr);
+      await assert.rejects(den.writeFile(rev, `${at}/work/a.txt`, "x"), (e) => e instanceof DenError);
+      assert.equal((await sh(coder, "cat /work/a.txt")).stdout, "v1\n");
+
+      await sh(coder, "echo v2 > /work/a.txt");
+      const again = await den.refreshPeer(rev, coder, { restart: true });
+      assert.equal(again.at, at);
+      assert.equal((await sh(rev, `cat ${at}/work/a.txt`)).stdout, "v2\n");
+      await den.removePeer(rev, again.id, { restart: true });
+      assert.deepEqual(await den.peers(rev), []);
+
+      await assert.rejects(den.peers("no-such"), (e) => isNotFound(e));
+      await assert.rejects(den.addPeer(rev, { sandbox: "no-such", restart: true }), (e) => isNotFound(e));
+      await assert.rejects(den.removePeer(rev, "no-such-view"), (e) => isNotFound(e));
+    } finally {
+      await den.removeSandbox(rev, { force: true }).catch(() => {});
+      await den.removeSandbox(coder, { force: true }).catch(() => {});
+    }
+  });
+
+  test("ssh keys: add, list by fingerprint, remove", async () => {
+    const [key, fp] = sshKey("me@laptop");
+    const kname = `${name}-key`;
+    if (!process.env.DEN_HOST) {
+      // Root on the socket has no token to tie a key to.
+      await assert.rejects(den.addSSHKey(kname, key), (e) => isInvalid(e) && /token/.test(e.message));
+      await assert.rejects(den.removeSSHKey("no-such-key"), (e) => isNotFound(e));
+      return;
+    }
+    const k = await den.addSSHKey(kname, key);
+    try {
+      assert.equal(k.name, kname);
+      assert.equal(k.fingerprint, fp);
+      assert.equal(k.type, "ssh-ed25519");
+      assert.equal(k.comment, "me@laptop");
+      assert.ok((await den.listSSHKeys()).some((x) => x.fingerprint === fp));
+      await assert.rejects(den.addSSHKey(`${kname}-bad`, "this is not a key"), (e) => isInvalid(e));
+    } finally {
+      await den.removeSSHKey(fp);
+    }
+    assert.ok(!(await den.listSSHKeys()).some((x) => x.fingerprint === fp));
+    await assert.rejects(den.removeSSHKey(kname), (e) => isNotFound(e));
+  });
+
+  test("warm pools: set, shown on the image with its count, emptied", { timeout: 150_000 }, async () => {
+    if (process.env.DEN_HOST) {
+      await assert.rejects(den.setWarm("busybox", 1), (e) => e.code === "forbidden" && e.status === 403); // admins only
+      return;
+    }
+    try {
+      const p = await den.setWarm("busybox", 1, 256 << 20);
+      assert.equal(p.target, 1);
+      assert.equal(p.memory_bytes, 256 << 20);
+      for (const deadline = Date.now() + 120_000; ; ) {
+        const w = (await den.getImage("busybox")).warm;
+        assert.equal(w?.target, 1);
+        if (w.ready === 1) break;
+        assert.ok(Date.now() < deadline, `the pool never filled: ${JSON.stringify(w)}`);
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      await assert.rejects(den.setWarm("no-such-image", 1), (e) => isNotFound(e));
+      await assert.rejects(den.setWarm("busybox", 65), (e) => isInvalid(e));
+    } finally {
+      assert.equal((await den.setWarm("busybox", 0)).target, 0);
+    }
   });
 
   test("withSandbox removes its sandbox however the function ends", async () => {
