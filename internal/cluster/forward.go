@@ -30,6 +30,13 @@ const (
 	// bytes (hex), so that the receiver keeps only a stream that came
 	// whole.
 	HeaderStreamCRC = "Den-Stream-Crc32c"
+	// HeaderSSHKey carries, on an SSH login one node relays to the node
+	// of its sandbox, the public key the client proved it holds (SSH wire
+	// format, base64); HeaderSSHRemote, the client's address.
+	HeaderSSHKey    = "Den-Ssh-Key"
+	HeaderSSHRemote = "Den-Ssh-Remote"
+	// SSHProto is what that request switches its connection to: SSH.
+	SSHProto = "den-ssh"
 )
 
 // NodeLookup finds nodes' records.
@@ -155,6 +162,9 @@ func (f *Forwarder) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetXForwarded()
 	pr.Out.Header.Set(HeaderKey, f.key)
 	pr.Out.Header.Set(HeaderFrom, f.self)
+	// Only a node's own gateway vouches for an SSH key (Dial); a caller's
+	// request forwarded on never does.
+	pr.Out.Header.Del(HeaderSSHKey)
 }
 
 var netDialer = net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}

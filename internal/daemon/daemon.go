@@ -238,13 +238,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// dend, so they keep working across restarts.
 	e2bDoor := e2b.New(e2b.Config{API: self, IsLocal: httpapi.IsLocal, MinTTL: cfg.MinTTL, Key: portsKey, Domain: cfg.E2BDomain,
 		Logger: log.With("component", "e2b")})
+	gate, err := newGate(cfg, fl, svc, tokens, st, log)
+	if err != nil {
+		return err
+	}
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
 		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(svc, off != nil), Warm: svc, UI: ui.Handler(),
-		Events: svc, Stopping: ctx.Done(), Metrics: prom.Handler(),
+		Events: svc, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate),
 		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log)})
 	self.Serve(httpapi.Local(handler), handler)
-	if err := startSSH(ctx, cfg, svc, tokens, st, log); err != nil {
+	if err := startSSH(ctx, cfg, gate, log); err != nil {
 		return err
 	}
 	if err := serve(ctx, cfg, handler, prom.Handler(), log); err != nil {

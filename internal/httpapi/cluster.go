@@ -105,7 +105,7 @@ func (s *server) fromNode(r *http.Request) bool {
 // wake a sandbox this node has no room for: then the sandbox goes to a
 // node with room, and the request after it.
 func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestInfo) (bool, error) {
-	if s.cluster == nil || (info.fromNode && !wakes(r, info.route)) {
+	if s.cluster == nil || (info.fromNode && !wakes(r, info.route)) || info.route == sshRelayRoute {
 		return false, nil // a node sent it here: answered here, unless it wakes (below)
 	}
 	var err error

@@ -38,6 +38,7 @@ func (s *server) routes() []route {
 		{"POST", "/v1/sandboxes/{name}/move", s.moveSandbox},
 		{"POST", "/v1/sandboxes/{name}/adopt", s.adoptSandbox},
 		{"PUT", "/v1/sandboxes/{name}/handover/{part}", s.receiveAhead},
+		{"GET", sshRelayRoute, s.relaySSH},
 		{"PATCH", "/v1/sandboxes/{name}/policy", s.setPolicy},
 		{"PUT", "/v1/sandboxes/{name}/network", s.setNetwork},
 		{"PATCH", "/v1/sandboxes/{name}/limits", s.setLimits},

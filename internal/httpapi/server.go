@@ -193,6 +193,9 @@ type Config struct {
 	// Metrics serves GET /metrics (Prometheus' format) to admin and
 	// admin:read tokens. nil: 503.
 	Metrics http.Handler
+	// SSH serves SSH logins other nodes of the fleet relay here
+	// (GET /v1/sandboxes/{name}/ssh, between nodes only). nil: 503.
+	SSH SSHRelay
 	// Stopping is closed when dend shuts down: streams that would never
 	// end on their own (GET /v1/events) end then.
 	Stopping <-chan struct{}
@@ -246,6 +249,7 @@ type server struct {
 	events   EventStream
 	stopping <-chan struct{}
 	metrics  http.Handler
+	ssh      SSHRelay
 }
 
 // New returns the handler of the whole API: every route of Routes, JSON
@@ -270,6 +274,7 @@ func New(cfg Config) http.Handler {
 		events:       cfg.Events,
 		stopping:     cfg.Stopping,
 		metrics:      cfg.Metrics,
+		ssh:          cfg.SSH,
 		owners:       cfg.Owners,
 		requests:     cfg.Requests,
 		blobs:        cfg.Blobs,

@@ -64,12 +64,24 @@ type Keys interface {
 	KeyPrincipal(ctx context.Context, key ssh.PublicKey) (auth.Principal, error)
 }
 
-// Config is what a Gate needs. Every field but Logger is required.
+// Relay reaches, in a fleet, the node a sandbox runs on.
+type Relay interface {
+	// Self is this node's name.
+	Self() string
+	// DialGate opens a connection to node's gateway, for the login of
+	// key (in SSH wire format) to the sandbox id, made from remote: a
+	// connection that node serves as RelayedLogin would.
+	DialGate(ctx context.Context, node, id string, key []byte, remote string) (net.Conn, error)
+}
+
+// Config is what a Gate needs. Every field but Relay and Logger is
+// required; with no Relay, only this node's sandboxes are reached.
 type Config struct {
 	HostKey   ssh.Signer
 	Sandboxes Sandboxes
 	Keys      Keys
 	Audit     audit.Log
+	Relay     Relay
 	Logger    *slog.Logger
 }
 
@@ -169,12 +181,13 @@ const (
 type login struct {
 	principal auth.Principal
 	sandbox   *sandbox.Sandbox
+	pub       ssh.PublicKey
 	key       string // the key's fingerprint
 	remote    string
 }
 
 func (g *Gate) serverConfig(ctx context.Context, logins *loginCache) *ssh.ServerConfig {
-	cfg := &ssh.ServerConfig{
+	return g.withHostKey(&ssh.ServerConfig{
 		Config:        ssh.Config{Ciphers: ciphers},
 		MaxAuthTries:  maxAuthTries,
 		ServerVersion: "SSH-2.0-den",
@@ -185,16 +198,12 @@ func (g *Gate) serverConfig(ctx context.Context, logins *loginCache) *ssh.Server
 			return &ssh.Permissions{}, nil
 		},
 		VerifiedPublicKeyCallback: func(meta ssh.ConnMetadata, key ssh.PublicKey, _ *ssh.Permissions, _ string) (*ssh.Permissions, error) {
-			l, err := g.authorize(ctx, meta, key)
-			if err != nil {
-				return nil, err
-			}
-			logins.put(l)
-			return &ssh.Permissions{Extensions: map[string]string{
-				extSandboxID: l.sandbox.ID, extSandboxName: l.sandbox.Name, extFingerprint: l.key,
-			}}, nil
+			return logins.authorized(g.authorize(ctx, meta.User(), meta.RemoteAddr().String(), key))
 		},
-	}
+	})
+}
+
+func (g *Gate) withHostKey(cfg *ssh.ServerConfig) *ssh.ServerConfig {
 	cfg.AddHostKey(g.cfg.HostKey)
 	return cfg
 }
@@ -210,10 +219,8 @@ var errRefused = errors.New("permission denied")
 // authorize finds the sandbox the user names among those the key's token
 // reaches. Every refusal is errRefused; why is logged, and audited when
 // the key is known.
-func (g *Gate) authorize(ctx context.Context, meta ssh.ConnMetadata, key ssh.PublicKey) (*login, error) {
+func (g *Gate) authorize(ctx context.Context, ref, remote string, key ssh.PublicKey) (*login, error) {
 	fp := auth.Fingerprint(key)
-	ref := meta.User()
-	remote := meta.RemoteAddr().String()
 	p, err := g.cfg.Keys.KeyPrincipal(ctx, key)
 	if err != nil {
 		if !errors.Is(err, auth.ErrUnauthorized) {
@@ -245,7 +252,7 @@ func (g *Gate) authorize(ctx context.Context, meta ssh.ConnMetadata, key ssh.Pub
 	if err != nil {
 		return refuse("no such sandbox for this key", err)
 	}
-	return &login{principal: p, sandbox: sb, key: fp, remote: remote}, nil
+	return &login{principal: p, sandbox: sb, pub: key, key: fp, remote: remote}, nil
 }
 
 // loginCache hands a login from authentication to the connection it is
@@ -262,6 +269,18 @@ func (c *loginCache) put(l *login) {
 	c.mu.Unlock()
 }
 
+// authorized keeps l, the login authorize let in, and returns the
+// permissions that name it; err is authorize's refusal.
+func (c *loginCache) authorized(l *login, err error) (*ssh.Permissions, error) {
+	if err != nil {
+		return nil, err
+	}
+	c.put(l)
+	return &ssh.Permissions{Extensions: map[string]string{
+		extSandboxID: l.sandbox.ID, extSandboxName: l.sandbox.Name, extFingerprint: l.key,
+	}}, nil
+}
+
 func (c *loginCache) get(perms *ssh.Permissions) *login {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -273,11 +292,18 @@ func (c *loginCache) get(perms *ssh.Permissions) *login {
 
 // serveConn runs one connection from handshake to close.
 func (g *Gate) serveConn(ctx context.Context, nc net.Conn) {
-	defer nc.Close()
-	nc = quickAck(nc)
 	logins := &loginCache{}
+	g.serveWith(ctx, quickAck(nc), g.serverConfig(ctx, logins), logins, true)
+}
+
+// serveWith runs connection nc, whose logins cfg lets into logins, from
+// handshake to close. mayRelay says a login to a sandbox another node
+// runs is relayed there; else it is served here, where the sandbox
+// service refuses what it cannot do.
+func (g *Gate) serveWith(ctx context.Context, nc net.Conn, cfg *ssh.ServerConfig, logins *loginCache, mayRelay bool) {
+	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(handshakeTimeout))
-	sc, chans, reqs, err := ssh.NewServerConn(nc, g.serverConfig(ctx, logins))
+	sc, chans, reqs, err := ssh.NewServerConn(nc, cfg)
 	if err != nil {
 		g.log.Debug("ssh: handshake failed", "remote", nc.RemoteAddr().String(), "err", err)
 		return
@@ -297,6 +323,10 @@ func (g *Gate) serveConn(ctx context.Context, nc net.Conn) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if r := g.cfg.Relay; mayRelay && r != nil && l.sandbox.Node != "" && l.sandbox.Node != r.Self() {
+		g.relay(ctx, l, sc, chans, reqs)
+		return
+	}
 	id := l.sandbox.ID
 	g.recordFor(ctx, l, "login", l.remote+" key "+l.key, nil)
 	g.log.Info("ssh: login", "sandbox", l.sandbox.Name, "token", l.principal.TokenID, "key", l.key, "remote", l.remote)

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/den-dev/den/internal/auth"
 )
 
 // HostKeyFile is the host key's file in dend's data directory.
@@ -62,3 +64,7 @@ func makeHostKey(path string) (ssh.Signer, error) {
 	os.Remove(tmp)
 	return LoadHostKey(path)
 }
+
+// HostKeyFingerprint is the SHA256 fingerprint of the gateway's host key,
+// as ssh shows it.
+func (g *Gate) HostKeyFingerprint() string { return auth.Fingerprint(g.cfg.HostKey.PublicKey()) }
