@@ -177,9 +177,12 @@ func TestDebianDefaultImageKeepsPackages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the debian image (about a minute)")
 	}
-	d := startDend(t)
+	// Its dend has the SSH gateway: VS Code Remote-SSH is tried on the
+	// image below, on alice's sandbox.
+	r := newSSHRig(t)
+	d := r.d
 	ctx := ctxT(t, 10*time.Minute)
-	sb, err := d.c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "deb"})
+	sb, err := r.alice.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "deb"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,6 +206,8 @@ func TestDebianDefaultImageKeepsPackages(t *testing.T) {
 	if got := d.mustSh("deb", "dpkg-query -W -f='${Status}' den-test-pkg; echo; den-test-hello"); got != "install ok installed\nhello from a package\n" {
 		t.Fatalf("package after stop/start: %q", got)
 	}
+	r.addKey("alice")
+	vscodeRemoteSSH(t, r, "deb")
 }
 
 // buildDeb makes a tiny Debian package holding one executable.

@@ -61,19 +61,19 @@ func TestMetricsScrape(t *testing.T) {
 	owner := strings.TrimSpace(d.mustDen("", "token", "create", "alice", "--scope", "owner"))
 
 	sb := d.create("m1")
-	d.mustSh("m1", "echo hi")
+	d.mustSh("m1", "echo hi; for i in 1 2 3; do sleep 600 & done")
 	labels := `{id="` + sb.ID + `",image="busybox",name="m1",owner=""}`
 
-	// The sampler reads running sandboxes every 5 s: wait for its first
-	// two readings (the first only sets the CPU baseline).
+	// The sampler reads running sandboxes every 5 s, and asks den-init
+	// for its processes every sixth time: den-init and the three sleeps.
 	var body string
-	waitFor(t, 30*time.Second, "m1's usage in /metrics", func() bool {
+	waitFor(t, time.Minute, "m1's usage and processes in /metrics", func() bool {
 		code, b := scrape(t, url, reader)
 		if code != 200 {
 			t.Fatalf("admin:read scrape: %d %s", code, b)
 		}
 		body = b
-		return sampleValue(body, "den_sandbox_memory_working_set_bytes"+labels) > 0
+		return sampleValue(body, "den_sandbox_memory_working_set_bytes"+labels) > 0 && sampleValue(body, "den_sandbox_processes"+labels) == 4
 	})
 	for _, series := range []string{
 		"den_sandbox_cpu_usage_seconds_total", "den_sandbox_memory_usage_bytes", "den_sandbox_host_tasks",

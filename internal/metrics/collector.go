@@ -30,6 +30,8 @@ var (
 		"Host memory charged to the sandbox less inactive page cache, as cAdvisor counts a working set.")
 	descTasks = sandboxDesc("den_sandbox_host_tasks",
 		"Host tasks (threads) in the sandbox's cgroup: gVisor's sentry and gofer, not the processes inside it.")
+	descProcs = sandboxDesc("den_sandbox_processes",
+		"Processes running inside the sandbox, den-init included, as den-init counts them (read every 30 s or so).")
 	descDisk = sandboxDesc("den_sandbox_fs_usage_bytes",
 		"Bytes the sandbox's files hold, as the storage pool counts them (read every 30 s or so).")
 	descRx = sandboxDesc("den_sandbox_network_receive_bytes_total",
@@ -69,7 +71,7 @@ type collector struct {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descState, descSpecCPUs, descSpecMemory, descSpecDisk, descCPU, descMemUsage,
-		descMemWorking, descTasks, descDisk, descRx, descTx, descReadAt, descSandboxes, descPoolSize, descPoolUsed,
+		descMemWorking, descTasks, descProcs, descDisk, descRx, descTx, descReadAt, descSandboxes, descPoolSize, descPoolUsed,
 		descPoolFree, descPoolReserve, descPoolPromised, descWarmReady, descWarmBooting, descWarmMemory,
 		descWarmReserve, descWarmPressure, descScrapeError} {
 		ch <- d
@@ -136,6 +138,9 @@ func collectSandbox(ch chan<- prometheus.Metric, u sandbox.SandboxUsage, labels 
 	ch <- prometheus.MustNewConstMetric(descMemUsage, prometheus.GaugeValue, float64(l.MemoryBytes), labels...)
 	ch <- prometheus.MustNewConstMetric(descMemWorking, prometheus.GaugeValue, float64(l.WorkingSetBytes), labels...)
 	ch <- prometheus.MustNewConstMetric(descTasks, prometheus.GaugeValue, float64(l.HostTasks), labels...)
+	if l.ProcessesRead {
+		ch <- prometheus.MustNewConstMetric(descProcs, prometheus.GaugeValue, float64(l.Processes), labels...)
+	}
 	ch <- prometheus.MustNewConstMetric(descDisk, prometheus.GaugeValue, float64(l.DiskBytes), labels...)
 	if l.NetworkRead {
 		ch <- prometheus.MustNewConstMetric(descRx, prometheus.CounterValue, float64(l.ReceivedBytes), labels...)

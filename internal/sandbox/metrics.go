@@ -68,6 +68,8 @@ type series struct {
 	at       time.Time
 	disk     int64
 	diskRead bool // disk holds a figure the pool gave
+	procs    int
+	procsSet bool // procs holds a figure den-init gave
 	samples  []Sample
 	// last is the newest reading of the instance, for /metrics.
 	last Latest
@@ -83,6 +85,11 @@ type Latest struct {
 	WorkingSetBytes int64
 	HostTasks       int
 	DiskBytes       int64
+	// Processes is how many processes run in the sandbox, den-init
+	// included, as den-init counted them when the disk use was read;
+	// ProcessesRead is false until it answered once.
+	Processes     int
+	ProcessesRead bool
 	// Network is what its link carried; NetworkRead is false when the
 	// engine's network cannot count it.
 	NetworkRead              bool
@@ -130,6 +137,7 @@ func (s *Service) sampleAll(ctx context.Context) {
 		}
 		disk := diskFigure{}
 		if s.metrics.diskDue(sb.ID, round) {
+			disk.procs, disk.procsRead = s.countProcesses(ctx, sb)
 			if rc, ok := s.cfg.Volumes.(QuotaRecounter); ok && !recounted {
 				recounted = true
 				if err := rc.Recount(ctx); err != nil {
@@ -137,7 +145,7 @@ func (s *Service) sampleAll(ctx context.Context) {
 				}
 			}
 			if q, err := s.cfg.Volumes.Quota(ctx, sb.VolumeKey()); err == nil {
-				disk = diskFigure{bytes: q.Used, read: true}
+				disk.bytes, disk.read = q.Used, true
 			} else {
 				s.log.Debug("reading disk use to sample", "sandbox", sb.ID, "err", err)
 			}
@@ -165,10 +173,31 @@ type netFigure struct {
 	read           bool
 }
 
-// diskFigure is a sandbox's disk use, if it was read this round.
+// diskFigure is a sandbox's disk use, if it was read this round, and
+// its processes, if den-init counted them then.
 type diskFigure struct {
-	bytes int64
-	read  bool
+	bytes     int64
+	read      bool
+	procs     int
+	procsRead bool
+}
+
+// countTimeout bounds asking den-init how many processes run: a sandbox
+// that does not answer at once (it is being paused) is asked next time.
+const countTimeout = time.Second
+
+// countProcesses asks den-init of sb how many processes run in it, itself
+// included. It is asked as seldom as the disk use is read: each question
+// costs the sandbox a little CPU.
+func (s *Service) countProcesses(ctx context.Context, sb *Sandbox) (int, bool) {
+	ctx, cancel := context.WithTimeout(ctx, countTimeout)
+	defer cancel()
+	info, err := s.guestFor(sb).Ping(ctx)
+	if err != nil {
+		s.log.Debug("counting processes to sample", "sandbox", sb.ID, "err", err)
+		return 0, false
+	}
+	return info.Procs + 1, true
 }
 
 // nextRound starts a round of samples and returns its number.
@@ -206,6 +235,12 @@ func (m *metricsLog) add(sb *Sandbox, use ResourceUsage, now time.Time, disk dis
 	if disk.read {
 		sr.disk, sr.diskRead = disk.bytes, true
 	}
+	if fresh {
+		sr.procs, sr.procsSet = 0, false // another incarnation's
+	}
+	if disk.procsRead {
+		sr.procs, sr.procsSet = disk.procs, true
+	}
 	smp := Sample{At: now, CPUs: sb.Spec.CPUs, MemoryBytes: use.MemoryBytes, MemoryLimit: sb.Spec.MemoryBytes,
 		DiskBytes: sr.disk, DiskLimit: sb.Spec.DiskBytes}
 	if !fresh && now.After(sr.at) && sb.Spec.CPUs > 0 {
@@ -215,6 +250,7 @@ func (m *metricsLog) add(sb *Sandbox, use ResourceUsage, now time.Time, disk dis
 	sr.last = Latest{
 		Instance: inst, At: now, CPUTime: use.CPUTime, MemoryBytes: use.MemoryBytes, WorkingSetBytes: use.WorkingSetBytes,
 		HostTasks: use.HostTasks, DiskBytes: sr.disk, NetworkRead: net.read, ReceivedBytes: net.received, SentBytes: net.sent,
+		Processes: sr.procs, ProcessesRead: sr.procsSet,
 	}
 	if fresh {
 		// The first sample of an incarnation has nothing to measure
