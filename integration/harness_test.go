@@ -114,6 +114,10 @@ type dend struct {
 	subnet  string
 	args    []string
 	c       *client.Client
+	// bin and env, when set, are the dend to run and what is added to
+	// its environment: a dend installed as a service is run so.
+	bin string
+	env []string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -154,7 +158,14 @@ func (d *dend) start() {
 	d.t.Helper()
 	d.mu.Lock()
 	d.log = &bytes.Buffer{}
-	d.cmd = exec.Command(filepath.Join(binDir, "dend"), d.args...)
+	bin := d.bin
+	if bin == "" {
+		bin = filepath.Join(binDir, "dend")
+	}
+	d.cmd = exec.Command(bin, d.args...)
+	if d.env != nil {
+		d.cmd.Env = append(os.Environ(), d.env...)
+	}
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err := d.cmd.Start()
