@@ -37,7 +37,8 @@ func what(ev api.StreamEvent) string { return ev.Sandbox + ":" + ev.Type + "@" +
 // happens to a sandbox on node-a, each event's id says where the
 // follower is on both nodes, and resuming from it through node-a gives
 // exactly what was missed. ?sandbox= names a sandbox on another node;
-// an owner token sees only its own sandboxes' events, on every node.
+// an owner token sees only its own sandboxes' events, on every node. A
+// node out of reach is a gap, not the end of the stream.
 func TestFleetEvents(t *testing.T) {
 	_, file := pgStoreFile(t)
 	a, _ := startNode(t, "node-a", file)
@@ -148,6 +149,18 @@ func TestFleetEvents(t *testing.T) {
 	if _, errs, code := b.denAs(aliceEnv, "", "events", "--sandbox", "ev-a"); code == 0 || !strings.Contains(errs, "not found") {
 		t.Errorf("alice asking node-b for root's sandbox on node-a: %d %s", code, errs)
 	}
+	// node-a's dend stops: node-b's follower is told its events may be
+	// missing, and goes on; once node-a is back its events follow.
+	a.stop()
+	fb.await("gap", "node-a")
+	b.create("ev-b2", func(r *api.CreateSandboxRequest) { r.Node = "node-b" })
+	fb.await("ev-b2", "started")
+	a.start()
+	if _, err := a.c.Resume(ctx, "ev-a"); err != nil {
+		t.Fatal(err)
+	}
+	fb.await("ev-a", "resumed")
+
 	// A cursor that is not one is refused, saying what an id is.
 	if _, errs, code := a.den("events", "--after", "node-a=xyz"); code == 0 || !strings.Contains(errs, "NODE=BOOT.SEQ") {
 		t.Errorf("a malformed cursor: %d %s", code, errs)
