@@ -63,6 +63,7 @@ fuzz:
 	go test -run=NONE -fuzz='^FuzzDecodeSecrets$$' -fuzztime=$(FUZZTIME) ./internal/guest/
 	go test -run=NONE -fuzz='^FuzzMasker$$' -fuzztime=$(FUZZTIME) ./internal/sandbox/
 	go test -run=NONE -fuzz='^FuzzOpen$$' -fuzztime=$(FUZZTIME) ./internal/imagecrypt/
+	go test -run=NONE -fuzz='^FuzzParseCursor$$' -fuzztime=$(FUZZTIME) ./internal/cluster/
 
 # dend and den in BINDIR, den-init and the pinned runsc in LIBDIR, a
 # systemd unit for dend with its settings in SYSCONFDIR/den/dend.env (kept

@@ -123,20 +123,25 @@ type Event struct {
 // StreamEvent is one event of GET /v1/events, the data of one
 // Server-Sent Event whose id is ID.
 type StreamEvent struct {
-	ID         string    `json:"id,omitempty"` // BOOT.SEQ; none on a gap event
-	Time       time.Time `json:"time"`
-	Type       string    `json:"type"` // a history event type, run.started, run.ended, limit.hit, policy.action or gap
-	SandboxID  string    `json:"sandbox_id,omitempty"`
-	Sandbox    string    `json:"sandbox,omitempty"` // its name
-	Owner      string    `json:"owner,omitempty"`
-	From       string    `json:"from,omitempty"`
-	To         string    `json:"to,omitempty"`
-	Generation int64     `json:"generation,omitempty"`
-	Message    string    `json:"message,omitempty"`
-	RunID      string    `json:"run_id,omitempty"`
-	RunStatus  string    `json:"run_status,omitempty"`
-	ExitCode   *int      `json:"exit_code,omitempty"`
-	LimitHit   string    `json:"limit_hit,omitempty"`
+	// ID resumes the stream after this event: BOOT.SEQ from a dend on its
+	// own, NODE=BOOT.SEQ pairs in a fleet; none on a gap event. Opaque.
+	ID   string    `json:"id,omitempty"`
+	Time time.Time `json:"time"`
+	Type string    `json:"type"` // a history event type, run.started, run.ended, limit.hit, policy.action or gap
+	// Node is the node it happened on, in a fleet (a gap: whose events
+	// may be missing).
+	Node       string `json:"node,omitempty"`
+	SandboxID  string `json:"sandbox_id,omitempty"`
+	Sandbox    string `json:"sandbox,omitempty"` // its name
+	Owner      string `json:"owner,omitempty"`
+	From       string `json:"from,omitempty"`
+	To         string `json:"to,omitempty"`
+	Generation int64  `json:"generation,omitempty"`
+	Message    string `json:"message,omitempty"`
+	RunID      string `json:"run_id,omitempty"`
+	RunStatus  string `json:"run_status,omitempty"`
+	ExitCode   *int   `json:"exit_code,omitempty"`
+	LimitHit   string `json:"limit_hit,omitempty"`
 }
 
 // MetricsList is the body of GET /v1/sandboxes/{name}/metrics: samples

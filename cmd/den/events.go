@@ -22,12 +22,14 @@ hibernated, resumed, ...), runs started and ended, limits a run ran into and
 the steps the idle policy took. Without -f it prints the events dend still
 keeps (its newest 4096, in memory, since it started) and exits; with -f it
 follows them as they happen, and picks up where it was if the connection
-drops. An owner token sees only its own sandboxes' events.
+drops. An owner token sees only its own sandboxes' events. In a fleet, any
+node shows the events of every node's sandboxes.
 
-Each event has an id; --after ID resumes after it. A "gap" line says events
-before it may be missing (dend restarted, or no longer keeps them); each
-sandbox's history (` + "`den inspect`" + `) keeps its state changes for good.
-With --json, each event is one line of JSON.`,
+Each event has an id; --after ID resumes after it, on any node of a fleet.
+A "gap" line says events before it may be missing (dend restarted, no longer
+keeps them, or a node of the fleet could not be reached); each sandbox's
+history (` + "`den inspect`" + `) keeps its state changes for good. With
+--json, each event is one line of JSON, with its node in a fleet.`,
 		Example: `  den events
   den events -f
   den events -f --sandbox web

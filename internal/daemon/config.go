@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/netns"
 	"github.com/den-dev/den/internal/sandbox"
@@ -169,7 +170,7 @@ func (c *Config) Validate() error {
 	if err := c.Blobs.validate(); err != nil {
 		return err
 	}
-	if !validNodeName(c.Node) {
+	if !cluster.ValidName(c.Node) {
 		return bad("node", "%q is not a node name: letters, digits, '.', '-' and '_', up to 63", c.Node)
 	}
 	if err := c.validatePeerURL(); err != nil {
@@ -325,18 +326,4 @@ func (c *Config) OpenedPrivate() ([]netip.Prefix, error) {
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-// validNodeName reports whether name may name a node: it shows in logs,
-// URLs and `den node` commands.
-func validNodeName(name string) bool {
-	if name == "" || len(name) > 63 {
-		return false
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
-			return false
-		}
-	}
-	return true
 }

@@ -27,30 +27,33 @@ type EventStream interface {
 // proxies keep it open and a follower that left is noticed.
 const eventsKeepalive = 15 * time.Second
 
+// eventsQuery is what a follower of GET /v1/events asked for.
+type eventsQuery struct {
+	after  string // the id of the last event it saw: "" from now, "0" from the oldest kept
+	follow bool
+	only   string // a sandbox's id; "": every one the principal may see
+}
+
 // streamEvents serves GET /v1/events as Server-Sent Events: what the
 // principal may see, of one sandbox when ?sandbox= names it, from after
 // the Last-Event-ID (or ?after=) when one is given, else from now; with
-// ?follow=false it ends once it sent what dend keeps.
+// ?follow=false it ends once it sent what dend keeps. In a fleet, the
+// events of every node (fleetevents.go).
 func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	if s.events == nil {
 		return errdefs.Unavailable("this dend has no event stream")
 	}
 	p := principalOf(r)
-	after := r.Header.Get("Last-Event-ID")
-	if q := r.URL.Query().Get("after"); q != "" {
-		after = q
+	q := eventsQuery{after: r.Header.Get("Last-Event-ID"), follow: true}
+	if v := r.URL.Query().Get("after"); v != "" {
+		q.after = v
 	}
-	cur, err := s.events.ParseEventCursor(after)
-	if err != nil {
-		return err
-	}
-	follow := true
 	if v := r.URL.Query().Get("follow"); v != "" {
-		if follow, err = strconv.ParseBool(v); err != nil {
+		var err error
+		if q.follow, err = strconv.ParseBool(v); err != nil {
 			return invalidQuery("follow", v, "use true or false")
 		}
 	}
-	only := ""
 	if ref := r.URL.Query().Get("sandbox"); ref != "" {
 		sb, err := s.sandboxes.Get(r.Context(), ref)
 		if !p.Scope.Admin() {
@@ -60,39 +63,47 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		noteSandbox(r, sb.ID, sb.Name)
-		only = sb.ID
+		q.only = sb.ID
 	}
-	rc := http.NewResponseController(w)
-	rc.SetWriteDeadline(time.Time{}) // a stream has no end to wait for
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	if _, err := fmt.Fprint(w, ": den events\n\n"); err != nil {
+	if fe, ok := s.cluster.(FleetEvents); ok && !infoOf(r).fromNode {
+		return s.streamFleetEvents(w, r, fe, q)
+	}
+	cur, err := s.events.ParseEventCursor(q.after)
+	if err != nil {
 		return err
 	}
-	if err := rc.Flush(); err != nil {
+	rc, err := startSSE(w)
+	if err != nil {
 		return err
 	}
 	tick := time.NewTicker(eventsKeepalive)
 	defer tick.Stop()
+	// Another node merging the fleet's events is told where this
+	// stream is, even before anything happens (cluster/events.go).
+	tellPosition := infoOf(r).fromNode
 	for {
 		evs, next, wake := s.events.EventsAfter(cur)
 		cur = next
 		for _, ev := range evs {
-			if ev.Type != sandbox.StreamGap && (!p.Sees(ev.Owner) || (only != "" && ev.SandboxID != only)) {
+			if ev.Type != sandbox.StreamGap && (!p.Sees(ev.Owner) || (q.only != "" && ev.SandboxID != q.only)) {
 				continue
 			}
-			if err := writeSSE(w, ev); err != nil {
+			if err := writeSSE(w, toStreamEvent(ev)); err != nil {
 				return err
 			}
 		}
-		if len(evs) > 0 || !follow {
+		if tellPosition {
+			if _, err := fmt.Fprintf(w, "id: %s\n\n", cur.ID()); err != nil {
+				return err
+			}
+			tellPosition = false
+		}
+		if len(evs) > 0 || !q.follow {
 			if err := rc.Flush(); err != nil {
 				return err
 			}
 		}
-		if !follow {
+		if !q.follow {
 			return nil
 		}
 		select {
@@ -102,20 +113,40 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		case <-wake:
 		case <-tick.C:
-			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
-				return err
-			}
-			if err := rc.Flush(); err != nil {
+			if err := keepalive(w, rc); err != nil {
 				return err
 			}
 		}
 	}
 }
 
+// startSSE answers 200 with a stream of Server-Sent Events, its first
+// line sent.
+func startSSE(w http.ResponseWriter) (*http.ResponseController, error) {
+	rc := http.NewResponseController(w)
+	rc.SetWriteDeadline(time.Time{}) // a stream has no end to wait for
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if _, err := fmt.Fprint(w, ": den events\n\n"); err != nil {
+		return nil, err
+	}
+	return rc, rc.Flush()
+}
+
+// keepalive sends a comment line on a quiet stream.
+func keepalive(w http.ResponseWriter, rc *http.ResponseController) error {
+	if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
+		return err
+	}
+	return rc.Flush()
+}
+
 // writeSSE writes one event: its id (none for a gap, so the follower's
 // last id stays the last real event) and its JSON on one data line.
-func writeSSE(w http.ResponseWriter, ev sandbox.StreamEvent) error {
-	b, err := json.Marshal(toStreamEvent(ev))
+func writeSSE(w http.ResponseWriter, ev api.StreamEvent) error {
+	b, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}

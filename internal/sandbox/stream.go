@@ -28,7 +28,8 @@ import (
 // record of a sandbox stays its history (Events).
 //
 // The stream is per node by design: in a fleet each node publishes the
-// events of the sandboxes it runs.
+// events of the sandboxes it runs, and the API merges the nodes' streams
+// (httpapi's fleetevents.go).
 
 // Stream event types beyond the history's (Event types).
 const (
@@ -159,6 +160,15 @@ func (h *eventHub) after(c cursor, set bool) ([]StreamEvent, cursor, <-chan stru
 type EventCursor struct {
 	c   cursor
 	set bool
+}
+
+// ID is the id the cursor is at, BOOT.SEQ, as ParseEventCursor reads
+// it; "" for one that starts from now.
+func (c EventCursor) ID() string {
+	if !c.set || c.c.boot == "" {
+		return ""
+	}
+	return c.c.boot + "." + strconv.FormatUint(c.c.seq, 10)
 }
 
 // ParseEventCursor reads the id of the last event a follower saw; ""

@@ -234,12 +234,15 @@ class StreamEvent:
     """One event of :meth:`den.Client.stream_events`: a line of a sandbox's
     history (``type`` paused, resumed, ...), run.started, run.ended,
     limit.hit, policy.action, or a ``gap`` (without an ``id``) saying
-    events before it may be missing. ``id`` resumes a stream after it."""
+    events before it may be missing. ``id`` resumes a stream after it, on
+    any node of a fleet: pass it back as it came, it is opaque. ``node``
+    is, in a fleet, the node the event happened on."""
 
     __schema__ = "StreamEvent"
     id: str = ""
     time: Optional[datetime.datetime] = None
     type: str = ""
+    node: str = ""
     sandbox_id: str = ""
     sandbox: str = ""
     owner: str = ""

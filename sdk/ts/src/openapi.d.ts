@@ -194,7 +194,7 @@ export interface paths {
         };
         /**
          * Follow what happens to sandboxes, as it happens (Server-Sent Events)
-         * @description A text/event-stream of this node's events: every line written to a sandbox's history (state changes and the changes that keep the state), runs started and ended (run.started, run.ended), limits a run ran into (limit.hit) and steps the idle policy took (policy.action). Each event is one `data:` line of a StreamEvent in JSON, with its id in the `id:` line (BOOT.SEQ). To resume, send the last id received back in the Last-Event-ID header (or `after`): the events since are sent first. dend keeps its newest 4096 events in memory; when some of those asked for are no longer kept, or dend restarted since, a `gap` event (without an id) comes first. An owner token sees only its own sandboxes' events. A comment line is sent every 15 seconds while nothing happens.
+         * @description A text/event-stream of what happens to sandboxes: every line written to a sandbox's history (state changes and the changes that keep the state), runs started and ended (run.started, run.ended), limits a run ran into (limit.hit) and steps the idle policy took (policy.action). Each event is one `data:` line of a StreamEvent in JSON, with its id in the `id:` line. To resume, send the last id received back in the Last-Event-ID header (or `after`): the events since are sent first. Ids are opaque: a dend on its own writes BOOT.SEQ; a node of a fleet sends every node's events, whichever node is asked, each with its `node`, and its ids are NODE=BOOT.SEQ pairs joined by commas, where the follower is on each node, so any node resumes them (a node the id leaves out, as one that joined since, is read from its oldest kept event). Each dend keeps its newest 4096 events in memory; when some of those asked for are no longer kept, or dend restarted since, or a node of the fleet cannot be reached, a `gap` event (without an id, naming the node in a fleet) says so; an unreachable node's events follow once it answers. An owner token sees only its own sandboxes' events. A comment line is sent every 15 seconds while nothing happens.
          */
         get: operations["streamEvents"];
         put?: never;
@@ -2018,7 +2018,7 @@ export interface components {
         /** @description one event of GET /v1/events */
         StreamEvent: {
             /**
-             * @description BOOT.SEQ; none on a gap event
+             * @description resumes the stream after this event; opaque (BOOT.SEQ from a dend on its own, NODE=BOOT.SEQ pairs in a fleet); none on a gap event
              * @example 3f9a01c2.42
              */
             id?: string;
@@ -2029,6 +2029,8 @@ export interface components {
              * @example paused
              */
             type: string;
+            /** @description in a fleet, the node it happened on (a gap: whose events may be missing) */
+            node?: string;
             sandbox_id?: string;
             /** @description the sandbox's name */
             sandbox?: string;
@@ -3242,7 +3244,7 @@ export interface operations {
             query?: {
                 /** @description only this sandbox's events (name or id) */
                 sandbox?: string;
-                /** @description resume after this event id (as Last-Event-ID); 0 starts from the oldest event dend keeps */
+                /** @description resume after this event id (as Last-Event-ID); 0 starts from the oldest event each dend keeps */
                 after?: string;
                 /** @description false ends the stream once the events asked for that dend keeps are sent */
                 follow?: boolean;
