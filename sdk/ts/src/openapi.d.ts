@@ -405,6 +405,34 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{name}/ssh": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Serve an SSH login another node relays (between nodes only)
+         * @description Called by a node's SSH gateway, with the fleet's key, on the node
+         *     that runs the sandbox a client logged in to: the connection
+         *     switches to SSH (101, Upgrade: den-ssh) and is served as a login
+         *     of the public key in Den-Ssh-Key (SSH wire format, base64), which
+         *     the calling node saw the client prove it holds. The key is checked
+         *     against the sandbox again here. Any other caller gets 404.
+         */
+        get: operations["relaySSH"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{name}/policy": {
         parameters: {
             query?: never;
@@ -3565,6 +3593,35 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    relaySSH: {
+        parameters: {
+            query?: never;
+            header: {
+                Upgrade: "den-ssh";
+                "Den-Ssh-Key": string;
+                /** @description the client's address, for the audit log */
+                "Den-Ssh-Remote"?: string;
+            };
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the connection speaks SSH from here on */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["Invalid"];
+            404: components["responses"]["NotFound"];
             503: components["responses"]["Unavailable"];
         };
     };
