@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"path/filepath"
 
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/auth"
@@ -21,7 +20,7 @@ func newGate(cfg Config, fl *fleet, svc *sandbox.Service, tokens *auth.Service, 
 	if cfg.SSHListen == "" && fl == nil {
 		return nil, nil
 	}
-	key, err := sshgate.LoadHostKey(filepath.Join(cfg.DataDir, sshgate.HostKeyFile))
+	key, err := sshgate.LoadHostKey(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}

@@ -62,7 +62,7 @@ func (g *Gate) dialRelay(ctx context.Context, l *login) (*ssh.Client, error) {
 	cc, chans, reqs, err := ssh.NewClientConn(nc, l.sandbox.Node, &ssh.ClientConfig{
 		User:            l.sandbox.ID,
 		HostKeyCallback: ssh.InsecureIgnoreHostKey(), // see above
-		Config:          ssh.Config{Ciphers: ciphers},
+		Config:          ssh.Config{Ciphers: ciphers, KeyExchanges: kex},
 	})
 	if err != nil {
 		nc.Close()
@@ -134,7 +134,7 @@ func (g *Gate) ServeRelayed(ctx context.Context, nc net.Conn, key []byte, ref, r
 	}
 	logins := &loginCache{}
 	cfg := g.withHostKey(&ssh.ServerConfig{
-		Config:        ssh.Config{Ciphers: ciphers},
+		Config:        ssh.Config{Ciphers: ciphers, KeyExchanges: kex},
 		ServerVersion: "SSH-2.0-den",
 		NoClientAuth:  true,
 		NoClientAuthCallback: func(ssh.ConnMetadata) (*ssh.Permissions, error) {
