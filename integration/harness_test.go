@@ -143,14 +143,21 @@ func startDend(t *testing.T, extra ...string) *dend {
 		// resolve names give their own loopback server after this.
 		"--dns-upstream", "127.0.0.1:9",
 	}, extra...)
+	d.open()
+	return d
+}
+
+// open starts dend with a client on its socket; the test's cleanup stops
+// and wipes it.
+func (d *dend) open() {
+	d.t.Helper()
 	c, err := client.New(client.WithSocket(d.socket))
 	if err != nil {
-		t.Fatal(err)
+		d.t.Fatal(err)
 	}
 	d.c = c
-	t.Cleanup(d.wipe)
+	d.t.Cleanup(d.wipe)
 	d.start()
-	return d
 }
 
 // start launches dend and waits until it answers.

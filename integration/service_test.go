@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/den-dev/den/api"
-	"github.com/den-dev/den/client"
 )
 
 // install runs `make install-files` (what `make install` does after
@@ -168,13 +167,7 @@ func startUnit(t *testing.T, root string, settings map[string]string) *dend {
 	}
 	d := &dend{t: t, dataDir: env["DEN_DATA_DIR"], runDir: env["DEN_RUN_DIR"], socket: env["DEN_SOCKET"], subnet: env["DEN_SUBNET"],
 		args: args, bin: argv[0], env: envList}
-	c, err := client.New(client.WithSocket(d.socket))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.c = c
-	t.Cleanup(d.wipe)
-	d.start()
+	d.open()
 	return d
 }
 

@@ -294,6 +294,32 @@ func tarOf(t *testing.T, files map[string]string) []byte {
 	return out
 }
 
+// getThroughL asks GET / of port inside sandbox through `ssh -L` as
+// alice, and returns the body once it is served.
+func (r *sshRig) getThroughL(sandbox string, port int) string {
+	r.t.Helper()
+	local := freeAddr(r.t)
+	fwd := exec.Command("ssh", append(r.opts("alice"), "-N", "-o", "ExitOnForwardFailure=yes",
+		"-L", fmt.Sprintf("%s:localhost:%d", local, port), "-p", r.port, sandbox+"@127.0.0.1")...)
+	fwd.Env = append(os.Environ(), r.sshEnv...)
+	if err := fwd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	defer func() { fwd.Process.Kill(); fwd.Wait() }()
+	var body string
+	waitFor(r.t, 30*time.Second, "the port forwarded with -L to serve", func() bool {
+		resp, err := http.Get("http://" + local + "/")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == 200
+	})
+	return body
+}
+
 func TestSSHFilesAndForwarding(t *testing.T) {
 	r := newSSHRig(t)
 	r.addKey("alice")
@@ -340,27 +366,7 @@ func TestSSHFilesAndForwarding(t *testing.T) {
 
 	// -L to a server inside the sandbox that listens on its loopback only.
 	r.d.mustSh("box", "mkdir -p /www && echo served-inside > /www/index.html && (httpd -f -p 127.0.0.1:8080 -h /www &) ")
-	local := freeAddr(t)
-	fwd := exec.Command("ssh", append(r.opts("alice"), "-N", "-o", "ExitOnForwardFailure=yes", "-L", local+":localhost:8080", "-p", r.port, "box@127.0.0.1")...)
-	fwd.Env = append(os.Environ(), r.sshEnv...)
-	var fwdErr bytes.Buffer
-	fwd.Stderr = &fwdErr
-	if err := fwd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { fwd.Process.Kill(); fwd.Wait() }()
-	var body string
-	waitFor(t, 30*time.Second, "the forwarded port to serve", func() bool {
-		resp, err := http.Get("http://" + local + "/")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		body = string(b)
-		return resp.StatusCode == 200
-	})
-	if body != "served-inside\n" {
+	if body := r.getThroughL("box", 8080); body != "served-inside\n" {
 		t.Errorf("through -L: %q", body)
 	}
 	// Only ports of the sandbox itself: no other host, whatever it is.

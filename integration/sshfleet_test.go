@@ -5,10 +5,8 @@ import (
 	"crypto/md5"
 	"crypto/rand"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,26 +62,7 @@ func TestSSHAcrossFleet(t *testing.T) {
 
 	// -L to a server on the sandbox's loopback.
 	a.mustSh("box", "mkdir -p /www && echo served-on-a > /www/index.html && (httpd -f -p 127.0.0.1:8080 -h /www &) ")
-	local := freeAddr(t)
-	fwd := exec.Command("ssh", append(r.opts("alice"), "-N", "-o", "ExitOnForwardFailure=yes", "-L", local+":localhost:8080", "-p", r.port, "box@127.0.0.1")...)
-	fwd.Env = append(os.Environ(), r.sshEnv...)
-	if err := fwd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var body string
-	waitFor(t, 30*time.Second, "the port forwarded through node-b to serve", func() bool {
-		resp, err := http.Get("http://" + local + "/")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		body = string(b)
-		return resp.StatusCode == 200
-	})
-	fwd.Process.Kill()
-	fwd.Wait()
-	if body != "served-on-a\n" {
+	if body := r.getThroughL("box", 8080); body != "served-on-a\n" {
 		t.Errorf("through -L: %q", body)
 	}
 
