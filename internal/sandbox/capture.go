@@ -36,6 +36,33 @@ type capture struct {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// volumeFlusher is Volumes that can write a writable volume's dirty data
+// out ahead of a snapshot of it, so that the snapshot has little left to
+// write when it is taken.
+type volumeFlusher interface {
+	Flush(ctx context.Context, key string) error
+}
+
+// flushAhead starts writing out the dirty data of sb's files, which the
+// snapshot that ends a memory checkpoint would otherwise write while the
+// sandbox is frozen; the engine saves memory meanwhile. The returned
+// function waits for it. Its error is only logged: the snapshot writes
+// out whatever is left, and fails itself if it cannot.
+func (s *Service) flushAhead(ctx context.Context, sb *Sandbox) (wait func()) {
+	f, ok := s.cfg.Volumes.(volumeFlusher)
+	if !ok {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := f.Flush(ctx, sb.VolumeKey()); err != nil {
+			s.log.Warn("flushing files ahead of a snapshot", "sandbox", sb.Name, "err", err)
+		}
+	}()
+	return func() { <-done }
+}
+
 // memDir is where a checkpoint's memory image lives.
 func (s *Service) memDir(ckID string) string { return filepath.Join(s.cfg.CheckpointDir, ckID) }
 
@@ -66,6 +93,12 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 			s.dropCheckpointFiles(context.WithoutCancel(ctx), made)
 		}
 	}()
+	// The files' dirty data goes out while the engine saves memory.
+	waitFlush := func() {}
+	if c.memory {
+		waitFlush = s.flushAhead(ctx, sb)
+		defer waitFlush() // on every path: nothing it started outlives the call
+	}
 	// A running sandbox that stays up is frozen from its memory image to
 	// its snapshot, so both show one instant; this is the time its
 	// processes stand still.
@@ -85,6 +118,7 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 			return nil, s.ifEngineExited(ctx, sb, err)
 		}
 	}
+	waitFlush()
 	if _, err := s.cfg.Volumes.Snapshot(ctx, sb.VolumeKey(), ck.VolumeKey(), true); err != nil {
 		return nil, fmt.Errorf("snapshotting the files: %w", err)
 	}
