@@ -365,29 +365,39 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 		return err
 	}
 	t0 := time.Now()
-	if err := s.cfg.Volumes.Remove(ctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		return fmt.Errorf("removing the old files: %w", err)
-	}
-	if _, err := s.cfg.Volumes.Snapshot(ctx, ck.VolumeKey(), sb.VolumeKey(), false); err != nil {
-		return fmt.Errorf("copying the checkpoint's files: %w", err)
-	}
-	if err := s.capDisk(ctx, sb); err != nil {
-		return err
+	files := func() error {
+		if err := s.cfg.Volumes.Remove(ctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return fmt.Errorf("removing the old files: %w", err)
+		}
+		if _, err := s.cfg.Volumes.Snapshot(ctx, ck.VolumeKey(), sb.VolumeKey(), false); err != nil {
+			return fmt.Errorf("copying the checkpoint's files: %w", err)
+		}
+		return s.capDisk(ctx, sb)
 	}
 	if cold || !ck.Memory {
-		return s.startInstance(ctx, sb)
+		att, err := s.filesAndNetwork(ctx, sb, files)
+		if err != nil {
+			return err
+		}
+		return s.bootInstance(ctx, sb, att)
 	}
-	t1 := time.Now()
-	if err := s.verifyImage(ck); err != nil {
-		return err
+	// The memory image is checked while the files and network are made.
+	verified := make(chan error, 1)
+	go func() { verified <- s.verifyImage(ck) }()
+	att, err := s.filesAndNetwork(ctx, sb, files)
+	if verr := <-verified; verr != nil {
+		if err == nil {
+			if derr := s.cfg.Network.Detach(context.WithoutCancel(ctx), sb.ID); derr != nil {
+				s.log.Error("detaching network", "sandbox", sb.Name, "err", derr)
+			}
+		}
+		return verr
 	}
-	t2 := time.Now()
-	sb.Init = ck.Manifest.Init // its den-init comes back as it was
-	att, err := s.attach(ctx, sb)
 	if err != nil {
 		return err
 	}
 	t3 := time.Now()
+	sb.Init = ck.Manifest.Init // its den-init comes back as it was
 	image, done, err := s.openImage(ck, sb.InstanceID())
 	if err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
@@ -426,8 +436,7 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 	// Memory is saved only once it is clear of secrets.
 	s.setSecretState(sb, secretState{})
 	s.supervise(sb)
-	s.log.Info("restored", "sandbox", sb.Name, "checkpoint", ck.ID, "files", t1.Sub(t0), "verify", t2.Sub(t1),
-		"network", t3.Sub(t2), "engine", t4.Sub(t3), "den_init", t5.Sub(t4), "limits", time.Since(t5))
+	s.log.Info("restored", "sandbox", sb.Name, "checkpoint", ck.ID, "files_network_verify", t3.Sub(t0), "engine", t4.Sub(t3), "den_init", t5.Sub(t4), "limits", time.Since(t5))
 	return nil
 }
 
