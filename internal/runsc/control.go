@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -171,6 +172,30 @@ func statusPatch(record []byte, status string) (int64, []byte, error) {
 	return 0, nil, fmt.Errorf("no status in the record")
 }
 
+// send writes call to conn, with files' descriptors attached to its first
+// bytes.
+func send(conn net.Conn, call []byte, files []*os.File) error {
+	if len(files) == 0 {
+		_, err := conn.Write(call)
+		return err
+	}
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return errors.New("passing files needs a unix socket")
+	}
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	n, _, err := uc.WriteMsgUnix(call, unix.UnixRights(fds...), nil)
+	runtime.KeepAlive(files) // open until sent
+	if err != nil {
+		return err
+	}
+	_, err = conn.Write(call[n:])
+	return err
+}
+
 // flock takes an exclusive lock on f, giving up when ctx ends. runsc
 // holds it only for the length of a verb.
 func flock(ctx context.Context, f *os.File) error {
@@ -201,15 +226,17 @@ func (r *Runtime) setPaused(ctx context.Context, id string, pause bool) error {
 		if rec.Status != from && !(pause && rec.Status == "created") {
 			return rec.Status, fmt.Errorf("instance %s is %s, not %s", id, rec.Status, from)
 		}
-		if err := control(ctx, rec.Sandbox.ControlSocketPath, method); err != nil {
+		if err := control(ctx, rec.Sandbox.ControlSocketPath, method, nil, nil); err != nil {
 			return rec.Status, err
 		}
 		return to, nil
 	})
 }
 
-// control makes one call on an engine's control socket.
-func control(ctx context.Context, socket, method string) error {
+// control makes one call on an engine's control socket: method with arg,
+// and files passed along as runsc's urpc does (with the call's first
+// bytes).
+func control(ctx context.Context, socket, method string, arg any, files []*os.File) error {
 	if socket == "" {
 		return errors.New("runsc's record names no control socket")
 	}
@@ -235,11 +262,11 @@ func control(ctx context.Context, socket, method string) error {
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
 
-	call, err := json.Marshal(controlCall{Method: method})
+	call, err := json.Marshal(controlCall{Method: method, Arg: arg})
 	if err != nil {
 		return err
 	}
-	if _, err := conn.Write(call); err != nil {
+	if err := send(conn, call, files); err != nil {
 		return fmt.Errorf("calling the engine: %w", err)
 	}
 	var ans controlAnswer
