@@ -113,10 +113,14 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 			}
 		}()
 	}
+	imageSynced := func() error { return nil }
 	if c.memory {
 		if err := s.saveMemory(ctx, sb, ck, c.leaveRunning); err != nil {
 			return nil, s.ifEngineExited(ctx, sb, err)
 		}
+		// On disk while the files are snapshotted and the sandbox thawed.
+		imageSynced = s.syncImage(ck)
+		defer imageSynced() // on every path: nothing it started outlives the call
 	}
 	waitFlush()
 	if _, err := s.cfg.Volumes.Snapshot(ctx, sb.VolumeKey(), ck.VolumeKey(), true); err != nil {
@@ -130,7 +134,7 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 	}
 	// Checksummed once the sandbox runs again: reading a large image takes
 	// a while and needs no freeze.
-	return ck, s.seal(ctx, ck)
+	return ck, s.seal(ctx, ck, imageSynced)
 }
 
 // ifEngineExited tells err, a failure of a step that needs sb's engine,
@@ -158,13 +162,17 @@ func (s *Service) newCheckpoint(sb *Sandbox, c capture) *Checkpoint {
 }
 
 // seal checksums a checkpoint's memory image, if it has one, and records
-// the checkpoint: the last step, after which it counts as complete.
-func (s *Service) seal(ctx context.Context, ck *Checkpoint) error {
+// the checkpoint once synced says the image is on disk: the last step,
+// after which it counts as complete.
+func (s *Service) seal(ctx context.Context, ck *Checkpoint, synced func() error) error {
 	if ck.Memory {
 		var err error
 		if ck.Manifest.Files, ck.Manifest.MemoryBytes, err = sumImage(s.memDir(ck.ID)); err != nil {
 			return err
 		}
+	}
+	if err := synced(); err != nil {
+		return err
 	}
 	if err := s.cfg.Store.CreateCheckpoint(ctx, ck); err != nil {
 		return fmt.Errorf("recording checkpoint: %w", err)
@@ -193,11 +201,58 @@ func (s *Service) salvageHibernation(ctx context.Context, sb *Sandbox) (*Checkpo
 	if _, err := s.cfg.Volumes.Snapshot(ctx, sb.VolumeKey(), ck.VolumeKey(), true); err != nil {
 		return nil, fmt.Errorf("snapshotting the files: %w", err)
 	}
-	if err := s.seal(ctx, ck); err != nil {
+	if err := s.seal(ctx, ck, s.syncImage(ck)); err != nil {
 		s.dropCheckpointFiles(context.WithoutCancel(ctx), ck)
 		return nil, err
 	}
 	return ck, nil
+}
+
+// syncImage starts writing ck's memory image to disk, its files and its
+// directory's entry, which the engine leaves in the page cache: a
+// checkpoint recorded complete must survive the host's crash. The
+// returned function waits for it and returns its error, the same to
+// every call.
+func (s *Service) syncImage(ck *Checkpoint) (wait func() error) {
+	if !ck.Memory {
+		return func() error { return nil }
+	}
+	done := make(chan struct{})
+	var err error
+	go func() {
+		defer close(done)
+		err = syncTree(s.memDir(ck.ID))
+	}()
+	return func() error {
+		<-done
+		return err
+	}
+}
+
+// syncTree fsyncs the regular files in dir, dir, and dir's parent, which
+// holds dir's entry.
+func syncTree(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("writing the memory image to disk: %w", err)
+	}
+	paths := []string{}
+	for _, e := range ents {
+		if e.Type().IsRegular() {
+			paths = append(paths, filepath.Join(dir, e.Name()))
+		}
+	}
+	for _, p := range append(paths, dir, filepath.Dir(dir)) {
+		f, err := os.Open(p)
+		if err == nil {
+			err = f.Sync()
+			f.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("writing the memory image to disk: %w", err)
+		}
+	}
+	return nil
 }
 
 // imageStateFile is the file of a memory image the engine writes its
