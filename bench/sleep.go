@@ -79,13 +79,25 @@ func (b *bench) sleepAndWake(title, name string, fill int64, n int) error {
 			note: joinNotes("den: Resume + Exec true; raw: restore + runsc exec true", ratio(df.wake, rf.wake))},
 		{op: "checkpoint, files only", den: df.checkpointFS, goal: "≤ 10 ms", note: "no engine counterpart (a btrfs snapshot)"},
 		{op: "checkpoint with memory", den: df.checkpoint, raw: rf.checkpoint, goal: "≤ 100 ms",
-			note: joinNotes("image "+mib(df.imageBytes), "raw: checkpoint --leave-running", ratio(df.checkpoint, rf.checkpoint))},
+			note: joinNotes("image "+mib(df.imageBytes), "raw: checkpoint --leave-running", ratio(df.checkpoint, rf.checkpoint),
+				"den also freezes the sandbox around it (and snapshots its files): "+ratio(df.checkpoint, rf.freeze)+" pause + checkpoint + resume")},
 		{op: "fork: parent frozen", den: df.frozen, raw: rf.freeze, goal: "≤ 100 ms",
 			note: joinNotes("longest gap seen by a 1 ms ticker in the parent", "raw: pause + checkpoint + resume", outside)},
 		{op: "fork: child ready", den: df.child, raw: rf.child, goal: "≤ 250 ms",
-			note: joinNotes("Fork call → first exec in the child done", "raw: restore + runsc exec true", ratio(df.child, rf.child))},
+			note: joinNotes("Fork call → first exec in the child done", "raw: restore + runsc exec true", ratio(df.child, rf.child),
+				"the Fork call also captures the parent: "+ratio(df.child, sum(rf.freeze, rf.child))+" pause + checkpoint + resume + restore + exec")},
 	}})
 	return nil
+}
+
+// sum is the samples a and b made by one operation each, one after the
+// other: a[i]+b[i].
+func sum(a, b samples) samples {
+	var s samples
+	for i := range min(len(a), len(b)) {
+		s = append(s, a[i]+b[i])
+	}
+	return s
 }
 
 func (b *bench) denSleep(name string, fill int64, n int) (*denFigures, error) {

@@ -498,7 +498,13 @@ func TestEngineKilledMidCheckpoint(t *testing.T) {
 	inst := instanceOf(sb)
 	engine := d.enginePid(inst)
 	ctx := ctxT(t, time.Minute)
-	saving := func(p string) bool { return strings.Contains(p, " checkpoint ") }
+	// The engine is saving from when den hands it the image's files,
+	// which then are in the checkpoint directory, until den thaws the
+	// sandbox again: it stays paused meanwhile.
+	saving := func() bool {
+		files, _ := filepath.Glob(filepath.Join(d.dataDir, "checkpoints", "*", "pages.img"))
+		return len(files) > 0 && d.engineState(inst) == "paused"
+	}
 	var wait func() (string, string, int)
 	var stderr func() string
 	// The engine saves 60 MiB in a tenth of a second: look without pause,
@@ -519,7 +525,7 @@ func TestEngineKilledMidCheckpoint(t *testing.T) {
 				d.mustDen("", "checkpoint", "rm", "big", name)
 				seen = true
 			default:
-				if slices.ContainsFunc(processesOf(inst), saving) {
+				if saving() {
 					wait = func() (string, string, int) { <-done; return out, e, code }
 					stderr, seen = errs, true
 				}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +45,41 @@ func TestStatusPatch(t *testing.T) {
 		if _, _, err := statusPatch([]byte(bad), "paused"); err == nil {
 			t.Errorf("statusPatch(%s) did not fail", bad)
 		}
+	}
+}
+
+// Reading a record takes what State and the exit watch need from it, and
+// tells a missing record from one den cannot read (which State then asks
+// the runsc binary about instead).
+func TestReadRecord(t *testing.T) {
+	dir := t.TempDir()
+	sf := stateFile{path: filepath.Join(dir, "x.state"), lock: filepath.Join(dir, "x.lock")}
+	ctx := context.Background()
+	if _, err := sf.read(ctx); !errors.Is(err, errNoRecord) {
+		t.Fatalf("reading with no lock file: %v, want errNoRecord", err)
+	}
+	if err := os.WriteFile(sf.lock, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sf.read(ctx); !errors.Is(err, errNoRecord) {
+		t.Fatalf("reading with no record: %v, want errNoRecord", err)
+	}
+	rec := `{"id":"x","spec":{"status":"no"},"status":"paused","sandbox":{"id":"x","pid":4242,"controlSocketPath":"/run/x.sock"}}`
+	if err := os.WriteFile(sf.path, []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sf.read(ctx)
+	if err != nil || got.Status != "paused" || got.Sandbox.Pid != 4242 || got.Sandbox.ControlSocketPath != "/run/x.sock" {
+		t.Fatalf("read %+v, %v", got, err)
+	}
+	if b, _ := os.ReadFile(sf.path); string(b) != rec {
+		t.Fatalf("reading changed the record to %s", b)
+	}
+	if err := os.WriteFile(sf.path, []byte("not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sf.read(ctx); !errors.Is(err, errBadRecord) {
+		t.Fatalf("reading garbage: %v, want errBadRecord", err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -223,18 +224,15 @@ type stateJSON struct {
 	Pid    int    `json:"pid"`
 }
 
-// State asks runsc where an instance is.
+// State reads where an instance is from runsc's record (see control.go),
+// or asks `runsc state` when den cannot read the record.
 func (r *Runtime) State(ctx context.Context, id string) (sandbox.InstanceState, error) {
-	out, err := r.run(ctx, id, "state", id)
+	st, err := r.state(ctx, id)
 	if err != nil {
 		if isMissing(err) {
 			return sandbox.InstanceMissing, nil
 		}
 		return "", fmt.Errorf("reading state of %s: %w", id, err)
-	}
-	var st stateJSON
-	if err := json.Unmarshal(out, &st); err != nil {
-		return "", fmt.Errorf("decoding state of %s: %w", id, err)
 	}
 	// runsc believes its record of a paused sandbox without looking:
 	// check the sandbox process is really there.
@@ -251,7 +249,32 @@ func (r *Runtime) State(ctx context.Context, id string) (sandbox.InstanceState, 
 	}
 }
 
+// state is runsc's record of an instance: its status and sandbox pid.
+func (r *Runtime) state(ctx context.Context, id string) (stateJSON, error) {
+	rec, err := r.stateFile(id).read(ctx)
+	switch {
+	case err == nil:
+		return stateJSON{ID: id, Status: rec.Status, Pid: rec.Sandbox.Pid}, nil
+	case errors.Is(err, errNoRecord):
+		return stateJSON{}, errdefs.NotFound("instance %s does not exist", id)
+	case !errors.Is(err, errBadRecord):
+		return stateJSON{}, err
+	}
+	out, err := r.run(ctx, id, "state", id)
+	if err != nil {
+		return stateJSON{}, err
+	}
+	var st stateJSON
+	if err := json.Unmarshal(out, &st); err != nil {
+		return stateJSON{}, fmt.Errorf("decoding state of %s: %w", id, err)
+	}
+	return st, nil
+}
+
 func isMissing(err error) bool {
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return true
+	}
 	s := err.Error()
 	return strings.Contains(s, "does not exist") || strings.Contains(s, "not found") ||
 		strings.Contains(s, "no such file or directory")

@@ -3,7 +3,6 @@ package runsc
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -82,13 +81,9 @@ func (r *Runtime) WatchExit(ctx context.Context, id string) (<-chan sandbox.Engi
 
 // sandboxPid is the host pid of instance id's sandbox process.
 func (r *Runtime) sandboxPid(ctx context.Context, id string) (int, error) {
-	out, err := r.run(ctx, id, "state", id)
+	st, err := r.state(ctx, id)
 	if err != nil {
 		return 0, fmt.Errorf("finding the engine process of %s: %w", id, err)
-	}
-	var st stateJSON
-	if err := json.Unmarshal(out, &st); err != nil {
-		return 0, fmt.Errorf("decoding state of %s: %w", id, err)
 	}
 	if st.Pid <= 0 {
 		return 0, fmt.Errorf("finding the engine process of %s: runsc reports none", id)

@@ -36,6 +36,33 @@ type capture struct {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// volumeFlusher is Volumes that can write a writable volume's dirty data
+// out ahead of a snapshot of it, so that the snapshot has little left to
+// write when it is taken.
+type volumeFlusher interface {
+	Flush(ctx context.Context, key string) error
+}
+
+// flushAhead starts writing out the dirty data of sb's files, which the
+// snapshot that ends a memory checkpoint would otherwise write while the
+// sandbox is frozen; the engine saves memory meanwhile. The returned
+// function waits for it. Its error is only logged: the snapshot writes
+// out whatever is left, and fails itself if it cannot.
+func (s *Service) flushAhead(ctx context.Context, sb *Sandbox) (wait func()) {
+	f, ok := s.cfg.Volumes.(volumeFlusher)
+	if !ok {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := f.Flush(ctx, sb.VolumeKey()); err != nil {
+			s.log.Warn("flushing files ahead of a snapshot", "sandbox", sb.Name, "err", err)
+		}
+	}()
+	return func() { <-done }
+}
+
 // memDir is where a checkpoint's memory image lives.
 func (s *Service) memDir(ckID string) string { return filepath.Join(s.cfg.CheckpointDir, ckID) }
 
@@ -66,6 +93,12 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 			s.dropCheckpointFiles(context.WithoutCancel(ctx), made)
 		}
 	}()
+	// The files' dirty data goes out while the engine saves memory.
+	waitFlush := func() {}
+	if c.memory {
+		waitFlush = s.flushAhead(ctx, sb)
+		defer waitFlush() // on every path: nothing it started outlives the call
+	}
 	// A running sandbox that stays up is frozen from its memory image to
 	// its snapshot, so both show one instant; this is the time its
 	// processes stand still.
@@ -80,11 +113,16 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 			}
 		}()
 	}
+	imageSynced := func() error { return nil }
 	if c.memory {
 		if err := s.saveMemory(ctx, sb, ck, c.leaveRunning); err != nil {
 			return nil, s.ifEngineExited(ctx, sb, err)
 		}
+		// On disk while the files are snapshotted and the sandbox thawed.
+		imageSynced = s.syncImage(ck)
+		defer imageSynced() // on every path: nothing it started outlives the call
 	}
+	waitFlush()
 	if _, err := s.cfg.Volumes.Snapshot(ctx, sb.VolumeKey(), ck.VolumeKey(), true); err != nil {
 		return nil, fmt.Errorf("snapshotting the files: %w", err)
 	}
@@ -96,7 +134,7 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 	}
 	// Checksummed once the sandbox runs again: reading a large image takes
 	// a while and needs no freeze.
-	return ck, s.seal(ctx, ck)
+	return ck, s.seal(ctx, ck, imageSynced)
 }
 
 // ifEngineExited tells err, a failure of a step that needs sb's engine,
@@ -124,13 +162,17 @@ func (s *Service) newCheckpoint(sb *Sandbox, c capture) *Checkpoint {
 }
 
 // seal checksums a checkpoint's memory image, if it has one, and records
-// the checkpoint: the last step, after which it counts as complete.
-func (s *Service) seal(ctx context.Context, ck *Checkpoint) error {
+// the checkpoint once synced says the image is on disk: the last step,
+// after which it counts as complete.
+func (s *Service) seal(ctx context.Context, ck *Checkpoint, synced func() error) error {
 	if ck.Memory {
 		var err error
 		if ck.Manifest.Files, ck.Manifest.MemoryBytes, err = sumImage(s.memDir(ck.ID)); err != nil {
 			return err
 		}
+	}
+	if err := synced(); err != nil {
+		return err
 	}
 	if err := s.cfg.Store.CreateCheckpoint(ctx, ck); err != nil {
 		return fmt.Errorf("recording checkpoint: %w", err)
@@ -159,11 +201,58 @@ func (s *Service) salvageHibernation(ctx context.Context, sb *Sandbox) (*Checkpo
 	if _, err := s.cfg.Volumes.Snapshot(ctx, sb.VolumeKey(), ck.VolumeKey(), true); err != nil {
 		return nil, fmt.Errorf("snapshotting the files: %w", err)
 	}
-	if err := s.seal(ctx, ck); err != nil {
+	if err := s.seal(ctx, ck, s.syncImage(ck)); err != nil {
 		s.dropCheckpointFiles(context.WithoutCancel(ctx), ck)
 		return nil, err
 	}
 	return ck, nil
+}
+
+// syncImage starts writing ck's memory image to disk, its files and its
+// directory's entry, which the engine leaves in the page cache: a
+// checkpoint recorded complete must survive the host's crash. The
+// returned function waits for it and returns its error, the same to
+// every call.
+func (s *Service) syncImage(ck *Checkpoint) (wait func() error) {
+	if !ck.Memory {
+		return func() error { return nil }
+	}
+	done := make(chan struct{})
+	var err error
+	go func() {
+		defer close(done)
+		err = syncTree(s.memDir(ck.ID))
+	}()
+	return func() error {
+		<-done
+		return err
+	}
+}
+
+// syncTree fsyncs the regular files in dir, dir, and dir's parent, which
+// holds dir's entry.
+func syncTree(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("writing the memory image to disk: %w", err)
+	}
+	paths := []string{}
+	for _, e := range ents {
+		if e.Type().IsRegular() {
+			paths = append(paths, filepath.Join(dir, e.Name()))
+		}
+	}
+	for _, p := range append(paths, dir, filepath.Dir(dir)) {
+		f, err := os.Open(p)
+		if err == nil {
+			err = f.Sync()
+			f.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("writing the memory image to disk: %w", err)
+		}
+	}
+	return nil
 }
 
 // imageStateFile is the file of a memory image the engine writes its
@@ -331,29 +420,39 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 		return err
 	}
 	t0 := time.Now()
-	if err := s.cfg.Volumes.Remove(ctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		return fmt.Errorf("removing the old files: %w", err)
-	}
-	if _, err := s.cfg.Volumes.Snapshot(ctx, ck.VolumeKey(), sb.VolumeKey(), false); err != nil {
-		return fmt.Errorf("copying the checkpoint's files: %w", err)
-	}
-	if err := s.capDisk(ctx, sb); err != nil {
-		return err
+	files := func() error {
+		if err := s.cfg.Volumes.Remove(ctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return fmt.Errorf("removing the old files: %w", err)
+		}
+		if _, err := s.cfg.Volumes.Snapshot(ctx, ck.VolumeKey(), sb.VolumeKey(), false); err != nil {
+			return fmt.Errorf("copying the checkpoint's files: %w", err)
+		}
+		return s.capDisk(ctx, sb)
 	}
 	if cold || !ck.Memory {
-		return s.startInstance(ctx, sb)
+		att, err := s.filesAndNetwork(ctx, sb, files)
+		if err != nil {
+			return err
+		}
+		return s.bootInstance(ctx, sb, att)
 	}
-	t1 := time.Now()
-	if err := s.verifyImage(ck); err != nil {
-		return err
+	// The memory image is checked while the files and network are made.
+	verified := make(chan error, 1)
+	go func() { verified <- s.verifyImage(ck) }()
+	att, err := s.filesAndNetwork(ctx, sb, files)
+	if verr := <-verified; verr != nil {
+		if err == nil {
+			if derr := s.cfg.Network.Detach(context.WithoutCancel(ctx), sb.ID); derr != nil {
+				s.log.Error("detaching network", "sandbox", sb.Name, "err", derr)
+			}
+		}
+		return verr
 	}
-	t2 := time.Now()
-	sb.Init = ck.Manifest.Init // its den-init comes back as it was
-	att, err := s.attach(ctx, sb)
 	if err != nil {
 		return err
 	}
 	t3 := time.Now()
+	sb.Init = ck.Manifest.Init // its den-init comes back as it was
 	image, done, err := s.openImage(ck, sb.InstanceID())
 	if err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
@@ -392,8 +491,7 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 	// Memory is saved only once it is clear of secrets.
 	s.setSecretState(sb, secretState{})
 	s.supervise(sb)
-	s.log.Info("restored", "sandbox", sb.Name, "checkpoint", ck.ID, "files", t1.Sub(t0), "verify", t2.Sub(t1),
-		"network", t3.Sub(t2), "engine", t4.Sub(t3), "den_init", t5.Sub(t4), "limits", time.Since(t5))
+	s.log.Info("restored", "sandbox", sb.Name, "checkpoint", ck.ID, "files_network_verify", t3.Sub(t0), "engine", t4.Sub(t3), "den_init", t5.Sub(t4), "limits", time.Since(t5))
 	return nil
 }
 

@@ -168,21 +168,52 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 
 func (s *Service) createInstance(ctx context.Context, sb *Sandbox, im *Image) error {
 	t0 := time.Now()
-	if _, err := s.cfg.Volumes.Snapshot(ctx, im.VolumeKey(), sb.VolumeKey(), false); err != nil {
-		return fmt.Errorf("making its root filesystem: %w", err)
-	}
-	if err := s.capDisk(ctx, sb); err != nil {
+	att, err := s.filesAndNetwork(ctx, sb, func() error {
+		if _, err := s.cfg.Volumes.Snapshot(ctx, im.VolumeKey(), sb.VolumeKey(), false); err != nil {
+			return fmt.Errorf("making its root filesystem: %w", err)
+		}
+		return s.capDisk(ctx, sb)
+	})
+	if err != nil {
 		return err
 	}
 	t1 := time.Now()
-	if err := s.startInstance(ctx, sb); err != nil {
+	if err := s.bootInstance(ctx, sb, att); err != nil {
 		return err
 	}
 	t2 := time.Now()
 	s.touch(sb.ID)
-	err := s.transition(ctx, sb, StateRunning, EventStarted, fmt.Sprintf("generation %d booted", sb.Generation))
-	s.log.Debug("created", "sandbox", sb.Name, "files", t1.Sub(t0), "boot", t2.Sub(t1), "record", time.Since(t2))
+	err = s.transition(ctx, sb, StateRunning, EventStarted, fmt.Sprintf("generation %d booted", sb.Generation))
+	s.log.Debug("created", "sandbox", sb.Name, "files_network", t1.Sub(t0), "boot", t2.Sub(t1), "record", time.Since(t2))
 	return err
+}
+
+// filesAndNetwork makes sb's files with files while it attaches sb's
+// network: neither needs the other, so together they cost the longer of
+// the two. When either fails, the network is detached again.
+func (s *Service) filesAndNetwork(ctx context.Context, sb *Sandbox, files func() error) (Attachment, error) {
+	var att Attachment
+	attached := make(chan error, 1)
+	go func() {
+		var err error
+		att, err = s.attach(ctx, sb)
+		attached <- err
+	}()
+	ferr := files()
+	aerr := <-attached
+	if ferr == nil && aerr == nil {
+		return att, nil
+	}
+	if aerr == nil {
+		if err := s.cfg.Network.Detach(context.WithoutCancel(ctx), sb.ID); err != nil {
+			s.log.Error("detaching network", "sandbox", sb.Name, "err", err)
+		}
+		return Attachment{}, ferr
+	}
+	if ferr != nil {
+		return Attachment{}, errors.Join(ferr, aerr)
+	}
+	return Attachment{}, aerr
 }
 
 // createFromRef creates a sandbox from the checkpoint p.From names.
@@ -225,13 +256,18 @@ func (s *Service) undoCreate(ctx context.Context, sb *Sandbox) {
 }
 
 // startInstance boots the current generation and waits for den-init.
-func (s *Service) startInstance(ctx context.Context, sb *Sandbox) (err error) {
-	t0 := time.Now()
-	sb.Init = s.cfg.Init // a fresh boot runs the current den-init
+func (s *Service) startInstance(ctx context.Context, sb *Sandbox) error {
 	att, err := s.attach(ctx, sb)
 	if err != nil {
 		return err
 	}
+	return s.bootInstance(ctx, sb, att)
+}
+
+// bootInstance boots the current generation on its attached network and
+// waits for den-init.
+func (s *Service) bootInstance(ctx context.Context, sb *Sandbox, att Attachment) error {
+	sb.Init = s.cfg.Init // a fresh boot runs the current den-init
 	t1 := time.Now()
 	bootToken := newToken()
 	if err := s.cfg.Runtime.Start(ctx, s.instance(sb, att.Netns, bootToken)); err != nil {
@@ -250,7 +286,7 @@ func (s *Service) startInstance(ctx context.Context, sb *Sandbox) (err error) {
 	}
 	s.setSecretState(sb, secretState{}) // booted from files: nothing given yet
 	s.supervise(sb)
-	s.log.Debug("booted", "sandbox", sb.Name, "network", t1.Sub(t0), "engine", t2.Sub(t1),
+	s.log.Debug("booted", "sandbox", sb.Name, "engine", t2.Sub(t1),
 		"den_init", t3.Sub(t2), "limits", time.Since(t3))
 	return nil
 }

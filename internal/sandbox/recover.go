@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -222,6 +223,14 @@ func (s *Service) recoverPending(ctx context.Context, sb *Sandbox, st InstanceSt
 	ck, ckErr := s.cfg.Store.GetCheckpoint(ctx, sb.ID, sb.Checkpoint)
 	switch op {
 	case PendingHibernate:
+		if ckErr != nil && st == InstanceRunning && s.saveHandedOver(sb) {
+			// dend died after it handed the engine the image's files: the
+			// engine may still be saving, and stops the instance once the
+			// image is whole.
+			if st = s.awaitSave(ctx, sb); st != InstanceRunning && st != InstancePaused {
+				alive = false
+			}
+		}
 		if ckErr != nil && !alive {
 			// The engine saved the image and stopped the instance, but dend
 			// died before it recorded the checkpoint.
@@ -319,6 +328,45 @@ func (s *Service) pingable(ctx context.Context, sb *Sandbox) bool {
 		case <-ctx.Done():
 			return false
 		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// saveHandedOver says whether the files of sb's pending hibernation image
+// were made, which dend does just before the engine is asked to save
+// into them.
+func (s *Service) saveHandedOver(sb *Sandbox) bool {
+	_, err := os.Stat(filepath.Join(s.memDir(sb.Checkpoint), imageStateFile))
+	return err == nil
+}
+
+// saveWait bounds how long dend, starting, waits for a save the engine
+// may still be making: a few seconds per GiB of memory.
+const saveWait = 30 * time.Second
+
+// awaitSave waits until sb's running instance either stops, its save
+// done, or has den-init answer again, the save over or never begun, and
+// returns the instance's state then (still running after saveWait).
+func (s *Service) awaitSave(ctx context.Context, sb *Sandbox) InstanceState {
+	deadline := time.Now().Add(saveWait)
+	for {
+		st, err := s.cfg.Runtime.State(ctx, sb.InstanceID())
+		if err != nil {
+			return InstanceRunning // as it was: settled as before
+		}
+		if st != InstanceRunning {
+			return st
+		}
+		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		_, perr := s.guestFor(sb).Ping(pctx)
+		cancel()
+		if perr == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return st
+		}
+		select {
+		case <-ctx.Done():
+			return st
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

@@ -165,8 +165,13 @@ func (s *Service) hibernate(ctx context.Context, sb *Sandbox, why string) (err e
 	if err != nil {
 		return s.undoHibernate(context.WithoutCancel(ctx), sb, err)
 	}
-	s.finishHibernate(ctx, sb)
-	if err := s.transition(ctx, sb, StateHibernated, EventHibernated, fmt.Sprintf("%s; %s of memory in checkpoint %s", why, units.BytesSize(float64(ck.Manifest.MemoryBytes)), ck.ID)); err != nil {
+	sb.Pending = ""
+	err = s.transition(ctx, sb, StateHibernated, EventHibernated, fmt.Sprintf("%s; %s of memory in checkpoint %s", why, units.BytesSize(float64(ck.Manifest.MemoryBytes)), ck.ID))
+	// The engine instance and network go in the background once the
+	// record is written: started sooner, their removal only slows the
+	// write. The save already ended the instance's processes.
+	s.tearDownLater(sb)
+	if err != nil {
 		return err
 	}
 	s.endFollowers(sb, "hibernated")

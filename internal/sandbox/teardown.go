@@ -2,7 +2,10 @@ package sandbox
 
 import (
 	"context"
+	"runtime"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Tearing down in the background. A hibernation is complete once its
@@ -21,6 +24,24 @@ import (
 // and a dend shutting down.
 const teardownTimeout = time.Minute
 
+// teardownNice is the CPU priority (nice) of a background teardown and of
+// the engine processes it starts: starting runsc takes several ms of a
+// core, which at the default priority would delay the answer the
+// teardown is kept out of the way of, and the verbs of other sandboxes.
+// A teardown that is waited for (settled) still runs as soon as a core is
+// idle.
+const teardownNice = 5
+
+// lowerPriority lowers the CPU priority of the calling goroutine's thread,
+// and of every process it starts, to nice. The goroutine keeps the
+// thread, which the runtime ends when the goroutine returns: no other
+// goroutine runs on it afterwards.
+func lowerPriority(nice int) error {
+	runtime.LockOSThread()
+	// PRIO_PROCESS with who 0 is the calling thread on Linux.
+	return unix.Setpriority(unix.PRIO_PROCESS, 0, nice)
+}
+
 // tearDownLater removes sb's current instance and network in the
 // background.
 func (s *Service) tearDownLater(sb *Sandbox) {
@@ -34,6 +55,9 @@ func (s *Service) tearDownLater(sb *Sandbox) {
 	go func() {
 		defer s.wg.Done()
 		defer close(done)
+		if err := lowerPriority(teardownNice); err != nil {
+			s.log.Debug("lowering the priority of a teardown", "err", err)
+		}
 		if prev != nil {
 			<-prev
 		}

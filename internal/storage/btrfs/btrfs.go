@@ -166,6 +166,29 @@ func (d *Driver) Snapshot(ctx context.Context, parent, key string, readonly bool
 	return path, nil
 }
 
+// Flush writes out what is still dirty in the pool, writable volume key's
+// data among it, so that a snapshot of key taken next has little left to
+// write itself. The snapshot does not depend on it: it writes out what
+// is left.
+func (d *Driver) Flush(ctx context.Context, key string) error {
+	if err := storage.ValidateKey(key); err != nil {
+		return err
+	}
+	info, err := d.tree.Volume(key)
+	if err != nil {
+		return fmt.Errorf("flushing %q: %w", key, err)
+	}
+	f, err := openDir(info.Path)
+	if err != nil {
+		return fmt.Errorf("flushing %q: %w", key, classify(err, key))
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return fmt.Errorf("flushing %q: syncing the pool: %w", key, err)
+	}
+	return nil
+}
+
 // prepareLocked checks that key is free, makes the directories above it,
 // and opens the one that will hold it.
 func (d *Driver) prepareLocked(key string) (*os.File, error) {
