@@ -12,24 +12,13 @@ import (
 	"github.com/den-dev/den/api"
 )
 
-// warmPool measures create → first exec with a warm pool against a raw
-// `runsc run` of `true` in the same run, and the host memory a pool of
-// four warm instances holds. The pool is busybox's: the debian image
-// cannot be built here without the network, and an idle warm instance is
-// mostly gVisor's own memory (den-init is its only process), whatever
-// its root filesystem.
+// warmPool measures create → first exec with a warm pool of busybox
+// against a raw `runsc run` of `true` in the same run, and the host memory
+// a pool of four warm instances holds, of busybox and of debian (built
+// here first, about a minute without a package cache).
 func (b *bench) warmPool() error {
-	const image, memory = "busybox", "256M"
-	set := func(n int) error {
-		_, err := b.d.c.SetWarm(b.ctx, image, api.SetWarmRequest{Count: n, MemoryBytes: 256 << 20})
-		return err
-	}
-	ready := func(n int) error {
-		return poll(2*time.Minute, fmt.Sprintf("%d warm instances", n), func() (bool, error) {
-			im, err := b.d.c.GetImage(b.ctx, image)
-			return err == nil && im.Warm != nil && im.Warm.Ready == n && im.Warm.Booting == 0, err
-		})
-	}
+	const image = "busybox"
+	set, ready := b.warmSetter(image)
 	if err := set(1); err != nil {
 		return err
 	}
@@ -56,16 +45,64 @@ func (b *bench) warmPool() error {
 		}
 	}
 
-	if err := set(4); err != nil {
+	if err := set(0); err != nil {
 		return err
 	}
-	if err := ready(4); err != nil {
+	if err := ready(0); err != nil {
 		return err
+	}
+	var lines []string
+	for _, img := range []string{"busybox", "debian"} {
+		line, err := b.poolMemory(img)
+		if err != nil {
+			return err
+		}
+		lines = append(lines, line)
+	}
+	lines = append(lines, "goal: ≤ 0.4× raw runsc run of true; the pool is refilled between creates, as it is once claims pause")
+	b.add(section{title: "warm pool", lines: lines, rows: []row{
+		{op: "create → first exec done, warm", den: claimed, raw: raw, goal: "≤ 0.4× raw",
+			note: joinNotes(ratio(claimed, raw), "raw: runsc run true")},
+	}})
+	return nil
+}
+
+// warmSetter returns what sets image's pool of 256M instances to n, and
+// what waits until n are ready.
+func (b *bench) warmSetter(image string) (set, ready func(n int) error) {
+	set = func(n int) error {
+		_, err := b.d.c.SetWarm(b.ctx, image, api.SetWarmRequest{Count: n, MemoryBytes: 256 << 20})
+		return err
+	}
+	ready = func(n int) error {
+		return poll(2*time.Minute, fmt.Sprintf("%d warm %s instances", n, image), func() (bool, error) {
+			im, err := b.d.c.GetImage(b.ctx, image)
+			return err == nil && im.Warm != nil && im.Warm.Ready == n && im.Warm.Booting == 0, err
+		})
+	}
+	return set, ready
+}
+
+// poolMemory fills image's pool to four instances (building the image
+// first when it is not there) and says what host memory they hold.
+func (b *bench) poolMemory(image string) (string, error) {
+	if _, err := b.d.c.GetImage(b.ctx, image); err != nil {
+		if _, err := b.d.c.BuildImage(b.ctx, api.BuildImageRequest{Name: image}, nil); err != nil {
+			return "", fmt.Errorf("building %s: %w", image, err)
+		}
+	}
+	set, ready := b.warmSetter(image)
+	if err := set(4); err != nil {
+		return "", err
+	}
+	defer func() { set(0); ready(0) }()
+	if err := ready(4); err != nil {
+		return "", err
 	}
 	time.Sleep(2 * time.Second) // let the instances settle before measuring
 	im, err := b.d.c.GetImage(b.ctx, image)
 	if err != nil {
-		return err
+		return "", err
 	}
 	var rss, pss int64
 	ids := warmIDs(b.d.dataDir)
@@ -73,16 +110,8 @@ func (b *bench) warmPool() error {
 		r, p := memoryOf(processesWith(id + "-g1"))
 		rss, pss = rss+r, pss+p
 	}
-	lines := []string{
-		fmt.Sprintf("pool of 4 warm busybox instances (256M sandboxes): %s PSS as dend counts it (every process of their cgroups), %s PSS / %s RSS of their runsc sandbox and gofer processes (%d instances found)",
-			mib(im.Warm.HostMemoryBytes), mib(pss), mib(rss), len(ids)),
-		"goal: ≤ 0.4× raw runsc run of true; the pool is refilled between creates, as it is once claims pause",
-	}
-	b.add(section{title: "warm pool (busybox)", lines: lines, rows: []row{
-		{op: "create → first exec done, warm", den: claimed, raw: raw, goal: "≤ 0.4× raw",
-			note: joinNotes(ratio(claimed, raw), "raw: runsc run true")},
-	}})
-	return nil
+	return fmt.Sprintf("pool of 4 warm %s instances (256M sandboxes): %s PSS as dend counts it (every process of their cgroups), %s PSS / %s RSS of their runsc sandbox and gofer processes (%d instances found)",
+		image, mib(im.Warm.HostMemoryBytes), mib(pss), mib(rss), len(ids)), nil
 }
 
 // warmIDs are the ids of the warm instances dend notes in dataDir.
