@@ -222,15 +222,7 @@ func TestSSHExecShellAndRefusals(t *testing.T) {
 
 	// One refusal for all: a sandbox that does not exist, another owner's,
 	// and a key nobody registered.
-	// ssh names the user it tried in its message; the rest must match.
-	refusal := func(key, sandbox string) (string, int) {
-		_, errs, code := r.ssh(key, sandbox, "", "true")
-		return strings.TrimPrefix(errs, sandbox+"@127.0.0.1: "), code
-	}
-	want, code := refusal("alice", "nope")
-	if code != 255 || !strings.HasPrefix(want, "Permission denied") {
-		t.Fatalf("unknown sandbox: exit %d %q", code, want)
-	}
+	refusal, want := r.refusals()
 	for _, tc := range []struct{ name, key, sandbox string }{
 		{"other owner's sandbox", "alice", "bobs"},
 		{"unknown key", "stranger", "box"},
@@ -259,6 +251,22 @@ func TestSSHExecShellAndRefusals(t *testing.T) {
 	if errs, code := refusal("alice", "box"); code != 255 || errs != want {
 		t.Errorf("revoked token's key: exit %d %q", code, errs)
 	}
+}
+
+// refusals returns what tells a login's refusal (ssh's message without
+// the user it names, which must otherwise match, and its exit status),
+// and the refusal of a sandbox that does not exist, to compare others to.
+func (r *sshRig) refusals() (func(key, sandbox string) (string, int), string) {
+	r.t.Helper()
+	refusal := func(key, sandbox string) (string, int) {
+		_, errs, code := r.ssh(key, sandbox, "", "true")
+		return strings.TrimPrefix(errs, sandbox+"@127.0.0.1: "), code
+	}
+	want, code := refusal("alice", "nope")
+	if code != 255 || !strings.HasPrefix(want, "Permission denied") {
+		r.t.Fatalf("unknown sandbox: exit %d %q", code, want)
+	}
+	return refusal, want
 }
 
 func (r *sshRig) sandboxID(name string) string {

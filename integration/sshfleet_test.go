@@ -67,14 +67,7 @@ func TestSSHAcrossFleet(t *testing.T) {
 	}
 
 	// One refusal for all, through node-b as on one node.
-	refusal := func(key, sandbox string) (string, int) {
-		_, errs, code := r.ssh(key, sandbox, "", "true")
-		return strings.TrimPrefix(errs, sandbox+"@127.0.0.1: "), code
-	}
-	want, code := refusal("alice", "nope")
-	if code != 255 || !strings.HasPrefix(want, "Permission denied") {
-		t.Fatalf("unknown sandbox: exit %d %q", code, want)
-	}
+	refusal, want := r.refusals()
 	if errs, code := refusal("alice", "bobs"); code != 255 || errs != want {
 		t.Errorf("another owner's sandbox on node-a: exit %d %q; want %q", code, errs, want)
 	}
