@@ -2,6 +2,7 @@ package integration
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -86,5 +87,27 @@ func TestWakeAfterDenInitUpgrade(t *testing.T) {
 	versions, err = filepath.Glob(filepath.Join(d.dataDir, "init", "v-*", "den-init"))
 	if err != nil || len(versions) != 1 {
 		t.Fatalf("den-init versions after the last user of the old one went: %v, %v; want the new one only", versions, err)
+	}
+}
+
+// A den-init that could not start in a sandbox (linked dynamically, or
+// not an executable) stops dend at start, saying why and how to fix it,
+// before it makes or mounts anything.
+func TestDendRefusesInitThatCannotStart(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "den-init")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for init, says := range map[string]string{"/bin/true": "CGO_ENABLED=0", script: "not an executable"} {
+		data := filepath.Join(t.TempDir(), "data")
+		cmd := exec.Command(filepath.Join(binDir, "dend"), "--data-dir", data, "--run-dir", filepath.Join(t.TempDir(), "run"),
+			"--socket", filepath.Join(t.TempDir(), "s"), "--init", init)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), says) {
+			t.Errorf("dend --init %s: %v\n%s\nwant a refusal saying %q", init, err, out, says)
+		}
+		if _, err := os.Stat(data); !os.IsNotExist(err) {
+			t.Errorf("dend --init %s made its data directory: %v", init, err)
+		}
 	}
 }

@@ -45,6 +45,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	// Before anything is opened or mounted: a den-init that could not
+	// start in a sandbox stops dend here, saying why.
+	if err := runsc.CheckInit(cfg.Init); err != nil {
+		return err
+	}
 	for _, d := range []string{cfg.DataDir, cfg.RunDir, filepath.Dir(cfg.Socket)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("creating %s: %w", d, err)

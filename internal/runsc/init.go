@@ -2,11 +2,13 @@ package runsc
 
 import (
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 )
 
@@ -27,6 +29,9 @@ func InstallInit(initDir, path string) (string, error) {
 		return "", fmt.Errorf("reading den-init: %w", err)
 	}
 	defer src.Close()
+	if err := staticExecutable(src, path); err != nil {
+		return "", err
+	}
 	h := sha256.New()
 	if _, err := io.Copy(h, src); err != nil {
 		return "", fmt.Errorf("reading den-init: %w", err)
@@ -65,6 +70,47 @@ func InstallInit(initDir, path string) (string, error) {
 		return "", fmt.Errorf("installing den-init: %w", err)
 	}
 	return version, nil
+}
+
+// CheckInit says why the den-init binary at path could not start as a
+// sandbox's first process, if it could not.
+func CheckInit(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("reading den-init: %w", err)
+	}
+	defer f.Close()
+	return staticExecutable(f, path)
+}
+
+// staticExecutable says why f, the den-init at path, cannot run as a
+// sandbox's first process, if it cannot: it runs in every image, busybox's
+// included, so it must be a Linux executable of this host's architecture
+// that needs no dynamic loader or libraries from the image.
+func staticExecutable(f *os.File, path string) error {
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return fmt.Errorf("den-init %s is not an executable (ELF): %w", path, err)
+	}
+	if want := hostMachine(); ef.Machine != want {
+		return fmt.Errorf("den-init %s is built for %v, this host runs %v", path, ef.Machine, want)
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("den-init %s is linked dynamically, so it cannot start in a sandbox whose image lacks its libraries: build it with CGO_ENABLED=0 (as `make build` does)", path)
+		}
+	}
+	return nil
+}
+
+// hostMachine is the ELF machine of the architecture dend runs on.
+func hostMachine() elf.Machine {
+	switch runtime.GOARCH {
+	case "arm64":
+		return elf.EM_AARCH64
+	default:
+		return elf.EM_X86_64
+	}
 }
 
 // initDir is the host directory holding that version of den-init.

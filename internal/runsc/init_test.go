@@ -1,8 +1,12 @@
 package runsc
 
 import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/den-dev/den/internal/sandbox"
@@ -15,7 +19,7 @@ func TestInstallInit(t *testing.T) {
 	initDir := filepath.Join(base, "init")
 	bin := filepath.Join(base, "den-init")
 	write := func(content string) {
-		if err := os.WriteFile(bin, []byte(content), 0o755); err != nil {
+		if err := os.WriteFile(bin, elfWith(t, content, false), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -34,7 +38,7 @@ func TestInstallInit(t *testing.T) {
 	}
 	for v, want := range map[string]string{v1: "first den-init", v2: "second den-init, as after an upgrade"} {
 		b, err := os.ReadFile(filepath.Join(initDir, v, "den-init"))
-		if err != nil || string(b) != want {
+		if err != nil || string(b) != string(elfWith(t, want, false)) {
 			t.Errorf("version %s holds %q, %v; want %q", v, b, err, want)
 		}
 	}
@@ -60,6 +64,59 @@ func TestInstallInit(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A den-init that could not start in every image is refused with why,
+// and nothing is installed.
+func TestInstallInitRefusesWhatCannotStart(t *testing.T) {
+	base := t.TempDir()
+	initDir := filepath.Join(base, "init")
+	bin := filepath.Join(base, "den-init")
+	for _, tc := range []struct {
+		name    string
+		content []byte
+		says    string
+	}{
+		{"a script", []byte("#!/bin/sh\necho hi\n"), "not an executable"},
+		{"dynamically linked", elfWith(t, "x", true), "CGO_ENABLED=0"},
+	} {
+		if err := os.WriteFile(bin, tc.content, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_, err := InstallInit(initDir, bin)
+		if err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v; want an error saying %q", tc.name, err, tc.says)
+		}
+	}
+	if _, err := os.Stat(initDir); !os.IsNotExist(err) {
+		t.Errorf("something was installed: %v", err)
+	}
+}
+
+// elfWith is an ELF executable header of this host's machine followed
+// by content, with a dynamic loader named when dynamic.
+func elfWith(t *testing.T, content string, dynamic bool) []byte {
+	t.Helper()
+	hdr := elf.Header64{Type: uint16(elf.ET_EXEC), Machine: uint16(hostMachine()), Version: uint32(elf.EV_CURRENT),
+		Ehsize: 64, Phentsize: 56}
+	copy(hdr.Ident[:], elf.ELFMAG)
+	hdr.Ident[elf.EI_CLASS], hdr.Ident[elf.EI_DATA], hdr.Ident[elf.EI_VERSION] = byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT)
+	var progs []elf.Prog64
+	if dynamic {
+		hdr.Phoff, hdr.Phnum = 64, 1
+		progs = append(progs, elf.Prog64{Type: uint32(elf.PT_INTERP), Off: 64 + 56, Filesz: 0})
+	}
+	var buf bytes.Buffer
+	if err := binary.Write(&buf, binary.LittleEndian, hdr); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range progs {
+		if err := binary.Write(&buf, binary.LittleEndian, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf.WriteString(content)
+	return buf.Bytes()
 }
 
 // Versions nothing keeps go; kept ones and the file from before stay.
