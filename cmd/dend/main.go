@@ -38,7 +38,7 @@ func main() {
 	fs.StringVar(&cfg.TokenFile, "token-file", env("DEN_TOKEN_FILE", ""), "an admin token for --listen, created if missing (default DATA_DIR/token); `den token create` makes scoped ones")
 	fs.StringVar(&cfg.SecretsKey, "secrets-key", env("DEN_SECRETS_KEY", ""), "absolute path of the key that encrypts secrets, kept outside the database; created if missing (default DATA_DIR/secrets.key)")
 	fs.StringVar(&cfg.Runsc, "runsc", env("DEN_RUNSC", cfg.Runsc), "the pinned runsc binary")
-	fs.StringVar(&cfg.Init, "init", env("DEN_INIT", cfg.Init), "the den-init binary")
+	fs.StringVar(&cfg.Init, "init", env("DEN_INIT", cfg.Init), "the den-init binary: a static executable (built with CGO_ENABLED=0), which runs as every sandbox's first process")
 	fs.StringVar(&cfg.Storage, "storage", env("DEN_STORAGE", cfg.Storage), "storage driver: auto, btrfs or copy")
 	fs.StringVar(&pool, "pool-size", env("DEN_POOL_SIZE", "64G"), "size of the sparse btrfs loop file made when the data dir is not on btrfs")
 	fs.StringVar(&cfg.Subnet, "subnet", env("DEN_SUBNET", cfg.Subnet), "private IPv4 range for sandbox links; its last 4 addresses are den's (the resolver)")
