@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/client"
+	denns "github.com/den-dev/den/internal/netns"
 )
 
 // raw sends a request straight to dend's socket, as a hand-written client
@@ -119,7 +121,7 @@ func TestFailedCreateLeavesNothing(t *testing.T) {
 	if _, err := d.c.ImportImage(ctx, "broken", bytes.NewReader(broken), nil); err != nil {
 		t.Fatal(err)
 	}
-	nsBefore := namespaces(t)
+	nsBefore := d.namespaces()
 	_, err := d.c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "doomed", Image: "broken"})
 	if err == nil {
 		t.Fatalf("create on a broken image succeeded")
@@ -134,18 +136,22 @@ func TestFailedCreateLeavesNothing(t *testing.T) {
 	if len(vols) != 0 {
 		t.Fatalf("volumes left: %d", len(vols))
 	}
-	if after := namespaces(t); after != nsBefore {
+	if after := d.namespaces(); after != nsBefore {
 		t.Fatalf("namespaces before %q, after %q", nsBefore, after)
 	}
 	// The name is usable.
 	d.create("doomed")
 }
 
-func namespaces(t *testing.T) string {
+func (d *dend) namespaces() string {
+	// This dend's namespaces are named for its range: others' (another
+	// test's dend still tearing down, a dend outside the tests) are not
+	// its business.
+	own := strings.TrimSuffix(filepath.Base(denns.Path(netip.MustParsePrefix(d.subnet), "x")), "x")
 	entries, _ := os.ReadDir("/run/netns")
 	var names []string
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "den-") {
+		if strings.HasPrefix(e.Name(), own) {
 			names = append(names, e.Name())
 		}
 	}

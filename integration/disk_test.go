@@ -228,7 +228,7 @@ func leftovers(t *testing.T, d *dend) string {
 		return strings.Join(n, ",")
 	}
 	return "records " + strings.Join(names, ",") + "; volumes " + dir("pool/sandboxes") + "; snapshots " + dir("pool/checkpoints") +
-		"; images " + dir("checkpoints") + "; instances " + strings.Join(d.instances(), ",") + "; namespaces " + namespaces(t)
+		"; images " + dir("checkpoints") + "; instances " + strings.Join(d.instances(), ",") + "; namespaces " + d.namespaces()
 }
 
 // Sandboxes together cannot eat the pool's reserve, whatever their caps
