@@ -180,7 +180,10 @@ func (d *dend) start() {
 	if err != nil {
 		d.t.Fatalf("starting dend: %v", err)
 	}
-	waitFor(d.t, 20*time.Second, "dend to answer", func() bool {
+	// A dend killed mid-change settles it before it serves, and may wait
+	// for the engine on the way: up to 30 s for a save still being made,
+	// 20 s for a den-init still coming up (sandbox/recover.go).
+	waitFor(d.t, time.Minute, "dend to answer", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_, err := d.c.Health(ctx)

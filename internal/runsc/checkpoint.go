@@ -110,7 +110,7 @@ func (r *Runtime) save(ctx context.Context, id, dir string, leaveRunning bool) (
 	}
 	opts := saveOpts{Metadata: map[string]string{"compression": "none"}, HavePagesFile: true, Resume: leaveRunning}
 	opts.ExecOpts.ContainerID = id
-	return rec.Status, control(ctx, rec.Sandbox.ControlSocketPath, "containerManager.Checkpoint", &opts, files)
+	return rec.Status, callEngine(ctx, rec, "containerManager.Checkpoint", &opts, files)
 }
 
 // saveByRunsc checkpoints instance id into dir with `runsc checkpoint`,

@@ -226,11 +226,38 @@ func (r *Runtime) setPaused(ctx context.Context, id string, pause bool) error {
 		if rec.Status != from && !(pause && rec.Status == "created") {
 			return rec.Status, fmt.Errorf("instance %s is %s, not %s", id, rec.Status, from)
 		}
-		if err := control(ctx, rec.Sandbox.ControlSocketPath, method, nil, nil); err != nil {
+		if err := callEngine(ctx, rec, method, nil, nil); err != nil {
 			return rec.Status, err
 		}
 		return to, nil
 	})
+}
+
+// callEngine makes one call on the control socket of the engine rec
+// records. When the connection breaks under the call, the engine is most
+// likely dying (a kill -9, the OOM killer): the kernel closes its socket
+// before the process is dead, so the call waits a moment for it to be,
+// and whoever asks the instance's state next learns the truth.
+func callEngine(ctx context.Context, rec record, method string, arg any, files []*os.File) error {
+	err := control(ctx, rec.Sandbox.ControlSocketPath, method, arg, files)
+	if err != nil && ctx.Err() == nil && brokenConn(err) {
+		deadline := time.Now().Add(engineExitWait)
+		for alive(rec.Sandbox.Pid) && time.Now().Before(deadline) {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	return err
+}
+
+// engineExitWait bounds how long a call whose connection broke waits for
+// the engine's process to be gone.
+const engineExitWait = time.Second
+
+// brokenConn reports whether err is the control connection breaking, not
+// an answer of the engine.
+func brokenConn(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, unix.ECONNRESET) ||
+		errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNREFUSED)
 }
 
 // control makes one call on an engine's control socket: method with arg,
