@@ -24,6 +24,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/client"
+	denns "github.com/den-dev/den/internal/netns"
 	"github.com/den-dev/den/internal/store/postgres/pgtest"
 )
 
@@ -273,11 +274,21 @@ func (d *dend) wipe() {
 }
 
 // dropHostNetwork removes what a dend that was killed (and never came back)
-// leaves on the host for its range: the resolver's address on lo and its
-// firewall table. A dend stopped gracefully removes both itself.
+// leaves on the host for its range: the resolver's address on lo, its
+// firewall table, and its sandboxes' namespaces and host veths (a fleet
+// test's lost node keeps its sandboxes' records elsewhere). A dend stopped
+// gracefully removes the first two itself, and the rest with each sandbox.
 func (d *dend) dropHostNetwork() {
 	p := netip.MustParsePrefix(d.subnet)
 	exec.Command("nft", "delete", "table", "inet", "den-"+strings.ReplaceAll(p.String(), "/", "-")).Run()
+	for _, ns := range strings.Split(d.namespaces(), ",") {
+		if ns == "" {
+			continue
+		}
+		id := ns[strings.LastIndexByte(ns, '-')+1:]
+		exec.Command("ip", "link", "del", denns.LinkName(p, id)).Run()
+		exec.Command("ip", "netns", "del", ns).Run()
+	}
 	lo, err := net.InterfaceByName("lo")
 	if err != nil {
 		return
