@@ -84,9 +84,11 @@ try {
   const seen = [];
   const watch = await sbx.files.watchDir("w", (ev) => seen.push(ev), { recursive: true, includeEntry: true, allowNetworkMounts: true, timeoutMs: 0 });
   await sbx.files.write("w/sub/new.txt", "12345", { metadata: { k: "v" } });
-  await sbx.commands.run("rm w/sub/new.txt");
+  // The entry is read when the event is sent: the file is removed only
+  // once it was, or a loaded host could send the event after the removal.
   await waitUntil(5000, `an entry for w/sub/new.txt in ${JSON.stringify(seen)}`, () =>
     seen.some((ev) => ev.name === "sub/new.txt" && ev.entry?.size === 5 && ev.entry.path === "/home/user/w/sub/new.txt" && ev.entry.metadata?.k === "v"));
+  await sbx.commands.run("rm w/sub/new.txt");
   await waitUntil(5000, "the removal", () => seen.some((ev) => ev.name === "sub/new.txt" && ev.type === "remove"));
   assert.ok(seen.filter((ev) => ev.type === "remove").every((ev) => ev.entry === undefined), "a removed file has no entry");
   assert.ok(seen.some((ev) => ev.name === "sub" && ev.type === "create" && ev.entry?.type === "dir"), `the new directory: ${JSON.stringify(seen)}`);
