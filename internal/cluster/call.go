@@ -34,26 +34,15 @@ func (f *Forwarder) Call(ctx context.Context, node, method, path string, body, o
 // sent, a stream of any length, and trailer sent after it (its values
 // set by the time body ends).
 func (f *Forwarder) CallWith(ctx context.Context, node, method, path string, body io.Reader, contentType string, trailer http.Header, out any) error {
-	n, err := f.nodes.Node(ctx, node)
+	req, err := f.asRoot(ctx, node, method, path, body)
 	if err != nil {
 		return err
-	}
-	if err := reachable(n, ""); err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, method, n.PeerURL+path, body)
-	if err != nil {
-		return fmt.Errorf("calling node %s: %w", node, err)
 	}
 	req.Header.Set("Content-Type", contentType)
 	req.Trailer = trailer
-	req.Header.Set(HeaderKey, f.key)
-	req.Header.Set(HeaderFrom, f.self)
-	req.Header.Set(HeaderLocal, "1")
-	resp, err := f.proxy.Transport.RoundTrip(req)
+	resp, err := f.send(node, req)
 	if err != nil {
-		return errdefs.WithHint(errdefs.Unavailable("node %s did not answer: %v", node, err),
-			"try again shortly; `den node ls` shows whether the node is alive")
+		return err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
@@ -70,6 +59,43 @@ func (f *Forwarder) CallWith(ctx context.Context, node, method, path string, bod
 		return fmt.Errorf("decoding node %s's answer: %w", node, err)
 	}
 	return nil
+}
+
+// asRoot is a request of method and path on den's API on node, as root
+// of the fleet: the node's peer URL and the fleet's headers.
+func (f *Forwarder) asRoot(ctx context.Context, node, method, path string, body io.Reader) (*http.Request, error) {
+	n, err := f.nodes.Node(ctx, node)
+	if err != nil {
+		return nil, fmt.Errorf("finding node %s: %w", node, err)
+	}
+	if err := reachable(n, ""); err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, n.PeerURL+path, body)
+	if err != nil {
+		return nil, fmt.Errorf("calling node %s: %w", node, err)
+	}
+	req.Header.Set(HeaderKey, f.key)
+	req.Header.Set(HeaderFrom, f.self)
+	req.Header.Set(HeaderLocal, "1")
+	return req, nil
+}
+
+// send makes req of node; a request it did not answer is Unavailable.
+func (f *Forwarder) send(node string, req *http.Request) (*http.Response, error) {
+	resp, err := f.proxy.Transport.RoundTrip(req)
+	if err != nil {
+		return nil, errdefs.WithHint(errdefs.Unavailable("node %s did not answer: %v", node, err),
+			"try again shortly; `den node ls` shows whether the node is alive")
+	}
+	return resp, nil
+}
+
+// answerErr is the error node answered in resp, whose body it closes.
+func answerErr(node string, resp *http.Response) error {
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	return fromAnswer(node, resp.StatusCode, b)
 }
 
 // fromAnswer makes an error answer of another node an error of the same

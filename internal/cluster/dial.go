@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"encoding/base64"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -20,34 +19,21 @@ import (
 // header is sent with the request. An answer other than the switch comes
 // back as the node's error.
 func (f *Forwarder) Dial(ctx context.Context, node, path, proto string, header http.Header) (net.Conn, error) {
-	n, err := f.nodes.Node(ctx, node)
+	req, err := f.asRoot(ctx, node, http.MethodGet, path, nil)
 	if err != nil {
 		return nil, err
-	}
-	if err := reachable(n, ""); err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.PeerURL+path, nil)
-	if err != nil {
-		return nil, fmt.Errorf("calling node %s: %w", node, err)
 	}
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", proto)
-	req.Header.Set(HeaderKey, f.key)
-	req.Header.Set(HeaderFrom, f.self)
-	req.Header.Set(HeaderLocal, "1")
-	resp, err := f.proxy.Transport.RoundTrip(req)
+	resp, err := f.send(node, req)
 	if err != nil {
-		return nil, errdefs.WithHint(errdefs.Unavailable("node %s did not answer: %v", node, err),
-			"try again shortly; `den node ls` shows whether the node is alive")
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-		return nil, fromAnswer(node, resp.StatusCode, b)
+		return nil, answerErr(node, resp)
 	}
 	rwc, ok := resp.Body.(io.ReadWriteCloser)
 	if !ok || !strings.EqualFold(resp.Header.Get("Upgrade"), proto) {

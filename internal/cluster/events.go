@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/den-dev/den/api"
-	"github.com/den-dev/den/internal/errdefs"
 )
 
 // A node's own event stream, as another node reads it to merge the
@@ -62,41 +61,27 @@ func (f *Forwarder) Peers(ctx context.Context) ([]Node, error) {
 // Events opens node's own event stream after the id after ("" from now,
 // "0" from its oldest kept event), following it or not.
 func (f *Forwarder) Events(ctx context.Context, node, after string, follow bool) (*EventReader, error) {
-	n, err := f.nodes.Node(ctx, node)
-	if err != nil {
-		return nil, fmt.Errorf("finding node %s: %w", node, err)
-	}
-	if err := reachable(n, ""); err != nil {
-		return nil, err
-	}
 	q := url.Values{}
 	if after != "" {
 		q.Set("after", after)
 	}
 	q.Set("follow", strconv.FormatBool(follow))
 	ctx, cancel := context.WithCancel(ctx)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.PeerURL+"/v1/events?"+q.Encode(), nil)
+	req, err := f.asRoot(ctx, node, http.MethodGet, "/v1/events?"+q.Encode(), nil)
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("reading node %s's events: %w", node, err)
+		return nil, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set(HeaderKey, f.key)
-	req.Header.Set(HeaderFrom, f.self)
-	req.Header.Set(HeaderLocal, "1")
 	idle := time.AfterFunc(eventsIdle, cancel)
-	resp, err := f.proxy.Transport.RoundTrip(req)
+	resp, err := f.send(node, req)
+	if err == nil && resp.StatusCode/100 != 2 {
+		err = answerErr(node, resp)
+	}
 	if err != nil {
 		idle.Stop()
 		cancel()
-		return nil, errdefs.Unavailable("node %s did not answer: %v", node, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		defer resp.Body.Close()
-		idle.Stop()
-		cancel()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-		return nil, fromAnswer(node, resp.StatusCode, b)
+		return nil, err
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
