@@ -35,13 +35,14 @@ func TestAbortEndsCallsInFlight(t *testing.T) {
 		_, err := c.Ping(context.Background())
 		errc <- err
 	}()
-	// Let the call reach the server before aborting it.
+	// Let the call reach den-init before aborting it: a connection that
+	// is dialed but has not yet carried its request is not enough.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c.mu.Lock()
 		n := len(c.conns)
 		c.mu.Unlock()
-		if n > 0 {
+		if n > 0 && requests.Load() > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
