@@ -58,8 +58,8 @@ func binaries() (string, func(), error) {
 		return "", nil, err
 	}
 	cleanup := func() { os.RemoveAll(dir) }
-	cmd := exec.Command("go", "build", "-o", dir+"/", "../cmd/dend", "../cmd/den", "../cmd/den-init")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	// The Makefile's own build, so den-init is built as dend expects it.
+	cmd := exec.Command("make", "-s", "-C", "..", "binaries", "BIN="+dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		cleanup()
 		return "", nil, fmt.Errorf("building: %v\n%s", err, out)

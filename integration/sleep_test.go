@@ -294,6 +294,12 @@ func TestHibernateResume(t *testing.T) {
 	d := startDend(t)
 	sb := d.create("bear")
 	ctx := ctxT(t, 3*time.Minute)
+	// den-init is built to keep its memory in few places (see the
+	// Makefile): every 2 MiB region it touches is read at each save.
+	maps := d.mustSh("bear", "cat /proc/1/maps")
+	if !strings.Contains(maps, "c000000000-") || strings.Contains(maps, "profiler hash buckets") {
+		t.Errorf("den-init's heap is not at Go's fixed base, or it keeps memory profiling buckets; was it built by `make binaries`?\n%s", maps)
+	}
 	d.startCounter("bear", 20)
 	seq, err := d.c.ExecDetached(ctx, "bear", api.ExecRequest{Argv: []string{"sh", "-c", seqLoop}})
 	if err != nil {

@@ -82,6 +82,7 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 			return nil, err
 		}
 	}
+	t0 := time.Now()
 	if sb.State == StateRunning {
 		if err := s.guestFor(sb).Sync(ctx); err != nil {
 			return nil, s.ifEngineExited(ctx, sb, fmt.Errorf("flushing the sandbox's files: %w", err))
@@ -113,6 +114,7 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 			}
 		}()
 	}
+	t1 := time.Now()
 	imageSynced := func() error { return nil }
 	if c.memory {
 		if err := s.saveMemory(ctx, sb, ck, c.leaveRunning); err != nil {
@@ -122,19 +124,26 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 		imageSynced = s.syncImage(ck)
 		defer imageSynced() // on every path: nothing it started outlives the call
 	}
+	t2 := time.Now()
 	waitFlush()
+	t3 := time.Now()
 	if _, err := s.cfg.Volumes.Snapshot(ctx, sb.VolumeKey(), ck.VolumeKey(), true); err != nil {
 		return nil, fmt.Errorf("snapshotting the files: %w", err)
 	}
+	t4 := time.Now()
 	if frozen {
 		frozen = false
 		if err := s.cfg.Runtime.Resume(ctx, inst); err != nil {
 			return nil, s.ifEngineExited(ctx, sb, fmt.Errorf("thawing the sandbox after the checkpoint: %w", err))
 		}
 	}
+	t5 := time.Now()
 	// Checksummed once the sandbox runs again: reading a large image takes
 	// a while and needs no freeze.
-	return ck, s.seal(ctx, ck, imageSynced)
+	err = s.seal(ctx, ck, imageSynced)
+	s.log.Debug("captured", "sandbox", sb.Name, "checkpoint", ck.ID, "sync_freeze", t1.Sub(t0), "engine", t2.Sub(t1),
+		"flush_wait", t3.Sub(t2), "snapshot", t4.Sub(t3), "thaw", t5.Sub(t4), "seal", time.Since(t5))
+	return ck, err
 }
 
 // ifEngineExited tells err, a failure of a step that needs sb's engine,
