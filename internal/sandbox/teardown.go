@@ -63,12 +63,21 @@ func (s *Service) tearDownLater(sb *Sandbox) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
 		defer cancel()
+		// The instance's processes ended with the save, so nothing uses
+		// the network: it goes while the engine's record does, each
+		// taking about as long (a veth's removal waits for the kernel's
+		// RCU grace periods, a runsc delete starts a process).
+		detached := make(chan struct{})
+		go func() {
+			defer close(detached)
+			if err := s.cfg.Network.Detach(ctx, id); err != nil {
+				s.log.Error("detaching network", "sandbox", name, "err", err)
+			}
+		}()
 		if err := s.cfg.Runtime.Destroy(ctx, inst); err != nil {
 			s.log.Error("removing a hibernated instance", "sandbox", name, "instance", inst, "err", err)
 		}
-		if err := s.cfg.Network.Detach(ctx, id); err != nil {
-			s.log.Error("detaching network", "sandbox", name, "err", err)
-		}
+		<-detached
 		s.forgetGuest(inst)
 		s.mu.Lock()
 		if s.teardowns[id] == done {
