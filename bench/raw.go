@@ -152,27 +152,22 @@ func (r *rawEngine) rawRun(n int) (samples, error) {
 type rawFigures struct {
 	pause, resume samples
 	checkpoint    samples // checkpoint --leave-running
-	freeze        samples // pause + checkpoint --leave-running + resume
+	frozenSave    samples // pause + checkpoint --leave-running + resume
+	freeze        samples // the same, of the container running the ticker
 	child         samples // restore as a new container + runsc exec true
 	hibernate     samples // checkpoint + delete
 	wake          samples // restore + runsc exec true
 }
 
 // sleepAndWake measures a bare container that holds fill bytes of memory
-// (see fillScript) through the same steps as den's.
-func (r *rawEngine) sleepAndWake(fill int64, n int) (*rawFigures, error) {
-	c, err := r.newContainer(fillScript(fill, "/root/filled"))
-	if err != nil {
-		return nil, err
+// (see fillScript) through the same steps as den's. Its forks are of a
+// second such container that also runs ticker, as den's parent does
+// while it is forked: the engine saves and restores that process too.
+func (r *rawEngine) sleepAndWake(fill int64, n int, ticker []byte) (*rawFigures, error) {
+	c, err := r.startFilled(fillScript(fill, "/root/filled"), nil)
+	if c != nil {
+		defer r.do("delete", "--force", c.id)
 	}
-	defer r.do("delete", "--force", c.id)
-	if err := r.do("run", "--detach", "--bundle", c.bundle, c.id); err != nil {
-		return nil, err
-	}
-	err = poll(5*time.Minute, "the raw container to fill its memory", func() (bool, error) {
-		_, err := os.Stat(filepath.Join(c.rootfs, "root", "filled"))
-		return err == nil, nil
-	})
 	if err != nil {
 		return nil, err
 	}
@@ -197,11 +192,26 @@ func (r *rawEngine) sleepAndWake(fill int64, n int) (*rawFigures, error) {
 		}
 		f.checkpoint = append(f.checkpoint, d)
 		os.RemoveAll(img)
-	}
-	for i := 0; i < n; i++ {
-		if err := r.forkOnce(c, f); err != nil {
+		if d, err = r.frozenSave(c.id, img); err != nil {
 			return nil, err
 		}
+		f.frozenSave = append(f.frozenSave, d)
+		os.RemoveAll(img)
+	}
+	forked, err := r.startFilled("/root/ticker >/dev/null 2>&1 & "+fillScript(fill, "/root/filled"), ticker)
+	if forked != nil {
+		defer r.do("delete", "--force", forked.id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < n; i++ {
+		if err := r.forkOnce(forked, f); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.do("delete", "--force", forked.id); err != nil {
+		return nil, err
 	}
 	for i := 0; i < n; i++ {
 		if err := r.hibernateOnce(c, f); err != nil {
@@ -211,21 +221,50 @@ func (r *rawEngine) sleepAndWake(fill int64, n int) (*rawFigures, error) {
 	return f, nil
 }
 
+// startFilled runs a bare container whose process is script (which
+// touches /root/filled once its memory is held), with ticker, when given,
+// at /root/ticker, and returns once the marker is there. The container
+// is returned, for its removal, whenever it was made.
+func (r *rawEngine) startFilled(script string, ticker []byte) (*container, error) {
+	c, err := r.newContainer(script)
+	if err != nil {
+		return nil, err
+	}
+	if ticker != nil {
+		if err := os.WriteFile(filepath.Join(c.rootfs, "root", "ticker"), ticker, 0o755); err != nil {
+			return c, err
+		}
+	}
+	if err := r.do("run", "--detach", "--bundle", c.bundle, c.id); err != nil {
+		return c, err
+	}
+	return c, poll(5*time.Minute, "the raw container to fill its memory", func() (bool, error) {
+		_, err := os.Stat(filepath.Join(c.rootfs, "root", "filled"))
+		return err == nil, nil
+	})
+}
+
+// frozenSave times a save of container id into img that it stands still
+// for: pause, checkpoint --leave-running, resume.
+func (r *rawEngine) frozenSave(id, img string) (time.Duration, error) {
+	return timed(func() error {
+		if err := r.do("pause", id); err != nil {
+			return err
+		}
+		if err := r.do("checkpoint", "--leave-running", "--image-path="+img, id); err != nil {
+			return err
+		}
+		return r.do("resume", id)
+	})
+}
+
 // forkOnce is a fork by hand: freeze, save with --leave-running, thaw;
 // then restore the image as a second container sharing the (unchanged)
 // root filesystem, until a command has run in it.
 func (r *rawEngine) forkOnce(c *container, f *rawFigures) error {
 	img := r.newImageDir()
 	defer os.RemoveAll(img)
-	d, err := timed(func() error {
-		if err := r.do("pause", c.id); err != nil {
-			return err
-		}
-		if err := r.do("checkpoint", "--leave-running", "--image-path="+img, c.id); err != nil {
-			return err
-		}
-		return r.do("resume", c.id)
-	})
+	d, err := r.frozenSave(c.id, img)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func (b *bench) sleepAndWake(title, name string, fill int64, n int) error {
 	if err := b.d.c.RemoveSandbox(b.ctx, name, true); err != nil {
 		return err
 	}
-	rf, err := b.raw.sleepAndWake(fill, n)
+	rf, err := b.raw.sleepAndWake(fill, n, b.ticker)
 	if err != nil {
 		return fmt.Errorf("raw runsc: %w", err)
 	}
@@ -80,9 +80,9 @@ func (b *bench) sleepAndWake(title, name string, fill int64, n int) error {
 		{op: "checkpoint, files only", den: df.checkpointFS, goal: "≤ 10 ms", note: "no engine counterpart (a btrfs snapshot)"},
 		{op: "checkpoint with memory", den: df.checkpoint, raw: rf.checkpoint, goal: "≤ 100 ms",
 			note: joinNotes("image "+mib(df.imageBytes), "raw: checkpoint --leave-running", ratio(df.checkpoint, rf.checkpoint),
-				"den also freezes the sandbox around it (and snapshots its files): "+ratio(df.checkpoint, rf.freeze)+" pause + checkpoint + resume")},
+				"den also freezes the sandbox around it (and snapshots its files): "+ratio(df.checkpoint, rf.frozenSave)+" pause + checkpoint + resume")},
 		{op: "fork: parent frozen", den: df.frozen, raw: rf.freeze, goal: "≤ 100 ms",
-			note: joinNotes("longest gap seen by a 1 ms ticker in the parent", "raw: pause + checkpoint + resume", outside)},
+			note: joinNotes("longest gap seen by a 1 ms ticker in the parent", "raw: pause + checkpoint + resume of a container running the same ticker", ratio(df.frozen, rf.freeze), outside)},
 		{op: "fork: child ready", den: df.child, raw: rf.child, goal: "≤ 250 ms",
 			note: joinNotes("Fork call → first exec in the child done", "raw: restore + runsc exec true", ratio(df.child, rf.child),
 				"the Fork call also captures the parent: "+ratio(df.child, sum(rf.freeze, rf.child))+" pause + checkpoint + resume + restore + exec")},

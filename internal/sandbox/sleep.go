@@ -76,7 +76,14 @@ func (s *Service) resumeLocked(ctx context.Context, sb *Sandbox, why string) err
 // wakeFromDisk restores a hibernated sandbox as a new generation from the
 // checkpoint it sleeps in. A failure leaves it in error with the reason,
 // its checkpoint kept, for `den recover`.
-func (s *Service) wakeFromDisk(ctx context.Context, sb *Sandbox, why string) error {
+func (s *Service) wakeFromDisk(ctx context.Context, sb *Sandbox, why string) (err error) {
+	t0 := time.Now()
+	var t1, t2 time.Time
+	defer func() {
+		if err == nil {
+			s.log.Debug("woke", "sandbox", sb.Name, "lookup", t1.Sub(t0), "record", t2.Sub(t1), "boot_and_after", time.Since(t2))
+		}
+	}()
 	ck, err := s.cfg.Store.GetCheckpoint(ctx, sb.ID, sb.Checkpoint)
 	if err != nil {
 		return fmt.Errorf("finding the checkpoint sandbox %q sleeps in: %w", sb.Name, err)
@@ -94,12 +101,14 @@ func (s *Service) wakeFromDisk(ctx context.Context, sb *Sandbox, why string) err
 		}
 		return errdefs.WithHint(err, fmt.Sprintf("`den recover %s --cold` boots its saved files without its processes", sb.Name))
 	}
+	t1 = time.Now()
 	sb.Generation++
 	sb.Token = newToken()
 	sb.Pending = PendingResume
 	if err := s.record(ctx, sb, "waking", fmt.Sprintf("restoring generation %d from checkpoint %s", sb.Generation, ck.ID)); err != nil {
 		return err
 	}
+	t2 = time.Now()
 	return s.finishBoot(ctx, sb, ck, false, EventResumed, why)
 }
 
@@ -119,11 +128,15 @@ func (s *Service) finishBoot(ctx context.Context, sb *Sandbox, ck *Checkpoint, c
 		sb.Head = ck.ID
 	}
 	s.touch(sb.ID)
+	t := time.Now()
 	if err := s.transition(ctx, sb, StateRunning, evType, fmt.Sprintf("%s; generation %d from checkpoint %s", why, sb.Generation, ck.ID)); err != nil {
 		return err
 	}
 	if ck.Kind == CheckpointHibernate && !cold {
-		return s.wakeRuns(ctx, sb, s.guestFor(sb))
+		t2 := time.Now()
+		err := s.wakeRuns(ctx, sb, s.guestFor(sb))
+		s.log.Debug("recorded running", "sandbox", sb.Name, "record", t2.Sub(t), "runs", time.Since(t2))
+		return err
 	}
 	return s.loseRuns(ctx, sb)
 }
