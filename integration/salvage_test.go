@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +95,87 @@ func TestOrphanedSnapshotCollected(t *testing.T) {
 	})
 	if _, err := os.Stat(filepath.Join(d.dataDir, "pool", "checkpoints", ck.ID)); err != nil {
 		t.Fatalf("the recorded checkpoint's snapshot: %v", err)
+	}
+}
+
+// A wake cut short by dend's death can leave the engine's instance made
+// but never started (runsc's restore dies with dend before it starts the
+// restored kernel): no den-init will ever answer in it. The restarted dend
+// says so at once, removes it, and leaves the sandbox asleep in its
+// checkpoint, where the next use wakes it whole; it does not wait for the
+// den-init.
+func TestWakeCutShortBeforeTheEngineStarted(t *testing.T) {
+	d := startDend(t)
+	d.create("halfwoken")
+	d.startCounter("halfwoken", 3)
+	d.mustSh("halfwoken", "echo kept > /root/note")
+	sb, err := d.c.Hibernate(ctxT(t, time.Minute), "halfwoken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the hibernated instance to be gone", func() bool { return len(d.instances()) == 0 })
+	d.kill()
+
+	// What a wake's dend leaves when it dies inside the engine's restore:
+	// the next generation's instance created, not started; the wake
+	// marked pending on the next generation.
+	next := *sb
+	next.Generation++
+	inst := instanceOf(&next)
+	bundle := t.TempDir()
+	spec := `{"ociVersion":"1.0.2","process":{"args":["/bin/sh"],"cwd":"/","user":{"uid":0,"gid":0}},` +
+		`"root":{"path":"` + filepath.Join(d.dataDir, "pool", "sandboxes", sb.ID) + `","readonly":true},` +
+		`"linux":{"namespaces":[{"type":"pid"},{"type":"ipc"},{"type":"uts"},{"type":"mount"},{"type":"network"}]}}`
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), []byte(spec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.Create(filepath.Join(bundle, "out")) // not a pipe: the sandbox keeps it open
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := exec.Command(filepath.Join(binDir, "runsc"), "--root="+d.runscRoot(), "--platform=systrap",
+		"--network=sandbox", "--overlay2=none", "--host-uds=none", "create", "--bundle", bundle, inst)
+	create.Stdout, create.Stderr = out, out
+	err = create.Run()
+	out.Close()
+	if err != nil {
+		msg, _ := os.ReadFile(out.Name())
+		t.Fatalf("runsc create: %v: %s", err, msg)
+	}
+	if got := d.engineState(inst); got != "created" {
+		t.Fatalf("the engine calls the made instance %q, want created", got)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(d.dataDir, "den.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := db.Exec(`UPDATE sandboxes SET pending = 'resume', generation = ? WHERE id = ?`, next.Generation, sb.ID)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("updated %d sandboxes, want 1", n)
+	}
+
+	d.start()
+	if !strings.Contains(d.logs(), "the engine never started the instance") {
+		t.Errorf("dend did not tell the instance was never started:\n%s", d.logs())
+	}
+	got := d.inspect("halfwoken")
+	if got.State != api.StateHibernated || got.Pending != "" || got.Checkpoint != sb.Checkpoint {
+		t.Fatalf("after the restart: %s pending %q checkpoint %q (%s), want hibernated in %s", got.State, got.Pending, got.Checkpoint, got.Reason, sb.Checkpoint)
+	}
+	if countEvents(d.history("halfwoken"), "failed", "waking was interrupted") != 1 {
+		t.Fatalf("history does not say the wake was undone: %+v", d.history("halfwoken"))
+	}
+	if st := d.engineState(inst); st != "" {
+		t.Fatalf("the never-started instance is still there: %q", st)
+	}
+	// The next use wakes it whole: its counter counts on, its file kept.
+	before := d.count("halfwoken")
+	d.countAbove("halfwoken", before)
+	if note := d.mustSh("halfwoken", "cat /root/note"); note != "kept\n" {
+		t.Fatalf("file after waking: %q", note)
 	}
 }

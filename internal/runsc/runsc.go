@@ -249,6 +249,22 @@ func (r *Runtime) State(ctx context.Context, id string) (sandbox.InstanceState, 
 	}
 }
 
+// Started reports whether the instance ever started: runsc records an
+// instance "created" from when its sandbox is made until a start or a
+// restore completes, so one still created with no runsc call under way
+// had its boot or restore cut short. An instance that is gone counts as
+// started: nothing of it waits to begin.
+func (r *Runtime) Started(ctx context.Context, id string) (bool, error) {
+	st, err := r.state(ctx, id)
+	if err != nil {
+		if isMissing(err) {
+			return true, nil
+		}
+		return false, fmt.Errorf("reading state of %s: %w", id, err)
+	}
+	return st.Status != "created", nil
+}
+
 // state is runsc's record of an instance: its status and sandbox pid.
 func (r *Runtime) state(ctx context.Context, id string) (stateJSON, error) {
 	rec, err := r.stateFile(id).read(ctx)

@@ -365,3 +365,29 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// An instance runsc made but never started (its start or restore cut
+// short) is told from one that runs, which State calls running alike.
+func TestStarted(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	id := fmt.Sprintf("rt%d-s", os.Getpid())
+	inst := g.instance(t, id, g.rootfs, g.netns)
+	if err := g.rt.boot(ctx, inst, "creating", "create"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.rt.Destroy(context.Background(), id) })
+	if started, err := g.rt.Started(ctx, id); err != nil || started {
+		t.Fatalf("an instance only created: started %v, %v; want not started", started, err)
+	}
+	g.wantState(t, id, sandbox.InstanceRunning) // what State has always said of it
+	if _, err := g.rt.run(ctx, id, "start", id); err != nil {
+		t.Fatal(err)
+	}
+	if started, err := g.rt.Started(ctx, id); err != nil || !started {
+		t.Fatalf("a started instance: started %v, %v", started, err)
+	}
+	if started, err := g.rt.Started(ctx, "nope"); err != nil || !started {
+		t.Fatalf("a missing instance: started %v, %v; want started (nothing waits to begin)", started, err)
+	}
+}

@@ -481,8 +481,7 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 	t4 := time.Now()
 	// The restored den-init still knows the token of the instance the
 	// image was taken from: reach it with that, then give it its own.
-	_, addr := s.cfg.Network.Addr(sb.Slot)
-	old := s.cfg.Dial(netip.AddrPortFrom(addr, guest.Port), ck.Manifest.InitToken)
+	old := s.dialWith(sb, ck.Manifest.InitToken)
 	defer closeGuest(old)
 	if err := s.waitReady(ctx, sb, old); err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
@@ -502,6 +501,14 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 	s.supervise(sb)
 	s.log.Info("restored", "sandbox", sb.Name, "checkpoint", ck.ID, "files_network_verify", t3.Sub(t0), "engine", t4.Sub(t3), "den_init", t5.Sub(t4), "limits", time.Since(t5))
 	return nil
+}
+
+// dialWith is a client of den-init in sb's current instance that presents
+// token, which need not be sb's: a restored den-init knows the token of
+// the instance its image was taken from until it is given sb's.
+func (s *Service) dialWith(sb *Sandbox, token string) Guest {
+	_, addr := s.cfg.Network.Addr(sb.Slot)
+	return s.cfg.Dial(netip.AddrPortFrom(addr, guest.Port), token)
 }
 
 func closeGuest(g Guest) {

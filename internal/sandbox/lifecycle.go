@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/guest"
 )
 
 // cleanupTimeout bounds undo work that runs after the caller gave up.
@@ -294,8 +292,7 @@ func (s *Service) bootInstance(ctx context.Context, sb *Sandbox, att Attachment)
 // handOver waits for the den-init of sb's fresh instance, which knows
 // only the boot token of its environment, and gives it sb's own.
 func (s *Service) handOver(ctx context.Context, sb *Sandbox, bootToken string) error {
-	_, addr := s.cfg.Network.Addr(sb.Slot)
-	boot := s.cfg.Dial(netip.AddrPortFrom(addr, guest.Port), bootToken)
+	boot := s.dialWith(sb, bootToken)
 	defer closeGuest(boot)
 	if err := s.waitReady(ctx, sb, boot); err != nil {
 		return err

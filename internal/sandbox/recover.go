@@ -308,10 +308,15 @@ func (s *Service) recoverPending(ctx context.Context, sb *Sandbox, st InstanceSt
 // with sb's token, within pingPatience while the instance runs: a dend
 // killed while the engine saved the instance for a checkpoint leaves the
 // engine to finish the save, its kernel stopped until then, which takes
-// seconds on a busy host.
+// seconds on a busy host. An instance the engine made but never started
+// (a boot or restore cut short with dend) has no den-init to wait for.
 func (s *Service) pingable(ctx context.Context, sb *Sandbox) bool {
 	deadline := time.Now().Add(pingPatience)
 	for {
+		if s.neverStarted(ctx, sb) {
+			s.log.Warn("the engine never started the instance", "sandbox", sb.Name, "instance", sb.InstanceID())
+			return false
+		}
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		_, err := s.guestFor(sb).Ping(pctx)
 		cancel()
@@ -330,6 +335,23 @@ func (s *Service) pingable(ctx context.Context, sb *Sandbox) bool {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// starter is a Runtime that tells an instance it made but never started
+// from one that runs.
+type starter interface {
+	Started(ctx context.Context, id string) (bool, error)
+}
+
+// neverStarted reports whether the engine made sb's current instance but
+// never started it. An engine that cannot tell says no.
+func (s *Service) neverStarted(ctx context.Context, sb *Sandbox) bool {
+	r, ok := s.cfg.Runtime.(starter)
+	if !ok {
+		return false
+	}
+	started, err := r.Started(ctx, sb.InstanceID())
+	return err == nil && !started
 }
 
 // saveHandedOver says whether the files of sb's pending hibernation image

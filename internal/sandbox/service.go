@@ -6,13 +6,11 @@ import (
 	"encoding/base32"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/guest"
 )
 
 // Config is what the Service is built from.
@@ -306,8 +304,7 @@ func (s *Service) guestFor(sb *Sandbox) Guest {
 	if g, ok := s.guests[id]; ok {
 		return g
 	}
-	_, addr := s.cfg.Network.Addr(sb.Slot)
-	g := s.cfg.Dial(netip.AddrPortFrom(addr, guest.Port), sb.Token)
+	g := s.dialWith(sb, sb.Token)
 	s.guests[id] = g
 	return g
 }
