@@ -36,18 +36,7 @@ func TestHibernationFinishedAfterDendDied(t *testing.T) {
 	if err != nil {
 		t.Fatalf("runsc checkpoint: %v: %s", err, out)
 	}
-	db, err := sql.Open("sqlite", filepath.Join(d.dataDir, "den.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := db.Exec(`UPDATE sandboxes SET pending = 'hibernate', checkpoint = ? WHERE id = ?`, ckID, sb.ID)
-	db.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		t.Fatalf("updated %d sandboxes, want 1", n)
-	}
+	d.setSandboxRow(sb.ID, `pending = 'hibernate', checkpoint = ?`, ckID)
 
 	d.start()
 	got := d.inspect("late")
@@ -145,18 +134,7 @@ func TestWakeCutShortBeforeTheEngineStarted(t *testing.T) {
 	if got := d.engineState(inst); got != "created" {
 		t.Fatalf("the engine calls the made instance %q, want created", got)
 	}
-	db, err := sql.Open("sqlite", filepath.Join(d.dataDir, "den.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := db.Exec(`UPDATE sandboxes SET pending = 'resume', generation = ? WHERE id = ?`, next.Generation, sb.ID)
-	db.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		t.Fatalf("updated %d sandboxes, want 1", n)
-	}
+	d.setSandboxRow(sb.ID, `pending = 'resume', generation = ?`, next.Generation)
 
 	d.start()
 	if !strings.Contains(d.logs(), "the engine never started the instance") {
@@ -177,5 +155,24 @@ func TestWakeCutShortBeforeTheEngineStarted(t *testing.T) {
 	d.countAbove("halfwoken", before)
 	if note := d.mustSh("halfwoken", "cat /root/note"); note != "kept\n" {
 		t.Fatalf("file after waking: %q", note)
+	}
+}
+
+// setSandboxRow sets columns of sandbox id's row in a stopped dend's
+// SQLite store, as a dend that died mid-change leaves them: set is an
+// UPDATE's SET clause, args its values.
+func (d *dend) setSandboxRow(id, set string, args ...any) {
+	d.t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(d.dataDir, "den.db"))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer db.Close()
+	res, err := db.Exec("UPDATE sandboxes SET "+set+" WHERE id = ?", append(args, id)...)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		d.t.Fatalf("updated %d sandboxes, want 1", n)
 	}
 }
