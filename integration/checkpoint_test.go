@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -330,35 +329,13 @@ func TestFork(t *testing.T) {
 // as if another runsc had made it. dend must be stopped.
 func setEngineVersion(t *testing.T, d *dend, ckID, version string) {
 	t.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(d.dataDir, "den.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var raw string
-	if err := db.QueryRow(`SELECT manifest FROM checkpoints WHERE id = ?`, ckID).Scan(&raw); err != nil {
-		t.Fatalf("reading the manifest of %s: %v", ckID, err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal([]byte(raw), &m); err != nil {
-		t.Fatal(err)
-	}
-	engine, ok := m["engine"].(map[string]any)
-	if !ok {
-		t.Fatalf("manifest without an engine: %s", raw)
-	}
-	engine["version"] = version
-	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := db.Exec(`UPDATE checkpoints SET manifest = ? WHERE id = ?`, string(b), ckID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		t.Fatalf("updated %d checkpoints, want 1", n)
-	}
+	d.editCheckpointManifest(ckID, func(m map[string]any) {
+		engine, ok := m["engine"].(map[string]any)
+		if !ok {
+			t.Fatalf("manifest without an engine: %v", m)
+		}
+		engine["version"] = version
+	})
 }
 
 // A memory image made by another engine version is refused up front,

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"database/sql"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -174,5 +175,93 @@ func (d *dend) setSandboxRow(id, set string, args ...any) {
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
 		d.t.Fatalf("updated %d sandboxes, want 1", n)
+	}
+}
+
+// A wake whose restore finished but whose dend died before it gave the
+// restored den-init the new generation's token leaves a den-init that
+// answers only to the token of the instance its image was taken from.
+// The restarted dend gives it the token then, and the sandbox runs on,
+// its processes never stopped.
+func TestWakeCutShortBeforeTheTokenWasGiven(t *testing.T) {
+	d := startDend(t)
+	d.create("rekeyed")
+	d.startCounter("rekeyed", 3)
+	d.mustSh("rekeyed", "echo kept > /root/note")
+	ctx := ctxT(t, time.Minute)
+	slept, err := d.c.Hibernate(ctx, "rekeyed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := d.count("rekeyed") // wakes it: den-init now holds the record's token
+	woken := d.inspect("rekeyed")
+	db, err := sql.Open("sqlite", filepath.Join(d.dataDir, "den.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held string
+	err = db.QueryRow(`SELECT token FROM sandboxes WHERE id = ?`, slept.ID).Scan(&held)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.kill()
+
+	// What that dend leaves: the wake pending with a token den-init never
+	// got, and the checkpoint naming the token den-init holds.
+	d.editCheckpointManifest(slept.Checkpoint, func(m map[string]any) { m["init_token"] = held })
+	d.setSandboxRow(slept.ID, `state = 'hibernated', pending = 'resume', checkpoint = ?, token = ?`,
+		slept.Checkpoint, "RESTARTEDDENDSTOKENNEVERGIVENTOTHEDENINITOFTHISTEST")
+
+	d.start()
+	if !strings.Contains(d.logs(), "gave a restored den-init its token after dend restarted") {
+		t.Errorf("dend did not give the restored den-init its token:\n%s", d.logs())
+	}
+	got := d.inspect("rekeyed")
+	if got.State != api.StateRunning || got.Pending != "" || got.Generation != woken.Generation {
+		t.Fatalf("after the restart: %s pending %q generation %d (%s), want running generation %d",
+			got.State, got.Pending, got.Generation, got.Reason, woken.Generation)
+	}
+	if countEvents(d.history("rekeyed"), "restored", "after dend restarted") != 1 {
+		t.Fatalf("history does not say the wake was finished: %+v", d.history("rekeyed"))
+	}
+	// The same processes: the counter goes on from where it was.
+	d.countAbove("rekeyed", before)
+	if n := d.countersIn("rekeyed"); n != 1 {
+		t.Fatalf("%d counters, want the one that slept", n)
+	}
+	if note := d.mustSh("rekeyed", "cat /root/note"); note != "kept\n" {
+		t.Fatalf("file: %q", note)
+	}
+}
+
+// editCheckpointManifest changes checkpoint id's manifest with edit, in a
+// stopped dend's SQLite store.
+func (d *dend) editCheckpointManifest(id string, edit func(m map[string]any)) {
+	d.t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(d.dataDir, "den.db"))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer db.Close()
+	var raw string
+	if err := db.QueryRow(`SELECT manifest FROM checkpoints WHERE id = ?`, id).Scan(&raw); err != nil {
+		d.t.Fatalf("reading the manifest of %s: %v", id, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+		d.t.Fatal(err)
+	}
+	edit(m)
+	b, err := json.Marshal(m)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	res, err := db.Exec(`UPDATE checkpoints SET manifest = ? WHERE id = ?`, string(b), id)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		d.t.Fatalf("updated %d checkpoints, want 1", n)
 	}
 }

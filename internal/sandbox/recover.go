@@ -134,7 +134,7 @@ func (s *Service) recoverOne(ctx context.Context, sb *Sandbox) (bool, error) {
 // stopped when its instance is gone.
 func (s *Service) reattach(ctx context.Context, sb *Sandbox, st InstanceState) (bool, error) {
 	if st == InstanceRunning {
-		if s.pingable(ctx, sb) {
+		if s.pingable(ctx, sb, "") {
 			if err := s.record(ctx, sb, EventAttached, fmt.Sprintf("dend restarted; generation %d still running", sb.Generation)); err != nil {
 				return false, err
 			}
@@ -280,7 +280,9 @@ func (s *Service) recoverPending(ctx context.Context, sb *Sandbox, st InstanceSt
 		return false, s.transition(ctx, sb, StateError, EventFailed,
 			fmt.Sprintf("a rebase was interrupted by a dend restart; `den recover %s` boots checkpoint %s, taken before it", sb.Name, sb.Checkpoint))
 	case PendingResume, PendingRestore:
-		if ckErr == nil && st == InstanceRunning && s.pingable(ctx, sb) {
+		// A restore that ended before dend gave den-init its token still
+		// answers to the checkpoint's.
+		if ckErr == nil && st == InstanceRunning && s.pingable(ctx, sb, ck.Manifest.InitToken) {
 			sb.Pending, sb.Checkpoint = "", ""
 			if ck.Kind != CheckpointHibernate {
 				sb.Head = ck.ID
@@ -308,9 +310,11 @@ func (s *Service) recoverPending(ctx context.Context, sb *Sandbox, st InstanceSt
 // with sb's token, within pingPatience while the instance runs: a dend
 // killed while the engine saved the instance for a checkpoint leaves the
 // engine to finish the save, its kernel stopped until then, which takes
-// seconds on a busy host. An instance the engine made but never started
-// (a boot or restore cut short with dend) has no den-init to wait for.
-func (s *Service) pingable(ctx context.Context, sb *Sandbox) bool {
+// seconds on a busy host. When den-init answers to oldToken instead (a
+// restore finished, dend killed before it handed over sb's token), it
+// gets sb's token now. An instance the engine made but never started (a
+// boot or restore cut short with dend) has no den-init to wait for.
+func (s *Service) pingable(ctx context.Context, sb *Sandbox, oldToken string) bool {
 	deadline := time.Now().Add(pingPatience)
 	for {
 		if s.neverStarted(ctx, sb) {
@@ -320,7 +324,7 @@ func (s *Service) pingable(ctx context.Context, sb *Sandbox) bool {
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		_, err := s.guestFor(sb).Ping(pctx)
 		cancel()
-		if err == nil {
+		if err == nil || (oldToken != "" && s.rekeyFrom(ctx, sb, oldToken)) {
 			return true
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -335,6 +339,24 @@ func (s *Service) pingable(ctx context.Context, sb *Sandbox) bool {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// rekeyFrom gives sb's token to a den-init that answers to oldToken, and
+// reports whether it took it.
+func (s *Service) rekeyFrom(ctx context.Context, sb *Sandbox, oldToken string) bool {
+	old := s.dialWith(sb, oldToken)
+	defer closeGuest(old)
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := old.Ping(ctx); err != nil {
+		return false
+	}
+	if err := old.Rekey(ctx, sb.Token); err != nil {
+		s.log.Warn("giving a restored den-init its token after dend restarted", "sandbox", sb.Name, "err", err)
+		return false
+	}
+	s.log.Info("gave a restored den-init its token after dend restarted", "sandbox", sb.Name)
+	return true
 }
 
 // starter is a Runtime that tells an instance it made but never started
