@@ -432,6 +432,11 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	return nil, responseError(resp)
 }
 
+// ErrTokenRefused is den-init answering, but not to the token the client
+// presents: it holds another instance's (a restored den-init, until it is
+// given its own).
+var ErrTokenRefused = errors.New("den-init refused the instance token")
+
 // responseError turns den-init's error answer into an error of the class
 // its code names, with its message and hint.
 func responseError(resp *http.Response) error {
@@ -453,7 +458,7 @@ func responseError(resp *http.Response) error {
 	case "unavailable":
 		err = errdefs.Unavailable("%s", e.Message)
 	case "unauthorized":
-		return errors.New("den-init refused the instance token")
+		return ErrTokenRefused
 	default:
 		return fmt.Errorf("den-init: %s", e.Message)
 	}

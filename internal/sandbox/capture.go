@@ -140,10 +140,12 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 	t5 := time.Now()
 	// Checksummed once the sandbox runs again: reading a large image takes
 	// a while and needs no freeze.
-	err = s.seal(ctx, ck, imageSynced)
+	if err = s.seal(ctx, ck, imageSynced); err != nil {
+		return ck, err
+	}
 	s.log.Debug("captured", "sandbox", sb.Name, "checkpoint", ck.ID, "sync_freeze", t1.Sub(t0), "engine", t2.Sub(t1),
 		"flush_wait", t3.Sub(t2), "snapshot", t4.Sub(t3), "thaw", t5.Sub(t4), "seal", time.Since(t5))
-	return ck, err
+	return ck, nil
 }
 
 // ifEngineExited tells err, a failure of a step that needs sb's engine,

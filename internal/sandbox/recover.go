@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
 )
 
 // Recover makes the records and the host agree again after dend starts: a
@@ -310,9 +311,9 @@ func (s *Service) recoverPending(ctx context.Context, sb *Sandbox, st InstanceSt
 // with sb's token, within pingPatience while the instance runs: a dend
 // killed while the engine saved the instance for a checkpoint leaves the
 // engine to finish the save, its kernel stopped until then, which takes
-// seconds on a busy host. When den-init answers to oldToken instead (a
-// restore finished, dend killed before it handed over sb's token), it
-// gets sb's token now. An instance the engine made but never started (a
+// seconds on a busy host. When den-init refuses sb's token and answers to
+// oldToken (a restore finished, dend killed before it handed over sb's
+// token), it gets sb's token now. An instance the engine made but never started (a
 // boot or restore cut short with dend) has no den-init to wait for.
 func (s *Service) pingable(ctx context.Context, sb *Sandbox, oldToken string) bool {
 	deadline := time.Now().Add(pingPatience)
@@ -324,7 +325,7 @@ func (s *Service) pingable(ctx context.Context, sb *Sandbox, oldToken string) bo
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		_, err := s.guestFor(sb).Ping(pctx)
 		cancel()
-		if err == nil || (oldToken != "" && s.rekeyFrom(ctx, sb, oldToken)) {
+		if err == nil || (oldToken != "" && errors.Is(err, guest.ErrTokenRefused) && s.rekeyFrom(ctx, sb, oldToken)) {
 			return true
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -348,11 +349,10 @@ func (s *Service) rekeyFrom(ctx context.Context, sb *Sandbox, oldToken string) b
 	defer closeGuest(old)
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	if _, err := old.Ping(ctx); err != nil {
-		return false
-	}
 	if err := old.Rekey(ctx, sb.Token); err != nil {
-		s.log.Warn("giving a restored den-init its token after dend restarted", "sandbox", sb.Name, "err", err)
+		if !errors.Is(err, guest.ErrTokenRefused) { // not its token either: nothing to say
+			s.log.Warn("giving a restored den-init its token after dend restarted", "sandbox", sb.Name, "err", err)
+		}
 		return false
 	}
 	s.log.Info("gave a restored den-init its token after dend restarted", "sandbox", sb.Name)
