@@ -2,13 +2,15 @@ package initd
 
 import (
 	"encoding/json"
+	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/den-dev/den/internal/guest"
 )
@@ -30,9 +32,32 @@ func TestPingCountsOrphans(t *testing.T) {
 	}
 	before := ping()
 
-	out, err := exec.Command("sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!").Output()
+	// The shell is started through the reaper, as den-init starts every
+	// command: its wait4(-1) takes any child's status, so an exec.Cmd's
+	// own Wait could find none.
+	rd, wr, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	_, err = testReaper.Start(func() (int, error) {
+		return syscall.ForkExec("/bin/sh", []string{"sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!"},
+			&syscall.ProcAttr{Files: []uintptr{0, wr.Fd(), 2}})
+	}, func(unix.WaitStatus) { close(exited) })
+	wr.Close()
+	if err != nil {
+		rd.Close()
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(rd)
+	rd.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the shell was not reaped")
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
 	if err != nil {
