@@ -158,6 +158,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	scfg := sandbox.Config{
 		Store: st, Volumes: pool, Runtime: rt, Network: network, Images: images, Secrets: secrets, Init: initVersion,
+		ResolvConf:    string(network.ResolvConf()),
 		Copier:        storage.PathCopier{},
 		Sealer:        sealer,
 		Reach:         network.Reach(opened),

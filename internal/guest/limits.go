@@ -18,6 +18,13 @@ type Limits struct {
 	// their descendants may have at once; past it fork and clone fail
 	// with EAGAIN. den-init itself is not counted.
 	PIDs int `json:"pids,omitempty"`
+	// ResolvConf, when set, is what the sandbox's /etc/resolv.conf must
+	// hold: den-init rewrites the file when it differs. It comes with the
+	// limits because both are settled on every boot, restore and claim,
+	// and the resolver's address can change between them (a sandbox
+	// moved to another node). den-inits from before ignore it: their
+	// sandboxes have the file mounted from the host.
+	ResolvConf string `json:"resolv_conf,omitempty"`
 }
 
 // Why a process ran into a limit (ProcStatus.LimitHit).

@@ -548,6 +548,14 @@ func (s *Server) handleLimits(w http.ResponseWriter, r *http.Request) error {
 	if err := s.limits.set(lim); err != nil {
 		return err
 	}
+	if lim.ResolvConf != "" {
+		// A sandbox that made the file something den-init cannot
+		// replace (a directory) resolves nothing, as it chose; it
+		// still boots.
+		if err := s.writeResolvConf(lim.ResolvConf); err != nil {
+			s.log.Warn("setting the resolver", "err", err)
+		}
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

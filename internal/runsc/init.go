@@ -17,9 +17,11 @@ import (
 // image is restored (gVisor maps the executable from the file, so another
 // den-init breaks it, as a den upgrade would). Each version lives in its
 // own directory under Config.InitDir, named for its content, and is never
-// replaced; instances mount theirs (sandbox.Instance.Init). The version ""
-// is InitDir itself, where the one den-init lived before versions were
-// kept: images from then restore with what is there.
+// replaced. Instances of the versions installed now carry a copy in their
+// root filesystem, so their images take it along (initroot.go); older
+// ones mount theirs (sandbox.Instance.Init). The version "" is InitDir
+// itself, where the one den-init lived before versions were kept: images
+// from then restore with what is there.
 
 // InstallInit puts the den-init binary at path under initDir as its own
 // version, unless that version is there already, and returns the version.
@@ -36,7 +38,7 @@ func InstallInit(initDir, path string) (string, error) {
 	if _, err := io.Copy(h, src); err != nil {
 		return "", fmt.Errorf("reading den-init: %w", err)
 	}
-	version := "v-" + hex.EncodeToString(h.Sum(nil))[:16]
+	version := rootPrefix + hex.EncodeToString(h.Sum(nil))[:16]
 	dir := filepath.Join(initDir, version)
 	dst := filepath.Join(dir, filepath.Base(InitPath))
 	if fi, err := os.Stat(dst); err == nil && fi.Mode().IsRegular() {
@@ -121,13 +123,29 @@ func (r *Runtime) initDir(version string) string {
 	return filepath.Join(r.cfg.InitDir, version)
 }
 
-// HasInit reports whether this host keeps that version of den-init.
+// HasInit reports whether memory images taken with that version of
+// den-init can be restored here: their den-init needs its very binary.
+// Versions placed in the root filesystem travel in the images' files, so
+// any host can; others need this host to keep them.
 func (r *Runtime) HasInit(version string) bool {
-	if version != "" && (version != filepath.Base(version) || version == "." || version == "..") {
+	if !validVersion(version) {
+		return false
+	}
+	return inRoot(version) || r.installed(version)
+}
+
+// installed reports whether this host keeps that version of den-init.
+func (r *Runtime) installed(version string) bool {
+	if !validVersion(version) {
 		return false
 	}
 	fi, err := os.Stat(filepath.Join(r.initDir(version), filepath.Base(InitPath)))
 	return err == nil && fi.Mode().IsRegular()
+}
+
+// validVersion reports whether version can name a directory under InitDir.
+func validVersion(version string) bool {
+	return version == "" || (version == filepath.Base(version) && version != "." && version != "..")
 }
 
 // PruneInits removes the versions of den-init under initDir that keep
@@ -140,7 +158,7 @@ func PruneInits(initDir string, keep map[string]bool) ([]string, error) {
 	var removed []string
 	for _, e := range ents {
 		v := e.Name()
-		if !e.IsDir() || !strings.HasPrefix(v, "v-") || keep[v] {
+		if !e.IsDir() || !(strings.HasPrefix(v, mountPrefix) || strings.HasPrefix(v, rootPrefix)) || keep[v] {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(initDir, v)); err != nil {

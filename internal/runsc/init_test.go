@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,11 +44,19 @@ func TestInstallInit(t *testing.T) {
 		}
 	}
 
+	if !strings.HasPrefix(v1, rootPrefix) {
+		t.Errorf("version %q: a version installed now goes in the root filesystem (%s…)", v1, rootPrefix)
+	}
 	r := &Runtime{cfg: Config{InitDir: initDir}}
-	for v, want := range map[string]bool{v1: true, v2: true, "v-0000000000000000": false, "": false, "../init": false, "..": false} {
+	// Images of an r- version carry their den-init in their files; a v-
+	// version's need this host's copy.
+	for v, want := range map[string]bool{v1: true, v2: true, "r-0000000000000000": true, "v-0000000000000000": false, "": false, "../init": false, "..": false, "r-x/../..": false} {
 		if got := r.HasInit(v); got != want {
 			t.Errorf("HasInit(%q) = %v, want %v", v, got, want)
 		}
+	}
+	if r.installed("r-0000000000000000") {
+		t.Error("installed reports a version this host never had")
 	}
 	// The one den-init from before versions lives in InitDir itself.
 	if err := os.WriteFile(filepath.Join(initDir, "den-init"), []byte("legacy"), 0o755); err != nil {
@@ -56,15 +65,29 @@ func TestInstallInit(t *testing.T) {
 	if !r.HasInit("") {
 		t.Error("HasInit(\"\") with the legacy den-init in place = false")
 	}
-	for v, want := range map[string]string{v1: filepath.Join(initDir, v1), "": initDir} {
+	// Instances of the versions from before mount theirs.
+	legacy := "v-0123456789abcdef"
+	if err := os.MkdirAll(filepath.Join(initDir, legacy), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for v, want := range map[string]string{legacy: filepath.Join(initDir, legacy), "": initDir} {
 		spec := r.spec(sandbox.Instance{ID: "sb-g1", Init: v})
-		for _, m := range spec.Mounts {
-			if m.Destination == "/.den" && m.Source != want {
-				t.Errorf("instance of version %q mounts %s, want %s", v, m.Source, want)
-			}
+		if i := slices.IndexFunc(spec.Mounts, func(m ociMount) bool { return m.Destination == "/.den" }); i < 0 || spec.Mounts[i].Source != want {
+			t.Errorf("instance of version %q: mounts %v, want %s at /.den", v, spec.Mounts, want)
 		}
 	}
+	// Pruning takes both kinds of version, and only those.
+	removed, err := PruneInits(initDir, map[string]bool{v2: true})
+	slices.Sort(removed)
+	if want := []string{v1, legacy}; err != nil || !slices.Equal(removed, sorted(want)) {
+		t.Errorf("PruneInits = %v, %v; want %v", removed, err, sorted(want))
+	}
+	if !r.installed(v2) || !r.HasInit("") {
+		t.Error("PruneInits removed what it was to keep")
+	}
 }
+
+func sorted(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
 
 // A den-init that could not start in every image is refused with why,
 // and nothing is installed.

@@ -30,10 +30,11 @@ type Config struct {
 	BundleDir string // one OCI bundle directory per instance
 	LogDir    string // one log file per instance: den-init's stdout and stderr
 	// InitDir holds a directory per den-init version (see InstallInit),
-	// one of which is mounted read-only at /.den in each instance.
+	// one of which each instance gets at /.den (see initroot.go).
 	InitDir string
 	// ResolvConf is a host file mounted read-only at /etc/resolv.conf,
-	// naming den's resolver; none when empty.
+	// naming den's resolver, in instances whose den-init is mounted from
+	// the host; none when empty. Others have den-init write the file.
 	ResolvConf string
 	Platform   string // default systrap
 	Debug      bool   // pass --debug --debug-log to runsc
@@ -162,6 +163,11 @@ func (r *Runtime) run(ctx context.Context, id string, args ...string) ([]byte, e
 // Start writes the instance's bundle and boots it detached. It returns once
 // runsc reports the container started; den-init may still be coming up.
 func (r *Runtime) Start(ctx context.Context, inst sandbox.Instance) error {
+	if inRoot(inst.Init) {
+		if err := r.placeInit(inst.Rootfs, inst.Init); err != nil {
+			return fmt.Errorf("booting instance %s: %w", inst.ID, err)
+		}
+	}
 	return r.boot(ctx, inst, "booting", "run", "--detach")
 }
 

@@ -141,10 +141,6 @@ func (r *Runtime) spec(inst sandbox.Instance) ociSpec {
 			// gVisor's own cgroups, where den-init reads what the
 			// sandbox uses (see limits.go).
 			{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"ro"}},
-			{Destination: "/.den", Type: "bind", Source: r.initDir(inst.Init), Options: []string{"rbind", "ro"}},
-			// Secret files, written at exec time, removed before any
-			// checkpoint: in memory, never on the sandbox's disk.
-			{Destination: guest.SecretDir, Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=1777", "size=8m"}},
 		},
 		Linux: ociLinux{
 			Namespaces: []ociNamespace{
@@ -155,9 +151,17 @@ func (r *Runtime) spec(inst sandbox.Instance) ociSpec {
 			Resources:   &res,
 		},
 	}
-	if r.cfg.ResolvConf != "" {
-		// The name server every sandbox asks, the same in forks and
-		// restored copies; read-only, as DNS anywhere else is dropped.
+	// den-init and the resolver's address come from the host, in this
+	// order, to instances whose den-init is not in their root filesystem
+	// (initroot.go): their memory images restore only with these mounts.
+	hostMounts := !inRoot(inst.Init)
+	if hostMounts {
+		spec.Mounts = append(spec.Mounts, ociMount{Destination: "/.den", Type: "bind", Source: r.initDir(inst.Init), Options: []string{"rbind", "ro"}})
+	}
+	// Secret files, written at exec time, removed before any checkpoint:
+	// in memory, never on the sandbox's disk.
+	spec.Mounts = append(spec.Mounts, ociMount{Destination: guest.SecretDir, Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=1777", "size=8m"}})
+	if hostMounts && r.cfg.ResolvConf != "" {
 		spec.Mounts = append(spec.Mounts, ociMount{Destination: "/etc/resolv.conf", Type: "bind", Source: r.cfg.ResolvConf, Options: []string{"rbind", "ro"}})
 	}
 	for _, v := range inst.Views {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -75,5 +76,32 @@ func TestSpecViews(t *testing.T) {
 	refreshed.Views = []sandbox.ViewMount{{Source: "/pool/peers/sb1-v2", Destination: "/peers/coder"}}
 	if r.SpecHash(refreshed) != r.SpecHash(withView) {
 		t.Error("a refreshed view (another source, same mount point) changed the hash")
+	}
+}
+
+// Instances of a den-init placed in the root filesystem have no host
+// mounts for it or the resolver; the versions from before keep the very
+// spec they had, or their memory images would not restore (the hashes
+// are those the spec had before r- versions existed).
+func TestSpecInitLayout(t *testing.T) {
+	r := &Runtime{cfg: Config{InitDir: "/usr/lib/den/init", ResolvConf: "/var/lib/den/resolv.conf"}}
+	if got, want := r.SpecHash(sandbox.Instance{ID: "sb1-g1", Init: "v-0123456789abcdef"}), "28b5a5841b6eb9da3bab30702993b4a2b55d16b71d055a52e86d4ba4ec9ab82b"; got != want {
+		t.Errorf("a v- instance's spec hash changed: %s, was %s", got, want)
+	}
+	noResolver := &Runtime{cfg: Config{InitDir: "/usr/lib/den/init"}}
+	if got, want := noResolver.SpecHash(sandbox.Instance{ID: "sb1-g1"}), "2a7e4ce032527fcb7030ba337fa41a2e40581943f3e8b670aca6da15af4b3416"; got != want {
+		t.Errorf("a legacy instance's spec hash changed: %s, was %s", got, want)
+	}
+	inRoot := r.spec(sandbox.Instance{ID: "sb1-g1", Init: "r-0123456789abcdef"})
+	for _, m := range inRoot.Mounts {
+		if m.Type == "bind" {
+			t.Errorf("an r- instance has a host mount: %+v", m)
+		}
+	}
+	if !slices.ContainsFunc(inRoot.Mounts, func(m ociMount) bool { return m.Destination == guest.SecretDir }) {
+		t.Error("an r- instance lost its secrets mount")
+	}
+	if r.SpecHash(sandbox.Instance{Init: "r-0123456789abcdef"}) == r.SpecHash(sandbox.Instance{Init: "v-0123456789abcdef"}) {
+		t.Error("the two layouts hash the same: an image of one would be let into the other")
 	}
 }

@@ -377,7 +377,11 @@ func (s *Service) restorable(ck *Checkpoint, sb *Sandbox) error {
 	if err := s.sealedWithOurKey(ck); err != nil {
 		return err
 	}
-	if h := s.cfg.Runtime.SpecHash(s.instance(sb, "", "")); ck.Manifest.SpecHash != h {
+	// The image comes back with the den-init it was taken with, which
+	// decides some of the spec's mounts.
+	inst := s.instance(sb, "", "")
+	inst.Init = ck.Manifest.Init
+	if h := s.cfg.Runtime.SpecHash(inst); ck.Manifest.SpecHash != h {
 		if d := peersDiffer(ck, sb); d != "" {
 			return errdefs.WithHint(errdefs.Conflict("the memory image of checkpoint %s cannot come back into sandbox %q: %s", ck.ID, sb.Name, d),
 				"give it the same peers again (`den peer add`/`den peer rm`), or boot the checkpoint's files without its processes")

@@ -171,7 +171,8 @@ type Runtime interface {
 	Engine() EngineInfo
 	// SpecHash hashes the parts of inst's engine spec a restore checks.
 	SpecHash(inst Instance) string
-	// HasInit reports whether this host keeps that version of den-init.
+	// HasInit reports whether memory images taken with that version of
+	// den-init can be restored here.
 	HasInit(version string) bool
 	// Update changes an instance's CPU share and the host's backstops
 	// for its memory and processes, in any state.

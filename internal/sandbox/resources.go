@@ -15,11 +15,12 @@ import (
 const hostPIDBackstop = 7680
 
 // enforceLimits has a booted (or restored) instance's den-init enforce
-// sb's memory and process limits inside; a restored den-init keeps the
-// ones it was saved with until told.
+// sb's memory and process limits inside, and name this node's resolver in
+// /etc/resolv.conf; a restored den-init keeps the limits it was saved
+// with until told.
 func (s *Service) enforceLimits(ctx context.Context, sb *Sandbox, g Guest) error {
 	l := sb.Spec.Limits()
-	if err := g.SetLimits(ctx, guest.Limits{MemoryBytes: l.MemoryBytes, PIDs: l.PIDs}); err != nil {
+	if err := g.SetLimits(ctx, guest.Limits{MemoryBytes: l.MemoryBytes, PIDs: l.PIDs, ResolvConf: s.cfg.ResolvConf}); err != nil {
 		return fmt.Errorf("setting limits inside the sandbox: %w", err)
 	}
 	if l.PIDs > hostPIDBackstop {

@@ -40,6 +40,10 @@ type Config struct {
 	// Init is the version of den-init fresh instances run; memory images
 	// restore with the version they were taken with.
 	Init string
+	// ResolvConf is what every sandbox's /etc/resolv.conf holds (naming
+	// den's resolver), which den-init writes on each boot, restore and
+	// claim; empty leaves the file alone.
+	ResolvConf string
 	// StopGrace is how long processes get between SIGTERM and SIGKILL on stop.
 	StopGrace time.Duration
 	// BootTimeout bounds how long den-init may take to answer after boot.
