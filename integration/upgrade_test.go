@@ -41,7 +41,7 @@ func TestWakeAfterDenInitUpgrade(t *testing.T) {
 	}
 	d.args = append(d.args, "--init", other)
 	d.start()
-	versions, err := filepath.Glob(filepath.Join(d.dataDir, "init", "v-*", "den-init"))
+	versions, err := filepath.Glob(filepath.Join(d.dataDir, "init", "[rv]-*", "den-init"))
 	if err != nil || len(versions) != 2 {
 		t.Fatalf("den-init versions kept: %v, %v; want the old and the new", versions, err)
 	}
@@ -84,7 +84,7 @@ func TestWakeAfterDenInitUpgrade(t *testing.T) {
 	}
 	d.stop()
 	d.start()
-	versions, err = filepath.Glob(filepath.Join(d.dataDir, "init", "v-*", "den-init"))
+	versions, err = filepath.Glob(filepath.Join(d.dataDir, "init", "[rv]-*", "den-init"))
 	if err != nil || len(versions) != 1 {
 		t.Fatalf("den-init versions after the last user of the old one went: %v, %v; want the new one only", versions, err)
 	}
