@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -40,6 +41,7 @@ func main() {
 	flag.StringVar(&o.uiSubnet, "ui-subnet", "10.215.24.0/21", "the sandbox range of the ui step's dend, which holds 500 sandboxes (a /21 or larger)")
 	flag.StringVar(&o.python, "python", "/usr/bin/python3", "the Python interpreter of the python step")
 	flag.StringVar(&o.pythonSDK, "python-sdk", "sdk/python", "the Python SDK's directory, for the python step")
+	flag.BoolVar(&o.rawLikeDen, "raw-like-den", true, "give the raw engine's containers what den's spec gives a sandbox: a network link and a host cgroup with backstops (false: loopback only and no cgroup, as the figures before this flag)")
 	flag.Parse()
 	if err := run(*bin, *n, *nBig, *only, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -65,6 +67,8 @@ type options struct {
 	uiSubnet string
 	// python step: the interpreter, and the SDK's directory
 	python, pythonSDK string
+	// rawLikeDen gives raw containers den's network link and cgroup
+	rawLikeDen bool
 }
 
 // samples are the durations of one operation, in the order measured.
@@ -140,7 +144,7 @@ func run(bin string, n, nBig int, only string, o options) error {
 		return err
 	}
 	defer b.d.close()
-	b.raw = newRawEngine(bin, work)
+	b.raw = newRawEngine(bin, work, o.rawLikeDen)
 	defer b.raw.close()
 
 	// Warm up: the busybox image and the page cache.
@@ -196,6 +200,12 @@ func run(bin string, n, nBig int, only string, o options) error {
 func (b *bench) add(s section) { b.sections = append(b.sections, s) }
 
 func (b *bench) print() {
+	fmt.Println(hostNote())
+	if b.rawLikeDen {
+		fmt.Println("raw: bare runsc containers with den's engine flags and what den's spec gives a sandbox: a veth link with an address and default route, in a network namespace made fresh before every run or restore, and a host cgroup with den's backstops (-raw-like-den=false: loopback only, no cgroup)")
+	} else {
+		fmt.Println("raw: bare runsc containers with den's engine flags, loopback only and no cgroup (-raw-like-den=false); den's sandboxes have a network link and a host cgroup, which runsc sets up on every run and restore")
+	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	for _, s := range b.sections {
 		fmt.Fprintf(w, "\n== %s ==\n", s.title)
@@ -248,4 +258,20 @@ func joinNotes(parts ...string) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// hostNote says how this host moves processes between cgroups, which
+// every run and restore of den's (and of the raw engine's containers with
+// a cgroup) does: on cgroup v1 a move waits for an RCU grace period unless
+// grace periods are expedited.
+func hostNote() string {
+	cg := "cgroup v2"
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err != nil {
+		cg = "cgroup v1"
+	}
+	exp := "unknown"
+	if b, err := os.ReadFile("/sys/kernel/rcu_expedited"); err == nil {
+		exp = strings.TrimSpace(string(b))
+	}
+	return fmt.Sprintf("host: %s, %d CPUs, /sys/kernel/rcu_expedited=%s", cg, runtime.NumCPU(), exp)
 }

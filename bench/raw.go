@@ -3,12 +3,16 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/den-dev/den/internal/runsc"
+	"github.com/den-dev/den/internal/sandbox"
 )
 
 // rawEngine drives bare runsc containers on copies of the busybox image,
@@ -20,10 +24,20 @@ type rawEngine struct {
 	work  string
 	image string // the busybox root filesystem to copy
 	seq   int
+	// net gives containers a network link as den's sandboxes have, and
+	// likeDen the host cgroup den's spec gives a default sandbox; with
+	// neither (-raw-like-den=false) a container has loopback only and
+	// no cgroup.
+	net     *rawNet
+	likeDen bool
 }
 
-func newRawEngine(bin, work string) *rawEngine {
-	return &rawEngine{runsc: filepath.Join(bin, "runsc"), root: filepath.Join(work, "raw-root"), work: work}
+func newRawEngine(bin, work string, likeDen bool) *rawEngine {
+	r := &rawEngine{runsc: filepath.Join(bin, "runsc"), root: filepath.Join(work, "raw-root"), work: work, likeDen: likeDen}
+	if likeDen {
+		r.net = newRawNet()
+	}
+	return r
 }
 
 func (r *rawEngine) prepare(image string) error {
@@ -64,8 +78,10 @@ func (r *rawEngine) time(args ...string) (time.Duration, error) {
 // container is a bare runsc container: its bundle, root and id.
 type container struct {
 	id     string
+	seq    int
 	bundle string
 	rootfs string
+	spec   map[string]any
 }
 
 // newContainer writes a bundle whose process is sh -c script, on a fresh
@@ -78,7 +94,7 @@ func (r *rawEngine) newContainer(script string) (*container, error) {
 // whose CPU use can then be read (see cgroupCPU).
 func (r *rawEngine) newContainerIn(script, cgroupsPath string) (*container, error) {
 	r.seq++
-	c := &container{id: "raw" + strconv.Itoa(r.seq)}
+	c := &container{id: "raw" + strconv.Itoa(r.seq), seq: r.seq}
 	c.bundle = filepath.Join(r.work, c.id+"-bundle")
 	c.rootfs = filepath.Join(r.work, c.id+"-rootfs")
 	if out, err := exec.Command("cp", "-a", r.image, c.rootfs).CombinedOutput(); err != nil {
@@ -105,11 +121,45 @@ func (r *rawEngine) newContainerIn(script, cgroupsPath string) (*container, erro
 	if cgroupsPath != "" {
 		spec["linux"].(map[string]any)["cgroupsPath"] = cgroupsPath
 	}
-	js, _ := json.Marshal(spec)
-	if err := os.WriteFile(filepath.Join(c.bundle, "config.json"), js, 0o600); err != nil {
+	c.spec = spec
+	if err := r.writeBundle(c, c.bundle, c.id); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// writeBundle writes c's spec into dir, in the network namespace of
+// container id when containers have links.
+func (r *rawEngine) writeBundle(c *container, dir, id string) error {
+	spec := maps.Clone(c.spec)
+	linux := maps.Clone(c.spec["linux"].(map[string]any))
+	spec["linux"] = linux
+	if r.net != nil {
+		linux["namespaces"] = []map[string]string{{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}, {"type": "network", "path": r.net.path(id)}}
+	}
+	if r.likeDen && linux["cgroupsPath"] == nil {
+		// The host cgroup and backstops den's spec (internal/runsc)
+		// gives a sandbox of the default size: runsc moves itself in and
+		// out of it on every run and restore, which on cgroup v1 can
+		// cost an RCU grace period each time.
+		linux["cgroupsPath"] = "/den-bench-raw/" + id
+		linux["resources"] = map[string]any{
+			"memory": map[string]any{"limit": runsc.HostMemory(sandbox.DefaultMemory)},
+			"cpu":    map[string]any{"quota": int64(sandbox.DefaultCPUs * 100000), "period": 100000},
+			"pids":   map[string]any{"limit": runsc.HostPIDs(0)},
+		}
+	}
+	js, _ := json.Marshal(spec)
+	return os.WriteFile(filepath.Join(dir, "config.json"), js, 0o600)
+}
+
+// attach gives container id (c's, or a copy's with seq) a fresh link
+// before it boots or is restored, as den attaches a sandbox; untimed.
+func (r *rawEngine) attach(id string, seq int) error {
+	if r.net == nil {
+		return nil
+	}
+	return r.net.attach(id, seq)
 }
 
 // newImageDir is a fresh directory for one checkpoint image: runsc
@@ -119,11 +169,15 @@ func (r *rawEngine) newImageDir() string {
 	return filepath.Join(r.work, "raw-image-"+strconv.Itoa(r.seq))
 }
 
-// close removes every container left under the raw root.
+// close removes every container left under the raw root, and their
+// network namespaces.
 func (r *rawEngine) close() {
 	out, _ := exec.Command(r.runsc, "--root="+r.root, "list", "-quiet").Output()
 	for _, id := range strings.Fields(string(out)) {
 		exec.Command(r.runsc, append(r.flags(), "delete", "--force", id)...).Run()
+	}
+	if r.net != nil {
+		r.net.close()
 	}
 }
 
@@ -136,6 +190,9 @@ func (r *rawEngine) rawRun(n int) (samples, error) {
 	var s samples
 	for i := 0; i < n+1; i++ {
 		id := fmt.Sprintf("%s-%d", c.id, i)
+		if err := r.attach(c.id, c.seq); err != nil {
+			return nil, err
+		}
 		d, err := r.time("run", "--bundle", c.bundle, id)
 		if err != nil {
 			return nil, err
@@ -235,6 +292,9 @@ func (r *rawEngine) startFilled(script string, ticker []byte) (*container, error
 			return c, err
 		}
 	}
+	if err := r.attach(c.id, c.seq); err != nil {
+		return c, err
+	}
 	if err := r.do("run", "--detach", "--bundle", c.bundle, c.id); err != nil {
 		return c, err
 	}
@@ -269,9 +329,21 @@ func (r *rawEngine) forkOnce(c *container, f *rawFigures) error {
 		return err
 	}
 	f.freeze = append(f.freeze, d)
+	// The child has a bundle and, with links, a network of its own, as a
+	// fork of den's does.
 	child := c.id + "-child"
+	bundle := filepath.Join(r.work, child+"-bundle")
+	if err := os.MkdirAll(bundle, 0o700); err != nil {
+		return err
+	}
+	if err := r.writeBundle(c, bundle, child); err != nil {
+		return err
+	}
+	if err := r.attach(child, c.seq+100); err != nil {
+		return err
+	}
 	d, err = timed(func() error {
-		if err := r.do("restore", "--detach", "--bundle", c.bundle, "--image-path="+img, child); err != nil {
+		if err := r.do("restore", "--detach", "--bundle", bundle, "--image-path="+img, child); err != nil {
 			return err
 		}
 		return r.do("exec", child, "/bin/true")
@@ -299,6 +371,12 @@ func (r *rawEngine) hibernateOnce(c *container, f *rawFigures) error {
 		return err
 	}
 	f.hibernate = append(f.hibernate, d)
+	// It sleeps as long as den's does before its wake: the host's state
+	// (a cgroup move's RCU grace period) depends on it.
+	time.Sleep(wakeAfter)
+	if err := r.attach(c.id, c.seq); err != nil {
+		return err
+	}
 	d, err = timed(func() error {
 		if err := r.do("restore", "--detach", "--bundle", c.bundle, "--image-path="+img, c.id); err != nil {
 			return err
