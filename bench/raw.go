@@ -179,6 +179,13 @@ func (r *rawEngine) close() {
 	if r.net != nil {
 		r.net.close()
 	}
+	if r.likeDen {
+		// runsc removes each container's cgroup, not the parent.
+		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/den-bench-raw")
+		for _, d := range append(dirs, "/sys/fs/cgroup/den-bench-raw") {
+			os.Remove(d)
+		}
+	}
 }
 
 // rawRun times `runsc run` of `true` on a copy of the busybox image.
