@@ -81,6 +81,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	adviseHost(log, "/sys")
 	return &Runtime{cfg: cfg, log: log, version: v, cpu: cpu}, nil
 }
 
