@@ -111,3 +111,28 @@ func TestDendRefusesInitThatCannotStart(t *testing.T) {
 		}
 	}
 }
+
+// den-init lives in the sandbox's own root filesystem, which the sandbox
+// may change: one that removed /.den still hibernates and wakes with its
+// processes, and a cold boot puts den-init back.
+func TestSandboxRemovesDenInit(t *testing.T) {
+	d := startDend(t)
+	ctx := ctxT(t, 3*time.Minute)
+	d.create("bold")
+	pid := d.mustSh("bold", `sleep 1000 >/dev/null 2>&1 & echo $!`)
+	d.mustSh("bold", `rm -rf /.den && test ! -e /.den`)
+	if _, err := d.c.Hibernate(ctx, "bold"); err != nil {
+		t.Fatalf("hibernating a sandbox without /.den: %v", err)
+	}
+	if _, err := d.c.Resume(ctx, "bold"); err != nil {
+		t.Fatalf("waking a sandbox without /.den: %v", err)
+	}
+	if got := d.mustSh("bold", `pidof sleep`); got != pid {
+		t.Fatalf("after the wake: sleep %q, want %q", got, pid)
+	}
+	d.mustDen("", "stop", "bold")
+	d.mustDen("", "start", "bold")
+	if got := d.mustSh("bold", `test -x /.den/den-init && echo back`); got != "back\n" {
+		t.Fatalf("after a cold boot: %q, want den-init back in /.den", got)
+	}
+}

@@ -47,28 +47,7 @@ func InstallInit(initDir, path string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("installing den-init: %w", err)
 	}
-	if _, err := src.Seek(0, io.SeekStart); err != nil {
-		return "", fmt.Errorf("reading den-init: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, ".den-init-*")
-	if err != nil {
-		return "", fmt.Errorf("installing den-init: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = io.Copy(tmp, src)
-	if err == nil {
-		err = tmp.Chmod(0o755)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
-	}
-	if err != nil {
+	if err := copyInit(src, dst); err != nil {
 		return "", fmt.Errorf("installing den-init: %w", err)
 	}
 	return version, nil

@@ -130,25 +130,7 @@ func (r *Runtime) initSource(dir, version string) (*os.File, error) {
 		return nil, fmt.Errorf("placing den-init: %w", err)
 	}
 	defer installed.Close()
-	tmp, err := os.CreateTemp(dir, ".den-init-tmp-*")
-	if err != nil {
-		return nil, fmt.Errorf("placing den-init: keeping a copy beside the roots: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	err = cloneOrCopy(tmp, installed)
-	if err == nil {
-		err = fixAttrs(tmp, installed)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), kept)
-	}
-	if err != nil {
+	if err := copyInit(installed, kept); err != nil {
 		return nil, fmt.Errorf("placing den-init: keeping a copy beside the roots: %w", err)
 	}
 	if old, _ := filepath.Glob(filepath.Join(dir, ".den-init-"+rootPrefix+"*")); len(old) > 0 {
@@ -159,6 +141,30 @@ func (r *Runtime) initSource(dir, version string) (*os.File, error) {
 		}
 	}
 	return os.Open(kept)
+}
+
+// copyInit makes dst a copy of the den-init binary src, whole or not at
+// all: written under a temporary name beside it, synced, then renamed.
+func copyInit(src *os.File, dst string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".tmp-"+filepath.Base(dst)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	err = cloneOrCopy(tmp, src)
+	if err == nil {
+		err = fixAttrs(tmp, src)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), dst)
+	}
+	return err
 }
 
 // cloneOrCopy fills dst with src's bytes: a reflink when the file system
