@@ -116,8 +116,8 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 func TestFailedCreateLeavesNothing(t *testing.T) {
 	d := startDend(t)
 	ctx := ctxT(t, 2*time.Minute)
-	// /.den is where den-init is mounted: a file there makes boot fail.
-	broken := dockerSave(t, []string{"PATH=/bin"}, "/", busyboxLayer(t, entry{name: ".den", body: "in the way\n"}))
+	// The engine mounts proc at /proc: a file there makes boot fail.
+	broken := dockerSave(t, []string{"PATH=/bin"}, "/", busyboxLayer(t, entry{name: "proc", body: "in the way\n"}))
 	if _, err := d.c.ImportImage(ctx, "broken", bytes.NewReader(broken), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -132,9 +132,8 @@ func TestFailedCreateLeavesNothing(t *testing.T) {
 	if got := d.instances(); len(got) != 0 {
 		t.Fatalf("instances left: %v", got)
 	}
-	vols, _ := os.ReadDir(filepath.Join(d.dataDir, "pool", "sandboxes"))
-	if len(vols) != 0 {
-		t.Fatalf("volumes left: %d", len(vols))
+	if vols := d.sandboxVolumes(); len(vols) != 0 {
+		t.Fatalf("volumes left: %v", vols)
 	}
 	if after := d.namespaces(); after != nsBefore {
 		t.Fatalf("namespaces before %q, after %q", nsBefore, after)

@@ -314,12 +314,25 @@ func (d *dend) checkNoStrays(known ...string) {
 			d.t.Errorf("namespace %s belongs to nothing", e.Name())
 		}
 	}
-	vols, _ := os.ReadDir(filepath.Join(d.dataDir, "pool", "sandboxes"))
-	for _, v := range vols {
-		if !owners[v.Name()] {
-			d.t.Errorf("volume sandboxes/%s belongs to nothing", v.Name())
+	for _, v := range d.sandboxVolumes() {
+		if !owners[v] {
+			d.t.Errorf("volume sandboxes/%s belongs to nothing", v)
 		}
 	}
+}
+
+// sandboxVolumes names the volumes under the pool's sandboxes/: names
+// that start with "." are never volumes (dend keeps the den-init it
+// copies into roots there, internal/runsc/initroot.go).
+func (d *dend) sandboxVolumes() []string {
+	ents, _ := os.ReadDir(filepath.Join(d.dataDir, "pool", "sandboxes"))
+	var vols []string
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") {
+			vols = append(vols, e.Name())
+		}
+	}
+	return vols
 }
 
 // A dend killed with pools up, or in the middle of claims, comes back
