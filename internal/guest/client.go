@@ -134,13 +134,31 @@ func (c *Client) setToken(token string) {
 
 // Rekey makes den-init accept only token (at least MinTokenLen bytes)
 // from now on; once den-init accepted it, the client uses it for every
-// later call. Calls that race a Rekey may be refused.
-func (c *Client) Rekey(ctx context.Context, token string) error {
-	if err := c.call(ctx, http.MethodPost, "/v1/rekey", nil, RekeyRequest{Token: token}, nil); err != nil {
-		return err
+// later call. Calls that race a Rekey may be refused. With limits, den-init
+// applies them first and Rekey reports whether it did: a den-init from
+// before that leaves them to SetLimits.
+func (c *Client) Rekey(ctx context.Context, token string, limits *Limits) (limitsSet bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, callDeadline)
+	defer cancel()
+	b, err := json.Marshal(RekeyRequest{Token: token, Limits: limits})
+	if err != nil {
+		return false, fmt.Errorf("encoding request: %w", err)
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/v1/rekey", nil, bytes.NewReader(b), "application/json")
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	var out RekeyResponse
+	if resp.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			return false, c.broken(ctx, "reading den-init's answer", err)
+		}
+	} else if err := drain(resp); err != nil {
+		return false, err
 	}
 	c.setToken(token)
-	return nil
+	return out.LimitsSet && limits != nil, nil
 }
 
 // Claim makes a den-init that waited in a warm pool the sandbox's: it

@@ -2,8 +2,11 @@ package guest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync"
@@ -82,7 +85,7 @@ func TestStreamBreaks(t *testing.T) {
 func TestRekey(t *testing.T) {
 	c, srv := serveWith(t)
 	ctx := t.Context()
-	if err := c.Rekey(ctx, "short"); !errors.Is(err, errdefs.ErrInvalid) {
+	if _, err := c.Rekey(ctx, "short", nil); !errors.Is(err, errdefs.ErrInvalid) {
 		t.Fatalf("short token: %v, want invalid", err)
 	}
 	if _, err := c.Ping(ctx); err != nil {
@@ -133,7 +136,7 @@ func TestRekey(t *testing.T) {
 		})
 	}
 	newToken := "0123456789abcdef-fresh"
-	err = c.Rekey(ctx, newToken)
+	_, err = c.Rekey(ctx, newToken, nil)
 	close(stop)
 	wg.Wait()
 	if err != nil {
@@ -156,5 +159,29 @@ func TestRekey(t *testing.T) {
 	defer fresh.Close()
 	if _, err := fresh.Ping(ctx); err != nil {
 		t.Fatalf("new token: %v", err)
+	}
+}
+
+// A den-init from before limits came with the rekey answers 204 and
+// ignores them: Rekey takes the token and reports the limits not set, so
+// the caller sets them itself.
+func TestRekeyWithLimitsFromAnOlderDenInit(t *testing.T) {
+	var got guest.RekeyRequest
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/rekey" || json.NewDecoder(r.Body).Decode(&got) != nil {
+			http.Error(w, "unexpected", http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer old.Close()
+	c := guest.New(netip.MustParseAddrPort(strings.TrimPrefix(old.URL, "http://")), testToken)
+	defer c.Close()
+	set, err := c.Rekey(t.Context(), "0123456789abcdef-new", &guest.Limits{PIDs: 7})
+	if err != nil || set {
+		t.Fatalf("rekey of an older den-init: limits set %v, %v; want false, nil", set, err)
+	}
+	if got.Token != "0123456789abcdef-new" || got.Limits == nil || got.Limits.PIDs != 7 {
+		t.Errorf("request %+v: want the token and the limits", got)
 	}
 }

@@ -145,9 +145,18 @@ type Error struct {
 }
 
 // RekeyRequest is the body of POST /v1/rekey: den-init accepts only Token
-// from then on.
+// from then on. Limits, when set, are applied first, as POST /v1/limits
+// would: dend settles both on every boot and wake, in one round trip.
 type RekeyRequest struct {
-	Token string `json:"token"`
+	Token  string  `json:"token"`
+	Limits *Limits `json:"limits,omitempty"`
+}
+
+// RekeyResponse is the answer (200) to a rekey that brought limits.
+// den-inits from before limits came with the rekey ignore them and answer
+// 204 with no body: the caller then sets them on their own.
+type RekeyResponse struct {
+	LimitsSet bool `json:"limits_set"`
 }
 
 // ClaimRequest is the body of POST /v1/claim: a den-init booted ahead

@@ -333,10 +333,20 @@ func (s *Server) handleRekey(w http.ResponseWriter, r *http.Request) error {
 	if len(req.Token) < guest.MinTokenLen {
 		return errdefs.Invalid("token is %d bytes; at least %d are needed", len(req.Token), guest.MinTokenLen)
 	}
+	if req.Limits != nil {
+		// Before the token: limits that cannot apply leave it as it was.
+		if err := s.setLimits(*req.Limits); err != nil {
+			return err
+		}
+	}
 	s.setToken(req.Token)
 	s.hostname.close() // a rekeyed instance is a sandbox's: no helper may come
 	s.log.Info("token replaced")
-	w.WriteHeader(http.StatusNoContent)
+	if req.Limits == nil {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	writeJSON(w, http.StatusOK, guest.RekeyResponse{LimitsSet: true})
 	return nil
 }
 

@@ -545,6 +545,16 @@ func (s *Server) handleLimits(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &lim); err != nil {
 		return err
 	}
+	if err := s.setLimits(lim); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// setLimits enforces lim from now on and, when it names the resolver,
+// writes resolv.conf.
+func (s *Server) setLimits(lim guest.Limits) error {
 	if err := s.limits.set(lim); err != nil {
 		return err
 	}
@@ -556,6 +566,5 @@ func (s *Server) handleLimits(w http.ResponseWriter, r *http.Request) error {
 			s.log.Warn("setting the resolver", "err", err)
 		}
 	}
-	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -22,8 +22,8 @@ func TestRekeyReplacesTheToken(t *testing.T) {
 	c := guest.New(netip.MustParseAddrPort(strings.TrimPrefix(base, "http://")), "tok")
 	defer c.Close()
 	newTok := "0123456789abcdef-new"
-	if err := c.Rekey(t.Context(), newTok); err != nil {
-		t.Fatal(err)
+	if set, err := c.Rekey(t.Context(), newTok, nil); err != nil || set {
+		t.Fatalf("rekey: limits set %v, %v", set, err)
 	}
 	if _, err := c.Ping(t.Context()); err != nil {
 		t.Fatalf("client after rekey: %v", err)

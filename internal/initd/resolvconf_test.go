@@ -1,12 +1,17 @@
 package initd
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
 )
 
 // The limits call carries the resolver: den-init writes resolv.conf when
@@ -74,5 +79,37 @@ func TestLimitsWriteResolvConf(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(etc); len(ents) != 1 {
 		t.Errorf("etc holds %v: a temporary file stayed", ents)
+	}
+}
+
+// A rekey may bring the limits: den-init applies them before it takes
+// the token, and answers that it did. Limits it cannot apply leave the
+// token as it was.
+func TestRekeyWithLimits(t *testing.T) {
+	serve(t) // starts the test reaper
+	etc := filepath.Join(t.TempDir(), "etc")
+	srv, err := New(Config{Token: "tok", Reaper: testReaper, EtcDir: etc, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := guest.New(netip.MustParseAddrPort(strings.TrimPrefix(serveServer(t, srv), "http://")), "tok")
+	defer c.Close()
+	// Outside a sandbox den-init has no cgroups: a process limit cannot
+	// apply.
+	if _, err := c.Rekey(t.Context(), "0123456789abcdef-one", &guest.Limits{PIDs: 5}); !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Fatalf("rekey with limits that cannot apply: %v, want unavailable", err)
+	}
+	if _, err := c.Ping(t.Context()); err != nil {
+		t.Fatalf("a refused rekey changed the token: %v", err)
+	}
+	set, err := c.Rekey(t.Context(), "0123456789abcdef-two", &guest.Limits{ResolvConf: "nameserver 10.9.0.1\n"})
+	if err != nil || !set {
+		t.Fatalf("rekey with limits: set %v, %v; want true", set, err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(etc, "resolv.conf")); string(got) != "nameserver 10.9.0.1\n" {
+		t.Errorf("resolv.conf holds %q after the rekey", got)
+	}
+	if _, err := c.Ping(t.Context()); err != nil {
+		t.Fatalf("client after the rekey: %v", err)
 	}
 }

@@ -493,19 +493,15 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
-	if err := old.Rekey(ctx, sb.Token); err != nil {
-		s.halt(context.WithoutCancel(ctx), sb, 0)
-		return fmt.Errorf("giving the restored den-init its token: %w", err)
-	}
 	t5 := time.Now()
-	if err := s.enforceLimits(ctx, sb, s.guestFor(sb)); err != nil {
+	if err := s.rekeyAndLimit(ctx, sb, old, "giving the restored den-init its token"); err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
 	// Memory is saved only once it is clear of secrets.
 	s.setSecretState(sb, secretState{})
 	s.supervise(sb)
-	s.log.Info("restored", "sandbox", sb.Name, "checkpoint", ck.ID, "files_network_verify", t3.Sub(t0), "engine", t4.Sub(t3), "den_init", t5.Sub(t4), "limits", time.Since(t5))
+	s.log.Info("restored", "sandbox", sb.Name, "checkpoint", ck.ID, "files_network_verify", t3.Sub(t0), "engine", t4.Sub(t3), "den_init", t5.Sub(t4), "token_limits", time.Since(t5))
 	return nil
 }
 

@@ -277,30 +277,22 @@ func (s *Service) bootInstance(ctx context.Context, sb *Sandbox, att Attachment)
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
-	t3 := time.Now()
-	if err := s.enforceLimits(ctx, sb, s.guestFor(sb)); err != nil {
-		s.halt(context.WithoutCancel(ctx), sb, 0)
-		return err
-	}
 	s.setSecretState(sb, secretState{}) // booted from files: nothing given yet
 	s.supervise(sb)
-	s.log.Debug("booted", "sandbox", sb.Name, "engine", t2.Sub(t1),
-		"den_init", t3.Sub(t2), "limits", time.Since(t3))
+	s.log.Debug("booted", "sandbox", sb.Name, "engine", t2.Sub(t1), "den_init", time.Since(t2))
 	return nil
 }
 
 // handOver waits for the den-init of sb's fresh instance, which knows
-// only the boot token of its environment, and gives it sb's own.
+// only the boot token of its environment, and gives it sb's own and its
+// limits.
 func (s *Service) handOver(ctx context.Context, sb *Sandbox, bootToken string) error {
 	boot := s.dialWith(sb, bootToken)
 	defer closeGuest(boot)
 	if err := s.waitReady(ctx, sb, boot); err != nil {
 		return err
 	}
-	if err := boot.Rekey(ctx, sb.Token); err != nil {
-		return fmt.Errorf("giving den-init its token: %w", err)
-	}
-	return nil
+	return s.rekeyAndLimit(ctx, sb, boot, "giving den-init its token")
 }
 
 // waitReady polls den-init through g until it answers or BootTimeout passes.

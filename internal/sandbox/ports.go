@@ -236,8 +236,9 @@ type Guest interface {
 	// Sync flushes the sandbox's file systems to the host.
 	Sync(ctx context.Context) error
 	// Rekey makes den-init accept only token from now on: a restored copy
-	// of a sandbox must not share its parent's.
-	Rekey(ctx context.Context, token string) error
+	// of a sandbox must not share its parent's. With limits, den-init
+	// applies them first, if it can, and Rekey says whether it did.
+	Rekey(ctx context.Context, token string, limits *guest.Limits) (limitsSet bool, err error)
 	// SetLimits makes den-init enforce memory and process limits inside.
 	SetLimits(ctx context.Context, l guest.Limits) error
 	Files

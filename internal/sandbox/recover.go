@@ -349,7 +349,7 @@ func (s *Service) rekeyFrom(ctx context.Context, sb *Sandbox, oldToken string) b
 	defer closeGuest(old)
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	if err := old.Rekey(ctx, sb.Token); err != nil {
+	if _, err := old.Rekey(ctx, sb.Token, nil); err != nil {
 		if !errors.Is(err, guest.ErrTokenRefused) { // not its token either: nothing to say
 			s.log.Warn("giving a restored den-init its token after dend restarted", "sandbox", sb.Name, "err", err)
 		}

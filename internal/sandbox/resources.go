@@ -19,16 +19,43 @@ const hostPIDBackstop = 7680
 // /etc/resolv.conf; a restored den-init keeps the limits it was saved
 // with until told.
 func (s *Service) enforceLimits(ctx context.Context, sb *Sandbox, g Guest) error {
-	l := sb.Spec.Limits()
-	if err := g.SetLimits(ctx, guest.Limits{MemoryBytes: l.MemoryBytes, PIDs: l.PIDs, ResolvConf: s.cfg.ResolvConf}); err != nil {
+	if err := g.SetLimits(ctx, s.guestLimits(sb)); err != nil {
 		return fmt.Errorf("setting limits inside the sandbox: %w", err)
 	}
-	if l.PIDs > hostPIDBackstop {
+	return s.hostLimits(ctx, sb)
+}
+
+// guestLimits is what sb's den-init is told after a boot or wake: its
+// limits, and this node's resolver.
+func (s *Service) guestLimits(sb *Sandbox) guest.Limits {
+	l := sb.Spec.Limits()
+	return guest.Limits{MemoryBytes: l.MemoryBytes, PIDs: l.PIDs, ResolvConf: s.cfg.ResolvConf}
+}
+
+// hostLimits raises the host's process backstop for a limit above what
+// an instance boots with.
+func (s *Service) hostLimits(ctx context.Context, sb *Sandbox) error {
+	if l := sb.Spec.Limits(); l.PIDs > hostPIDBackstop {
 		if err := s.cfg.Runtime.Update(ctx, sb.InstanceID(), l); err != nil {
 			return fmt.Errorf("setting the host's limits: %w", err)
 		}
 	}
 	return nil
+}
+
+// rekeyAndLimit gives the den-init g reaches sb's token and limits, in
+// one call where den-init takes both (doing is what it was about, for
+// errors).
+func (s *Service) rekeyAndLimit(ctx context.Context, sb *Sandbox, g Guest, doing string) error {
+	l := s.guestLimits(sb)
+	set, err := g.Rekey(ctx, sb.Token, &l)
+	if err != nil {
+		return fmt.Errorf("%s: %w", doing, err)
+	}
+	if !set {
+		return s.enforceLimits(ctx, sb, s.guestFor(sb))
+	}
+	return s.hostLimits(ctx, sb)
 }
 
 // limitsOnResume tells a resumed sandbox's den-init the limits changed
