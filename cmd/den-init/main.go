@@ -77,6 +77,12 @@ func run(log *slog.Logger) error {
 		// A warm instance is named through the helper it is given.
 		hostnameSocket = initd.HostnameSocket
 	}
+	// Listening first lets dend's first connection in while the server
+	// sets itself up: its request is answered as soon as it serves.
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", addr, err)
+	}
 	srv, err := initd.New(initd.Config{
 		Token:          token,
 		Logger:         log,
@@ -85,11 +91,8 @@ func run(log *slog.Logger) error {
 		HostnameSocket: hostnameSocket,
 	})
 	if err != nil {
+		ln.Close()
 		return err
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", addr, err)
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "version", version, "pid", os.Getpid())
 
