@@ -488,16 +488,18 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 	// The restored den-init still knows the token of the instance the
 	// image was taken from: reach it with that, then give it its own.
 	old := s.dialWith(sb, ck.Manifest.InitToken)
-	defer closeGuest(old)
 	if err := s.waitReady(ctx, sb, old); err != nil {
+		closeGuest(old)
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
 	t5 := time.Now()
 	if err := s.rekeyAndLimit(ctx, sb, old, "giving the restored den-init its token"); err != nil {
+		closeGuest(old)
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
+	s.adoptGuest(sb, old) // it now presents sb's token
 	// Memory is saved only once it is clear of secrets.
 	s.setSecretState(sb, secretState{})
 	s.supervise(sb)

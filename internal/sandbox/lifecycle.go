@@ -288,11 +288,16 @@ func (s *Service) bootInstance(ctx context.Context, sb *Sandbox, att Attachment)
 // limits.
 func (s *Service) handOver(ctx context.Context, sb *Sandbox, bootToken string) error {
 	boot := s.dialWith(sb, bootToken)
-	defer closeGuest(boot)
 	if err := s.waitReady(ctx, sb, boot); err != nil {
+		closeGuest(boot)
 		return err
 	}
-	return s.rekeyAndLimit(ctx, sb, boot, "giving den-init its token")
+	if err := s.rekeyAndLimit(ctx, sb, boot, "giving den-init its token"); err != nil {
+		closeGuest(boot)
+		return err
+	}
+	s.adoptGuest(sb, boot) // it now presents sb's token
+	return nil
 }
 
 // waitReady polls den-init through g until it answers or BootTimeout passes.

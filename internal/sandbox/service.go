@@ -313,6 +313,22 @@ func (s *Service) guestFor(sb *Sandbox) Guest {
 	return g
 }
 
+// adoptGuest makes g, a client that den-init of sb's current instance
+// has just accepted sb's token from, the one guestFor gives: its open
+// connection then carries the first call after a boot or wake.
+func (s *Service) adoptGuest(sb *Sandbox, g Guest) {
+	id := sb.InstanceID()
+	s.mu.Lock()
+	_, had := s.guests[id]
+	if !had {
+		s.guests[id] = g
+	}
+	s.mu.Unlock()
+	if had {
+		closeGuest(g)
+	}
+}
+
 func (s *Service) forgetGuest(instanceID string) {
 	s.mu.Lock()
 	g := s.guests[instanceID]
