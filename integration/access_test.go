@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,13 +22,30 @@ import (
 // freeAddr returns a loopback address with a port nothing listens on.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		// The kernel may hand a port it just freed out again: a dend
+		// given one address twice (API and SSH) fails to start.
+		givenAddrs.Lock()
+		seen := givenAddrs.m[addr]
+		givenAddrs.m[addr] = true
+		givenAddrs.Unlock()
+		if !seen {
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
+
+// givenAddrs are the addresses freeAddr handed out in this test binary.
+var givenAddrs = struct {
+	sync.Mutex
+	m map[string]bool
+}{m: map[string]bool{}}
 
 // denAs runs the CLI with stdin and extra environment (DEN_HOST and
 // DEN_TOKEN for a token over TCP; else root on the socket).
