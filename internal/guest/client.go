@@ -138,23 +138,8 @@ func (c *Client) setToken(token string) {
 // applies them first and Rekey reports whether it did: a den-init from
 // before that leaves them to SetLimits.
 func (c *Client) Rekey(ctx context.Context, token string, limits *Limits) (limitsSet bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, callDeadline)
-	defer cancel()
-	b, err := json.Marshal(RekeyRequest{Token: token, Limits: limits})
-	if err != nil {
-		return false, fmt.Errorf("encoding request: %w", err)
-	}
-	resp, err := c.do(ctx, http.MethodPost, "/v1/rekey", nil, bytes.NewReader(b), "application/json")
-	if err != nil {
-		return false, err
-	}
-	defer resp.Body.Close()
 	var out RekeyResponse
-	if resp.StatusCode == http.StatusOK {
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			return false, c.broken(ctx, "reading den-init's answer", err)
-		}
-	} else if err := drain(resp); err != nil {
+	if err := c.call(ctx, http.MethodPost, "/v1/rekey", nil, RekeyRequest{Token: token, Limits: limits}, &out); err != nil {
 		return false, err
 	}
 	c.setToken(token)
@@ -412,7 +397,8 @@ func (c *Client) call(ctx context.Context, method, path string, q url.Values, in
 		return err
 	}
 	defer resp.Body.Close()
-	if out == nil {
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		// No answer asked for, or none given (out keeps its zero value).
 		return drain(resp)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
