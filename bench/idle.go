@@ -45,7 +45,7 @@ func (b *bench) idleCPU() error {
 		return err
 	}
 	defer b.raw.do("delete", "--force", c.id)
-	if err := b.raw.attach(c.id, c.seq); err != nil {
+	if err := b.raw.attach(c.id); err != nil {
 		return err
 	}
 	if err := b.raw.do("run", "--detach", "--bundle", c.bundle, c.id); err != nil {

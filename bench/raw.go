@@ -24,21 +24,23 @@ type rawEngine struct {
 	work  string
 	image string // the busybox root filesystem to copy
 	seq   int
-	// net gives containers a network link as den's sandboxes have, and
-	// likeDen the host cgroup den's spec gives a default sandbox; with
-	// neither (-raw-like-den=false) a container has loopback only and
+	// net, when set, gives containers what den's spec gives a sandbox: a
+	// network link, and the host cgroup of a default sandbox (likeDen).
+	// Without it (-raw-like-den=false) a container has loopback only and
 	// no cgroup.
-	net     *rawNet
-	likeDen bool
+	net *rawNet
 }
 
 func newRawEngine(bin, work string, likeDen bool) *rawEngine {
-	r := &rawEngine{runsc: filepath.Join(bin, "runsc"), root: filepath.Join(work, "raw-root"), work: work, likeDen: likeDen}
+	r := &rawEngine{runsc: filepath.Join(bin, "runsc"), root: filepath.Join(work, "raw-root"), work: work}
 	if likeDen {
 		r.net = newRawNet()
 	}
 	return r
 }
+
+// likeDen reports whether containers get den's link and cgroup.
+func (r *rawEngine) likeDen() bool { return r.net != nil }
 
 func (r *rawEngine) prepare(image string) error {
 	r.image = image
@@ -78,7 +80,6 @@ func (r *rawEngine) time(args ...string) (time.Duration, error) {
 // container is a bare runsc container: its bundle, root and id.
 type container struct {
 	id     string
-	seq    int
 	bundle string
 	rootfs string
 	spec   map[string]any
@@ -94,7 +95,7 @@ func (r *rawEngine) newContainer(script string) (*container, error) {
 // whose CPU use can then be read (see cgroupCPU).
 func (r *rawEngine) newContainerIn(script, cgroupsPath string) (*container, error) {
 	r.seq++
-	c := &container{id: "raw" + strconv.Itoa(r.seq), seq: r.seq}
+	c := &container{id: "raw" + strconv.Itoa(r.seq)}
 	c.bundle = filepath.Join(r.work, c.id+"-bundle")
 	c.rootfs = filepath.Join(r.work, c.id+"-rootfs")
 	if out, err := exec.Command("cp", "-a", r.image, c.rootfs).CombinedOutput(); err != nil {
@@ -134,10 +135,10 @@ func (r *rawEngine) writeBundle(c *container, dir, id string) error {
 	spec := maps.Clone(c.spec)
 	linux := maps.Clone(c.spec["linux"].(map[string]any))
 	spec["linux"] = linux
-	if r.net != nil {
+	if r.likeDen() {
 		linux["namespaces"] = []map[string]string{{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}, {"type": "network", "path": r.net.path(id)}}
 	}
-	if r.likeDen && linux["cgroupsPath"] == nil {
+	if r.likeDen() && linux["cgroupsPath"] == nil {
 		// The host cgroup and backstops den's spec (internal/runsc)
 		// gives a sandbox of the default size: runsc moves itself in and
 		// out of it on every run and restore, which on cgroup v1 can
@@ -153,13 +154,13 @@ func (r *rawEngine) writeBundle(c *container, dir, id string) error {
 	return os.WriteFile(filepath.Join(dir, "config.json"), js, 0o600)
 }
 
-// attach gives container id (c's, or a copy's with seq) a fresh link
-// before it boots or is restored, as den attaches a sandbox; untimed.
-func (r *rawEngine) attach(id string, seq int) error {
-	if r.net == nil {
+// attach gives container id a fresh link before it boots or is
+// restored, as den attaches a sandbox; untimed.
+func (r *rawEngine) attach(id string) error {
+	if !r.likeDen() {
 		return nil
 	}
-	return r.net.attach(id, seq)
+	return r.net.attach(id)
 }
 
 // newImageDir is a fresh directory for one checkpoint image: runsc
@@ -176,10 +177,8 @@ func (r *rawEngine) close() {
 	for _, id := range strings.Fields(string(out)) {
 		exec.Command(r.runsc, append(r.flags(), "delete", "--force", id)...).Run()
 	}
-	if r.net != nil {
+	if r.likeDen() {
 		r.net.close()
-	}
-	if r.likeDen {
 		// runsc removes each container's cgroup, not the parent.
 		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/den-bench-raw")
 		for _, d := range append(dirs, "/sys/fs/cgroup/den-bench-raw") {
@@ -197,7 +196,7 @@ func (r *rawEngine) rawRun(n int) (samples, error) {
 	var s samples
 	for i := 0; i < n+1; i++ {
 		id := fmt.Sprintf("%s-%d", c.id, i)
-		if err := r.attach(c.id, c.seq); err != nil {
+		if err := r.attach(c.id); err != nil {
 			return nil, err
 		}
 		d, err := r.time("run", "--bundle", c.bundle, id)
@@ -299,7 +298,7 @@ func (r *rawEngine) startFilled(script string, ticker []byte) (*container, error
 			return c, err
 		}
 	}
-	if err := r.attach(c.id, c.seq); err != nil {
+	if err := r.attach(c.id); err != nil {
 		return c, err
 	}
 	if err := r.do("run", "--detach", "--bundle", c.bundle, c.id); err != nil {
@@ -346,7 +345,7 @@ func (r *rawEngine) forkOnce(c *container, f *rawFigures) error {
 	if err := r.writeBundle(c, bundle, child); err != nil {
 		return err
 	}
-	if err := r.attach(child, c.seq+100); err != nil {
+	if err := r.attach(child); err != nil {
 		return err
 	}
 	d, err = timed(func() error {
@@ -381,7 +380,7 @@ func (r *rawEngine) hibernateOnce(c *container, f *rawFigures) error {
 	// It sleeps as long as den's does before its wake: the host's state
 	// (a cgroup move's RCU grace period) depends on it.
 	time.Sleep(wakeAfter)
-	if err := r.attach(c.id, c.seq); err != nil {
+	if err := r.attach(c.id); err != nil {
 		return err
 	}
 	d, err = timed(func() error {

@@ -35,8 +35,9 @@ func (n *rawNet) path(id string) string { return "/run/netns/" + n.name(id) }
 func (n *rawNet) name(id string) string { return n.prefix + "-" + id }
 
 // attach makes container id's namespace anew, with a veth end addressed
-// in a /30 of the documentation range (TEST-NET-2) of its own.
-func (n *rawNet) attach(id string, seq int) error {
+// in the documentation range (TEST-NET-2). Every container has the same
+// address: each is alone in its namespace, and the other ends have none.
+func (n *rawNet) attach(id string) error {
 	if !n.made {
 		if err := ip("netns", "add", n.peer); err != nil {
 			return err
@@ -45,9 +46,6 @@ func (n *rawNet) attach(id string, seq int) error {
 	}
 	ns := n.name(id)
 	ip("netns", "del", ns) // the one before, with its veth pair
-	base := 4 * (seq % 64)
-	addr := fmt.Sprintf("198.51.100.%d", base+2)
-	gw := fmt.Sprintf("198.51.100.%d", base+1)
 	n.links++
 	peerEnd := "rb" + strconv.Itoa(n.links)
 	for _, args := range [][]string{
@@ -55,9 +53,9 @@ func (n *rawNet) attach(id string, seq int) error {
 		{"link", "add", peerEnd, "netns", n.peer, "type", "veth", "peer", "name", "eth0", "netns", ns},
 		{"-n", n.peer, "link", "set", peerEnd, "up"},
 		{"-n", ns, "link", "set", "lo", "up"},
-		{"-n", ns, "addr", "add", addr + "/30", "dev", "eth0"},
+		{"-n", ns, "addr", "add", "198.51.100.2/30", "dev", "eth0"},
 		{"-n", ns, "link", "set", "eth0", "up"},
-		{"-n", ns, "route", "add", "default", "via", gw},
+		{"-n", ns, "route", "add", "default", "via", "198.51.100.1"},
 	} {
 		if err := ip(args...); err != nil {
 			return err

@@ -82,7 +82,7 @@ func (r *rawEngine) wakeFromPause(n int) (running, woken samples, err error) {
 		return nil, nil, err
 	}
 	defer r.do("delete", "--force", c.id)
-	if err := r.attach(c.id, c.seq); err != nil {
+	if err := r.attach(c.id); err != nil {
 		return nil, nil, err
 	}
 	if err := r.do("run", "--detach", "--bundle", c.bundle, c.id); err != nil {
