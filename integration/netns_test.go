@@ -82,6 +82,34 @@ func TestNetnsAttachDetach(t *testing.T) {
 	if gw != att.Host.String() {
 		t.Fatalf("the namespace's default route goes via %q, want the host end %s: %+v", gw, att.Host, routes)
 	}
+	// The host knows eth0's hardware address without asking (an ARP ask
+	// unanswered while the sandbox boots costs a second).
+	h, err = netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eth0, err := h.LinkByName("eth0")
+	h.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostLink, err := netlink.LinkByName(m.LinkName(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	neighs, err := netlink.NeighList(hostLink.Attrs().Index, netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := false
+	for _, n := range neighs {
+		if n.IP.Equal(att.Guest.AsSlice()) && n.State == netlink.NUD_PERMANENT && n.HardwareAddr.String() == eth0.Attrs().HardwareAddr.String() {
+			known = true
+		}
+	}
+	if !known {
+		t.Fatalf("the host end has no permanent entry for %s at %s: %+v", att.Guest, eth0.Attrs().HardwareAddr, neighs)
+	}
 	ln := listenIn(t, ns, att.Guest.String()+":7777")
 	go func() {
 		c, err := ln.Accept()

@@ -349,6 +349,15 @@ func makeLink(ns netns.NsHandle, name string, host, guest netip.Addr) error {
 			if err := h.RouteAdd(route); err != nil {
 				return fmt.Errorf("routing the namespace through %s: %w", host, err)
 			}
+			// gVisor takes eth0's hardware address too. The host knows it
+			// from here on, rather than asking with ARP when it first
+			// reaches the sandbox: that first ask may come before the
+			// sandbox reads its link, and the next one only a second later.
+			neigh := &netlink.Neigh{LinkIndex: hostLink.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
+				IP: guest.AsSlice(), HardwareAddr: l.Attrs().HardwareAddr}
+			if err := netlink.NeighSet(neigh); err != nil {
+				return fmt.Errorf("telling the host %s's hardware address: %w", guest, err)
+			}
 		}
 	}
 	return nil
