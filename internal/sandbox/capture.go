@@ -488,13 +488,9 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 	// The restored den-init still knows the token of the instance the
 	// image was taken from: reach it with that, then give it its own.
 	old := s.dialWith(sb, ck.Manifest.InitToken)
-	if err := s.waitReady(ctx, sb, old); err != nil {
-		closeGuest(old)
-		s.halt(context.WithoutCancel(ctx), sb, 0)
-		return err
-	}
-	t5 := time.Now()
-	if err := s.rekeyAndLimit(ctx, sb, old, "giving the restored den-init its token"); err != nil {
+	if err := s.whenListening(ctx, sb, func(ctx context.Context) error {
+		return s.rekeyAndLimit(ctx, sb, old, "giving the restored den-init its token")
+	}); err != nil {
 		closeGuest(old)
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
@@ -503,7 +499,7 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, col
 	// Memory is saved only once it is clear of secrets.
 	s.setSecretState(sb, secretState{})
 	s.supervise(sb)
-	s.log.Info("restored", "sandbox", sb.Name, "checkpoint", ck.ID, "files_network_verify", t3.Sub(t0), "engine", t4.Sub(t3), "den_init", t5.Sub(t4), "token_limits", time.Since(t5))
+	s.log.Info("restored", "sandbox", sb.Name, "checkpoint", ck.ID, "files_network_verify", t3.Sub(t0), "engine", t4.Sub(t3), "den_init", time.Since(t4))
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -283,16 +284,14 @@ func (s *Service) bootInstance(ctx context.Context, sb *Sandbox, att Attachment)
 	return nil
 }
 
-// handOver waits for the den-init of sb's fresh instance, which knows
-// only the boot token of its environment, and gives it sb's own and its
-// limits.
+// handOver gives the den-init of sb's fresh instance, which knows only
+// the boot token of its environment, sb's own token and its limits, as
+// soon as it listens.
 func (s *Service) handOver(ctx context.Context, sb *Sandbox, bootToken string) error {
 	boot := s.dialWith(sb, bootToken)
-	if err := s.waitReady(ctx, sb, boot); err != nil {
-		closeGuest(boot)
-		return err
-	}
-	if err := s.rekeyAndLimit(ctx, sb, boot, "giving den-init its token"); err != nil {
+	if err := s.whenListening(ctx, sb, func(ctx context.Context) error {
+		return s.rekeyAndLimit(ctx, sb, boot, "giving den-init its token")
+	}); err != nil {
 		closeGuest(boot)
 		return err
 	}
@@ -300,20 +299,26 @@ func (s *Service) handOver(ctx context.Context, sb *Sandbox, bootToken string) e
 	return nil
 }
 
-// waitReady polls den-init through g until it answers or BootTimeout passes.
-func (s *Service) waitReady(ctx context.Context, sb *Sandbox, g Guest) error {
+// whenListening makes call, den-init's first, once den-init in sb's
+// instance listens, or fails when BootTimeout passes first. den-init is
+// usually up within tens of milliseconds: a refused connection costs
+// little, so it is tried finely at first, then less often. Only a call
+// that never reached den-init (its connection was not made) is made
+// again, so a call that changes den-init's state is never made twice;
+// the first call is also the readiness probe, which saves a round trip
+// on every boot, wake and fork.
+func (s *Service) whenListening(ctx context.Context, sb *Sandbox, call func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.BootTimeout)
 	defer cancel()
-	// den-init is usually up within tens of milliseconds: poll finely at
-	// first (a refused connection costs little), then back off.
 	start := time.Now()
 	delay := time.Millisecond
 	for {
-		pctx, pcancel := context.WithTimeout(ctx, time.Second)
-		_, err := g.Ping(pctx)
-		pcancel()
-		if err == nil {
-			return nil
+		err := call(ctx)
+		if err == nil || !notConnected(err) {
+			if err != nil && ctx.Err() != nil {
+				return errdefs.Unavailable("den-init in instance %s did not answer within %s: %v", sb.InstanceID(), s.cfg.BootTimeout, err)
+			}
+			return err
 		}
 		select {
 		case <-ctx.Done():
@@ -324,6 +329,13 @@ func (s *Service) waitReady(ctx context.Context, sb *Sandbox, g Guest) error {
 			delay *= 2
 		}
 	}
+}
+
+// notConnected reports whether err is a connection that was never made,
+// so that nothing was sent on it.
+func notConnected(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // halt ends the current instance: graceful when grace > 0 (processes get

@@ -242,7 +242,10 @@ func (s *Service) bootWarm(ctx context.Context, t WarmTarget, im *Image) (_ *war
 	_, addr := s.cfg.Network.Addr(sb.Slot)
 	g := s.cfg.Dial(netip.AddrPortFrom(addr, guest.Port), wi.Token)
 	defer closeGuest(g)
-	if err := s.waitReady(ctx, sb, g); err != nil {
+	if err := s.whenListening(ctx, sb, func(ctx context.Context) error {
+		_, err := g.Ping(ctx)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	if err := s.cfg.Runtime.(HostnameSetter).StartHostnameHelper(ctx, sb.InstanceID()); err != nil {
