@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -101,19 +102,12 @@ func (r *Resolver) Start() error {
 	if r.servers != nil {
 		return nil
 	}
-	addr := r.cfg.Addr.String()
-	pc, err := net.ListenPacket("udp4", addr)
+	pc, ln, err := listenUDPAndTCP(r.cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("resolver listening on udp %s: %w", addr, err)
+		return err
 	}
-	// Port 0 picks a free port: TCP takes the one UDP got.
 	r.cfg.Addr = pc.LocalAddr().(*net.UDPAddr).AddrPort()
-	addr = r.cfg.Addr.String()
-	ln, err := net.Listen("tcp4", addr)
-	if err != nil {
-		pc.Close()
-		return fmt.Errorf("resolver listening on tcp %s: %w", addr, err)
-	}
+	addr := r.cfg.Addr.String()
 	r.servers = []*dns.Server{
 		{PacketConn: pc, Handler: r, UDPSize: dns.DefaultMsgSize},
 		{Listener: ln, Handler: r},
@@ -129,6 +123,27 @@ func (r *Resolver) Start() error {
 		<-started
 	}
 	return nil
+}
+
+// listenUDPAndTCP listens on addr with UDP and TCP. Port 0 picks a port
+// free for both: TCP takes the one UDP got, and another is picked when
+// something holds that one for TCP.
+func listenUDPAndTCP(addr netip.AddrPort) (net.PacketConn, net.Listener, error) {
+	for tries := 1; ; tries++ {
+		pc, err := net.ListenPacket("udp4", addr.String())
+		if err != nil {
+			return nil, nil, fmt.Errorf("resolver listening on udp %s: %w", addr, err)
+		}
+		got := pc.LocalAddr().(*net.UDPAddr).AddrPort()
+		ln, err := net.Listen("tcp4", got.String())
+		if err == nil {
+			return pc, ln, nil
+		}
+		pc.Close()
+		if addr.Port() != 0 || !errors.Is(err, syscall.EADDRINUSE) || tries == 10 {
+			return nil, nil, fmt.Errorf("resolver listening on tcp %s: %w", got, err)
+		}
+	}
 }
 
 // Close stops serving. Sandboxes get no answers until a new Resolver

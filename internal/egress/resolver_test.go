@@ -365,3 +365,31 @@ func TestResolverWithoutUpstream(t *testing.T) {
 		}
 	}
 }
+
+// Port 0 gets one port for both; a port asked for whose TCP side is held
+// fails, saying so.
+func TestListenUDPAndTCP(t *testing.T) {
+	pc, ln, err := listenUDPAndTCP(netip.MustParseAddrPort("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	udp, tcp := pc.LocalAddr().(*net.UDPAddr).Port, ln.Addr().(*net.TCPAddr).Port
+	pc.Close()
+	ln.Close()
+	if udp != tcp || udp == 0 {
+		t.Fatalf("udp port %d, tcp port %d: want one port", udp, tcp)
+	}
+	held, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	port := held.Addr().(*net.TCPAddr).AddrPort()
+	if pc, ln, err := listenUDPAndTCP(port); err == nil || !strings.Contains(err.Error(), "listening on tcp") {
+		if err == nil {
+			pc.Close()
+			ln.Close()
+		}
+		t.Fatalf("a port held for TCP: %v, want a TCP listen error", err)
+	}
+}
