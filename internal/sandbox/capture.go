@@ -13,6 +13,8 @@ import (
 	"sort"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
 )
@@ -266,6 +268,59 @@ func syncTree(dir string) error {
 	return nil
 }
 
+// writeBehindEvery is how often writeBehind starts writing out what the
+// engine wrote since.
+const writeBehindEvery = 20 * time.Millisecond
+
+// writeBehind starts writing the files the engine writes into dir out to
+// disk while it writes them, until the returned function is called, so
+// that the sync that makes a memory image durable (syncImage) finds
+// little left to write. The page cache would otherwise hold a large
+// image whole until that sync: the kernel starts writing only far above
+// an image's size. It only starts writes and waits for none; errors are
+// left to the sync.
+func writeBehind(dir string) (stop func()) {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		files := map[string]*os.File{}
+		defer func() {
+			for _, f := range files {
+				f.Close()
+			}
+		}()
+		tick := time.NewTicker(writeBehindEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				if !e.Type().IsRegular() {
+					continue
+				}
+				f := files[e.Name()]
+				if f == nil {
+					var err error
+					if f, err = os.Open(filepath.Join(dir, e.Name())); err != nil {
+						continue
+					}
+					files[e.Name()] = f
+				}
+				_ = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
+
 // imageStateFile is the file of a memory image the engine writes its
 // kernel state to; it is there and non-empty once the image is whole.
 const imageStateFile = "checkpoint.img"
@@ -297,6 +352,7 @@ func (s *Service) saveMemory(ctx context.Context, sb *Sandbox, ck *Checkpoint, l
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return fmt.Errorf("creating memory image directory: %w", err)
 	}
+	defer writeBehind(dir)()
 	if s.sealsMemory(sb) {
 		if err := s.checkpointSealed(ctx, sb, ck, dir, leaveRunning); err != nil {
 			return err
