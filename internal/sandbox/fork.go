@@ -40,7 +40,7 @@ func (s *Service) Fork(ctx context.Context, ref string, p ForkParams) (_ []*Sand
 		return nil, err
 	}
 	defer release()
-	ck, err := s.forkPoint(ctx, parent, p.From)
+	ck, how, err := s.forkPoint(ctx, parent, p.From)
 	if err != nil {
 		unlock()
 		return nil, err
@@ -52,7 +52,7 @@ func (s *Service) Fork(ctx context.Context, ref string, p ForkParams) (_ []*Sand
 	}
 	var children []*Sandbox
 	for _, n := range names {
-		child, err := s.createFrom(ctx, CreateParams{Name: n, Labels: parent.Spec.Labels, Policy: parent.Policy, Owner: p.Owner, Network: &parent.Spec.Network}, ck,
+		child, err := s.createFrom(ctx, CreateParams{Name: n, Labels: parent.Spec.Labels, Policy: parent.Policy, Owner: p.Owner, Network: &parent.Spec.Network}, ck, how,
 			fmt.Sprintf("forked from sandbox %s, checkpoint %s", parent.Name, ck.ID))
 		if err != nil {
 			cctx := context.WithoutCancel(ctx)
@@ -88,31 +88,34 @@ func (s *Service) forkLimits(ctx context.Context, parent *Sandbox, from string) 
 	return ck.Manifest.Spec.Limits(), nil
 }
 
-// forkPoint returns the checkpoint children of parent start from.
-func (s *Service) forkPoint(ctx context.Context, parent *Sandbox, from string) (*Checkpoint, error) {
+// forkPoint returns the checkpoint children of parent start from, and
+// how they are restored from it.
+func (s *Service) forkPoint(ctx context.Context, parent *Sandbox, from string) (*Checkpoint, restoreFrom, error) {
 	if from != "" {
-		return s.findCheckpoint(ctx, parent, from)
+		ck, err := s.findCheckpoint(ctx, parent, from)
+		return ck, restoreFrom{}, err
 	}
 	switch parent.State {
 	case StateHibernated:
-		return s.cfg.Store.GetCheckpoint(ctx, parent.ID, parent.Checkpoint)
+		ck, err := s.cfg.Store.GetCheckpoint(ctx, parent.ID, parent.Checkpoint)
+		return ck, restoreFrom{}, err
 	case StateRunning, StatePaused:
 	default:
-		return nil, require(parent, "fork", StateRunning, StatePaused, StateHibernated)
+		return nil, restoreFrom{}, require(parent, "fork", StateRunning, StatePaused, StateHibernated)
 	}
 	instead := fmt.Sprintf("fork its files alone: `den checkpoint %s --fs-only --name base`, then `den fork %s NEW --from base`", parent.Name, parent.Name)
 	if err := s.refuseSecretCapture(ctx, parent, "forking the processes of", instead); err != nil {
-		return nil, err
+		return nil, restoreFrom{}, err
 	}
 	s.touch(parent.ID)
 	ck, err := s.takeCheckpoint(ctx, parent, capture{kind: CheckpointFork, memory: true, leaveRunning: true})
 	if err != nil {
-		return nil, fmt.Errorf("capturing sandbox %q to fork it: %w", parent.Name, err)
+		return nil, restoreFrom{}, fmt.Errorf("capturing sandbox %q to fork it: %w", parent.Name, err)
 	}
 	if err := s.record(ctx, parent, EventForked, "captured for a fork in checkpoint "+ck.ID); err != nil {
-		return nil, err
+		return nil, restoreFrom{}, err
 	}
-	return ck, nil
+	return ck, restoreFrom{sealedNow: true}, nil
 }
 
 func (p ForkParams) childNames() ([]string, error) {
@@ -142,7 +145,7 @@ func (p ForkParams) childNames() ([]string, error) {
 // createFrom makes a sandbox whose files, and processes when ck has them,
 // come from ck. Its spec is the one ck was taken with. Like Create, it
 // leaves nothing behind when it fails.
-func (s *Service) createFrom(ctx context.Context, p CreateParams, ck *Checkpoint, msg string) (*Sandbox, error) {
+func (s *Service) createFrom(ctx context.Context, p CreateParams, ck *Checkpoint, how restoreFrom, msg string) (*Sandbox, error) {
 	spec := ck.Manifest.Spec
 	spec.Labels = p.Labels
 	spec.Ephemeral = p.Ephemeral
@@ -176,7 +179,7 @@ func (s *Service) createFrom(ctx context.Context, p CreateParams, ck *Checkpoint
 	}
 	err = s.makeViews(ctx, sb, viewsFrom)
 	if err == nil {
-		err = s.bootFrom(ctx, sb, ck, false)
+		err = s.bootFrom(ctx, sb, ck, how)
 	}
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)

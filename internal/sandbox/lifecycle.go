@@ -238,7 +238,7 @@ func (s *Service) createFromRef(ctx context.Context, p CreateParams) (*Sandbox, 
 		return nil, err
 	}
 	defer release()
-	return s.createFrom(ctx, p, ck, fmt.Sprintf("from checkpoint %s of sandbox %s", ck.ID, ck.SandboxID))
+	return s.createFrom(ctx, p, ck, restoreFrom{}, fmt.Sprintf("from checkpoint %s of sandbox %s", ck.ID, ck.SandboxID))
 }
 
 // undoCreate removes every trace of a sandbox whose creation failed.

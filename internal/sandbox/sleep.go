@@ -115,7 +115,7 @@ func (s *Service) wakeFromDisk(ctx context.Context, sb *Sandbox, why string) (er
 // finishBoot boots sb from ck and records the outcome: running, with the
 // runs that slept with it collected again, or error with the reason.
 func (s *Service) finishBoot(ctx context.Context, sb *Sandbox, ck *Checkpoint, cold bool, evType, why string) error {
-	if err := s.bootFrom(ctx, sb, ck, cold); err != nil {
+	if err := s.bootFrom(ctx, sb, ck, restoreFrom{cold: cold}); err != nil {
 		sb.Pending, sb.Checkpoint = "", ck.ID
 		msg := fmt.Sprintf("generation %d failed to come back from checkpoint %s: %v", sb.Generation, ck.ID, err)
 		if terr := s.transition(context.WithoutCancel(ctx), sb, StateError, EventFailed, msg); terr != nil {
