@@ -60,10 +60,13 @@ type Config struct {
 	RecoverLost string
 	// NodeMemory is, in a fleet, the memory this node offers sandboxes'
 	// limits, for placement; 0: the host's memory.
-	NodeMemory   int64
-	Debug        bool   // debug logs, and runsc debug logs per instance
-	DebianMirror string // mirror for the debian image; default: the host's apt mirror
-	PortsDomain  string // serve exposed ports at PORT-NAME.PortsDomain too; "" for none
+	NodeMemory int64
+	Debug      bool // debug logs, and runsc debug logs per instance
+	// NoCgroupPacer leaves runsc's cgroup v1 moves to wait for RCU grace
+	// periods at every boot (see internal/runsc movepacer.go).
+	NoCgroupPacer bool
+	DebianMirror  string // mirror for the debian image; default: the host's apt mirror
+	PortsDomain   string // serve exposed ports at PORT-NAME.PortsDomain too; "" for none
 	// E2BDomain is where E2B's SDK finds sandboxes' hosts, PORT-ID.E2BDomain
 	// (DOMAIN[:PORT]); "" for e2b.DefaultDomain.
 	E2BDomain string

@@ -126,6 +126,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		InitDir:    initDir,
 		ResolvConf: resolvConf,
 		Debug:      cfg.Debug,
+		NoPacer:    cfg.NoCgroupPacer,
 	}, log)
 	if err != nil {
 		return err

@@ -38,6 +38,9 @@ type Config struct {
 	ResolvConf string
 	Platform   string // default systrap
 	Debug      bool   // pass --debug --debug-log to runsc
+	// NoPacer turns the cgroup move pacer off (movepacer.go): each boot
+	// then waits for the grace periods of a cgroup v1 host.
+	NoPacer bool
 }
 
 // Runtime is the sandbox.Runtime over the runsc CLI.
@@ -48,6 +51,9 @@ type Runtime struct {
 	cpu     []string // what `runsc cpu-features` reported in New
 	// exits tells of instances whose engine exited by itself (watch.go).
 	exits exitWatcher
+	// pace keeps cgroup v1 moves from waiting at each boot; nil where
+	// they do not wait (movepacer.go).
+	pace *movePacer
 }
 
 var (
@@ -81,8 +87,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	adviseHost(log, "/sys")
-	return &Runtime{cfg: cfg, log: log, version: v, cpu: cpu}, nil
+	rt := &Runtime{cfg: cfg, log: log, version: v, cpu: cpu}
+	switch {
+	case !cfg.NoPacer:
+		rt.pace = newMovePacer(log, "/sys", "/proc/self/cgroup")
+	case graceWaits("/sys"):
+		log.Info("this host's cgroup v1 moves wait for RCU grace periods, which adds 10-25 ms to every boot, wake and fork; " +
+			"`echo 1 > /sys/kernel/rcu_expedited` (as root, for the whole host) takes that off (see the README's host tuning)")
+	}
+	return rt, nil
 }
 
 // cpuFeatures lists the CPU features runsc exposes to sandboxes on this
@@ -190,6 +203,7 @@ func (r *Runtime) boot(ctx context.Context, inst sandbox.Instance, doing string,
 
 	cmd := r.command(ctx, inst.ID, slices.Concat(verb, []string{"--bundle", bundle, inst.ID})...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	defer r.pace.hold()()
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s instance %s: %w: %s", doing, inst.ID, err, tail(logPath, before))
 	}
