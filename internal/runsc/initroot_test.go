@@ -3,6 +3,7 @@ package runsc
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -121,5 +122,56 @@ func TestPlaceInit(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(root); len(ents) != 0 {
 		t.Errorf("a failed placement left %v", ents)
+	}
+}
+
+// prefetchInit reads ahead a root's den-init, and opens nothing the
+// sandbox put at /.den in its place: not a symlink out of the root, not a
+// FIFO that would block an open until someone writes to it.
+func TestPrefetchInitFollowsNothing(t *testing.T) {
+	base := t.TempDir()
+	host := filepath.Join(base, "host")
+	if err := os.MkdirAll(host, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hostFIFO := filepath.Join(host, "den-init")
+	if err := syscall.Mkfifo(hostFIFO, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		make func(den string) error
+	}{
+		{"the binary", func(den string) error { return os.WriteFile(filepath.Join(den, "den-init"), []byte("\x7fELF"), 0o755) }},
+		{"no binary", func(den string) error { return nil }},
+		{"a FIFO", func(den string) error { return syscall.Mkfifo(filepath.Join(den, "den-init"), 0o600) }},
+		{"a link to a host FIFO", func(den string) error { return os.Symlink(hostFIFO, filepath.Join(den, "den-init")) }},
+		{"/.den a link to a host directory", func(den string) error {
+			if err := os.Remove(den); err != nil {
+				return err
+			}
+			return os.Symlink(host, den)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rootfs := filepath.Join(t.TempDir(), "root")
+			den := filepath.Join(rootfs, ".den")
+			if err := os.MkdirAll(den, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.make(den); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				prefetchInit(rootfs)
+			}()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("prefetchInit blocked: it opened what the sandbox put at /.den")
+			}
+		})
 	}
 }

@@ -181,6 +181,7 @@ func (r *Runtime) Start(ctx context.Context, inst sandbox.Instance) error {
 		if err := r.placeInit(inst.Rootfs, inst.Init); err != nil {
 			return fmt.Errorf("booting instance %s: %w", inst.ID, err)
 		}
+		prefetchInit(inst.Rootfs)
 	}
 	return r.boot(ctx, inst, "booting", "run", "--detach")
 }
