@@ -327,3 +327,33 @@ func readUint(path string) (uint64, error) {
 	}
 	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 }
+
+// removeCgroups removes instance id's host cgroups under root (one per
+// hierarchy on cgroup v1, one on v2) where runsc left them: it removes
+// them itself when it deletes an instance it knows, but not those of an
+// instance it lost track of (a sandbox killed with the host's state, a
+// boot cut short), and each such empty cgroup would stay until the host
+// reboots. A cgroup whose processes are still exiting is tried again
+// for a moment; what is still there then is the error.
+func removeCgroups(ctx context.Context, root, id string) error {
+	dirs, _ := filepath.Glob(filepath.Join(root, "*", cgroupsPath(id)))
+	dirs = append(dirs, filepath.Join(root, cgroupsPath(id))) // v2
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for _, d := range dirs {
+		for {
+			err := syscall.Rmdir(d)
+			if err == nil || errors.Is(err, syscall.ENOENT) {
+				break
+			}
+			if !errors.Is(err, syscall.EBUSY) || ctx.Err() != nil {
+				return fmt.Errorf("removing host cgroup %s: %w", d, err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}

@@ -497,3 +497,40 @@ func TestParsePSS(t *testing.T) {
 		t.Fatal("no Pss line: want an error")
 	}
 }
+
+// An instance's cgroups go from every hierarchy, others' stay, and one
+// that cannot be removed is the error.
+func TestRemoveCgroups(t *testing.T) {
+	root := t.TempDir()
+	mine := []string{"pids/den/i1-g1", "memory/den/i1-g1", "cpu,cpuacct/den/i1-g1"}
+	others := []string{"pids/den/i2-g1", "memory/den/i1-g10", "pids/den"}
+	for _, d := range append(mine, others...) {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := removeCgroups(context.Background(), root, "i1-g1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range mine {
+		if _, err := os.Stat(filepath.Join(root, d)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s is still there (%v)", d, err)
+		}
+	}
+	for _, d := range others {
+		if _, err := os.Stat(filepath.Join(root, d)); err != nil {
+			t.Errorf("%s went: %v", d, err)
+		}
+	}
+	if err := removeCgroups(context.Background(), root, "i1-g1"); err != nil {
+		t.Errorf("removing them again: %v, want nothing to do", err)
+	}
+	// A cgroup of v2's single hierarchy, with a child the kernel would
+	// refuse to remove it over.
+	if err := os.MkdirAll(filepath.Join(root, "den/i3-g1/child"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeCgroups(context.Background(), root, "i3-g1"); err == nil || !strings.Contains(err.Error(), "den/i3-g1") {
+		t.Errorf("removing a cgroup that cannot go: %v, want an error naming it", err)
+	}
+}

@@ -327,6 +327,9 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	if n := r.killStragglers(id); n > 0 {
 		r.log.Warn("killed engine processes runsc had lost track of", "instance", id, "processes", n)
 	}
+	if err := removeCgroups(ctx, cgroupRoot, id); err != nil {
+		r.log.Warn("destroying an instance", "instance", id, "err", err)
+	}
 	if err := os.RemoveAll(filepath.Join(r.cfg.BundleDir, id)); err != nil {
 		return fmt.Errorf("removing bundle of %s: %w", id, err)
 	}
