@@ -30,7 +30,10 @@ import (
 // atomic count), as on a host mounted with cgroup's favordynmods option.
 // Hosts on cgroup v2 need none of this: runsc clones into the cgroup.
 type movePacer struct {
-	procs string        // a cgroup.procs file of one of dend's own v1 cgroups
+	// procs finds a cgroup.procs file of one of dend's own v1 cgroups,
+	// anew each time the pacer starts: were dend moved to another cgroup
+	// meanwhile, re-joining the old one would undo that.
+	procs func() (string, error)
 	every time.Duration // how often it moves while held
 	log   *slog.Logger
 
@@ -50,7 +53,8 @@ func newMovePacer(log *slog.Logger, sysfs, procSelfCgroup string) *movePacer {
 	if !graceWaits(sysfs) {
 		return nil
 	}
-	procs, err := ownProcsFile(filepath.Join(sysfs, "fs/cgroup"), procSelfCgroup)
+	find := func() (string, error) { return ownProcsFile(filepath.Join(sysfs, "fs/cgroup"), procSelfCgroup) }
+	procs, err := find()
 	if err != nil {
 		log.Info("cgroup moves will wait for RCU grace periods at every boot, wake and fork: "+
 			"no cgroup v1 hierarchy of dend's own to keep them ready", "err", err)
@@ -58,7 +62,7 @@ func newMovePacer(log *slog.Logger, sysfs, procSelfCgroup string) *movePacer {
 	}
 	log.Info("this host's cgroup v1 moves wait for RCU grace periods; dend keeps the cgroup lock ready while runsc boots, wakes and forks instances (--no-cgroup-pacer turns this off)",
 		"procs", procs)
-	return &movePacer{procs: procs, every: paceEvery, log: log}
+	return &movePacer{procs: find, every: paceEvery, log: log}
 }
 
 // graceWaits reports whether a cgroup move on this host waits for a full
@@ -141,7 +145,12 @@ func (p *movePacer) hold() (release func()) {
 func (p *movePacer) run(stop <-chan struct{}) {
 	// Appending is all one to cgroupfs, and leaves each move in a plain
 	// file's record (the tests).
-	f, err := os.OpenFile(p.procs, os.O_WRONLY|os.O_APPEND, 0)
+	procs, err := p.procs()
+	if err != nil {
+		p.log.Warn("keeping cgroup moves ready for a boot", "err", err)
+		return
+	}
+	f, err := os.OpenFile(procs, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		p.log.Warn("keeping cgroup moves ready for a boot", "err", err)
 		return

@@ -84,13 +84,20 @@ func TestNewMovePacer(t *testing.T) {
 			sysfs, self := tc.host.make(t)
 			var buf bytes.Buffer
 			p := newMovePacer(slog.New(slog.NewTextHandler(&buf, nil)), sysfs, self)
+			var procs string
+			if p != nil {
+				var err error
+				if procs, err = p.procs(); err != nil {
+					t.Fatal(err)
+				}
+			}
 			switch {
 			case tc.procs == "" && p != nil:
-				t.Fatalf("pacer on %s, want none", p.procs)
+				t.Fatalf("pacer on %s, want none", procs)
 			case tc.procs != "" && p == nil:
 				t.Fatalf("no pacer, want one on %s; log: %q", tc.procs, buf.String())
-			case tc.procs != "" && p.procs != filepath.Join(sysfs, "fs/cgroup", tc.procs):
-				t.Fatalf("pacer on %s, want %s", p.procs, tc.procs)
+			case tc.procs != "" && procs != filepath.Join(sysfs, "fs/cgroup", tc.procs):
+				t.Fatalf("pacer on %s, want %s", procs, tc.procs)
 			}
 			if got := strings.Contains(buf.String(), "will wait"); got != tc.logged {
 				t.Errorf("said moves will wait = %v, want %v; log: %q", got, tc.logged, buf.String())
@@ -117,7 +124,7 @@ func TestMovePacerHold(t *testing.T) {
 			}
 			return len(b)
 		}
-		p := &movePacer{procs: procs, every: time.Millisecond, log: slog.New(slog.DiscardHandler)}
+		p := &movePacer{procs: func() (string, error) { return procs, nil }, every: time.Millisecond, log: slog.New(slog.DiscardHandler)}
 		first := p.hold()
 		second := p.hold()
 		time.Sleep(5*time.Millisecond + time.Microsecond)
@@ -149,4 +156,28 @@ func TestMovePacerHold(t *testing.T) {
 	})
 	var nilPacer *movePacer
 	nilPacer.hold()() // a host that needs no pacer: nothing happens
+}
+
+// A pacer finds dend's cgroup each time it starts: re-joining the one
+// dend was in before a move would undo the move.
+func TestMovePacerFollowsDend(t *testing.T) {
+	host := fakeHost{expedited: "0\n", paths: map[string]string{"pids": "/a"}, selfLines: []string{"8:pids:/a"}}
+	sysfs, self := host.make(t)
+	p := newMovePacer(slog.New(slog.DiscardHandler), sysfs, self)
+	if p == nil {
+		t.Fatal("no pacer")
+	}
+	if err := os.MkdirAll(filepath.Join(sysfs, "fs/cgroup/pids/b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sysfs, "fs/cgroup/pids/b/cgroup.procs"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(self, []byte("8:pids:/b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	procs, err := p.procs()
+	if want := filepath.Join(sysfs, "fs/cgroup/pids/b/cgroup.procs"); err != nil || procs != want {
+		t.Errorf("after dend moved: %s, %v; want %s", procs, err, want)
+	}
 }
