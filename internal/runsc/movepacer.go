@@ -76,8 +76,8 @@ func graceWaits(sysfs string) bool {
 }
 
 // ownProcsFile is the cgroup.procs file of the cgroup dend is in under
-// one v1 hierarchy, preferring controllers with the least to do on a move, read
-// from /proc/self/cgroup and found under root (/sys/fs/cgroup).
+// one v1 hierarchy, preferring controllers with the least to do on a
+// move, read from /proc/self/cgroup and found under root (/sys/fs/cgroup).
 func ownProcsFile(root, procSelfCgroup string) (string, error) {
 	f, err := os.Open(procSelfCgroup)
 	if err != nil {
@@ -143,13 +143,13 @@ func (p *movePacer) hold() (release func()) {
 
 // run moves dend into its own cgroup every p.every until stop closes.
 func (p *movePacer) run(stop <-chan struct{}) {
-	// Appending is all one to cgroupfs, and leaves each move in a plain
-	// file's record (the tests).
 	procs, err := p.procs()
 	if err != nil {
 		p.log.Warn("keeping cgroup moves ready for a boot", "err", err)
 		return
 	}
+	// Appending is all one to cgroupfs, and leaves each move in a plain
+	// file's record (the tests).
 	f, err := os.OpenFile(procs, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		p.log.Warn("keeping cgroup moves ready for a boot", "err", err)
