@@ -163,13 +163,10 @@ func emptyDir(dir string) error {
 // read; the image's files must stay until then (unlinking them is fine:
 // the engine holds them open).
 func (r *Runtime) Restore(ctx context.Context, inst sandbox.Instance, dir string) error {
-	if inRoot(inst.Init) {
-		if initMissing(inst.Rootfs) {
-			if err := r.placeInit(inst.Rootfs, inst.Init); err != nil {
-				return fmt.Errorf("restoring instance %s: its den-init is gone from /.den and cannot be put back: %w", inst.ID, err)
-			}
+	if inRoot(inst.Init) && initMissing(inst.Rootfs) {
+		if err := r.placeInit(inst.Rootfs, inst.Init); err != nil {
+			return fmt.Errorf("restoring instance %s: its den-init is gone from /.den and cannot be put back: %w", inst.ID, err)
 		}
-		prefetchInit(inst.Rootfs)
 	}
 	return r.boot(ctx, inst, "restoring", "restore", "--detach", "--background", "--image-path="+dir)
 }

@@ -181,7 +181,6 @@ func (r *Runtime) Start(ctx context.Context, inst sandbox.Instance) error {
 		if err := r.placeInit(inst.Rootfs, inst.Init); err != nil {
 			return fmt.Errorf("booting instance %s: %w", inst.ID, err)
 		}
-		prefetchInit(inst.Rootfs)
 	}
 	return r.boot(ctx, inst, "booting", "run", "--detach")
 }
@@ -202,6 +201,9 @@ func (r *Runtime) boot(ctx context.Context, inst sandbox.Instance, doing string,
 	defer logf.Close()
 	before, _ := logf.Seek(0, io.SeekEnd)
 
+	if inRoot(inst.Init) {
+		prefetchInit(inst.Rootfs)
+	}
 	cmd := r.command(ctx, inst.ID, slices.Concat(verb, []string{"--bundle", bundle, inst.ID})...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	defer r.pace.hold()()
