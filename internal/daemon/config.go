@@ -15,6 +15,7 @@ import (
 
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/mcpserver"
 	"github.com/den-dev/den/internal/netns"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -108,6 +109,9 @@ type Config struct {
 	// it they give instances back and do not refill; 0: a tenth of the
 	// host's memory, at least 256 MiB.
 	WarmReserve int64
+
+	// MCP bounds the sessions of /mcp: per token, in all, and idle.
+	MCP mcpserver.Limits
 }
 
 // Default returns the configuration dend runs with when told nothing.
@@ -146,6 +150,8 @@ func Default() Config {
 		IdleInterval:   time.Second,
 
 		Blobs: Blobs{Grace: DefaultBlobsGrace, GCInterval: DefaultBlobsGCInterval, Parallel: DefaultBlobsParallel},
+
+		MCP: mcpserver.DefaultLimits(),
 	}
 }
 
@@ -260,6 +266,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.validateQuotas(); err != nil {
 		return err
+	}
+	if err := c.MCP.Validate(); err != nil {
+		return fmt.Errorf("config %w", err)
 	}
 	if c.KeepCheckpoints < 0 {
 		return bad("keep-checkpoints", "negative count %d", c.KeepCheckpoints)

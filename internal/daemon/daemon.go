@@ -239,7 +239,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// MCP's tools call the API in process, with the caller's rights.
 	self := inproc.New()
 	defer self.Close()
-	mcpHTTP := mcpserver.NewHTTP(httpapi.IsLocal, self, mcpserver.Options{}, log.With("component", "mcp"))
+	mcpHTTP := mcpserver.NewHTTP(mcpserver.HTTPConfig{API: self, IsLocal: httpapi.IsLocal, Caller: httpapi.Caller,
+		Limits: cfg.MCP, Logger: log.With("component", "mcp")})
 	// So does the E2B door, for both of E2B's planes.
 	// Its sandboxes' tokens are derived from the ports key, which outlives
 	// dend, so they keep working across restarts.

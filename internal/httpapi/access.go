@@ -89,6 +89,17 @@ func infoOf(r *http.Request) *requestInfo {
 
 func principalOf(r *http.Request) auth.Principal { return infoOf(r).principal }
 
+// Caller names who made r, for what is counted per caller (a door's
+// sessions): the id of the API token it carried, or the name of a
+// principal that has no token id (root, the token file's admin).
+func Caller(r *http.Request) string {
+	p := principalOf(r)
+	if p.TokenID != "" {
+		return "token " + p.TokenID
+	}
+	return p.Name
+}
+
 // noteSandbox records which sandbox a call was about, for the audit.
 func noteSandbox(r *http.Request, id, name string) {
 	info := infoOf(r)
