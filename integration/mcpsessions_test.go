@@ -1,0 +1,168 @@
+package integration
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const mcpInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"flood","version":"1"}}}`
+
+// mcpRaw sends one request to /mcp as token, in session id ("" for
+// none), and returns the answer's status, session id and body.
+func mcpRaw(t *testing.T, method, url, token, id, msg string) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(msg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	if id != "" {
+		req.Header.Set("Mcp-Session-Id", id)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if len(body) > 600 { // what a failure shows of a tools/list
+		body = append(body[:600:600], "…"...)
+	}
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(body)
+}
+
+// rssOf is a line of dend's /proc status, in bytes: VmRSS now, VmHWM its
+// peak.
+func (d *dend) rssOf(key string) int64 {
+	d.mu.Lock()
+	pid := d.cmd.Process.Pid
+	d.mu.Unlock()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == key+":" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	d.t.Fatalf("no %s for dend", key)
+	return 0
+}
+
+// A hostile owner floods /mcp with initialize calls with one owner:read
+// token (issue 26): dend opens the token's share of sessions, refuses the
+// rest with 429 and a hint, and its memory stays bounded. The sessions it
+// opened are the token's alone: another token can neither use nor end
+// them.
+func TestMCPSessionFlood(t *testing.T) {
+	addr := freeAddr(t)
+	d := startDend(t, "--listen", addr)
+	reader := strings.TrimSpace(d.mustDen("", "token", "create", "reader", "--scope", "owner:read"))
+	other := strings.TrimSpace(d.mustDen("", "token", "create", "other", "--scope", "owner"))
+	url := "http://" + addr + "/mcp"
+
+	// One session first, so what is measured is the flood, not the
+	// first use of the door.
+	code, first, body := mcpRaw(t, "POST", url, reader, "", mcpInitialize)
+	if code != http.StatusOK || first == "" {
+		t.Fatalf("initialize: %d %s", code, body)
+	}
+	before := d.rssOf("VmRSS")
+
+	const calls, workers = 1000, 8
+	var (
+		mu       sync.Mutex
+		statuses = map[int]int{}
+		opened   = []string{first}
+		refusal  string
+	)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range calls / workers {
+				code, id, body := mcpRaw(t, "POST", url, reader, "", mcpInitialize)
+				mu.Lock()
+				statuses[code]++
+				if id != "" && code == http.StatusOK {
+					opened = append(opened, id)
+				}
+				if code == http.StatusTooManyRequests && refusal == "" {
+					refusal = body
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	peak := d.rssOf("VmHWM")
+	after := d.rssOf("VmRSS")
+	t.Logf("%d initialize calls with one owner:read token: %v; dend RSS %.1f MiB before, %.1f MiB after, peak %.1f MiB",
+		calls, statuses, float64(before)/(1<<20), float64(after)/(1<<20), float64(peak)/(1<<20))
+	if grown := peak - before; grown > 150<<20 {
+		t.Errorf("dend's memory grew by %.1f MiB under the flood (bound: 150 MiB)", float64(grown)/(1<<20))
+	}
+	if len(opened) != 16 || statuses[http.StatusTooManyRequests] != calls-15 {
+		t.Errorf("sessions opened: %d (want the token's 16); statuses %v", len(opened), statuses)
+	}
+	for _, want := range []string{"16 MCP sessions", "DELETE", "--mcp-sessions-per-token"} {
+		if !strings.Contains(refusal, want) {
+			t.Errorf("the refusal does not say %q: %s", want, refusal)
+		}
+	}
+
+	// Another token knowing a session's id: to it the session does not
+	// exist, and it goes on serving the token that opened it.
+	for _, method := range []string{"POST", "DELETE"} {
+		code, _, body := mcpRaw(t, method, url, other, first, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+		if code != http.StatusNotFound {
+			t.Errorf("another token's %s in the reader's session: %d %s", method, code, body)
+		}
+	}
+	mcpRaw(t, "POST", url, reader, first, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if code, _, body := mcpRaw(t, "POST", url, reader, first, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); code != http.StatusOK || !strings.Contains(body, `"tools":[`) {
+		t.Errorf("the reader's session after the other token's attempts: %d %s", code, body)
+	}
+	// Ending a session makes room for a new one at once.
+	if code, _, body := mcpRaw(t, "DELETE", url, reader, first, ""); code != http.StatusNoContent {
+		t.Fatalf("the reader's DELETE of its session: %d %s", code, body)
+	}
+	if code, _, body := mcpRaw(t, "POST", url, reader, "", mcpInitialize); code != http.StatusOK {
+		t.Errorf("initialize after a DELETE: %d %s", code, body)
+	}
+}
+
+// A session left idle is closed after --mcp-idle-timeout and gives its
+// place back; the limits are dend's flags.
+func TestMCPSessionIdle(t *testing.T) {
+	addr := freeAddr(t)
+	d := startDend(t, "--listen", addr, "--mcp-sessions-per-token", "1", "--mcp-idle-timeout", "2s")
+	tok := strings.TrimSpace(d.mustDen("", "token", "create", "agent", "--scope", "owner"))
+	url := "http://" + addr + "/mcp"
+	code, id, body := mcpRaw(t, "POST", url, tok, "", mcpInitialize)
+	if code != http.StatusOK || id == "" {
+		t.Fatalf("initialize: %d %s", code, body)
+	}
+	if code, _, body := mcpRaw(t, "POST", url, tok, "", mcpInitialize); code != http.StatusTooManyRequests || !strings.Contains(body, "1 MCP sessions") {
+		t.Fatalf("a second session past --mcp-sessions-per-token 1: %d %s", code, body)
+	}
+	waitFor(t, 30*time.Second, "the idle session's place", func() bool {
+		code, _, _ := mcpRaw(t, "POST", url, tok, "", mcpInitialize)
+		return code == http.StatusOK
+	})
+	if code, _, body := mcpRaw(t, "POST", url, tok, id, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); code != http.StatusNotFound {
+		t.Errorf("the idle session: %d %s", code, body)
+	}
+}
