@@ -42,11 +42,14 @@ func DefaultLimits() Limits {
 func (l Limits) Validate() error {
 	switch {
 	case l.PerCaller < 1:
-		return errdefs.Invalid("mcp-sessions-per-token: %d is not a positive number of sessions", l.PerCaller)
+		return errdefs.WithHint(errdefs.Invalid("mcp-sessions-per-token: %d is not a positive number of sessions", l.PerCaller),
+			fmt.Sprintf("give 1 or more (default %d)", DefaultSessionsPerToken))
 	case l.Total < 1:
-		return errdefs.Invalid("mcp-sessions: %d is not a positive number of sessions", l.Total)
+		return errdefs.WithHint(errdefs.Invalid("mcp-sessions: %d is not a positive number of sessions", l.Total),
+			fmt.Sprintf("give 1 or more (default %d)", DefaultSessions))
 	case l.IdleTimeout < time.Second:
-		return errdefs.Invalid("mcp-idle-timeout: %s is under the 1s minimum", l.IdleTimeout)
+		return errdefs.WithHint(errdefs.Invalid("mcp-idle-timeout: %s is under the 1s minimum", l.IdleTimeout),
+			fmt.Sprintf("give a duration like 10m (default %s)", DefaultIdleTimeout))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/inproc"
 )
 
@@ -192,9 +194,26 @@ func TestLimitsValidate(t *testing.T) {
 		{"no idle timeout", Limits{PerCaller: 1, Total: 1}, "mcp-idle-timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := tc.l.Validate(); err == nil || !strings.Contains(err.Error(), tc.flag) {
-				t.Errorf("Validate: %v; want an error naming %s", err, tc.flag)
+			err := tc.l.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.flag) || !errors.Is(err, errdefs.ErrInvalid) || errdefs.Hint(err) == "" {
+				t.Errorf("Validate: %v; want an invalid error naming %s, with a hint", err, tc.flag)
 			}
 		})
 	}
+}
+
+func TestSocketSessionsBoundedInAll(t *testing.T) {
+	api := inproc.New()
+	t.Cleanup(func() { api.Close() })
+	h := NewHTTP(HTTPConfig{API: api, Limits: Limits{PerCaller: 1, Total: 2, IdleTimeout: time.Hour},
+		IsLocal: func(*http.Request) bool { return true },
+		Caller:  func(*http.Request) string { t.Error("the socket's door asked who the caller is"); return "" },
+	})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	// Root is one caller, bound by the total alone.
+	open(t, srv.URL, "")
+	open(t, srv.URL, "")
+	code, _, body := mcpPost(t, srv.URL, "", "", initMsg)
+	refused(t, code, body, "2 MCP sessions", "--mcp-sessions")
 }
