@@ -26,11 +26,15 @@ type Limits struct {
 	IdleTimeout time.Duration
 }
 
-// Defaults of Limits.
+// Defaults of Limits. A session costs dend about 20 KiB, so the bounds
+// are about places, not memory: enough for one token's several agents,
+// and an idle timeout long enough that an agent thinking between tool
+// calls keeps its session (most MCP clients do not open a new one by
+// themselves when theirs is gone).
 const (
 	DefaultSessionsPerToken = 16
 	DefaultSessions         = 256
-	DefaultIdleTimeout      = 10 * time.Minute
+	DefaultIdleTimeout      = 30 * time.Minute
 )
 
 // DefaultLimits are the bounds dend keeps when told none.
@@ -49,7 +53,7 @@ func (l Limits) Validate() error {
 			fmt.Sprintf("give 1 or more (default %d)", DefaultSessions))
 	case l.IdleTimeout < time.Second:
 		return errdefs.WithHint(errdefs.Invalid("mcp-idle-timeout: %s is under the 1s minimum", l.IdleTimeout),
-			fmt.Sprintf("give a duration like 10m (default %s)", DefaultIdleTimeout))
+			fmt.Sprintf("give a duration like 30m (default %s)", DefaultIdleTimeout))
 	}
 	return nil
 }
