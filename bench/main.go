@@ -38,6 +38,7 @@ func main() {
 	flag.StringVar(&o.blobsSubnet, "blobs-subnet", "10.215.12.0/24", "the sandbox range of the blobs step's dend, with a blob store")
 	flag.StringVar(&o.metricsSubnet, "metrics-subnet", "10.215.16.0/21", "the sandbox range of the metrics step's dend (a /21: it holds 500 sandboxes)")
 	flag.StringVar(&o.moveSubnet, "move-subnet", "10.215.14.0/24", "the sandbox range of the move step's first node; the second takes the next /24")
+	flag.StringVar(&o.mcpSubnet, "mcp-subnet", "10.215.32.0/24", "the sandbox range of the mcpflood step's dend with raised MCP limits")
 	flag.StringVar(&o.uiSubnet, "ui-subnet", "10.215.24.0/21", "the sandbox range of the ui step's dend, which holds 500 sandboxes (a /21 or larger)")
 	flag.StringVar(&o.python, "python", "/usr/bin/python3", "the Python interpreter of the python step")
 	flag.StringVar(&o.pythonSDK, "python-sdk", "sdk/python", "the Python SDK's directory, for the python step")
@@ -65,6 +66,8 @@ type options struct {
 	metricsSubnet string
 	// ui step: the --subnet of its dend of many sandboxes
 	uiSubnet string
+	// mcpflood step: the --subnet of its dend with raised MCP limits
+	mcpSubnet string
 	// python step: the interpreter, and the SDK's directory
 	python, pythonSDK string
 	// rawLikeDen gives raw containers den's network link and cgroup
@@ -116,7 +119,7 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "warm", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "ssh", "python", "e2b", "store", "blobs", "move", "rebase", "metrics", "ui"}
+var stepNames = []string{"create", "warm", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "mcpflood", "ssh", "python", "e2b", "store", "blobs", "move", "rebase", "metrics", "ui"}
 
 func run(bin string, n, nBig int, only string, o options) error {
 	want := map[string]bool{}
@@ -174,6 +177,7 @@ func run(bin string, n, nBig int, only string, o options) error {
 		{"idlecpu", "idle CPU", b.idleCPU},
 		{"throughput", "exec throughput beside idle sandboxes", b.execThroughput},
 		{"mcp", "front doors", b.mcpExec},
+		{"mcpflood", "MCP session flood", b.mcpFlood},
 		{"ssh", "SSH gateway", b.sshGateway},
 		{"python", "Python SDK", b.pythonExec},
 		{"e2b", "E2B SDK", b.e2bDoor},
