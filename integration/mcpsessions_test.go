@@ -123,6 +123,14 @@ func TestMCPSessionFlood(t *testing.T) {
 		}
 	}
 
+	// An agent's client tells its user why, and what to do.
+	out := node(t, time.Minute, []string{"MCP_URL=" + url, "MCP_TOKEN=" + reader}, "mcp_connect.mjs")
+	for _, want := range []string{"refused", "16 MCP sessions", "--mcp-sessions-per-token"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the TypeScript SDK's connect past the limit does not say %q: %s", want, out)
+		}
+	}
+
 	// Another token knowing a session's id: to it the session does not
 	// exist, and it goes on serving the token that opened it.
 	for _, method := range []string{"POST", "DELETE"} {
