@@ -24,8 +24,9 @@ type HTTPConfig struct {
 	// carried. Sessions are counted, and bound, per caller.
 	Caller  func(*http.Request) string
 	Options Options
-	Limits  Limits
-	Logger  *slog.Logger
+	// Limits bound the sessions; a zero field takes its default.
+	Limits Limits
+	Logger *slog.Logger
 }
 
 // HTTP serves MCP's streamable HTTP transport on dend's listeners. Each
@@ -47,6 +48,7 @@ type HTTP struct {
 // NewHTTP returns the /mcp handler.
 func NewHTTP(cfg HTTPConfig) *HTTP {
 	h := &HTTP{isLocal: cfg.IsLocal, caller: cfg.Caller}
+	cfg.Limits = cfg.Limits.withDefaults()
 	rootTransport, tokenTransport := cfg.API.RootTransport(), cfg.API.TokenTransport()
 	hopts := &mcp.StreamableHTTPOptions{SessionTimeout: cfg.Limits.IdleTimeout, Logger: cfg.Logger}
 

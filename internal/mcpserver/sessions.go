@@ -42,6 +42,21 @@ func DefaultLimits() Limits {
 	return Limits{PerCaller: DefaultSessionsPerToken, Total: DefaultSessions, IdleTimeout: DefaultIdleTimeout}
 }
 
+// withDefaults is l with its zero fields at their defaults.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.PerCaller == 0 {
+		l.PerCaller = d.PerCaller
+	}
+	if l.Total == 0 {
+		l.Total = d.Total
+	}
+	if l.IdleTimeout == 0 {
+		l.IdleTimeout = d.IdleTimeout
+	}
+	return l
+}
+
 // Validate names the first bad field, by its dend flag.
 func (l Limits) Validate() error {
 	switch {

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -216,4 +217,13 @@ func TestSocketSessionsBoundedInAll(t *testing.T) {
 	open(t, srv.URL, "")
 	code, _, body := mcpPost(t, srv.URL, "", "", initMsg)
 	refused(t, code, body, "2 MCP sessions", "--mcp-sessions")
+}
+
+func TestZeroLimitsAreTheDefaults(t *testing.T) {
+	url := door(t, Limits{})
+	for range DefaultSessionsPerToken {
+		open(t, url, "alice")
+	}
+	code, _, body := mcpPost(t, url, "alice", "", initMsg)
+	refused(t, code, body, fmt.Sprintf("%d MCP sessions", DefaultSessionsPerToken), "--mcp-sessions-per-token")
 }
