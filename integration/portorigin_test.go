@@ -16,6 +16,7 @@ import (
 // whose server allows that scope; and a place where the worker sends the
 // Authorization headers it sees.
 var hostileSite = map[string]string{
+	"/www/index.html": "public page of site\n",
 	"/www/page.html": `<!doctype html><meta charset=utf-8><title>pending</title><body><script>
 (async () => {
   let said;
@@ -47,11 +48,16 @@ self.addEventListener('fetch', e => {
 // registered, no worker sees the dashboard's requests (nor their
 // Authorization), and its cookies and storage writes do not land on
 // dend's origin (js/port_worker_scenario.mjs).
+//
+// And links to a public port name the sandbox by id: once another owner
+// has a sandbox of the same name, the name reaches neither for a caller
+// without a token, while the links `den port ls` and the dashboard show
+// still work.
 func TestPortsPageCannotTakeDashboardOrigin(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
 		t.Fatal("Debian's chromium is not installed: run scripts/test-setup.sh (make test does)")
 	}
-	r := newPortsRig(t, "alice:owner")
+	r := newPortsRig(t, "alice:owner", "bob:owner")
 	asAlice := r.as("alice")
 	ctx := ctxT(t, 5*time.Minute)
 	sb, err := asAlice.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "site", Image: "busybox", Memory: "256M", Network: &api.NetworkPolicy{Mode: "none"}})
@@ -77,6 +83,28 @@ func TestPortsPageCannotTakeDashboardOrigin(t *testing.T) {
 	})
 	if _, err := asAlice.ExposePort(ctx, sb.ID, 8080, true); err != nil {
 		t.Fatal(err)
+	}
+
+	// A link by name works while the name is alice's alone.
+	byName := r.proxyURL("site", 8080, "")
+	if status, body := r.get("", "GET", byName, nil); status != 200 || body != "public page of site\n" {
+		t.Fatalf("by name, the name unshared: %d %q", status, body)
+	}
+	if _, err := r.as("bob").CreateSandbox(ctx, api.CreateSandboxRequest{Name: "site", Image: "busybox", Memory: "256M", Network: &api.NetworkPolicy{Mode: "none"}}); err != nil {
+		t.Fatal(err)
+	}
+	if status, _ := r.get("", "GET", byName, nil); status != 401 {
+		t.Errorf("by a name two owners hold, without a token: %d, want 401", status)
+	}
+	ls, errs, code := r.denAs([]string{"DEN_HOST=http://" + r.addr, "DEN_TOKEN=" + r.tokens["alice"]}, "", "port", "ls", "site")
+	if code != 0 {
+		t.Fatalf("den port ls site as alice: exit %d: %s", code, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(ls), "\n")
+	if f := strings.Fields(lines[len(lines)-1]); len(f) != 3 || f[0] != "8080" {
+		t.Fatalf("den port ls:\n%s", strings.Join(lines, "\n"))
+	} else if status, body := r.get("", "GET", "http://"+r.addr+f[2], nil); status != 200 || body != "public page of site\n" {
+		t.Errorf("the link den port ls shows, %s: %d %q", f[2], status, body)
 	}
 
 	out := browse(t, 3*time.Minute, []string{"DEN_URL=http://" + r.addr, "PAGE=/v1/sandboxes/" + sb.ID + "/ports/8080/proxy/cgi-bin/page",

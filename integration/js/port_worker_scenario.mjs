@@ -5,8 +5,10 @@
 // signs in and lists sandboxes. No worker may control /ui or see its
 // requests, and the sandbox's cookie must not be dend's. Debian's
 // Chromium through playwright-core; every request goes to dend on
-// loopback (host names resolve to nothing). Prints "ok" when every step
-// held, else what went wrong.
+// loopback (host names resolve to nothing). Last, the dashboard's link to
+// the sandbox's public port must work without a token while another
+// owner has a sandbox of the same name. Prints "ok" when every step held,
+// else what went wrong.
 //
 // Env: DEN_URL (http://127.0.0.1:PORT), PAGE (the sandbox's page, a path
 // under dend), TOKEN (an owner's token for /ui), SANDBOX (a sandbox of
@@ -65,6 +67,19 @@ try {
   if (ctx.serviceWorkers().length) problems.push('service workers running: ' + ctx.serviceWorkers().map(w => w.url()).join(', '));
   if (fromWorker.length) problems.push('/ui answers that came through a worker: ' + fromWorker.join(', '));
   if (seenBy.length) problems.push('requests a worker made: ' + seenBy.join(', '));
+
+  step('the dashboard\'s link to the public port works without a token, though another owner has a sandbox of the same name');
+  const href = await ui.getAttribute(`#sandboxes tr[data-name="${SANDBOX}"] a.port.public`, 'href');
+  const stranger = await browser.newContext();
+  try {
+    const res = await stranger.request.get(new URL(href, DEN_URL).href);
+    if (res.status() !== 200 || !(await res.text()).includes('public page')) {
+      problems.push(`the dashboard's port link ${href}: ${res.status()} ${await res.text()}`);
+    }
+  } finally {
+    await stranger.close();
+  }
+
   const cookies = await ctx.cookies(DEN_URL);
   if (cookies.length) problems.push('cookies at dend\'s origin: ' + cookies.map(c => c.name + '=' + c.value).join('; '));
   if (await ui.evaluate(() => sessionStorage.getItem('planted') || localStorage.getItem('planted'))) {
