@@ -1,7 +1,10 @@
 package integration
 
 import (
+	"encoding/json"
+	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -114,5 +117,97 @@ func TestPortsPageCannotTakeDashboardOrigin(t *testing.T) {
 	}
 	if stolen, _, _ := r.sh(sb.ID, "cat /tmp/stolen 2>/dev/null"); stolen != "" {
 		t.Errorf("the sandbox's worker saw the dashboard's requests:\n%s", stolen)
+	}
+}
+
+// Whatever way a request reaches a sandbox's port (dend's path, the
+// ports domain, E2B's PORT-ID host with a traffic token or a den token),
+// the application sees none of den's credentials or internal headers:
+// busybox httpd's CGI shows it every header as HTTP_*.
+func TestPortsKeepDenCredentials(t *testing.T) {
+	r := newPortsRig(t, "alice:owner")
+	asAlice := r.as("alice")
+	ctx := ctxT(t, 3*time.Minute)
+	sb, err := asAlice.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "env", Image: "busybox", Memory: "256M", Network: &api.NetworkPolicy{Mode: "none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mustSh(sb.ID, "mkdir -p /www/cgi-bin")
+	cgi := "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\nenv | grep '^HTTP_' | sort\n"
+	if err := asAlice.WriteFile(ctx, sb.ID, "/www/cgi-bin/env", 0o755, strings.NewReader(cgi)); err != nil {
+		t.Fatal(err)
+	}
+	for _, port := range []string{"8080", "8000"} {
+		if _, err := r.c.ExecDetached(ctx, sb.ID, api.ExecRequest{Argv: []string{"busybox", "httpd", "-f", "-p", port, "-h", "/www"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, "the CGI to answer", func() bool {
+		out, _, code := r.sh(sb.ID, "wget -q -O - --header 'X-Probe: 1' http://127.0.0.1:8080/cgi-bin/env && wget -q -O - http://127.0.0.1:8000/cgi-bin/env")
+		return code == 0 && strings.Contains(out, "HTTP_X_PROBE=1")
+	})
+	if _, err := asAlice.ExposePort(ctx, sb.ID, 8080, false); err != nil {
+		t.Fatal(err)
+	}
+	// E2B's connect hands out the sandbox's traffic token.
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+r.addr+"/sandboxes/"+sb.ID+"/connect", strings.NewReader(`{"timeout":300}`))
+	req.Header.Set("X-API-KEY", r.tokens["alice"])
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := r.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conn struct{ TrafficAccessToken string }
+	err = json.NewDecoder(resp.Body).Decode(&conn)
+	resp.Body.Close()
+	if err != nil || conn.TrafficAccessToken == "" {
+		t.Fatalf("E2B connect: %d %v %+v", resp.StatusCode, err, conn)
+	}
+
+	den := map[string]string{
+		"X-Access-Token":         "den-secret-access",
+		"X-Api-Key":              r.tokens["alice"],
+		"Sec-WebSocket-Protocol": "app.v1, " + api.TokenSubprotocolPrefix + r.tokens["alice"],
+		"Cookie":                 "app=1; den_port_signature=1.secret",
+		"Den-Cluster-Key":        "not-the-fleet's",
+		"X-Mine":                 "kept",
+	}
+	e2bHost := "8000-" + sb.ID + ".e2b.localhost:" + strings.Split(r.addr, ":")[1]
+	for _, tc := range []struct {
+		what, url string
+		creds     map[string]string
+	}{
+		{"dend's path", r.proxyURL(sb.ID, 8080, "cgi-bin/env"), map[string]string{"Authorization": "Bearer " + r.tokens["alice"]}},
+		{"the ports domain", "http://8080-" + sb.ID + "." + portsDomain + "/cgi-bin/env", map[string]string{"Authorization": "Bearer " + r.tokens["alice"]}},
+		{"E2B's host, traffic token", "http://" + e2bHost + "/cgi-bin/env", map[string]string{"E2b-Traffic-Access-Token": conn.TrafficAccessToken}},
+		{"E2B's host, den token", "http://" + e2bHost + "/cgi-bin/env", map[string]string{"X-Access-Token": r.tokens["alice"]}},
+	} {
+		req, _ := http.NewRequestWithContext(ctx, "GET", tc.url, nil)
+		for k, v := range den {
+			req.Header.Set(k, v)
+		}
+		for k, v := range tc.creds {
+			req.Header.Set(k, v)
+		}
+		resp, err := r.http.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.what, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		env := string(b)
+		if resp.StatusCode != 200 || !strings.Contains(env, "HTTP_X_MINE=kept") {
+			t.Errorf("%s: %d %q", tc.what, resp.StatusCode, env)
+			continue
+		}
+		for _, leak := range []string{"AUTHORIZATION", "X_ACCESS_TOKEN", "X_API_KEY", "E2B_TRAFFIC_ACCESS_TOKEN", "DEN_", "den.token", "den_port_signature", "secret",
+			r.tokens["alice"], conn.TrafficAccessToken} {
+			if strings.Contains(env, leak) {
+				t.Errorf("%s: the application saw %q:\n%s", tc.what, leak, env)
+			}
+		}
+		if !strings.Contains(env, "HTTP_SEC_WEBSOCKET_PROTOCOL=app.v1") {
+			t.Errorf("%s: the application's own subprotocol was dropped:\n%s", tc.what, env)
+		}
 	}
 }
