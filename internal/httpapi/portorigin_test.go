@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,6 +10,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/inproc"
@@ -190,4 +194,35 @@ func TestProxyAnswersOnOwnHost(t *testing.T) {
 			t.Errorf("the application got %s", inproc.OwnOriginHeader)
 		}
 	})
+}
+
+// A WebSocket keeps the subprotocols the application speaks and loses
+// the token a browser offers as one.
+func TestProxyWebSocketDropsTokenSubprotocol(t *testing.T) {
+	e := newEnv(t)
+	offered := make(chan []string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		offered <- r.Header.Values("Sec-WebSocket-Protocol")
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"app.v1"}})
+		if err != nil {
+			return
+		}
+		c.Close(websocket.StatusNormalClosure, "")
+	}))
+	t.Cleanup(srv.Close)
+	e.sbx.target = netip.MustParseAddrPort(srv.Listener.Addr().String())
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, e.srv.URL+"/v1/sandboxes/alpha/ports/8080/proxy/ws",
+		&websocket.DialOptions{Subprotocols: []string{api.TokenSubprotocolPrefix + "den_secret", "app.v1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if c.Subprotocol() != "app.v1" {
+		t.Errorf("subprotocol %q, want app.v1", c.Subprotocol())
+	}
+	if got := strings.Join(<-offered, ", "); got != "app.v1" {
+		t.Errorf("the application was offered %q, want app.v1 alone", got)
+	}
 }
