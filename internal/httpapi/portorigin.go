@@ -96,7 +96,8 @@ func dropTokenSubprotocols(h http.Header) {
 // the browser at dend's own origin: anything but a request by the ports
 // domain, or one a door serves on a host of its own (it says so with
 // inproc.OwnOriginHeader, believed only in process or from another node
-// of the fleet, which forwards the door's request as it came).
+// of the fleet, which forwards the door's request as it came;
+// authenticate drops a caller's).
 func onDendOrigin(r *http.Request, fwd forwarded) bool {
 	if fwd.host {
 		return false

@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/inproc"
 )
 
@@ -224,5 +225,49 @@ func TestProxyWebSocketDropsTokenSubprotocol(t *testing.T) {
 	}
 	if got := strings.Join(<-offered, ", "); got != "app.v1" {
 		t.Errorf("the application was offered %q, want app.v1 alone", got)
+	}
+}
+
+// recordingCluster is a fleet in which every sandbox is on node b: it
+// keeps the headers of what it forwards there.
+type recordingCluster struct{ sent chan http.Header }
+
+func (recordingCluster) Self() string                                        { return "a" }
+func (recordingCluster) Forwarded(*http.Request) bool                        { return false }
+func (recordingCluster) Lost(context.Context, string) bool                   { return false }
+func (recordingCluster) Taking(context.Context) bool                         { return true }
+func (recordingCluster) Place(context.Context, cluster.Want) (string, error) { return "", nil }
+func (c recordingCluster) Forward(w http.ResponseWriter, r *http.Request, node, sandbox string, local bool) error {
+	c.sent <- r.Header.Clone()
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// The node a caller reaches drops a claim of an own origin, which the
+// node it forwards to would believe; a door's, in process, goes on.
+func TestOwnOriginClaimStopsAtFirstNode(t *testing.T) {
+	fleet := recordingCluster{sent: make(chan http.Header, 1)}
+	e := newEnv(t, func(c *Config) { c.Cluster = fleet })
+	e.sbx.sandboxes[0].Node = "b"
+	resp, body := e.do("GET", "/v1/sandboxes/alpha/ports/8080/proxy/", nil, inproc.OwnOriginHeader, "1")
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("not forwarded: %d %s", resp.StatusCode, body)
+	}
+	if got := (<-fleet.sent).Get(inproc.OwnOriginHeader); got != "" {
+		t.Errorf("a caller's %s went on to the sandbox's node: %q", inproc.OwnOriginHeader, got)
+	}
+
+	self := inproc.New()
+	t.Cleanup(func() { self.Close() })
+	self.Serve(e.srv.Config.Handler, e.srv.Config.Handler)
+	req, _ := http.NewRequest("GET", "http://dend/v1/sandboxes/alpha/ports/8080/proxy/", nil)
+	req.Header.Set(inproc.OwnOriginHeader, "1")
+	resp, err := (&http.Client{Transport: self.RootTransport()}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := (<-fleet.sent).Get(inproc.OwnOriginHeader); resp.StatusCode != http.StatusNoContent || got != "1" {
+		t.Errorf("a door's %s: %d, forwarded as %q", inproc.OwnOriginHeader, resp.StatusCode, got)
 	}
 }

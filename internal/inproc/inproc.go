@@ -74,8 +74,9 @@ const (
 // host of its own (E2B's PORT-ID.DOMAIN): the browser sees the
 // application at that origin, not at dend's, so what the port proxy
 // keeps away from dend's origin (cookies, service workers) may pass.
-// dend honours it only on requests that came in process
-// (FromDoor), and never passes it on to the application.
+// dend honours it only on requests that came in process (FromDoor), or
+// that another node of its fleet forwarded (having dropped any a caller
+// sent), and never passes it on to the application.
 const OwnOriginHeader = "Den-Own-Origin"
 
 // inProcessKey marks the context of a request that came in process.
