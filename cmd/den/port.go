@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strconv"
@@ -213,7 +214,10 @@ func renderPorts(w io.Writer, sb *api.Sandbox) error {
 		if p.Public {
 			access = "public"
 		}
-		t.row(strconv.Itoa(int(p.Port)), access, fmt.Sprintf("/v1/sandboxes/%s/ports/%d/proxy/", sb.Name, p.Port))
+		// By id: names are unique only per owner, and a link by name
+		// stops working for callers without a token once another
+		// owner's sandbox takes the same name.
+		t.row(strconv.Itoa(int(p.Port)), access, fmt.Sprintf("/v1/sandboxes/%s/ports/%d/proxy/", cmp.Or(sb.ID, sb.Name), p.Port))
 	}
 	return t.flush()
 }

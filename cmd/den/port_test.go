@@ -20,7 +20,7 @@ func portDend(t *testing.T) (sock string, seen func() []string) {
 	var log []string
 	ports := []api.ExposedPort{{Port: 3000, Public: true}, {Port: 8080}}
 	sandbox := func() api.Sandbox {
-		return api.Sandbox{Name: "web", State: api.StateRunning, Image: "debian", CPUs: 1, MemoryBytes: 1 << 30, Generation: 1, CreatedAt: now, Ports: ports}
+		return api.Sandbox{ID: "k3qf7wz2abcd", Name: "web", State: api.StateRunning, Image: "debian", CPUs: 1, MemoryBytes: 1 << 30, Generation: 1, CreatedAt: now, Ports: ports}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -63,7 +63,7 @@ func TestPortCommands(t *testing.T) {
 		stderrPrefix string
 	}{
 		{[]string{"port", "expose", "web", "9000", "--public=false"}, `PUT /v1/sandboxes/web/ports/9000 {}`,
-			"PORT   ACCESS    PATH\n3000   public    /v1/sandboxes/web/ports/3000/proxy/\n8080   private   /v1/sandboxes/web/ports/8080/proxy/\n9000   private   /v1/sandboxes/web/ports/9000/proxy/\n", ""},
+			"PORT   ACCESS    PATH\n3000   public    /v1/sandboxes/k3qf7wz2abcd/ports/3000/proxy/\n8080   private   /v1/sandboxes/k3qf7wz2abcd/ports/8080/proxy/\n9000   private   /v1/sandboxes/k3qf7wz2abcd/ports/9000/proxy/\n", ""},
 		{[]string{"port", "rm", "web", "9000"}, `DELETE /v1/sandboxes/web/ports/9000`, "9000\n", ""},
 		{[]string{"port", "ls", "web", "--json"}, `GET /v1/sandboxes/web`,
 			"[\n  {\n    \"port\": 3000,\n    \"public\": true\n  },\n  {\n    \"port\": 8080\n  },\n  {\n    \"port\": 9000\n  }\n]\n", ""},

@@ -284,9 +284,15 @@ func TestPortTraffic(t *testing.T) {
 	if expose.actAs != "alice" || proxied.path != "/v1/sandboxes/sb1/ports/3000/proxy/app/page/1" || proxied.query != "q=1" || proxied.actAs != "alice" {
 		t.Errorf("calls %+v", den.calls()[n:])
 	}
-	w = get("127.0.0.1:7070", "/x", map[string]string{headerSandboxID: "sb1", headerSandboxPort: "8080", "Authorization": "Bearer " + token})
-	if w.Code != 200 || den.calls()[len(den.calls())-1].auth != "Bearer "+token {
-		t.Errorf("by header with a den token: %d %s %+v", w.Code, w.Body, den.calls()[len(den.calls())-1])
+	// By its host the port is an origin of its own, which the door tells
+	// den's proxy, whatever the caller sent.
+	if proxied.ownOrigin != "1" {
+		t.Errorf("by host: %s = %q, want 1", inproc.OwnOriginHeader, proxied.ownOrigin)
+	}
+	w = get("127.0.0.1:7070", "/x", map[string]string{headerSandboxID: "sb1", headerSandboxPort: "8080", "Authorization": "Bearer " + token,
+		inproc.OwnOriginHeader: "1"})
+	if last := den.calls()[len(den.calls())-1]; w.Code != 200 || last.auth != "Bearer "+token || last.ownOrigin != "" {
+		t.Errorf("by header with a den token (at dend's own origin): %d %s %+v", w.Code, w.Body, last)
 	}
 	if w := get("0-sb1.e2b.localhost", "/", nil); w.Code != 400 {
 		t.Errorf("port 0: %d %s", w.Code, w.Body)

@@ -134,7 +134,8 @@ func (d *Door) Claims(r *http.Request) bool {
 
 func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, port := r.Header.Get(headerSandboxID), r.Header.Get(headerSandboxPort)
-	if hid, hport, ok := d.hostTarget(r); ok {
+	hid, hport, byHost := d.hostTarget(r)
+	if byHost {
 		id, port = hid, hport
 	}
 	if (id == "" || port == "" || port == envdPort) && cors(w, r) {
@@ -146,7 +147,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case id == "":
 		d.control.ServeHTTP(w, r)
 	case port != "" && port != envdPort:
-		d.servePort(w, r, id, port)
+		d.servePort(w, r, id, port, byHost)
 	default:
 		r.Header.Set(headerSandboxID, id)
 		d.envd.ServeHTTP(w, r)

@@ -372,6 +372,7 @@ type fakeAPI struct {
 type fakeCall struct {
 	route, path, query, body, auth string
 	actAs                          string // the owner a door acted for
+	ownOrigin                      string // what the door said of the port's origin
 }
 
 func newFakeAPI() *fakeAPI { return &fakeAPI{state: api.StateRunning} }
@@ -380,7 +381,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
 	f.log = append(f.log, fakeCall{route: r.Method + " " + r.URL.Path, path: r.URL.Path, query: r.URL.RawQuery, body: string(b), auth: r.Header.Get("Authorization"),
-		actAs: r.Header.Get(inproc.ActAsOwnerHeader)})
+		actAs: r.Header.Get(inproc.ActAsOwnerHeader), ownOrigin: r.Header.Get(inproc.OwnOriginHeader)})
 	state := f.state
 	f.mu.Unlock()
 	if strings.HasPrefix(r.URL.Path, "/v1/sandboxes/nope") {

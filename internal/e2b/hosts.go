@@ -89,8 +89,10 @@ func trafficRefused(w http.ResponseWriter, id, why string) {
 }
 
 // servePort passes r on to a port of sandbox id, through den's proxy of
-// exposed ports.
-func (d *Door) servePort(w http.ResponseWriter, r *http.Request, id, portStr string) {
+// exposed ports. byHost says r came by the port's own host, whose origin
+// is the application's alone; a request routed by E2b-Sandbox-Id headers
+// came to dend's own address, and its answer is confined as any there.
+func (d *Door) servePort(w http.ResponseWriter, r *http.Request, id, portStr string, byHost bool) {
 	n, err := strconv.ParseUint(portStr, 10, 16)
 	if err != nil || n == 0 {
 		d.writeError(w, r, invalid("invalid port %q: use a port from 1 to 65535", portStr))
@@ -121,8 +123,11 @@ func (d *Door) servePort(w http.ResponseWriter, r *http.Request, id, portStr str
 			}
 			u.Scheme, u.Host, u.RawQuery = "http", "dend", pr.In.URL.RawQuery
 			pr.Out.URL, pr.Out.Host = u, "dend"
-			for _, h := range []string{headerTrafficToken, headerAccessToken, headerSandboxID, headerSandboxPort} {
+			for _, h := range []string{headerTrafficToken, headerAccessToken, headerSandboxID, headerSandboxPort, inproc.OwnOriginHeader} {
 				pr.Out.Header.Del(h)
+			}
+			if byHost {
+				pr.Out.Header.Set(inproc.OwnOriginHeader, "1")
 			}
 		},
 		Transport:     rt,

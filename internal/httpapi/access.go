@@ -114,6 +114,12 @@ func noteError(r *http.Request, msg string) { infoOf(r).errMsg = msg }
 func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := &requestInfo{fromNode: s.fromNode(r)}
+		if !info.fromNode && !inproc.FromDoor(r.Context()) {
+			// Only a door says a port is served on a host of its own:
+			// a caller's claim is dropped here, before a node of the
+			// fleet, which believes the node that forwards it, sees it.
+			r.Header.Del(inproc.OwnOriginHeader)
+		}
 		// A request another node forwarded from its socket is as local
 		// as one on this socket: the fleet's key vouches for it.
 		if IsLocal(r) || (info.fromNode && r.Header.Get(cluster.HeaderLocal) != "") {

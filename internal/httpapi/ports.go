@@ -175,6 +175,13 @@ func (s *server) proxyPort(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	fwd := forwardedPath(r)
+	dendOrigin := onDendOrigin(r, fwd)
+	if dendOrigin {
+		if err := refuseServiceWorker(r); err != nil {
+			return err
+		}
+	}
 	ref := r.PathValue("name")
 	target, err := s.sandboxes.PortTarget(r.Context(), ref, port)
 	if err != nil {
@@ -186,7 +193,6 @@ func (s *server) proxyPort(w http.ResponseWriter, r *http.Request) error {
 	if name == "" {
 		name = ref
 	}
-	fwd := forwardedPath(r)
 	if info.grant != nil && info.grant.signedQuery && fwd.host {
 		s.setPortCookie(w, r)
 	}
@@ -201,8 +207,15 @@ func (s *server) proxyPort(w http.ResponseWriter, r *http.Request) error {
 				pr.Out.Header.Set("X-Forwarded-Prefix", fwd.prefix)
 			}
 			// What let the caller in is den's, not the application's.
-			pr.Out.Header.Del("Authorization")
-			dropPortCookie(pr.Out.Header)
+			scrubRequest(pr.Out.Header)
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			if dendOrigin {
+				confineAnswer(resp.Header)
+			} else {
+				keepCookiesOnHost(resp.Header)
+			}
+			return nil
 		},
 		Transport:  s.portTransport,
 		BufferPool: proxyBuffers,

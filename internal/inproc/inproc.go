@@ -42,7 +42,7 @@ func (a *API) Serve(asRoot, asToken http.Handler) {
 		l *listener
 		h http.Handler
 	}{{a.asRoot, asRoot}, {a.asToken, asToken}} {
-		srv := &http.Server{Handler: s.h, ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: s.h, ReadHeaderTimeout: 10 * time.Second, ConnContext: markInProcess}
 		a.servers = append(a.servers, srv)
 		go srv.Serve(s.l)
 	}
@@ -69,6 +69,30 @@ const (
 	ActAsOwnerHeader = "Den-Act-As-Owner"
 	ActAsNameHeader  = "Den-Act-As-Name"
 )
+
+// OwnOriginHeader is set by a door that serves a sandbox's port on a
+// host of its own (E2B's PORT-ID.DOMAIN): the browser sees the
+// application at that origin, not at dend's, so what the port proxy
+// keeps away from dend's origin (cookies, service workers) may pass.
+// dend honours it only on requests that came in process (FromDoor), or
+// that another node of its fleet forwarded (having dropped any a caller
+// sent), and never passes it on to the application.
+const OwnOriginHeader = "Den-Own-Origin"
+
+// inProcessKey marks the context of a request that came in process.
+type inProcessKey struct{}
+
+func markInProcess(ctx context.Context, _ net.Conn) context.Context {
+	return context.WithValue(ctx, inProcessKey{}, true)
+}
+
+// FromDoor reports whether a request's context is that of one a door in
+// dend sent in process, over either end, rather than one from a network
+// or the unix socket.
+func FromDoor(ctx context.Context) bool {
+	v, _ := ctx.Value(inProcessKey{}).(bool)
+	return v
+}
 
 // RootTransport carries requests the API answers as root's.
 func (a *API) RootTransport() *http.Transport { return transport(a.asRoot) }

@@ -25,18 +25,20 @@ export function nextStep(s) {
 
 // portLinks links each exposed port. A public port is a plain link; a
 // private one is signed when clicked (a link that works without a token
-// until it expires), since a new tab carries no token.
+// until it expires), since a new tab carries no token. Links name the
+// sandbox by id: names are unique only per owner, and a link by name
+// breaks for callers without a token once another owner takes the name.
 export function portLinks(app, s) {
   if (!s.ports?.length) return h('span.muted', '–');
   return s.ports.map(p => {
-    const path = app.api.sb(s.name, '/ports/' + p.port + '/proxy/');
+    const path = app.api.sb(s.id, '/ports/' + p.port + '/proxy/');
     return h('a.port', {class: p.public ? 'public' : 'private',
       href: path, target: '_blank', rel: 'noopener noreferrer',
       title: p.public ? 'public: anyone with the link' : 'private: opens a signed link',
       onclick: p.public ? null : async e => {
         e.preventDefault();
         try {
-          const u = await app.api.get(app.api.sb(s.name, '/ports/' + p.port + '/url'));
+          const u = await app.api.get(app.api.sb(s.id, '/ports/' + p.port + '/url'));
           window.open(u.url || u.path, '_blank', 'noopener,noreferrer');
         } catch (ex) { toast('Signing a link to port ' + p.port + ': ' + (ex.full || ex)); }
       },
