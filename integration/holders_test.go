@@ -160,3 +160,65 @@ func TestSecretHoldersLeavingTheirCgroup(t *testing.T) {
 		d.mustSh("svc", fmt.Sprintf("kill %d", p.PID))
 	}
 }
+
+// As in the e2b-base image, commands run as a member of the group sudo,
+// who reaches root only through den's sudo: a helper that user started
+// before the secret was granted has sudo move a holder, started since,
+// out of the holders' cgroup. The holder is still found, and a fork is
+// refused naming it.
+func TestSecretHoldersMovedThroughSudo(t *testing.T) {
+	d := startDend(t)
+	ctx := ctxT(t, 5*time.Minute)
+	if _, err := d.c.SetSecret(ctx, "API_TOKEN", []byte("held-"+rand.Text())); err != nil {
+		t.Fatal(err)
+	}
+	d.create("svc")
+	d.mustSh("svc", fmt.Sprintf("echo 'user:x:1000:1000::/tmp:/bin/sh' >>/etc/passwd && echo 'sudo:x:27:user' >>/etc/group && ln -sf %s /tmp/sudo",
+		guest.InitPath))
+	asUser := func(script string) {
+		t.Helper()
+		var errb strings.Builder
+		run, err := d.c.Exec(ctx, "svc", api.ExecRequest{Argv: []string{"sh", "-c", script}, User: "user"}, client.ExecIO{Stderr: &errb})
+		if err != nil || run.ExitCode == nil || *run.ExitCode != 0 {
+			t.Fatalf("%q as user: %v, %+v: %s", script, err, run, errb.String())
+		}
+	}
+	asUser(`(setsid sh -c 'while [ ! -s /tmp/move ]; do usleep 20000; done
+		/tmp/sudo sh -c "echo $(cat /tmp/move) >/sys/fs/cgroup/cpuacct/cgroup.procs" 2>/tmp/moved.err; echo $? >/tmp/moved' </dev/null >/dev/null 2>&1 &)`)
+	if _, err := d.c.SetSecrets(ctx, "svc", []api.SecretGrant{{Name: "API_TOKEN"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	const argv = "sleep 7103"
+	asUser("setsid " + argv + " </dev/null >/dev/null 2>&1 &")
+	var held api.Process
+	waitFor(t, 10*time.Second, argv+" to start", func() bool {
+		procs, err := d.c.Processes(ctx, "svc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range procs {
+			if p.Command == argv {
+				held = p
+				return true
+			}
+		}
+		return false
+	})
+	asUser(fmt.Sprintf("echo %d >/tmp/move", held.PID))
+	waitFor(t, 10*time.Second, "the helper to move the holder", func() bool {
+		out, _, _ := d.sh("svc", "cat /tmp/moved 2>/dev/null")
+		return out != ""
+	})
+	if out := d.mustSh("svc", fmt.Sprintf("cat /tmp/moved /tmp/moved.err /proc/%d/cgroup", held.PID)); !strings.HasPrefix(out, "0\n") || strings.Contains(out, "den-secrets") {
+		t.Fatalf("sudo did not move the holder out of den's cgroup:\n%s", out)
+	}
+
+	want := fmt.Sprintf("pid %d `%s`", held.PID, argv)
+	_, err := d.c.Fork(ctx, "svc", client.ForkOptions{Name: "kid"})
+	if err == nil {
+		t.Errorf("the fork went ahead with %s alive", want)
+	} else if e := apiErr(t, err); e.Code != api.CodeConflict || !strings.Contains(e.Message, want) {
+		t.Errorf("fork: %+v, want a conflict naming %s", e, want)
+	}
+}
