@@ -104,13 +104,16 @@ func (s *Server) secretHolders(live []procEntry) map[int]bool {
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.secretsGiven && len(s.secretRoots) == 0 && len(grouped) == 0 {
-		return nil
-	}
+	given := s.secretsGiven
+	s.mu.Unlock()
 	var flagged map[int]bool
-	if s.secretsGiven {
+	if given { // read from /proc, outside the lock
 		flagged = markedHolders(live, os.Getpid(), s.hasMark)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.secretRoots) == 0 && len(grouped) == 0 && len(flagged) == 0 {
+		return nil
 	}
 	parent := make(map[int]int, len(live))
 	for _, pe := range live {
