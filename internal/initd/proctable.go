@@ -81,9 +81,13 @@ func (s *Server) handlePs(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// holdsSecrets reports whether process pid may hold a secret.
+// holdsSecrets reports whether process pid may hold a secret. Where no
+// process was ever given secrets, none can, and /proc is not read.
 func (s *Server) holdsSecrets(pid int) bool {
-	return s.secretHolders(descendants(readProcTable(), os.Getpid()))[pid]
+	s.mu.Lock()
+	given := s.secretsGiven
+	s.mu.Unlock()
+	return given && s.secretHolders(descendants(readProcTable(), os.Getpid()))[pid]
 }
 
 // secretHolders returns, of the live processes, those that may hold a
