@@ -10,7 +10,8 @@ type Process struct {
 	RSSBytes int64  `json:"rss_bytes"`
 	// Secrets marks a process that may hold a secret in its memory: one
 	// started with secrets, or in its process group or session, or below
-	// one of those. While one runs, the sandbox's memory is not saved.
+	// one of those, however it detached or moved (its mark, no_new_privs,
+	// stays for good). While one runs, the sandbox's memory is not saved.
 	Secrets bool `json:"secrets,omitempty"`
 }
 

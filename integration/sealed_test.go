@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"crypto/rand"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,9 +16,9 @@ import (
 
 // The memory of a sandbox ever granted a secret reaches a disk only
 // sealed. Here the value is where den cannot see it: a copy in /dev/shm (a
-// tmpfs, so in memory) and the environment of a process that shed the
-// holders' mark on purpose (root moving itself out of their cgroup, in a
-// session of its own under den-init). Hibernation, a checkpoint with
+// tmpfs, so in memory) and the environment of a process started before
+// the grant, which read it from that copy (nothing marks it: it was never
+// given a secret). Hibernation, a checkpoint with
 // memory and a fork all save it, and no file under the data directory or
 // the scratch directory holds the value; wake, restore and the fork bring
 // it and the process back. A sandbox never granted one saves as before.
@@ -29,8 +30,9 @@ func TestSecretImagesSealed(t *testing.T) {
 	if _, err := d.c.SetSecret(ctx, "API_TOKEN", token); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "svc", Image: "busybox", Memory: "256M",
-		Secrets: []api.SecretGrant{{Name: "API_TOKEN"}}}); err != nil {
+	d.create("svc")
+	d.mustSh("svc", `(setsid sh -c 'while [ ! -s /dev/shm/held ]; do usleep 20000; done; API_TOKEN=$(cat /dev/shm/held) exec sleep 600' </dev/null >/dev/null 2>&1 &)`)
+	if _, err := d.c.SetSecrets(ctx, "svc", []api.SecretGrant{{Name: "API_TOKEN"}}); err != nil {
 		t.Fatal(err)
 	}
 	d.create("plain")
@@ -49,17 +51,22 @@ func TestSecretImagesSealed(t *testing.T) {
 	}
 	want := sha(token)
 	d.mustSh("svc", `printf %s "$API_TOKEN" > /dev/shm/held`)
-	pid := strings.TrimSpace(d.mustSh("svc", `(setsid sh -c 'echo $$ > /sys/fs/cgroup/cpuacct/cgroup.procs; exec sleep 600' </dev/null >/dev/null 2>&1 &)
-		sleep 0.2; pidof sleep`))
-	procs, err := d.c.Processes(ctx, "svc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range procs {
-		if p.Secrets {
-			t.Fatalf("%+v is marked: this test needs a holder that shed the mark", p)
+	var pid string
+	waitFor(t, 10*time.Second, "the process started before the grant to take the value", func() bool {
+		procs, err := d.c.Processes(ctx, "svc")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		for _, p := range procs {
+			if p.Secrets {
+				t.Fatalf("%+v is marked: this test needs a holder den cannot see", p)
+			}
+			if p.Command == "sleep 600" {
+				pid = fmt.Sprint(p.PID)
+			}
+		}
+		return pid != ""
+	})
 	// What the sandbox holds, as digests (output with the value is masked).
 	held := func(name string) string {
 		t.Helper()
@@ -134,7 +141,7 @@ func TestSecretImagesSealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.start()
-	_, err = d.c.Resume(ctx, "svc")
+	_, err := d.c.Resume(ctx, "svc")
 	if e := apiErr(t, err); !strings.Contains(e.Message, "images key") || strings.Contains(e.Message, d.dataDir) {
 		t.Errorf("waking with another key: %+v", e)
 	}

@@ -4,9 +4,12 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/den-dev/den/internal/guest"
 )
 
 // The processes that may hold a secret: its root, the root's group (also
@@ -65,5 +68,95 @@ func TestSecretHoldersInGroup(t *testing.T) {
 	got := slices.Sorted(maps.Keys(s.secretHolders(live)))
 	if want := []int{400, 401, 500}; !slices.Equal(got, want) {
 		t.Errorf("holders %v, want %v", got, want)
+	}
+}
+
+// The holders' mark counts for a flagged process none of whose ancestors
+// up to den-init lacks the flag: a holder reparented to den-init, what it
+// forked, and one whose parent's pid was taken since by a newer process.
+// A process that set the flag itself below an unflagged one (a browser's
+// sandboxed helper) is no holder, nor is anything when den-init has the
+// flag too.
+func TestMarkedHolders(t *testing.T) {
+	const self = 1
+	live := []procEntry{
+		{pid: 10, ppid: 1, start: 100},  // started with secrets, flagged
+		{pid: 11, ppid: 10, start: 101}, // its child
+		{pid: 12, ppid: 1, start: 102},  // a double fork's orphan, moved out of the cgroup
+		{pid: 13, ppid: 12, start: 103},
+		{pid: 20, ppid: 1, start: 110},  // a browser, no flag
+		{pid: 21, ppid: 20, start: 111}, // its helper, which set the flag itself
+		{pid: 22, ppid: 21, start: 112}, // and what that forked
+		{pid: 30, ppid: 31, start: 120}, // a holder whose parent died: its pid is now...
+		{pid: 31, ppid: 1, start: 130},  // ...a newer process's, without the flag
+		{pid: 40, ppid: 99, start: 140}, // a holder whose parent is gone from the table
+		{pid: 50, ppid: 1, start: 150},  // no flag, no secrets
+	}
+	flags := map[int]bool{1: false, 10: true, 11: true, 12: true, 13: true, 21: true, 22: true, 30: true, 40: true}
+	got := slices.Sorted(maps.Keys(markedHolders(live, self, func(pid int) bool { return flags[pid] })))
+	if want := []int{10, 11, 12, 13, 30, 40}; !slices.Equal(got, want) {
+		t.Errorf("marked holders %v, want %v", got, want)
+	}
+	flags[self] = true
+	if got := markedHolders(live, self, func(pid int) bool { return flags[pid] }); len(got) != 0 {
+		t.Errorf("with den-init flagged too: %v, want none", got)
+	}
+}
+
+// A holder moved out of the hold group, with its process group, session
+// and lineage gone, is still found by its mark, once den-init has started
+// a process with secrets; before that no mark is looked at.
+func TestSecretHoldersByMark(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	self := os.Getpid()
+	s := &Server{secretRoots: map[int]bool{}, holds: &holdGroup{dir: dir}, log: slog.New(slog.DiscardHandler),
+		hasMark: func(pid int) bool { return pid == 700 || pid == 701 }}
+	live := []procEntry{
+		{pid: 700, ppid: self, pgrp: 700, session: 700, start: 5}, // setsid, forked, orphaned, moved out
+		{pid: 701, ppid: 700, pgrp: 700, session: 700, start: 6},
+		{pid: 800, ppid: self, pgrp: 800, session: 800, start: 7},
+	}
+	if got := s.secretHolders(live); len(got) != 0 {
+		t.Errorf("holders %v before any process was given secrets, want none", got)
+	}
+	s.secretsGiven = true
+	got := slices.Sorted(maps.Keys(s.secretHolders(live)))
+	if want := []int{700, 701}; !slices.Equal(got, want) {
+		t.Errorf("holders %v, want %v", got, want)
+	}
+}
+
+// The wrapper marks what it execs, before it has its secrets: the
+// command, and anything it runs, has no_new_privs, for good.
+func TestSecretExecMarks(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, SecretExecArg, "/bin/sh", "sh", "-c",
+		`grep NoNewPrivs /proc/self/status; sh -c 'grep NoNewPrivs /proc/self/status'; echo "$API_TOKEN"`)
+	cmd.ExtraFiles = []*os.File{r}
+	frames, err := guest.EncodeSecrets([]guest.Secret{{Env: "API_TOKEN", Value: []byte("marked")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		w.Write(frames)
+		w.Close()
+	}()
+	out, err := cmd.CombinedOutput()
+	r.Close()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if want := "NoNewPrivs:\t1\nNoNewPrivs:\t1\nmarked\n"; string(out) != want {
+		t.Errorf("the wrapped command printed %q, want %q", out, want)
 	}
 }

@@ -23,9 +23,10 @@ import (
 //
 // A process can leave only by writing its pid into another cgroup's
 // cgroup.procs, which needs root in the sandbox: a deliberately hostile
-// command running as root can shed the mark (and so a secret can still
-// reach a memory image; den encrypts those of a sandbox ever granted
-// secrets). Moving into a cgroup below the hold group keeps the mark.
+// command running as root can leave the group. It keeps the holders'
+// mark (holdmark.go), which nothing can remove, so it is still found;
+// the group is one of the ways holders are known, not the only one.
+// Moving into a cgroup below the hold group keeps the membership.
 type holdGroup struct {
 	dir string // the cgroup directory: <cgroups>/cpuacct/den-secrets
 }

@@ -13,6 +13,7 @@ import (
 type procEntry struct {
 	pid, ppid, pgrp, session int
 	zombie                   bool
+	start                    uint64 // clock ticks after boot it started at
 }
 
 // readProcTable lists every process in /proc.
@@ -38,8 +39,9 @@ func readProcTable() []procEntry {
 	return out
 }
 
-// parseStat reads "pid (comm) state ppid pgrp session ...". comm may hold
-// spaces and parentheses, so fields are counted after its last ')'.
+// parseStat reads "pid (comm) state ppid pgrp session ... starttime ...".
+// comm may hold spaces and parentheses, so fields are counted after its
+// last ')'.
 func parseStat(pid int, s string) (procEntry, bool) {
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
@@ -55,7 +57,11 @@ func parseStat(pid int, s string) (procEntry, bool) {
 	if err1 != nil || err2 != nil || err3 != nil {
 		return procEntry{}, false
 	}
-	return procEntry{pid: pid, ppid: ppid, pgrp: pgrp, session: sess, zombie: f[0] == "Z"}, true
+	pe := procEntry{pid: pid, ppid: ppid, pgrp: pgrp, session: sess, zombie: f[0] == "Z"}
+	if len(f) > 19 { // field 22, the 20th after comm
+		pe.start, _ = strconv.ParseUint(f[19], 10, 64)
+	}
+	return pe, true
 }
 
 // holdersOf returns the pids that have a file descriptor open on one of

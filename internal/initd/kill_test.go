@@ -13,6 +13,7 @@ func TestParseStat(t *testing.T) {
 	}{
 		{"42 (sleep) S 1 42 42 0 -1", procEntry{pid: 42, ppid: 1, pgrp: 42, session: 42}, true},
 		{"42 (a b) c) (d) Z 7 8 9 0", procEntry{pid: 42, ppid: 7, pgrp: 8, session: 9, zombie: true}, true},
+		{"42 (sleep) S 1 42 42 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 7713 2396160 200", procEntry{pid: 42, ppid: 1, pgrp: 42, session: 42, start: 7713}, true},
 		{"42 (x S 1 2 3", procEntry{}, false},
 		{"42 (x) S 1", procEntry{}, false},
 	}

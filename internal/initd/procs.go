@@ -314,6 +314,7 @@ func (s *Server) startProc(spec guest.ProcSpec) (*proc, error) {
 	s.procs[p.id] = p
 	if secrets != nil {
 		s.secretRoots[pid] = true
+		s.secretsGiven = true
 	}
 	s.mu.Unlock()
 

@@ -81,25 +81,42 @@ func (s *Server) handlePs(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// holdsSecrets reports whether process pid may hold a secret. Where no
+// process was ever given secrets, none can, and /proc is not read.
+func (s *Server) holdsSecrets(pid int) bool {
+	s.mu.Lock()
+	given := s.secretsGiven
+	s.mu.Unlock()
+	return given && s.secretHolders(descendants(readProcTable(), os.Getpid()))[pid]
+}
+
 // secretHolders returns, of the live processes, those that may hold a
-// secret: every process in the hold group (started with secrets, or forked
-// from one at any depth, however it detached since), and by lineage, for
-// a sandbox without cgroups or a process a hostile root moved out of the
-// group: a process started with secrets (a root), every process in a
-// root's process group or session (a shell's `cmd &` and pipelines stay
-// in them), and every process below one of those. Roots none of whose
-// processes live any more are forgotten.
+// secret, known three ways, any one of which is enough: by the holders'
+// mark, which nothing in the sandbox can remove (holdmark.go); by the hold
+// group (holdgroup.go), where a process started with secrets and all it
+// forks stay unless root moves them out; and by lineage: a process
+// started with secrets (a root), every process in a root's process group
+// or session (a shell's `cmd &` and pipelines stay in them), and every
+// process below one of those. Roots none of whose processes live any
+// more are forgotten.
 func (s *Server) secretHolders(live []procEntry) map[int]bool {
 	var grouped map[int]bool
 	if s.holds != nil {
 		var err error
 		if grouped, err = s.holds.members(); err != nil {
-			s.log.Warn("secret holders are known by their lineage alone", keyErr, err)
+			s.log.Warn("secret holders are known by their lineage and mark alone", keyErr, err)
 		}
 	}
 	s.mu.Lock()
+	given := s.secretsGiven
+	s.mu.Unlock()
+	var flagged map[int]bool
+	if given { // read from /proc, outside the lock
+		flagged = markedHolders(live, os.Getpid(), s.hasMark)
+	}
+	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.secretRoots) == 0 && len(grouped) == 0 {
+	if len(s.secretRoots) == 0 && len(grouped) == 0 && len(flagged) == 0 {
 		return nil
 	}
 	parent := make(map[int]int, len(live))
@@ -108,7 +125,7 @@ func (s *Server) secretHolders(live []procEntry) map[int]bool {
 	}
 	marked := map[int]bool{}
 	for _, pe := range live {
-		if s.secretRoots[pe.pid] || s.secretRoots[pe.pgrp] || s.secretRoots[pe.session] || grouped[pe.pid] {
+		if s.secretRoots[pe.pid] || s.secretRoots[pe.pgrp] || s.secretRoots[pe.session] || grouped[pe.pid] || flagged[pe.pid] {
 			marked[pe.pid] = true
 		}
 	}

@@ -102,12 +102,17 @@ func sendSecrets(w *os.File, secrets []guest.Secret) error {
 	return err
 }
 
-// SecretExec is the wrapper: it reads secret frames from fd 3, sets the
-// environment variables and writes the files they name, and execs args[0]
-// with argv args[1:]. It returns only on failure.
+// SecretExec is the wrapper: it marks itself as a holder (holdmark.go),
+// reads secret frames from fd 3, sets the environment variables and
+// writes the files they name, and execs args[0] with argv args[1:]. It
+// returns only on failure.
 func SecretExec(args []string) error {
 	if len(args) < 2 {
 		return errors.New("usage: den-init " + SecretExecArg + " PATH ARGV0 [ARGS...]")
+	}
+	// Marked before it has any secret, or it never gets them.
+	if err := markHolder(); err != nil {
+		return err
 	}
 	in := os.NewFile(3, "secrets")
 	b, err := io.ReadAll(io.LimitReader(in, guest.MaxSecrets*(guest.MaxSecretBytes+4096)))

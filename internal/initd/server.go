@@ -125,9 +125,15 @@ type Server struct {
 	// the leader of its process group (and, with a terminal, session),
 	// for as long as any process of theirs lives: see secretHolders.
 	secretRoots map[int]bool
+	// secretsGiven is whether a process was ever started here with
+	// secrets: only then do the holders' marks mean anything.
+	secretsGiven bool
 	// holds is the cgroup every process started with secrets, and all it
 	// forks, belongs to; nil where there are no cgroups.
 	holds *holdGroup
+	// hasMark reports whether a process bears the holders' mark
+	// (holdmark.go); tests replace it.
+	hasMark func(pid int) bool
 	// hostname waits for a warm-pool instance's host name helper; nil
 	// without a HostnameSocket, or when it could not listen.
 	hostname *hostnameHelper
@@ -145,6 +151,7 @@ func New(cfg Config) (*Server, error) {
 		reaper:      cfg.Reaper,
 		procs:       make(map[string]*proc),
 		secretRoots: make(map[int]bool),
+		hasMark:     hasMark,
 		info: guest.Info{
 			Version: cfg.Version,
 			BootID:  randomID(16),

@@ -30,8 +30,9 @@ import (
 // caller's own standard files, so its output goes where the caller's
 // goes. It answers with the command's exit status once it ended. Signals
 // the caller gets are passed on; a caller that goes away takes the
-// command with it. A command holding secrets (see holdgroup.go) is
-// refused: what it started would no longer be marked as a holder.
+// command with it. A command holding secrets (see secretHolders) is
+// refused, wherever it moved itself: what it started would no longer be
+// marked as a holder.
 //
 // Every message on the socket is a 4-byte big-endian length and JSON.
 
@@ -147,10 +148,9 @@ func (s *Server) maySudo(conn *net.UnixConn) error {
 	if credErr != nil {
 		return fmt.Errorf("cannot tell who is asking: %w", credErr)
 	}
-	if s.holds != nil {
-		if members, err := s.holds.members(); err == nil && members[int(cred.Pid)] {
-			return errors.New("a command holding secrets cannot use sudo: what it ran would not be marked as holding them")
-		}
+	if s.holdsSecrets(int(cred.Pid)) {
+		return errors.New("a command holding secrets cannot use sudo: what it ran would not be marked as holding them " +
+			"(run the command as root with `den exec --user root`, or use sudo from a command started without secrets)")
 	}
 	if cred.Uid == 0 {
 		return nil

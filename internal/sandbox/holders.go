@@ -16,8 +16,9 @@ import (
 // memory for as long as it runs. Saving the sandbox's memory then would
 // write the secret to disk (a hibernation image, a checkpoint) or copy it
 // into a fork, so den does not: while a process that may hold a secret is
-// alive (den-init marks those started with secrets, their process groups
-// and sessions, and everything below them), hibernating, checkpointing
+// alive (den-init marks those started with secrets and everything they
+// start, in a way nothing in the sandbox can undo, and knows their
+// process groups and sessions), hibernating, checkpointing
 // with memory and forking with processes are refused, saying which
 // processes and what to do instead. The idle policy then leaves the
 // sandbox paused in RAM, and tries again after another idle period.
