@@ -78,9 +78,6 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	if err := spec.Limits().Validate(); err != nil {
-		return nil, err
-	}
 	// Refuse a taken name before building an image for it.
 	if err := s.nameFree(ctx, p.Owner, p.Name); err != nil {
 		return nil, err

@@ -308,11 +308,8 @@ func (s *Spec) Validate() error {
 	if err := ValidateName("image", s.Image); err != nil {
 		return err
 	}
-	if s.CPUs <= 0 || s.CPUs > MaxCPUs {
-		return errdefs.WithHint(errdefs.Invalid("invalid cpus %g", s.CPUs), fmt.Sprintf("use a number above 0 and at most %d, e.g. 0.5 or 2", MaxCPUs))
-	}
-	if s.MemoryBytes < MinMemory {
-		return errdefs.WithHint(errdefs.Invalid("invalid memory %d bytes: below the 64M minimum", s.MemoryBytes), "use a size like 512M or 2G")
+	if err := s.Limits().Validate(); err != nil {
+		return err
 	}
 	for _, k := range sortedKeys(s.Env) {
 		if !envKeyRE.MatchString(k) {
