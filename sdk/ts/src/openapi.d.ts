@@ -2337,7 +2337,9 @@ export interface components {
         /**
          * @description Idle policy and checkpoint retention. In a request an absent field
          *     takes dend's default (create) or keeps its value (PATCH); in a
-         *     Sandbox every field is set, to the value in effect.
+         *     Sandbox every field is set, to the value in effect. In a request,
+         *     pause_after, hibernate_after, ttl and max_age are "0" or at least
+         *     dend's --min-ttl (default 1m).
          */
         Policy: {
             /** @description freeze it in RAM after this long idle */
