@@ -1937,6 +1937,7 @@ export interface components {
             env?: {
                 [key: string]: string;
             };
+            /** @description at most 64; keys 1-63 bytes, values at most 255, both printable UTF-8 text */
             labels?: {
                 [key: string]: string;
             };
