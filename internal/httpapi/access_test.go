@@ -171,6 +171,10 @@ func newAccessEnv(t *testing.T) *accessEnv {
 
 	h := New(Config{
 		Sandboxes: a.sbx, Images: newFakeImages(c), Tokens: tokens, Audit: st, Secrets: vault, Owners: a.quotas, Requests: st,
+		Health: func(context.Context) api.Health {
+			return api.Health{Status: "ok", Version: "1.2.3", Storage: "btrfs", Disk: &api.DiskHealth{FreeBytes: 5 << 30},
+				Pool: &api.PoolHealth{SizeBytes: 100 << 30, PromisedBytes: 60 << 30}, Warm: &api.WarmHealth{MemoryTotalBytes: 64 << 30}}
+		},
 		Logger: slog.New(slog.NewJSONHandler(a.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	a.root = httptest.NewServer(Local(h))
@@ -507,6 +511,25 @@ func TestAdminOnlyAreas(t *testing.T) {
 	}
 	if resp, b := a.do("ops", "POST", "/v1/images/build", strings.NewReader(`{"name":"busybox"}`)); resp.StatusCode != 200 {
 		t.Errorf("build as an admin token: %d %s", resp.StatusCode, b)
+	}
+}
+
+// Health tells everyone dend's status and versions; the host's disk,
+// pool and memory, which every owner's work fills, only admins.
+func TestHealthFiguresAreForAdmins(t *testing.T) {
+	a := newAccessEnv(t)
+	for _, tc := range []struct {
+		who     string
+		figures bool
+	}{{"root", true}, {"ops", true}, {"auditor", true}, {"alice", false}, {"alice-ro", false}} {
+		var h api.Health
+		if resp := a.doJSON(tc.who, "GET", "/v1/health", nil, &h); resp.StatusCode != 200 || h.Status != "ok" || h.Version != "1.2.3" || h.Storage != "btrfs" {
+			t.Errorf("health as %s: %d %+v", tc.who, resp.StatusCode, h)
+		}
+		all, some := h.Disk != nil && h.Pool != nil && h.Warm != nil, h.Disk != nil || h.Pool != nil || h.Warm != nil
+		if tc.figures && !all || !tc.figures && some {
+			t.Errorf("health as %s: disk %+v pool %+v warm %+v; want the host's figures: %v", tc.who, h.Disk, h.Pool, h.Warm, tc.figures)
+		}
 	}
 }
 

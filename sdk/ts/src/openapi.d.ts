@@ -1837,6 +1837,11 @@ export interface components {
         ErrorBody: {
             error: components["schemas"]["Error"];
         };
+        /**
+         * @description dend's status and versions, for every token. disk, pool and warm
+         *     are the host's figures, shared by every owner: only admins (and
+         *     dend's unix socket) see them.
+         */
         Health: {
             /** @example ok */
             status: string;
