@@ -222,8 +222,12 @@ func TestRebaseRefusesASymlinkKeptPath(t *testing.T) {
 	ctx := ctxT(t, 5*time.Minute)
 	d.create("ln")
 	d.mustSh("ln", "mkdir -p /opt/real && echo mine > /opt/real/f && ln -s /opt/real /opt/data")
-	if _, errs, code := d.den("setup", "ln", "--keep-path", "/opt/data"); code != 0 {
+	if _, errs, code := d.den("setup", "ln", "--keep-path", "/opt/data", "--step", "true '\x1b]0;x\x07'"); code != 0 {
 		t.Fatalf("den setup: %s", errs)
+	}
+	// den setup shows the step on one line, its escapes escaped.
+	if out := d.mustDen("", "setup", "ln"); strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, `step 1: true '\x1b]0;x\a'`) {
+		t.Errorf("den setup shows the steps as %q", out)
 	}
 	before := d.inspect("ln")
 	_, err := d.c.Rebase(ctx, "ln", "")
