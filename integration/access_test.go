@@ -131,6 +131,16 @@ func TestAccessTokens(t *testing.T) {
 	a1, b1 := create(alice, "a1"), create(bob, "b1")
 	d.create("r1") // root's
 
+	// Health: dend's status and versions for all; the host's disk, pool
+	// and memory, filled by every owner's work, for admins only.
+	for name, c := range map[string]*client.Client{"root": d.c, "auditor": auditor, "alice": alice, "alice-ro": ro} {
+		h, err := c.Health(ctx)
+		admin := name == "root" || name == "auditor"
+		if err != nil || h.Status != "ok" || h.Version == "" || (h.Disk != nil) != admin || (h.Pool != nil) != admin {
+			t.Errorf("health as %s: %v %+v; want the disk and pool figures: %v", name, err, h, admin)
+		}
+	}
+
 	// Through the CLI over TCP, as an agent would.
 	aliceEnv := []string{"DEN_HOST=" + host, "DEN_TOKEN=" + tokens["alice"]}
 	if out, errs, code := d.denAs(aliceEnv, "", "exec", "a1", "--", "echo", "MARKER-argv-1"); code != 0 || out != "MARKER-argv-1\n" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -43,9 +44,17 @@ func raw(t *testing.T, d *dend, method, path, body string) (int, api.Error) {
 }
 
 func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
-	d := startDend(t)
+	addr := freeAddr(t)
+	d := startDend(t, "--listen", addr)
 	d.create("ok")
 	ctx := ctxT(t, 2*time.Minute)
+	labels := func(n int) string {
+		var kv []string
+		for i := range n {
+			kv = append(kv, fmt.Sprintf(`"k%d":"v"`, i))
+		}
+		return "{" + strings.Join(kv, ",") + "}"
+	}
 
 	cases := []struct {
 		name   string
@@ -54,28 +63,38 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		body   string
 		status int
 		code   string
+		says   string // in the message or hint, when set
 	}{
-		{"unknown sandbox", "GET", "/v1/sandboxes/nope", "", 404, api.CodeNotFound},
-		{"unknown image", "POST", "/v1/sandboxes", `{"name":"x1","image":"nope"}`, 404, api.CodeNotFound},
-		{"duplicate name", "POST", "/v1/sandboxes", `{"name":"ok","image":"busybox"}`, 409, api.CodeConflict},
-		{"invalid name", "POST", "/v1/sandboxes", `{"name":"Bad_Name!","image":"busybox"}`, 400, api.CodeInvalid},
-		{"bad memory", "POST", "/v1/sandboxes", `{"name":"x2","image":"busybox","memory":"lots"}`, 400, api.CodeInvalid},
-		{"tiny memory", "POST", "/v1/sandboxes", `{"name":"x3","image":"busybox","memory":"1M"}`, 400, api.CodeInvalid},
-		{"negative cpus", "POST", "/v1/sandboxes", `{"name":"x4","image":"busybox","cpus":-1}`, 400, api.CodeInvalid},
-		{"malformed json", "POST", "/v1/sandboxes", `{"name":`, 400, api.CodeInvalid},
-		{"unknown field", "POST", "/v1/sandboxes", `{"name":"x5","colour":"red"}`, 400, api.CodeInvalid},
-		{"oversized body", "POST", "/v1/sandboxes", `{"name":"x6","labels":{"a":"` + strings.Repeat("a", 2<<20) + `"}}`, 413, api.CodeTooLarge},
-		{"dotdot path", "GET", "/v1/sandboxes/ok/files/content?path=/etc/../../etc/passwd", "", 400, api.CodeInvalid},
-		{"relative path", "GET", "/v1/sandboxes/ok/files/content?path=etc/passwd", "", 400, api.CodeInvalid},
-		{"empty exec", "POST", "/v1/sandboxes/ok/exec", `{"argv":[]}`, 400, api.CodeInvalid},
-		{"unknown run", "GET", "/v1/sandboxes/ok/runs/nope", "", 404, api.CodeNotFound},
-		{"bad log stream", "GET", "/v1/sandboxes/ok/runs/nope/logs?stream=both", "", 400, api.CodeInvalid},
+		{"unknown sandbox", "GET", "/v1/sandboxes/nope", "", 404, api.CodeNotFound, ""},
+		{"unknown image", "POST", "/v1/sandboxes", `{"name":"x1","image":"nope"}`, 404, api.CodeNotFound, ""},
+		{"duplicate name", "POST", "/v1/sandboxes", `{"name":"ok","image":"busybox"}`, 409, api.CodeConflict, ""},
+		{"invalid name", "POST", "/v1/sandboxes", `{"name":"Bad_Name!","image":"busybox"}`, 400, api.CodeInvalid, ""},
+		{"bad memory", "POST", "/v1/sandboxes", `{"name":"x2","image":"busybox","memory":"lots"}`, 400, api.CodeInvalid, ""},
+		{"tiny memory", "POST", "/v1/sandboxes", `{"name":"x3","image":"busybox","memory":"1M"}`, 400, api.CodeInvalid, ""},
+		{"negative cpus", "POST", "/v1/sandboxes", `{"name":"x4","image":"busybox","cpus":-1}`, 400, api.CodeInvalid, ""},
+		{"malformed json", "POST", "/v1/sandboxes", `{"name":`, 400, api.CodeInvalid, ""},
+		{"unknown field", "POST", "/v1/sandboxes", `{"name":"x5","colour":"red"}`, 400, api.CodeInvalid, ""},
+		{"oversized body", "POST", "/v1/sandboxes", `{"name":"x6","labels":{"a":"` + strings.Repeat("a", 2<<20) + `"}}`, 413, api.CodeTooLarge, ""},
+		{"dotdot path", "GET", "/v1/sandboxes/ok/files/content?path=/etc/../../etc/passwd", "", 400, api.CodeInvalid, ""},
+		{"relative path", "GET", "/v1/sandboxes/ok/files/content?path=etc/passwd", "", 400, api.CodeInvalid, ""},
+		{"empty exec", "POST", "/v1/sandboxes/ok/exec", `{"argv":[]}`, 400, api.CodeInvalid, ""},
+		{"unknown run", "GET", "/v1/sandboxes/ok/runs/nope", "", 404, api.CodeNotFound, ""},
+		{"bad log stream", "GET", "/v1/sandboxes/ok/runs/nope/logs?stream=both", "", 400, api.CodeInvalid, ""},
+		{"a thousandth of a cpu", "POST", "/v1/sandboxes", `{"name":"x7","image":"busybox","cpus":0.001}`, 400, api.CodeInvalid, "from 0.01"},
+		{"limits to a thousandth of a cpu", "PATCH", "/v1/sandboxes/ok/limits", `{"cpus":0.001}`, 400, api.CodeInvalid, "from 0.01"},
+		{"pause after 1ns", "POST", "/v1/sandboxes", `{"name":"x8","image":"busybox","policy":{"pause_after":"1ns"}}`, 400, api.CodeInvalid, "--min-ttl"},
+		{"policy hibernate after 1ns", "PATCH", "/v1/sandboxes/ok/policy", `{"hibernate_after":"1ns"}`, 400, api.CodeInvalid, "--min-ttl"},
+		{"3000 labels", "POST", "/v1/sandboxes", `{"name":"x9","image":"busybox","labels":` + labels(3000) + `}`, 400, api.CodeInvalid, "more than the 64"},
+		{"a label with an escape", "POST", "/v1/sandboxes", `{"name":"x10","image":"busybox","labels":{"k":"\u001b[2J"}}`, 400, api.CodeInvalid, "printable"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			status, e := raw(t, d, tc.method, tc.path, tc.body)
 			if status != tc.status || e.Code != tc.code {
 				t.Fatalf("got %d %q (%s), want %d %q", status, e.Code, e.Message, tc.status, tc.code)
+			}
+			if !strings.Contains(e.Message+" "+e.Hint, tc.says) {
+				t.Fatalf("%q (hint %q) does not say %q", e.Message, e.Hint, tc.says)
 			}
 			if e.Message == "" {
 				t.Fatalf("no message in the error")
@@ -85,6 +104,20 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 			}
 		})
 	}
+
+	// E2B's metadata are den's labels, bounded the same, refused in
+	// E2B's error shape.
+	t.Run("e2b metadata", func(t *testing.T) {
+		key := strings.TrimSpace(d.mustDen("", "token", "create", "e2b", "--scope", "owner"))
+		var e struct {
+			Code    int
+			Message string
+		}
+		status := e2bCall(t, "http://"+addr, "POST", "/v2/sandboxes", key, `{"templateID":"busybox","metadata":`+labels(65)+`}`, &e)
+		if status != http.StatusBadRequest || e.Code != http.StatusBadRequest || !strings.Contains(e.Message, "more than the 64") {
+			t.Fatalf("65 metadata keys: %d %+v, want 400 saying the bound", status, e)
+		}
+	})
 
 	t.Run("illegal state", func(t *testing.T) {
 		d.create("idle")

@@ -135,6 +135,9 @@ func TestRebaseRollsBackOnFailedStep(t *testing.T) {
 		{[]string{"setup", "app", "--keep-path", "data"}, `not absolute`},
 		{[]string{"setup", "app", "--keep-path", "/opt/../etc"}, `".." element`},
 		{[]string{"setup", "app", "--keep-path", "/usr"}, `old system`},
+		{[]string{"setup", "app", "--keep-path", "/run/secrets"}, `under /run`},
+		{[]string{"setup", "app", "--keep-path", "/etc/passwd"}, `account files`},
+		{[]string{"create", "acct", "--image", "busybox", "--keep-path", "/etc/shadow"}, `account files`},
 		{[]string{"setup", "app", "--step", " "}, `setup step 1 is empty`},
 	} {
 		_, errs, code := d.den(c.args...)
@@ -210,4 +213,31 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// A kept path that is itself a symlink in the sandbox would keep only the
+// link, not the data: the rebase is refused, saying so, and rolled back.
+func TestRebaseRefusesASymlinkKeptPath(t *testing.T) {
+	d := startDend(t)
+	ctx := ctxT(t, 5*time.Minute)
+	d.create("ln")
+	d.mustSh("ln", "mkdir -p /opt/real && echo mine > /opt/real/f && ln -s /opt/real /opt/data")
+	if _, errs, code := d.den("setup", "ln", "--keep-path", "/opt/data", "--step", "true '\x1b]0;x\x07'"); code != 0 {
+		t.Fatalf("den setup: %s", errs)
+	}
+	// den setup shows the step on one line, its escapes escaped.
+	if out := d.mustDen("", "setup", "ln"); strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, `step 1: true '\x1b]0;x\a'`) {
+		t.Errorf("den setup shows the steps as %q", out)
+	}
+	before := d.inspect("ln")
+	_, err := d.c.Rebase(ctx, "ln", "")
+	if !client.IsConflict(err) || !strings.Contains(err.Error(), "cannot keep /opt/data: it is a symlink") {
+		t.Fatalf("rebase keeping a symlink: %v, want a conflict saying /opt/data is a symlink", err)
+	}
+	if sb := d.inspect("ln"); sb.State != api.StateRunning || sb.ImageVersion != before.ImageVersion {
+		t.Fatalf("after the refused rebase: %+v", sb)
+	}
+	if got := d.mustSh("ln", "cat /opt/data/f"); got != "mine\n" {
+		t.Fatalf("after the refused rebase /opt/data/f is %q", got)
+	}
 }

@@ -171,7 +171,8 @@ func TestSecretsNeverSaved(t *testing.T) {
 // them work. Once the process ends, hibernation goes ahead, and no file of
 // the pool or checkpoint directory ever holds the value.
 func TestSecretHoldersNotSaved(t *testing.T) {
-	d := startDend(t)
+	// Its own hibernate_after of 1s is under the default floor.
+	d := startDend(t, "--min-ttl", "1s")
 	ctx := ctxT(t, 5*time.Minute)
 	token := []byte("held-" + rand.Text())
 	if _, err := d.c.SetSecret(ctx, "API_TOKEN", token); err != nil {

@@ -181,6 +181,13 @@ func TestSSHExecShellAndRefusals(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a command with escapes", func(t *testing.T) {
+		// It runs as written; den audit (below) must not replay it to
+		// the admin's terminal.
+		if _, errs, code := r.ssh("alice", "box", "", "true '\x1b]0;pwned\x07' '\r'"); code != 0 {
+			t.Errorf("exit %d %s", code, errs)
+		}
+	})
 	t.Run("stdin", func(t *testing.T) {
 		out, _, code := r.ssh("alice", "box", "line one\nline two\n", "wc -l")
 		if strings.TrimSpace(out) != "2" || code != 0 {
@@ -245,6 +252,10 @@ func TestSSHExecShellAndRefusals(t *testing.T) {
 		}
 		return login && execd
 	})
+	if table := r.d.mustDen("", "audit", "--sandbox", "box"); strings.ContainsAny(table, "\x1b\x07\r") ||
+		!strings.Contains(table, `\x1b]0;pwned\a`) {
+		t.Errorf("den audit shows the command with escapes as:\n%q", table)
+	}
 
 	// A revoked token's key lets nobody in, in the same words.
 	r.d.mustDen("", "token", "revoke", "alice")

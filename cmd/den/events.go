@@ -64,7 +64,7 @@ history (` + "`den inspect`" + `) keeps its state changes for good. With
 func printEvent(w io.Writer, ev api.StreamEvent) error {
 	when := ev.Time.Local().Format(time.TimeOnly)
 	if ev.Type == "gap" {
-		_, err := fmt.Fprintf(w, "%s  -  gap  %s\n", when, ev.Message)
+		_, err := fmt.Fprintf(w, "%s  -  gap  %s\n", when, escapeControl(ev.Message))
 		return err
 	}
 	what := ev.Type
@@ -78,6 +78,7 @@ func printEvent(w io.Writer, ev api.StreamEvent) error {
 	case ev.RunID != "" && ev.Type != "limit.hit":
 		detail = fmt.Sprintf("run %s %s: %s", ev.RunID, ev.RunStatus, ev.Message)
 	}
-	_, err := fmt.Fprintf(w, "%s  %s  %s  %s  %s\n", when, ev.ID, ev.Sandbox, what, detail)
+	// The message can quote a run's command: shown escaped, as in tables.
+	_, err := fmt.Fprintf(w, "%s  %s  %s  %s  %s\n", when, ev.ID, ev.Sandbox, what, escapeControl(detail))
 	return err
 }

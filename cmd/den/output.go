@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/docker/go-units"
 	"github.com/schollz/progressbar/v3"
@@ -34,8 +36,47 @@ func newTable(w io.Writer, header ...string) *table {
 	return t
 }
 
-func (t *table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")) }
-func (t *table) flush() error        { return t.tw.Flush() }
+// row writes one row. Cells often hold what others chose (SSH user
+// names, commands, key comments, process names): control characters are
+// shown escaped, never sent to the terminal.
+func (t *table) row(cells ...string) {
+	safe := make([]string, len(cells))
+	for i, c := range cells {
+		safe[i] = escapeControl(c)
+	}
+	fmt.Fprintln(t.tw, strings.Join(safe, "\t"))
+}
+
+func (t *table) flush() error { return t.tw.Flush() }
+
+// escapeControl returns s with what a terminal would act on rather than
+// show written the way Go writes it in a string literal: control
+// characters (ESC, BEL, newlines, tabs), the marks that reorder text
+// (bidirectional overrides), and bytes that are not UTF-8. The rest,
+// other scripts and emoji included, is kept.
+func escapeControl(s string) string {
+	if !strings.ContainsFunc(s, unsafeRune) && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unsafeRune(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// unsafeRune reports whether a terminal acts on r rather than showing it.
+func unsafeRune(r rune) bool {
+	return unicode.IsControl(r) || r >= '\u202a' && r <= '\u202e' || r >= '\u2066' && r <= '\u2069'
+}
 
 // ago says how long before now t was, the way people say it.
 func ago(t, now time.Time) string {

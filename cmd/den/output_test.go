@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,6 +104,48 @@ func TestShellJoin(t *testing.T) {
 	} {
 		if got := shellJoin(*argv); got != want {
 			t.Errorf("shellJoin(%q) = %q, want %q", *argv, got, want)
+		}
+	}
+}
+
+// TestHostileTextIsEscaped: what others chose (an SSH user name, a
+// command, an event's message) reaches the terminal escaped: no ESC, BEL,
+// carriage return or newline of theirs, in the audit table, the runs
+// table or the event lines.
+func TestHostileTextIsEscaped(t *testing.T) {
+	const hostile = "evil\x1b]0;pwned\x07\r\nroot\u202e"
+	var buf bytes.Buffer
+	if err := renderAudit(&buf, []api.AuditEntry{{Time: now, Who: "ssh:" + hostile, Method: "SSH", Path: "/exec " + hostile,
+		Sandbox: "web", Status: 200, Error: hostile}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := renderRuns(&buf, []api.Run{{ID: "r1", Status: "exited", Argv: []string{"sh", "-c", hostile}, StartedAt: now}}, now, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := printEvent(&buf, api.StreamEvent{Time: now, ID: "7", Sandbox: "web", Type: "run.started", Message: hostile}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if strings.ContainsAny(out, "\x1b\x07\r\u202e") || strings.Count(out, "\n") != 5 {
+		t.Fatalf("raw control characters reach the terminal:\n%q", out)
+	}
+	if want := `evil\x1b]0;pwned\a\r\nroot\u202e`; strings.Count(out, want) != 5 {
+		t.Fatalf("want %s shown five times, escaped:\n%s", want, out)
+	}
+}
+
+func TestEscapeControl(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":             "plain",
+		"naïve 日本 🙂 \uFFFD": "naïve 日本 🙂 \uFFFD",
+		"a\tb":              `a\tb`,
+		"bad \xff byte":     `bad \xff byte`,
+		"\x1b[2J":           `\x1b[2J`,
+		"del\x7f":           `del\x7f`,
+		"c1 \u009b":         `c1 \u009b`,
+	} {
+		if got := escapeControl(in); got != want {
+			t.Errorf("escapeControl(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

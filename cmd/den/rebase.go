@@ -185,7 +185,8 @@ Nothing runs now.`,
 				fmt.Fprintln(a.stdout, "setup steps: none")
 			}
 			for i, st := range sb.Setup {
-				fmt.Fprintf(a.stdout, "step %d: %s\n", i+1, st)
+				// One line each: a step's newlines and escapes shown as \n, \x1b.
+				fmt.Fprintf(a.stdout, "step %d: %s\n", i+1, escapeControl(st))
 			}
 			return nil
 		},

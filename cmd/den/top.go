@@ -86,7 +86,7 @@ func renderHost(w io.Writer, h *api.Health, imgs []api.Image) {
 	size := func(n int64) string { return units.BytesSize(float64(n)) }
 	wh := h.Warm
 	if wh == nil {
-		fmt.Fprintln(w, "warm pools: none (this dend keeps none)")
+		fmt.Fprintln(w, "warm pools: none shown (this dend keeps none, or shows the host's figures only to admins)")
 		return
 	}
 	if wh.MemoryTotalBytes > 0 {

@@ -59,7 +59,7 @@ func main() {
 		{&cfg.HibernateAfter, "hibernate-after", "hibernate a sandbox unused this long (0: never)"},
 		{&cfg.TTL, "ttl", "destroy a sandbox after this much running time (0: never)"},
 		{&cfg.EphemeralTTL, "ephemeral-ttl", "TTL of an ephemeral sandbox created without one"},
-		{&cfg.MinTTL, "min-ttl", "the shortest ttl or max_age a sandbox's own policy may set, so a slip cannot destroy work at once"},
+		{&cfg.MinTTL, "min-ttl", "the shortest ttl, max_age, pause-after or hibernate-after a sandbox's own policy may set, so a slip cannot destroy work at once nor sleep after every call"},
 		{&cfg.CheckpointMaxAge, "checkpoint-max-age", "remove manual checkpoints older than this (0: keep)"},
 		{&cfg.IdleInterval, "idle-interval", "how often the idle policy runs"},
 		{&cfg.AuditRetention, "audit-retention", "remove audit log entries older than this, hourly (0: keep them all)"},

@@ -92,7 +92,7 @@ type Config struct {
 	HibernateAfter   time.Duration // hibernate after this long unused
 	TTL              time.Duration // destroy after this much running time
 	EphemeralTTL     time.Duration // TTL of an ephemeral sandbox that sets none
-	MinTTL           time.Duration // the shortest ttl or max_age a sandbox's own policy may set
+	MinTTL           time.Duration // the shortest ttl, max_age, pause_after or hibernate_after a sandbox's own policy may set
 	BackgroundActive bool          // detached commands still running count as use
 	KeepCheckpoints  int           // manual checkpoints kept per sandbox; 0 keeps all
 	CheckpointMaxAge time.Duration // manual checkpoints older than this go; 0 keeps all

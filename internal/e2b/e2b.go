@@ -60,8 +60,9 @@ type Config struct {
 	// IsLocal tells a request that came in on dend's unix socket, which
 	// acts as root without a key.
 	IsLocal func(*http.Request) bool
-	// MinTTL is the shortest TTL dend lets a sandbox's policy set: E2B
-	// timeouts that would end a sandbox sooner are rounded up to it.
+	// MinTTL is the shortest TTL or hibernate_after dend lets a sandbox's
+	// policy set: E2B timeouts that would end or pause a sandbox sooner
+	// are rounded up to it.
 	MinTTL time.Duration
 	// Key is dend's secret the sandboxes' access tokens are derived from
 	// (access.go); it must outlive dend, or the tokens die with it.

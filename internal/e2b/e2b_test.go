@@ -174,6 +174,11 @@ func TestTimeoutPolicy(t *testing.T) {
 	if *pause.TTL != "0" || *pause.HibernateAfter != "1m30s" || *pause.PauseAfter != "0" {
 		t.Errorf("pause: %+v", pause)
 	}
+	// dend refuses a hibernate_after under its floor: E2B's timeout is
+	// rounded up to it, as the TTL is.
+	if short := d.timeoutPolicy(true, 0, 10*time.Second); *short.HibernateAfter != "1m" {
+		t.Errorf("an auto-pause timeout under dend's floor: hibernate_after %s", *short.HibernateAfter)
+	}
 
 	running := func(ttl, hib, ran string) *api.Sandbox {
 		return &api.Sandbox{RunningFor: ran, Policy: api.Policy{TTL: &ttl, HibernateAfter: &hib}}
@@ -190,6 +195,9 @@ func TestTimeoutPolicy(t *testing.T) {
 	}
 	if p := d.retimePolicy(running("0", "5m", "1h"), time.Minute, false); p == nil || *p.HibernateAfter != "1m" || p.TTL != nil {
 		t.Errorf("pause mode: %+v", p)
+	}
+	if p := d.retimePolicy(running("0", "5m", "1h"), 10*time.Second, false); p == nil || *p.HibernateAfter != "1m" {
+		t.Errorf("setTimeout under dend's floor in pause mode: %+v", p)
 	}
 }
 

@@ -26,12 +26,13 @@ import (
 func (d *Door) timeoutPolicy(autoPause bool, ran, timeout time.Duration) *api.Policy {
 	zero := "0"
 	if autoPause {
-		return &api.Policy{PauseAfter: &zero, HibernateAfter: ptr(api.FormatDuration(max(timeout, time.Second))), TTL: &zero}
+		return &api.Policy{PauseAfter: &zero, HibernateAfter: ptr(api.FormatDuration(d.ttl(timeout))), TTL: &zero}
 	}
 	return &api.Policy{PauseAfter: &zero, HibernateAfter: &zero, TTL: ptr(api.FormatDuration(d.ttl(ran + timeout)))}
 }
 
-// ttl is a TTL dend accepts: no shorter than its floor.
+// ttl is a TTL or hibernate_after dend accepts: no shorter than its
+// floor.
 func (d *Door) ttl(v time.Duration) time.Duration { return max(v, d.cfg.MinTTL, time.Second) }
 
 // retimePolicy is the change that gives sb timeout more from now, or nil
@@ -46,7 +47,7 @@ func (d *Door) retimePolicy(sb *api.Sandbox, timeout time.Duration, extendOnly b
 		}
 		return &api.Policy{TTL: ptr(api.FormatDuration(d.ttl(want)))}
 	}
-	want := max(timeout, time.Second)
+	want := d.ttl(timeout)
 	if extendOnly && want <= durOf(deref(sb.Policy.HibernateAfter)) {
 		return nil
 	}

@@ -413,6 +413,13 @@ func (s *server) getHealth(w http.ResponseWriter, r *http.Request) error {
 	if s.health != nil {
 		h = s.health(r.Context())
 	}
+	// The disk, the pool and the warm pools are the host's, shared by
+	// every owner: how full they are tells one owner of the others'
+	// work. An owner's own use is in GET /v1/owners/{id}, and a create
+	// refused for want of room says so.
+	if !principalOf(r).Scope.Admin() {
+		h.Disk, h.Pool, h.Warm = nil, nil, nil
+	}
 	return writeJSON(w, http.StatusOK, h)
 }
 

@@ -147,6 +147,25 @@ func TestHealthAndSpec(t *testing.T) {
 	}
 }
 
+// Health tells everyone dend's status and versions; the host's disk,
+// pool and memory, which every owner's work fills, only admins.
+func TestHealthFiguresAreForAdmins(t *testing.T) {
+	a := newAccessEnv(t)
+	for _, tc := range []struct {
+		who     string
+		figures bool
+	}{{"root", true}, {"ops", true}, {"auditor", true}, {"alice", false}, {"alice-ro", false}} {
+		var h api.Health
+		if resp := a.doJSON(tc.who, "GET", "/v1/health", nil, &h); resp.StatusCode != 200 || h.Status != "ok" || h.Version != "1.2.3" || h.Storage != "btrfs" {
+			t.Errorf("health as %s: %d %+v", tc.who, resp.StatusCode, h)
+		}
+		all, some := h.Disk != nil && h.Pool != nil && h.Warm != nil, h.Disk != nil || h.Pool != nil || h.Warm != nil
+		if tc.figures && !all || !tc.figures && some {
+			t.Errorf("health as %s: disk %+v pool %+v warm %+v; want the host's figures: %v", tc.who, h.Disk, h.Pool, h.Warm, tc.figures)
+		}
+	}
+}
+
 func TestRequestsAreLoggedAtDebug(t *testing.T) {
 	e := newEnv(t)
 	e.do("GET", "/v1/sandboxes", nil)

@@ -26,6 +26,11 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 	if err := s.validatePolicy(p.Policy); err != nil {
 		return nil, err
 	}
+	// Here, not only in Spec.Validate: a create from a checkpoint takes
+	// its labels from the request too.
+	if err := ValidateLabels(p.Labels); err != nil {
+		return nil, err
+	}
 	if p.Ephemeral && (p.Policy.TTL == nil || *p.Policy.TTL == 0) {
 		ttl := s.cfg.EphemeralTTL
 		p.Policy.TTL = &ttl
@@ -76,9 +81,6 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 		spec.PIDs = s.defaultPIDs(spec.MemoryBytes)
 	}
 	if err := spec.Validate(); err != nil {
-		return nil, err
-	}
-	if err := spec.Limits().Validate(); err != nil {
 		return nil, err
 	}
 	// Refuse a taken name before building an image for it.

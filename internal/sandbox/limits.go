@@ -21,6 +21,9 @@ type Limits struct {
 
 // Bounds on limits, beyond MinMemory and MaxCPUs.
 const (
+	// MinCPUs is the smallest CPU share: the host's cgroup refuses a
+	// quota under 1ms per 100ms period.
+	MinCPUs = 0.01
 	MinPIDs = 16
 	MaxPIDs = 1 << 20
 	MinDisk = 64 << 20
@@ -35,9 +38,9 @@ func (s *Spec) Limits() Limits {
 // memory are required, PIDs and disk may be 0 (not limited).
 func (l Limits) Validate() error {
 	switch {
-	case l.CPUs <= 0 || l.CPUs > MaxCPUs:
+	case !(l.CPUs >= MinCPUs && l.CPUs <= MaxCPUs): // also refuses NaN
 		return errdefs.WithHint(errdefs.Invalid("invalid cpus %g", l.CPUs),
-			fmt.Sprintf("use a number above 0 and at most %d, e.g. 0.5 or 2", MaxCPUs))
+			fmt.Sprintf("use a number from %g to %d, e.g. 0.5 or 2", MinCPUs, MaxCPUs))
 	case l.MemoryBytes < MinMemory:
 		return errdefs.WithHint(errdefs.Invalid("invalid memory %s: below the %s minimum", size(l.MemoryBytes), size(MinMemory)),
 			"use a size like 512M or 2G")

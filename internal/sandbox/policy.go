@@ -62,9 +62,11 @@ func (p Policy) Validate() error {
 	return nil
 }
 
-// validatePolicy checks p as a sandbox's own policy: valid values, and a
-// ttl or max_age, when set, no shorter than the daemon's floor, since
-// either one destroys work once it passes.
+// validatePolicy checks p as a sandbox's own policy: valid values, and
+// each duration, when set, no shorter than the daemon's floor: a ttl or
+// max_age destroys work once it passes, and a pause_after or
+// hibernate_after of "1ns" would put the sandbox back to sleep after
+// every call that woke it.
 func (s *Service) validatePolicy(p Policy) error {
 	if err := p.Validate(); err != nil {
 		return err
@@ -72,7 +74,7 @@ func (s *Service) validatePolicy(p Policy) error {
 	for _, d := range []struct {
 		name string
 		v    *time.Duration
-	}{{"ttl", p.TTL}, {"max_age", p.MaxAge}} {
+	}{{"pause_after", p.PauseAfter}, {"hibernate_after", p.HibernateAfter}, {"ttl", p.TTL}, {"max_age", p.MaxAge}} {
 		if v := durOf(d.v); v > 0 && v < s.cfg.MinTTL {
 			return errdefs.WithHint(errdefs.Invalid("invalid %s %s: shorter than %s, the shortest this dend allows", d.name, v, s.cfg.MinTTL),
 				fmt.Sprintf("use %s or more, or 0 for never (the operator sets the floor with `dend --min-ttl`)", s.cfg.MinTTL))

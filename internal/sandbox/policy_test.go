@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,9 +141,9 @@ func TestForkChildNames(t *testing.T) {
 	}
 }
 
-// TestPolicyFloor: a sandbox's own ttl or max_age shorter than the
-// daemon's floor is refused with a hint; 0 (never) and the floor itself
-// are taken.
+// TestPolicyFloor: a sandbox's own ttl, max_age, pause_after or
+// hibernate_after shorter than the daemon's floor is refused with a hint
+// that names the floor; 0 (never) and the floor itself are taken.
 func TestPolicyFloor(t *testing.T) {
 	s := &Service{cfg: Config{MinTTL: time.Minute}}
 	for _, tc := range []struct {
@@ -154,14 +155,29 @@ func TestPolicyFloor(t *testing.T) {
 		{Policy{MaxAge: dur(time.Second)}, false},
 		{Policy{TTL: dur(0), MaxAge: dur(0)}, true},
 		{Policy{TTL: dur(time.Minute), MaxAge: dur(time.Hour)}, true},
-		{Policy{PauseAfter: dur(time.Second)}, true},
+		{Policy{PauseAfter: dur(time.Nanosecond)}, false},
+		{Policy{HibernateAfter: dur(time.Nanosecond)}, false},
+		{Policy{PauseAfter: dur(30 * time.Second), HibernateAfter: dur(time.Hour)}, false},
+		{Policy{PauseAfter: dur(0), HibernateAfter: dur(0)}, true},
+		{Policy{PauseAfter: dur(time.Minute), HibernateAfter: dur(5 * time.Minute)}, true},
 	} {
 		err := s.validatePolicy(tc.p)
 		if tc.want != (err == nil) {
-			t.Errorf("ttl %v max_age %v: %v", tc.p.TTL, tc.p.MaxAge, err)
+			t.Errorf("%+v: %v", policyDurations(tc.p), err)
 		}
-		if err != nil && (!errors.Is(err, errdefs.ErrInvalid) || errdefs.Hint(err) == "") {
-			t.Errorf("%v: want an invalid-argument error with a hint", err)
+		if err != nil && (!errors.Is(err, errdefs.ErrInvalid) || !strings.Contains(errdefs.Hint(err), "use 1m0s or more")) {
+			t.Errorf("%v (hint %q): want an invalid-argument error with a hint naming the floor", err, errdefs.Hint(err))
 		}
 	}
+}
+
+// policyDurations shows a policy's durations, for a failure message.
+func policyDurations(p Policy) map[string]string {
+	out := map[string]string{}
+	for name, d := range map[string]*time.Duration{"pause_after": p.PauseAfter, "hibernate_after": p.HibernateAfter, "ttl": p.TTL, "max_age": p.MaxAge} {
+		if d != nil {
+			out[name] = d.String()
+		}
+	}
+	return out
 }

@@ -66,6 +66,12 @@ func (s *Service) Rebase(ctx context.Context, ref string, p RebaseParams) (*Reba
 	if err := require(sb, "rebase", StateRunning, StatePaused, StateHibernated, StateStopped); err != nil {
 		return nil, err
 	}
+	// Kept paths set before dend refused some (/run/secrets, /etc/passwd)
+	// are refused here, before anything changes.
+	if err := ValidateSetup(nil, sb.Spec.Keep); err != nil {
+		return nil, errdefs.WithHint(fmt.Errorf("rebasing sandbox %q: %w", sb.Name, err),
+			fmt.Sprintf("change its kept paths first: `den setup %s --keep-path PATH ...`", sb.Name))
+	}
 	if name == "" {
 		name = sb.Spec.Image
 	}

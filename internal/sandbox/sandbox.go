@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/den-dev/den/internal/errdefs"
 )
@@ -308,23 +310,59 @@ func (s *Spec) Validate() error {
 	if err := ValidateName("image", s.Image); err != nil {
 		return err
 	}
-	if s.CPUs <= 0 || s.CPUs > MaxCPUs {
-		return errdefs.WithHint(errdefs.Invalid("invalid cpus %g", s.CPUs), fmt.Sprintf("use a number above 0 and at most %d, e.g. 0.5 or 2", MaxCPUs))
-	}
-	if s.MemoryBytes < MinMemory {
-		return errdefs.WithHint(errdefs.Invalid("invalid memory %d bytes: below the 64M minimum", s.MemoryBytes), "use a size like 512M or 2G")
+	if err := s.Limits().Validate(); err != nil {
+		return err
 	}
 	for _, k := range sortedKeys(s.Env) {
 		if !envKeyRE.MatchString(k) {
 			return errdefs.WithHint(errdefs.Invalid("invalid environment variable name %q", k), "use letters, digits and underscores, not starting with a digit")
 		}
 	}
-	for _, k := range sortedKeys(s.Labels) {
-		if k == "" || len(k) > 63 || len(s.Labels[k]) > 255 {
-			return errdefs.WithHint(errdefs.Invalid("invalid label %q", k), "label keys are 1-63 characters, values at most 255")
+	return ValidateLabels(s.Labels)
+}
+
+// Bounds on a sandbox's labels, which every listing and E2B's metadata
+// carry: at most MaxLabels, keys of 1 to MaxLabelKey bytes, values of at
+// most MaxLabelValue, so together under 20 KiB.
+const (
+	MaxLabels     = 64
+	MaxLabelKey   = 63
+	MaxLabelValue = 255
+)
+
+// ValidateLabels checks a sandbox's labels: within the bounds above, and
+// printable UTF-8, as they are shown in terminals.
+func ValidateLabels(labels map[string]string) error {
+	if len(labels) > MaxLabels {
+		return errdefs.WithHint(errdefs.Invalid("%d labels: more than the %d a sandbox may have", len(labels), MaxLabels),
+			"keep what you filter or search on in labels, and the rest in a file in the sandbox")
+	}
+	const hint = "label keys are 1-63 bytes, values at most 255, both printable UTF-8 text"
+	for _, k := range sortedKeys(labels) {
+		v := labels[k]
+		switch {
+		case k == "" || len(k) > MaxLabelKey:
+			return errdefs.WithHint(errdefs.Invalid("invalid label key %q: %d bytes", k, len(k)), hint)
+		case len(v) > MaxLabelValue:
+			return errdefs.WithHint(errdefs.Invalid("invalid label %q: its value is %d bytes", k, len(v)), hint)
+		case !printable(k) || !printable(v):
+			return errdefs.WithHint(errdefs.Invalid("invalid label %q=%q: not printable text", k, v), hint)
 		}
 	}
 	return nil
+}
+
+// printable reports whether s is valid UTF-8 with no control characters.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -55,9 +55,10 @@ type Config struct {
 	Policy Policy
 	// EphemeralTTL is the TTL of an ephemeral sandbox created without one.
 	EphemeralTTL time.Duration
-	// MinTTL is the shortest ttl and max_age a sandbox's own policy may
-	// set (0 turns them off whatever MinTTL is): a slip like "1ns" must
-	// not destroy a sandbox or its checkpoints at once.
+	// MinTTL is the shortest ttl, max_age, pause_after and
+	// hibernate_after a sandbox's own policy may set (0 turns them off
+	// whatever MinTTL is): a slip like "1ns" must not destroy a sandbox
+	// or its checkpoints at once, nor put it to sleep after every call.
 	MinTTL time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time

@@ -66,9 +66,22 @@ func ValidateSetup(steps, keep []string) error {
 			return errdefs.WithHint(errdefs.Invalid("kept path %q would carry the old system over the new image", p),
 				"keep your own data directories, e.g. /opt/data or /var/lib/app; the new image brings the system")
 		}
+		if c == "/run" || strings.HasPrefix(c, "/run/") {
+			return errdefs.WithHint(errdefs.Invalid("kept path %q is under /run, which each boot fills afresh (den puts granted secrets in /run/secrets)", p),
+				"keep your own data directories, e.g. /opt/data or /var/lib/app; secrets come back with their grants")
+		}
+		if slices.Contains(accountFiles, c) {
+			return errdefs.WithHint(errdefs.Invalid("kept path %q is one of the system's account files, which must match the new image's", p),
+				"add users with a setup step instead, e.g. --step 'useradd -m dev'")
+		}
 	}
 	return nil
 }
+
+// accountFiles say who the users are and what they may do: the new
+// image's must stay, consistent with each other and with its files.
+var accountFiles = []string{"/etc/passwd", "/etc/shadow", "/etc/group", "/etc/gshadow",
+	"/etc/subuid", "/etc/subgid", "/etc/sudoers", "/etc/sudoers.d"}
 
 // isSystemPath reports whether p is one of the directories a new image
 // must bring itself, or the mounts the engine makes.

@@ -26,6 +26,12 @@ func TestValidateSetup(t *testing.T) {
 		{"root", nil, []string{"/"}, "carry the old system"},
 		{"system", nil, []string{"/usr"}, "carry the old system"},
 		{"proc", nil, []string{"/proc/1"}, "carry the old system"},
+		{"den's secrets", nil, []string{"/run/secrets"}, "under /run"},
+		{"run", nil, []string{"/run/app"}, "under /run"},
+		{"passwd", nil, []string{"/opt/data", "/etc/passwd"}, "account files"},
+		{"shadow", nil, []string{"/etc/shadow"}, "account files"},
+		{"sudoers", nil, []string{"/etc/sudoers.d"}, "account files"},
+		{"other /etc", nil, []string{"/etc/nginx"}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := ValidateSetup(c.steps, c.keep)

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/fspath"
 )
@@ -24,8 +26,9 @@ type PathCopier struct{}
 // can (reflinks on btrfs). It reports false, changing nothing, when p is
 // not in fromRoot. Neither root may be running: no symlink on the way to
 // p is followed in either, and one there is refused, since it could lead
-// out of the root onto the host; p itself is copied as it is, a symlink
-// as a symlink.
+// out of the root onto the host. p itself may not be a symlink in
+// fromRoot either: what it points to would not be kept, only the link.
+// Symlinks inside p are copied as symlinks.
 func (PathCopier) CopyPath(ctx context.Context, fromRoot, toRoot, p string) (bool, error) {
 	clean, err := fspath.Clean(p)
 	if err != nil {
@@ -35,19 +38,20 @@ func (PathCopier) CopyPath(ctx context.Context, fromRoot, toRoot, p string) (boo
 	if rel == "" {
 		return false, errdefs.Invalid("cannot copy a whole root filesystem")
 	}
-	if err := noLinksOnTheWay(fromRoot, rel, "old"); err != nil {
-		return false, err
-	}
-	src := filepath.Join(fromRoot, rel)
-	if _, err := os.Lstat(src); errors.Is(err, fs.ErrNotExist) {
+	isLink, err := lstatBeneath(fromRoot, rel, "old")
+	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	} else if err != nil {
-		return false, fmt.Errorf("reading %s in the old root: %w", clean, pathless(err))
-	}
-	if err := noLinksOnTheWay(toRoot, rel, "new"); err != nil {
 		return false, err
 	}
-	dst := filepath.Join(toRoot, rel)
+	if isLink {
+		return false, errdefs.WithHint(errdefs.Conflict("cannot keep %s: it is a symlink in the sandbox, and only the link would be kept", clean),
+			"keep the directory the link points to instead (`den setup NAME --keep-path PATH`)")
+	}
+	if _, err := lstatBeneath(toRoot, rel, "new"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	src, dst := filepath.Join(fromRoot, rel), filepath.Join(toRoot, rel)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return false, fmt.Errorf("making the directories of %s in the new root: %w", clean, pathless(err))
 	}
@@ -60,29 +64,46 @@ func (PathCopier) CopyPath(ctx context.Context, fromRoot, toRoot, p string) (boo
 	return true, nil
 }
 
-// noLinksOnTheWay refuses rel when a directory on the way to it inside
-// root is a symlink. A missing one ends the check: nothing lies beyond.
-func noLinksOnTheWay(root, rel, which string) error {
+// lstatBeneath looks rel up inside root one element at a time, each
+// opened relative to the one before with O_NOFOLLOW, so no symlink is
+// ever followed, whatever is swapped in meanwhile. It reports whether rel
+// itself is a symlink; fs.ErrNotExist when rel or a directory on the way
+// is missing; and refuses rel, as a conflict, when a directory on the
+// way is a symlink or not a directory.
+func lstatBeneath(root, rel, which string) (isLink bool, err error) {
+	dir, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, fmt.Errorf("opening the %s root: %w", which, err)
+	}
+	defer func() { unix.Close(dir) }()
 	parts := strings.Split(rel, "/")
-	cur := root
-	for _, part := range parts[:len(parts)-1] {
-		cur = filepath.Join(cur, part)
-		fi, err := os.Lstat(cur)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
+	for i, part := range parts {
+		at := "/" + strings.Join(parts[:i+1], "/")
+		fd, err := unix.Openat(dir, part, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) {
+			return false, fs.ErrNotExist
 		}
 		if err != nil {
-			return fmt.Errorf("reading /%s in the %s root: %w", strings.TrimPrefix(cur, root+"/"), which, pathless(err))
+			return false, fmt.Errorf("reading %s in the %s root: %w", at, which, err)
 		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			return errdefs.WithHint(errdefs.Conflict("cannot keep /%s: /%s is a symlink in the %s root", rel, strings.TrimPrefix(cur, root+"/"), which),
+		unix.Close(dir)
+		dir = fd
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return false, fmt.Errorf("reading %s in the %s root: %w", at, which, err)
+		}
+		kind := st.Mode & unix.S_IFMT
+		switch {
+		case i == len(parts)-1:
+			isLink = kind == unix.S_IFLNK
+		case kind == unix.S_IFLNK:
+			return false, errdefs.WithHint(errdefs.Conflict("cannot keep /%s: %s is a symlink in the %s root", rel, at, which),
 				"keep the directory the link points to instead (`den setup NAME --keep-path PATH`)")
-		}
-		if !fi.IsDir() {
-			return errdefs.Conflict("cannot keep /%s: /%s is not a directory in the %s root", rel, strings.TrimPrefix(cur, root+"/"), which)
+		case kind != unix.S_IFDIR:
+			return false, errdefs.Conflict("cannot keep /%s: %s is not a directory in the %s root", rel, at, which)
 		}
 	}
-	return nil
+	return isLink, nil
 }
 
 // pathless drops the host path from an os error: users see it.

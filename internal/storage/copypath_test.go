@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/den-dev/den/internal/errdefs"
@@ -69,6 +70,27 @@ func TestCopyPath(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(outside, "x")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a file was written outside the root: %v", err)
+	}
+
+	// A kept path that is itself a symlink would keep the link, not what
+	// it points to: refused, naming the path and no host path, and
+	// nothing is written in the new root.
+	write(outside, "data/y", "host")
+	if err := os.Symlink(filepath.Join(outside, "data"), filepath.Join(from, "keep")); err != nil {
+		t.Fatal(err)
+	}
+	write(to, "keep/image-file", "the image's")
+	_, err = c.CopyPath(ctx, from, to, "/keep")
+	if !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "/keep") || strings.Contains(err.Error(), from) || errdefs.Hint(err) == "" {
+		t.Errorf("CopyPath of a symlink = %v, want a conflict naming /keep with a hint", err)
+	}
+	if _, err := os.Stat(filepath.Join(to, "keep/image-file")); err != nil {
+		t.Errorf("the new root's /keep was touched: %v", err)
+	}
+	// A file on the way is refused too.
+	write(from, "plain", "a file")
+	if _, err := c.CopyPath(ctx, from, to, "/plain/x"); !errors.Is(err, errdefs.ErrConflict) {
+		t.Errorf("CopyPath under a file = %v, want conflict", err)
 	}
 	if _, err := c.CopyPath(ctx, from, to, "../etc"); !errors.Is(err, errdefs.ErrInvalid) {
 		t.Errorf("CopyPath(../etc) = %v, want invalid", err)

@@ -1837,6 +1837,11 @@ export interface components {
         ErrorBody: {
             error: components["schemas"]["Error"];
         };
+        /**
+         * @description dend's status and versions, for every token. disk, pool and warm
+         *     are the host's figures, shared by every owner: only admins (and
+         *     dend's unix socket) see them.
+         */
         Health: {
             /** @example ok */
             status: string;
@@ -1937,6 +1942,7 @@ export interface components {
             env?: {
                 [key: string]: string;
             };
+            /** @description at most 64; keys 1-63 bytes, values at most 255, both printable UTF-8 text */
             labels?: {
                 [key: string]: string;
             };
@@ -2337,7 +2343,9 @@ export interface components {
         /**
          * @description Idle policy and checkpoint retention. In a request an absent field
          *     takes dend's default (create) or keeps its value (PATCH); in a
-         *     Sandbox every field is set, to the value in effect.
+         *     Sandbox every field is set, to the value in effect. In a request,
+         *     pause_after, hibernate_after, ttl and max_age are "0" or at least
+         *     dend's --min-ttl (default 1m).
          */
         Policy: {
             /** @description freeze it in RAM after this long idle */
