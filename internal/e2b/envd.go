@@ -155,6 +155,11 @@ func (t *target) userOf() string {
 	return defaultUser(t.sb)
 }
 
+// files is den's client for the file calls of t's caller: done in the
+// sandbox as the user they act as, with that user's permissions, as
+// envd's are.
+func (t *target) files() *client.Client { return t.c.FilesAs(t.userOf()) }
+
 // abs resolves p as E2B does: relative to the user's home.
 func (t *target) abs(p string) string {
 	if p == "" {
