@@ -105,7 +105,17 @@ type watcher struct {
 	dirs map[int32]string // watch descriptor → directory path
 }
 
+// add watches dir. Done as a user (asuser.go), it needs read permission
+// on dir, as Linux asks for a watch; gVisor does not check it, so den-init
+// does, by opening dir with the user's credentials.
 func (wt *watcher) add(dir string) error {
+	if os.Geteuid() != 0 {
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		unix.Close(fd)
+	}
 	wd, err := unix.InotifyAddWatch(wt.fd, dir, watchMask|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
 	if err != nil {
 		return err
