@@ -113,7 +113,10 @@ func TestFilesAsUser(t *testing.T) {
 	for p, want := range map[string]string{tr.secret: "root only", tr.public: "root's, in tester's home", filepath.Join(tr.rootDir, "f"): "root's"} {
 		b, err := os.ReadFile(p)
 		var st syscall.Stat_t
-		if err != nil || string(b) != want || syscall.Stat(p, &st) != nil || st.Uid != 0 {
+		if err == nil {
+			err = syscall.Stat(p, &st)
+		}
+		if err != nil || string(b) != want || st.Uid != 0 {
 			t.Errorf("%s after the refusals: %q (uid %d), %v; want %q, root's", p, b, st.Uid, err, want)
 		}
 	}
