@@ -30,8 +30,8 @@ func AsUser(ctx context.Context, user string) context.Context {
 	return context.WithValue(ctx, actingUserKey{}, user)
 }
 
-// actingUser is the user ctx's file calls act as; "" is root.
-func actingUser(ctx context.Context) string {
+// ActingUser is the user ctx's file calls act as; "" is root.
+func ActingUser(ctx context.Context) string {
 	user, _ := ctx.Value(actingUserKey{}).(string)
 	return user
 }
@@ -39,7 +39,7 @@ func actingUser(ctx context.Context) string {
 // filesRoute is den-init's path for the file route sub (under
 // /v1/files), done as ctx's user when it names one.
 func (c *Client) filesRoute(ctx context.Context, sub string) string {
-	if user := actingUser(ctx); user != "" {
+	if user := ActingUser(ctx); user != "" {
 		return "/v1/as/" + url.PathEscape(user) + "/files" + sub
 	}
 	return "/v1/files" + sub
@@ -49,11 +49,11 @@ func (c *Client) filesRoute(ctx context.Context, sub string) string {
 // to be done as a user and den-init is from before that: it has no such
 // route, and did nothing.
 func asErr(ctx context.Context, err error) error {
-	if err == nil || actingUser(ctx) == "" || !errors.Is(err, errdefs.ErrNotFound) ||
+	if err == nil || ActingUser(ctx) == "" || !errors.Is(err, errdefs.ErrNotFound) ||
 		!strings.HasPrefix(err.Error(), "no route ") {
 		return err
 	}
-	return errdefs.WithHint(errdefs.Unavailable("this sandbox's den-init is too old to act on files as user %q: nothing was done", actingUser(ctx)),
+	return errdefs.WithHint(errdefs.Unavailable("this sandbox's den-init is too old to act on files as user %q: nothing was done", ActingUser(ctx)),
 		"stop and start the sandbox to give it the current den-init")
 }
 
