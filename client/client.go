@@ -58,6 +58,9 @@ type Client struct {
 	// (see retry.go).
 	reconnectFor time.Duration
 	notice       func(string)
+	// filesAs is the user file calls act as in the sandbox; "" is root
+	// (see FilesAs).
+	filesAs string
 }
 
 type config struct {

@@ -17,7 +17,7 @@ import (
 // Stat describes the file at path inside a sandbox.
 func (c *Client) Stat(ctx context.Context, name, path string) (*api.FileInfo, error) {
 	var fi api.FileInfo
-	if err := c.do(ctx, http.MethodGet, sandboxPath(name, "files", "stat"), pathQuery(path), nil, &fi); err != nil {
+	if err := c.do(ctx, http.MethodGet, sandboxPath(name, "files", "stat"), c.fileQuery(path), nil, &fi); err != nil {
 		return nil, err
 	}
 	return &fi, nil
@@ -26,7 +26,7 @@ func (c *Client) Stat(ctx context.Context, name, path string) (*api.FileInfo, er
 // ListFiles lists the directory at path inside a sandbox.
 func (c *Client) ListFiles(ctx context.Context, name, path string) ([]api.FileInfo, error) {
 	var l api.FileList
-	if err := c.do(ctx, http.MethodGet, sandboxPath(name, "files", "list"), pathQuery(path), nil, &l); err != nil {
+	if err := c.do(ctx, http.MethodGet, sandboxPath(name, "files", "list"), c.fileQuery(path), nil, &l); err != nil {
 		return nil, err
 	}
 	return l.Files, nil
@@ -35,14 +35,14 @@ func (c *Client) ListFiles(ctx context.Context, name, path string) ([]api.FileIn
 // ReadFile streams the contents of the file at path inside a sandbox. The
 // caller closes the reader.
 func (c *Client) ReadFile(ctx context.Context, name, path string) (io.ReadCloser, error) {
-	return c.download(ctx, name, "reading "+path, sandboxPath(name, "files", "content"), pathQuery(path))
+	return c.download(ctx, name, "reading "+path, sandboxPath(name, "files", "content"), c.fileQuery(path))
 }
 
 // WriteFile creates or replaces the file at path inside a sandbox with
 // what r yields, streamed as it is read (never held whole in memory).
 // mode 0 lets dend choose (0644 for a new file).
 func (c *Client) WriteFile(ctx context.Context, name, path string, mode fs.FileMode, r io.Reader) error {
-	q := pathQuery(path)
+	q := c.fileQuery(path)
 	if mode != 0 {
 		q.Set("mode", "0"+strconv.FormatUint(uint64(mode.Perm()), 8))
 	}
@@ -66,7 +66,7 @@ type WriteOptions struct {
 // WriteFileWith is WriteFile with more say over the file: its owner and
 // whether its directory is made.
 func (c *Client) WriteFileWith(ctx context.Context, name, path string, r io.Reader, o WriteOptions) error {
-	q := pathQuery(path)
+	q := c.fileQuery(path)
 	if o.Mode != 0 {
 		q.Set("mode", "0"+strconv.FormatUint(uint64(o.Mode.Perm()), 8))
 	}
@@ -84,18 +84,18 @@ func (c *Client) WriteFileWith(ctx context.Context, name, path string, r io.Read
 
 // Mkdir creates a directory inside a sandbox.
 func (c *Client) Mkdir(ctx context.Context, name string, req api.MkdirRequest) error {
-	return c.do(ctx, http.MethodPost, sandboxPath(name, "files", "mkdir"), nil, req, nil)
+	return c.do(ctx, http.MethodPost, sandboxPath(name, "files", "mkdir"), c.fileQuery(""), req, nil)
 }
 
 // Move renames a file or directory inside a sandbox.
 func (c *Client) Move(ctx context.Context, name, from, to string) error {
-	return c.do(ctx, http.MethodPost, sandboxPath(name, "files", "move"), nil, api.MoveRequest{From: from, To: to}, nil)
+	return c.do(ctx, http.MethodPost, sandboxPath(name, "files", "move"), c.fileQuery(""), api.MoveRequest{From: from, To: to}, nil)
 }
 
 // RemoveFile removes a file, or with recursive a directory tree, inside a
 // sandbox.
 func (c *Client) RemoveFile(ctx context.Context, name, path string, recursive bool) error {
-	q := pathQuery(path)
+	q := c.fileQuery(path)
 	if recursive {
 		q.Set("recursive", "true")
 	}
@@ -106,16 +106,40 @@ func (c *Client) RemoveFile(ctx context.Context, name, path string, recursive bo
 // directory's contents with names relative to it, or a single entry named
 // after a file. The caller closes the reader.
 func (c *Client) ReadArchive(ctx context.Context, name, path string) (io.ReadCloser, error) {
-	return c.download(ctx, name, "reading an archive of "+path, sandboxPath(name, "files", "archive"), pathQuery(path))
+	return c.download(ctx, name, "reading an archive of "+path, sandboxPath(name, "files", "archive"), c.fileQuery(path))
 }
 
 // WriteArchive extracts the tar stream r into dir inside a sandbox (dir is
 // created with its parents), streaming it as it is read.
 func (c *Client) WriteArchive(ctx context.Context, name, dir string, r io.Reader) error {
-	return c.upload(ctx, http.MethodPut, sandboxPath(name, "files", "archive"), pathQuery(dir), "application/x-tar", r)
+	return c.upload(ctx, http.MethodPut, sandboxPath(name, "files", "archive"), c.fileQuery(dir), "application/x-tar", r)
 }
 
-func pathQuery(path string) url.Values { return url.Values{"path": {path}} }
+// fileQuery is the query of a file call on path ("" for none), with the
+// user the client's file calls act as (FilesAs).
+func (c *Client) fileQuery(path string) url.Values {
+	q := url.Values{}
+	if path != "" {
+		q.Set("path", path)
+	}
+	if c.filesAs != "" {
+		q.Set("as", c.filesAs)
+	}
+	return q
+}
+
+// FilesAs returns a client like c whose calls to a sandbox's files (Stat,
+// ListFiles, ReadFile, WriteFile, Mkdir, Move, RemoveFile, the archives,
+// WatchFiles) are done as user inside the sandbox: a name, a uid, or
+// either followed by :group, with that user's permissions (uid, gid and
+// groups from the sandbox's /etc/passwd and /etc/group). What the user
+// may not do is refused, and what is made belongs to them. "" is root,
+// as for c. Other calls are c's.
+func (c *Client) FilesAs(user string) *Client {
+	cc := *c
+	cc.filesAs = user
+	return &cc
+}
 
 // download streams a body from sandbox name; what says what it reads
 // ("reading /etc/hosts"), for errors.
@@ -205,7 +229,7 @@ type FileWatch struct {
 // place: any change made after it is seen. Read the changes with Next;
 // Close ends the watch.
 func (c *Client) WatchFiles(ctx context.Context, name, path string, recursive bool) (*FileWatch, error) {
-	q := pathQuery(path)
+	q := c.fileQuery(path)
 	if recursive {
 		q.Set("recursive", "true")
 	}

@@ -236,6 +236,7 @@ func TestErrorShapes(t *testing.T) {
 		{den(api.CodeInvalid, "bad"), 400, connect.CodeInvalidArgument},
 		{den(api.CodeInvalid, `starting "bash": no user "bob" in the sandbox`), 401, connect.CodeUnauthenticated},
 		{den(api.CodeUnavailable, "no space left in sandbox"), 507, connect.CodeUnavailable},
+		{den(api.CodeInvalid, `"/etc/shadow": permission denied`), 403, connect.CodePermissionDenied},
 		{den(api.CodeConflict, "is paused"), 409, connect.CodeFailedPrecondition},
 		{den(api.CodeQuotaExceeded, "quota"), 403, connect.CodePermissionDenied},
 		{den(api.CodeUnauthorized, "expired"), 401, connect.CodeUnauthenticated},

@@ -155,6 +155,19 @@ func (t *target) userOf() string {
 	return defaultUser(t.sb)
 }
 
+// files is den's client for the file calls of t's caller: done in the
+// sandbox as the user they act as, with that user's permissions, as
+// envd's are. Root's are den's plain file calls, which a den-init from
+// before acting as a user serves too.
+func (t *target) files() *client.Client {
+	switch user := t.userOf(); user {
+	case "root", "0":
+		return t.c
+	default:
+		return t.c.FilesAs(user)
+	}
+}
+
 // abs resolves p as E2B does: relative to the user's home.
 func (t *target) abs(p string) string {
 	if p == "" {

@@ -2,11 +2,13 @@ package e2b
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +32,8 @@ type fakeSandboxAPI struct {
 
 	mu    sync.Mutex
 	stdin []string
+	// statAs is the as= of each files/stat ("-" when absent).
+	statAs []string
 }
 
 func (f *fakeSandboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -45,6 +49,13 @@ func (f *fakeSandboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	case p == "/v1/sandboxes/sb1/files/stat":
+		as := "-"
+		if r.URL.Query().Has("as") {
+			as = r.URL.Query().Get("as")
+		}
+		f.mu.Lock()
+		f.statAs = append(f.statAs, as)
+		f.mu.Unlock()
 		json.NewEncoder(w).Encode(api.FileInfo{Name: "a.txt", Path: r.URL.Query().Get("path"), Type: "file", Xattrs: map[string]string{"user.e2b.k": "v"}})
 	case p == "/v1/sandboxes/sb1/files/watch":
 		w.WriteHeader(http.StatusOK)
@@ -208,5 +219,27 @@ func TestWatchers(t *testing.T) {
 	}
 	if _, err := c.RemoveWatcher(ctx, connect.NewRequest(&fspb.RemoveWatcherRequest{WatcherId: "nope"})); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("removing an unknown watcher: %v", err)
+	}
+}
+
+// File RPCs are den's file calls made as the user the caller acts as:
+// Basic auth's, else the image's default (user on e2b-base); root's are
+// den's plain calls, which any den-init serves.
+func TestFileCallsActAsTheUser(t *testing.T) {
+	den, hc, url := newEnvdDoor(t)
+	c := filesystemconnect.NewFilesystemClient(hc, url, connect.WithProtoJSON())
+	for _, user := range []string{"user", "", "root", "alice", "0"} {
+		req := connect.NewRequest(&fspb.StatRequest{Path: "/a.txt"})
+		if user != "" {
+			req.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":")))
+		}
+		if _, err := c.Stat(context.Background(), req); err != nil {
+			t.Fatalf("stat as %q: %v", user, err)
+		}
+	}
+	den.mu.Lock()
+	defer den.mu.Unlock()
+	if want := []string{"user", "user", "-", "alice", "-"}; !slices.Equal(den.statAs, want) {
+		t.Errorf("stats made as %q, want %q", den.statAs, want)
 	}
 }

@@ -83,6 +83,13 @@ func isUnknownUser(e *api.Error) bool {
 	return e.Code == api.CodeInvalid && strings.Contains(e.Message, "no user \"")
 }
 
+// isPermissionDenied reports whether e is den-init refusing a file call
+// the user it acts as may not make, which envd answers 403 on /files and
+// permission_denied to an RPC.
+func isPermissionDenied(e *api.Error) bool {
+	return e.Code == api.CodeInvalid && strings.HasSuffix(e.Message, ": permission denied")
+}
+
 // isNoSpace reports whether e is a sandbox out of disk space, which E2B
 // answers 507.
 func isNoSpace(e *api.Error) bool {
@@ -94,6 +101,8 @@ func httpStatus(e *api.Error) int {
 	switch {
 	case isUnknownUser(e):
 		return http.StatusUnauthorized
+	case isPermissionDenied(e):
+		return http.StatusForbidden
 	case isNoSpace(e):
 		return http.StatusInsufficientStorage
 	}
@@ -147,6 +156,8 @@ func rpcError(err error) error {
 	switch {
 	case isUnknownUser(e):
 		code = connect.CodeUnauthenticated
+	case isPermissionDenied(e):
+		code = connect.CodePermissionDenied
 	case !ok:
 		code = connect.CodeInternal
 	}

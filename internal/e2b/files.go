@@ -91,7 +91,7 @@ func (d *Door) download(w http.ResponseWriter, r *http.Request) {
 		d.writeError(w, r, err)
 		return
 	}
-	fi, err := t.c.Stat(r.Context(), t.sb.ID, p)
+	fi, err := t.files().Stat(r.Context(), t.sb.ID, p)
 	if err == nil && fi.Type == "dir" {
 		err = invalid("%s is a directory", p)
 	}
@@ -99,7 +99,7 @@ func (d *Door) download(w http.ResponseWriter, r *http.Request) {
 		d.writeError(w, r, err)
 		return
 	}
-	rc, err := t.c.ReadFile(r.Context(), t.sb.ID, p)
+	rc, err := t.files().ReadFile(r.Context(), t.sb.ID, p)
 	if err != nil {
 		d.writeError(w, r, err)
 		return
@@ -223,7 +223,7 @@ func partFileName(part *multipart.Part) string {
 func (d *Door) writeFile(r *http.Request, t *target, name string, body io.Reader) (writeInfo, error) {
 	p := t.abs(name)
 	metadata := uploadMetadata(r.Header)
-	err := t.c.WriteFileWith(r.Context(), t.sb.ID, p, body, client.WriteOptions{User: t.userOf(), Parents: true, Xattrs: xattrsOf(metadata)})
+	err := t.files().WriteFileWith(r.Context(), t.sb.ID, p, body, client.WriteOptions{User: t.userOf(), Parents: true, Xattrs: xattrsOf(metadata)})
 	if err != nil {
 		return writeInfo{}, err
 	}

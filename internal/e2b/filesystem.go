@@ -34,7 +34,7 @@ const maxListDepth = 16
 
 func (f *filesystem) Stat(ctx context.Context, req *connect.Request[pb.StatRequest]) (*connect.Response[pb.StatResponse], error) {
 	t := targetOf(ctx)
-	fi, err := t.c.Stat(ctx, t.sb.ID, t.abs(req.Msg.GetPath()))
+	fi, err := t.files().Stat(ctx, t.sb.ID, t.abs(req.Msg.GetPath()))
 	if err != nil {
 		return nil, fsError(err)
 	}
@@ -51,7 +51,7 @@ func (f *filesystem) ListDir(ctx context.Context, req *connect.Request[pb.ListDi
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("depth %d is over %d", depth, maxListDepth))
 	}
 	root := t.abs(req.Msg.GetPath())
-	fi, err := t.c.Stat(ctx, t.sb.ID, root)
+	fi, err := t.files().Stat(ctx, t.sb.ID, root)
 	if err != nil {
 		return nil, fsError(err)
 	}
@@ -61,7 +61,7 @@ func (f *filesystem) ListDir(ctx context.Context, req *connect.Request[pb.ListDi
 	out := &pb.ListDirResponse{}
 	var walk func(dir string, level int) error
 	walk = func(dir string, level int) error {
-		files, err := t.c.ListFiles(ctx, t.sb.ID, dir)
+		files, err := t.files().ListFiles(ctx, t.sb.ID, dir)
 		if err != nil {
 			return err
 		}
@@ -90,7 +90,7 @@ func (f *filesystem) ListDir(ctx context.Context, req *connect.Request[pb.ListDi
 func (f *filesystem) MakeDir(ctx context.Context, req *connect.Request[pb.MakeDirRequest]) (*connect.Response[pb.MakeDirResponse], error) {
 	t := targetOf(ctx)
 	p := t.abs(req.Msg.GetPath())
-	if fi, err := t.c.Stat(ctx, t.sb.ID, p); err == nil {
+	if fi, err := t.files().Stat(ctx, t.sb.ID, p); err == nil {
 		if fi.Type == "dir" {
 			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("directory %s already exists", p))
 		}
@@ -98,10 +98,10 @@ func (f *filesystem) MakeDir(ctx context.Context, req *connect.Request[pb.MakeDi
 	} else if !client.IsNotFound(err) {
 		return nil, fsError(err)
 	}
-	if err := t.c.Mkdir(ctx, t.sb.ID, api.MkdirRequest{Path: p, Parents: true, User: t.userOf()}); err != nil {
+	if err := t.files().Mkdir(ctx, t.sb.ID, api.MkdirRequest{Path: p, Parents: true, User: t.userOf()}); err != nil {
 		return nil, fsError(err)
 	}
-	fi, err := t.c.Stat(ctx, t.sb.ID, p)
+	fi, err := t.files().Stat(ctx, t.sb.ID, p)
 	if err != nil {
 		return nil, fsError(err)
 	}
@@ -113,16 +113,16 @@ func (f *filesystem) MakeDir(ctx context.Context, req *connect.Request[pb.MakeDi
 func (f *filesystem) Move(ctx context.Context, req *connect.Request[pb.MoveRequest]) (*connect.Response[pb.MoveResponse], error) {
 	t := targetOf(ctx)
 	from, to := t.abs(req.Msg.GetSource()), t.abs(req.Msg.GetDestination())
-	if _, err := t.c.Stat(ctx, t.sb.ID, from); err != nil {
+	if _, err := t.files().Stat(ctx, t.sb.ID, from); err != nil {
 		return nil, fsError(err)
 	}
-	if err := t.c.Mkdir(ctx, t.sb.ID, api.MkdirRequest{Path: path.Dir(to), Parents: true, User: t.userOf()}); err != nil {
+	if err := t.files().Mkdir(ctx, t.sb.ID, api.MkdirRequest{Path: path.Dir(to), Parents: true, User: t.userOf()}); err != nil {
 		return nil, fsError(err)
 	}
-	if err := t.c.Move(ctx, t.sb.ID, from, to); err != nil {
+	if err := t.files().Move(ctx, t.sb.ID, from, to); err != nil {
 		return nil, fsError(err)
 	}
-	fi, err := t.c.Stat(ctx, t.sb.ID, to)
+	fi, err := t.files().Stat(ctx, t.sb.ID, to)
 	if err != nil {
 		return nil, fsError(err)
 	}
@@ -133,7 +133,7 @@ func (f *filesystem) Move(ctx context.Context, req *connect.Request[pb.MoveReque
 // error.
 func (f *filesystem) Remove(ctx context.Context, req *connect.Request[pb.RemoveRequest]) (*connect.Response[pb.RemoveResponse], error) {
 	t := targetOf(ctx)
-	if err := t.c.RemoveFile(ctx, t.sb.ID, t.abs(req.Msg.GetPath()), true); err != nil && !client.IsNotFound(err) {
+	if err := t.files().RemoveFile(ctx, t.sb.ID, t.abs(req.Msg.GetPath()), true); err != nil && !client.IsNotFound(err) {
 		return nil, fsError(err)
 	}
 	return connect.NewResponse(&pb.RemoveResponse{}), nil
@@ -149,7 +149,7 @@ func (f *filesystem) Remove(ctx context.Context, req *connect.Request[pb.RemoveR
 func (f *filesystem) WatchDir(ctx context.Context, req *connect.Request[pb.WatchDirRequest], stream *connect.ServerStream[pb.WatchDirResponse]) error {
 	t := targetOf(ctx)
 	dir := t.abs(req.Msg.GetPath())
-	w, err := t.c.WatchFiles(ctx, t.sb.ID, dir, req.Msg.GetRecursive())
+	w, err := t.files().WatchFiles(ctx, t.sb.ID, dir, req.Msg.GetRecursive())
 	if err != nil {
 		return fsError(err)
 	}
@@ -208,7 +208,7 @@ func fsEvent(ctx context.Context, t *target, dir string, ev api.WatchEvent, incl
 	}
 	fe := &pb.FilesystemEvent{Name: ev.Name, Type: typ}
 	if includeEntry && typ != pb.EventType_EVENT_TYPE_REMOVE && typ != pb.EventType_EVENT_TYPE_RENAME {
-		if fi, err := t.c.Stat(ctx, t.sb.ID, path.Join(dir, ev.Name)); err == nil {
+		if fi, err := t.files().Stat(ctx, t.sb.ID, path.Join(dir, ev.Name)); err == nil {
 			fe.Entry = entryInfo(fi)
 		}
 	}

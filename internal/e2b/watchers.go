@@ -64,7 +64,7 @@ func (f *filesystem) CreateWatcher(ctx context.Context, req *connect.Request[pb.
 	// The watch outlives this call: it ends with RemoveWatcher, the
 	// sandbox's sleep, or idleness, not when the call returns.
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	fw, err := t.c.WatchFiles(wctx, t.sb.ID, dir, req.Msg.GetRecursive())
+	fw, err := t.files().WatchFiles(wctx, t.sb.ID, dir, req.Msg.GetRecursive())
 	if err != nil {
 		cancel()
 		return nil, fsError(err)

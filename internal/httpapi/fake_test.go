@@ -547,10 +547,13 @@ type fakeFiles struct {
 	// watch are the events a Watch sends, then watchErr ends it.
 	watch    []guest.WatchEvent
 	watchErr error
+	// acting is the user each call was made as ("" for root).
+	acting []string
 }
 
-func (ff *fakeFiles) enter(method string, args ...any) error {
+func (ff *fakeFiles) enter(ctx context.Context, method string, args ...any) error {
 	ff.calls.add("Files."+method, args...)
+	ff.acting = append(ff.acting, guest.ActingUser(ctx))
 	return ff.err
 }
 
@@ -560,21 +563,21 @@ func (ff *fakeFiles) info(p string) guest.FileInfo {
 }
 
 func (ff *fakeFiles) Stat(ctx context.Context, p string) (guest.FileInfo, error) {
-	if err := ff.enter("Stat", p); err != nil {
+	if err := ff.enter(ctx, "Stat", p); err != nil {
 		return guest.FileInfo{}, err
 	}
 	return ff.info(p), nil
 }
 
 func (ff *fakeFiles) ReadDir(ctx context.Context, p string) ([]guest.FileInfo, error) {
-	if err := ff.enter("ReadDir", p); err != nil {
+	if err := ff.enter(ctx, "ReadDir", p); err != nil {
 		return nil, err
 	}
 	return []guest.FileInfo{ff.info(p + "/a.txt")}, nil
 }
 
 func (ff *fakeFiles) ReadFile(ctx context.Context, p string) (io.ReadCloser, guest.FileInfo, error) {
-	if err := ff.enter("ReadFile", p); err != nil {
+	if err := ff.enter(ctx, "ReadFile", p); err != nil {
 		return nil, guest.FileInfo{}, err
 	}
 	return io.NopCloser(strings.NewReader(ff.content)), ff.info(p), nil
@@ -585,7 +588,7 @@ func (ff *fakeFiles) WriteFile(ctx context.Context, p string, r io.Reader, o gue
 	if o.User != "" || o.Parents {
 		args = append(args, o.User, o.Parents)
 	}
-	if err := ff.enter("WriteFile", args...); err != nil {
+	if err := ff.enter(ctx, "WriteFile", args...); err != nil {
 		return err
 	}
 	b, err := io.ReadAll(r)
@@ -598,26 +601,26 @@ func (ff *fakeFiles) Mkdir(ctx context.Context, req guest.MkdirRequest) error {
 	if req.User != "" {
 		args = append(args, req.User)
 	}
-	return ff.enter("Mkdir", args...)
+	return ff.enter(ctx, "Mkdir", args...)
 }
 
 func (ff *fakeFiles) Remove(ctx context.Context, p string, recursive bool) error {
-	return ff.enter("Remove", p, recursive)
+	return ff.enter(ctx, "Remove", p, recursive)
 }
 
 func (ff *fakeFiles) Move(ctx context.Context, from, to string) error {
-	return ff.enter("Move", from, to)
+	return ff.enter(ctx, "Move", from, to)
 }
 
 func (ff *fakeFiles) ReadTar(ctx context.Context, p string) (io.ReadCloser, error) {
-	if err := ff.enter("ReadTar", p); err != nil {
+	if err := ff.enter(ctx, "ReadTar", p); err != nil {
 		return nil, err
 	}
 	return io.NopCloser(strings.NewReader("tar:" + ff.content)), nil
 }
 
 func (ff *fakeFiles) Watch(ctx context.Context, dir string, recursive bool, ready func(), each func(guest.WatchEvent) error) error {
-	if err := ff.enter("Watch", dir, recursive); err != nil {
+	if err := ff.enter(ctx, "Watch", dir, recursive); err != nil {
 		return err
 	}
 	ready()
@@ -630,7 +633,7 @@ func (ff *fakeFiles) Watch(ctx context.Context, dir string, recursive bool, read
 }
 
 func (ff *fakeFiles) WriteTar(ctx context.Context, dir string, r io.Reader) error {
-	if err := ff.enter("WriteTar", dir); err != nil {
+	if err := ff.enter(ctx, "WriteTar", dir); err != nil {
 		return err
 	}
 	b, err := io.ReadAll(r)

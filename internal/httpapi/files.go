@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -24,11 +25,11 @@ const (
 // system, so a bad path never reaches the sandbox.
 
 func (s *server) statFile(w http.ResponseWriter, r *http.Request) error {
-	p, fsys, err := s.fileTarget(r)
+	p, ctx, fsys, err := s.fileTarget(r)
 	if err != nil {
 		return err
 	}
-	fi, err := fsys.Stat(r.Context(), p)
+	fi, err := fsys.Stat(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -36,11 +37,11 @@ func (s *server) statFile(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) listFiles(w http.ResponseWriter, r *http.Request) error {
-	p, fsys, err := s.fileTarget(r)
+	p, ctx, fsys, err := s.fileTarget(r)
 	if err != nil {
 		return err
 	}
-	infos, err := fsys.ReadDir(r.Context(), p)
+	infos, err := fsys.ReadDir(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -48,11 +49,11 @@ func (s *server) listFiles(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) readFile(w http.ResponseWriter, r *http.Request) error {
-	p, fsys, err := s.fileTarget(r)
+	p, ctx, fsys, err := s.fileTarget(r)
 	if err != nil {
 		return err
 	}
-	rc, fi, err := fsys.ReadFile(r.Context(), p)
+	rc, fi, err := fsys.ReadFile(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -86,12 +87,12 @@ func (s *server) writeFile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	fsys, err := s.sandboxes.Files(r.Context(), r.PathValue("name"))
+	ctx, fsys, err := s.filesOf(r)
 	if err != nil {
 		return err
 	}
 	o := guest.WriteOptions{Mode: mode, User: r.URL.Query().Get("user"), Parents: parents, Xattrs: xattrs}
-	if err := fsys.WriteFile(r.Context(), p, r.Body, o); err != nil {
+	if err := fsys.WriteFile(ctx, p, r.Body, o); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -114,11 +115,11 @@ func (s *server) mkdir(w http.ResponseWriter, r *http.Request) error {
 	if mode > 0o7777 {
 		return errdefs.WithHint(errdefs.Invalid("invalid mode %#o", mode), "mode holds permission bits only, at most 0o7777 (4095 as a JSON number)")
 	}
-	fsys, err := s.sandboxes.Files(r.Context(), r.PathValue("name"))
+	ctx, fsys, err := s.filesOf(r)
 	if err != nil {
 		return err
 	}
-	if err := fsys.Mkdir(r.Context(), guest.MkdirRequest{Path: p, Parents: req.Parents, Mode: mode, User: req.User}); err != nil {
+	if err := fsys.Mkdir(ctx, guest.MkdirRequest{Path: p, Parents: req.Parents, Mode: mode, User: req.User}); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -138,11 +139,11 @@ func (s *server) moveFile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	fsys, err := s.sandboxes.Files(r.Context(), r.PathValue("name"))
+	ctx, fsys, err := s.filesOf(r)
 	if err != nil {
 		return err
 	}
-	if err := fsys.Move(r.Context(), from, to); err != nil {
+	if err := fsys.Move(ctx, from, to); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -161,11 +162,11 @@ func (s *server) removeFile(w http.ResponseWriter, r *http.Request) error {
 	if p == "/" {
 		return errdefs.WithHint(errdefs.Invalid("refusing to remove the root directory"), "remove the files under it instead, or remove the sandbox")
 	}
-	fsys, err := s.sandboxes.Files(r.Context(), r.PathValue("name"))
+	ctx, fsys, err := s.filesOf(r)
 	if err != nil {
 		return err
 	}
-	if err := fsys.Remove(r.Context(), p, recursive); err != nil {
+	if err := fsys.Remove(ctx, p, recursive); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -174,11 +175,11 @@ func (s *server) removeFile(w http.ResponseWriter, r *http.Request) error {
 
 // readArchive streams a tar of a directory's contents, or of one file.
 func (s *server) readArchive(w http.ResponseWriter, r *http.Request) error {
-	p, fsys, err := s.fileTarget(r)
+	p, ctx, fsys, err := s.fileTarget(r)
 	if err != nil {
 		return err
 	}
-	rc, err := fsys.ReadTar(r.Context(), p)
+	rc, err := fsys.ReadTar(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -190,11 +191,11 @@ func (s *server) readArchive(w http.ResponseWriter, r *http.Request) error {
 
 // writeArchive extracts the tar in the request body into a directory.
 func (s *server) writeArchive(w http.ResponseWriter, r *http.Request) error {
-	p, fsys, err := s.fileTarget(r)
+	p, ctx, fsys, err := s.fileTarget(r)
 	if err != nil {
 		return err
 	}
-	if err := fsys.WriteTar(r.Context(), p, r.Body); err != nil {
+	if err := fsys.WriteTar(ctx, p, r.Body); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -211,14 +212,14 @@ func (s *server) watchFiles(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, fsys, err := s.fileTarget(r)
+	p, ctx, fsys, err := s.fileTarget(r)
 	if err != nil {
 		return err
 	}
 	fw := newFlushWriter(w)
 	enc := json.NewEncoder(fw)
 	started := false
-	err = fsys.Watch(r.Context(), p, recursive, func() {
+	err = fsys.Watch(ctx, p, recursive, func() {
 		started = true
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		w.WriteHeader(http.StatusOK)
@@ -236,16 +237,36 @@ func (s *server) watchFiles(w http.ResponseWriter, r *http.Request) error {
 	return enc.Encode(api.WatchEvent{Error: body})
 }
 
-func (s *server) fileTarget(r *http.Request) (string, sandbox.Files, error) {
+func (s *server) fileTarget(r *http.Request) (string, context.Context, sandbox.Files, error) {
 	p, err := queryPath(r, "path")
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
+	}
+	ctx, fsys, err := s.filesOf(r)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return p, ctx, fsys, nil
+}
+
+// maxUserLen bounds ?as=, far above any user name.
+const maxUserLen = 256
+
+// filesOf checks ?as= and then finds the sandbox's file system. Calls to
+// it under the context returned are done as the user ?as= names (a name,
+// a uid, or either with :group), with that user's permissions inside the
+// sandbox; without it, as root.
+func (s *server) filesOf(r *http.Request) (context.Context, sandbox.Files, error) {
+	as := r.URL.Query().Get("as")
+	if len(as) > maxUserLen || strings.ContainsAny(as, "/\x00") {
+		return nil, nil, errdefs.WithHint(errdefs.Invalid("invalid as=%.40q", as),
+			"give the user to act as inside the sandbox: a name or uid, or either followed by :group")
 	}
 	fsys, err := s.sandboxes.Files(r.Context(), r.PathValue("name"))
 	if err != nil {
-		return "", nil, err
+		return nil, nil, err
 	}
-	return p, fsys, nil
+	return guest.AsUser(r.Context(), as), fsys, nil
 }
 
 // queryPath reads a required path inside the sandbox from the query.

@@ -185,6 +185,42 @@ func TestFilesForUser(t *testing.T) {
 	assertError(t, resp, body, http.StatusBadRequest, api.CodeInvalid)
 }
 
+// ?as= makes every file call as that user; a bad one is refused before
+// the sandbox's file system is asked for.
+func TestFilesAsUser(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", "/v1/sandboxes/alpha/files/stat?path=/a&as=user", ""},
+		{"GET", "/v1/sandboxes/alpha/files/list?path=/a&as=user", ""},
+		{"GET", "/v1/sandboxes/alpha/files/content?path=/a&as=user", ""},
+		{"PUT", "/v1/sandboxes/alpha/files/content?path=/a&as=user", "x"},
+		{"POST", "/v1/sandboxes/alpha/files/mkdir?as=user", `{"path":"/d"}`},
+		{"POST", "/v1/sandboxes/alpha/files/move?as=user", `{"from":"/a","to":"/b"}`},
+		{"DELETE", "/v1/sandboxes/alpha/files?path=/a&as=user", ""},
+		{"GET", "/v1/sandboxes/alpha/files/archive?path=/a&as=user", ""},
+		{"PUT", "/v1/sandboxes/alpha/files/archive?path=/a&as=user", ""},
+		{"GET", "/v1/sandboxes/alpha/files/watch?path=/a&as=user", ""},
+		{"GET", "/v1/sandboxes/alpha/files/stat?path=/a", ""},
+	} {
+		if resp, body := e.do(c.method, c.path, strings.NewReader(c.body)); resp.StatusCode/100 != 2 {
+			t.Fatalf("%s %s: %d %s", c.method, c.path, resp.StatusCode, body)
+		}
+	}
+	want := slices.Repeat([]string{"user"}, 10)
+	if got := e.sbx.files.acting; !slices.Equal(got, append(want, "")) {
+		t.Errorf("the calls were made as %q, want user for each but the last, root", got)
+	}
+
+	for _, as := range []string{"a/b", "a\x00b", strings.Repeat("u", 300)} {
+		e := newEnv(t)
+		resp, body := e.do("GET", "/v1/sandboxes/alpha/files/stat?path=/a&as="+url.QueryEscape(as), nil)
+		if got := assertError(t, resp, body, http.StatusBadRequest, api.CodeInvalid); got.Hint == "" {
+			t.Errorf("as=%.20q: no hint: %+v", as, got)
+		}
+		e.noCalls()
+	}
+}
+
 // A watch streams its events once in place; one that stops for a reason
 // ends with a line saying why.
 func TestWatchFiles(t *testing.T) {

@@ -52,7 +52,7 @@ func TestEveryRouteHasDocumentedQueries(t *testing.T) {
 	if got := q["GET /v1/sandboxes/{name}/runs/{run}/logs"]; len(got) != 4 {
 		t.Errorf("logs takes %v, want stream, from, follow and wake", got)
 	}
-	if got := q["GET /v1/sandboxes/{name}/files/content"]; len(got) != 1 || got[0] != "path" {
-		t.Errorf("files/content takes %v, want path (by reference)", got)
+	if got := q["GET /v1/sandboxes/{name}/files/content"]; len(got) != 2 || got[0] != "as" || got[1] != "path" {
+		t.Errorf("files/content takes %v, want as and path (by reference)", got)
 	}
 }

@@ -254,6 +254,13 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
 		if !modeGiven && old != nil {
 			mode = fileMode(old.Mode & 0o7777)
 		}
+		if fi.Mode().IsRegular() && os.Geteuid() != 0 {
+			// Done as a user (asuser.go), who may replace only a file
+			// they may write, as writing it in place would need.
+			if err := checkWritable(target); err != nil {
+				return fsError(p, err)
+			}
+		}
 	}
 	dir := filepath.Dir(target)
 	if parents {
@@ -328,6 +335,17 @@ func writeAtomic(target string, mode os.FileMode, old *syscall.Stat_t, owner *ac
 		return err
 	}
 	return syncDir(dir)
+}
+
+// checkWritable tells whether the calling thread may open the regular
+// file at target for writing: the kernel's own check, with the thread's
+// credentials.
+func checkWritable(target string) error {
+	f, err := os.OpenFile(target, os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // fileMode converts Unix permission bits (with setuid, setgid, sticky)

@@ -105,10 +105,26 @@ type watcher struct {
 	dirs map[int32]string // watch descriptor → directory path
 }
 
+// add watches dir. Done as a user (asuser.go), it needs read permission
+// on dir, as Linux asks for a watch; gVisor does not check it, so den-init
+// does, by opening dir with the user's credentials once the watch is in
+// place (so that no change is missed meanwhile), and drops the watch when
+// the user may not read dir. The events of a watch not yet in dirs are
+// never told.
 func (wt *watcher) add(dir string) error {
 	wd, err := unix.InotifyAddWatch(wt.fd, dir, watchMask|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
 	if err != nil {
 		return err
+	}
+	if os.Geteuid() != 0 {
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			if _, known := wt.dirs[int32(wd)]; !known { // not the watch of a directory already allowed
+				unix.InotifyRmWatch(wt.fd, uint32(wd))
+			}
+			return err
+		}
+		unix.Close(fd)
 	}
 	wt.dirs[int32(wd)] = dir
 	return nil
