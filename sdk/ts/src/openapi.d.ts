@@ -1163,6 +1163,15 @@ export interface paths {
     "/v1/sandboxes/{name}/files/stat": {
         parameters: {
             query: {
+                /**
+                 * @description the user to make the call as inside the sandbox: a name, uid, or
+                 *     either followed by :group, resolved in the sandbox's /etc/passwd
+                 *     and /etc/group. The call then has that user's permissions (uid, gid
+                 *     and supplementary groups): what the user may not do is refused
+                 *     (400, "permission denied") and changes nothing, and what it makes
+                 *     belongs to the user. Without it, the call is made as root.
+                 */
+                as?: components["parameters"]["FilesAs"];
                 /** @description an absolute path inside the sandbox, without ".." elements */
                 path: components["parameters"]["FilePath"];
             };
@@ -1186,6 +1195,15 @@ export interface paths {
     "/v1/sandboxes/{name}/files/list": {
         parameters: {
             query: {
+                /**
+                 * @description the user to make the call as inside the sandbox: a name, uid, or
+                 *     either followed by :group, resolved in the sandbox's /etc/passwd
+                 *     and /etc/group. The call then has that user's permissions (uid, gid
+                 *     and supplementary groups): what the user may not do is refused
+                 *     (400, "permission denied") and changes nothing, and what it makes
+                 *     belongs to the user. Without it, the call is made as root.
+                 */
+                as?: components["parameters"]["FilesAs"];
                 /** @description an absolute path inside the sandbox, without ".." elements */
                 path: components["parameters"]["FilePath"];
             };
@@ -1209,6 +1227,15 @@ export interface paths {
     "/v1/sandboxes/{name}/files/content": {
         parameters: {
             query: {
+                /**
+                 * @description the user to make the call as inside the sandbox: a name, uid, or
+                 *     either followed by :group, resolved in the sandbox's /etc/passwd
+                 *     and /etc/group. The call then has that user's permissions (uid, gid
+                 *     and supplementary groups): what the user may not do is refused
+                 *     (400, "permission denied") and changes nothing, and what it makes
+                 *     belongs to the user. Without it, the call is made as root.
+                 */
+                as?: components["parameters"]["FilesAs"];
                 /** @description an absolute path inside the sandbox, without ".." elements */
                 path: components["parameters"]["FilePath"];
             };
@@ -1235,7 +1262,17 @@ export interface paths {
     };
     "/v1/sandboxes/{name}/files/mkdir": {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description the user to make the call as inside the sandbox: a name, uid, or
+                 *     either followed by :group, resolved in the sandbox's /etc/passwd
+                 *     and /etc/group. The call then has that user's permissions (uid, gid
+                 *     and supplementary groups): what the user may not do is refused
+                 *     (400, "permission denied") and changes nothing, and what it makes
+                 *     belongs to the user. Without it, the call is made as root.
+                 */
+                as?: components["parameters"]["FilesAs"];
+            };
             header?: never;
             path: {
                 /** @description a sandbox name or id */
@@ -1255,7 +1292,17 @@ export interface paths {
     };
     "/v1/sandboxes/{name}/files/move": {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description the user to make the call as inside the sandbox: a name, uid, or
+                 *     either followed by :group, resolved in the sandbox's /etc/passwd
+                 *     and /etc/group. The call then has that user's permissions (uid, gid
+                 *     and supplementary groups): what the user may not do is refused
+                 *     (400, "permission denied") and changes nothing, and what it makes
+                 *     belongs to the user. Without it, the call is made as root.
+                 */
+                as?: components["parameters"]["FilesAs"];
+            };
             header?: never;
             path: {
                 /** @description a sandbox name or id */
@@ -1276,6 +1323,15 @@ export interface paths {
     "/v1/sandboxes/{name}/files": {
         parameters: {
             query: {
+                /**
+                 * @description the user to make the call as inside the sandbox: a name, uid, or
+                 *     either followed by :group, resolved in the sandbox's /etc/passwd
+                 *     and /etc/group. The call then has that user's permissions (uid, gid
+                 *     and supplementary groups): what the user may not do is refused
+                 *     (400, "permission denied") and changes nothing, and what it makes
+                 *     belongs to the user. Without it, the call is made as root.
+                 */
+                as?: components["parameters"]["FilesAs"];
                 /** @description an absolute path inside the sandbox, without ".." elements */
                 path: components["parameters"]["FilePath"];
             };
@@ -1302,6 +1358,15 @@ export interface paths {
     "/v1/sandboxes/{name}/files/watch": {
         parameters: {
             query: {
+                /**
+                 * @description the user to make the call as inside the sandbox: a name, uid, or
+                 *     either followed by :group, resolved in the sandbox's /etc/passwd
+                 *     and /etc/group. The call then has that user's permissions (uid, gid
+                 *     and supplementary groups): what the user may not do is refused
+                 *     (400, "permission denied") and changes nothing, and what it makes
+                 *     belongs to the user. Without it, the call is made as root.
+                 */
+                as?: components["parameters"]["FilesAs"];
                 /** @description an absolute path inside the sandbox, without ".." elements */
                 path: components["parameters"]["FilePath"];
             };
@@ -1333,6 +1398,15 @@ export interface paths {
     "/v1/sandboxes/{name}/files/archive": {
         parameters: {
             query: {
+                /**
+                 * @description the user to make the call as inside the sandbox: a name, uid, or
+                 *     either followed by :group, resolved in the sandbox's /etc/passwd
+                 *     and /etc/group. The call then has that user's permissions (uid, gid
+                 *     and supplementary groups): what the user may not do is refused
+                 *     (400, "permission denied") and changes nothing, and what it makes
+                 *     belongs to the user. Without it, the call is made as root.
+                 */
+                as?: components["parameters"]["FilesAs"];
                 /** @description an absolute path inside the sandbox, without ".." elements */
                 path: components["parameters"]["FilePath"];
             };
@@ -2401,7 +2475,7 @@ export interface components {
             state: string;
             /** Format: int64 */
             rss_bytes: number;
-            /** @description may hold a secret: started with secrets, in the process group or session of one that was, or below one; while one lives, hibernate, memory checkpoints and forks with processes are refused (409) */
+            /** @description may hold a secret: started with secrets, in the process group or session of one that was, or below one, however it detached or moved (it keeps no_new_privs for good); while one lives, hibernate, memory checkpoints and forks with processes are refused (409) */
             secrets?: boolean;
         };
         ProcessList: {
@@ -2957,6 +3031,15 @@ export interface components {
         ImageName: string;
         /** @description a TCP port inside the sandbox, 1-65535 (not 49900, den's own) */
         Port: number;
+        /**
+         * @description the user to make the call as inside the sandbox: a name, uid, or
+         *     either followed by :group, resolved in the sandbox's /etc/passwd
+         *     and /etc/group. The call then has that user's permissions (uid, gid
+         *     and supplementary groups): what the user may not do is refused
+         *     (400, "permission denied") and changes nothing, and what it makes
+         *     belongs to the user. Without it, the call is made as root.
+         */
+        FilesAs: string;
         /** @description an absolute path inside the sandbox, without ".." elements */
         FilePath: string;
     };
@@ -4935,6 +5018,15 @@ export interface operations {
     statFile: {
         parameters: {
             query: {
+                /**
+                 * @description the user to make the call as inside the sandbox: a name, uid, or
+                 *     either followed by :group, resolved in the sandbox's /etc/passwd
+                 *     and /etc/group. The call then has that user's permissions (uid, gid
+                 *     and supplementary groups): what the user may not do is refused
+                 *     (400, "permission denied") and changes nothing, and what it makes
+                 *     belongs to the user. Without it, the call is made as root.
+                 */
+                as?: components["parameters"]["FilesAs"];
                 /** @description an absolute path inside the sandbox, without ".." elements */
                 path: components["parameters"]["FilePath"];
             };
@@ -4966,6 +5058,15 @@ export interface operations {
     listFiles: {
         parameters: {
             query: {
+                /**
+                 * @description the user to make the call as inside the sandbox: a name, uid, or
+                 *     either followed by :group, resolved in the sandbox's /etc/passwd
+                 *     and /etc/group. The call then has that user's permissions (uid, gid
+                 *     and supplementary groups): what the user may not do is refused
+                 *     (400, "permission denied") and changes nothing, and what it makes
+                 *     belongs to the user. Without it, the call is made as root.
+                 */
+                as?: components["parameters"]["FilesAs"];
                 /** @description an absolute path inside the sandbox, without ".." elements */
                 path: components["parameters"]["FilePath"];
             };
@@ -4997,6 +5098,15 @@ export interface operations {
     readFile: {
         parameters: {
             query: {
+                /**
+                 * @description the user to make the call as inside the sandbox: a name, uid, or
+                 *     either followed by :group, resolved in the sandbox's /etc/passwd
+                 *     and /etc/group. The call then has that user's permissions (uid, gid
+                 *     and supplementary groups): what the user may not do is refused
+                 *     (400, "permission denied") and changes nothing, and what it makes
+                 *     belongs to the user. Without it, the call is made as root.
+                 */
+                as?: components["parameters"]["FilesAs"];
                 /** @description an absolute path inside the sandbox, without ".." elements */
                 path: components["parameters"]["FilePath"];
             };
@@ -5028,6 +5138,15 @@ export interface operations {
     writeFile: {
         parameters: {
             query: {
+                /**
+                 * @description the user to make the call as inside the sandbox: a name, uid, or
+                 *     either followed by :group, resolved in the sandbox's /etc/passwd
+                 *     and /etc/group. The call then has that user's permissions (uid, gid
+                 *     and supplementary groups): what the user may not do is refused
+                 *     (400, "permission denied") and changes nothing, and what it makes
+                 *     belongs to the user. Without it, the call is made as root.
+                 */
+                as?: components["parameters"]["FilesAs"];
                 /** @description an absolute path inside the sandbox, without ".." elements */
                 path: components["parameters"]["FilePath"];
                 /** @description permission bits in octal, e.g. 0644 or 755 */
@@ -5077,7 +5196,17 @@ export interface operations {
     };
     mkdir: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description the user to make the call as inside the sandbox: a name, uid, or
+                 *     either followed by :group, resolved in the sandbox's /etc/passwd
+                 *     and /etc/group. The call then has that user's permissions (uid, gid
+                 *     and supplementary groups): what the user may not do is refused
+                 *     (400, "permission denied") and changes nothing, and what it makes
+                 *     belongs to the user. Without it, the call is made as root.
+                 */
+                as?: components["parameters"]["FilesAs"];
+            };
             header?: {
                 /**
                  * @description A fresh key for this request (1-128 printable ASCII characters, no
@@ -5116,7 +5245,17 @@ export interface operations {
     };
     moveFile: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description the user to make the call as inside the sandbox: a name, uid, or
+                 *     either followed by :group, resolved in the sandbox's /etc/passwd
+                 *     and /etc/group. The call then has that user's permissions (uid, gid
+                 *     and supplementary groups): what the user may not do is refused
+                 *     (400, "permission denied") and changes nothing, and what it makes
+                 *     belongs to the user. Without it, the call is made as root.
+                 */
+                as?: components["parameters"]["FilesAs"];
+            };
             header?: {
                 /**
                  * @description A fresh key for this request (1-128 printable ASCII characters, no
@@ -5156,6 +5295,15 @@ export interface operations {
     removeFile: {
         parameters: {
             query: {
+                /**
+                 * @description the user to make the call as inside the sandbox: a name, uid, or
+                 *     either followed by :group, resolved in the sandbox's /etc/passwd
+                 *     and /etc/group. The call then has that user's permissions (uid, gid
+                 *     and supplementary groups): what the user may not do is refused
+                 *     (400, "permission denied") and changes nothing, and what it makes
+                 *     belongs to the user. Without it, the call is made as root.
+                 */
+                as?: components["parameters"]["FilesAs"];
                 /** @description an absolute path inside the sandbox, without ".." elements */
                 path: components["parameters"]["FilePath"];
                 /** @description remove a directory and everything under it */
@@ -5195,6 +5343,15 @@ export interface operations {
     watchFiles: {
         parameters: {
             query: {
+                /**
+                 * @description the user to make the call as inside the sandbox: a name, uid, or
+                 *     either followed by :group, resolved in the sandbox's /etc/passwd
+                 *     and /etc/group. The call then has that user's permissions (uid, gid
+                 *     and supplementary groups): what the user may not do is refused
+                 *     (400, "permission denied") and changes nothing, and what it makes
+                 *     belongs to the user. Without it, the call is made as root.
+                 */
+                as?: components["parameters"]["FilesAs"];
                 /** @description an absolute path inside the sandbox, without ".." elements */
                 path: components["parameters"]["FilePath"];
                 /** @description watch the subdirectories too, those made later included */
@@ -5228,6 +5385,15 @@ export interface operations {
     readArchive: {
         parameters: {
             query: {
+                /**
+                 * @description the user to make the call as inside the sandbox: a name, uid, or
+                 *     either followed by :group, resolved in the sandbox's /etc/passwd
+                 *     and /etc/group. The call then has that user's permissions (uid, gid
+                 *     and supplementary groups): what the user may not do is refused
+                 *     (400, "permission denied") and changes nothing, and what it makes
+                 *     belongs to the user. Without it, the call is made as root.
+                 */
+                as?: components["parameters"]["FilesAs"];
                 /** @description an absolute path inside the sandbox, without ".." elements */
                 path: components["parameters"]["FilePath"];
             };
@@ -5259,6 +5425,15 @@ export interface operations {
     writeArchive: {
         parameters: {
             query: {
+                /**
+                 * @description the user to make the call as inside the sandbox: a name, uid, or
+                 *     either followed by :group, resolved in the sandbox's /etc/passwd
+                 *     and /etc/group. The call then has that user's permissions (uid, gid
+                 *     and supplementary groups): what the user may not do is refused
+                 *     (400, "permission denied") and changes nothing, and what it makes
+                 *     belongs to the user. Without it, the call is made as root.
+                 */
+                as?: components["parameters"]["FilesAs"];
                 /** @description an absolute path inside the sandbox, without ".." elements */
                 path: components["parameters"]["FilePath"];
             };
