@@ -410,7 +410,7 @@ func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
 		if err := mkdirAllGiven(p, mode, acting); err != nil {
 			return err
 		}
-		w.WriteHeader(http.StatusNoContent) // the mode is the one made with
+		w.WriteHeader(http.StatusNoContent) // made with mode; nothing existing is chmodded
 		return nil
 	}
 	if req.Parents {
