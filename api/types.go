@@ -291,6 +291,10 @@ type MkdirRequest struct {
 	// User owns the directories made: a name, uid, or either with
 	// :group; default root.
 	User string `json:"user,omitempty"`
+	// ParentsByRoot, with Parents and a call made as a user (?as=), has
+	// the missing directories made by root and given to that user, as
+	// E2B's envd does; the user must still reach the existing ones.
+	ParentsByRoot bool `json:"parents_by_root,omitempty"`
 }
 
 // MoveRequest is the body of POST /v1/sandboxes/{name}/files/move.

@@ -58,6 +58,10 @@ type WriteOptions struct {
 	// Parents creates the missing directories above the file (0755,
 	// owned by User), where WriteFile would fail with not found.
 	Parents bool
+	// ParentsByRoot, with Parents and FilesAs, has the missing
+	// directories made by root and given to the user, as E2B's envd
+	// does; the file is still written as the user.
+	ParentsByRoot bool
 	// Xattrs are user extended attributes (user.*, by full name) to set
 	// on the file; it keeps those of the file it replaces.
 	Xattrs map[string]string
@@ -75,6 +79,9 @@ func (c *Client) WriteFileWith(ctx context.Context, name, path string, r io.Read
 	}
 	if o.Parents {
 		q.Set("parents", "true")
+	}
+	if o.ParentsByRoot {
+		q.Set("parents_by_root", "true")
 	}
 	for name, v := range o.Xattrs {
 		q.Add("xattr", name+"="+v)

@@ -4,7 +4,11 @@
 // be read, /etc/passwd cannot be written, by an upload or a signed upload
 // URL, nor moved, removed or listed where root's directory is closed, and
 // nothing of root's changes; a file in the user's home is written and is
-// the user's. As root, all of it works. integration/e2b_files_user_test.go
+// the user's. Directories missing on the way to a file written or made
+// as `user` are made by root and given to the user, as E2B's envd does
+// (writing /0/x.txt works); the file is still written as the user, so
+// a new file in /etc, or one beneath a directory the user cannot reach,
+// is refused. As root, all of it works. integration/e2b_files_user_test.go
 // runs it.
 //
 //   E2B_API_URL=http://127.0.0.1:7070 E2B_SANDBOX_URL=http://127.0.0.1:7070 \
@@ -62,8 +66,12 @@ try {
   await refused(sbx.files.write("/etc/passwd", evil), "writing /etc/passwd as the default user");
   await refused(sbx.files.write("/etc/passwd", evil, { ...asUser, useOctetStream: true }), "writing /etc/passwd, octet-stream");
   await refused(sbx.files.write([{ path: "/etc/passwd", data: evil }], asUser), "writing /etc/passwd in a batch");
-  await refused(sbx.files.write("/etc/den/new.txt", "x", asUser), "writing under /etc, with parents");
-  await refused(sbx.files.makeDir("/etc/den-dir", asUser), "mkdir in /etc");
+  await refused(sbx.files.write("/etc/newfile", "x", asUser), "writing a new file in /etc");
+  await refused(sbx.files.write("/etc/newfile", "x", { ...asUser, useOctetStream: true }), "writing a new file in /etc, octet-stream");
+  await refused(sbx.files.write("/root/den/new.txt", "x", asUser), "writing beneath root's closed home, with parents");
+  await refused(sbx.files.makeDir("/root/den-dir", asUser), "mkdir in root's closed home");
+  await sbx.commands.run("ln -s /root /home/user/to-root", asUser);
+  await refused(sbx.files.write("/home/user/to-root/den/new.txt", "x", asUser), "writing through a symlink to root's closed home");
   await refused(sbx.files.rename("/etc/passwd", "/home/user/passwd", asUser), "moving /etc/passwd away");
   await refused(sbx.files.remove("/etc/passwd", asUser), "removing /etc/passwd");
 
@@ -82,9 +90,50 @@ try {
   step("nothing of root's changed: contents, owners, modes");
   assert.equal(await sbx.files.read("/etc/passwd", asRoot), passwd);
   assert.equal(await owners(), before);
-  for (const p of ["/etc/den", "/etc/den-dir", "/home/user/passwd"]) {
+  for (const p of ["/etc/newfile", "/root/den", "/root/den-dir", "/home/user/passwd"]) {
     assert.equal(await sbx.files.exists(p, asRoot), false, `${p} was made by a refused call`);
   }
+
+  step("as user, a path through a file fails, and changes nothing");
+  try {
+    await sbx.files.write("/etc/passwd/x.txt", "x", asUser);
+    assert.fail("writing /etc/passwd/x.txt worked");
+  } catch (e) {
+    assert.ok(e instanceof SandboxError, `writing /etc/passwd/x.txt: got ${e?.name}: ${e?.message}`);
+    assert.match(e.message, /not a directory/);
+  }
+  assert.equal(await sbx.files.read("/etc/passwd", asRoot), passwd);
+  assert.equal(await owners(), before);
+
+  step("as user, missing directories are made by root and given to the user, as envd does");
+  const rootDirs = (await sbx.commands.run("stat -c '%n %U:%G:%a' / /etc", asRoot)).stdout;
+  const w0 = await sbx.files.write("/0/x.txt", "zero", asUser);
+  assert.equal(w0.path, "/0/x.txt");
+  assert.equal(await sbx.files.read("/0/x.txt", asUser), "zero");
+  await sbx.files.write("/0/deep/er/y.txt", "y", { ...asUser, useOctetStream: true });
+  const up0 = await sbx.uploadUrl("/0/signed/z.txt", { ...asUser, useSignatureExpiration: 60 });
+  const form0 = new FormData();
+  form0.append("file", new Blob(["z"]), "z.txt");
+  res = await fetch(up0, { method: "POST", body: form0 });
+  assert.equal(res.status, 200, `signed upload to /0/signed/z.txt: ${res.status}`);
+  await res.arrayBuffer();
+  assert.equal(await sbx.files.makeDir("/etc/den-dir/sub", asUser), true);
+  await sbx.files.write("/etc/den/new.txt", "x", asUser);
+  let r = await sbx.commands.run(
+    "stat -c '%n %U:%G:%a' /0 /0/x.txt /0/deep /0/deep/er /0/deep/er/y.txt /0/signed /0/signed/z.txt /etc/den-dir /etc/den-dir/sub /etc/den /etc/den/new.txt",
+    asRoot,
+  );
+  assert.equal(
+    r.stdout,
+    [
+      "/0 user:user:755", "/0/x.txt user:user:644", "/0/deep user:user:755", "/0/deep/er user:user:755",
+      "/0/deep/er/y.txt user:user:644", "/0/signed user:user:755", "/0/signed/z.txt user:user:644",
+      "/etc/den-dir user:user:755", "/etc/den-dir/sub user:user:755", "/etc/den user:user:755", "/etc/den/new.txt user:user:644",
+    ].join("\n") + "\n",
+  );
+  assert.equal((await sbx.commands.run("stat -c '%n %U:%G:%a' / /etc", asRoot)).stdout, rootDirs, "/ and /etc keep their owners and modes");
+  assert.equal(await owners(), before);
+  await sbx.commands.run("rm -r /0 /etc/den /etc/den-dir", asRoot);
 
   step("as user, the user's own files work, and are the user's");
   const w = await sbx.files.write("mine/deep/a.txt", "mine", asUser);
@@ -104,7 +153,7 @@ try {
   assert.equal((await sbx.files.getInfo("mine/signed.txt", asUser)).owner, "user");
   await sbx.files.rename("mine/deep/a.txt", "mine/b.txt", asUser);
   assert.equal((await sbx.files.list("mine", asUser)).map((e) => e.name).join(","), "b.txt,d,deep,signed.txt");
-  let r = await sbx.commands.run("stat -c '%U:%G' /home/user/mine /home/user/mine/deep /home/user/mine/b.txt", asRoot);
+  r = await sbx.commands.run("stat -c '%U:%G' /home/user/mine /home/user/mine/deep /home/user/mine/b.txt", asRoot);
   assert.equal(r.stdout, "user:user\nuser:user\nuser:user\n");
   await sbx.files.remove("mine", asUser);
   assert.equal(await sbx.files.exists("mine", asUser), false);

@@ -158,7 +158,9 @@ func (t *target) userOf() string {
 // files is den's client for the file calls of t's caller: done in the
 // sandbox as the user they act as, with that user's permissions, as
 // envd's are. Root's are den's plain file calls, which a den-init from
-// before acting as a user serves too.
+// before acting as a user serves too. Writes, MakeDir and Move ask for
+// parents_by_root: envd makes missing directories as root and gives
+// them to the user (writing /0/x.txt as user works), and so does den.
 func (t *target) files() *client.Client {
 	switch user := t.userOf(); user {
 	case "root", "0":

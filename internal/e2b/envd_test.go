@@ -1,11 +1,14 @@
 package e2b
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -34,6 +37,10 @@ type fakeSandboxAPI struct {
 	stdin []string
 	// statAs is the as= of each files/stat ("-" when absent).
 	statAs []string
+	// made says each write and mkdir asked of den; a path made by
+	// mkdir (under /0, which does not exist) is found by stat after.
+	made []string
+	dirs map[string]bool
 }
 
 func (f *fakeSandboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -55,8 +62,34 @@ func (f *fakeSandboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		f.mu.Lock()
 		f.statAs = append(f.statAs, as)
+		made := f.dirs[r.URL.Query().Get("path")]
 		f.mu.Unlock()
+		if made {
+			json.NewEncoder(w).Encode(api.FileInfo{Name: "d", Path: r.URL.Query().Get("path"), Type: "dir"})
+			return
+		}
+		if strings.HasPrefix(r.URL.Query().Get("path"), "/0/") {
+			w.WriteHeader(http.StatusNotFound)
+			json.NewEncoder(w).Encode(api.ErrorBody{Error: &api.Error{Code: api.CodeNotFound, Message: "no such file"}})
+			return
+		}
 		json.NewEncoder(w).Encode(api.FileInfo{Name: "a.txt", Path: r.URL.Query().Get("path"), Type: "file", Xattrs: map[string]string{"user.e2b.k": "v"}})
+	case p == "/v1/sandboxes/sb1/files/content" && r.Method == http.MethodPut:
+		io.Copy(io.Discard, r.Body)
+		q := r.URL.Query()
+		f.record(fmt.Sprintf("write %s as=%s parents=%s parents_by_root=%s", q.Get("path"), q.Get("as"), q.Get("parents"), q.Get("parents_by_root")))
+		w.WriteHeader(http.StatusNoContent)
+	case p == "/v1/sandboxes/sb1/files/mkdir":
+		var req api.MkdirRequest
+		json.NewDecoder(r.Body).Decode(&req)
+		f.record(fmt.Sprintf("mkdir %s as=%s parents=%t parents_by_root=%t user=%s", req.Path, r.URL.Query().Get("as"), req.Parents, req.ParentsByRoot, req.User))
+		f.mu.Lock()
+		if f.dirs == nil {
+			f.dirs = map[string]bool{}
+		}
+		f.dirs[req.Path] = true
+		f.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
 	case p == "/v1/sandboxes/sb1/files/watch":
 		w.WriteHeader(http.StatusOK)
 		w.(http.Flusher).Flush()
@@ -76,6 +109,12 @@ func (f *fakeSandboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotFound)
 		json.NewEncoder(w).Encode(api.ErrorBody{Error: &api.Error{Code: api.CodeNotFound, Message: "no route " + p}})
 	}
+}
+
+func (f *fakeSandboxAPI) record(call string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.made = append(f.made, call)
 }
 
 func (f *fakeSandboxAPI) inputs() []string {
@@ -241,5 +280,45 @@ func TestFileCallsActAsTheUser(t *testing.T) {
 	defer den.mu.Unlock()
 	if want := []string{"user", "user", "-", "alice", "-"}; !slices.Equal(den.statAs, want) {
 		t.Errorf("stats made as %q, want %q", den.statAs, want)
+	}
+}
+
+// Writes and mkdirs as a user have den make the missing directories as
+// root and give them to the user, as envd does (writing /0/x.txt as
+// user works in E2B), while the file itself is written as the user.
+func TestMissingParentsAreMadeByRoot(t *testing.T) {
+	den, hc, url := newEnvdDoor(t)
+	for _, user := range []string{"user", "root"} {
+		var body bytes.Buffer
+		mw := multipart.NewWriter(&body)
+		part, _ := mw.CreateFormFile("file", "/0/x.txt")
+		part.Write([]byte("zero"))
+		mw.Close()
+		resp, err := hc.Post(url+"/files?path=/0/x.txt&username="+user, mw.FormDataContentType(), &body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("upload as %s: %d %s", user, resp.StatusCode, b)
+		}
+		c := filesystemconnect.NewFilesystemClient(hc, url, connect.WithProtoJSON())
+		req := connect.NewRequest(&fspb.MakeDirRequest{Path: "/0/" + user + "/d"})
+		req.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":")))
+		if _, err := c.MakeDir(context.Background(), req); err != nil {
+			t.Fatalf("makeDir as %s: %v", user, err)
+		}
+	}
+	den.mu.Lock()
+	defer den.mu.Unlock()
+	want := []string{
+		"write /0/x.txt as=user parents=true parents_by_root=true",
+		"mkdir /0/user/d as=user parents=true parents_by_root=true user=user",
+		"write /0/x.txt as= parents=true parents_by_root=true",
+		"mkdir /0/root/d as= parents=true parents_by_root=true user=root",
+	}
+	if !slices.Equal(den.made, want) {
+		t.Errorf("den was asked:\n%s\nwant:\n%s", strings.Join(den.made, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -98,7 +98,7 @@ func (f *filesystem) MakeDir(ctx context.Context, req *connect.Request[pb.MakeDi
 	} else if !client.IsNotFound(err) {
 		return nil, fsError(err)
 	}
-	if err := t.files().Mkdir(ctx, t.sb.ID, api.MkdirRequest{Path: p, Parents: true, User: t.userOf()}); err != nil {
+	if err := t.files().Mkdir(ctx, t.sb.ID, api.MkdirRequest{Path: p, Parents: true, ParentsByRoot: true, User: t.userOf()}); err != nil {
 		return nil, fsError(err)
 	}
 	fi, err := t.files().Stat(ctx, t.sb.ID, p)
@@ -116,7 +116,7 @@ func (f *filesystem) Move(ctx context.Context, req *connect.Request[pb.MoveReque
 	if _, err := t.files().Stat(ctx, t.sb.ID, from); err != nil {
 		return nil, fsError(err)
 	}
-	if err := t.files().Mkdir(ctx, t.sb.ID, api.MkdirRequest{Path: path.Dir(to), Parents: true, User: t.userOf()}); err != nil {
+	if err := t.files().Mkdir(ctx, t.sb.ID, api.MkdirRequest{Path: path.Dir(to), Parents: true, ParentsByRoot: true, User: t.userOf()}); err != nil {
 		return nil, fsError(err)
 	}
 	if err := t.files().Move(ctx, t.sb.ID, from, to); err != nil {

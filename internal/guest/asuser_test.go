@@ -3,6 +3,7 @@ package guest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -197,5 +198,69 @@ func TestFilesAsUserOnAnOlderDenInit(t *testing.T) {
 	// Without a user, a not-found stays what it is.
 	if _, err := c.Stat(t.Context(), "/x"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("stat as root: %v, want not found", err)
+	}
+}
+
+// With ParentsByRoot, what a user writes or makes may lie beneath
+// directories that are missing and that the user could not make: root
+// makes them and gives them to the user, as E2B's envd does. The rest is
+// still the user's to do: the file is written as the user, existing
+// directories must be ones the user may reach, and nothing that exists
+// changes.
+func TestFilesAsUserParentsByRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to act as another user")
+	}
+	tr := makeAsUserTree(t)
+	etc := filepath.Join(tr.dir, "etc")
+	must(t, os.Mkdir(etc, 0o755))
+	must(t, os.WriteFile(filepath.Join(etc, "passwd"), []byte("root:x:0:0:root:/root:/bin/sh\ntester:x:1234:1300::/home/tester:/bin/sh\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(etc, "group"), []byte("root:x:0:\ntesters:x:1300:\n"), 0o644))
+	must(t, os.Symlink(tr.closedDir, filepath.Join(tr.home, "to-closed")))
+	c := serve(t, func(cfg *initd.Config) { cfg.EtcDir = etc })
+	as := guest.AsUser(context.Background(), "tester")
+	byRoot := guest.WriteOptions{User: "tester", Parents: true, ParentsByRoot: true}
+
+	deep := filepath.Join(tr.rootDir, "p", "q", "f.txt")
+	if err := c.WriteFile(as, deep, strings.NewReader("mine"), byRoot); err != nil {
+		t.Fatalf("writing beneath missing directories in root's: %v", err)
+	}
+	made := filepath.Join(tr.rootDir, "m", "n")
+	if err := c.Mkdir(as, guest.MkdirRequest{Path: made, Parents: true, ParentsByRoot: true, User: "tester"}); err != nil {
+		t.Fatalf("mkdir beneath missing directories in root's: %v", err)
+	}
+	for p, want := range map[string]string{
+		tr.rootDir: "0:0:755", filepath.Dir(filepath.Dir(deep)): "1234:1300:755", filepath.Dir(deep): "1234:1300:755", deep: "1234:1300:644",
+		filepath.Dir(made): "1234:1300:755", made: "1234:1300:755",
+	} {
+		var st syscall.Stat_t
+		must(t, syscall.Lstat(p, &st))
+		if got := fmt.Sprintf("%d:%d:%o", st.Uid, st.Gid, st.Mode&0o7777); got != want {
+			t.Errorf("%s is %s, want %s", p, got, want)
+		}
+	}
+
+	refused := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), "permission denied") {
+			t.Errorf("%s as tester: %v, want permission denied", what, err)
+		}
+	}
+	refused("writing a new file in root's directory", c.WriteFile(as, filepath.Join(tr.rootDir, "new"), strings.NewReader("x"), byRoot))
+	refused("replacing root's file", c.WriteFile(as, filepath.Join(tr.rootDir, "f"), strings.NewReader("x"), byRoot))
+	refused("writing beneath root's 0700 directory", c.WriteFile(as, filepath.Join(tr.closedDir, "x", "y"), strings.NewReader("x"), byRoot))
+	refused("writing through a symlink to root's 0700 directory", c.WriteFile(as, filepath.Join(tr.home, "to-closed", "x", "y"), strings.NewReader("x"), byRoot))
+	refused("mkdir beneath root's 0700 directory", c.Mkdir(as, guest.MkdirRequest{Path: filepath.Join(tr.closedDir, "x"), Parents: true, ParentsByRoot: true}))
+	err := c.WriteFile(as, filepath.Join(tr.rootDir, "f", "x"), strings.NewReader("x"), byRoot)
+	if !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("writing through a file: %v, want conflict, not a directory", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(tr.rootDir, "f")); err != nil || string(b) != "root's" {
+		t.Errorf("root's file after the refusals: %q, %v", b, err)
+	}
+	for _, p := range []string{filepath.Join(tr.rootDir, "new"), filepath.Join(tr.closedDir, "x")} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s was made by a refused call", p)
+		}
 	}
 }

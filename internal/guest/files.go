@@ -99,6 +99,9 @@ func (c *Client) WriteFile(ctx context.Context, path string, r io.Reader, o Writ
 	if o.Parents {
 		q.Set("parents", "1")
 	}
+	if o.ParentsByRoot {
+		q.Set("parents_by_root", "1")
+	}
 	for name, v := range o.Xattrs {
 		q.Add("xattr", name+"="+v)
 	}

@@ -42,6 +42,12 @@ type MkdirRequest struct {
 	// User, when set, owns the directories made (a name, uid, or either
 	// with :group, as ProcSpec.User); else den-init's user does.
 	User string `json:"user,omitempty"`
+	// ParentsByRoot, with Parents, for a call done as a user (AsUser):
+	// the directories missing are made by root and given to the user, as
+	// E2B's envd does, where the user could not make them; the user must
+	// still reach the existing ones. A den-init from before makes them as
+	// the user.
+	ParentsByRoot bool `json:"parents_by_root,omitempty"`
 }
 
 // WriteOptions are the options of PUT /v1/files/content.
@@ -56,6 +62,10 @@ type WriteOptions struct {
 	// Parents makes the missing directories above the file (mode 0755,
 	// owned by User when set) instead of refusing with not found.
 	Parents bool
+	// ParentsByRoot, with Parents, for a call done as a user (AsUser):
+	// the directories missing are made by root and given to the user (as
+	// MkdirRequest's); the file is still written as the user.
+	ParentsByRoot bool
 	// Xattrs are user attributes (user.*) to set on the file, over
 	// those of the file it replaces, which it keeps.
 	Xattrs map[string]string

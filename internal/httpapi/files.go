@@ -83,6 +83,10 @@ func (s *server) writeFile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	byRoot, err := queryBool(r, "parents_by_root")
+	if err != nil {
+		return err
+	}
 	xattrs, err := queryXattrs(r)
 	if err != nil {
 		return err
@@ -91,7 +95,7 @@ func (s *server) writeFile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	o := guest.WriteOptions{Mode: mode, User: r.URL.Query().Get("user"), Parents: parents, Xattrs: xattrs}
+	o := guest.WriteOptions{Mode: mode, User: r.URL.Query().Get("user"), Parents: parents, ParentsByRoot: byRoot, Xattrs: xattrs}
 	if err := fsys.WriteFile(ctx, p, r.Body, o); err != nil {
 		return err
 	}
@@ -119,7 +123,7 @@ func (s *server) mkdir(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := fsys.Mkdir(ctx, guest.MkdirRequest{Path: p, Parents: req.Parents, Mode: mode, User: req.User}); err != nil {
+	if err := fsys.Mkdir(ctx, guest.MkdirRequest{Path: p, Parents: req.Parents, ParentsByRoot: req.ParentsByRoot, Mode: mode, User: req.User}); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -1,6 +1,7 @@
 package initd
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -34,8 +35,27 @@ func (s *Server) handleAs(h handlerFunc) handlerFunc {
 		if acct.uid == 0 {
 			return h(w, r)
 		}
+		r = r.WithContext(context.WithValue(r.Context(), actingKey{}, acct))
 		return runAs(acct, func() error { return h(w, r) })
 	}
+}
+
+type actingKey struct{}
+
+// actingAccount is the user, other than root, whom handleAs serves r as.
+func actingAccount(r *http.Request) (account, bool) {
+	acct, ok := r.Context().Value(actingKey{}).(account)
+	return acct, ok
+}
+
+// asRoot calls fn with den-init's own credentials, also from a call done
+// as a user: fn runs in a goroutine of its own, which never runs on a
+// locked thread (runAs's), and Go starts new threads from one that is not
+// locked, so every other thread is root's.
+func asRoot(fn func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	return <-done
 }
 
 // runAs calls fn on an OS thread of its own holding acct's effective

@@ -10,7 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/fspath"
@@ -234,6 +237,8 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	parents, _ := strconv.ParseBool(r.URL.Query().Get("parents"))
+	byRoot, _ := strconv.ParseBool(r.URL.Query().Get("parents_by_root"))
+	acting, asUser := actingAccount(r)
 	xattrs, err := queryXattrs(r)
 	if err != nil {
 		return err
@@ -263,7 +268,14 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	dir := filepath.Dir(target)
-	if parents {
+	switch {
+	case parents && byRoot && asUser:
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			if err := mkdirAllGiven(dir, 0o755, acting); err != nil {
+				return err
+			}
+		}
+	case parents:
 		if err := mkdirAll(dir, 0o755, owner); err != nil {
 			return err
 		}
@@ -394,6 +406,13 @@ func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if acting, asUser := actingAccount(r); req.Parents && req.ParentsByRoot && asUser {
+		if err := mkdirAllGiven(p, mode, acting); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent) // made with mode; nothing existing is chmodded
+		return nil
+	}
 	if req.Parents {
 		if err := mkdirAll(p, mode, owner); err != nil {
 			return err
@@ -467,6 +486,57 @@ func mkdirAll(p string, mode os.FileMode, owner *account) error {
 		}
 	}
 	return nil
+}
+
+// mkdirAllGiven is mkdirAll for a call done as a user (asuser.go) that
+// makes the missing directories as root and gives them to acct, as
+// E2B's envd does: the user walks the path with its own permissions, so
+// each existing directory on the way must be one it may open; only the
+// directories missing are made by root, with mode, owned by acct's uid
+// and gid; nothing existing is changed. The walk opens one element at a
+// time and never follows a symlink swapped in meanwhile.
+func mkdirAllGiven(p string, mode os.FileMode, acct account) error {
+	root, err := unix.Open("/", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fsError("/", err)
+	}
+	defer unix.Close(root)
+	fd, err := walkDirIn(root, strings.TrimPrefix(p, "/"), func(dir int, name string) error {
+		return asRoot(func() error { return mkdirGiven(dir, name, uint32(mode.Perm()), acct) })
+	})
+	switch {
+	case errors.Is(err, unix.ENOTDIR):
+		return errdefs.Conflict("%q (or one of its parents) exists and is not a directory", p)
+	case err != nil:
+		return fsError(p, err)
+	}
+	unix.Close(fd)
+	return syncDir(filepath.Dir(p))
+}
+
+// mkdirGiven makes the directory name in dir with perm and gives it to
+// acct. A directory found there once made that is not root's was put in
+// its place meanwhile and is left as it is.
+func mkdirGiven(dir int, name string, perm uint32, acct account) error {
+	if err := unix.Mkdirat(dir, name, perm); err != nil {
+		return err
+	}
+	fd, _, err := openDirAt(dir, name)
+	if err != nil || fd < 0 {
+		return err // a symlink put there meanwhile is followed by the walk, as the user
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Uid != 0 {
+		return nil
+	}
+	if err := unix.Fchown(fd, int(acct.uid), int(acct.gid)); err != nil {
+		return err
+	}
+	return unix.Fchmod(fd, perm) // exactly, whatever the umask
 }
 
 func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) error {

@@ -30,6 +30,17 @@ var errChanged = errdefs.Conflict("a directory was replaced while files were bei
 //
 // The returned descriptor is the caller's to close.
 func openDirIn(root int, rel string, create bool) (int, error) {
+	var mkdir func(dir int, name string) error
+	if create {
+		mkdir = func(dir int, name string) error { return unix.Mkdirat(dir, name, 0o755) }
+	}
+	return walkDirIn(root, rel, mkdir)
+}
+
+// walkDirIn is openDirIn, making each missing directory with mkdir
+// (in the directory dir, opened) when it is not nil. mkdir may answer
+// EEXIST: the entry is then opened as found.
+func walkDirIn(root int, rel string, mkdir func(dir int, name string) error) (int, error) {
 	first, err := unix.Dup(root)
 	if err != nil {
 		return -1, err
@@ -57,8 +68,8 @@ func openDirIn(root int, rel string, create bool) (int, error) {
 		}
 		cur := stack[len(stack)-1]
 		fd, target, err := openDirAt(cur, name)
-		if errors.Is(err, unix.ENOENT) && create {
-			if err := unix.Mkdirat(cur, name, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		if errors.Is(err, unix.ENOENT) && mkdir != nil {
+			if err := mkdir(cur, name); err != nil && !errors.Is(err, unix.EEXIST) {
 				return -1, err
 			}
 			fd, target, err = openDirAt(cur, name)
