@@ -6,8 +6,11 @@ import (
 	"errors"
 	"io"
 	mrand "math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/pkg/sftp"
 
 	"github.com/den-dev/den/internal/errdefs"
 )
@@ -55,7 +58,7 @@ func newTestWriter() (*seqWriter, *bytes.Buffer, chan error) {
 		_, err := io.Copy(&got, pr)
 		done <- err
 	}()
-	return newSeqWriter(pw, done), &got, done
+	return newSeqWriter(pw, done, &sftpBudget{maxBytes: 64 << 20}), &got, done
 }
 
 func TestSeqWriterOrdersWrites(t *testing.T) {
@@ -182,4 +185,77 @@ func FuzzPasswdHome(f *testing.F) {
 			t.Fatalf("passwdHome = %q, not an absolute path", home)
 		}
 	})
+}
+
+// The files of one connection share one buffer for writes ahead of their
+// place: a write past it fails its file, which gives back all it held,
+// and the other files go on.
+func TestSeqWritersShareABuffer(t *testing.T) {
+	buf := &sftpBudget{maxBytes: 1 << 20}
+	newWriter := func() (*seqWriter, *bytes.Buffer) {
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		var got bytes.Buffer
+		go func() {
+			_, err := io.Copy(&got, pr)
+			done <- err
+		}()
+		w := newSeqWriter(pw, done, buf)
+		w.whole = true
+		return w, &got
+	}
+	a, _ := newWriter()
+	b, gotB := newWriter()
+	chunk := make([]byte, 256<<10)
+	// a holds 768 KiB ahead of its offset 0, b 256 KiB: the buffer is full.
+	for i := 1; i <= 3; i++ {
+		if _, err := a.WriteAt(chunk, int64(i*len(chunk))); err != nil {
+			t.Fatalf("a ahead %d: %v", i, err)
+		}
+	}
+	if _, err := b.WriteAt(chunk, int64(len(chunk))); err != nil {
+		t.Fatalf("b ahead: %v", err)
+	}
+	if _, err := a.WriteAt(chunk, int64(4*len(chunk))); !errors.Is(err, errdefs.ErrQuota) || !strings.Contains(err.Error(), "--ssh-sftp-buffer") {
+		t.Fatalf("a past the buffer: %v, want a quota error naming the flag", err)
+	}
+	if buf.bytes != int64(len(chunk)) {
+		t.Errorf("after a failed the buffer holds %d bytes, want b's %d", buf.bytes, len(chunk))
+	}
+	if _, err := a.WriteAt(chunk, 0); err == nil {
+		t.Error("a failed file took another write")
+	}
+	if err := a.Close(); !errors.Is(err, errdefs.ErrQuota) {
+		t.Errorf("closing the failed file: %v", err)
+	}
+	// b fills its gap, and what it held goes through.
+	if _, err := b.WriteAt(chunk, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil || gotB.Len() != 2*len(chunk) {
+		t.Errorf("b: %v, %d bytes written", err, gotB.Len())
+	}
+	if buf.bytes != 0 || buf.peakBytes() != 1<<20 {
+		t.Errorf("the buffer holds %d bytes at the end (peak %d)", buf.bytes, buf.peakBytes())
+	}
+}
+
+func TestSFTPBudgetHandles(t *testing.T) {
+	b := &sftpBudget{maxHandles: 2}
+	f1, err1 := b.open()
+	_, err2 := b.open()
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if _, err := b.open(); !errors.Is(err, errdefs.ErrQuota) || !errors.Is(err, sftp.ErrSSHFxFailure) || !strings.Contains(err.Error(), "--ssh-sftp-handles") {
+		t.Fatalf("a third handle: %v", err)
+	}
+	f1()
+	f1() // once only
+	if _, err := b.open(); err != nil {
+		t.Fatalf("after one closed: %v", err)
+	}
+	if _, err := b.open(); err == nil {
+		t.Fatal("closing one handle twice gave two back")
+	}
 }
