@@ -103,6 +103,7 @@ func main() {
 	parseQuotas := quotaFlags(fs, &cfg)
 	parseStore := storeFlags(fs, &cfg)
 	parseBlobs := blobsFlags(fs, &cfg, os.Getenv)
+	parseSSH := sshFlags(fs, &cfg)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Parse(os.Args[1:])
 	if *showVersion {
@@ -134,6 +135,9 @@ func main() {
 		fatal(err)
 	}
 	if err := parseBlobs(); err != nil {
+		fatal(err)
+	}
+	if err := parseSSH(); err != nil {
 		fatal(err)
 	}
 
