@@ -40,9 +40,9 @@ func (s *session) serveSFTP(ctx context.Context) {
 	}
 	fsrv := &fileServer{s: s, ctx: ctx, user: user, home: homeOf(ctx, files, user), budget: s.sftp}
 	h := sftp.Handlers{FileGet: fsrv, FilePut: fsrv, FileCmd: fsrv, FileList: fsrv}
-	// pkg/sftp closes what it serves on; the channel must stay open for
-	// the exit status.
-	srv := sftp.NewRequestServer(keepOpen{s.ch}, h, sftp.WithStartDirectory(fsrv.home), sftp.WithRSAllocator())
+	pc, stop := newPacer(ctx, s.ch, s.ch, maxInFlight)
+	defer stop()
+	srv := sftp.NewRequestServer(pc, h, sftp.WithStartDirectory(fsrv.home))
 	status := uint32(0)
 	if err := srv.Serve(); err != nil && !errors.Is(err, io.EOF) {
 		s.g.log.Debug("ssh: sftp ended", "sandbox", s.l.sandbox.Name, "err", err)
@@ -53,11 +53,6 @@ func (s *session) serveSFTP(ctx context.Context) {
 	_, _ = s.ch.SendRequest("exit-status", false, ssh.Marshal(exitStatus{Status: status}))
 	_ = s.ch.CloseWrite()
 }
-
-// keepOpen is a channel whose Close does nothing.
-type keepOpen struct{ ssh.Channel }
-
-func (keepOpen) Close() error { return nil }
 
 // fileServer answers SFTP requests from the sandbox's file API.
 type fileServer struct {
