@@ -116,7 +116,7 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "warm", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "ssh", "python", "e2b", "store", "blobs", "move", "rebase", "metrics", "ui"}
+var stepNames = []string{"create", "warm", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "ssh", "sftpflood", "python", "e2b", "store", "blobs", "move", "rebase", "metrics", "ui"}
 
 func run(bin string, n, nBig int, only string, o options) error {
 	want := map[string]bool{}
@@ -175,6 +175,7 @@ func run(bin string, n, nBig int, only string, o options) error {
 		{"throughput", "exec throughput beside idle sandboxes", b.execThroughput},
 		{"mcp", "front doors", b.mcpExec},
 		{"ssh", "SSH gateway", b.sshGateway},
+		{"sftpflood", "SFTP flood", b.sftpFlood},
 		{"python", "Python SDK", b.pythonExec},
 		{"e2b", "E2B SDK", b.e2bDoor},
 		{"store", "store throughput, SQLite vs PostgreSQL", b.storeThroughput},
