@@ -3,13 +3,16 @@ package integration
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -362,4 +365,157 @@ func TestSSHLimitsRefuseOneMore(t *testing.T) {
 		}
 		f.Close()
 	})
+}
+
+// rawSFTP is an SFTP session spoken packet by packet, as no real client
+// would: requests sent without waiting for their answers.
+type rawSFTP struct {
+	t  *testing.T
+	ch ssh.Channel
+}
+
+func newRawSFTP(t *testing.T, c *ssh.Client) *rawSFTP {
+	t.Helper()
+	ch, reqs, err := c.OpenChannel("session", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ssh.DiscardRequests(reqs)
+	if ok, err := ch.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{"sftp"})); !ok || err != nil {
+		t.Fatalf("the sftp subsystem: %v %v", ok, err)
+	}
+	s := &rawSFTP{t: t, ch: ch}
+	s.send(ssh.Marshal(struct {
+		Type    byte
+		Version uint32
+	}{1, 3}))
+	if typ, _ := s.recv(); typ != 2 {
+		t.Fatalf("answer to init: type %d, want version", typ)
+	}
+	return s
+}
+
+func (s *rawSFTP) send(body []byte) error {
+	_, err := s.ch.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...))
+	return err
+}
+
+// recv reads an answer: its type and what follows it.
+func (s *rawSFTP) recv() (byte, []byte) {
+	s.t.Helper()
+	var hdr [4]byte
+	if _, err := io.ReadFull(s.ch, hdr[:]); err != nil {
+		s.t.Fatalf("reading an answer: %v", err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+	if _, err := io.ReadFull(s.ch, body); err != nil {
+		s.t.Fatalf("reading an answer: %v", err)
+	}
+	return body[0], body[1:]
+}
+
+// open sends an open request; pflags: 1 read, 0x1a write, create, truncate.
+func (s *rawSFTP) open(id uint32, path string, pflags uint32) {
+	s.send(ssh.Marshal(struct {
+		Type         byte
+		ID           uint32
+		Path         string
+		Pflags, Attr uint32
+	}{3, id, path, pflags, 0}))
+}
+
+// handle reads the answer to an open.
+func (s *rawSFTP) handle() string {
+	s.t.Helper()
+	typ, rest := s.recv()
+	if typ != 102 {
+		s.t.Fatalf("answer to open: type %d %q", typ, rest)
+	}
+	var h struct {
+		ID     uint32
+		Handle string
+	}
+	h.ID = binary.BigEndian.Uint32(rest)
+	n := binary.BigEndian.Uint32(rest[4:])
+	h.Handle = string(rest[8 : 8+n])
+	return h.Handle
+}
+
+// Behind a request that takes long (an open of a FIFO no one writes to),
+// dend reads no more than a bounded number of later requests, where it
+// held every one, each with its bytes, until the slow one was answered.
+// Once it is, every request held is answered, in order, and none lost.
+func TestSSHSFTPHoldsFewRequestsBehindASlowOne(t *testing.T) {
+	r := newSSHRig(t)
+	r.addKey("alice")
+	r.create(r.alice, "box")
+	r.d.mustSh("box", "mkfifo /root/fifo")
+	s := newRawSFTP(t, r.mustDial("alice", "box"))
+	s.open(1, "/root/out", 0x1a)
+	out := s.handle()
+	s.open(2, "/root/fifo", 1) // waits for a writer
+
+	const writes, size = 2000, 32 << 10
+	data := make([]byte, size)
+	var sent atomic.Int64
+	sending := make(chan error, 1)
+	go func() {
+		for i := range writes {
+			err := s.send(ssh.Marshal(struct {
+				Type   byte
+				ID     uint32
+				Handle string
+				Offset uint64
+				Data   []byte
+			}{6, uint32(10 + i), out, uint64(i * size), data}))
+			if err != nil {
+				sending <- err
+				return
+			}
+			sent.Add(1)
+		}
+		sending <- nil
+	}()
+	// Wait until the sender is stuck (no progress in 2 s) or done.
+	last, still := int64(-1), 0
+	waitFor(t, 2*time.Minute, "the writes to stop being taken", func() bool {
+		n := sent.Load()
+		if n == last {
+			still++
+		} else {
+			last, still = n, 0
+		}
+		return n == writes || still >= 100 // 2 s of 20 ms polls
+	})
+	held := sent.Load()
+	t.Logf("%d writes of 32 KiB taken behind the open of a FIFO", held)
+	if held >= 400 {
+		t.Errorf("dend took %d writes (%d MiB) behind one unanswered request; want it to stop reading at a bounded number", held, held*size>>20)
+	}
+	// A writer comes: the open is answered (den reads regular files
+	// only: a refusal), then every write, in order.
+	r.d.mustSh("box", "echo x > /root/fifo")
+	if typ, rest := s.recv(); (typ != 101 && typ != 102) || binary.BigEndian.Uint32(rest) != 2 {
+		t.Fatalf("the answer after the FIFO's open: type %d %q; want the open's", typ, rest)
+	}
+	for i := range writes {
+		typ, rest := s.recv()
+		if typ != 101 || binary.BigEndian.Uint32(rest) != uint32(10+i) || binary.BigEndian.Uint32(rest[4:]) != 0 {
+			t.Fatalf("answer %d: type %d %q; want status OK for id %d", i, typ, rest, 10+i)
+		}
+	}
+	if err := <-sending; err != nil {
+		t.Fatal(err)
+	}
+	s.send(ssh.Marshal(struct {
+		Type   byte
+		ID     uint32
+		Handle string
+	}{4, 5, out}))
+	if typ, rest := s.recv(); typ != 101 || binary.BigEndian.Uint32(rest[4:]) != 0 {
+		t.Fatalf("closing the file: type %d %q", typ, rest)
+	}
+	if got := strings.TrimSpace(r.d.mustSh("box", "wc -c < /root/out")); got != fmt.Sprint(writes*size) {
+		t.Errorf("the file written has %s bytes, want %d", got, writes*size)
+	}
 }
