@@ -26,8 +26,17 @@ func sshFlags(fs *flag.FlagSet, cfg *daemon.Config) func() error {
 	for i := range ints {
 		ints[i].text = fs.String(ints[i].name, env("DEN_"+envName(ints[i].name), strconv.Itoa(*ints[i].v)), ints[i].help)
 	}
-	buffer := fs.String("ssh-sftp-buffer", env("DEN_SSH_SFTP_BUFFER", fmt.Sprintf("%dM", l.SFTPBuffer>>20)),
-		"memory the SFTP sessions of one SSH connection may hold writes that arrived ahead of their place in a file in; a write past it is refused and its file not written")
+	sizes := []struct {
+		v          *int64
+		name, help string
+		text       *string
+	}{
+		{v: &l.SFTPBuffer, name: "ssh-sftp-buffer", help: "memory the SFTP sessions of one SSH connection may hold writes that arrived ahead of their place in a file in; a write past it is refused and its file not written"},
+		{v: &l.SFTPInFlight, name: "ssh-sftp-inflight", help: "memory the SFTP sessions of one SSH connection may hold requests read and not yet answered in; past it dend reads no more of them until answers go (the client waits; nothing is refused)"},
+	}
+	for i := range sizes {
+		sizes[i].text = fs.String(sizes[i].name, env("DEN_"+envName(sizes[i].name), fmt.Sprintf("%dM", *sizes[i].v>>20)), sizes[i].help)
+	}
 	return func() error {
 		for _, f := range ints {
 			n, err := strconv.Atoi(strings.TrimSpace(*f.text))
@@ -36,11 +45,13 @@ func sshFlags(fs *flag.FlagSet, cfg *daemon.Config) func() error {
 			}
 			*f.v = n
 		}
-		n, err := sandbox.ParseMemory(strings.TrimSpace(*buffer))
-		if err != nil || n <= 0 {
-			return fmt.Errorf("--ssh-sftp-buffer: %q is not a size like 16M", *buffer)
+		for _, f := range sizes {
+			n, err := sandbox.ParseMemory(strings.TrimSpace(*f.text))
+			if err != nil || n <= 0 {
+				return fmt.Errorf("--%s: %q is not a size like 16M", f.name, *f.text)
+			}
+			*f.v = n
 		}
-		l.SFTPBuffer = n
 		return nil
 	}
 }

@@ -26,14 +26,23 @@ type Limits struct {
 	// place in a file the SFTP sessions of one connection may hold
 	// together; a write past it is refused, and that file not written.
 	SFTPBuffer int64
+	// SFTPInFlight is how many bytes of requests read and not yet
+	// answered the SFTP sessions of one connection may hold together;
+	// past it dend reads no more of them until answers go (pacing, not a
+	// refusal). Each session has at most maxInFlight unanswered besides.
+	SFTPInFlight int64
 }
 
 // DefaultLimits are the limits of a Config that sets none. A client
 // writing files in order (scp, sftp, rclone, sshfs) holds a few hundred
-// KiB ahead; OpenSSH's sshd allows 10 sessions a connection, and -L
-// forwards from a browser open a few dozen channels.
+// KiB ahead, and has 2 MiB in flight a transfer; OpenSSH's sshd allows 10
+// sessions a connection, and a browser opens 6 connections a host through
+// -L. Each channel may also hold 2 MiB the client sent and dend has not
+// read yet (x/crypto's window), so the most one key's connections hold
+// is about ConnsPerKey × (SFTPBuffer + SFTPInFlight + ChannelsPerConn ×
+// 2 MiB): 512 MiB with these.
 func DefaultLimits() Limits {
-	return Limits{ConnsPerKey: 16, ChannelsPerConn: 64, SFTPHandles: 64, SFTPBuffer: 16 << 20}
+	return Limits{ConnsPerKey: 8, ChannelsPerConn: 16, SFTPHandles: 64, SFTPBuffer: 16 << 20, SFTPInFlight: 16 << 20}
 }
 
 // Validate names the first limit that is not positive.
@@ -43,7 +52,7 @@ func (l Limits) Validate() error {
 		v    int64
 	}{
 		{"ConnsPerKey", int64(l.ConnsPerKey)}, {"ChannelsPerConn", int64(l.ChannelsPerConn)},
-		{"SFTPHandles", int64(l.SFTPHandles)}, {"SFTPBuffer", l.SFTPBuffer},
+		{"SFTPHandles", int64(l.SFTPHandles)}, {"SFTPBuffer", l.SFTPBuffer}, {"SFTPInFlight", l.SFTPInFlight},
 	} {
 		if f.v <= 0 {
 			return errdefs.Invalid("sshgate: limit %s must be positive, not %d", f.name, f.v)
@@ -66,6 +75,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.SFTPBuffer == 0 {
 		l.SFTPBuffer = d.SFTPBuffer
+	}
+	if l.SFTPInFlight == 0 {
+		l.SFTPInFlight = d.SFTPInFlight
 	}
 	return l
 }
@@ -138,10 +150,15 @@ func (c *channelCount) reject(nch ssh.NewChannel) {
 }
 
 // sftpBudget is what the SFTP sessions of one connection may hold
-// together: open handles, and bytes of writes ahead of their place.
+// together: open handles, bytes of writes ahead of their place, and
+// requests in flight.
 type sftpBudget struct {
 	maxHandles int
 	maxBytes   int64
+	flight     *flight
+	// reads is the room the files being read keep what they read in,
+	// for reads that come out of order: as much as writes ahead get.
+	reads *sftpBudget
 
 	// mu guards the counts.
 	mu      sync.Mutex
@@ -151,7 +168,8 @@ type sftpBudget struct {
 }
 
 func newSFTPBudget(l Limits) *sftpBudget {
-	return &sftpBudget{maxHandles: l.SFTPHandles, maxBytes: l.SFTPBuffer}
+	return &sftpBudget{maxHandles: l.SFTPHandles, maxBytes: l.SFTPBuffer, flight: newFlight(l.SFTPInFlight),
+		reads: &sftpBudget{maxBytes: l.SFTPBuffer}}
 }
 
 // open takes a handle; it returns the func that gives it back (once,

@@ -7,22 +7,46 @@ import (
 	"sync"
 )
 
-// maxInFlight is how many requests an SFTP session may have unanswered
-// in dend: OpenSSH's sftp and scp keep 64 in flight. pkg/sftp answers in
-// the order it was asked, and holds each request read until its answer
-// goes, so with no bound a client whose first request is slow (a large
-// read, a write the sandbox is slow to take) could have any number of
-// later ones held. Past it dend reads no more of the channel until one is
-// answered: the client waits, as for a slow server; nothing is refused.
+// maxInFlight is how many requests one SFTP session may have unanswered
+// in dend: OpenSSH's sftp and scp keep 64 in flight.
 const maxInFlight = 64
 
-// pacer is an SFTP session's channel that lets pkg/sftp read the next
-// request only while fewer than max are unanswered. It tells requests
-// and answers apart by their length prefix.
+// pkg/sftp answers in the order it was asked, and holds each request it
+// read until its answer goes: with no bound, a client whose first request
+// is slow (the open of a FIFO, a large read, a write the sandbox is slow
+// to take) could have any number of later ones held. A pacer lets pkg/sftp
+// read a session's next request only while fewer than maxInFlight of the
+// session's are unanswered and the connection's sessions together hold
+// less than their flight budget; else dend reads no more of that channel
+// until answers go. The client waits, as for a slow server: nothing is
+// refused.
+
+// flight is what the SFTP sessions of one connection may hold of
+// requests read and not yet answered.
+type flight struct {
+	max int64 // bytes
+
+	// mu guards held and every pacer's open and closed; cond signals a
+	// change of any.
+	mu   sync.Mutex
+	cond *sync.Cond
+	held int64
+}
+
+func newFlight(max int64) *flight {
+	f := &flight{max: max}
+	f.cond = sync.NewCond(&f.mu)
+	return f
+}
+
+// pacer is an SFTP session's channel, paced. It tells requests and
+// answers apart by their length prefix; answers come in the order of the
+// requests, so each answer gives back the size of the oldest request.
 type pacer struct {
 	r   io.Reader
 	w   io.Writer
 	max int
+	f   *flight
 
 	// Read side, only ever used by pkg/sftp's one reading goroutine.
 	in    [4]byte
@@ -34,17 +58,15 @@ type pacer struct {
 	outOff int   // bytes of out seen
 	outFor int64 // bytes of the current answer still to be written
 
-	// mu guards open and closed; cond signals a change of either.
-	mu     sync.Mutex
-	cond   *sync.Cond
-	open   int // requests read and not answered
+	// Guarded by f.mu.
+	sizes  []int64 // of the requests unanswered, oldest first
 	closed bool
 }
 
-// newPacer paces rw until ctx ends, when a read waiting for room fails.
-func newPacer(ctx context.Context, r io.Reader, w io.Writer, max int) (*pacer, func() bool) {
-	p := &pacer{r: r, w: w, max: max}
-	p.cond = sync.NewCond(&p.mu)
+// newPacer paces the session's channel r, w with f until ctx ends, when a
+// read waiting for room fails.
+func newPacer(ctx context.Context, r io.Reader, w io.Writer, max int, f *flight) (*pacer, func() bool) {
+	p := &pacer{r: r, w: w, max: max, f: f}
 	stop := context.AfterFunc(ctx, p.close)
 	return p, stop
 }
@@ -54,14 +76,14 @@ func (p *pacer) Read(b []byte) (int, error) {
 		return 0, nil
 	}
 	if p.left == 0 && p.inOff == 0 {
-		// A request starts: wait for room, then read its length.
-		if err := p.admit(); err != nil {
-			return 0, err
-		}
+		// A request starts: read its length, then wait for room for it.
 		if _, err := io.ReadFull(p.r, p.in[:]); err != nil {
 			return 0, err
 		}
 		p.left = int64(binary.BigEndian.Uint32(p.in[:]))
+		if err := p.admit(int64(len(p.in)) + p.left); err != nil {
+			return 0, err
+		}
 	}
 	if p.inOff < len(p.in) {
 		n := copy(b, p.in[p.inOff:])
@@ -82,17 +104,20 @@ func (p *pacer) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// admit waits for room for one more request and counts it.
-func (p *pacer) admit() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for p.open >= p.max && !p.closed {
-		p.cond.Wait()
+// admit waits for room for a request of size bytes and counts it. A
+// request always fits when the connection holds none.
+func (p *pacer) admit(size int64) error {
+	f := p.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for !p.closed && (len(p.sizes) >= p.max || (f.held > 0 && f.held+size > f.max)) {
+		f.cond.Wait()
 	}
 	if p.closed {
 		return io.EOF
 	}
-	p.open++
+	p.sizes = append(p.sizes, size)
+	f.held += size
 	return nil
 }
 
@@ -124,21 +149,30 @@ func (p *pacer) sent(b []byte) {
 	}
 }
 
+// answered gives back the oldest request's room.
 func (p *pacer) answered() {
-	p.mu.Lock()
-	if p.open > 0 {
-		p.open--
+	f := p.f
+	f.mu.Lock()
+	if len(p.sizes) > 0 {
+		f.held -= p.sizes[0]
+		p.sizes = p.sizes[1:]
 	}
-	p.mu.Unlock()
-	p.cond.Signal()
+	f.mu.Unlock()
+	f.cond.Broadcast()
 }
 
-// close fails the reads that wait for room, and those after.
+// close fails the reads that wait for room, and those after, and gives
+// back the room of the requests never answered.
 func (p *pacer) close() {
-	p.mu.Lock()
+	f := p.f
+	f.mu.Lock()
 	p.closed = true
-	p.mu.Unlock()
-	p.cond.Broadcast()
+	for _, s := range p.sizes {
+		f.held -= s
+	}
+	p.sizes = nil
+	f.mu.Unlock()
+	f.cond.Broadcast()
 }
 
 // Close stops the reading, and leaves the channel open: pkg/sftp closes

@@ -18,15 +18,18 @@ import (
 const (
 	readChunk = 256 << 10
 	// readWindow is how far behind the furthest read a read may still
-	// be served without opening the file again: the client's requests in
-	// flight (OpenSSH's 64 of 32 KiB) come out of order by less.
-	readWindow = 8 << 20
+	// be served without opening the file again: a session's requests in
+	// flight (at most maxInFlight, answered with at most pkg/sftp's 32
+	// KiB each) come out of order by less.
+	readWindow = maxInFlight * 32 << 10
 )
 
 // seqReader serves ReadAt from a stream, opened again from the start
-// when a read goes back further than readWindow.
+// when a read goes back further than it keeps: readWindow, as much as
+// room lets it keep behind its newest chunk.
 type seqReader struct {
 	open func() (io.ReadCloser, error)
+	room aheadBuffer // shared with the connection's other readers
 
 	// mu guards the stream and what was read of it.
 	mu     sync.Mutex
@@ -37,10 +40,12 @@ type seqReader struct {
 	eof    bool
 	err    error // a read error, returned from then on
 	free   [][]byte
+	// counted is what chunks hold behind the newest, taken from room.
+	counted int64
 }
 
-func newSeqReader(rc io.ReadCloser, open func() (io.ReadCloser, error)) *seqReader {
-	return &seqReader{rc: rc, open: open}
+func newSeqReader(rc io.ReadCloser, open func() (io.ReadCloser, error), room aheadBuffer) *seqReader {
+	return &seqReader{rc: rc, open: open, room: room}
 }
 
 func (r *seqReader) ReadAt(p []byte, off int64) (int, error) {
@@ -88,11 +93,31 @@ func (r *seqReader) fill() {
 	case err != nil:
 		r.err = err
 	}
-	for len(r.chunks) > 1 && r.held-int64(len(r.chunks[0])) >= readWindow {
+	for len(r.chunks) > 1 && (r.held-int64(len(r.chunks[0])) >= readWindow || !r.fits()) {
 		r.held -= int64(len(r.chunks[0]))
-		r.free = append(r.free, r.chunks[0][:cap(r.chunks[0])])
+		if len(r.free) < 2 {
+			r.free = append(r.free, r.chunks[0][:cap(r.chunks[0])])
+		}
 		r.chunks = r.chunks[1:]
 	}
+	r.fits()
+}
+
+// fits takes from room what the chunks behind the newest hold, or gives
+// back what they no longer do; false when room has not enough.
+func (r *seqReader) fits() bool {
+	want := int64(0)
+	if k := len(r.chunks); k > 0 {
+		want = r.held - int64(len(r.chunks[k-1]))
+	}
+	switch {
+	case want <= r.counted:
+		r.room.release(r.counted - want)
+	case !r.room.hold(want - r.counted):
+		return false
+	}
+	r.counted = want
+	return true
 }
 
 // copyOut copies what it holds of [off, off+len(p)) into p.
@@ -123,12 +148,15 @@ func (r *seqReader) reopen() error {
 		return err
 	}
 	r.rc, r.pos, r.held, r.chunks, r.eof, r.err = rc, 0, 0, nil, false, nil
+	r.fits()
 	return nil
 }
 
 func (r *seqReader) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.held, r.chunks, r.free = 0, nil, nil
+	r.fits()
 	if r.rc == nil {
 		return nil
 	}

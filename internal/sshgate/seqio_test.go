@@ -125,7 +125,7 @@ func TestSeqReader(t *testing.T) {
 		return io.NopCloser(bytes.NewReader(data)), nil
 	}
 	rc, _ := open()
-	r := newSeqReader(rc, open)
+	r := newSeqReader(rc, open, &sftpBudget{maxBytes: 64 << 20})
 	// In order, several at once, slightly out of order.
 	out := make([]byte, len(data))
 	var wg sync.WaitGroup
@@ -257,5 +257,51 @@ func TestSFTPBudgetHandles(t *testing.T) {
 	}
 	if _, err := b.open(); err == nil {
 		t.Fatal("closing one handle twice gave two back")
+	}
+}
+
+// Readers keep what they read behind their newest chunk in room shared
+// with the connection's other readers: past it they keep less, and read
+// again from the start when a read goes back further, still right; a
+// reader closed gives all back.
+func TestSeqReadersShareRoom(t *testing.T) {
+	data := make([]byte, 6<<20)
+	rand.Read(data)
+	room := &sftpBudget{maxBytes: 1 << 20}
+	opens := 0
+	open := func() (io.ReadCloser, error) {
+		opens++
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}
+	var readers []*seqReader
+	for range 2 {
+		rc, _ := open()
+		readers = append(readers, newSeqReader(rc, open, room))
+	}
+	p := make([]byte, 32<<10)
+	for _, r := range readers {
+		for off := 0; off < 3<<20; off += len(p) {
+			if _, err := r.ReadAt(p, int64(off)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if room.bytes > room.maxBytes {
+		t.Fatalf("the readers keep %d bytes behind, more than the room's %d", room.bytes, room.maxBytes)
+	}
+	// The second reader found the room full: a read 1 MiB back opens
+	// the file again, and is right.
+	before := opens
+	if n, err := readers[1].ReadAt(p, 2<<20); n != len(p) || err != nil || !bytes.Equal(p, data[2<<20:2<<20+len(p)]) {
+		t.Fatalf("a read back: %d %v", n, err)
+	}
+	if opens != before+1 {
+		t.Errorf("a read back past what was kept opened the file %d times", opens-before)
+	}
+	for _, r := range readers {
+		r.Close()
+	}
+	if room.bytes != 0 {
+		t.Errorf("closed readers keep %d bytes of the room", room.bytes)
 	}
 }

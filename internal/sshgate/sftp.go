@@ -40,7 +40,7 @@ func (s *session) serveSFTP(ctx context.Context) {
 	}
 	fsrv := &fileServer{s: s, ctx: ctx, user: user, home: homeOf(ctx, files, user), budget: s.sftp}
 	h := sftp.Handlers{FileGet: fsrv, FilePut: fsrv, FileCmd: fsrv, FileList: fsrv}
-	pc, stop := newPacer(ctx, s.ch, s.ch, maxInFlight)
+	pc, stop := newPacer(ctx, s.ch, s.ch, maxInFlight, s.sftp.flight)
 	defer stop()
 	srv := sftp.NewRequestServer(pc, h, sftp.WithStartDirectory(fsrv.home))
 	status := uint32(0)
@@ -106,7 +106,7 @@ func (f *fileServer) Fileread(r *sftp.Request) (io.ReaderAt, error) {
 		free()
 		return nil, err
 	}
-	return readHandle{newSeqReader(rc, open), free}, nil
+	return readHandle{newSeqReader(rc, open, f.budget.reads), free}, nil
 }
 
 // readHandle is a file open to read; closing it gives its handle back.
