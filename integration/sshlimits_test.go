@@ -188,7 +188,7 @@ func TestSSHSFTPBoundsWritesAhead(t *testing.T) {
 // Each limit, set low with its flag, refuses one more with a reason that
 // names the flag, and lets one more in once one is given back.
 func TestSSHLimitsRefuseOneMore(t *testing.T) {
-	r := newSSHRig(t, "--ssh-conns-per-key", "3", "--ssh-channels", "4", "--ssh-sftp-handles", "5", "--ssh-sftp-buffer", "2M")
+	r := newSSHRig(t, "--ssh-conns-per-key", "3", "--ssh-channels", "4", "--ssh-sftp-handles", "5", "--ssh-sftp-buffer", "2M", "--ssh-sftp-inflight", "1M")
 	r.addKey("alice")
 	r.addKey("bob")
 	r.create(r.alice, "box")
@@ -494,7 +494,7 @@ func TestSSHSFTPHoldsFewRequestsBehindASlowOne(t *testing.T) {
 	}
 	// A writer comes: the open is answered (den reads regular files
 	// only: a refusal), then every write, in order.
-	r.d.mustSh("box", "echo x > /root/fifo")
+	r.d.mustSh("box", ": > /root/fifo") // opens it, writes nothing: no SIGPIPE when den's side closes first
 	if typ, rest := s.recv(); (typ != 101 && typ != 102) || binary.BigEndian.Uint32(rest) != 2 {
 		t.Fatalf("the answer after the FIFO's open: type %d %q; want the open's", typ, rest)
 	}

@@ -37,10 +37,11 @@ type Limits struct {
 // writing files in order (scp, sftp, rclone, sshfs) holds a few hundred
 // KiB ahead, and has 2 MiB in flight a transfer; OpenSSH's sshd allows 10
 // sessions a connection, and a browser opens 6 connections a host through
-// -L. Each channel may also hold 2 MiB the client sent and dend has not
-// read yet (x/crypto's window), so the most one key's connections hold
-// is about ConnsPerKey × (SFTPBuffer + SFTPInFlight + ChannelsPerConn ×
-// 2 MiB): 512 MiB with these.
+// -L. What one connection may make dend hold is then about SFTPBuffer
+// for writes ahead, as much again for what files being read keep behind,
+// SFTPInFlight, 512 KiB for each handle open, and 2 MiB for each channel
+// (what the client sent that dend has not read yet: x/crypto's window):
+// 112 MiB with these, 900 MiB for one key's ConnsPerKey connections.
 func DefaultLimits() Limits {
 	return Limits{ConnsPerKey: 8, ChannelsPerConn: 16, SFTPHandles: 64, SFTPBuffer: 16 << 20, SFTPInFlight: 16 << 20}
 }

@@ -18,10 +18,10 @@ import (
 const (
 	readChunk = 256 << 10
 	// readWindow is how far behind the furthest read a read may still
-	// be served without opening the file again: a session's requests in
-	// flight (at most maxInFlight, answered with at most pkg/sftp's 32
-	// KiB each) come out of order by less.
-	readWindow = maxInFlight * 32 << 10
+	// be served without opening the file again, room permitting: a
+	// session's requests in flight (at most maxInFlight, of up to the 128
+	// KiB `sftp -B` asks for) come out of order by less.
+	readWindow = 8 << 20
 )
 
 // seqReader serves ReadAt from a stream, opened again from the start
@@ -95,7 +95,7 @@ func (r *seqReader) fill() {
 	}
 	for len(r.chunks) > 1 && (r.held-int64(len(r.chunks[0])) >= readWindow || !r.fits()) {
 		r.held -= int64(len(r.chunks[0]))
-		if len(r.free) < 2 {
+		if len(r.free) == 0 {
 			r.free = append(r.free, r.chunks[0][:cap(r.chunks[0])])
 		}
 		r.chunks = r.chunks[1:]
