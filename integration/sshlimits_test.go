@@ -66,7 +66,7 @@ func (r *sshRig) mustDial(key, sandbox string) *ssh.Client {
 	return c
 }
 
-// statusOf is the SFTP status a request was answered with.
+// sftpStatus is the SFTP status a request was answered with.
 func sftpStatus(err error) (uint32, string) {
 	var se *sftp.StatusError
 	if errors.As(err, &se) {
@@ -431,14 +431,9 @@ func (s *rawSFTP) handle() string {
 	if typ != 102 {
 		s.t.Fatalf("answer to open: type %d %q", typ, rest)
 	}
-	var h struct {
-		ID     uint32
-		Handle string
-	}
-	h.ID = binary.BigEndian.Uint32(rest)
+	// The request's id, then the handle as an SSH string.
 	n := binary.BigEndian.Uint32(rest[4:])
-	h.Handle = string(rest[8 : 8+n])
-	return h.Handle
+	return string(rest[8 : 8+n])
 }
 
 // Behind a request that takes long (an open of a FIFO no one writes to),
