@@ -215,6 +215,15 @@ func TestSSHLimitsRefuseOneMore(t *testing.T) {
 		if code != 255 || !strings.Contains(errs, "--ssh-conns-per-key") {
 			t.Errorf("OpenSSH's ssh: exit %d %q", code, errs)
 		}
+		// The refusal is in the audit log, under the key's token.
+		waitFor(t, 10*time.Second, "the refused login in the audit log", func() bool {
+			for _, e := range r.audit("box") {
+				if e.Route == "ssh login" && e.Who == "alice" && e.Status == 403 && strings.Contains(e.Error, "connections open") {
+					return true
+				}
+			}
+			return false
+		})
 		// Another key is counted apart.
 		r.mustDial("bob", "bobs")
 		// One closed, one more comes in.

@@ -209,9 +209,11 @@ func (g *Gate) serverConfig(ctx context.Context, logins *loginCache) *ssh.Server
 		VerifiedPublicKeyCallback: func(meta ssh.ConnMetadata, key ssh.PublicKey, _ *ssh.Permissions, _ string) (*ssh.Permissions, error) {
 			l, err := g.authorize(ctx, meta.User(), meta.RemoteAddr().String(), key)
 			if err == nil && !logins.counted(g.perKey, l.key) {
+				max := g.cfg.Limits.ConnsPerKey
 				g.log.Info("ssh: login refused: too many connections with this key", "key", l.key, "user", meta.User(),
-					"remote", l.remote, "token", l.principal.TokenID, "max", g.cfg.Limits.ConnsPerKey)
-				return nil, tooManyConns(g.cfg.Limits.ConnsPerKey)
+					"remote", l.remote, "token", l.principal.TokenID, "max", max)
+				g.recordFor(ctx, l, "login", l.remote+" key "+l.key, refusal(fmt.Sprintf("the key has %d connections open, the most allowed", max)))
+				return nil, tooManyConns(max)
 			}
 			return logins.authorized(l, err)
 		},
