@@ -119,7 +119,7 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "warm", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "mcpflood", "ssh", "python", "e2b", "store", "blobs", "move", "rebase", "metrics", "ui"}
+var stepNames = []string{"create", "warm", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "mcpflood", "ssh", "sftpflood", "python", "e2b", "store", "blobs", "move", "rebase", "metrics", "ui"}
 
 func run(bin string, n, nBig int, only string, o options) error {
 	want := map[string]bool{}
@@ -179,6 +179,7 @@ func run(bin string, n, nBig int, only string, o options) error {
 		{"mcp", "front doors", b.mcpExec},
 		{"mcpflood", "MCP session flood", b.mcpFlood},
 		{"ssh", "SSH gateway", b.sshGateway},
+		{"sftpflood", "SFTP flood", b.sftpFlood},
 		{"python", "Python SDK", b.pythonExec},
 		{"e2b", "E2B SDK", b.e2bDoor},
 		{"store", "store throughput, SQLite vs PostgreSQL", b.storeThroughput},

@@ -104,6 +104,7 @@ func main() {
 	parseStore := storeFlags(fs, &cfg)
 	parseBlobs := blobsFlags(fs, &cfg, os.Getenv)
 	parseMCP := mcpFlags(fs, &cfg)
+	parseSSH := sshFlags(fs, &cfg)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Parse(os.Args[1:])
 	if *showVersion {
@@ -138,6 +139,9 @@ func main() {
 		fatal(err)
 	}
 	if err := parseMCP(); err != nil {
+		fatal(err)
+	}
+	if err := parseSSH(); err != nil {
 		fatal(err)
 	}
 

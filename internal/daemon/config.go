@@ -18,6 +18,7 @@ import (
 	"github.com/den-dev/den/internal/mcpserver"
 	"github.com/den-dev/den/internal/netns"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/sshgate"
 )
 
 // Storage drivers.
@@ -35,6 +36,8 @@ type Config struct {
 	Socket    string // unix socket for the local CLI (root only)
 	Listen    string // optional TCP listener, e.g. 127.0.0.1:7070
 	SSHListen string // optional SSH gateway listener, e.g. 127.0.0.1:2222
+	// SSHLimits bound what one key's SSH connections hold in dend.
+	SSHLimits sshgate.Limits
 	// MetricsListen, when set, serves /metrics alone on this TCP address
 	// without a token (for a Prometheus on a private network); /metrics
 	// on Listen always needs an admin or admin:read token.
@@ -130,6 +133,7 @@ func Default() Config {
 		Subnet:    netns.DefaultPrefix,
 		StopGrace: 5 * time.Second,
 		Node:      host,
+		SSHLimits: sshgate.DefaultLimits(),
 
 		AuditRetention: 90 * 24 * time.Hour,
 		OwnerQuota:     sandbox.Quota{Sandboxes: DefaultOwnerSandboxes, Checkpoints: DefaultOwnerCheckpoints},
@@ -244,6 +248,9 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.SSHListen); err != nil {
 			return bad("ssh-listen", "%q is not an address:port like 127.0.0.1:2222 or :2222", c.SSHListen)
 		}
+	}
+	if err := c.SSHLimits.Validate(); err != nil {
+		return bad("ssh limits", "%v", err)
 	}
 	for _, d := range []struct {
 		name string

@@ -24,7 +24,7 @@ func newGate(cfg Config, fl *fleet, svc *sandbox.Service, tokens *auth.Service, 
 	if err != nil {
 		return nil, err
 	}
-	gc := sshgate.Config{HostKey: key, Sandboxes: svc, Keys: tokens, Audit: log, Logger: logger.With("component", "ssh")}
+	gc := sshgate.Config{HostKey: key, Sandboxes: svc, Keys: tokens, Audit: log, Limits: cfg.SSHLimits, Logger: logger.With("component", "ssh")}
 	if fl != nil {
 		gc.Relay = fl.forwarder
 	}

@@ -74,14 +74,16 @@ type Relay interface {
 	DialGate(ctx context.Context, node, id string, key []byte, remote string) (net.Conn, error)
 }
 
-// Config is what a Gate needs. Every field but Relay and Logger is
-// required; with no Relay, only this node's sandboxes are reached.
+// Config is what a Gate needs. Every field but Relay, Limits and Logger
+// is required; with no Relay, only this node's sandboxes are reached, and
+// the limits left zero are DefaultLimits'.
 type Config struct {
 	HostKey   ssh.Signer
 	Sandboxes Sandboxes
 	Keys      Keys
 	Audit     audit.Log
 	Relay     Relay
+	Limits    Limits
 	Logger    *slog.Logger
 }
 
@@ -89,6 +91,8 @@ type Config struct {
 type Gate struct {
 	cfg Config
 	log *slog.Logger
+	// perKey counts the connections open per key.
+	perKey *keyConns
 
 	// audits are the audit entries being written.
 	audits sync.WaitGroup
@@ -104,11 +108,16 @@ func New(cfg Config) (*Gate, error) {
 	if cfg.HostKey == nil || cfg.Sandboxes == nil || cfg.Keys == nil || cfg.Audit == nil {
 		return nil, errors.New("sshgate: a host key, the sandbox service, the key lookup and the audit log are all required")
 	}
+	cfg.Limits = cfg.Limits.withDefaults()
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Gate{cfg: cfg, log: log, conns: map[*ssh.ServerConn]struct{}{}}, nil
+	return &Gate{cfg: cfg, log: log, conns: map[*ssh.ServerConn]struct{}{},
+		perKey: &keyConns{max: cfg.Limits.ConnsPerKey, n: map[string]int{}}}, nil
 }
 
 // Limits of a connection.
@@ -198,7 +207,15 @@ func (g *Gate) serverConfig(ctx context.Context, logins *loginCache) *ssh.Server
 			return &ssh.Permissions{}, nil
 		},
 		VerifiedPublicKeyCallback: func(meta ssh.ConnMetadata, key ssh.PublicKey, _ *ssh.Permissions, _ string) (*ssh.Permissions, error) {
-			return logins.authorized(g.authorize(ctx, meta.User(), meta.RemoteAddr().String(), key))
+			l, err := g.authorize(ctx, meta.User(), meta.RemoteAddr().String(), key)
+			if err == nil && !logins.counted(g.perKey, l.key) {
+				max := g.cfg.Limits.ConnsPerKey
+				g.log.Info("ssh: login refused: too many connections with this key", "key", l.key, "user", meta.User(),
+					"remote", l.remote, "token", l.principal.TokenID, "max", max)
+				g.recordFor(ctx, l, "login", l.remote+" key "+l.key, refusal(fmt.Sprintf("the key has %d connections open, the most allowed", max)))
+				return nil, tooManyConns(max)
+			}
+			return logins.authorized(l, err)
 		},
 	})
 }
@@ -269,6 +286,38 @@ func (g *Gate) authorize(ctx context.Context, ref, remote string, key ssh.Public
 type loginCache struct {
 	mu   sync.Mutex
 	last *login
+	// keys counts the connection as one of key's, once; uncount gives
+	// it back.
+	keys *keyConns
+	key  string
+}
+
+// counted counts the connection as one of key's, unless it is already;
+// false when key has as many open as it may.
+func (c *loginCache) counted(keys *keyConns, key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keys != nil && c.key == key {
+		return true
+	}
+	if !keys.take(key) {
+		return false
+	}
+	if c.keys != nil {
+		c.keys.give(c.key)
+	}
+	c.keys, c.key = keys, key
+	return true
+}
+
+// uncount gives back the connection counted, when it ends.
+func (c *loginCache) uncount() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keys != nil {
+		c.keys.give(c.key)
+		c.keys = nil
+	}
 }
 
 func (c *loginCache) put(l *login) {
@@ -301,6 +350,7 @@ func (c *loginCache) get(perms *ssh.Permissions) *login {
 // serveConn runs one connection from handshake to close.
 func (g *Gate) serveConn(ctx context.Context, nc net.Conn) {
 	logins := &loginCache{}
+	defer logins.uncount()
 	g.serveWith(ctx, quickAck(nc), g.serverConfig(ctx, logins), logins, true)
 }
 
@@ -354,15 +404,28 @@ func (g *Gate) serveWith(ctx context.Context, nc net.Conn, cfg *ssh.ServerConfig
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
+	open := &channelCount{max: g.cfg.Limits.ChannelsPerConn}
+	budget := newSFTPBudget(g.cfg.Limits)
 	for nch := range chans {
+		var serve func()
 		switch nch.ChannelType() {
 		case "session":
-			wg.Go(func() { g.serveSession(ctx, l, nch) })
+			serve = func() { g.serveSession(ctx, l, nch, budget) }
 		case "direct-tcpip":
-			wg.Go(func() { g.forward(ctx, l, nch) })
+			serve = func() { g.forward(ctx, l, nch) }
 		default:
 			_ = nch.Reject(ssh.UnknownChannelType, "den serves sessions and local forwarding (-L) only")
+			continue
 		}
+		if !open.take() {
+			g.log.Info("ssh: channel refused: too many open", "sandbox", l.sandbox.Name, "key", l.key, "max", open.max)
+			open.reject(nch)
+			continue
+		}
+		wg.Go(func() {
+			defer open.give()
+			serve()
+		})
 	}
 }
 

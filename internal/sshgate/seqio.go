@@ -18,18 +18,18 @@ import (
 const (
 	readChunk = 256 << 10
 	// readWindow is how far behind the furthest read a read may still
-	// be served without opening the file again: the client's requests in
-	// flight (OpenSSH's 64 of 32 KiB) come out of order by less.
+	// be served without opening the file again, room permitting: a
+	// session's requests in flight (at most maxInFlight, of up to the 128
+	// KiB `sftp -B` asks for) come out of order by less.
 	readWindow = 8 << 20
-	// maxPending bounds what a writer keeps of writes that arrived ahead
-	// of their turn.
-	maxPending = 64 << 20
 )
 
 // seqReader serves ReadAt from a stream, opened again from the start
-// when a read goes back further than readWindow.
+// when a read goes back further than it keeps: readWindow, as much as
+// room lets it keep behind its newest chunk.
 type seqReader struct {
 	open func() (io.ReadCloser, error)
+	room aheadBuffer // shared with the connection's other readers
 
 	// mu guards the stream and what was read of it.
 	mu     sync.Mutex
@@ -40,10 +40,12 @@ type seqReader struct {
 	eof    bool
 	err    error // a read error, returned from then on
 	free   [][]byte
+	// counted is what chunks hold behind the newest, taken from room.
+	counted int64
 }
 
-func newSeqReader(rc io.ReadCloser, open func() (io.ReadCloser, error)) *seqReader {
-	return &seqReader{rc: rc, open: open}
+func newSeqReader(rc io.ReadCloser, open func() (io.ReadCloser, error), room aheadBuffer) *seqReader {
+	return &seqReader{rc: rc, open: open, room: room}
 }
 
 func (r *seqReader) ReadAt(p []byte, off int64) (int, error) {
@@ -91,11 +93,31 @@ func (r *seqReader) fill() {
 	case err != nil:
 		r.err = err
 	}
-	for len(r.chunks) > 1 && r.held-int64(len(r.chunks[0])) >= readWindow {
+	for len(r.chunks) > 1 && (r.held-int64(len(r.chunks[0])) >= readWindow || !r.fits()) {
 		r.held -= int64(len(r.chunks[0]))
-		r.free = append(r.free, r.chunks[0][:cap(r.chunks[0])])
+		if len(r.free) == 0 {
+			r.free = append(r.free, r.chunks[0][:cap(r.chunks[0])])
+		}
 		r.chunks = r.chunks[1:]
 	}
+	r.fits()
+}
+
+// fits takes from room what the chunks behind the newest hold, or gives
+// back what they no longer do; false when room has not enough.
+func (r *seqReader) fits() bool {
+	want := int64(0)
+	if k := len(r.chunks); k > 0 {
+		want = r.held - int64(len(r.chunks[k-1]))
+	}
+	switch {
+	case want <= r.counted:
+		r.room.release(r.counted - want)
+	case !r.room.hold(want - r.counted):
+		return false
+	}
+	r.counted = want
+	return true
 }
 
 // copyOut copies what it holds of [off, off+len(p)) into p.
@@ -126,12 +148,15 @@ func (r *seqReader) reopen() error {
 		return err
 	}
 	r.rc, r.pos, r.held, r.chunks, r.eof, r.err = rc, 0, 0, nil, false, nil
+	r.fits()
 	return nil
 }
 
 func (r *seqReader) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.held, r.chunks, r.free = 0, nil, nil
+	r.fits()
 	if r.rc == nil {
 		return nil
 	}
@@ -140,13 +165,26 @@ func (r *seqReader) Close() error {
 	return err
 }
 
+// aheadBuffer is the memory a seqWriter may hold writes ahead of their
+// turn in, shared with the other files of the same connection.
+type aheadBuffer interface {
+	// hold takes n bytes; false when they do not fit.
+	hold(n int64) bool
+	// release gives back n bytes taken.
+	release(n int64)
+	// full is the error of a write that did not fit.
+	full() error
+}
+
 // seqWriter turns WriteAt into a stream: writes at the next offset go
-// through at once, those ahead of it wait in memory for their turn.
-// Writing the same bytes twice, or leaving a hole, fails the file, which
-// is then not replaced.
+// through at once, those ahead of it wait in memory for their turn, as
+// much as buf lets them. Writing the same bytes twice, a write that does
+// not fit in buf, or leaving a hole fails the file, which is then not
+// replaced, and gives what it held back to buf.
 type seqWriter struct {
 	// done receives the result of the stream's consumer once w closes.
 	done <-chan error
+	buf  aheadBuffer
 
 	// mu guards everything below and orders writes into w.
 	mu      sync.Mutex
@@ -163,8 +201,8 @@ type seqWriter struct {
 	oldSize int64
 }
 
-func newSeqWriter(w *io.PipeWriter, done <-chan error) *seqWriter {
-	return &seqWriter{w: w, done: done, pending: map[int64][]byte{}}
+func newSeqWriter(w *io.PipeWriter, done <-chan error, buf aheadBuffer) *seqWriter {
+	return &seqWriter{w: w, done: done, buf: buf, pending: map[int64][]byte{}}
 }
 
 func (w *seqWriter) WriteAt(p []byte, off int64) (int, error) {
@@ -185,13 +223,17 @@ func (w *seqWriter) WriteAt(p []byte, off int64) (int, error) {
 			}
 			delete(w.pending, w.next)
 			w.held -= int64(len(b))
+			w.buf.release(int64(len(b)))
 			if err := w.write(b); err != nil {
 				return 0, err
 			}
 		}
 	case off > w.next:
-		if _, dup := w.pending[off]; dup || w.held+int64(len(p)) > maxPending {
-			return 0, w.fail(errdefs.Invalid("writes out of order by more than %d MiB", maxPending>>20))
+		if _, dup := w.pending[off]; dup {
+			return 0, w.fail(errdefs.Invalid("two writes at offset %d", off))
+		}
+		if !w.buf.hold(int64(len(p))) {
+			return 0, w.fail(w.buf.full())
 		}
 		w.pending[off] = append([]byte(nil), p...)
 		w.held += int64(len(p))
@@ -210,12 +252,18 @@ func (w *seqWriter) write(p []byte) error {
 	return nil
 }
 
-// fail ends the stream with err, so the file is not replaced.
+// fail ends the stream with err, so the file is not replaced, and lets
+// go of the writes held ahead.
 func (w *seqWriter) fail(err error) error {
 	if w.failed == nil {
 		w.failed = err
 		w.w.CloseWithError(err)
 	}
+	if w.held > 0 {
+		w.buf.release(w.held)
+		w.held = 0
+	}
+	clear(w.pending)
 	return err
 }
 

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"io"
 	mrand "math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/pkg/sftp"
 
 	"github.com/den-dev/den/internal/errdefs"
 )
@@ -55,7 +58,7 @@ func newTestWriter() (*seqWriter, *bytes.Buffer, chan error) {
 		_, err := io.Copy(&got, pr)
 		done <- err
 	}()
-	return newSeqWriter(pw, done), &got, done
+	return newSeqWriter(pw, done, &sftpBudget{maxBytes: 64 << 20}), &got, done
 }
 
 func TestSeqWriterOrdersWrites(t *testing.T) {
@@ -122,7 +125,7 @@ func TestSeqReader(t *testing.T) {
 		return io.NopCloser(bytes.NewReader(data)), nil
 	}
 	rc, _ := open()
-	r := newSeqReader(rc, open)
+	r := newSeqReader(rc, open, &sftpBudget{maxBytes: 64 << 20})
 	// In order, several at once, slightly out of order.
 	out := make([]byte, len(data))
 	var wg sync.WaitGroup
@@ -182,4 +185,123 @@ func FuzzPasswdHome(f *testing.F) {
 			t.Fatalf("passwdHome = %q, not an absolute path", home)
 		}
 	})
+}
+
+// The files of one connection share one buffer for writes ahead of their
+// place: a write past it fails its file, which gives back all it held,
+// and the other files go on.
+func TestSeqWritersShareABuffer(t *testing.T) {
+	buf := &sftpBudget{maxBytes: 1 << 20}
+	newWriter := func() (*seqWriter, *bytes.Buffer) {
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		var got bytes.Buffer
+		go func() {
+			_, err := io.Copy(&got, pr)
+			done <- err
+		}()
+		w := newSeqWriter(pw, done, buf)
+		w.whole = true
+		return w, &got
+	}
+	a, _ := newWriter()
+	b, gotB := newWriter()
+	chunk := make([]byte, 256<<10)
+	// a holds 768 KiB ahead of its offset 0, b 256 KiB: the buffer is full.
+	for i := 1; i <= 3; i++ {
+		if _, err := a.WriteAt(chunk, int64(i*len(chunk))); err != nil {
+			t.Fatalf("a ahead %d: %v", i, err)
+		}
+	}
+	if _, err := b.WriteAt(chunk, int64(len(chunk))); err != nil {
+		t.Fatalf("b ahead: %v", err)
+	}
+	if _, err := a.WriteAt(chunk, int64(4*len(chunk))); !errors.Is(err, errdefs.ErrQuota) || !strings.Contains(err.Error(), "--ssh-sftp-buffer") {
+		t.Fatalf("a past the buffer: %v, want a quota error naming the flag", err)
+	}
+	if buf.bytes != int64(len(chunk)) {
+		t.Errorf("after a failed the buffer holds %d bytes, want b's %d", buf.bytes, len(chunk))
+	}
+	if _, err := a.WriteAt(chunk, 0); err == nil {
+		t.Error("a failed file took another write")
+	}
+	if err := a.Close(); !errors.Is(err, errdefs.ErrQuota) {
+		t.Errorf("closing the failed file: %v", err)
+	}
+	// b fills its gap, and what it held goes through.
+	if _, err := b.WriteAt(chunk, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil || gotB.Len() != 2*len(chunk) {
+		t.Errorf("b: %v, %d bytes written", err, gotB.Len())
+	}
+	if buf.bytes != 0 || buf.peakBytes() != 1<<20 {
+		t.Errorf("the buffer holds %d bytes at the end (peak %d)", buf.bytes, buf.peakBytes())
+	}
+}
+
+func TestSFTPBudgetHandles(t *testing.T) {
+	b := &sftpBudget{maxHandles: 2}
+	f1, err1 := b.open()
+	_, err2 := b.open()
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if _, err := b.open(); !errors.Is(err, errdefs.ErrQuota) || !errors.Is(err, sftp.ErrSSHFxFailure) || !strings.Contains(err.Error(), "--ssh-sftp-handles") {
+		t.Fatalf("a third handle: %v", err)
+	}
+	f1()
+	f1() // once only
+	if _, err := b.open(); err != nil {
+		t.Fatalf("after one closed: %v", err)
+	}
+	if _, err := b.open(); err == nil {
+		t.Fatal("closing one handle twice gave two back")
+	}
+}
+
+// Readers keep what they read behind their newest chunk in room shared
+// with the connection's other readers: past it they keep less, and read
+// again from the start when a read goes back further, still right; a
+// reader closed gives all back.
+func TestSeqReadersShareRoom(t *testing.T) {
+	data := make([]byte, 6<<20)
+	rand.Read(data)
+	room := &sftpBudget{maxBytes: 1 << 20}
+	opens := 0
+	open := func() (io.ReadCloser, error) {
+		opens++
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}
+	var readers []*seqReader
+	for range 2 {
+		rc, _ := open()
+		readers = append(readers, newSeqReader(rc, open, room))
+	}
+	p := make([]byte, 32<<10)
+	for _, r := range readers {
+		for off := 0; off < 3<<20; off += len(p) {
+			if _, err := r.ReadAt(p, int64(off)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if room.bytes > room.maxBytes {
+		t.Fatalf("the readers keep %d bytes behind, more than the room's %d", room.bytes, room.maxBytes)
+	}
+	// The second reader found the room full: a read 1 MiB back opens
+	// the file again, and is right.
+	before := opens
+	if n, err := readers[1].ReadAt(p, 2<<20); n != len(p) || err != nil || !bytes.Equal(p, data[2<<20:2<<20+len(p)]) {
+		t.Fatalf("a read back: %d %v", n, err)
+	}
+	if opens != before+1 {
+		t.Errorf("a read back past what was kept opened the file %d times", opens-before)
+	}
+	for _, r := range readers {
+		r.Close()
+	}
+	if room.bytes != 0 {
+		t.Errorf("closed readers keep %d bytes of the room", room.bytes)
+	}
 }

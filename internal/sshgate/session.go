@@ -63,6 +63,8 @@ type session struct {
 	g  *Gate
 	l  *login
 	ch ssh.Channel
+	// sftp is what the connection's SFTP sessions may hold together.
+	sftp *sftpBudget
 
 	env map[string]string
 	pty *ptyRequest
@@ -76,13 +78,13 @@ type session struct {
 
 // serveSession answers a session channel's requests until the client
 // closes it or its command ended.
-func (g *Gate) serveSession(ctx context.Context, l *login, nch ssh.NewChannel) {
+func (g *Gate) serveSession(ctx context.Context, l *login, nch ssh.NewChannel, sftp *sftpBudget) {
 	ch, reqs, err := nch.Accept()
 	if err != nil {
 		return
 	}
 	defer ch.Close()
-	s := &session{g: g, l: l, ch: ch, env: map[string]string{}, done: make(chan struct{})}
+	s := &session{g: g, l: l, ch: ch, sftp: sftp, env: map[string]string{}, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for req := range reqs {

@@ -38,11 +38,11 @@ func (s *session) serveSFTP(ctx context.Context) {
 	if b := s.l.sandbox.Spec.Base; b != nil {
 		user = b.User
 	}
-	fsrv := &fileServer{s: s, ctx: ctx, user: user, home: homeOf(ctx, files, user)}
+	fsrv := &fileServer{s: s, ctx: ctx, user: user, home: homeOf(ctx, files, user), budget: s.sftp}
 	h := sftp.Handlers{FileGet: fsrv, FilePut: fsrv, FileCmd: fsrv, FileList: fsrv}
-	// pkg/sftp closes what it serves on; the channel must stay open for
-	// the exit status.
-	srv := sftp.NewRequestServer(keepOpen{s.ch}, h, sftp.WithStartDirectory(fsrv.home), sftp.WithRSAllocator())
+	pc, stop := newPacer(ctx, s.ch, s.ch, maxInFlight, s.sftp.flight)
+	defer stop()
+	srv := sftp.NewRequestServer(pc, h, sftp.WithStartDirectory(fsrv.home))
 	status := uint32(0)
 	if err := srv.Serve(); err != nil && !errors.Is(err, io.EOF) {
 		s.g.log.Debug("ssh: sftp ended", "sandbox", s.l.sandbox.Name, "err", err)
@@ -54,17 +54,15 @@ func (s *session) serveSFTP(ctx context.Context) {
 	_ = s.ch.CloseWrite()
 }
 
-// keepOpen is a channel whose Close does nothing.
-type keepOpen struct{ ssh.Channel }
-
-func (keepOpen) Close() error { return nil }
-
 // fileServer answers SFTP requests from the sandbox's file API.
 type fileServer struct {
 	s    *session
 	ctx  context.Context
 	user string // who owns what is made: the image's user, "" for den-init's
 	home string
+	// budget is what the connection's SFTP sessions may hold: handles,
+	// and writes ahead of their place.
+	budget *sftpBudget
 
 	// mu guards open, the files being written, by path.
 	mu   sync.Mutex
@@ -99,11 +97,50 @@ func (f *fileServer) Fileread(r *sftp.Request) (io.ReaderAt, error) {
 		}
 		return rc, sftpError(err)
 	}
-	rc, err := open()
+	free, err := f.budget.open()
 	if err != nil {
 		return nil, err
 	}
-	return newSeqReader(rc, open), nil
+	rc, err := open()
+	if err != nil {
+		free()
+		return nil, err
+	}
+	return readHandle{newSeqReader(rc, open, f.budget.reads), free}, nil
+}
+
+// readHandle is a file open to read; closing it gives its handle back.
+type readHandle struct {
+	*seqReader
+	free func()
+}
+
+func (h readHandle) Close() error {
+	defer h.free()
+	return h.seqReader.Close()
+}
+
+// writeHandle is a file open to write; closing it gives its handle back.
+type writeHandle struct {
+	*seqWriter
+	free func()
+}
+
+func (h writeHandle) Close() error {
+	defer h.free()
+	return h.seqWriter.Close()
+}
+
+// listHandle is a directory open to list; closing it gives its handle
+// back.
+type listHandle struct {
+	lister
+	free func()
+}
+
+func (h listHandle) Close() error {
+	h.free()
+	return nil
 }
 
 // Filewrite opens a file to write. den writes files whole: the file is
@@ -120,6 +157,10 @@ func (f *fileServer) Filewrite(r *sftp.Request) (io.WriterAt, error) {
 	if err != nil {
 		return nil, sftpError(err)
 	}
+	free, err := f.budget.open()
+	if err != nil {
+		return nil, err
+	}
 	oldSize := int64(-1)
 	if !flags.Trunc {
 		if info, err := files.Stat(f.ctx, r.Filepath); err == nil {
@@ -128,7 +169,7 @@ func (f *fileServer) Filewrite(r *sftp.Request) (io.WriterAt, error) {
 	}
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
-	w := newSeqWriter(pw, done)
+	w := newSeqWriter(pw, done, f.budget)
 	w.whole = flags.Trunc
 	w.oldSize = oldSize
 	f.writing(r.Filepath, w)
@@ -139,7 +180,7 @@ func (f *fileServer) Filewrite(r *sftp.Request) (io.WriterAt, error) {
 		f.s.g.recordFor(f.ctx, f.s.l, "sftp put", r.Filepath, err)
 		done <- sftpError(err)
 	}()
-	return w, nil
+	return writeHandle{w, free}, nil
 }
 
 // writing and written keep the writers open by path, for fsetstat.
@@ -230,15 +271,22 @@ func (f *fileServer) Filelist(r *sftp.Request) (sftp.ListerAt, error) {
 	}
 	switch r.Method {
 	case "List":
+		// pkg/sftp asks for this when it opens the directory, and keeps
+		// what it gets until the handle is closed.
+		free, err := f.budget.open()
+		if err != nil {
+			return nil, err
+		}
 		ents, err := files.ReadDir(f.ctx, r.Filepath)
 		if err != nil {
+			free()
 			return nil, sftpError(err)
 		}
 		out := make(lister, len(ents))
 		for i, e := range ents {
 			out[i] = fileInfo{e}
 		}
-		return out, nil
+		return listHandle{out, free}, nil
 	case "Stat":
 		info, err := files.Stat(f.ctx, r.Filepath)
 		if err == nil && info.Type == "symlink" && info.Target != "" {
