@@ -2321,6 +2321,8 @@ export interface components {
             mode?: number;
             /** @description who owns the directories made: a name, uid, or either followed by :group; default root */
             user?: string;
+            /** @description with parents and ?as=USER: the missing directories are made by root and given to USER (0755, or mode), as E2B's envd does; USER must still reach the existing ones */
+            parents_by_root?: boolean;
         };
         MoveRequest: {
             from: string;
@@ -5155,6 +5157,8 @@ export interface operations {
                 user?: string;
                 /** @description create the missing directories above the file (0755, owned by user), instead of 404 */
                 parents?: boolean;
+                /** @description with parents and ?as=USER: the missing directories are made by root and given to USER (0755), as E2B's envd does; USER must still reach the existing ones, and the file is still written as USER */
+                parents_by_root?: boolean;
                 /** @description a user extended attribute to set on the file, as NAME=VALUE (NAME in user.*, at most 255 bytes; VALUE UTF-8 text, at most 8 KiB; at most 64); the file keeps those of the file it replaces */
                 xattr?: string[];
             };
