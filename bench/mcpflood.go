@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/mcpserver/mcptest"
 )
 
 // floodCalls is how many initialize calls a flood makes.
@@ -57,7 +57,7 @@ func flood(d *benchDend, what string) ([]string, error) {
 	rss := func() int64 { return statusKB(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid), "VmRSS:") }
 	// One session opened and ended first: what is measured is the flood,
 	// not the door's first use.
-	code, id, body, err := mcpCall("POST", url, tok.Token, "", floodInitialize)
+	code, id, body, err := mcptest.Call("POST", url, tok.Token, "", mcptest.Initialize)
 	if err != nil || code != http.StatusOK {
 		return nil, fmt.Errorf("initialize: %d %s %v", code, body, err)
 	}
@@ -119,7 +119,7 @@ func floodOnce(url, token string) (map[int]int, []string, time.Duration, error) 
 		go func() {
 			defer wg.Done()
 			for range floodCalls / 8 {
-				code, id, _, err := mcpCall("POST", url, token, "", floodInitialize)
+				code, id, _, err := mcptest.Call("POST", url, token, "", mcptest.Initialize)
 				mu.Lock()
 				statuses[code]++
 				if code == http.StatusOK && id != "" {
@@ -139,7 +139,7 @@ func floodOnce(url, token string) (map[int]int, []string, time.Duration, error) 
 // endSessions ends sessions with DELETE.
 func endSessions(url, token string, ids []string) error {
 	for _, id := range ids {
-		code, _, body, err := mcpCall("DELETE", url, token, id, "")
+		code, _, body, err := mcptest.Call("DELETE", url, token, id, "")
 		if err != nil {
 			return err
 		}
@@ -148,28 +148,4 @@ func endSessions(url, token string, ids []string) error {
 		}
 	}
 	return nil
-}
-
-const floodInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"den-bench","version":"1"}}}`
-
-// mcpCall sends one request to /mcp as token, in session id ("" for
-// none), and returns the answer's status, session id and body.
-func mcpCall(method, url, token, id, msg string) (int, string, string, error) {
-	req, err := http.NewRequest(method, url, strings.NewReader(msg))
-	if err != nil {
-		return 0, "", "", err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
-	if id != "" {
-		req.Header.Set("Mcp-Session-Id", id)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, "", "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(body), err
 }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"strings"
@@ -40,20 +41,7 @@ func TestSecretHoldersDetached(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			argv := fmt.Sprintf("sleep %d", 7001+i)
 			d.mustSh("svc", fmt.Sprintf(tc.script, 7001+i))
-			var held api.Process
-			waitFor(t, 10*time.Second, argv+" to start", func() bool {
-				procs, err := d.c.Processes(ctx, "svc")
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, p := range procs {
-					if p.Command == argv {
-						held = p
-						return true
-					}
-				}
-				return false
-			})
+			held := d.process("svc", argv)
 			if !held.Secrets {
 				t.Errorf("%+v is not marked as holding secrets", held)
 			}
@@ -95,30 +83,17 @@ func TestSecretHoldersLeavingTheirCgroup(t *testing.T) {
 	}
 	const quiet = "</dev/null >/dev/null 2>&1"
 	const parentGroup = "/sys/fs/cgroup/cpuacct/cgroup.procs"
-	findProc := func(argv string) (api.Process, bool) {
-		procs, err := d.c.Processes(ctx, "svc")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range procs {
-			if p.Command == argv {
-				return p, true
-			}
-		}
-		return api.Process{}, false
-	}
 
 	// A server detached from the command that started it (own session,
 	// reparented to den-init), then moved out of the holders' cgroup.
 	argv := "sleep 7101"
 	d.mustSh("svc", "setsid "+argv+" "+quiet+" &")
-	var held api.Process
-	waitFor(t, 10*time.Second, argv+" to start", func() (ok bool) { held, ok = findProc(argv); return ok })
+	held := d.process("svc", argv)
 	moved := d.mustSh("svc", fmt.Sprintf("echo %d >%s && cat /proc/%d/cgroup", held.PID, parentGroup, held.PID))
 	if strings.Contains(moved, "den-secrets") {
 		t.Fatalf("the holder is still in den's cgroup after root moved it:\n%s", moved)
 	}
-	if held, _ = findProc(argv); !held.Secrets {
+	if held, _ = d.findProcess("svc", argv); !held.Secrets {
 		t.Errorf("%+v, moved out of the holders' cgroup, is not marked as holding secrets", held)
 	}
 	want := fmt.Sprintf("pid %d `%s`", held.PID, argv)
@@ -145,7 +120,7 @@ func TestSecretHoldersLeavingTheirCgroup(t *testing.T) {
 		t.Errorf("hibernate: %+v, want a conflict naming %s", e, want)
 	}
 	d.mustSh("svc", fmt.Sprintf("kill %d", held.PID))
-	waitFor(t, 10*time.Second, argv+" to end", func() bool { _, ok := findProc(argv); return !ok })
+	waitFor(t, 10*time.Second, argv+" to end", func() bool { _, ok := d.findProcess("svc", argv); return !ok })
 
 	// A command given secrets leaves the cgroup, then asks sudo to start
 	// a server with its environment.
@@ -155,7 +130,7 @@ func TestSecretHoldersLeavingTheirCgroup(t *testing.T) {
 	if code == 0 || !strings.Contains(errs, "holding secrets cannot use sudo") {
 		t.Errorf("sudo from a holder that left its cgroup: exit %d, stdout %q, stderr %q; want it refused", code, out, errs)
 	}
-	if p, ok := findProc(argv); ok {
+	if p, ok := d.findProcess("svc", argv); ok {
 		t.Errorf("sudo started %+v for a holder", p)
 		d.mustSh("svc", fmt.Sprintf("kill %d", p.PID))
 	}
@@ -191,20 +166,7 @@ func TestSecretHoldersMovedThroughSudo(t *testing.T) {
 
 	const argv = "sleep 7103"
 	asUser("setsid " + argv + " </dev/null >/dev/null 2>&1 &")
-	var held api.Process
-	waitFor(t, 10*time.Second, argv+" to start", func() bool {
-		procs, err := d.c.Processes(ctx, "svc")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range procs {
-			if p.Command == argv {
-				held = p
-				return true
-			}
-		}
-		return false
-	})
+	held := d.process("svc", argv)
 	asUser(fmt.Sprintf("echo %d >/tmp/move", held.PID))
 	waitFor(t, 10*time.Second, "the helper to move the holder", func() bool {
 		out, _, _ := d.sh("svc", "cat /tmp/moved 2>/dev/null")
@@ -221,4 +183,32 @@ func TestSecretHoldersMovedThroughSudo(t *testing.T) {
 	} else if e := apiErr(t, err); e.Code != api.CodeConflict || !strings.Contains(e.Message, want) {
 		t.Errorf("fork: %+v, want a conflict naming %s", e, want)
 	}
+}
+
+// process finds the process of sandbox name whose command line is argv,
+// waiting up to 10 s for it to start.
+func (d *dend) process(name, argv string) api.Process {
+	d.t.Helper()
+	var found api.Process
+	waitFor(d.t, 10*time.Second, argv+" to start", func() bool {
+		var ok bool
+		found, ok = d.findProcess(name, argv)
+		return ok
+	})
+	return found
+}
+
+// findProcess is the process of sandbox name whose command line is argv.
+func (d *dend) findProcess(name, argv string) (api.Process, bool) {
+	d.t.Helper()
+	procs, err := d.c.Processes(context.Background(), name)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for _, p := range procs {
+		if p.Command == argv {
+			return p, true
+		}
+	}
+	return api.Process{}, false
 }

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -10,34 +9,22 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-const mcpInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"flood","version":"1"}}}`
+	"github.com/den-dev/den/internal/mcpserver/mcptest"
+)
 
 // mcpRaw sends one request to /mcp as token, in session id ("" for
 // none), and returns the answer's status, session id and body.
 func mcpRaw(t *testing.T, method, url, token, id, msg string) (int, string, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(msg))
+	code, session, body, err := mcptest.Call(method, url, token, id, msg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
-	if id != "" {
-		req.Header.Set("Mcp-Session-Id", id)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
 	if len(body) > 600 { // what a failure shows of a tools/list
-		body = append(body[:600:600], "…"...)
+		body = body[:600] + "…"
 	}
-	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(body)
+	return code, session, body
 }
 
 // rssOf is a line of dend's /proc status, in bytes: VmRSS now, VmHWM its
@@ -74,7 +61,7 @@ func TestMCPSessionFlood(t *testing.T) {
 
 	// One session first, so what is measured is the flood, not the
 	// first use of the door.
-	code, first, body := mcpRaw(t, "POST", url, reader, "", mcpInitialize)
+	code, first, body := mcpRaw(t, "POST", url, reader, "", mcptest.Initialize)
 	if code != http.StatusOK || first == "" {
 		t.Fatalf("initialize: %d %s", code, body)
 	}
@@ -93,7 +80,7 @@ func TestMCPSessionFlood(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range calls / workers {
-				code, id, body := mcpRaw(t, "POST", url, reader, "", mcpInitialize)
+				code, id, body := mcpRaw(t, "POST", url, reader, "", mcptest.Initialize)
 				mu.Lock()
 				statuses[code]++
 				if id != "" && code == http.StatusOK {
@@ -147,7 +134,7 @@ func TestMCPSessionFlood(t *testing.T) {
 	if code, _, body := mcpRaw(t, "DELETE", url, reader, first, ""); code != http.StatusNoContent {
 		t.Fatalf("the reader's DELETE of its session: %d %s", code, body)
 	}
-	if code, _, body := mcpRaw(t, "POST", url, reader, "", mcpInitialize); code != http.StatusOK {
+	if code, _, body := mcpRaw(t, "POST", url, reader, "", mcptest.Initialize); code != http.StatusOK {
 		t.Errorf("initialize after a DELETE: %d %s", code, body)
 	}
 }
@@ -159,15 +146,15 @@ func TestMCPSessionIdle(t *testing.T) {
 	d := startDend(t, "--listen", addr, "--mcp-sessions-per-token", "1", "--mcp-idle-timeout", "2s")
 	tok := strings.TrimSpace(d.mustDen("", "token", "create", "agent", "--scope", "owner"))
 	url := "http://" + addr + "/mcp"
-	code, id, body := mcpRaw(t, "POST", url, tok, "", mcpInitialize)
+	code, id, body := mcpRaw(t, "POST", url, tok, "", mcptest.Initialize)
 	if code != http.StatusOK || id == "" {
 		t.Fatalf("initialize: %d %s", code, body)
 	}
-	if code, _, body := mcpRaw(t, "POST", url, tok, "", mcpInitialize); code != http.StatusTooManyRequests || !strings.Contains(body, "1 MCP sessions") {
+	if code, _, body := mcpRaw(t, "POST", url, tok, "", mcptest.Initialize); code != http.StatusTooManyRequests || !strings.Contains(body, "1 MCP sessions") {
 		t.Fatalf("a second session past --mcp-sessions-per-token 1: %d %s", code, body)
 	}
 	waitFor(t, 30*time.Second, "the idle session's place", func() bool {
-		code, _, _ := mcpRaw(t, "POST", url, tok, "", mcpInitialize)
+		code, _, _ := mcpRaw(t, "POST", url, tok, "", mcptest.Initialize)
 		return code == http.StatusOK
 	})
 	if code, _, body := mcpRaw(t, "POST", url, tok, id, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); code != http.StatusNotFound {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/inproc"
+	"github.com/den-dev/den/internal/mcpserver/mcptest"
 )
 
 // door serves /mcp with limits as dend does to token holders; the
@@ -39,31 +39,17 @@ func mcpPost(t *testing.T, url, token, id, msg string) (int, string, string) {
 
 func mcpDo(t *testing.T, method, url, token, id, msg string) (int, string, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(msg))
+	code, session, body, err := mcptest.Call(method, url, token, id, msg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
-	if id != "" {
-		req.Header.Set("Mcp-Session-Id", id)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(body)
+	return code, session, body
 }
-
-const initMsg = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 
 // open opens a session as token and returns its id.
 func open(t *testing.T, url, token string) string {
 	t.Helper()
-	code, id, body := mcpPost(t, url, token, "", initMsg)
+	code, id, body := mcpPost(t, url, token, "", mcptest.Initialize)
 	if code != http.StatusOK || id == "" {
 		t.Fatalf("initialize as %s: %d %q %s", token, code, id, body)
 	}
@@ -100,11 +86,11 @@ func listTools(t *testing.T, url, token, id string) (int, string) {
 func TestSessionsBoundedPerTokenAndInAll(t *testing.T) {
 	url := door(t, Limits{PerCaller: 2, Total: 3, IdleTimeout: time.Hour})
 	a1, a2 := open(t, url, "alice"), open(t, url, "alice")
-	code, _, body := mcpPost(t, url, "alice", "", initMsg)
+	code, _, body := mcpPost(t, url, "alice", "", mcptest.Initialize)
 	refused(t, code, body, "2 MCP sessions", "--mcp-sessions-per-token")
 
 	open(t, url, "bob")
-	code, _, body = mcpPost(t, url, "carol", "", initMsg)
+	code, _, body = mcpPost(t, url, "carol", "", mcptest.Initialize)
 	refused(t, code, body, "3 MCP sessions", "--mcp-sessions")
 
 	// The refusals changed nothing: alice's sessions serve her.
@@ -145,18 +131,18 @@ func TestSessionServesOnlyItsToken(t *testing.T) {
 	open(t, url, "bob")
 	open(t, url, "bob")
 	open(t, url, "alice")
-	code, _, body := mcpPost(t, url, "alice", "", initMsg)
+	code, _, body := mcpPost(t, url, "alice", "", mcptest.Initialize)
 	refused(t, code, body, "4 MCP sessions", "--mcp-sessions")
 }
 
 func TestIdleSessionGivesItsPlaceBack(t *testing.T) {
 	url := door(t, Limits{PerCaller: 1, Total: 1, IdleTimeout: 200 * time.Millisecond})
 	id := open(t, url, "alice")
-	code, _, body := mcpPost(t, url, "alice", "", initMsg)
+	code, _, body := mcpPost(t, url, "alice", "", mcptest.Initialize)
 	refused(t, code, body, "1 MCP sessions", "--mcp-sessions-per-token")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		code, _, body = mcpPost(t, url, "alice", "", initMsg)
+		code, _, body = mcpPost(t, url, "alice", "", mcptest.Initialize)
 		if code == http.StatusOK {
 			break
 		}
@@ -215,7 +201,7 @@ func TestSocketSessionsBoundedInAll(t *testing.T) {
 	// Root is one caller, bound by the total alone.
 	open(t, srv.URL, "")
 	open(t, srv.URL, "")
-	code, _, body := mcpPost(t, srv.URL, "", "", initMsg)
+	code, _, body := mcpPost(t, srv.URL, "", "", mcptest.Initialize)
 	refused(t, code, body, "2 MCP sessions", "--mcp-sessions")
 }
 
@@ -224,6 +210,6 @@ func TestZeroLimitsAreTheDefaults(t *testing.T) {
 	for range DefaultSessionsPerToken {
 		open(t, url, "alice")
 	}
-	code, _, body := mcpPost(t, url, "alice", "", initMsg)
+	code, _, body := mcpPost(t, url, "alice", "", mcptest.Initialize)
 	refused(t, code, body, fmt.Sprintf("%d MCP sessions", DefaultSessionsPerToken), "--mcp-sessions-per-token")
 }
