@@ -421,7 +421,13 @@ func readLogs(t *testing.T, d *dend, name, runID, stream string, from int64, fol
 }
 
 // peakRSS is dend's peak resident memory (VmHWM), in bytes.
-func (d *dend) peakRSS() int64 {
+func (d *dend) peakRSS() int64 { return d.memory("VmHWM") }
+
+// rss is dend's resident memory now (VmRSS), in bytes.
+func (d *dend) rss() int64 { return d.memory("VmRSS") }
+
+// memory is the line key of dend's /proc status, in bytes.
+func (d *dend) memory(key string) int64 {
 	d.mu.Lock()
 	pid := d.cmd.Process.Pid
 	d.mu.Unlock()
@@ -430,11 +436,11 @@ func (d *dend) peakRSS() int64 {
 		d.t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == key+":" {
 			kb, _ := strconv.ParseInt(f[1], 10, 64)
 			return kb << 10
 		}
 	}
-	d.t.Fatalf("no VmHWM for dend")
+	d.t.Fatalf("no %s for dend", key)
 	return 0
 }

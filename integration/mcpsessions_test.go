@@ -1,10 +1,7 @@
 package integration
 
 import (
-	"fmt"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,26 +24,6 @@ func mcpRaw(t *testing.T, method, url, token, id, msg string) (int, string, stri
 	return code, session, body
 }
 
-// rssOf is a line of dend's /proc status, in bytes: VmRSS now, VmHWM its
-// peak.
-func (d *dend) rssOf(key string) int64 {
-	d.mu.Lock()
-	pid := d.cmd.Process.Pid
-	d.mu.Unlock()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == key+":" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	d.t.Fatalf("no %s for dend", key)
-	return 0
-}
-
 // A hostile owner floods /mcp with initialize calls with one owner:read
 // token (issue 26): dend opens the token's share of sessions, refuses the
 // rest with 429 and a hint, and its memory stays bounded. The sessions it
@@ -65,7 +42,7 @@ func TestMCPSessionFlood(t *testing.T) {
 	if code != http.StatusOK || first == "" {
 		t.Fatalf("initialize: %d %s", code, body)
 	}
-	before := d.rssOf("VmRSS")
+	before := d.rss()
 
 	const calls, workers = 1000, 8
 	var (
@@ -94,8 +71,8 @@ func TestMCPSessionFlood(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	peak := d.rssOf("VmHWM")
-	after := d.rssOf("VmRSS")
+	peak := d.peakRSS()
+	after := d.rss()
 	t.Logf("%d initialize calls with one owner:read token: %v; dend RSS %.1f MiB before, %.1f MiB after, peak %.1f MiB",
 		calls, statuses, float64(before)/(1<<20), float64(after)/(1<<20), float64(peak)/(1<<20))
 	if grown := peak - before; grown > 150<<20 {
