@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -94,6 +95,18 @@ func TestDirectories(t *testing.T) {
 	}
 	if fi, _ := c.Stat(ctx, sub); fi.Type != "dir" || fi.Mode != 0o700 {
 		t.Fatalf("mkdir: %+v", fi)
+	}
+	// With parents, as mkdir -p: a directory there already keeps its
+	// mode (E2B's rename makes its destination's directory so, and a
+	// rename into /tmp must leave /tmp world-writable and sticky).
+	shared := filepath.Join(t.TempDir(), "shared")
+	must(t, os.Mkdir(shared, 0o755))
+	must(t, os.Chmod(shared, fs.ModeSticky|0o777))
+	if err := c.Mkdir(ctx, guest.MkdirRequest{Path: shared, Parents: true}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(shared); err != nil || fi.Mode()&(fs.ModePerm|fs.ModeSticky) != fs.ModeSticky|0o777 {
+		t.Fatalf("mkdir with parents of an existing 1777 directory left it %v (%v)", fi.Mode(), err)
 	}
 	if err := c.Move(ctx, file, filepath.Join(sub, "b.txt")); err != nil {
 		t.Fatal(err)

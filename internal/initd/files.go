@@ -414,6 +414,8 @@ func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	if req.Parents {
+		// As mkdir -p: what is made gets mode (exact bits, whatever the
+		// umask); a directory there already keeps its own.
 		if err := mkdirAll(p, mode, owner); err != nil {
 			return err
 		}
@@ -422,13 +424,15 @@ func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
 			return errdefs.WithHint(errdefs.NotFound("parent directory of %q does not exist", p), "create parents too")
 		}
 		return fsError(p, err)
-	} else if owner != nil {
-		if err := os.Lchown(p, int(owner.uid), int(owner.gid)); err != nil {
+	} else {
+		if owner != nil {
+			if err := os.Lchown(p, int(owner.uid), int(owner.gid)); err != nil {
+				return fsError(p, err)
+			}
+		}
+		if err := os.Chmod(p, mode); err != nil { // exact bits, whatever the umask
 			return fsError(p, err)
 		}
-	}
-	if err := os.Chmod(p, mode); err != nil { // exact bits, whatever the umask
-		return fsError(p, err)
 	}
 	if err := syncDir(filepath.Dir(p)); err != nil {
 		return fsError(p, err)
