@@ -93,7 +93,9 @@ REQUESTS = [
     ("restore", "RestoreRequest", {"sandbox"}, set(), {}),
     ("fork", "ForkRequest", {"sandbox"}, set(), {}),
     ("recover", "RecoverRequest", {"sandbox"}, set(), {}),
-    ("mkdir", "MkdirRequest", {"sandbox"}, set(), {}),
+    # parents_by_root is for a call made as a user (?as=), which is the
+    # E2B door's; this SDK's file calls are root's.
+    ("mkdir", "MkdirRequest", {"sandbox"}, {"parents_by_root"}, {}),
     ("move", "MoveRequest", {"sandbox"}, set(), {}),
     ("expose_port", "ExposePortRequest", {"sandbox", "port"}, set(), {}),
     ("signal", "SignalRequest", {"sandbox", "run"}, set(), {}),
