@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+
+	denns "github.com/den-dev/den/internal/netns"
 )
 
 // rawNet gives raw containers the network den gives its sandboxes: a
@@ -39,17 +42,21 @@ func (n *rawNet) name(id string) string { return n.prefix + "-" + id }
 // address: each is alone in its namespace, and the other ends have none.
 func (n *rawNet) attach(id string) error {
 	if !n.made {
-		if err := ip("netns", "add", n.peer); err != nil {
+		if _, err := denns.AddNamed(n.peer); err != nil {
 			return err
 		}
 		n.made = true
 	}
 	ns := n.name(id)
-	ip("netns", "del", ns) // the one before, with its veth pair
+	if err := denns.DeleteNamed(ns); err != nil { // the one before, with its veth pair
+		return err
+	}
+	if _, err := denns.AddNamed(ns); err != nil {
+		return err
+	}
 	n.links++
 	peerEnd := "rb" + strconv.Itoa(n.links)
 	for _, args := range [][]string{
-		{"netns", "add", ns},
 		{"link", "add", peerEnd, "netns", n.peer, "type", "veth", "peer", "name", "eth0", "netns", ns},
 		{"-n", n.peer, "link", "set", peerEnd, "up"},
 		{"-n", ns, "link", "set", "lo", "up"},
@@ -66,11 +73,9 @@ func (n *rawNet) attach(id string) error {
 
 // close removes every namespace the benchmark made.
 func (n *rawNet) close() {
-	out, _ := exec.Command("ip", "netns", "list").Output()
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], n.prefix+"-") {
-			ip("netns", "del", f[0])
-		}
+	names, _ := filepath.Glob(filepath.Join(filepath.Dir(n.path("")), n.prefix+"-*"))
+	for _, path := range names {
+		denns.DeleteNamed(filepath.Base(path))
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
+	denns "github.com/den-dev/den/internal/netns"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/storage/btrfs"
 )
@@ -476,15 +477,18 @@ func addLinkedNetns(t *testing.T, suffix string) (string, netip.Addr) {
 			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
-	ip("netns", "add", name)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	path, err := denns.AddNamed(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { denns.DeleteNamed(name) })
 	ip("link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", name)
 	ip("addr", "add", hostAddr, "dev", host)
 	ip("link", "set", host, "up")
 	ip("-n", name, "addr", "add", guestAddr.String()+"/30", "dev", "eth0")
 	ip("-n", name, "link", "set", "eth0", "up")
 	ip("-n", name, "link", "set", "lo", "up")
-	return "/run/netns/" + name, guestAddr
+	return path, guestAddr
 }
 
 func TestParsePSS(t *testing.T) {

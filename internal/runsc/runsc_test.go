@@ -17,6 +17,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
+	denns "github.com/den-dev/den/internal/netns"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -94,11 +95,12 @@ func newRig(t *testing.T) *rig {
 func addNetns(t *testing.T, suffix string) string {
 	t.Helper()
 	name := fmt.Sprintf("den-rt-%d-%s", os.Getpid(), suffix)
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v: %s", err, out)
+	path, err := denns.AddNamed(name)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	return "/run/netns/" + name
+	t.Cleanup(func() { denns.DeleteNamed(name) })
+	return path
 }
 
 // instance describes an instance with id on rootfs in netns, destroyed
