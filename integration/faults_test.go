@@ -703,6 +703,9 @@ func TestSleepEndsShell(t *testing.T) {
 				t.Fatalf("den shell still waits 10s after den %s: %q", verb, screen.String())
 			}
 			past := map[string]string{"pause": "paused", "hibernate": "hibernated"}[verb]
+			// den wrote its error before it exited, but the copy from
+			// the terminal may not have read it yet.
+			screen.waitFor("`den shell ", 5*time.Second)
 			got := screen.String()
 			t.Logf("den shell ended %v after den %s, exit %d: %q", time.Since(slept).Round(time.Millisecond), verb, code, got[strings.LastIndex(got, "ready"):])
 			if code == 0 || !strings.Contains(got, "den: ") || !strings.Contains(got, "was "+past) || !strings.Contains(got, runs[0].ID) || !strings.Contains(got, "`den shell ") {
