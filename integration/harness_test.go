@@ -281,13 +281,11 @@ func (d *dend) wipe() {
 func (d *dend) dropHostNetwork() {
 	p := netip.MustParsePrefix(d.subnet)
 	exec.Command("nft", "delete", "table", "inet", "den-"+strings.ReplaceAll(p.String(), "/", "-")).Run()
-	for _, ns := range strings.Split(d.namespaces(), ",") {
-		if ns == "" {
-			continue
-		}
+	for _, ns := range d.namespacePaths() {
 		id := ns[strings.LastIndexByte(ns, '-')+1:]
 		exec.Command("ip", "link", "del", denns.LinkName(p, id)).Run()
-		exec.Command("ip", "netns", "del", ns).Run()
+		syscall.Unmount(ns, syscall.MNT_DETACH)
+		os.Remove(ns)
 	}
 	lo, err := net.InterfaceByName("lo")
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 func TestNetnsAttachDetach(t *testing.T) {
 	m, err := denns.Open(context.Background(), denns.Config{
 		Prefix:    "10.214.250.0/28",
+		Dir:       filepath.Join(t.TempDir(), "netns"),
 		Upstreams: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53")}, // never asked: no policy allows a name
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})

@@ -109,11 +109,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	network, err := netns.Open(ctx, netns.Config{Prefix: cfg.Subnet, Upstreams: upstreams, Logger: log})
+	network, err := netns.Open(ctx, netns.Config{Prefix: cfg.Subnet, Upstreams: upstreams, Dir: netns.Dir(cfg.RunDir), Logger: log})
 	if err != nil {
 		return err
 	}
-	defer network.Close()
+	defer func() {
+		if err := network.Close(); err != nil {
+			log.Warn("removing den's network from the host", "err", err)
+		}
+	}()
 	resolvConf := filepath.Join(cfg.DataDir, "resolv.conf")
 	if err := writeFileAtomic(resolvConf, network.ResolvConf(), 0o644); err != nil {
 		return fmt.Errorf("writing the sandboxes' resolv.conf: %w", err)
