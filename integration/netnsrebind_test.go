@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/client"
 	denns "github.com/den-dev/den/internal/netns"
 )
 
@@ -223,4 +225,78 @@ func TestNetnsAddOfOtherToolsIsHarmless(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(d.dataDir)); err != nil {
 		t.Errorf("its data directory: %v", err)
 	}
+}
+
+// Start, exec's wake, restore and peer add --restart all attach the
+// sandbox's network anew, removing what an earlier attach left. When a
+// namespace cannot be removed (here a directory where the namespace of
+// a sandbox of an older dend would be), they fail, and answer why: not
+// "internal error". Once it can be removed, they work.
+func TestNamespaceNotRemovedAnswersWhy(t *testing.T) {
+	d := startDend(t)
+	ctx := ctxT(t, 10*time.Minute)
+	sb := d.create("stuck")
+	d.create("other")
+	if _, err := d.c.Checkpoint(ctx, "stuck", client.CheckpointOptions{Name: "c1"}); err != nil {
+		t.Fatal(err)
+	}
+	blocker := "/run/netns/den-" + sb.ID
+	t.Cleanup(func() { os.RemoveAll(blocker) })
+	block := func() {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(blocker, "in-the-way"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unblock := func() {
+		t.Helper()
+		if err := os.RemoveAll(blocker); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(what string, err error) {
+		t.Helper()
+		var apiErr *api.Error
+		switch {
+		case err == nil:
+			t.Errorf("%s with a namespace that cannot be removed: no error", what)
+		case !errors.As(err, &apiErr) || apiErr.Code != api.CodeUnavailable ||
+			!strings.Contains(apiErr.Message, "network namespace cannot be removed") || apiErr.Hint == "":
+			t.Errorf("%s with a namespace that cannot be removed: %v (%#v); want unavailable, saying why, with a hint", what, err, apiErr)
+		}
+	}
+
+	if _, err := d.c.StopSandbox(ctx, "stuck"); err != nil {
+		t.Fatal(err)
+	}
+	block()
+	_, err := d.c.StartSandbox(ctx, "stuck")
+	check("start", err)
+	got, gerr := d.c.GetSandbox(ctx, "stuck")
+	if gerr != nil || !strings.Contains(got.Reason, "network namespace cannot be removed") {
+		t.Errorf("the sandbox's recorded reason: %v %+v", gerr, got)
+	}
+	unblock()
+	if _, err := d.c.StartSandbox(ctx, "stuck"); err != nil {
+		t.Fatalf("start once the namespace can go: %v", err)
+	}
+
+	if _, err := d.c.Hibernate(ctx, "stuck"); err != nil {
+		t.Fatal(err)
+	}
+	block()
+	_, err = d.c.Exec(ctx, "stuck", api.ExecRequest{Argv: []string{"true"}}, client.ExecIO{})
+	check("exec waking the sandbox", err)
+	_, err = d.c.Restore(ctx, "stuck", "c1")
+	check("restore", err)
+	unblock()
+	if _, err := d.c.Restore(ctx, "stuck", "c1"); err != nil {
+		t.Fatalf("restore once the namespace can go: %v", err)
+	}
+	d.mustSh("stuck", "true")
+
+	// Running: the stop before the boot cannot remove it either.
+	block()
+	_, err = d.c.AddPeer(ctx, "stuck", api.AddPeerRequest{Sandbox: "other", Restart: true})
+	check("peer add --restart", err)
 }
