@@ -154,6 +154,9 @@ func runFaults(bin string, o faultOptions) error {
 			f.rebindNetns()
 		}
 		f.step(ctx, i)
+		// A client's pace: without it, calls refused while a fault lasts
+		// would crowd out every other operation.
+		time.Sleep(f.drawDelay(100*time.Millisecond, 800*time.Millisecond))
 	}
 	fmt.Fprintln(os.Stderr, "faults: operations done; letting faults end and things settle")
 	f.settle(ctx)
