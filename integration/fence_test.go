@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,12 @@ func (d *dend) engineRead(inst, path string) (string, error) {
 	out, err := exec.Command(filepath.Join(binDir, "runsc"), "--root="+d.runscRoot(), "--platform=systrap",
 		"--network=sandbox", "--overlay2=none", "--host-uds=none", "exec", inst, "/bin/cat", path).CombinedOutput()
 	return string(out), err
+}
+
+// instanceLog is what the engine and den-init of instance inst wrote.
+func (d *dend) instanceLog(inst string) string {
+	b, _ := os.ReadFile(filepath.Join(d.dataDir, "logs", inst+".log"))
+	return string(b)
 }
 
 // mustEngineRead is engineRead that fails the test when it cannot read.
@@ -82,6 +89,11 @@ func TestLostNodeStopsItsSandboxes(t *testing.T) {
 		t.Fatalf("taken after the recovery: %s on %s", s.State, s.Node)
 	}
 	b.countAbove("taken", b.count("taken")) // the new copy runs
+	// Restored from an image whose fence's time had passed, it waited
+	// for node-b's word rather than stop.
+	if log := b.instanceLog(instanceOf(b.inspect("taken"))); strings.Contains(log, "fenced:") {
+		t.Errorf("taken, restored on node-b, was fenced:\n%s", log)
+	}
 	time.Sleep(time.Second)
 	if now := a.mustEngineRead(takenInst, "/root/count"); now != takenCount {
 		t.Fatalf("the old copy of taken on node-a went on from %q to %q while node-b ran it", takenCount, now)
@@ -97,6 +109,9 @@ func TestLostNodeStopsItsSandboxes(t *testing.T) {
 	n := a.count("kept")
 	if a.countAbove("kept", n) <= n {
 		t.Fatal("kept's counter does not run on after node-a came back")
+	}
+	if log := a.instanceLog(keptInst); !strings.Contains(log, "fenced:") || !strings.Contains(log, "fence lifted") {
+		t.Errorf("kept's den-init does not say it was fenced and thawed:\n%s", log)
 	}
 	stat := a.mustSh("kept", "cat /proc/"+held+"/stat")
 	if f := strings.Fields(stat[strings.LastIndexByte(stat, ')')+1:]); len(f) == 0 || f[0] != "T" {
