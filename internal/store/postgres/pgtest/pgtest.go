@@ -244,6 +244,17 @@ func (s *Server) Halt() {
 	testproc.Stop(s.cmd, s.done, syscall.SIGINT, 10*time.Second)
 }
 
+// Kill kills the server's postmaster, as kill -9 would; its sessions end
+// as they notice. Resume starts it again.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	testproc.Stop(s.cmd, s.done, syscall.SIGKILL, 10*time.Second)
+}
+
 // Resume starts a halted server again, on the same port, and waits
 // until it accepts connections.
 func (s *Server) Resume(ctx context.Context) error {
