@@ -91,12 +91,17 @@ func (m *Member) Lost() <-chan error { return m.lost }
 // Run renews the lease until ctx ends or the lease is lost.
 func (m *Member) Run(ctx context.Context) {
 	every := m.cfg.Lease / 3
-	t := time.NewTicker(every)
+	// A renewal that failed is tried again soon, not a third of a lease
+	// later: once the database is back (a restart), the lease is renewed
+	// at once, well before it runs out.
+	retry := max(every/10, 100*time.Millisecond)
+	t := time.NewTimer(every)
 	defer t.Stop()
 	// The lease runs on the database's clock; this process counts from
 	// before it asked, which can only end its own term early.
 	renewed := time.Now()
 	m.renewed(m.joined)
+	var warned time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -105,6 +110,7 @@ func (m *Member) Run(ctx context.Context) {
 		}
 		asked := time.Now()
 		err := m.beat(ctx)
+		next := every
 		switch {
 		case err == nil:
 			renewed = asked
@@ -119,8 +125,13 @@ func (m *Member) Run(ctx context.Context) {
 				time.Since(renewed).Round(time.Second), err))
 			return
 		default:
-			m.log.Warn("renewing this node's lease", "node", m.Name(), "err", err)
+			next = retry
+			if time.Since(warned) >= every {
+				m.log.Warn("renewing this node's lease", "node", m.Name(), "err", err)
+				warned = time.Now()
+			}
 		}
+		t.Reset(next)
 	}
 }
 

@@ -55,17 +55,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("creating %s: %w", d, err)
 		}
 	}
-	st, fleetRecords, lost, closeStore, err := openStore(ctx, cfg, log)
+	st, fleetRecords, claim, closeStore, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	if lost != nil {
+	if claim != nil {
 		go func() {
 			select {
-			case err := <-lost:
+			case err := <-claim.Lost():
 				stop(err)
 			case <-ctx.Done():
 			}
@@ -217,6 +217,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err := fl.join(ctx, svc, stop); err != nil {
 			return err
 		}
+		// From now on the claim is taken back after a cut only while
+		// the node's record is still this join's.
+		claim.Joined(fl.member.Self().Epoch)
 	}
 	svc.RunIdle(cfg.IdleInterval)
 	svc.RunWarm()
