@@ -270,16 +270,7 @@ func (s *Service) recoverPending(ctx context.Context, sb *Sandbox, st InstanceSt
 		sb.Pending = ""
 		return false, s.record(ctx, sb, EventFailed, "moving to another node was interrupted by a dend restart; still hibernated here")
 	case PendingRebase:
-		// A rebase cut short: its new root is half made, so the sandbox
-		// waits in error on the checkpoint taken first, which
-		// `den recover` boots.
-		s.halt(ctx, sb, 0)
-		sb.Pending = ""
-		if ckErr == nil {
-			sb.Spec.Image, sb.Spec.ImageVersion, sb.Spec.Base = ck.Manifest.Spec.Image, ck.Manifest.Spec.ImageVersion, ck.Manifest.Spec.Base
-		}
-		return false, s.transition(ctx, sb, StateError, EventFailed,
-			fmt.Sprintf("a rebase was interrupted by a dend restart; `den recover %s` boots checkpoint %s, taken before it", sb.Name, sb.Checkpoint))
+		return s.recoverRebase(ctx, sb, st, ck, ckErr)
 	case PendingResume, PendingRestore:
 		// A restore that ended before dend gave den-init its token still
 		// answers to the checkpoint's.
