@@ -1,0 +1,68 @@
+package integration
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	denns "github.com/den-dev/den/internal/netns"
+)
+
+// A link and namespace of this dend's range that no record owns (what a
+// sandbox taken over by another node, or a dend killed half-way, leaves)
+// holds the addresses of the slot the next sandbox gets: the create
+// removes the leftover, says so in the log, and succeeds.
+func TestCreateRemovesLeftoverOnItsSlot(t *testing.T) {
+	d := startDend(t)
+	p := netip.MustParsePrefix(d.subnet)
+	const id = "leftoverzzzz"
+	path := denns.Path(p, id)
+	if _, err := denns.AddNamed(filepath.Base(path)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { denns.DeleteNamed(filepath.Base(path)) })
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	link := denns.LinkName(p, id)
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: link}, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(ns))}
+	if err := netlink.LinkAdd(veth); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if l, err := netlink.LinkByName(link); err == nil {
+			netlink.LinkDel(l)
+		}
+	})
+	// Slot 0's host address: the first sandbox's.
+	host := p.Addr().Next()
+	l, err := netlink.LinkByName(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: host.AsSlice(), Mask: net.CIDRMask(30, 32)}}); err != nil {
+		t.Fatal(err)
+	}
+
+	d.create("fresh")
+	if got := strings.TrimSpace(d.mustSh("fresh", "echo up")); got != "up" {
+		t.Fatalf("fresh answers %q", got)
+	}
+	if _, err := netlink.LinkByName(link); err == nil {
+		t.Errorf("the leftover link %s is still there", link)
+	}
+	if _, err := os.Stat(path); err == nil {
+		t.Errorf("the leftover namespace %s is still there", path)
+	}
+	if !strings.Contains(d.logs(), "leftover="+id) {
+		t.Errorf("dend's log does not say it removed the leftover network of %s:\n%s", id, d.logs())
+	}
+}
