@@ -66,3 +66,28 @@ func TestCreateRemovesLeftoverOnItsSlot(t *testing.T) {
 		t.Errorf("dend's log does not say it removed the leftover network of %s:\n%s", id, d.logs())
 	}
 }
+
+// A dend that finds a sandbox recorded on a node it cannot tell is
+// another live member of its fleet (here: no fleet, as after the host was
+// renamed) removes its network, never its files: they may be the only
+// copy.
+func TestRecoverKeepsFilesOfASandboxRecordedElsewhere(t *testing.T) {
+	d := startDend(t)
+	sb := d.create("mine")
+	d.mustSh("mine", "echo precious > /root/f")
+	d.stop()
+	d.setSandboxRow(sb.ID, "node = ?", "old-hostname")
+	d.start()
+	if _, err := os.Stat(filepath.Join(d.dataDir, "pool", "sandboxes", sb.ID, "root", "f")); err != nil {
+		t.Fatalf("the files of a sandbox recorded on another node are gone after dend started: %v", err)
+	}
+	d.noTraceOfNetwork(sb.ID)
+	// Back on this node, it is this node's again, files and all.
+	d.stop()
+	d.setSandboxRow(sb.ID, "node = ?", sb.Node)
+	d.start()
+	d.mustDen("", "start", "mine")
+	if got := d.mustSh("mine", "cat /root/f"); got != "precious\n" {
+		t.Fatalf("mine's file once its record is this node's again: %q", got)
+	}
+}

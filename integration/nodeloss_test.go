@@ -138,6 +138,16 @@ func TestNodeLoss(t *testing.T) {
 // link, a namespace or firewall rules of d's range, or its files.
 func (d *dend) noTraceOf(id string) {
 	d.t.Helper()
+	d.noTraceOfNetwork(id)
+	if _, err := os.Stat(filepath.Join(d.dataDir, "pool", "sandboxes", id)); err == nil {
+		d.t.Errorf("the files of sandbox %s are still in the pool", id)
+	}
+}
+
+// noTraceOfNetwork fails the test if d's host keeps a link, a namespace
+// or firewall rules of sandbox id.
+func (d *dend) noTraceOfNetwork(id string) {
+	d.t.Helper()
 	p := netip.MustParsePrefix(d.subnet)
 	if _, err := netlink.LinkByName(denns.LinkName(p, id)); err == nil {
 		d.t.Errorf("link %s of sandbox %s is still on the host", denns.LinkName(p, id), id)
@@ -148,9 +158,6 @@ func (d *dend) noTraceOf(id string) {
 	table := "den-" + strings.ReplaceAll(p.String(), "/", "-")
 	if out, err := exec.Command("nft", "list", "table", "inet", table).CombinedOutput(); err == nil && strings.Contains(string(out), id) {
 		d.t.Errorf("den's table %s still has rules of sandbox %s", table, id)
-	}
-	if _, err := os.Stat(filepath.Join(d.dataDir, "pool", "sandboxes", id)); err == nil {
-		d.t.Errorf("the files of sandbox %s are still in the pool", id)
 	}
 }
 

@@ -101,31 +101,42 @@ func (s *Service) clearLeftovers(ctx context.Context, own map[string]bool, insta
 }
 
 // clearLeftover removes what is here of sandbox id, which has no record
-// of this node, unless its record says it is this node's after all.
+// of this node: its network always (its instance is gone), its files
+// and checkpoint copies only when its record says they are garbage: it
+// was removed, or a node of the fleet that is not lost has it now. Files
+// with no record, or recorded on a node that is not in the fleet or is
+// lost (this very host under another name, say), stay for an operator
+// to settle: they may be the only copy.
 func (s *Service) clearLeftover(ctx context.Context, id string) {
 	sb, err := s.cfg.Store.GetSandbox(ctx, id)
+	files := false
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound):
-		s.log.Warn("removing what is left on this host of a sandbox with no record", "sandbox_id", id)
+		s.log.Warn("removing the network of a sandbox with no record; its files, if any, stay", "sandbox_id", id)
 		sb = nil
 	case err != nil:
 		s.log.Error("finding the record of a sandbox with leftovers on this host; left for the next start", "sandbox_id", id, "err", err)
 		return
-	case sb.Node == s.cfg.Node && sb.State != StateDestroyed:
-		return // listed after this node's own records were read
-	case sb.Node != s.cfg.Node:
-		s.log.Warn("removing what is left on this host of a sandbox node "+sb.Node+" took over", "sandbox", sb.Name, "id", id, "node", sb.Node)
-	default:
+	case sb.State == StateDestroyed:
 		s.log.Warn("removing what is left on this host of a removed sandbox", "sandbox", sb.Name, "id", id)
+		files = true
+	case sb.Node == s.cfg.Node:
+		return // listed after this node's own records were read
+	case s.cfg.Fleet != nil && !s.cfg.Fleet.Lost(ctx, sb.Node):
+		s.log.Warn("removing what is left on this host of a sandbox another node took over", "sandbox", sb.Name, "id", id, "node", sb.Node)
+		files = true
+	default:
+		s.log.Warn("removing the network of a sandbox recorded on another node, which is lost or not in the fleet; its files, if any, stay",
+			"sandbox", sb.Name, "id", id, "node", sb.Node)
 	}
 	if err := s.cfg.Network.Detach(ctx, id); err != nil {
 		s.log.Error("removing the network of a sandbox that is not this node's", "sandbox_id", id, "err", err)
 	}
-	if err := s.cfg.Volumes.Remove(ctx, (&Sandbox{ID: id}).VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		s.log.Error("removing the files of a sandbox that is not this node's", "sandbox_id", id, "err", err)
-	}
-	if sb == nil {
+	if !files {
 		return
+	}
+	if err := s.cfg.Volumes.Remove(ctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		s.log.Error("removing the files of a sandbox that is not this node's", "sandbox", sb.Name, "err", err)
 	}
 	// Copies of its uploaded checkpoints: its node downloads what it
 	// needs. One not uploaded has its only copy here, which the upload
