@@ -25,7 +25,8 @@ import (
 //
 // A node never acts for a sandbox recorded on another (elsewhere), so a
 // node that comes back after its sandboxes were taken over finds their
-// instances owned by no record of its own, and removes them (Recover).
+// instances, networks and files owned by no record of its own, and
+// removes them (Recover, rejoin.go).
 
 // pendingNodeLost prefixes the Pending of a sandbox whose node was lost.
 const pendingNodeLost = "node-lost:"
