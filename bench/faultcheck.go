@@ -419,7 +419,7 @@ func resolverAddr(p netip.Prefix) netip.Addr {
 
 func hostHasAddr(a netip.Addr) bool {
 	out, _ := exec.Command("ip", "-o", "addr", "show").Output()
-	return regexp.MustCompile(`inet `+regexp.QuoteMeta(a.String())+`/`).Match(out)
+	return regexp.MustCompile(`inet ` + regexp.QuoteMeta(a.String()) + `/`).Match(out)
 }
 
 // volumes are the btrfs subvolumes in node n's pool, by path.

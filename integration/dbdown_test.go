@@ -147,10 +147,10 @@ func (d *dend) exitLine() string {
 type callTally struct {
 	mu      sync.Mutex
 	ok      int
-	refused int      // den's database cannot be reached
+	refused int       // den's database cannot be reached
 	lastNo  time.Time // when the last was refused
-	bad     []string // anything else: an internal error, a call past its deadline
-	made    []string // sandboxes created
+	bad     []string  // anything else: an internal error, a call past its deadline
+	made    []string  // sandboxes created
 }
 
 // note files the outcome of one call, what.

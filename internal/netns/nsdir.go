@@ -299,22 +299,32 @@ func NamedPath(name string) string { return filepath.Join(namedDir, name) }
 // takes the path where it takes a namespace's name (`ip link set X netns
 // PATH`), and `nsenter --net=PATH` runs a command in it.
 func AddNamed(name string) (string, error) {
-	if err := os.MkdirAll(namedDir, 0o755); err != nil {
-		return "", fmt.Errorf("making network namespace %s: %w", name, err)
+	return NamedPath(name), AddAt(NamedPath(name))
+}
+
+// AddAt makes an empty network namespace mounted at path, as AddNamed
+// does; tests make one where a dend would have (Path) with it.
+func AddAt(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("making network namespace %s: %w", path, err)
 	}
-	ns, err := newNamedAt(NamedPath(name))
+	ns, err := newNamedAt(path)
 	if err != nil {
-		return "", fmt.Errorf("making network namespace %s: %w", name, err)
+		return fmt.Errorf("making network namespace %s: %w", path, err)
 	}
 	ns.Close()
-	return NamedPath(name), nil
+	return nil
 }
 
 // DeleteNamed removes the network namespace AddNamed made; one that is
 // not there is fine.
-func DeleteNamed(name string) error {
-	if err := removeNamed(NamedPath(name)); err != nil {
-		return fmt.Errorf("removing network namespace %s: %w", name, err)
+func DeleteNamed(name string) error { return DeleteAt(NamedPath(name)) }
+
+// DeleteAt removes the network namespace mounted at path; one that is
+// not there is fine.
+func DeleteAt(path string) error {
+	if err := removeNamed(path); err != nil {
+		return fmt.Errorf("removing network namespace %s: %w", path, err)
 	}
 	return nil
 }
