@@ -198,7 +198,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := prom.Watch(svc); err != nil {
 		return err
 	}
-	defer svc.Close()
+	defer func() {
+		svc.Close()
+		if errors.Is(context.Cause(ctx), context.Canceled) {
+			// A clean stop: what sandboxes removed just before freed goes
+			// now, not at a collection this dend will not make. Not when
+			// the store's claim was lost: another dend may own this node.
+			cctx, cancel := context.WithTimeout(context.Background(), finalCollectTimeout)
+			defer cancel()
+			svc.CollectGarbage(cctx)
+		}
+	}()
 	if err := svc.Recover(ctx); err != nil {
 		return err
 	}
@@ -280,6 +290,10 @@ func blobService(svc *sandbox.Service, on bool) httpapi.BlobService {
 	}
 	return svc
 }
+
+// finalCollectTimeout bounds the collection of checkpoints at a clean
+// stop.
+const finalCollectTimeout = 20 * time.Second
 
 // Running sandboxes are sampled this often, and their samples kept this
 // long (GET /v1/sandboxes/{name}/metrics): 720 samples a sandbox at most.
