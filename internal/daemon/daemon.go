@@ -135,6 +135,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	defer func() { // after the service, before the network
+		cctx, cancel := context.WithTimeout(context.Background(), finalCollectTimeout)
+		defer cancel()
+		if err := rt.Close(cctx); err != nil {
+			log.Warn("removing the engine's leftovers from the host", "err", err)
+		}
+	}()
 	sealer, err := imagecrypt.New(imagecrypt.Config{KeyFile: cfg.ImagesKeyFile(), Scratch: cfg.ImagesScratch(), Logger: log})
 	if err != nil {
 		return err
