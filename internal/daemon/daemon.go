@@ -230,6 +230,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := svc.RunOffsite(ctx, blobsRetry, cfg.Blobs.GCInterval); err != nil {
 		return err
 	}
+	if bucket != nil {
+		go watchBucket(ctx, bucket, svc.RetryUploads, log)
+	}
 	if fl != nil {
 		if err := fl.join(ctx, svc, stop); err != nil {
 			return err
@@ -255,7 +258,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		d := svc.DiskStatus()
 		return api.Health{Status: "ok", Version: version.Version, RunscVersion: rt.Version(), Storage: pool.Name(),
 			Disk: &api.DiskHealth{FreeBytes: d.FreeBytes, ReserveBytes: d.ReserveBytes, Low: d.Low}, Pool: poolHealth(ctx, svc, log),
-			Warm: warmHealth(svc.WarmHealth(ctx))}
+			Warm: warmHealth(svc.WarmHealth(ctx)), Blobs: blobsHealth(bucket)}
 	}
 	// MCP's tools call the API in process, with the caller's rights.
 	self := inproc.New()

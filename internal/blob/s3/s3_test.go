@@ -86,7 +86,7 @@ func TestOpen(t *testing.T) {
 		{"unknown key", loc(srv.URL("den", "x")), s3.Credentials{AccessKeyID: "nobody", SecretAccessKey: "wrong-secret-key"}, "refused dend's credentials"},
 		{"no credentials", loc(srv.URL("den", "x")), s3.Credentials{}, "credentials are not set"},
 		{"no bucket", loc(srv.URL("missing", "x")), good, `bucket "missing" does not exist`},
-		{"nothing listening", loc("s3://den/x?insecure=1&endpoint=" + closed), good, "cannot reach the blob store"},
+		{"nothing listening", loc("s3://den/x?insecure=1&endpoint=" + closed), good, "the blob store cannot be reached"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
