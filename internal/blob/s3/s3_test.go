@@ -94,6 +94,11 @@ func TestOpen(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Fatalf("Open = %v; want an error with %q", err, tc.err)
 			}
+			// Only a server that does not answer is unreachable: dend
+			// starts without it, and stops on the others.
+			if unreachable := strings.Contains(tc.err, "cannot be reached"); errors.Is(err, s3.ErrUnreachable) != unreachable {
+				t.Fatalf("Open = %v: unreachable %v, want %v", err, errors.Is(err, s3.ErrUnreachable), unreachable)
+			}
 			if tc.cred.SecretAccessKey != "" && strings.Contains(err.Error(), tc.cred.SecretAccessKey) {
 				t.Fatalf("the error shows the secret: %v", err)
 			}
