@@ -155,7 +155,10 @@ func (f *faultRun) checkNode(n *fnode, records map[*fnode][]api.Sandbox) {
 		}
 	}
 	for _, mnt := range mountsUnder(n.dataDir, n.runDir) {
-		if mnt.path == filepath.Join(n.dataDir, "pool") || mnt.path == filepath.Join(n.runDir, "runsc", "null-netns") {
+		// dend's own while it runs: the pool, its namespace directory's
+		// private mount, and the empty namespace runsc pins for gofers.
+		if mnt.path == filepath.Join(n.dataDir, "pool") || mnt.path == filepath.Join(n.runDir, "netns") ||
+			mnt.path == filepath.Join(n.runDir, "runsc", "null-netns") {
 			continue
 		}
 		if id := nsID(n.tag, mnt.path); id != "" && owned(id) {

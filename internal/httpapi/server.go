@@ -420,7 +420,7 @@ func (s *server) getHealth(w http.ResponseWriter, r *http.Request) error {
 	// work. An owner's own use is in GET /v1/owners/{id}, and a create
 	// refused for want of room says so.
 	if !principalOf(r).Scope.Admin() {
-		h.Disk, h.Pool, h.Warm = nil, nil, nil
+		h.Disk, h.Pool, h.Warm, h.Blobs = nil, nil, nil, nil
 	}
 	return writeJSON(w, http.StatusOK, h)
 }

@@ -331,6 +331,50 @@ func (s *Service) checkpointFiles() []string {
 	return ids
 }
 
+// collectFreed removes, at once, those of checkpoints ids that nothing
+// needs any more and garbage collection would take: called when what
+// needed them (a sandbox made from them, an upload) has just let go.
+func (s *Service) collectFreed(ctx context.Context, ids ...string) {
+	var needs map[string][]string
+	for _, id := range ids {
+		if id == "" || s.isPinned(id) {
+			continue
+		}
+		ck, err := s.cfg.Store.GetCheckpoint(ctx, "", id)
+		if err != nil {
+			continue // removed already, or the next collection tries
+		}
+		if needs == nil {
+			if needs, err = s.needs(ctx); err != nil {
+				s.log.Error("removing checkpoints nothing needs", "err", err)
+				return
+			}
+		}
+		if len(needs[id]) == 0 {
+			s.collectOne(ctx, ck, s.isLastUpload(ctx, ck))
+		}
+	}
+}
+
+// CollectGarbage removes checkpoints nothing needs, as the idle policy's
+// tick does: dend calls it once more when it stops cleanly, so that
+// what sandboxes removed just before freed, on this node or another, is
+// not left behind.
+func (s *Service) CollectGarbage(ctx context.Context) { s.collectGarbage(ctx) }
+
+// isLastUpload reports whether ck is its sandbox's newest uploaded
+// checkpoint (see lastUploads).
+func (s *Service) isLastUpload(ctx context.Context, ck *Checkpoint) bool {
+	if ck.Location != LocationUploaded {
+		return false
+	}
+	cks, err := s.cfg.Store.ListCheckpoints(ctx, ck.SandboxID)
+	if err != nil {
+		return true // keep it: the next collection looks again
+	}
+	return s.lastUploads(cks)[ck.ID]
+}
+
 // collectOne removes ck, which nothing needs, unless it is a manual
 // checkpoint of a live sandbox, or that sandbox's last upload (lastUpload,
 // see lastUploads): then only its copy on this host goes.

@@ -488,14 +488,23 @@ func (s *Service) destroy(ctx context.Context, ref, why string) error {
 	if err != nil {
 		return err
 	}
-	defer unlock()
 	// Marked first: a dend that dies half-way finishes the removal when it
 	// starts again, rather than take up a sandbox whose files are gone.
 	sb.Pending = PendingDestroy
 	if err := s.record(ctx, sb, "removing", why); err != nil {
+		unlock()
 		return err
 	}
-	return s.destroyLocked(context.WithoutCancel(ctx), sb, why)
+	// What it was made from or sleeps in may belong to a sandbox removed
+	// before it, kept only for it: that goes now too, not at the next
+	// collection, which a dend stopped right after would never reach.
+	freed := []string{sb.Origin, sb.Checkpoint}
+	err = s.destroyLocked(context.WithoutCancel(ctx), sb, why)
+	unlock()
+	if err == nil {
+		s.collectFreed(context.WithoutCancel(ctx), freed...)
+	}
+	return err
 }
 
 // destroyLocked does the work of destroy; the caller holds sb's lock.
