@@ -209,7 +209,7 @@ func TestPostgresRestartRiddenOut(t *testing.T) {
 				}
 				sb := fmt.Sprintf("%s-%d", name, i)
 				ctx, cancel := context.WithTimeout(context.Background(), deadline)
-				_, err := d.c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: sb, Image: "busybox", Memory: "128M", Node: name})
+				_, err := d.c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: sb, Image: "busybox", Memory: "128M", Disk: "128M", Node: name})
 				cancel()
 				tl.note("create "+sb, err)
 				if err != nil {

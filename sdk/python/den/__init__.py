@@ -47,6 +47,7 @@ from .models import (
     Policy,
     PoolHealth,
     WarmHealth,
+    BlobsHealth,
     PortURL,
     Process,
     Quota,
@@ -75,6 +76,6 @@ __all__ = [
     "DenError", "Invalid", "Unauthorized", "Forbidden", "QuotaExceeded", "NotFound", "Conflict", "TooLarge",
     "Unavailable", "Internal", "OutcomeUnknown", "FollowError",
     "Checkpoint", "DiskHealth", "Event", "ExecResult", "ExposedPort", "FileInfo", "Health", "NetworkPolicy",
-    "NextAction", "Owner", "Policy", "PoolHealth", "WarmHealth", "PortURL", "Process", "Quota", "RequestStatus", "Run",
+    "NextAction", "Owner", "Policy", "PoolHealth", "WarmHealth", "BlobsHealth", "PortURL", "Process", "Quota", "RequestStatus", "Run",
     "Peer", "Rebase", "Sandbox", "Secret", "SecretGrant", "SetupStep", "SSHKey", "StreamEvent", "Usage", "WarmPool",
 ]

@@ -26,6 +26,7 @@ __all__ = [
     "DiskHealth",
     "PoolHealth",
     "WarmHealth",
+    "BlobsHealth",
     "Usage",
     "NetworkPolicy",
     "Policy",
@@ -94,6 +95,16 @@ class WarmHealth:
 
 
 @dataclass
+class BlobsHealth:
+    """Whether the answering node reaches its blob store (absent without one)."""
+
+    __schema__ = "BlobsHealth"
+    reachable: bool = False
+    error: str = ""
+    since: Optional[datetime.datetime] = None
+
+
+@dataclass
 class Health:
     """dend's status and versions (GET /v1/health)."""
 
@@ -105,6 +116,7 @@ class Health:
     disk: Optional[DiskHealth] = None
     pool: Optional[PoolHealth] = None
     warm: Optional[WarmHealth] = None
+    blobs: Optional[BlobsHealth] = None
 
 
 @dataclass
