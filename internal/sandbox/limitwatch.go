@@ -18,8 +18,10 @@ import (
 // them on again
 //
 //   - at once when the sandbox's host memory crosses memoryThreshold, a
-//     quarter of its limit below it: the kernel signals the crossing. The
-//     host counts gVisor's own memory and page cache on top of what
+//     quarter of its limit below it: the kernel signals the crossing on
+//     cgroup v1; on v2 the watch reads the memory as often as the
+//     distance to the threshold requires (internal/runsc hostwatch.go).
+//     The host counts gVisor's own memory and page cache on top of what
 //     den-init counts, so it gets there first;
 //   - within a watch interval when it gets busy (its host CPU time grows
 //     by more than busyCPU a second), and for busyHold intervals after,
