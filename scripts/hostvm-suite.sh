@@ -18,7 +18,8 @@
 # failed, with dend's journal. qemu emulates the CPU (10-30x slower than
 # the host): waits are long, and nothing here is a time.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+# run-in-vm runs a copy of this script from the checkout's root, /root/den.
+[ -f Makefile ] || cd "$(dirname "$0")/.." || exit 1
 
 failed=0
 ok() { echo "ok: $*"; }
