@@ -189,6 +189,13 @@ if [ "$boot" = 1 ]; then
 	[ "$res" = success ] && [ "$st" = 0 ] && ok "systemctl stop: result $res, status $st" || bad "systemctl stop: result $res, status $st"
 	[ -n "$(cat /sys/fs/cgroup/den/*/cgroup.procs 2>/dev/null)" ] && ok "sandboxes outlive dend" || bad "no sandbox runs after systemctl stop dend"
 
+	echo "== systemctl stop while dend starts"
+	systemctl start dend || die "systemctl start dend failed"
+	sleep 0.5
+	systemctl stop dend
+	res=$(systemctl show dend -p Result --value) st=$(systemctl show dend -p ExecMainStatus --value)
+	[ "$res" = success ] && ok "a stop while dend starts: result $res, status $st" || bad "a stop while dend starts: result $res, status $st"
+
 	echo "== power off with dend running"
 	systemctl start dend || die "systemctl start dend failed"
 	dend_up
