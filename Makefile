@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X github.com/den-dev/den/internal/version.Version=$(VERSION)
 GO_TEST_FLAGS ?=
 DEND_FLAGS ?=
 
-.PHONY: all setup build binaries run test unit integration test-hostvm bench fuzz vet clean install install-files
+.PHONY: all setup build binaries run test unit integration test-hostvm bench faults fuzz vet clean install install-files
 
 # Where `make install` puts things; DESTDIR stages them elsewhere.
 PREFIX ?= /usr/local
@@ -69,6 +69,14 @@ test-hostvm: build
 
 bench: build
 	go run ./bench -bin $(CURDIR)/bin
+
+# The fault run (README: The fault run): random operations and faults,
+# then checks; long and random, so not part of `make test`.
+OPS ?= 200
+SEED ?= 0
+faults: build
+	./scripts/test-setup.sh
+	go run ./bench -bin $(CURDIR)/bin -only faults -ops $(OPS) -seed $(SEED)
 
 # Fuzz every parser of outside input for FUZZTIME each (their seed corpora
 # also run as ordinary tests in `make test`).

@@ -427,6 +427,17 @@ type Health struct {
 	// Warm is what this node's warm pools hold, beside the host's
 	// memory; absent when it keeps none.
 	Warm *WarmHealth `json:"warm,omitempty"`
+	// Blobs says whether dend reaches its blob store; absent without one.
+	Blobs *BlobsHealth `json:"blobs,omitempty"`
+}
+
+// BlobsHealth says whether dend reaches its blob store. While it does
+// not, uploads wait and retry, and verbs that need the store (moves,
+// downloads, recover --rollback) answer 503.
+type BlobsHealth struct {
+	Reachable bool       `json:"reachable"`
+	Error     string     `json:"error,omitempty"` // why it does not answer
+	Since     *time.Time `json:"since,omitempty"` // when it stopped answering
 }
 
 // WarmHealth is what a node's warm pools hold on its host.

@@ -3,13 +3,16 @@
 // starts its own dend with a throwaway data directory, so it never touches
 // a dend you have running, and drives bare runsc containers beside it
 // with the same global flags. It asserts nothing: a benchmark reports,
-// tests judge behaviour.
+// tests judge behaviour. The one exception is the fault run (-only
+// faults, faults.go), which runs alone and judges what it did.
 //
 //	go run ./bench -bin ./bin [-n 20] [-n-big 10] [-idle-for 60s] [-idle-n 60] [-load-for 10s]
+//	go run ./bench -bin ./bin -only faults [-ops 200] [-seed S]
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -28,7 +31,8 @@ func main() {
 	bin := flag.String("bin", "bin", "directory holding dend, den-init and runsc")
 	n := flag.Int("n", 20, "repetitions per measurement on small sandboxes")
 	nBig := flag.Int("n-big", 10, "repetitions per measurement on sandboxes holding 1 GiB")
-	only := flag.String("only", "", "run only these steps, comma-separated: "+strings.Join(stepNames, ", ")+" (default: all)")
+	only := flag.String("only", "", "run only these steps, comma-separated: "+strings.Join(stepNames, ", ")+
+		" (default: all); or faults alone, the fault run, which is not part of all")
 	var o options
 	flag.DurationVar(&o.idleFor, "idle-for", time.Minute, "how long to measure an idle sandbox's CPU")
 	flag.IntVar(&o.idleN, "idle-n", 60, "idle sandboxes running beside the exec throughput clients")
@@ -43,7 +47,26 @@ func main() {
 	flag.StringVar(&o.python, "python", "/usr/bin/python3", "the Python interpreter of the python step")
 	flag.StringVar(&o.pythonSDK, "python-sdk", "sdk/python", "the Python SDK's directory, for the python step")
 	flag.BoolVar(&o.rawLikeDen, "raw-like-den", true, "give the raw engine's containers what den's spec gives a sandbox: a network link and a host cgroup with backstops (false: loopback only and no cgroup, as the figures before this flag)")
+	var fo faultOptions
+	flag.IntVar(&fo.ops, "ops", 200, "faults: random operations and faults to run")
+	flag.Int64Var(&fo.seed, "seed", 0, "faults: the seed of the run's random choices (0: from the clock; the run prints it)")
+	flag.IntVar(&fo.nodes, "fault-nodes", 2, "faults: dends in the fleet on PostgreSQL and MinIO")
+	flag.BoolVar(&fo.single, "fault-single", true, "faults: also a single-host dend on SQLite")
+	flag.DurationVar(&fo.deadline, "call-deadline", 2*time.Minute, "faults: every call's deadline; a call past it is a defect")
+	flag.DurationVar(&fo.lease, "fault-lease", 5*time.Second, "faults: the fleet nodes' --node-lease")
+	flag.StringVar(&fo.subnet, "faults-subnet", "10.216.40.0/24", "faults: the first dend's sandbox range, a /24; the others take the next ones")
+	flag.BoolVar(&fo.keep, "keep", false, "faults: keep the run's work directory (dends' logs, PostgreSQL's and MinIO's)")
 	flag.Parse()
+	if *only == "faults" {
+		if fo.seed == 0 {
+			fo.seed = time.Now().UnixNano() % 1e9
+		}
+		if err := runFaults(*bin, fo); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: faults:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*bin, *n, *nBig, *only, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -126,6 +149,9 @@ func run(bin string, n, nBig int, only string, o options) error {
 	for _, name := range strings.Split(only, ",") {
 		if name = strings.TrimSpace(name); name == "" {
 			continue
+		}
+		if name == "faults" {
+			return errors.New("-only faults runs alone, not beside other steps")
 		}
 		if !slices.Contains(stepNames, name) {
 			return fmt.Errorf("-only: unknown step %q; the steps are %s", name, strings.Join(stepNames, ", "))

@@ -33,7 +33,7 @@ func newRawNet() *rawNet {
 }
 
 // path is where container id's namespace is mounted, for its spec.
-func (n *rawNet) path(id string) string { return "/run/netns/" + n.name(id) }
+func (n *rawNet) path(id string) string { return denns.NamedPath(n.name(id)) }
 
 func (n *rawNet) name(id string) string { return n.prefix + "-" + id }
 
@@ -56,15 +56,20 @@ func (n *rawNet) attach(id string) error {
 	}
 	n.links++
 	peerEnd := "rb" + strconv.Itoa(n.links)
+	// iproute2 takes a namespace's path where it takes its name; `ip -n`
+	// takes only names in /run/netns, so ipIn runs ip in it with nsenter.
+	peer, own := denns.NamedPath(n.peer), n.path(id)
+	if err := ip("link", "add", peerEnd, "netns", peer, "type", "veth", "peer", "name", "eth0", "netns", own); err != nil {
+		return err
+	}
 	for _, args := range [][]string{
-		{"link", "add", peerEnd, "netns", n.peer, "type", "veth", "peer", "name", "eth0", "netns", ns},
-		{"-n", n.peer, "link", "set", peerEnd, "up"},
-		{"-n", ns, "link", "set", "lo", "up"},
-		{"-n", ns, "addr", "add", "198.51.100.2/30", "dev", "eth0"},
-		{"-n", ns, "link", "set", "eth0", "up"},
-		{"-n", ns, "route", "add", "default", "via", "198.51.100.1"},
+		{peer, "link", "set", peerEnd, "up"},
+		{own, "link", "set", "lo", "up"},
+		{own, "addr", "add", "198.51.100.2/30", "dev", "eth0"},
+		{own, "link", "set", "eth0", "up"},
+		{own, "route", "add", "default", "via", "198.51.100.1"},
 	} {
-		if err := ip(args...); err != nil {
+		if err := ipIn(args[0], args[1:]...); err != nil {
 			return err
 		}
 	}
@@ -77,6 +82,15 @@ func (n *rawNet) close() {
 	for _, path := range names {
 		denns.DeleteNamed(filepath.Base(path))
 	}
+}
+
+// ipIn runs ip with args in the network namespace at path.
+func ipIn(path string, args ...string) error {
+	cmd := exec.Command("nsenter", append([]string{"--net=" + path, "ip"}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("ip %s in %s: %v: %s", strings.Join(args, " "), path, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 func ip(args ...string) error {

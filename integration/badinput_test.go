@@ -176,16 +176,24 @@ func TestFailedCreateLeavesNothing(t *testing.T) {
 }
 
 func (d *dend) namespaces() string {
-	// This dend's namespaces are named for its range: others' (another
-	// test's dend still tearing down, a dend outside the tests) are not
-	// its business.
-	own := strings.TrimSuffix(filepath.Base(denns.Path(netip.MustParsePrefix(d.subnet), "x")), "x")
-	entries, _ := os.ReadDir("/run/netns")
-	var names []string
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), own) {
-			names = append(names, e.Name())
+	return strings.Join(d.namespacePaths(), ",")
+}
+
+// namespacePaths lists this dend's namespaces: in its run directory, and
+// any in /run/netns, where older dends kept them. They are named for
+// its range: others' (another test's dend still tearing down, a dend
+// outside the tests) are not its business.
+func (d *dend) namespacePaths() []string {
+	p := netip.MustParsePrefix(d.subnet)
+	var paths []string
+	for _, dir := range []string{denns.Dir(d.runDir), "/run/netns"} {
+		own := strings.TrimSuffix(filepath.Base(denns.Path(dir, p, "x")), "x")
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), own) {
+				paths = append(paths, filepath.Join(dir, e.Name()))
+			}
 		}
 	}
-	return strings.Join(names, ",")
+	return paths
 }

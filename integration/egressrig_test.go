@@ -54,6 +54,7 @@ func newEgressRig(t *testing.T) *egressRig {
 	var err error
 	r.m, err = denns.Open(context.Background(), denns.Config{
 		Prefix:    egressPrefix,
+		Dir:       filepath.Join(t.TempDir(), "netns"),
 		Upstreams: []netip.AddrPort{r.stub.addr},
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -167,17 +168,16 @@ func serverNS(t *testing.T, name, hostAddr, addr string) netns.NsHandle {
 func newTestNS(t *testing.T, name string) netns.NsHandle {
 	t.Helper()
 	var ns netns.NsHandle
-	err := inNS(netns.None(), func() error {
-		var err error
-		ns, err = netns.NewNamed(name)
-		return err
-	})
+	path, err := denns.AddNamed(name)
+	if err == nil {
+		ns, err = netns.GetFromPath(path)
+	}
 	if err != nil {
 		t.Fatalf("creating namespace %s: %v", name, err)
 	}
 	t.Cleanup(func() {
 		ns.Close()
-		netns.DeleteNamed(name)
+		denns.DeleteNamed(name)
 	})
 	return ns
 }
@@ -224,7 +224,7 @@ func reapStale(t *testing.T, addr netip.Addr, name string) {
 			if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap() == addr {
 				t.Logf("removing %s, left holding %s by an earlier run", n, addr)
 				netlink.LinkDel(l)
-				netns.DeleteNamed(n)
+				denns.DeleteNamed(n)
 			}
 		}
 	}

@@ -119,6 +119,9 @@ type dend struct {
 	// its environment: a dend installed as a service is run so.
 	bin string
 	env []string
+	// wrap, when set, is the command dend runs under (its arguments
+	// follow): nsenter into a mount namespace of the test's, for one.
+	wrap []string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -127,6 +130,14 @@ type dend struct {
 
 // startDend starts a daemon that the test's cleanup stops and wipes.
 func startDend(t *testing.T, extra ...string) *dend {
+	t.Helper()
+	d := newDend(t, extra...)
+	d.open()
+	return d
+}
+
+// newDend is startDend without the start: set bin, env or wrap, then open.
+func newDend(t *testing.T, extra ...string) *dend {
 	t.Helper()
 	base := t.TempDir()
 	t.Cleanup(func() { unmountUnder(t, base) }) // runs after wipe: cleanups are LIFO
@@ -144,7 +155,6 @@ func startDend(t *testing.T, extra ...string) *dend {
 		// resolve names give their own loopback server after this.
 		"--dns-upstream", "127.0.0.1:9",
 	}, extra...)
-	d.open()
 	return d
 }
 
@@ -171,6 +181,9 @@ func (d *dend) start() {
 		bin = filepath.Join(binDir, "dend")
 	}
 	d.cmd = exec.Command(bin, d.args...)
+	if len(d.wrap) > 0 {
+		d.cmd = exec.Command(d.wrap[0], append(append(d.wrap[1:len(d.wrap):len(d.wrap)], bin), d.args...)...)
+	}
 	if d.env != nil {
 		d.cmd.Env = append(os.Environ(), d.env...)
 	}
@@ -281,13 +294,11 @@ func (d *dend) wipe() {
 func (d *dend) dropHostNetwork() {
 	p := netip.MustParsePrefix(d.subnet)
 	exec.Command("nft", "delete", "table", "inet", "den-"+strings.ReplaceAll(p.String(), "/", "-")).Run()
-	for _, ns := range strings.Split(d.namespaces(), ",") {
-		if ns == "" {
-			continue
-		}
+	for _, ns := range d.namespacePaths() {
 		id := ns[strings.LastIndexByte(ns, '-')+1:]
 		exec.Command("ip", "link", "del", denns.LinkName(p, id)).Run()
-		exec.Command("ip", "netns", "del", ns).Run()
+		syscall.Unmount(ns, syscall.MNT_DETACH)
+		os.Remove(ns)
 	}
 	lo, err := net.InterfaceByName("lo")
 	if err != nil {

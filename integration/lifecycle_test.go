@@ -182,6 +182,10 @@ func killRunsc(t *testing.T, d *dend) {
 func TestRemoveLeavesNothing(t *testing.T) {
 	d := startDend(t)
 	sb := d.create("gone")
+	nsPath := denns.Path(denns.Dir(d.runDir), netip.MustParsePrefix(d.subnet), sb.ID)
+	if _, err := os.Stat(nsPath); err != nil {
+		t.Fatalf("the running sandbox's namespace: %v", err)
+	}
 	ctx := ctxT(t, time.Minute)
 	if err := d.c.RemoveSandbox(ctx, "gone", false); !client.IsConflict(err) {
 		t.Fatalf("rm of a running sandbox without force: %v, want conflict", err)
@@ -195,7 +199,7 @@ func TestRemoveLeavesNothing(t *testing.T) {
 	if got := d.instances(); len(got) != 0 {
 		t.Fatalf("instances after rm: %v", got)
 	}
-	if _, err := os.Stat(denns.Path(netip.MustParsePrefix(d.subnet), sb.ID)); !os.IsNotExist(err) {
+	if _, err := os.Stat(nsPath); !os.IsNotExist(err) {
 		t.Fatalf("namespace left after rm: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(d.dataDir, "pool", "sandboxes", sb.ID)); !os.IsNotExist(err) {

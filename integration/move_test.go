@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -140,4 +141,104 @@ func sentAhead(d *dend, part, from string) int {
 		}
 	}
 	return n
+}
+
+// The node a sandbox moved from dies right after the hand-over: the node
+// that took it wakes it to the end, its processes and files kept, and
+// the dead node, back, keeps nothing of it.
+func TestMoveOutlivesItsSource(t *testing.T) {
+	_, file := pgStoreFile(t)
+	rig := newBlobRig(t)
+	a := startBlobNode(t, "node-a", file, rig)
+	b := startBlobNode(t, "node-b", file, rig)
+	ctx := ctxT(t, 10*time.Minute)
+
+	mover := a.create("mover", func(r *api.CreateSandboxRequest) { r.Node = "node-a" })
+	a.startCounter("mover", 2)
+	// Memory to restore (tmpfs is memory) makes node-b's wake last long
+	// enough to kill node-a in the middle of it.
+	a.mustSh("mover", "echo kept > /root/f; head -c 50000000 /dev/urandom > /dev/shm/fill")
+	before := a.count("mover")
+
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wait, _ := a.cli(cctx, "move", "mover", "--to", "node-b")
+	var seen api.Sandbox
+	waitFor(t, 5*time.Minute, "node-b to take mover over", func() bool {
+		s, err := b.c.GetSandbox(ctx, "mover")
+		if err == nil && s.Node == "node-b" {
+			seen = *s
+			return true
+		}
+		return false
+	})
+	a.kill()
+	cancel()
+	wait()
+	t.Logf("node-a killed when mover was %s on node-b", seen.State)
+	if seen.State == api.StateRunning {
+		t.Fatalf("node-b had woken mover before node-a was killed: the test killed node-a too late to tell anything")
+	}
+	waitFor(t, 2*time.Minute, "mover to settle on node-b", func() bool {
+		s, err := b.c.GetSandbox(ctx, "mover")
+		return err == nil && s.Pending == "" && (s.State == api.StateRunning || s.State == api.StateError)
+	})
+	if s := b.inspect("mover"); s.State != api.StateRunning || s.Node != "node-b" {
+		t.Fatalf("mover after node-a died mid-move: %s on %s: %s", s.State, s.Node, s.Reason)
+	}
+	if got := strings.TrimSpace(b.mustSh("mover", "cat /root/f")); got != "kept" {
+		t.Fatalf("the file after the move: %q", got)
+	}
+	if n := b.countAbove("mover", before); n <= before {
+		t.Fatalf("the counter after the move: %d, was %d", n, before)
+	}
+
+	a.start()
+	a.noTraceOf(mover.ID)
+	if left := a.instances(); len(left) != 0 {
+		t.Errorf("engine instances left on node-a: %v", left)
+	}
+}
+
+// A move keeps the checkpoint the sandbox moved in, its last upload, until
+// a newer one is uploaded: when the node it moved to is lost, another
+// node brings it back from it.
+func TestMovedSandboxOutlivesItsNewNode(t *testing.T) {
+	_, file := pgStoreFile(t)
+	rig := newBlobRig(t)
+	a := startBlobNode(t, "node-a", file, rig)
+	b := startBlobNode(t, "node-b", file, rig)
+	ctx := ctxT(t, 10*time.Minute)
+
+	a.create("mover", func(r *api.CreateSandboxRequest) { r.Node = "node-a" })
+	a.mustSh("mover", "echo moved > /root/f")
+	a.mustDen("", "move", "mover", "--to", "node-b")
+	// node-b's garbage collection, every second, has seen the checkpoint
+	// mover woke from and nothing needs any more.
+	waitFor(t, time.Minute, "node-b to collect the checkpoint mover moved in", func() bool {
+		for _, l := range strings.Split(b.logs(), "\n") {
+			if strings.Contains(l, "sandbox=mover") && (strings.Contains(l, `msg="removing a checkpoint nothing needs"`) ||
+				strings.Contains(l, `msg="keeping a checkpoint as its sandbox's last uploaded state; removing its copy here"`)) {
+				return true
+			}
+		}
+		return false
+	})
+
+	b.kill()
+	waitFor(t, 30*time.Second, "node-b to be declared lost", func() bool { return nodesOf(t, a)["node-b"].State == api.NodeLost })
+	waitFor(t, 10*time.Second, "mover to be recorded in error", func() bool {
+		s, err := a.c.GetSandbox(ctx, "mover")
+		return err == nil && s.State == api.StateError
+	})
+	if s := a.inspect("mover"); !strings.Contains(s.Reason, "den recover mover --rollback") {
+		t.Errorf("mover's reason once node-b was lost: %q", s.Reason)
+	}
+	a.mustDen("", "recover", "mover", "--rollback")
+	if s := a.inspect("mover"); s.State != api.StateRunning || s.Node != "node-a" {
+		t.Fatalf("mover after the recovery: %s on %s: %s", s.State, s.Node, s.Reason)
+	}
+	if got := a.mustSh("mover", "cat /root/f"); got != "moved\n" {
+		t.Fatalf("mover's file after the recovery: %q", got)
+	}
 }

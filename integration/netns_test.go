@@ -8,6 +8,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +29,7 @@ import (
 func TestNetnsAttachDetach(t *testing.T) {
 	m, err := denns.Open(context.Background(), denns.Config{
 		Prefix:    "10.214.250.0/28",
+		Dir:       filepath.Join(t.TempDir(), "netns"),
 		Upstreams: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53")}, // never asked: no policy allows a name
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -156,5 +160,87 @@ func TestNetnsAttachDetach(t *testing.T) {
 	}
 	if _, err := os.Stat(m.NsPath(other)); !os.IsNotExist(err) {
 		t.Fatalf("the refused attach left a namespace")
+	}
+}
+
+// A Manager closed while sandboxes are attached keeps what they need
+// (they outlive dend): den's table, its resolver's address, their links
+// and namespaces. Closed with none attached, it leaves nothing: not even
+// for a sandbox whose link went while its rules stayed (a dend killed
+// between the two), nor its namespace directory's mount.
+func TestNetnsCloseLeavesNothing(t *testing.T) {
+	const prefix = "10.214.250.32/28"
+	dir := filepath.Join(t.TempDir(), "netns")
+	t.Cleanup(func() { unmountUnder(t, filepath.Dir(dir)); syscall.Unmount(dir, syscall.MNT_DETACH) })
+	open := func() *denns.Manager {
+		t.Helper()
+		m, err := denns.Open(context.Background(), denns.Config{
+			Prefix: prefix, Dir: dir, Upstreams: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53")},
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	ctx := context.Background()
+	tag := time.Now().Format("150405")
+	a, b := "ncla"+tag, "nclb"+tag
+	m := open()
+	t.Cleanup(func() { m.Detach(ctx, a); m.Detach(ctx, b); m.Close() })
+	for i, id := range []string{a, b} {
+		if _, err := m.Attach(ctx, id, i, sandbox.NetworkPolicy{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	present := func() (table, resolver bool) {
+		table = exec.Command("nft", "list", "table", "inet", m.Table()).Run() == nil
+		lo, _ := netlink.LinkByName("lo")
+		addrs, _ := netlink.AddrList(lo, netlink.FAMILY_V4)
+		for _, ad := range addrs {
+			resolver = resolver || ad.IP.Equal(m.ResolverAddr().AsSlice())
+		}
+		return table, resolver
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if table, resolver := present(); !table || !resolver {
+		t.Errorf("closed with sandboxes attached: table %v, resolver address %v; want both kept", table, resolver)
+	}
+	for _, id := range []string{a, b} {
+		if _, err := netlink.LinkByName(m.LinkName(id)); err != nil {
+			t.Errorf("closed with sandbox %s attached: its link: %v", id, err)
+		}
+		if _, err := os.Stat(m.NsPath(id)); err != nil {
+			t.Errorf("closed with sandbox %s attached: its namespace: %v", id, err)
+		}
+	}
+
+	m = open()
+	if err := m.Detach(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	l, err := netlink.LinkByName(m.LinkName(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkDel(l); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if table, resolver := present(); table || resolver {
+		t.Errorf("closed with no sandbox attached: table %v, resolver address %v; want neither", table, resolver)
+	}
+	if _, err := os.Stat(m.NsPath(b)); !os.IsNotExist(err) {
+		t.Errorf("closed with no sandbox attached: %s's namespace: %v", b, err)
+	}
+	if isMounted(dir) {
+		t.Errorf("closed with no sandbox attached: %s is still mounted", dir)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("closed with no sandbox attached: %s: %v", dir, err)
 	}
 }

@@ -1,6 +1,10 @@
 package integration
 
 import (
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -8,6 +12,8 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/client"
+	denns "github.com/den-dev/den/internal/netns"
+	"github.com/vishvananda/netlink"
 )
 
 // A node dies. Once its lease runs out its sandboxes are in error, saying
@@ -50,6 +56,15 @@ func TestNodeLoss(t *testing.T) {
 	}
 	if _, errs, code := b.den("recover", "unsaved", "--rollback"); code == 0 || !strings.Contains(errs, "nothing of it was uploaded") {
 		t.Fatalf("recovering a sandbox with nothing uploaded: exit %d, %q", code, errs)
+	}
+	// Using them says what brings each back: never a recovery that is
+	// then refused.
+	if _, errs, code := b.den("exec", "unsaved", "--", "true"); code == 0 || !strings.Contains(errs, "is lost") ||
+		!strings.Contains(errs, "nothing of it was uploaded") || !strings.Contains(errs, "node-a's dend starts again") || strings.Contains(errs, "--rollback") {
+		t.Errorf("exec in a sandbox of a lost node with nothing uploaded: exit %d, %q", code, errs)
+	}
+	if _, errs, code := b.den("exec", "precious", "--", "true"); code == 0 || !strings.Contains(errs, "`den recover precious --rollback`") || !strings.Contains(errs, ck.ID) {
+		t.Errorf("exec in a sandbox of a lost node with an upload: exit %d, %q", code, errs)
 	}
 	if _, errs, code := b.den("recover", "precious"); code == 0 || !strings.Contains(errs, "--rollback") {
 		t.Fatalf("retrying a sandbox of a lost node: exit %d, %q", code, errs)
@@ -102,6 +117,47 @@ func TestNodeLoss(t *testing.T) {
 	}
 	if got := a.mustSh("precious", "cat /root/f"); got != "saved\n" {
 		t.Fatalf("precious through node-a after it came back: %q", got)
+	}
+
+	// node-a keeps nothing of precious, and takes sandboxes again: a new
+	// one (given the address slot precious had there), and precious
+	// itself, moved back.
+	a.noTraceOf(s.ID)
+	a.create("fresh", func(r *api.CreateSandboxRequest) { r.Node = "node-a" })
+	a.mustSh("fresh", "true")
+	out := b.mustDen("", "move", "precious", "--to", "node-a", "--json")
+	if !strings.Contains(out, `"node": "node-a"`) || !strings.Contains(out, `"state": "running"`) {
+		t.Fatalf("den move precious --to node-a: %s", out)
+	}
+	if got := a.mustSh("precious", "cat /root/f"); got != "saved\n" {
+		t.Fatalf("precious after it moved back to node-a: %q", got)
+	}
+}
+
+// noTraceOf fails the test if d's host keeps anything of sandbox id: a
+// link, a namespace or firewall rules of d's range, or its files.
+func (d *dend) noTraceOf(id string) {
+	d.t.Helper()
+	d.noTraceOfNetwork(id)
+	if _, err := os.Stat(filepath.Join(d.dataDir, "pool", "sandboxes", id)); err == nil {
+		d.t.Errorf("the files of sandbox %s are still in the pool", id)
+	}
+}
+
+// noTraceOfNetwork fails the test if d's host keeps a link, a namespace
+// or firewall rules of sandbox id.
+func (d *dend) noTraceOfNetwork(id string) {
+	d.t.Helper()
+	p := netip.MustParsePrefix(d.subnet)
+	if _, err := netlink.LinkByName(denns.LinkName(p, id)); err == nil {
+		d.t.Errorf("link %s of sandbox %s is still on the host", denns.LinkName(p, id), id)
+	}
+	if path := denns.Path(denns.Dir(d.runDir), p, id); exists(path) {
+		d.t.Errorf("network namespace %s of sandbox %s is still there", path, id)
+	}
+	table := "den-" + strings.ReplaceAll(p.String(), "/", "-")
+	if out, err := exec.Command("nft", "list", "table", "inet", table).CombinedOutput(); err == nil && strings.Contains(string(out), id) {
+		d.t.Errorf("den's table %s still has rules of sandbox %s", table, id)
 	}
 }
 

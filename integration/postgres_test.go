@@ -112,26 +112,53 @@ func TestPostgresStore(t *testing.T) {
 		t.Fatalf("a second dend on the database: %v\n%s", err, out)
 	}
 
-	// A dend whose claim on the database is cut stops, saying why; its
-	// sandboxes run on, and the next dend takes them back.
+	// A dend whose claim on the database is cut (a database restart, an
+	// admin's pg_terminate_backend) takes it back and carries on.
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'dend %'`); err != nil {
-		t.Fatal(err)
+	var node string
+	if err := conn.QueryRow(ctx, `SELECT substr(application_name, 6) FROM pg_stat_activity WHERE application_name LIKE 'dend %'`).Scan(&node); err != nil {
+		t.Fatalf("finding the dend's claim: %v", err)
 	}
-	waitFor(t, time.Minute, "dend to stop for its lost claim", func() bool {
-		return strings.Contains(d.logs(), "lost the connection holding this dend's claim")
+	cut := func() {
+		t.Helper()
+		if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE application_name LIKE 'dend %'`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cut()
+	waitFor(t, time.Minute, "dend to take its claim back", func() bool {
+		return strings.Contains(d.logs(), "took back this dend's claim")
 	})
+	if l := d.exitLine(); l != "" {
+		t.Fatalf("dend stopped when its claim was cut: %s", l)
+	}
+	d.mustSh("pg", "echo three > /root/g")
+
+	// One whose name another took while it was cut off stops, naming the
+	// other; its sandboxes run on, and the next dend takes them back.
+	// (Should the dend take its claim back first, it is cut again.)
+	for got := false; !got; {
+		cut()
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext($2))`, 0x64656f, node).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, time.Minute, "dend to stop for its claim taken", func() bool { return d.exitLine() != "" })
+	if l := d.exitLine(); !strings.Contains(l, "another dend") || !strings.Contains(l, "this one stops") {
+		t.Fatalf("dend stopped saying %q, want another dend named", l)
+	}
 	if len(d.instances()) == 0 {
 		t.Fatal("the sandbox's instance went with dend")
 	}
+	conn.Close(ctx) // the other lets the name go
 	d.stop()
 	d.start()
-	if got := d.mustSh("pg", "cat /root/f"); got != "one\n" {
-		t.Fatalf("after the claim was taken back: /root/f = %q", got)
+	if got := d.mustSh("pg", "cat /root/f /root/g"); got != "one\nthree\n" {
+		t.Fatalf("after the claim was taken back: /root/f, /root/g = %q", got)
 	}
 }
 

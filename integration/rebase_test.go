@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -239,5 +240,43 @@ func TestRebaseRefusesASymlinkKeptPath(t *testing.T) {
 	}
 	if got := d.mustSh("ln", "cat /opt/data/f"); got != "mine\n" {
 		t.Fatalf("after the refused rebase /opt/data/f is %q", got)
+	}
+}
+
+// dend killed while a rebase runs its setup steps: once it is back, the
+// sandbox's reason says a rebase was interrupted and names the checkpoint
+// that undoes it, and `den restore NAME pre-rebase-gN` brings its root
+// back as it was before the rebase.
+func TestRebaseInterruptedByDendKill(t *testing.T) {
+	d := startDend(t)
+	ctx := ctxT(t, 5*time.Minute)
+	sb := d.create("app", func(r *api.CreateSandboxRequest) {
+		// Slow only once /root/slow is there, which a rebase keeps.
+		r.Setup = []string{"if [ -f /root/slow ]; then sleep 600; fi"}
+	})
+	d.mustSh("app", "echo mine > /etc/mine; touch /root/slow")
+	label := fmt.Sprintf("pre-rebase-g%d", sb.Generation)
+
+	wait, _ := d.cli(ctx, "rebase", "app")
+	// The rebase boots the next generation, then runs the slow step in it.
+	next := fmt.Sprintf("%s-g%d", sb.ID, sb.Generation+1)
+	waitFor(t, 2*time.Minute, "the rebase to boot generation "+next, func() bool { return d.engineState(next) == "running" })
+	time.Sleep(time.Second) // into the setup step
+	d.kill()
+	wait()
+	d.start()
+
+	got, err := d.c.GetSandbox(ctx, "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("after the restart: %s, %q", got.State, got.Reason)
+	want := "`den restore app " + label + "`"
+	if !strings.Contains(got.Reason, "rebase") || !strings.Contains(got.Reason, want) {
+		t.Fatalf("app is %s with reason %q; want it to name the interrupted rebase and %s", got.State, got.Reason, want)
+	}
+	d.mustDen("", "restore", "app", label)
+	if out := d.mustSh("app", "cat /etc/mine"); out != "mine\n" {
+		t.Fatalf("/etc/mine after restoring %s: %q", label, out)
 	}
 }

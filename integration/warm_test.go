@@ -16,6 +16,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/guest"
+	denns "github.com/den-dev/den/internal/netns"
 )
 
 // warmNote is what dend notes of each warm-pool instance.
@@ -307,11 +308,10 @@ func (d *dend) checkNoStrays(known ...string) {
 			d.t.Errorf("engine instance %s belongs to nothing", inst)
 		}
 	}
-	ents, _ := os.ReadDir("/run/netns")
-	for _, e := range ents {
-		id, ok := strings.CutPrefix(e.Name(), "den-")
-		if ok && (slices.Contains(known, id) || strings.Contains(d.logs(), id)) && !owners[id] {
-			d.t.Errorf("namespace %s belongs to nothing", e.Name())
+	for _, ns := range d.namespacePaths() {
+		id := ns[strings.LastIndexByte(ns, '-')+1:]
+		if (slices.Contains(known, id) || strings.Contains(d.logs(), id)) && !owners[id] {
+			d.t.Errorf("namespace %s belongs to nothing", ns)
 		}
 	}
 	for _, v := range d.sandboxVolumes() {
@@ -353,7 +353,7 @@ func TestWarmPoolCrashPressureAndBadInput(t *testing.T) {
 		if _, still := d.warmNotes()[id]; still {
 			t.Errorf("warm instance %s of the killed dend is still noted", id)
 		}
-		if _, err := os.Stat("/run/netns/den-" + id); err == nil {
+		if _, err := os.Stat(denns.Path(denns.Dir(d.runDir), netip.MustParsePrefix(d.subnet), id)); err == nil {
 			t.Errorf("namespace of warm instance %s is left", id)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -295,6 +296,17 @@ func (a *app) versionCommand() *cobra.Command {
 				details = append(details, "storage "+h.Storage)
 			}
 			fmt.Fprintf(a.stdout, "dend:  %s (%s)\n", h.Version, strings.Join(details, ", "))
+			switch b := h.Blobs; {
+			case b == nil:
+			case b.Reachable:
+				fmt.Fprintln(a.stdout, "blobs: reachable")
+			default:
+				since := ""
+				if b.Since != nil {
+					since = " for " + time.Since(*b.Since).Round(time.Second).String()
+				}
+				fmt.Fprintf(a.stdout, "blobs: CANNOT BE REACHED%s: %s\n       uploads wait and retry; moves, downloads and recover --rollback answer 503 until it answers\n", since, b.Error)
+			}
 			return nil
 		},
 	}

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -101,6 +104,8 @@ func (a *app) copyLogs(ctx context.Context, c *client.Client, name, run string, 
 		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
+	var mu sync.Mutex
+	var cut []*client.FollowError // the followed streams that stopped short
 	for _, s := range streams {
 		w := a.stdout
 		if s == api.StreamStderr {
@@ -121,14 +126,23 @@ func (a *app) copyLogs(ctx context.Context, c *client.Client, name, run string, 
 			if _, err := io.Copy(w, rc); err != nil {
 				var fe *client.FollowError
 				if errors.As(err, &fe) {
-					return withHint(err, fmt.Sprintf("take it up again with `den logs %s %s -f --stream %s --from %d`", name, run, s, fe.Offset))
+					// The other stream follows on to its own end: a
+					// dend that stopped cuts it too, where it stood.
+					mu.Lock()
+					cut = append(cut, fe)
+					mu.Unlock()
+					return nil
 				}
 				return fmt.Errorf("reading the %s of run %s: %w", s, run, err)
 			}
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil || !follow {
+	err := g.Wait()
+	if len(cut) > 0 {
+		return followCut(name, run, cut)
+	}
+	if err != nil || !follow {
 		return err
 	}
 	r, err := c.GetRun(ctx, name, run)
@@ -136,4 +150,34 @@ func (a *app) copyLogs(ctx context.Context, c *client.Client, name, run string, 
 		return err
 	}
 	return a.runResult(ctx, c, name, r)
+}
+
+// followCut is the error of a follow whose streams in cut stopped before
+// the run ended: why, and the command that takes each up again where it
+// stopped; at one offset, one command resumes both.
+func followCut(name, run string, cut []*client.FollowError) error {
+	sort.Slice(cut, func(i, j int) bool { return cut[i].Stream > cut[j].Stream }) // stdout first
+	why := cut[0]
+	for _, fe := range cut {
+		if !errors.Is(fe.Err, context.Canceled) { // not only ended by the other's stop
+			why = fe
+			break
+		}
+	}
+	if len(cut) == 1 {
+		return withHint(why, fmt.Sprintf("take it up again with `den logs %s %s -f --stream %s --from %d`", name, run, why.Stream, why.Offset))
+	}
+	var at []string
+	for _, fe := range cut {
+		at = append(at, fmt.Sprintf("%s at byte %d", fe.Stream, fe.Offset))
+	}
+	err := fmt.Errorf("following run %s stopped before the run ended (%s): %w", run, strings.Join(at, ", "), why.Err)
+	if cut[0].Offset == cut[1].Offset {
+		return withHint(err, fmt.Sprintf("take it up again with `den logs %s %s -f --from %d`", name, run, cut[0].Offset))
+	}
+	var cmds []string
+	for _, fe := range cut {
+		cmds = append(cmds, fmt.Sprintf("`den logs %s %s -f --stream %s --from %d`", name, run, fe.Stream, fe.Offset))
+	}
+	return withHint(err, "take them up again with "+strings.Join(cmds, " and "))
 }

@@ -129,6 +129,12 @@ func TestNodeStates(t *testing.T) {
 	}
 	join(t, st, "gone", time.Second, nil)
 	time.Sleep(1100 * time.Millisecond)
+	// Its lease ran out, but its sandboxes may still be stopping: not
+	// lost yet.
+	if lost, err := st.ExpireNodes(ctx, "test"); err != nil || len(lost) != 0 {
+		t.Fatalf("ExpireNodes within the fence's grace: %+v, %v; want none", lost, err)
+	}
+	time.Sleep(cluster.FenceGrace)
 	if lost, err := st.ExpireNodes(ctx, "test"); err != nil || len(lost) != 1 || lost[0].Name != "gone" {
 		t.Fatalf("ExpireNodes: %+v, %v", lost, err)
 	}
@@ -223,12 +229,69 @@ func TestForwarder(t *testing.T) {
 	st.JoinNode(ctx, cluster.Node{Name: "d", PeerURL: peer.URL}, time.Second)
 	time.Sleep(1100 * time.Millisecond)
 	err = f.Forward(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil), "d", "z", false)
-	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "has not renewed its lease") {
-		t.Fatalf("forwarding to a node past its lease: %v", err)
+	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "has not renewed its lease") ||
+		!strings.Contains(errdefs.Hint(err), "den recover z --rollback") || !strings.Contains(errdefs.Hint(err), "in about") {
+		t.Fatalf("forwarding to a node past its lease: %v (%s)", err, errdefs.Hint(err))
 	}
+	time.Sleep(cluster.FenceGrace)
 	st.ExpireNodes(ctx, "test")
 	err = f.Forward(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil), "d", "z", false)
 	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "lost") || !strings.Contains(errdefs.Hint(err), "den recover z") {
 		t.Fatalf("forwarding to a lost node: %v (%s)", err, errdefs.Hint(err))
+	}
+}
+
+// Renewed is told after the join and each renewal until when the node
+// surely holds its lease: from before it asked, a lease on, less the
+// fence's margin; never later than that, and nothing once it stops.
+func TestRenewedTellsTheFence(t *testing.T) {
+	st := openStore(t)
+	lease := 1500 * time.Millisecond
+	type told struct{ at, until time.Time }
+	var mu sync.Mutex
+	var calls []told
+	before := time.Now()
+	m, err := cluster.Join(t.Context(), cluster.MemberConfig{
+		Registry: st, Self: cluster.Node{Name: "a", PeerURL: "http://a.invalid:7070"}, Lease: lease,
+		Info: func(context.Context) cluster.Info { return cluster.Info{} },
+		Renewed: func(until time.Time) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, told{time.Now(), until})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx) }()
+	time.Sleep(1300 * time.Millisecond)
+	cancel()
+	<-done
+	mu.Lock()
+	got := append([]told(nil), calls...)
+	mu.Unlock()
+	if len(got) < 3 {
+		t.Fatalf("Renewed told %d times in 1.3 s with a lease of 1.5 s; want the join and each renewal", len(got))
+	}
+	keep := lease - cluster.FenceMargin(lease)
+	if got[0].until.Before(before.Add(keep)) || got[0].until.After(got[0].at.Add(keep)) {
+		t.Errorf("after the join: until %s, want between %s and %s", got[0].until, before.Add(keep), got[0].at.Add(keep))
+	}
+	for i, c := range got {
+		if c.until.After(c.at.Add(keep)) {
+			t.Errorf("told %d: until %s is past the time told plus %s", i, c.until, keep)
+		}
+		if i > 0 && !c.until.After(got[i-1].until) {
+			t.Errorf("told %d: until %s does not move on from %s", i, c.until, got[i-1].until)
+		}
+	}
+	time.Sleep(700 * time.Millisecond)
+	mu.Lock()
+	after := len(calls)
+	mu.Unlock()
+	if after != len(got) {
+		t.Errorf("Renewed told %d more times after Run ended", after-len(got))
 	}
 }

@@ -87,7 +87,8 @@ func NewForwarder(self string, nodes NodeLookup, key []byte, log *slog.Logger) *
 			}
 			f.log.Warn("forwarding a request to its node", "node", fw.node.Name, "peer", fw.node.PeerURL, "path", r.URL.Path, "err", err)
 			fw.err = errdefs.WithHint(errdefs.Unavailable("node %s, which runs this sandbox, did not answer: %v", fw.node.Name, err),
-				"try again shortly; `den node ls` shows whether the node is alive")
+				fmt.Sprintf("try again shortly; `den node ls` shows whether the node is alive. If its dend is down, its sandboxes stop when its lease runs out and other nodes declare it lost %s later, %s",
+					FenceGrace, untilLost(fw.node)))
 		},
 	}
 	return f
@@ -141,8 +142,9 @@ func reachable(n Node, sandbox string) error {
 		}
 		return errdefs.WithHint(err, fmt.Sprintf("`den recover %s --rollback` brings it back on another node from its last upload", sandbox))
 	case time.Now().After(n.LeaseExpires):
-		return errdefs.WithHint(errdefs.Unavailable("%s has not renewed its lease since %s", subject, n.HeartbeatAt.Format(time.RFC3339)),
-			"its dend may be down or cut off; once the lease runs out other nodes declare it lost")
+		err := errdefs.Unavailable("%s has not renewed its lease since %s", subject, n.HeartbeatAt.Format(time.RFC3339))
+		return errdefs.WithHint(err, fmt.Sprintf("its dend may be down or cut off: its sandboxes stopped when its lease ran out, and other nodes declare it lost %s later, %s; %s",
+			FenceGrace, untilLost(n), recoverAfter(sandbox)))
 	case n.PeerURL == "":
 		return errdefs.WithHint(errdefs.Unavailable("%s has no TCP listener for other nodes to forward to", subject),
 			fmt.Sprintf("ask node %s itself, or restart its dend with --listen (and --peer-url)", n.Name))
@@ -165,6 +167,24 @@ func (f *Forwarder) rewrite(pr *httputil.ProxyRequest) {
 	// Only a node's own gateway vouches for an SSH key (Dial); a caller's
 	// request forwarded on never does.
 	pr.Out.Header.Del(HeaderSSHKey)
+}
+
+// untilLost says when other nodes may declare n lost, as this host's
+// clock has it.
+func untilLost(n Node) string {
+	at := n.LeaseExpires.Add(FenceGrace)
+	if wait := time.Until(at); wait > 0 {
+		return fmt.Sprintf("at %s (in about %s)", at.UTC().Format(time.RFC3339), wait.Round(time.Second))
+	}
+	return "at the next heartbeat of any node"
+}
+
+// recoverAfter says what brings sandbox back once its node is lost.
+func recoverAfter(sandbox string) string {
+	if sandbox == "" {
+		return "then `den recover NAME --rollback` brings each back on another node from its last upload"
+	}
+	return fmt.Sprintf("then `den recover %s --rollback` brings it back on another node from its last upload", sandbox)
 }
 
 var netDialer = net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}

@@ -30,6 +30,10 @@ type MemberConfig struct {
 	// Expired is told of the nodes this one declared lost (any node may
 	// declare any other lost once its lease ran out).
 	Expired func(ctx context.Context, lost []Node)
+	// Renewed is told, after the join and after each renewal, until when
+	// this node surely holds its lease by its own clock, less FenceMargin:
+	// its sandboxes may run until then (fence.go). It must not block.
+	Renewed func(until time.Time)
 }
 
 // Member keeps this dend's place in the fleet: it joins, renews the lease
@@ -43,6 +47,9 @@ type Member struct {
 
 	mu   sync.Mutex
 	self Node
+	// joined is when this dend asked to join: its first lease counts
+	// from no earlier.
+	joined time.Time
 }
 
 // Join records this node in the fleet and returns its membership. Run
@@ -59,12 +66,13 @@ func Join(ctx context.Context, cfg MemberConfig) (*Member, error) {
 	}
 	self := cfg.Self
 	self.Info = cfg.Info(ctx)
+	asked := time.Now()
 	n, err := cfg.Registry.JoinNode(ctx, self, cfg.Lease)
 	if err != nil {
 		return nil, err
 	}
 	cfg.Logger.Info("joined the fleet", "node", n.Name, "epoch", n.Epoch, "peer", n.PeerURL, "lease", cfg.Lease)
-	return &Member{cfg: cfg, log: cfg.Logger, lost: make(chan error, 1), self: n}, nil
+	return &Member{cfg: cfg, log: cfg.Logger, lost: make(chan error, 1), self: n, joined: asked}, nil
 }
 
 // Self is this node's record as last written.
@@ -83,11 +91,17 @@ func (m *Member) Lost() <-chan error { return m.lost }
 // Run renews the lease until ctx ends or the lease is lost.
 func (m *Member) Run(ctx context.Context) {
 	every := m.cfg.Lease / 3
-	t := time.NewTicker(every)
+	// A renewal that failed is tried again soon, not a third of a lease
+	// later: once the database is back (a restart), the lease is renewed
+	// at once, well before it runs out.
+	retry := max(every/10, 100*time.Millisecond)
+	t := time.NewTimer(every)
 	defer t.Stop()
 	// The lease runs on the database's clock; this process counts from
 	// before it asked, which can only end its own term early.
 	renewed := time.Now()
+	m.renewed(m.joined)
+	var warned time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -96,9 +110,11 @@ func (m *Member) Run(ctx context.Context) {
 		}
 		asked := time.Now()
 		err := m.beat(ctx)
+		next := every
 		switch {
 		case err == nil:
 			renewed = asked
+			m.renewed(asked)
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, errdefs.ErrConflict):
@@ -109,8 +125,13 @@ func (m *Member) Run(ctx context.Context) {
 				time.Since(renewed).Round(time.Second), err))
 			return
 		default:
-			m.log.Warn("renewing this node's lease", "node", m.Name(), "err", err)
+			next = retry
+			if time.Since(warned) >= every {
+				m.log.Warn("renewing this node's lease", "node", m.Name(), "err", err)
+				warned = time.Now()
+			}
 		}
+		t.Reset(next)
 	}
 }
 
@@ -139,6 +160,13 @@ func (m *Member) beat(ctx context.Context) error {
 		m.cfg.Expired(ctx, lost)
 	}
 	return nil
+}
+
+// renewed tells Renewed of a lease asked for at asked.
+func (m *Member) renewed(asked time.Time) {
+	if m.cfg.Renewed != nil {
+		m.cfg.Renewed(asked.Add(m.cfg.Lease - FenceMargin(m.cfg.Lease)))
+	}
 }
 
 func (m *Member) lose(err error) {

@@ -70,7 +70,7 @@ type Registry interface {
 	Nodes(ctx context.Context) ([]Node, error)
 	Node(ctx context.Context, name string) (Node, error)
 	// ExpireNodes declares lost, with reason, every active or draining
-	// node whose lease ran out, and returns them.
+	// node whose lease ran out FenceGrace ago, and returns them.
 	ExpireNodes(ctx context.Context, reason string) ([]Node, error)
 	// SetNodeState moves a node whose lease is kept between active and
 	// draining.

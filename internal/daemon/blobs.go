@@ -2,10 +2,12 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/blob"
 	"github.com/den-dev/den/internal/blob/s3"
 	"github.com/den-dev/den/internal/errdefs"
@@ -62,6 +64,8 @@ func (b *Blobs) validate() error {
 
 // openBucket connects to the blob store and checks that dend may use it,
 // so that a wrong URL or key stops dend at start; nil when there is none.
+// A store that does not answer at all does not: a node restarted during
+// its outage serves everything else meanwhile (see watchBucket).
 func openBucket(ctx context.Context, b Blobs, log *slog.Logger) (*s3.Bucket, error) {
 	if b.URL == "" {
 		return nil, nil
@@ -70,12 +74,64 @@ func openBucket(ctx context.Context, b Blobs, log *slog.Logger) (*s3.Bucket, err
 	if err != nil {
 		return nil, err
 	}
-	bucket, err := s3.Open(ctx, loc, s3.Credentials{AccessKeyID: b.AccessKeyID, SecretAccessKey: b.SecretAccessKey}, log)
+	bucket, err := s3.Dial(loc, s3.Credentials{AccessKeyID: b.AccessKeyID, SecretAccessKey: b.SecretAccessKey}, log)
 	if err != nil {
 		return nil, fmt.Errorf("opening the blob store: %w", err)
 	}
-	log.Info("blob store open", "url", loc.String())
+	err = bucket.Probe(ctx)
+	switch {
+	case errors.Is(err, s3.ErrUnreachable):
+		log.Warn("starting without the blob store: it cannot be reached; uploads wait and retry, and verbs that need it answer 503 until it answers",
+			"url", loc.String(), "err", err)
+	case err != nil:
+		return nil, fmt.Errorf("opening the blob store: %w", err)
+	default:
+		log.Info("blob store open", "url", loc.String())
+	}
 	return bucket, nil
+}
+
+// bucketProbeInterval is how often a blob store that stopped answering
+// is asked again.
+const bucketProbeInterval = 5 * time.Second
+
+// watchBucket asks a blob store that stopped answering again every
+// bucketProbeInterval until ctx ends, and calls back when it answers:
+// uploads waiting for it then go at once.
+func watchBucket(ctx context.Context, bucket *s3.Bucket, back func(), log *slog.Logger) {
+	t := time.NewTicker(bucketProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		down, since := bucket.Reachable()
+		if down == nil {
+			continue
+		}
+		if err := bucket.Probe(ctx); err != nil {
+			if !errors.Is(err, s3.ErrUnreachable) && ctx.Err() == nil {
+				log.Error("the blob store answers, but dend cannot use it", "err", err)
+			}
+			continue
+		}
+		log.Info("the blob store answers again", "url", bucket.Location().String(), "down_for", time.Since(since).Round(time.Second))
+		back()
+	}
+}
+
+// blobsHealth is what health says of the blob store; nil without one.
+func blobsHealth(bucket *s3.Bucket) *api.BlobsHealth {
+	if bucket == nil {
+		return nil
+	}
+	down, since := bucket.Reachable()
+	if down == nil {
+		return &api.BlobsHealth{Reachable: true}
+	}
+	return &api.BlobsHealth{Reachable: false, Error: down.Error(), Since: &since}
 }
 
 // newOffsite joins the bucket and the pool; nil without a bucket.

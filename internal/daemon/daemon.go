@@ -55,17 +55,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("creating %s: %w", d, err)
 		}
 	}
-	st, fleetRecords, lost, closeStore, err := openStore(ctx, cfg, log)
+	st, fleetRecords, claim, closeStore, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	if lost != nil {
+	if claim != nil {
 		go func() {
 			select {
-			case err := <-lost:
+			case err := <-claim.Lost():
 				stop(err)
 			case <-ctx.Done():
 			}
@@ -109,11 +109,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	network, err := netns.Open(ctx, netns.Config{Prefix: cfg.Subnet, Upstreams: upstreams, Logger: log})
+	network, err := netns.Open(ctx, netns.Config{Prefix: cfg.Subnet, Upstreams: upstreams, Dir: netns.Dir(cfg.RunDir), Logger: log})
 	if err != nil {
 		return err
 	}
-	defer network.Close()
+	defer func() {
+		if err := network.Close(); err != nil {
+			log.Warn("removing den's network from the host", "err", err)
+		}
+	}()
 	resolvConf := filepath.Join(cfg.DataDir, "resolv.conf")
 	if err := writeFileAtomic(resolvConf, network.ResolvConf(), 0o644); err != nil {
 		return fmt.Errorf("writing the sandboxes' resolv.conf: %w", err)
@@ -131,6 +135,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	defer func() { // after the service, before the network
+		cctx, cancel := context.WithTimeout(context.Background(), finalCollectTimeout)
+		defer cancel()
+		if err := rt.Close(cctx); err != nil {
+			log.Warn("removing the engine's leftovers from the host", "err", err)
+		}
+	}()
 	sealer, err := imagecrypt.New(imagecrypt.Config{KeyFile: cfg.ImagesKeyFile(), Scratch: cfg.ImagesScratch(), Logger: log})
 	if err != nil {
 		return err
@@ -194,7 +205,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := prom.Watch(svc); err != nil {
 		return err
 	}
-	defer svc.Close()
+	defer func() {
+		svc.Close()
+		if errors.Is(context.Cause(ctx), context.Canceled) {
+			// A clean stop: what sandboxes removed just before freed goes
+			// now, not at a collection this dend will not make. Not when
+			// the store's claim was lost: another dend may own this node.
+			cctx, cancel := context.WithTimeout(context.Background(), finalCollectTimeout)
+			defer cancel()
+			svc.CollectGarbage(cctx)
+		}
+	}()
 	if err := svc.Recover(ctx); err != nil {
 		return err
 	}
@@ -209,10 +230,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := svc.RunOffsite(ctx, blobsRetry, cfg.Blobs.GCInterval); err != nil {
 		return err
 	}
+	if bucket != nil {
+		go watchBucket(ctx, bucket, svc.RetryUploads, log)
+	}
 	if fl != nil {
 		if err := fl.join(ctx, svc, stop); err != nil {
 			return err
 		}
+		// From now on the claim is taken back after a cut only while
+		// the node's record is still this join's.
+		claim.Joined(fl.member.Self().Epoch)
 	}
 	svc.RunIdle(cfg.IdleInterval)
 	svc.RunWarm()
@@ -234,7 +261,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		d := svc.DiskStatus()
 		return api.Health{Status: "ok", Version: version.Version, RunscVersion: rt.Version(), Storage: pool.Name(),
 			Disk: &api.DiskHealth{FreeBytes: d.FreeBytes, ReserveBytes: d.ReserveBytes, Low: d.Low}, Pool: poolHealth(ctx, svc, log),
-			Warm: warmHealth(svc.WarmHealth(ctx))}
+			Warm: warmHealth(svc.WarmHealth(ctx)), Blobs: blobsHealth(bucket)}
 	}
 	// MCP's tools call the API in process, with the caller's rights.
 	self := inproc.New()
@@ -276,6 +303,10 @@ func blobService(svc *sandbox.Service, on bool) httpapi.BlobService {
 	}
 	return svc
 }
+
+// finalCollectTimeout bounds the collection of checkpoints at a clean
+// stop.
+const finalCollectTimeout = 20 * time.Second
 
 // Running sandboxes are sampled this often, and their samples kept this
 // long (GET /v1/sandboxes/{name}/metrics): 720 samples a sandbox at most.

@@ -72,6 +72,8 @@ func (f *fleet) join(ctx context.Context, svc *sandbox.Service, stop context.Can
 		Self:  cluster.Node{Name: f.cfg.Node, PeerURL: peer},
 		Lease: f.cfg.NodeLease,
 		Info:  f.info,
+		// Its sandboxes run only while it holds its lease.
+		Renewed: svc.LeaseRenewed,
 		// This node declared them lost: it records their sandboxes so.
 		Expired: func(tick context.Context, lost []cluster.Node) {
 			for _, n := range lost {
@@ -86,6 +88,7 @@ func (f *fleet) join(ctx context.Context, svc *sandbox.Service, stop context.Can
 		return err
 	}
 	f.member = m
+	svc.RunFence()
 	go m.Run(ctx)
 	go func() {
 		select {

@@ -33,12 +33,12 @@ func ImportSQLite(ctx context.Context, cfg Config, log *slog.Logger) (string, er
 	if err != nil {
 		return "", fmt.Errorf("reading the SQLite store: %w", err)
 	}
-	pg, _, release, err := openPostgres(ctx, cfg, log)
+	pg, claim, err := openPostgres(ctx, cfg, log)
 	if err != nil {
 		return "", err
 	}
 	defer pg.Close()
-	defer release()
+	defer claim.Release()
 	imp, err := pg.Import(ctx, recs, cfg.ImportSQLite, cfg.Node)
 	if err != nil {
 		return "", err

@@ -40,9 +40,9 @@ var (
 
 // openStore opens the store cfg names: SQLite in the data directory, or
 // the PostgreSQL database of cfg.Store, with this dend's node name
-// claimed (see postgres.Store.Claim). lost receives why the claim was lost, if it is;
-// close closes the store and lets the claim go.
-func openStore(ctx context.Context, cfg Config, log *slog.Logger) (st records, fleet fleetStore, lost <-chan error, close func(), err error) {
+// claimed (see postgres.Claim; nil on SQLite). close closes the store and
+// lets the claim go.
+func openStore(ctx context.Context, cfg Config, log *slog.Logger) (st records, fleet fleetStore, claim *postgres.Claim, close func(), err error) {
 	if cfg.Store == "" {
 		st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "den.db"), log)
 		if err != nil {
@@ -50,25 +50,32 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger) (st records, f
 		}
 		return st, nil, nil, func() { st.Close() }, nil
 	}
-	pg, lost, release, err := openPostgres(ctx, cfg, log)
+	pg, claim, err := openPostgres(ctx, cfg, log)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	return pg, pg, lost, func() { release(); pg.Close() }, nil
+	return pg, pg, claim, func() { claim.Release(); pg.Close() }, nil
 }
 
-func openPostgres(ctx context.Context, cfg Config, log *slog.Logger) (*postgres.Store, <-chan error, func(), error) {
+// openPostgres opens the PostgreSQL store and claims this dend's node
+// name in it. The claim rides out a cut in its connection (a database
+// restart) no longer than the node's lease.
+func openPostgres(ctx context.Context, cfg Config, log *slog.Logger) (*postgres.Store, *postgres.Claim, error) {
 	pg, err := postgres.Open(ctx, cfg.Store, log)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	lost, release, err := pg.Claim(ctx, cfg.Node)
+	lease := cfg.NodeLease
+	if lease == 0 {
+		lease = cluster.DefaultLease
+	}
+	claim, err := pg.Claim(ctx, cfg.Node, lease)
 	if err != nil {
 		pg.Close()
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	log.Info("store: PostgreSQL", "database", RedactDSN(cfg.Store))
-	return pg, lost, release, nil
+	return pg, claim, nil
 }
 
 // fleetStore is where the nodes of a fleet are recorded: the PostgreSQL

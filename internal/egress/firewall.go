@@ -509,6 +509,33 @@ func (f *Firewall) Links() ([]string, error) {
 	return links, nil
 }
 
+// Sandboxes returns the ids of the sandboxes the table has chains of,
+// or none if there is no table.
+func (f *Firewall) Sandboxes() ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	chains, err := newConn().ListChainsOfTableFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return nil, fmt.Errorf("listing nftables chains: %w", err)
+	}
+	seen := map[string]bool{}
+	var ids []string
+	for _, ch := range chains {
+		if ch.Table.Name != f.table.Name {
+			continue
+		}
+		id, ok := strings.CutPrefix(ch.Name, forwardChain(""))
+		if !ok {
+			id, ok = strings.CutPrefix(ch.Name, inputChain(""))
+		}
+		if ok && id != "" && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
 // Present reports whether the table is there.
 func (f *Firewall) Present() (bool, error) {
 	c := newConn()

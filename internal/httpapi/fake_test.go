@@ -328,6 +328,10 @@ func (f *fakeSandboxes) Rehome(ctx context.Context, ref string) (string, error) 
 	return "", f.enter("Rehome", ref)
 }
 
+func (f *fakeSandboxes) LostNodeHint(ctx context.Context, sb *sandbox.Sandbox) string {
+	return "wait for node " + sb.Node
+}
+
 func (f *fakeSandboxes) FindCheckpoint(ctx context.Context, ref string) (*sandbox.Checkpoint, error) {
 	if err := f.enter("FindCheckpoint", ref); err != nil {
 		return nil, err

@@ -124,7 +124,11 @@ func (s *server) idempotent(rt route, next http.Handler) http.Handler {
 		}
 		existing, created, err := s.requests.BeginRequest(r.Context(), rec)
 		if err != nil {
-			s.writeError(w, r, fmt.Errorf("recording request %s %s: %w", r.Method, r.URL.Path, err))
+			// The store's classified errors say what they were doing.
+			if errdefs.Class(err) == nil {
+				err = fmt.Errorf("recording request %s %s: %w", r.Method, r.URL.Path, err)
+			}
+			s.writeError(w, r, err)
 			return
 		}
 		if !created {

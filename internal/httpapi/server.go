@@ -82,6 +82,8 @@ type SandboxService interface {
 	// Rehome hands a hibernated sandbox about to wake to another node
 	// when this one has no room, and says which ("" when it stays).
 	Rehome(ctx context.Context, ref string) (string, error)
+	// LostNodeHint says what brings back sb, on a node declared lost.
+	LostNodeHint(ctx context.Context, sb *sandbox.Sandbox) string
 	// FindCheckpoint finds any sandbox's checkpoint by its id or as
 	// SANDBOX:NAME, whoever may see it.
 	FindCheckpoint(ctx context.Context, ref string) (*sandbox.Checkpoint, error)
@@ -418,7 +420,7 @@ func (s *server) getHealth(w http.ResponseWriter, r *http.Request) error {
 	// work. An owner's own use is in GET /v1/owners/{id}, and a create
 	// refused for want of room says so.
 	if !principalOf(r).Scope.Admin() {
-		h.Disk, h.Pool, h.Warm = nil, nil, nil
+		h.Disk, h.Pool, h.Warm, h.Blobs = nil, nil, nil, nil
 	}
 	return writeJSON(w, http.StatusOK, h)
 }

@@ -56,14 +56,16 @@ func (s *Server) Handler() http.Handler {
 		"GET /v1/files/watch":        s.handleWatch,
 		"GET /v1/dial":               s.handleDial,
 		"PUT /v1/files/archive":      s.handleWriteTar,
+		"PUT /v1/fence":              s.handleFence,
+		"GET /v1/fence":              s.handleFenceState,
 		"/":                          s.handleUnknown,
 	}
 	for pattern, h := range routes {
-		mux.Handle(pattern, s.wrap(pattern, h))
+		mux.Handle(pattern, s.wrap(pattern, s.fenced(pattern, h)))
 		// Every file route again, done as a user (asuser.go).
 		if method, path, _ := strings.Cut(pattern, " "); strings.HasPrefix(path, "/v1/files") {
 			as := method + " /v1/as/{user}" + strings.TrimPrefix(path, "/v1")
-			mux.Handle(as, s.wrap(as, s.handleAs(h)))
+			mux.Handle(as, s.wrap(as, s.fenced(as, s.handleAs(h))))
 		}
 	}
 	return s.authorize(mux)

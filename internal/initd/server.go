@@ -137,6 +137,9 @@ type Server struct {
 	// hostname waits for a warm-pool instance's host name helper; nil
 	// without a HostnameSocket, or when it could not listen.
 	hostname *hostnameHelper
+	// fence stops the sandbox when its node's lease may have run out
+	// (fence.go).
+	fence *fence
 }
 
 // New returns a Server; call Serve to accept connections.
@@ -159,6 +162,7 @@ func New(cfg Config) (*Server, error) {
 		},
 	}
 	s.setToken(cfg.Token)
+	s.fence = newFence(cfg.Logger, s.freezeAll, s.thawAll)
 	if s.reaper == nil {
 		r, err := NewReaper(cfg.Logger)
 		if err != nil {
@@ -202,6 +206,7 @@ func (s *Server) Close() error {
 	err := s.http.Close()
 	s.hostname.close()
 	s.limits.close()
+	s.fence.close()
 	if s.ownReaper {
 		s.reaper.Stop()
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // guardInterval is how often a Manager checks that den's nftables table is
-// still there. Something else may remove it (a host firewall reload runs
+// still there, and removes again the namespaces it could not remove. Something else may remove it (a host firewall reload runs
 // `nft flush ruleset`), and without it every sandbox's traffic would pass
 // unfiltered: the guard puts the table and every policy back.
 const guardInterval = 2 * time.Second
@@ -59,6 +59,7 @@ func (m *Manager) startGuard() {
 				return
 			case <-t.C:
 			}
+			m.retryLeft()
 			present, err := m.fw.Present()
 			if err != nil {
 				m.log.Warn("checking den's nftables table", "err", err)

@@ -23,7 +23,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,7 +30,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"github.com/den-dev/den/internal/egress"
 	"github.com/den-dev/den/internal/errdefs"
@@ -41,10 +39,6 @@ import (
 // DefaultPrefix is the address range sandboxes get links in.
 const DefaultPrefix = "10.213.0.0/16"
 
-// nsDir is where named namespaces are bind-mounted (iproute2's place), so
-// they outlive dend.
-const nsDir = "/run/netns"
-
 // Config is what a Manager needs.
 type Config struct {
 	// Prefix is the IPv4 range of sandbox links, /28 or wider, that no
@@ -53,13 +47,17 @@ type Config struct {
 	// Upstreams are the DNS servers the resolver forwards allowed names
 	// to; the host's /etc/resolv.conf nameservers when empty.
 	Upstreams []netip.AddrPort
-	Logger    *slog.Logger
+	// Dir is where sandboxes' namespaces are mounted (Dir(run directory));
+	// DefaultDir when empty.
+	Dir    string
+	Logger *slog.Logger
 }
 
 // Manager is the sandbox.Network over netlink, nftables and den's resolver.
 type Manager struct {
 	prefix   netip.Prefix
 	tag      string // of the names of its sandboxes' links and namespaces
+	dir      string // where its sandboxes' namespaces are mounted
 	log      *slog.Logger
 	fw       *egress.Firewall
 	resolver *egress.Resolver
@@ -68,13 +66,20 @@ type Manager struct {
 	mu        sync.Mutex
 	applied   map[string]applied // by sandbox id: what restore puts back
 	stopGuard func()
+
+	// leftMu guards left: namespaces whose removal failed, which the
+	// guard removes again.
+	leftMu sync.Mutex
+	left   map[string]bool
 }
 
 var _ sandbox.Network = (*Manager)(nil)
 
 // Open sets up the host for sandboxes in cfg.Prefix: the nftables table,
 // the resolver's address and the resolver itself, which serves until
-// Close. It is safe to open again what a previous dend left.
+// Close, and the directory of their namespaces. It is safe to open again
+// what a previous dend left: namespaces an older dend kept in /run/netns
+// are taken over, and those nothing uses any more removed.
 func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
@@ -82,12 +87,16 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Dir == "" {
+		cfg.Dir = DefaultDir
+	}
 	p, err := netip.ParsePrefix(cfg.Prefix)
 	if err != nil || !p.Addr().Is4() || p.Bits() > 28 {
 		return nil, errdefs.WithHint(errdefs.Invalid("invalid sandbox address range %q", cfg.Prefix),
 			"use an IPv4 prefix of /28 or wider that no host network uses, e.g. "+DefaultPrefix)
 	}
-	m := &Manager{prefix: p.Masked(), tag: tagOf(p.Masked()), log: cfg.Logger, applied: map[string]applied{}}
+	m := &Manager{prefix: p.Masked(), tag: tagOf(p.Masked()), dir: filepath.Clean(cfg.Dir), log: cfg.Logger,
+		applied: map[string]applied{}, left: map[string]bool{}}
 	resolver := m.ResolverAddr()
 	ups := cfg.Upstreams
 	if len(ups) == 0 {
@@ -103,6 +112,13 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	if len(ups) == 0 {
 		m.log.Warn("no DNS upstream: sandboxes will resolve no name; give dend one or add a nameserver to /etc/resolv.conf")
 	}
+
+	if err := openDir(m.dir); err != nil {
+		return nil, errdefs.WithHint(errdefs.Unavailable("cannot keep sandbox network namespaces: %v", err),
+			"dend needs root, and its --run-dir on a file system it may mount on")
+	}
+	m.adopt()
+	m.sweep()
 
 	m.fw, err = egress.NewFirewall(egress.FirewallConfig{Table: m.tableName(), Sandboxes: m.prefix, Resolver: resolver})
 	if err != nil {
@@ -129,7 +145,7 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	m.startGuard()
-	m.log.Info("sandbox network ready", "range", m.prefix, "resolver", resolver, "upstreams", ups, "table", m.fw.Table())
+	m.log.Info("sandbox network ready", "range", m.prefix, "resolver", resolver, "upstreams", ups, "table", m.fw.Table(), "namespaces", m.dir)
 	return m, nil
 }
 
@@ -147,16 +163,25 @@ func (m *Manager) Reach(opened []netip.Prefix) sandbox.Reach {
 }
 
 // Close stops the resolver and the guard of den's table. Sandboxes still
-// attached keep their links and rules (they outlive dend); when none is
-// left, den's table and resolver address go too.
+// attached keep their links, rules and namespaces (they outlive dend);
+// when none is left, den's table, resolver address and namespace
+// directory go too, so a stopped dend leaves nothing on the host.
 func (m *Manager) Close() error {
 	m.stopGuard()
 	err := m.resolver.Close()
+	m.retryLeft()
 	links, lerr := m.fw.Links()
-	if lerr != nil || len(links) > 0 {
+	if lerr != nil {
 		return errors.Join(err, lerr)
 	}
-	return errors.Join(err, removeResolverAddr(m.ResolverAddr()), m.fw.Teardown())
+	for _, l := range links {
+		if _, lerr := netlink.LinkByName(l); lerr == nil {
+			m.log.Info("sandboxes keep running: their network stays", "link", l)
+			return err
+		}
+	}
+	m.sweep() // no sandbox is attached: what is left is nobody's
+	return errors.Join(err, removeResolverAddr(m.ResolverAddr()), m.fw.Teardown(), closeDir(m.dir))
 }
 
 // ResolverAddr is the one DNS server every sandbox uses.
@@ -227,9 +252,9 @@ func tagOf(prefix netip.Prefix) string {
 }
 
 // Path is where the namespace of sandbox id of the dend with range prefix
-// is mounted.
-func Path(prefix netip.Prefix, id string) string {
-	return filepath.Join(nsDir, nsName(tagOf(prefix), id))
+// and namespace directory dir is mounted.
+func Path(dir string, prefix netip.Prefix, id string) string {
+	return filepath.Join(dir, nsName(tagOf(prefix), id))
 }
 
 // LinkName is the host end of the veth of sandbox id of the dend with
@@ -239,7 +264,9 @@ func LinkName(prefix netip.Prefix, id string) string { return linkName(tagOf(pre
 // LinkName and NsPath are the names Attach gives sandbox id's link and
 // namespace.
 func (m *Manager) LinkName(id string) string { return linkName(m.tag, id) }
-func (m *Manager) NsPath(id string) string   { return filepath.Join(nsDir, nsName(m.tag, id)) }
+func (m *Manager) NsPath(id string) string   { return m.nsPath(id) }
+
+func (m *Manager) nsPath(id string) string { return filepath.Join(m.dir, nsName(m.tag, id)) }
 
 // link is the name of sandbox id's host link as it is: the legacy name
 // when only that exists.
@@ -273,7 +300,7 @@ func (m *Manager) Attach(ctx context.Context, id string, slot int, p sandbox.Net
 		}
 	}
 	if err := m.Detach(ctx, id); err != nil {
-		return att, err
+		return att, notRemoved(err)
 	}
 	defer func() {
 		if err != nil {
@@ -289,7 +316,7 @@ func (m *Manager) Attach(ctx context.Context, id string, slot int, p sandbox.Net
 	if err := m.apply(sb, p); err != nil {
 		return att, err
 	}
-	ns, err := newNamed(nsName(m.tag, id))
+	ns, err := newNamedAt(m.nsPath(id))
 	if err != nil {
 		return att, fmt.Errorf("creating network namespace: %w", err)
 	}
@@ -363,21 +390,6 @@ func makeLink(ns netns.NsHandle, name string, host, guest netip.Addr) error {
 	return nil
 }
 
-// deleteNamed removes network namespace name: its bind mount, then its
-// file. A dend killed between the two leaves the file unmounted, which
-// unmounting refuses (EINVAL): the file then goes alone.
-func deleteNamed(name string) error {
-	path := filepath.Join(nsDir, name)
-	err := unix.Unmount(path, unix.MNT_DETACH)
-	if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		return err
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
-}
-
 // hostAddrs lists the host's IPv4 addresses. The kernel interrupts a
 // listing when addresses change under it (other sandboxes' links coming
 // and going): it is asked again, a few times, until it comes whole.
@@ -417,57 +429,11 @@ func addr(a netip.Addr) *netlink.Addr {
 	return &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(30, 32)}}
 }
 
-// AddNamed makes an empty network namespace (loopback only) mounted at
-// /run/netns/NAME and returns that path: what `ip netns add NAME` makes,
-// without what iproute2 does first, bind-mounting /run/netns onto itself,
-// which hides every namespace mounted there before (dend's own among them).
-// Tests and benchmarks make their namespaces with it.
-func AddNamed(name string) (string, error) {
-	ns, err := newNamed(name)
-	if err != nil {
-		return "", fmt.Errorf("making network namespace %s: %w", name, err)
-	}
-	ns.Close()
-	return filepath.Join(nsDir, name), nil
-}
-
-// DeleteNamed removes the network namespace AddNamed made; one that is
-// not there is fine.
-func DeleteNamed(name string) error {
-	if err := deleteNamed(name); err != nil {
-		return fmt.Errorf("removing network namespace %s: %w", name, err)
-	}
-	return nil
-}
-
-// newNamed creates a network namespace mounted under nsDir without moving
-// the calling goroutine's thread into it for longer than the call.
-func newNamed(name string) (netns.NsHandle, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return 0, err
-	}
-	defer orig.Close()
-	if err := os.MkdirAll(nsDir, 0o755); err != nil {
-		return 0, err
-	}
-	ns, err := netns.NewNamed(name)
-	if serr := netns.Set(orig); serr != nil {
-		// The thread is stuck in the new namespace: never reuse it.
-		runtime.LockOSThread()
-		if err == nil {
-			ns.Close()
-		}
-		return 0, fmt.Errorf("returning to the host namespace: %w", serr)
-	}
-	return ns, err
-}
-
 // Detach removes the link and the namespace, then the sandbox's rules and
 // resolver entry (in that order, so the sandbox is never routed out
-// without its rules). Missing parts are fine.
+// without its rules). Missing parts are fine. A namespace that cannot be
+// removed does not keep the rest: with its link gone it leads nowhere,
+// and the guard tries its removal again.
 func (m *Manager) Detach(ctx context.Context, id string) error {
 	link := m.link(id)
 	for _, name := range []string{linkName(m.tag, id), legacyLinkName(id)} {
@@ -477,13 +443,24 @@ func (m *Manager) Detach(ctx context.Context, id string) error {
 			}
 		}
 	}
-	for _, name := range []string{nsName(m.tag, id), legacyNsName(id)} {
-		if err := deleteNamed(name); err != nil {
-			return fmt.Errorf("removing network namespace of %s: %w", id, err)
-		}
+	var nerr error
+	for _, path := range m.nsPaths(id) {
+		nerr = errors.Join(nerr, m.removeNS(id, path))
 	}
 	m.forget(id)
-	return m.fw.Remove(id, link)
+	if err := m.fw.Remove(id, link); err != nil {
+		return errors.Join(nerr, err)
+	}
+	if nerr != nil {
+		return &nsError{id: id, err: nerr}
+	}
+	return nil
+}
+
+// nsPaths are where sandbox id's namespace may be: in m.dir, or where an
+// older dend kept it, under its name now or its legacy one.
+func (m *Manager) nsPaths(id string) []string {
+	return []string{m.nsPath(id), filepath.Join(legacyDir, nsName(m.tag, id)), filepath.Join(legacyDir, legacyNsName(id))}
 }
 
 // checkPolicy validates a copy of p (Validate sorts: the caller's stays

@@ -471,23 +471,30 @@ func addLinkedNetns(t *testing.T, suffix string) (string, netip.Addr) {
 	subnet := (os.Getpid()*8 + int(n)) % 250
 	hostAddr := fmt.Sprintf("10.213.%d.1/30", subnet)
 	guestAddr := netip.MustParseAddr(fmt.Sprintf("10.213.%d.2", subnet))
-	ip := func(args ...string) {
+	run := func(cmd *exec.Cmd) {
 		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(cmd.Args, " "), err, out)
 		}
 	}
+	ip := func(args ...string) { t.Helper(); run(exec.Command("ip", args...)) }
 	path, err := denns.AddNamed(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { denns.DeleteNamed(name) })
-	ip("link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", name)
+	// iproute2 takes the namespace's path where it takes a name; `ip -n`
+	// takes only names in /run/netns, so nsenter runs ip in it instead.
+	ipIn := func(args ...string) {
+		t.Helper()
+		run(exec.Command("nsenter", append([]string{"--net=" + path, "ip"}, args...)...))
+	}
+	ip("link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", path)
 	ip("addr", "add", hostAddr, "dev", host)
 	ip("link", "set", host, "up")
-	ip("-n", name, "addr", "add", guestAddr.String()+"/30", "dev", "eth0")
-	ip("-n", name, "link", "set", "eth0", "up")
-	ip("-n", name, "link", "set", "lo", "up")
+	ipIn("addr", "add", guestAddr.String()+"/30", "dev", "eth0")
+	ipIn("link", "set", "eth0", "up")
+	ipIn("link", "set", "lo", "up")
 	return path, guestAddr
 }
 

@@ -11,7 +11,7 @@ import (
 func TestSpecHash(t *testing.T) {
 	r := &Runtime{cfg: Config{InitDir: "/usr/lib/den/init"}}
 	base := sandbox.Instance{
-		ID: "sb1-g1", Hostname: "one", Rootfs: "/pool/sb1", Netns: "/run/netns/den-sb1",
+		ID: "sb1-g1", Hostname: "one", Rootfs: "/pool/sb1", Netns: "/run/den/netns/den-sb1",
 		Env: []string{"DEN_INIT_TOKEN=aaaa"}, CPUs: 1, MemoryBytes: 256 << 20,
 	}
 	want := r.SpecHash(base)
@@ -21,7 +21,7 @@ func TestSpecHash(t *testing.T) {
 
 	// What restore lets change leaves the hash alone.
 	other := sandbox.Instance{
-		ID: "sb2-g7", Hostname: "two", Rootfs: "/elsewhere/sb2", Netns: "/run/netns/den-sb2",
+		ID: "sb2-g7", Hostname: "two", Rootfs: "/elsewhere/sb2", Netns: "/run/den/netns/den-sb2",
 		Env: []string{"DEN_INIT_TOKEN=bbbb", "X=1"}, CPUs: 2, MemoryBytes: 1 << 30,
 	}
 	if got := r.SpecHash(other); got != want {

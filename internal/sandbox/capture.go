@@ -138,6 +138,10 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 		if err := s.cfg.Runtime.Resume(ctx, inst); err != nil {
 			return nil, s.ifEngineExited(ctx, sb, fmt.Errorf("thawing the sandbox after the checkpoint: %w", err))
 		}
+		// Its fence's time may have passed while it stood still.
+		if err := s.fenceOne(ctx, sb, s.guestFor(sb)); err != nil {
+			s.log.Warn("renewing a sandbox's fence after a checkpoint", "sandbox", sb.Name, "err", err)
+		}
 	}
 	t5 := time.Now()
 	// Checksummed once the sandbox runs again: reading a large image takes

@@ -283,13 +283,14 @@ func (s *Service) collectGarbage(ctx context.Context) {
 			return
 		}
 	}
+	kept := s.lastUploads(cks)
 	known := map[string]bool{}
 	for _, ck := range cks {
 		known[ck.ID] = true
 		if len(needs[ck.ID]) > 0 || s.isPinned(ck.ID) {
 			continue
 		}
-		s.collectOne(ctx, ck)
+		s.collectOne(ctx, ck, kept[ck.ID])
 	}
 	// Memory images and file snapshots a crash left without a record: a
 	// record is written last, so they belong to no complete checkpoint.
@@ -330,17 +331,68 @@ func (s *Service) checkpointFiles() []string {
 	return ids
 }
 
-func (s *Service) collectOne(ctx context.Context, ck *Checkpoint) {
+// collectFreed removes, at once, those of checkpoints ids that nothing
+// needs any more and garbage collection would take: called when what
+// needed them (a sandbox made from them, an upload) has just let go.
+func (s *Service) collectFreed(ctx context.Context, ids ...string) {
+	var needs map[string][]string
+	for _, id := range ids {
+		if id == "" || s.isPinned(id) {
+			continue
+		}
+		ck, err := s.cfg.Store.GetCheckpoint(ctx, "", id)
+		if err != nil {
+			continue // removed already, or the next collection tries
+		}
+		if needs == nil {
+			if needs, err = s.needs(ctx); err != nil {
+				s.log.Error("removing checkpoints nothing needs", "err", err)
+				return
+			}
+		}
+		if len(needs[id]) == 0 {
+			s.collectOne(ctx, ck, s.isLastUpload(ctx, ck))
+		}
+	}
+}
+
+// CollectGarbage removes checkpoints nothing needs, as the idle policy's
+// tick does: dend calls it once more when it stops cleanly, so that
+// what sandboxes removed just before freed, on this node or another, is
+// not left behind.
+func (s *Service) CollectGarbage(ctx context.Context) { s.collectGarbage(ctx) }
+
+// isLastUpload reports whether ck is its sandbox's newest uploaded
+// checkpoint (see lastUploads).
+func (s *Service) isLastUpload(ctx context.Context, ck *Checkpoint) bool {
+	if ck.Location != LocationUploaded {
+		return false
+	}
+	cks, err := s.cfg.Store.ListCheckpoints(ctx, ck.SandboxID)
+	if err != nil {
+		return true // keep it: the next collection looks again
+	}
+	return s.lastUploads(cks)[ck.ID]
+}
+
+// collectOne removes ck, which nothing needs, unless it is a manual
+// checkpoint of a live sandbox, or that sandbox's last upload (lastUpload,
+// see lastUploads): then only its copy on this host goes.
+func (s *Service) collectOne(ctx context.Context, ck *Checkpoint, lastUpload bool) {
 	owner, err := s.cfg.Store.GetSandbox(ctx, ck.SandboxID)
 	if err != nil {
 		s.log.Error("garbage collection: finding owner", "checkpoint", ck.ID, "err", err)
 		return
 	}
-	if owner.State != StateDestroyed && ck.Kind == CheckpointManual {
+	live := owner.State != StateDestroyed
+	if live && ck.Kind == CheckpointManual {
 		return
 	}
 	if owner.Node != s.cfg.Node {
 		return // its files are on its own node, which collects it
+	}
+	if live && lastUpload && !s.hasAnyLocal(ck) {
+		return
 	}
 	l := s.lock(owner.ID)
 	l.Lock()
@@ -351,6 +403,11 @@ func (s *Service) collectOne(ctx context.Context, ck *Checkpoint) {
 	// A verb may have started using it while this waited for the lock: a
 	// fork pins its new checkpoint before it lets go of the parent.
 	if owner.Checkpoint == ck.ID || owner.Pending != "" || s.isPinned(ck.ID) {
+		return
+	}
+	if live && lastUpload {
+		s.log.Info("keeping a checkpoint as its sandbox's last uploaded state; removing its copy here", "checkpoint", ck.ID, "sandbox", owner.Name, "kind", ck.Kind)
+		s.dropCheckpointFiles(ctx, ck)
 		return
 	}
 	s.log.Info("removing a checkpoint nothing needs", "checkpoint", ck.ID, "sandbox", owner.Name, "kind", ck.Kind)

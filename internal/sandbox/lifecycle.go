@@ -139,9 +139,15 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 	release()
 	release = nil
 	if err != nil {
-		if wi != nil {
+		// A write cut off with its database may have been made: it is
+		// undone before the slot is given to another.
+		gone := !errors.Is(err, errdefs.ErrUnavailable) || s.undoRecord(context.WithoutCancel(ctx), sb)
+		switch {
+		case wi != nil && gone:
 			s.warm.putBack(wi) // untouched: still as it booted
-		} else {
+		case wi != nil:
+			s.tearDownWarm(context.WithoutCancel(ctx), wi) // its slot stays with the record
+		case gone:
 			s.releaseSlot(sb.Slot)
 		}
 		return nil, fmt.Errorf("creating sandbox %q: %w", p.Name, err)
@@ -250,10 +256,32 @@ func (s *Service) undoCreate(ctx context.Context, sb *Sandbox) {
 		s.log.Error("undoing create: removing volume", "sandbox", sb.Name, "err", err)
 	}
 	s.dropViews(ctx, sb)
-	if err := s.cfg.Store.DeleteSandbox(ctx, sb.ID); err != nil {
-		s.log.Error("undoing create: removing record", "sandbox", sb.Name, "err", err)
+	if s.undoRecord(ctx, sb) {
+		s.releaseSlot(sb.Slot)
 	}
-	s.releaseSlot(sb.Slot)
+}
+
+// undoRecord erases the record of a sandbox whose creation failed, trying
+// again while the database cannot be reached (a create cut off by a
+// database restart), until ctx ends. It reports whether the record is
+// gone; while it is not, its network slot must stay taken: the record
+// holds it, and a create given it would be refused until dend starts
+// again and settles the record.
+func (s *Service) undoRecord(ctx context.Context, sb *Sandbox) bool {
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		err := s.cfg.Store.DeleteSandbox(ctx, sb.ID)
+		if err == nil || errors.Is(err, errdefs.ErrNotFound) {
+			return true
+		}
+		if !errors.Is(err, errdefs.ErrUnavailable) || ctx.Err() != nil {
+			s.log.Error("undoing create: removing record; its network slot stays taken until dend starts again", "sandbox", sb.Name, "err", err)
+			return false
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+	}
 }
 
 // startInstance boots the current generation and waits for den-init.
@@ -461,14 +489,23 @@ func (s *Service) destroy(ctx context.Context, ref, why string) error {
 	if err != nil {
 		return err
 	}
-	defer unlock()
 	// Marked first: a dend that dies half-way finishes the removal when it
 	// starts again, rather than take up a sandbox whose files are gone.
 	sb.Pending = PendingDestroy
 	if err := s.record(ctx, sb, "removing", why); err != nil {
+		unlock()
 		return err
 	}
-	return s.destroyLocked(context.WithoutCancel(ctx), sb, why)
+	// What it was made from or sleeps in may belong to a sandbox removed
+	// before it, kept only for it: that goes now too, not at the next
+	// collection, which a dend stopped right after would never reach.
+	freed := []string{sb.Origin, sb.Checkpoint}
+	err = s.destroyLocked(context.WithoutCancel(ctx), sb, why)
+	unlock()
+	if err == nil {
+		s.collectFreed(context.WithoutCancel(ctx), freed...)
+	}
+	return err
 }
 
 // destroyLocked does the work of destroy; the caller holds sb's lock.

@@ -236,6 +236,10 @@ func (s *Service) letGo(ctx context.Context, sb *Sandbox, ck *Checkpoint) {
 	s.log.Info("sandbox moved away", "sandbox", sb.Name, "id", sb.ID)
 }
 
+// adoptTimeout bounds waking a sandbox taken over in a move, its
+// checkpoint downloaded if need be, once it is this node's.
+const adoptTimeout = 10 * time.Minute
+
 // Adopt takes over a sandbox node from hands over (see Move) and wakes
 // it here.
 func (s *Service) Adopt(ctx context.Context, id, from string, cold bool) (*Sandbox, error) {
@@ -253,6 +257,11 @@ func (s *Service) Adopt(ctx context.Context, id, from string, cold bool) (*Sandb
 	if err != nil {
 		return nil, err
 	}
+	// From its record's write on, the sandbox is this node's: it wakes
+	// here to the end, whatever becomes of the node that handed it over
+	// and of its request, which may end with that node's dend.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), adoptTimeout)
+	defer cancel()
 	sb.Node, sb.Slot, sb.Pending = s.cfg.Node, slot, ""
 	if err := s.record(ctx, sb, "moved", fmt.Sprintf("moved from node %s", from)); err != nil {
 		s.releaseSlot(slot)

@@ -2,8 +2,11 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
+
+	"github.com/den-dev/den/internal/errdefs"
 )
 
 // attach joins sb's next instance to the host network under its policy.
@@ -12,6 +15,9 @@ func (s *Service) attach(ctx context.Context, sb *Sandbox) (Attachment, error) {
 		return Attachment{}, err
 	}
 	att, err := s.cfg.Network.Attach(ctx, sb.ID, sb.Slot, sb.Spec.Network)
+	if errors.Is(err, errdefs.ErrConflict) && s.clearSlot(ctx, sb) {
+		att, err = s.cfg.Network.Attach(ctx, sb.ID, sb.Slot, sb.Spec.Network)
+	}
 	if err != nil {
 		return att, fmt.Errorf("attaching network under its policy: %w", err)
 	}

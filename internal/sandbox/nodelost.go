@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -24,7 +25,8 @@ import (
 //
 // A node never acts for a sandbox recorded on another (elsewhere), so a
 // node that comes back after its sandboxes were taken over finds their
-// instances owned by no record of its own, and removes them (Recover).
+// instances, networks and files owned by no record of its own, and
+// removes them (Recover, rejoin.go).
 
 // pendingNodeLost prefixes the Pending of a sandbox whose node was lost.
 const pendingNodeLost = "node-lost:"
@@ -71,6 +73,17 @@ func (s *Service) markNodeLost(ctx context.Context, sb *Sandbox) bool {
 	return last != nil
 }
 
+// LostNodeHint says what brings back sb, on a node declared lost: another
+// node, from its last upload, or only its own node's dend coming back.
+func (s *Service) LostNodeHint(ctx context.Context, sb *Sandbox) string {
+	if s.cfg.Offsite != nil {
+		if last := s.lastUploaded(ctx, sb); last != nil {
+			return fmt.Sprintf("`den recover %s --rollback` brings it back on another node from checkpoint %s, its last upload", sb.Name, last.ID)
+		}
+	}
+	return fmt.Sprintf("nothing of it was uploaded to the blob store, so no other node can bring it back: it comes back as it was when node %s's dend starts again", sb.Node)
+}
+
 // lastUploaded is sb's newest checkpoint in the blob store, or nil.
 func (s *Service) lastUploaded(ctx context.Context, sb *Sandbox) *Checkpoint {
 	cks, err := s.cfg.Store.ListCheckpoints(ctx, sb.ID)
@@ -83,6 +96,39 @@ func (s *Service) lastUploaded(ctx context.Context, sb *Sandbox) *Checkpoint {
 		}
 	}
 	return nil
+}
+
+// lastUploads names, of cks (oldest first), each sandbox's newest
+// uploaded checkpoint. In a fleet with a blob store garbage collection
+// keeps it, whatever its kind, until a newer one is uploaded: it is what
+// another node brings the sandbox back from when this one is lost, and a
+// sandbox that moved woke from one (a hibernation's) that nothing else
+// needs once it runs.
+func (s *Service) lastUploads(cks []*Checkpoint) map[string]bool {
+	if !s.Movable() {
+		return nil
+	}
+	newest := map[string]string{}
+	for _, ck := range cks {
+		if ck.Location == LocationUploaded {
+			newest[ck.SandboxID] = ck.ID
+		}
+	}
+	kept := make(map[string]bool, len(newest))
+	for _, id := range newest {
+		kept[id] = true
+	}
+	return kept
+}
+
+// hasAnyLocal reports whether anything of ck's copy is on this host: its
+// file snapshot or its memory image.
+func (s *Service) hasAnyLocal(ck *Checkpoint) bool {
+	if _, err := os.Stat(s.cfg.Volumes.Path(ck.VolumeKey())); err == nil {
+		return true
+	}
+	_, err := os.Stat(s.memDir(ck.ID))
+	return err == nil
 }
 
 // lostState is the state a sandbox was in when its node was lost.

@@ -100,6 +100,9 @@ func (s *Service) RunOffsite(ctx context.Context, retry, collectEvery time.Durat
 				if err := s.upload(s.ctx, id, 0); err != nil && s.ctx.Err() == nil {
 					s.log.Error("uploading a checkpoint to the blob store; will retry", "checkpoint", id, "err", err)
 				}
+				// Its sandbox may have been removed while the upload
+				// held it: it goes now.
+				s.collectFreed(s.ctx, id)
 			}
 			select {
 			case <-s.ctx.Done():
@@ -120,6 +123,17 @@ func (s *Service) RunOffsite(ctx context.Context, retry, collectEvery time.Durat
 		})
 	}
 	return nil
+}
+
+// RetryUploads queues every checkpoint still to be uploaded now, rather
+// than at the next retry: the blob store answers again.
+func (s *Service) RetryUploads() {
+	if s.uploads == nil {
+		return
+	}
+	if err := s.queueNotUploaded(s.ctx); err != nil && s.ctx.Err() == nil {
+		s.log.Error("listing checkpoints to upload", "err", err)
+	}
 }
 
 // queueNotUploaded queues every checkpoint that is not uploaded and still
@@ -447,8 +461,11 @@ func (s *Service) downloadFailed(ck *Checkpoint, err error) error {
 	if errdefs.Class(err) == nil {
 		err = errdefs.Unavailable("%v", err)
 	}
-	return errdefs.WithHint(fmt.Errorf("checkpoint %s is not on this host and cannot be downloaded from the blob store: %w", ck.ID, err),
-		"den refuses to boot from bytes it cannot check; `den recover NAME --rollback` goes to another checkpoint")
+	hint := "den refuses to boot from bytes it cannot check; `den recover NAME --rollback` goes to another checkpoint"
+	if h := errdefs.Hint(err); h != "" {
+		hint = h // the store did not answer: try again once it does
+	}
+	return errdefs.WithHint(fmt.Errorf("checkpoint %s is not on this host and cannot be downloaded from the blob store: %w", ck.ID, err), hint)
 }
 
 // CollectBlobs removes from the blob store what no record needs: the

@@ -104,6 +104,10 @@ func (s *Service) Rebase(ctx context.Context, ref string, p RebaseParams) (*Reba
 	}
 	sb.Head = ck.ID
 	from := imageAt(sb.Spec.Image, sb.Spec.ImageVersion)
+	// Pending from here on: a dend that dies in the middle of what
+	// follows tells, when it starts, what the rebase left and which
+	// checkpoint undoes it (recoverRebase).
+	sb.Pending, sb.Checkpoint = PendingRebase, ck.ID
 	if err := s.record(ctx, sb, EventCheckpoint, "checkpoint "+describe(ck)+" before a rebase"); err != nil {
 		return nil, err
 	}
@@ -183,6 +187,46 @@ func (s *Service) rebaseOnto(ctx context.Context, sb *Sandbox, ck *Checkpoint, i
 		res.From, res.To, sb.Generation, keptList(res.Kept), len(steps), describe(ck))
 	s.log.Debug("rebased", "sandbox", sb.Name, "files", t1.Sub(t0), "boot", t2.Sub(t1), "setup", time.Since(t2))
 	return s.transition(ctx, sb, StateRunning, EventRebased, msg)
+}
+
+// recoverRebase settles, when dend starts, a sandbox whose rebase dend
+// was in the middle of. st is its instance's state, ck (or ckErr) the
+// checkpoint the rebase took first. Before the rebase booted a new
+// generation the sandbox is as it was: it carries on, or, its instance
+// gone, waits stopped with its files. After, its new root is half made:
+// it waits in error, and restoring the checkpoint undoes the rebase.
+func (s *Service) recoverRebase(ctx context.Context, sb *Sandbox, st InstanceState, ck *Checkpoint, ckErr error) (bool, error) {
+	undo := fmt.Sprintf("checkpoint %s", sb.Checkpoint)
+	if ckErr == nil {
+		ref := ck.ID
+		if ck.Name != "" {
+			ref = ck.Name
+		}
+		undo = fmt.Sprintf("`den restore %s %s` goes back to checkpoint %s, taken before it", sb.Name, ref, describe(ck))
+	}
+	sb.Pending = ""
+	if ckErr == nil && sb.Generation == ck.Generation {
+		sb.Checkpoint = ""
+		alive := st == InstanceRunning || st == InstancePaused
+		if sb.State == StateRunning && alive && s.pingable(ctx, sb, "") {
+			if err := s.record(ctx, sb, EventFailed, "a rebase was interrupted by a dend restart before it changed anything; still running"); err != nil {
+				return false, err
+			}
+			return s.reattach(ctx, sb, st)
+		}
+		why := fmt.Sprintf("a rebase was interrupted by a dend restart before it changed its root; its files are as they were: `den start %s` boots them, or %s", sb.Name, undo)
+		if sb.State == StateStopped {
+			return false, s.record(ctx, sb, EventFailed, why)
+		}
+		return false, s.lose(ctx, sb, why)
+	}
+	s.halt(ctx, sb, 0)
+	to := imageAt(sb.Spec.Image, sb.Spec.ImageVersion)
+	if ckErr == nil {
+		sb.Spec.Image, sb.Spec.ImageVersion, sb.Spec.Base = ck.Manifest.Spec.Image, ck.Manifest.Spec.ImageVersion, ck.Manifest.Spec.Base
+	}
+	return false, s.transition(ctx, sb, StateError, EventFailed,
+		fmt.Sprintf("a rebase to %s was interrupted by a dend restart, its new root half made; %s", to, undo))
 }
 
 func keptList(paths []string) string {

@@ -17,8 +17,9 @@ import (
 // collection resumes; one whose instance is gone (host reboot, engine
 // killed) is recorded as stopped with the reason, its files kept; a create
 // that never finished is undone; engine instances no record owns are
-// removed, and so are the warm-pool instances an earlier dend left. It
-// never kills an instance a running sandbox owns.
+// removed, and so are the warm-pool instances an earlier dend left, and
+// whatever else is here of sandboxes that are not this node's
+// (rejoin.go). It never kills an instance a running sandbox owns.
 func (s *Service) Recover(ctx context.Context) error {
 	if err := s.clearWarmLeftovers(ctx); err != nil {
 		return fmt.Errorf("recovering: %w", err)
@@ -33,8 +34,9 @@ func (s *Service) Recover(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 
-	owned := map[string]bool{}
+	owned, own := map[string]bool{}, map[string]bool{}
 	for _, sb := range sbs {
+		own[sb.ID] = true
 		l := s.lock(sb.ID)
 		l.Lock()
 		alive, err := s.recoverOne(ctx, sb)
@@ -73,6 +75,7 @@ func (s *Service) Recover(ctx context.Context) error {
 			}
 		}
 	}
+	s.clearLeftovers(ctx, own, ids)
 	return nil
 }
 
@@ -270,16 +273,7 @@ func (s *Service) recoverPending(ctx context.Context, sb *Sandbox, st InstanceSt
 		sb.Pending = ""
 		return false, s.record(ctx, sb, EventFailed, "moving to another node was interrupted by a dend restart; still hibernated here")
 	case PendingRebase:
-		// A rebase cut short: its new root is half made, so the sandbox
-		// waits in error on the checkpoint taken first, which
-		// `den recover` boots.
-		s.halt(ctx, sb, 0)
-		sb.Pending = ""
-		if ckErr == nil {
-			sb.Spec.Image, sb.Spec.ImageVersion, sb.Spec.Base = ck.Manifest.Spec.Image, ck.Manifest.Spec.ImageVersion, ck.Manifest.Spec.Base
-		}
-		return false, s.transition(ctx, sb, StateError, EventFailed,
-			fmt.Sprintf("a rebase was interrupted by a dend restart; `den recover %s` boots checkpoint %s, taken before it", sb.Name, sb.Checkpoint))
+		return s.recoverRebase(ctx, sb, st, ck, ckErr)
 	case PendingResume, PendingRestore:
 		// A restore that ended before dend gave den-init its token still
 		// answers to the checkpoint's.

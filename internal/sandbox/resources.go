@@ -45,7 +45,7 @@ func (s *Service) hostLimits(ctx context.Context, sb *Sandbox) error {
 
 // rekeyAndLimit gives the den-init g reaches sb's token and limits, in
 // one call where den-init takes both (doing is what it was about, for
-// errors).
+// errors), and, in a fleet, until when it may run (fence.go).
 func (s *Service) rekeyAndLimit(ctx context.Context, sb *Sandbox, g Guest, doing string) error {
 	l := s.guestLimits(sb)
 	set, err := g.Rekey(ctx, sb.Token, &l)
@@ -53,9 +53,17 @@ func (s *Service) rekeyAndLimit(ctx context.Context, sb *Sandbox, g Guest, doing
 		return fmt.Errorf("%s: %w", doing, err)
 	}
 	if !set {
-		return s.enforceLimits(ctx, sb, s.guestFor(sb))
+		err = s.enforceLimits(ctx, sb, s.guestFor(sb))
+	} else {
+		err = s.hostLimits(ctx, sb)
 	}
-	return s.hostLimits(ctx, sb)
+	if err != nil {
+		return err
+	}
+	if err := s.fenceOne(ctx, sb, g); err != nil {
+		return fmt.Errorf("telling den-init until when the sandbox may run: %w", err)
+	}
+	return nil
 }
 
 // limitsOnResume tells a resumed sandbox's den-init the limits changed

@@ -151,6 +151,9 @@ type Service struct {
 	// warm are this node's warm pools (warm.go); nil without any. They
 	// are per node by design: no other node sees their instances.
 	warm *warmPools
+	// fence is until when this node's sandboxes may run, in a fleet
+	// (fence.go); it has its own lock.
+	fence fenceState
 }
 
 // NewService checks cfg and returns a Service. Call Recover before serving

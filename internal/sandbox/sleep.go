@@ -66,6 +66,9 @@ func (s *Service) resumeLocked(ctx context.Context, sb *Sandbox, why string) err
 			return err
 		}
 		s.limitsOnResume(ctx, sb)
+		if err := s.fenceOne(ctx, sb, s.guestFor(sb)); err != nil {
+			return fmt.Errorf("resumed sandbox %q, but: %w", sb.Name, err)
+		}
 		return nil
 	case StateHibernated:
 		return s.wakeFromDisk(ctx, sb, why)

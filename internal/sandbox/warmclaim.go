@@ -85,6 +85,9 @@ func (s *Service) claimWarm(ctx context.Context, sb *Sandbox, wi *warmInstance) 
 	if err := s.enforceLimits(ctx, sb, s.guestFor(sb)); err != nil {
 		return err
 	}
+	if err := s.fenceOne(ctx, sb, s.guestFor(sb)); err != nil {
+		return fmt.Errorf("telling den-init until when the sandbox may run: %w", err)
+	}
 	if sb.Spec.DiskBytes != wi.DiskBytes {
 		if err := s.capDisk(ctx, sb); err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -120,6 +121,52 @@ type Bucket struct {
 	loc Location
 	c   *minio.Client
 	log *slog.Logger
+
+	mu    sync.Mutex
+	down  error     // why the server did not answer the last request, or nil
+	since time.Time // when it stopped answering
+}
+
+// ErrUnreachable is the class of errors of a blob store that did not
+// answer at all (as opposed to one that answered with a refusal).
+var ErrUnreachable = errors.New("the blob store cannot be reached")
+
+// unreachable is an error of a server that did not answer: unavailable
+// to the API, and ErrUnreachable to code that waits for it.
+type unreachable struct{ msg string }
+
+func (e *unreachable) Error() string { return e.msg }
+func (e *unreachable) Is(target error) bool {
+	return target == ErrUnreachable || target == errdefs.ErrUnavailable
+}
+
+// unreachableErr says, with a hint, that the server did not answer.
+func (b *Bucket) unreachableErr(err error) error {
+	return errdefs.WithHint(&unreachable{fmt.Sprintf("the blob store cannot be reached (%s, bucket %q: %v)", b.loc.Endpoint, b.loc.Bucket, err)},
+		fmt.Sprintf("check that the blob store at %s is up and reachable from this host; uploads wait and retry by themselves, and `den version` shows whether dend reaches the store", b.loc.Endpoint))
+}
+
+// note records whether the server answered a request: err is nil when it
+// did, or the error of one it did not answer.
+func (b *Bucket) note(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case err == nil:
+		b.down = nil
+	case b.down == nil:
+		b.down, b.since = err, time.Now()
+	default:
+		b.down = err
+	}
+}
+
+// Reachable reports whether the server answered the last request made
+// to it; if not, why, and since when it has not answered.
+func (b *Bucket) Reachable() (down error, since time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.down, b.since
 }
 
 var _ blob.Objects = (*Bucket)(nil)
@@ -128,6 +175,28 @@ var _ blob.Objects = (*Bucket)(nil)
 // list and write in it, so a mistake shows at start, not at the first
 // upload.
 func Open(ctx context.Context, loc Location, cred Credentials, log *slog.Logger) (*Bucket, error) {
+	b, err := Dial(loc, cred, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Probe(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Probe checks that the bucket is there and that the credentials may
+// write, read and remove in its prefix. A server that does not answer
+// gives an error that is ErrUnreachable.
+func (b *Bucket) Probe(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	return b.probe(pctx)
+}
+
+// Dial makes the Bucket at loc without asking the server anything: Probe
+// checks it.
+func Dial(loc Location, cred Credentials, log *slog.Logger) (*Bucket, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -150,13 +219,7 @@ func Open(ctx context.Context, loc Location, cred Credentials, log *slog.Logger)
 	if err != nil {
 		return nil, errdefs.Invalid("--blobs: %v", err)
 	}
-	b := &Bucket{loc: loc, c: c, log: log}
-	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	if err := b.probe(pctx); err != nil {
-		return nil, err
-	}
-	return b, nil
+	return &Bucket{loc: loc, c: c, log: log}, nil
 }
 
 // probe checks the bucket is there and that dend may write, read and
@@ -164,8 +227,13 @@ func Open(ctx context.Context, loc Location, cred Credentials, log *slog.Logger)
 func (b *Bucket) probe(ctx context.Context) error {
 	ok, err := b.c.BucketExists(ctx, b.loc.Bucket)
 	if err != nil {
-		return b.startErr("reaching", err)
+		err = b.startErr("reaching", err)
+		if errors.Is(err, ErrUnreachable) {
+			b.note(err)
+		}
+		return err
 	}
+	b.note(nil)
 	if !ok {
 		return errdefs.WithHint(errdefs.NotFound("bucket %q does not exist at %s", b.loc.Bucket, b.loc.Endpoint),
 			"create it first (e.g. `mc mb ALIAS/"+b.loc.Bucket+"`); dend does not create buckets")
@@ -194,7 +262,7 @@ func (b *Bucket) startErr(doing string, err error) error {
 	case resp.Code != "":
 		return errdefs.Unavailable("%s answered %s while %s it: %s", where, resp.Code, doing, resp.Message)
 	}
-	return errdefs.WithHint(errdefs.Unavailable("cannot reach %s: %v", where, err),
+	return errdefs.WithHint(&unreachable{fmt.Sprintf("the blob store cannot be reached (%s: %v)", where, err)},
 		"check the endpoint in --blobs, that the server is up, and insecure=1 for a server that speaks plain HTTP")
 }
 
@@ -300,6 +368,7 @@ func (b *Bucket) Remove(ctx context.Context, key string) error {
 // everything else the server or the network says is unavailable.
 func (b *Bucket) classify(err error, key string) error {
 	if err == nil {
+		b.note(nil)
 		return nil
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -308,9 +377,13 @@ func (b *Bucket) classify(err error, key string) error {
 	resp := minio.ToErrorResponse(err)
 	switch resp.Code {
 	case "NoSuchKey", "NotFound":
+		b.note(nil)
 		return errdefs.NotFound("object %s not found in the blob store", key)
 	case "":
-		return errdefs.Unavailable("blob store at %s: %v", b.loc.Endpoint, err)
+		u := b.unreachableErr(err)
+		b.note(u)
+		return u
 	}
+	b.note(nil)
 	return errdefs.Unavailable("blob store at %s: %s: %s (%s)", b.loc.Endpoint, resp.Code, resp.Message, key)
 }

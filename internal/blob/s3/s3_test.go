@@ -86,13 +86,18 @@ func TestOpen(t *testing.T) {
 		{"unknown key", loc(srv.URL("den", "x")), s3.Credentials{AccessKeyID: "nobody", SecretAccessKey: "wrong-secret-key"}, "refused dend's credentials"},
 		{"no credentials", loc(srv.URL("den", "x")), s3.Credentials{}, "credentials are not set"},
 		{"no bucket", loc(srv.URL("missing", "x")), good, `bucket "missing" does not exist`},
-		{"nothing listening", loc("s3://den/x?insecure=1&endpoint=" + closed), good, "cannot reach the blob store"},
+		{"nothing listening", loc("s3://den/x?insecure=1&endpoint=" + closed), good, "the blob store cannot be reached"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
 			_, err := s3.Open(ctx, tc.loc, tc.cred, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Fatalf("Open = %v; want an error with %q", err, tc.err)
+			}
+			// Only a server that does not answer is unreachable: dend
+			// starts without it, and stops on the others.
+			if unreachable := strings.Contains(tc.err, "cannot be reached"); errors.Is(err, s3.ErrUnreachable) != unreachable {
+				t.Fatalf("Open = %v: unreachable %v, want %v", err, errors.Is(err, s3.ErrUnreachable), unreachable)
 			}
 			if tc.cred.SecretAccessKey != "" && strings.Contains(err.Error(), tc.cred.SecretAccessKey) {
 				t.Fatalf("the error shows the secret: %v", err)

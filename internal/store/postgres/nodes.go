@@ -106,12 +106,13 @@ func (s *Store) Node(ctx context.Context, name string) (cluster.Node, error) {
 }
 
 // ExpireNodes declares lost every active or draining node whose lease
-// ran out by the database's clock.
+// ran out by the database's clock, cluster.FenceGrace ago: its sandboxes
+// are surely stopped by then.
 func (s *Store) ExpireNodes(ctx context.Context, reason string) ([]cluster.Node, error) {
 	return queryAll(ctx, s, scanNode, "declaring nodes lost",
 		`UPDATE nodes SET state = 'lost', reason = $1
-		WHERE state <> 'lost' AND lease_expires < now()
-		RETURNING `+nodeColumns, reason)
+		WHERE state <> 'lost' AND lease_expires + make_interval(secs => $2) < now()
+		RETURNING `+nodeColumns, reason, cluster.FenceGrace.Seconds())
 }
 
 // SetNodeState moves a node whose lease is kept between active and

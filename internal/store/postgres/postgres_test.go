@@ -94,55 +94,6 @@ func TestUnreachable(t *testing.T) {
 	}
 }
 
-// One dend claims a node's name; a second under the same name is refused
-// with the first's, and gets it once the first lets go. Another name is
-// another node of the same fleet.
-func TestClaim(t *testing.T) {
-	st := twoStores(t)
-	_, release, err := st[0].Claim(t.Context(), "node-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, err = st[1].Claim(t.Context(), "node-a")
-	if !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "dend node-a") {
-		t.Fatalf("second claim of node-a = %v, want a conflict naming dend node-a", err)
-	}
-	_, releaseB, err := st[1].Claim(t.Context(), "node-b")
-	if err != nil {
-		t.Fatalf("claim of another node: %v", err)
-	}
-	releaseB()
-	release()
-	_, release, err = st[1].Claim(t.Context(), "node-a")
-	if err != nil {
-		t.Fatalf("claim after release: %v", err)
-	}
-	release()
-}
-
-// A dend whose claim's connection is cut is told, so that it stops
-// before another dend claims the database.
-func TestClaimLost(t *testing.T) {
-	st := openTest(t, pgtest.NewDatabase(t))
-	lost, release, err := st.Claim(t.Context(), "node-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
-	tag, err := st.pool.Exec(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'dend node-a'`)
-	if err != nil || tag.RowsAffected() != 1 {
-		t.Fatalf("cutting the claim's connection: %v, %d rows", err, tag.RowsAffected())
-	}
-	select {
-	case err := <-lost:
-		if !strings.Contains(err.Error(), "this one stops") {
-			t.Fatalf("lost = %v", err)
-		}
-	case <-time.After(3 * solePing):
-		t.Fatalf("no word of the lost claim after %s", 3*solePing)
-	}
-}
-
 // A server that goes away makes the store's calls unavailable, a class
 // callers may retry, with a message that names no host; connections the
 // server cut are replaced once it is back.

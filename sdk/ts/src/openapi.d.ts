@@ -1912,8 +1912,8 @@ export interface components {
             error: components["schemas"]["Error"];
         };
         /**
-         * @description dend's status and versions, for every token. disk, pool and warm
-         *     are the host's figures, shared by every owner: only admins (and
+         * @description dend's status and versions, for every token. disk, pool, warm and
+         *     blobs are the host's figures, shared by every owner: only admins (and
          *     dend's unix socket) see them.
          */
         Health: {
@@ -1926,6 +1926,23 @@ export interface components {
             disk?: components["schemas"]["DiskHealth"];
             pool?: components["schemas"]["PoolHealth"];
             warm?: components["schemas"]["WarmHealth"];
+            blobs?: components["schemas"]["BlobsHealth"];
+        };
+        /**
+         * @description Whether dend reaches its blob store (absent without one). While it
+         *     does not, dend serves everything else, uploads wait and retry, and
+         *     verbs that need the store (moves, downloads, recover --rollback)
+         *     answer 503 "the blob store cannot be reached (...)".
+         */
+        BlobsHealth: {
+            reachable: boolean;
+            /** @description why it does not answer */
+            error?: string;
+            /**
+             * Format: date-time
+             * @description when it stopped answering
+             */
+            since?: string;
         };
         /**
          * @description What this node's warm pools hold on its host, beside the host's

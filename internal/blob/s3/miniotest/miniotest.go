@@ -98,11 +98,16 @@ func (s *Server) run(ctx context.Context, bin string) error {
 	if err != nil {
 		return err
 	}
+	s.Endpoint = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	return s.serve(ctx, bin)
+}
+
+// serve starts the server on s.Endpoint and waits until it is ready.
+func (s *Server) serve(ctx context.Context, bin string) error {
 	cport, err := freePort()
 	if err != nil {
 		return err
 	}
-	s.Endpoint = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	s.cmd = exec.Command(bin, "server", filepath.Join(s.dir, "data"), "--quiet",
 		"--address", s.Endpoint, "--console-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(cport)))
 	s.cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+s.AccessKey, "MINIO_ROOT_PASSWORD="+s.SecretKey,
@@ -195,9 +200,35 @@ func (s *Server) Stop() error {
 		return nil
 	}
 	s.stopped = true
-	testproc.Stop(s.cmd, s.done, syscall.SIGTERM, 10*time.Second)
+	if s.done != nil { // else Kill ended it
+		testproc.Stop(s.cmd, s.done, syscall.SIGTERM, 10*time.Second)
+	}
 	s.log.Close()
 	return os.RemoveAll(s.dir)
+}
+
+// Kill ends the server with SIGKILL, as a crash would, keeping what it
+// stored: the blob store is unreachable until Restart.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped || s.done == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	<-s.done
+	s.done = nil
+}
+
+// Restart starts a server Kill ended again, on the same address, with
+// what it stored.
+func (s *Server) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped || s.done != nil {
+		return errors.New("restarting MinIO: it is not killed")
+	}
+	return s.serve(ctx, Binary())
 }
 
 // ForTest starts a server for one test and stops it when the test ends;

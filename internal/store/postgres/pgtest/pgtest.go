@@ -54,9 +54,14 @@ type Options struct {
 type Server struct {
 	dir  string // the cluster's temporary directory
 	port int
-	cmd  *exec.Cmd
-	done <-chan struct{} // closed when the server process has exited
-	log  *os.File
+	// bin, data, cred and o are how the server was started: Resume
+	// starts it so again.
+	bin, data string
+	cred      *syscall.Credential
+	o         Options
+	cmd       *exec.Cmd
+	done      <-chan struct{} // closed when the server process has exited
+	log       *os.File
 
 	mu     sync.Mutex
 	closed bool
@@ -104,7 +109,7 @@ func Start(ctx context.Context, o Options) (s *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s = &Server{dir: dir, log: logf, done: make(chan struct{})}
+	s = &Server{dir: dir, log: logf, done: make(chan struct{}), bin: bin, data: data, cred: cred, o: o}
 	// The port is picked free and may be taken before the server binds
 	// it: try a few.
 	for try := 0; try < 5; try++ {
@@ -225,6 +230,48 @@ func (s *Server) admin(ctx context.Context, sql string) error {
 	defer conn.Close(context.WithoutCancel(ctx))
 	_, err = conn.Exec(ctx, sql)
 	return err
+}
+
+// Halt shuts the server down as `pg_ctl stop -m fast` does (its
+// sessions are ended, the cluster is kept): clients get errors until
+// Resume starts it again. For tests of a database restart or outage.
+func (s *Server) Halt() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	testproc.Stop(s.cmd, s.done, syscall.SIGINT, 10*time.Second)
+}
+
+// Kill kills the server's postmaster, as kill -9 would; its sessions end
+// as they notice. Resume starts it again.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	testproc.Stop(s.cmd, s.done, syscall.SIGKILL, 10*time.Second)
+}
+
+// Resume starts a halted server again, on the same port, and waits
+// until it accepts connections.
+func (s *Server) Resume(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("resuming PostgreSQL: the server was stopped for good")
+	}
+	select {
+	case <-s.done:
+	default:
+		return errors.New("resuming PostgreSQL: it is running")
+	}
+	if err := s.run(ctx, s.bin, s.data, s.cred, s.o); err != nil {
+		return fmt.Errorf("resuming PostgreSQL on port %d: %w", s.port, err)
+	}
+	return nil
 }
 
 // Stop shuts the server down at once and removes its directory.
