@@ -336,11 +336,8 @@ func (f *faultRun) sandboxOp(ctx context.Context, op string) {
 			f.write(ctx)
 			return
 		}
-		var cur *api.Sandbox
-		if f.call("inspect", m.name, n, func(ctx context.Context) (err error) {
-			cur, err = n.c.GetSandbox(ctx, m.name)
-			return err
-		}) != nil {
+		cur := f.inspect(m, n)
+		if cur == nil {
 			return
 		}
 		var targets []string
@@ -405,6 +402,19 @@ func (f *faultRun) killDend() {
 	f.downAndBack("kill-dend", false, 1500*time.Millisecond, 300*time.Millisecond, 3*time.Second)
 }
 
+// inspect asks n for sandbox m, counted as an operation; nil when the
+// call failed.
+func (f *faultRun) inspect(m *sbModel, n *fnode) *api.Sandbox {
+	var sb *api.Sandbox
+	if f.call("inspect", m.name, n, func(ctx context.Context) (err error) {
+		sb, err = n.c.GetSandbox(ctx, m.name)
+		return err
+	}) != nil {
+		return nil
+	}
+	return sb
+}
+
 // killEngine kills every host process of a sandbox's engine instance
 // soon, as kill -9 or the OOM killer would.
 func (f *faultRun) killEngine(ctx context.Context) {
@@ -413,11 +423,8 @@ func (f *faultRun) killEngine(ctx context.Context) {
 		return
 	}
 	n := f.nodeFor(m)
-	var sb *api.Sandbox
-	if f.call("inspect", m.name, n, func(ctx context.Context) (err error) {
-		sb, err = n.c.GetSandbox(ctx, m.name)
-		return err
-	}) != nil {
+	sb := f.inspect(m, n)
+	if sb == nil {
 		return
 	}
 	f.count("kill-engine")
