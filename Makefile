@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X github.com/den-dev/den/internal/version.Version=$(VERSION)
 GO_TEST_FLAGS ?=
 DEND_FLAGS ?=
 
-.PHONY: all setup build binaries run test unit integration bench faults fuzz vet clean install install-files
+.PHONY: all setup build binaries run test unit integration test-hostvm bench faults fuzz vet clean install install-files
 
 # Where `make install` puts things; DESTDIR stages them elsewhere.
 PREFIX ?= /usr/local
@@ -55,6 +55,17 @@ unit:
 integration: build
 	./scripts/test-setup.sh
 	DEN_BIN=$(CURDIR)/bin go test -count=1 -timeout 25m -v ./integration/
+
+# den on the host most users run, systemd and cgroup v2 (this machine has
+# cgroup v1 and no systemd): HOSTVM boots Debian 12 under qemu and runs
+# scripts/hostvm-suite.sh there (install, systemctl start/restart/stop,
+# limits, the quiet-sandbox watch, pause/hibernate/fork, removal, a power
+# off). qemu emulates the CPU here, so it takes the better part of an hour.
+# Run it before landing changes to host-facing code.
+HOSTVM ?= ../shared/hostvm/run-in-vm
+HOSTVM_TIMEOUT ?= 5400
+test-hostvm: build
+	HOSTVM_TIMEOUT=$(HOSTVM_TIMEOUT) $(HOSTVM) scripts/hostvm-suite.sh
 
 bench: build
 	go run ./bench -bin $(CURDIR)/bin

@@ -180,8 +180,7 @@ func writeStream(path string, n int64) error {
 // checkpoint of a sandbox sends after a 1 MiB change.
 func (b *bench) blobCheckpoints(srv *miniotest.Server, s *section) error {
 	creds := filepath.Join(b.work, "blobs-credentials")
-	text := fmt.Sprintf("AWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\n", srv.AccessKey, srv.SecretKey)
-	if err := os.WriteFile(creds, []byte(text), 0o600); err != nil {
+	if err := srv.WriteCredentials(creds); err != nil {
 		return err
 	}
 	d, err := startDendWith(b.bin, filepath.Join(b.work, "blobs"), b.blobsSubnet, nil,

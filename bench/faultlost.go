@@ -206,12 +206,9 @@ func (f *faultRun) nameOf(id string) string {
 // settle waits for the faults under way to end, makes sure every server
 // and dend is up, and brings back what a lost node left in error.
 func (f *faultRun) settle(ctx context.Context) {
+	// PostgreSQL and MinIO are up: a fault that stops one starts it
+	// again before it is done.
 	f.bg.Wait()
-	for _, s := range []*service{f.pg, f.minio} {
-		if !s.up(ctx) {
-			s.start(ctx)
-		}
-	}
 	for _, n := range f.nodes() {
 		if !n.isUp() {
 			f.restart(n)

@@ -336,11 +336,8 @@ func (f *faultRun) sandboxOp(ctx context.Context, op string) {
 			f.write(ctx)
 			return
 		}
-		var cur *api.Sandbox
-		if f.call("inspect", m.name, n, func(ctx context.Context) (err error) {
-			cur, err = n.c.GetSandbox(ctx, m.name)
-			return err
-		}) != nil {
+		cur := f.inspect(m, n)
+		if cur == nil {
 			return
 		}
 		var targets []string
@@ -402,21 +399,20 @@ func (f *faultRun) drawDelay(lo, hi time.Duration) time.Duration {
 // killDend kills a dend with SIGKILL soon, while the next operations run,
 // and starts it again a little later (within its lease, mostly).
 func (f *faultRun) killDend() {
-	nodes := f.nodes()
-	n := nodes[f.rng.Intn(len(nodes))]
-	if !n.isUp() {
-		return
+	f.downAndBack("kill-dend", false, 1500*time.Millisecond, 300*time.Millisecond, 3*time.Second)
+}
+
+// inspect asks n for sandbox m, counted as an operation; nil when the
+// call failed.
+func (f *faultRun) inspect(m *sbModel, n *fnode) *api.Sandbox {
+	var sb *api.Sandbox
+	if f.call("inspect", m.name, n, func(ctx context.Context) (err error) {
+		sb, err = n.c.GetSandbox(ctx, m.name)
+		return err
+	}) != nil {
+		return nil
 	}
-	f.count("kill-dend")
-	wait, down := f.drawDelay(0, 1500*time.Millisecond), f.drawDelay(300*time.Millisecond, 3*time.Second)
-	f.bg.Add(1)
-	go func() {
-		defer f.bg.Done()
-		time.Sleep(wait)
-		n.kill(syscall.SIGKILL)
-		time.Sleep(down)
-		f.restart(n)
-	}()
+	return sb
 }
 
 // killEngine kills every host process of a sandbox's engine instance
@@ -427,11 +423,8 @@ func (f *faultRun) killEngine(ctx context.Context) {
 		return
 	}
 	n := f.nodeFor(m)
-	var sb *api.Sandbox
-	if f.call("inspect", m.name, n, func(ctx context.Context) (err error) {
-		sb, err = n.c.GetSandbox(ctx, m.name)
-		return err
-	}) != nil {
+	sb := f.inspect(m, n)
+	if sb == nil {
 		return
 	}
 	f.count("kill-engine")
@@ -454,13 +447,13 @@ func (f *faultRun) killEngine(ctx context.Context) {
 
 // pgFault stops PostgreSQL and starts it again: a restart (fast shutdown,
 // under a second and a half down) or an outage longer than the lease
-// (immediate shutdown). One at a time.
+// (its postmaster killed, as a crash does). One at a time.
 func (f *faultRun) pgFault(long bool) {
 	down := f.drawDelay(200*time.Millisecond, 1500*time.Millisecond)
-	sig := syscall.SIGINT
+	stop := f.pg.Halt
 	name := "pg-restart"
 	if long {
-		down, sig, name = f.drawDelay(f.o.lease*3/2, f.o.lease*5/2), syscall.SIGQUIT, "pg-outage"
+		down, stop, name = f.drawDelay(f.o.lease*3/2, f.o.lease*5/2), f.pg.Kill, "pg-outage"
 	}
 	f.mu.Lock()
 	if len(f.pgDown) > 0 && f.pgDown[len(f.pgDown)-1].to.IsZero() {
@@ -474,9 +467,9 @@ func (f *faultRun) pgFault(long bool) {
 	f.bg.Add(1)
 	go func() {
 		defer f.bg.Done()
-		f.pg.stop(sig)
+		stop()
 		time.Sleep(down)
-		for f.pg.start(context.Background()) != nil {
+		for f.pg.Resume(context.Background()) != nil {
 			time.Sleep(time.Second)
 		}
 		f.mu.Lock()
@@ -501,9 +494,9 @@ func (f *faultRun) minioFault() {
 	f.bg.Add(1)
 	go func() {
 		defer f.bg.Done()
-		f.minio.stop(syscall.SIGKILL)
+		f.minio.Kill()
 		time.Sleep(down)
-		for f.minio.start(context.Background()) != nil {
+		for f.minio.Restart(context.Background()) != nil {
 			time.Sleep(time.Second)
 		}
 		f.mu.Lock()
@@ -529,17 +522,29 @@ func (f *faultRun) killNode(n *fnode, engines bool) {
 // nodeCrash takes a node down, dend and engines, and brings it back
 // within its lease.
 func (f *faultRun) nodeCrash() {
+	f.downAndBack("node-crash", true, 0, 200*time.Millisecond, 2*time.Second)
+}
+
+// downAndBack kills a random node's dend (and its engines too when
+// engines is set: a power loss) after up to maxWait, while the next
+// operations run, and starts it again after between downMin and downMax.
+func (f *faultRun) downAndBack(fault string, engines bool, maxWait, downMin, downMax time.Duration) {
 	nodes := f.nodes()
 	n := nodes[f.rng.Intn(len(nodes))]
 	if !n.isUp() {
 		return
 	}
-	f.count("node-crash")
-	down := f.drawDelay(200*time.Millisecond, 2*time.Second)
+	f.count(fault)
+	var wait time.Duration
+	if maxWait > 0 {
+		wait = f.drawDelay(0, maxWait)
+	}
+	down := f.drawDelay(downMin, downMax)
 	f.bg.Add(1)
 	go func() {
 		defer f.bg.Done()
-		f.killNode(n, true)
+		time.Sleep(wait)
+		f.killNode(n, engines)
 		time.Sleep(down)
 		f.restart(n)
 	}()

@@ -2,241 +2,50 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
-
 	"github.com/den-dev/den/client"
 	"github.com/den-dev/den/internal/blob/s3/miniotest"
 	"github.com/den-dev/den/internal/netns"
 	"github.com/den-dev/den/internal/store/postgres/pgtest"
+	"github.com/den-dev/den/internal/testproc"
 )
 
-// The fault run's own servers: PostgreSQL and MinIO that it can stop and
-// start again on the same port and data, as an operator's restart or a
-// crash does. pgtest and miniotest serve tests, which never restart them.
-
-// service is a server process the fault run stops and starts.
-type service struct {
-	name string
-	log  *os.File
-	mk   func() *exec.Cmd           // the command that runs it
-	up   func(context.Context) bool // whether it answers
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-// start runs the server and waits until it answers.
-func (s *service) start(ctx context.Context) error {
-	s.mu.Lock()
-	s.cmd = s.mk()
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	s.done = make(chan struct{})
-	if err := s.cmd.Start(); err != nil {
-		s.mu.Unlock()
-		return fmt.Errorf("starting %s: %w", s.name, err)
+// startServers starts the run's PostgreSQL, durable as a fleet's is, with
+// a database for the fleet, and MinIO with bucket den, in work/pg and
+// work/minio, where -keep leaves their data and logs (server.log). The
+// run stops and starts them again as an operator's restart or a crash
+// does: pgtest's Halt, Kill and Resume, miniotest's Kill and Restart.
+func (f *faultRun) startServers(ctx context.Context) (dsn, blobs, creds string, err error) {
+	if f.pg, err = pgtest.Start(ctx, pgtest.Options{Durable: true, Dir: filepath.Join(f.work, "pg")}); err != nil {
+		return "", "", "", fmt.Errorf("starting PostgreSQL: %w", err)
 	}
-	cmd, done := s.cmd, s.done
-	go func() { cmd.Wait(); close(done) }()
-	s.mu.Unlock()
-	deadline := time.Now().Add(60 * time.Second)
-	for !s.up(ctx) {
-		select {
-		case <-done:
-			return fmt.Errorf("%s exited while starting; see %s", s.name, s.log.Name())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not answer within 60s; see %s", s.name, s.log.Name())
-		}
-	}
-	return nil
-}
-
-// stop sends sig and waits for the server to exit, killing it after 20s.
-func (s *service) stop(sig syscall.Signal) {
-	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	cmd.Process.Signal(sig)
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		<-done
-	}
-}
-
-// startPostgres makes a cluster in dir and serves it on a free port.
-func startPostgres(ctx context.Context, dir string) (*service, string, error) {
-	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
-	if len(bins) == 0 {
-		return nil, "", errors.New("PostgreSQL is not installed (scripts/test-setup.sh installs it)")
-	}
-	sort.Strings(bins)
-	bin := filepath.Dir(bins[len(bins)-1])
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, "", err
-	}
-	var cred *syscall.Credential
-	if os.Geteuid() == 0 { // postgres refuses to run as root
-		u, err := user.Lookup("nobody")
-		if err != nil {
-			return nil, "", err
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(dir, uid, gid); err != nil {
-			return nil, "", err
-		}
-	}
-	pwfile := filepath.Join(dir, "pwfile")
-	if err := os.WriteFile(pwfile, []byte(pgtest.Password+"\n"), 0o644); err != nil {
-		return nil, "", err
-	}
-	data := filepath.Join(dir, "data")
-	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "den", "--pwfile", pwfile,
-		"--auth-host=scram-sha-256", "--auth-local=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	initdb.Dir = dir
-	if out, err := initdb.CombinedOutput(); err != nil {
-		return nil, "", fmt.Errorf("initdb: %w: %s", err, out)
-	}
-	port, err := freeLoopbackPort()
+	db, err := f.pg.CreateDatabase(ctx)
 	if err != nil {
-		return nil, "", err
+		return "", "", "", err
 	}
-	logf, err := os.Create(filepath.Join(dir, "server.log"))
-	if err != nil {
-		return nil, "", err
+	dir := filepath.Join(f.work, "minio")
+	if f.minio, err = miniotest.StartIn(ctx, dir); err != nil {
+		return "", "", "", fmt.Errorf("starting MinIO: %w", err)
 	}
-	dsn := func(db string) string {
-		return fmt.Sprintf("postgres://den:%s@127.0.0.1:%d/%s?sslmode=disable", pgtest.Password, port, db)
-	}
-	s := &service{name: "postgres", log: logf,
-		mk: func() *exec.Cmd {
-			c := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", dir,
-				"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "log_min_messages=warning")
-			c.Dir = dir
-			c.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
-			return c
-		},
-		up: func(ctx context.Context) bool {
-			cctx, cancel := context.WithTimeout(ctx, time.Second)
-			defer cancel()
-			conn, err := pgx.Connect(cctx, dsn("postgres"))
-			if err == nil {
-				conn.Close(ctx)
-			}
-			return err == nil
-		}}
-	if err := s.start(ctx); err != nil {
-		return nil, "", err
-	}
-	conn, err := pgx.Connect(ctx, dsn("postgres"))
-	if err != nil {
-		return nil, "", err
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE den"); err != nil {
-		return nil, "", fmt.Errorf("creating the database: %w", err)
-	}
-	return s, dsn("den"), nil
-}
-
-// startMinio serves dir with MinIO on a free port, with bucket den.
-func startMinio(ctx context.Context, dir string) (s *service, endpoint, creds string, err error) {
-	bin := miniotest.Binary()
-	if _, err := os.Stat(bin); err != nil {
-		return nil, "", "", fmt.Errorf("MinIO is not built: %s is missing (scripts/test-setup.sh builds it)", bin)
-	}
-	port, err := freeLoopbackPort()
-	if err != nil {
-		return nil, "", "", err
-	}
-	cport, err := freeLoopbackPort()
-	if err != nil {
-		return nil, "", "", err
-	}
-	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
-		return nil, "", "", err
-	}
-	logf, err := os.Create(filepath.Join(dir, "server.log"))
-	if err != nil {
-		return nil, "", "", err
-	}
-	endpoint = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	key, secret := "denfaults", "denfaults-secret-"+strconv.Itoa(os.Getpid())
-	s = &service{name: "minio", log: logf,
-		mk: func() *exec.Cmd {
-			c := exec.Command(bin, "server", filepath.Join(dir, "data"), "--quiet", "--address", endpoint,
-				"--console-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(cport)))
-			c.Env = append(os.Environ(), "MINIO_ROOT_USER="+key, "MINIO_ROOT_PASSWORD="+secret,
-				"MINIO_BROWSER=off", "MINIO_UPDATE=off", "MINIO_CI_CD=1")
-			c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-			return c
-		},
-		up: func(ctx context.Context) bool { return ready(ctx, endpoint) }}
-	if err := s.start(ctx); err != nil {
-		return nil, "", "", err
-	}
-	mc, err := minio.New(endpoint, &minio.Options{Creds: credentials.NewStaticV4(key, secret, "")})
-	if err != nil {
-		return nil, "", "", err
-	}
-	if err := mc.MakeBucket(ctx, "den", minio.MakeBucketOptions{}); err != nil {
-		return nil, "", "", fmt.Errorf("making the bucket: %w", err)
+	if err := f.minio.CreateBucket(ctx, "den"); err != nil {
+		return "", "", "", fmt.Errorf("making MinIO's bucket: %w", err)
 	}
 	creds = filepath.Join(dir, "credentials")
-	text := fmt.Sprintf("AWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\n", key, secret)
-	if err := os.WriteFile(creds, []byte(text), 0o600); err != nil {
-		return nil, "", "", err
+	if err := f.minio.WriteCredentials(creds); err != nil {
+		return "", "", "", err
 	}
-	return s, endpoint, creds, nil
-}
-
-// ready asks MinIO's readiness probe.
-func ready(ctx context.Context, endpoint string) bool {
-	cctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(cctx, http.MethodGet, "http://"+endpoint+"/minio/health/ready", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
-
-func freeLoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return f.pg.DSN(db), f.minio.URL("den", "fleet"), creds, nil
 }
 
 // fnode is one dend of the fault run, which it kills and starts again
@@ -269,7 +78,7 @@ func newNode(bin, work, name string, subnet netip.Prefix, fleet bool, env []stri
 	n := &fnode{name: name, fleet: fleet, bin: bin, subnet: subnet, dataDir: filepath.Join(dir, "data"),
 		runDir: filepath.Join(dir, "run"), sock: filepath.Join(dir, "den.sock"), env: env}
 	n.tag = strings.TrimPrefix(netns.LinkName(subnet, ""), "d")
-	port, err := freeLoopbackPort()
+	port, err := testproc.FreePort()
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/blob/s3/miniotest"
+	"github.com/den-dev/den/internal/store/postgres/pgtest"
 )
 
 // The fault run (-only faults): random operations across a fleet of dends
@@ -96,8 +98,8 @@ type faultRun struct {
 	rng     *rand.Rand
 	fleet   []*fnode
 	single  *fnode
-	pg      *service
-	minio   *service
+	pg      *pgtest.Server
+	minio   *miniotest.Server
 	started time.Time
 
 	mu       sync.Mutex
@@ -179,15 +181,10 @@ func (f *faultRun) setUp(base netip.Prefix) error {
 			return fmt.Errorf("unmounting /run/netns in the run's mount namespace: %w", err)
 		}
 	}
-	var err error
-	var dsn, endpoint, creds string
-	if f.pg, dsn, err = startPostgres(ctx, filepath.Join(f.work, "pg")); err != nil {
+	dsn, blobs, creds, err := f.startServers(ctx)
+	if err != nil {
 		return err
 	}
-	if f.minio, endpoint, creds, err = startMinio(ctx, filepath.Join(f.work, "minio")); err != nil {
-		return err
-	}
-	blobs := "s3://den/fleet?endpoint=" + endpoint + "&insecure=1"
 	sub := base
 	next := func() netip.Prefix {
 		p := sub
@@ -397,10 +394,14 @@ func (f *faultRun) teardown() {
 		f.scrub(n)
 	}
 	if f.minio != nil {
-		f.minio.stop(syscall.SIGKILL)
+		if err := f.minio.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "faults: stopping MinIO:", err)
+		}
 	}
 	if f.pg != nil {
-		f.pg.stop(syscall.SIGINT)
+		if err := f.pg.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "faults: stopping PostgreSQL:", err)
+		}
 	}
 	unmountUnder(f.work)
 	for _, n := range f.nodes() {

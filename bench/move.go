@@ -46,8 +46,7 @@ func (b *bench) moveSandboxes() error {
 		return err
 	}
 	creds := filepath.Join(b.work, "move-credentials")
-	text := fmt.Sprintf("AWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\n", srv.AccessKey, srv.SecretKey)
-	if err := os.WriteFile(creds, []byte(text), 0o600); err != nil {
+	if err := srv.WriteCredentials(creds); err != nil {
 		return err
 	}
 	var nodes []*benchDend

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -40,8 +39,7 @@ func newBlobRig(t *testing.T) *blobRig {
 		t.Fatal(err)
 	}
 	creds := filepath.Join(t.TempDir(), "blobs")
-	text := fmt.Sprintf("AWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\n", srv.AccessKey, srv.SecretKey)
-	if err := os.WriteFile(creds, []byte(text), 0o600); err != nil {
+	if err := srv.WriteCredentials(creds); err != nil {
 		t.Fatal(err)
 	}
 	return &blobRig{srv: srv, url: srv.URL("den", "fleet"), creds: creds}

@@ -161,6 +161,13 @@ func main() {
 		return
 	}
 	if err := daemon.Run(ctx, cfg, log); err != nil {
+		if ctx.Err() != nil {
+			// SIGTERM (systemctl stop, a power-off) while dend was
+			// starting cuts the start short: a stop, not a failure, or
+			// systemd would record the unit failed.
+			log.Warn("dend stopped while starting", "err", err)
+			return
+		}
 		fatal(err)
 	}
 }

@@ -122,6 +122,10 @@ type Info struct {
 	// OOMKills is how many processes den-init killed to keep the sandbox
 	// under its memory limit (Limits) since it started.
 	OOMKills int `json:"oom_kills,omitempty"`
+	// LimitChecks is how many times den-init woke by itself to check
+	// the sandbox's limits since it started: each wakes the whole
+	// sandbox, which a quiet one watched from the host is spared.
+	LimitChecks int64 `json:"limit_checks,omitempty"`
 }
 
 // Process is one process in the sandbox, as GET /v1/ps lists it.

@@ -80,11 +80,7 @@ func newFence(log *slog.Logger, freeze func() map[frozenProc]bool, thaw func(map
 func (f *fence) extend(d time.Duration) guest.FenceStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.gen++
-	if f.timer != nil {
-		f.timer.Stop()
-		f.timer = nil
-	}
+	f.disarmLocked()
 	f.waited = false
 	if d <= 0 {
 		f.fenceLocked("its host said so")
@@ -137,6 +133,12 @@ func (f *fence) fenceLocked(why string) {
 func (f *fence) close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.disarmLocked()
+}
+
+// disarmLocked stops the timer; one already firing sees a newer gen and
+// does nothing.
+func (f *fence) disarmLocked() {
 	f.gen++
 	if f.timer != nil {
 		f.timer.Stop()

@@ -151,6 +151,7 @@ func (s *Server) handlePing(w http.ResponseWriter, r *http.Request) error {
 	s.mu.Unlock()
 	info.Procs = len(descendants(readProcTable(), os.Getpid()))
 	info.OOMKills = s.limits.kills()
+	info.LimitChecks = s.limits.checksMade()
 	writeJSON(w, http.StatusOK, info)
 	return nil
 }

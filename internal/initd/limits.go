@@ -97,6 +97,9 @@ type limiter struct {
 	victimAt time.Time
 	usedAt   int64 // what the sandbox used when the victim was killed
 	oomKills int
+	// checkCount is how many checks were made: each one a wake of the
+	// sandbox (Info.LimitChecks).
+	checkCount int64
 }
 
 type forkReq struct {
@@ -256,6 +259,13 @@ func (l *limiter) kills() int {
 	return l.oomKills
 }
 
+// checksMade is how many times den-init checked the limits so far.
+func (l *limiter) checksMade() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.checkCount
+}
+
 // watch checks the limits until close, as often as the memory left
 // requires, while anything but den-init runs. The Server's hooks
 // (overMemory, atPIDs) act on what it finds.
@@ -296,6 +306,9 @@ type limitHooks struct {
 
 // check looks at the sandbox once and returns when to look again.
 func (l *limiter) check(lim guest.Limits) time.Duration {
+	l.mu.Lock()
+	l.checkCount++
+	l.mu.Unlock()
 	next := maxCheck
 	if n, ok := l.tasks(); ok && lim.PIDs > 0 {
 		// A fork bomb whose forks fail dies down by itself: look often

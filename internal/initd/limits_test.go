@@ -69,24 +69,33 @@ func TestLimiterSleepsWhileIdle(t *testing.T) {
 			return looks
 		}
 
-		before := count()
+		before, checks := count(), l.checksMade()
 		time.Sleep(time.Hour)
 		if n := count() - before; n != 0 {
 			t.Errorf("idle for an hour, the limiter looked %d times", n)
 		}
+		if n := l.checksMade() - checks; n != 0 {
+			t.Errorf("idle for an hour, the limiter counted %d checks", n)
+		}
 
 		flip(false) // a process starts
-		before = count()
+		before, checks = count(), l.checksMade()
 		time.Sleep(time.Second)
 		if n := count() - before; n < 2 {
 			t.Errorf("with a process running, the limiter looked %d times in a second", n)
 		}
+		if n := l.checksMade() - checks; n < 2 {
+			t.Errorf("with a process running, the limiter counted %d checks in a second", n)
+		}
 
 		l.setChecks(false) // the host watches instead
-		before = count()
+		before, checks = count(), l.checksMade()
 		time.Sleep(time.Hour)
 		if n := count() - before; n > 1 {
 			t.Errorf("with its checks off, the limiter looked %d times in an hour", n)
+		}
+		if n := l.checksMade() - checks; n > 1 {
+			t.Errorf("with its checks off, the limiter counted %d checks in an hour", n)
 		}
 		if err := l.set(guest.Limits{MemoryBytes: 1 << 30}); err != nil { // as after a restore
 			t.Fatal(err)

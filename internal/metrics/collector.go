@@ -32,6 +32,10 @@ var (
 		"Host tasks (threads) in the sandbox's cgroup: gVisor's sentry and gofer, not the processes inside it.")
 	descProcs = sandboxDesc("den_sandbox_processes",
 		"Processes running inside the sandbox, den-init included, as den-init counts them (read every 30 s or so).")
+	descLimitChecks = sandboxDesc("den_sandbox_limit_checks_total",
+		"Times den-init woke inside the sandbox to check its memory and process limits (read every 30 s or so): each wakes the sandbox. dend turns the checks off while it watches a quiet sandbox from the host.")
+	descInitReadAt = sandboxDesc("den_sandbox_init_read_timestamp_seconds",
+		"When den-init last told the processes and limit checks of the sandbox (Unix time).")
 	descDisk = sandboxDesc("den_sandbox_fs_usage_bytes",
 		"Bytes the sandbox's files hold, as the storage pool counts them (read every 30 s or so).")
 	descRx = sandboxDesc("den_sandbox_network_receive_bytes_total",
@@ -71,7 +75,7 @@ type collector struct {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descState, descSpecCPUs, descSpecMemory, descSpecDisk, descCPU, descMemUsage,
-		descMemWorking, descTasks, descProcs, descDisk, descRx, descTx, descReadAt, descSandboxes, descPoolSize, descPoolUsed,
+		descMemWorking, descTasks, descProcs, descLimitChecks, descInitReadAt, descDisk, descRx, descTx, descReadAt, descSandboxes, descPoolSize, descPoolUsed,
 		descPoolFree, descPoolReserve, descPoolPromised, descWarmReady, descWarmBooting, descWarmMemory,
 		descWarmReserve, descWarmPressure, descScrapeError} {
 		ch <- d
@@ -140,6 +144,8 @@ func collectSandbox(ch chan<- prometheus.Metric, u sandbox.SandboxUsage, labels 
 	ch <- prometheus.MustNewConstMetric(descTasks, prometheus.GaugeValue, float64(l.HostTasks), labels...)
 	if l.ProcessesRead {
 		ch <- prometheus.MustNewConstMetric(descProcs, prometheus.GaugeValue, float64(l.Processes), labels...)
+		ch <- prometheus.MustNewConstMetric(descLimitChecks, prometheus.CounterValue, float64(l.LimitChecks), labels...)
+		ch <- prometheus.MustNewConstMetric(descInitReadAt, prometheus.GaugeValue, float64(l.ProcessesAt.UnixMilli())/1000, labels...)
 	}
 	ch <- prometheus.MustNewConstMetric(descDisk, prometheus.GaugeValue, float64(l.DiskBytes), labels...)
 	if l.NetworkRead {

@@ -2,7 +2,9 @@ package runsc
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/den-dev/den/internal/guest"
@@ -10,13 +12,28 @@ import (
 
 // A watch reads an instance's host usage again and again from the files
 // it holds open and sees it change, signals when memory crosses its
-// threshold, and ends at Stop or when the instance's cgroups go.
+// threshold, and ends at Stop or when the instance's cgroups go. Both
+// ways to learn of a crossing are tried on this host: the kernel's
+// signal (cgroup v1 alone) and the watch's own reads (what v2 uses).
 func TestWatchHost(t *testing.T) {
+	for _, poll := range []bool{false, true} {
+		t.Run(map[bool]string{false: "signalled", true: "polled"}[poll], func(t *testing.T) { testWatchHost(t, poll) })
+	}
+}
+
+func testWatchHost(t *testing.T, poll bool) {
 	g := newRig(t)
 	inst, c := g.boot(t, "watch", 512<<20)
 	ctx := context.Background()
+	cg, err := g.rt.hostCgroups(inst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cg.v2 && !poll {
+		t.Skip("the kernel signals memory thresholds on cgroup v1 alone")
+	}
 
-	probe, err := g.rt.WatchHost(inst.ID, 0)
+	probe, err := watchHost(cg, inst.ID, 0, poll)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +49,7 @@ func TestWatchHost(t *testing.T) {
 		t.Error("Usage after Stop did not fail")
 	}
 
-	w, err := g.rt.WatchHost(inst.ID, memory0+64<<20)
+	w, err := watchHost(cg, inst.ID, memory0+64<<20, poll)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,4 +92,63 @@ func TestWatchHost(t *testing.T) {
 	w.Stop()
 	for range w.Crossed() { // closed at Stop
 	}
+}
+
+// Polled, a threshold is read as often as the distance to it requires,
+// were memory to grow at fastestGrowth: each crossing, either way, is
+// signalled within a read, and a sandbox far below it is read seldom.
+func TestPollThreshold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const threshold = 1 << 30
+		var mu sync.Mutex
+		memory, reads := int64(100<<20), 0
+		set := func(v int64) { mu.Lock(); memory = v; mu.Unlock() }
+		read := func() (int64, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			reads++
+			return memory, nil
+		}
+		count := func() int { synctest.Wait(); mu.Lock(); defer mu.Unlock(); return reads }
+		stop, crossed := make(chan struct{}), make(chan struct{}, 1)
+		done := make(chan struct{})
+		go func() { defer close(done); pollThreshold(read, threshold, stop, crossed) }()
+
+		before := count()
+		time.Sleep(10 * time.Second)
+		// 924 MiB below at 2 GiB/s: a read about every 450 ms.
+		if n := count() - before; n < 15 || n > 25 {
+			t.Errorf("far below the threshold: %d reads in 10 s", n)
+		}
+		set(threshold - 10<<20) // near: every pollMin
+		time.Sleep(time.Second)
+		before = count()
+		time.Sleep(time.Second)
+		if n := count() - before; n < 90 {
+			t.Errorf("10 MiB below the threshold: %d reads in a second", n)
+		}
+		select {
+		case <-crossed:
+			t.Fatal("a crossing signalled below the threshold")
+		default:
+		}
+		set(threshold + 1)
+		time.Sleep(pollMin)
+		synctest.Wait()
+		select {
+		case <-crossed:
+		default:
+			t.Fatal("no crossing signalled within a read of it")
+		}
+		set(threshold - 1)
+		time.Sleep(pollMax)
+		synctest.Wait()
+		select {
+		case <-crossed:
+		default:
+			t.Fatal("going back under the threshold was not signalled")
+		}
+		close(stop)
+		<-done
+	})
 }

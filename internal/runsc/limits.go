@@ -163,7 +163,30 @@ func (r *Runtime) ExitReason(ctx context.Context, id string) (string, error) {
 const cgroupRoot = "/sys/fs/cgroup"
 
 // cgroupsPath is the instance's cgroup, the same under every hierarchy.
-func cgroupsPath(id string) string { return "/den/" + id }
+func cgroupsPath(id string) string { return "/" + cgroupParent + "/" + id }
+
+// cgroupParent is the cgroup every instance's is made in.
+const cgroupParent = "den"
+
+// makeCgroupParent makes den's parent cgroup on a unified (v2) hierarchy
+// mounted at root, if it is not there yet, before runsc boots an
+// instance in it. runsc owns every directory of an instance's cgroup path
+// that it creates, and removes them all when it deletes the instance: the
+// first instance on a fresh host would otherwise own root/den, and its
+// removal would try to take den's parent with it ("removing cgroup path
+// /sys/fs/cgroup/den: device or resource busy", retried for seconds while
+// other instances live in it). On cgroup v1 runsc makes the path with
+// MkdirAll and owns only the instance's own directory.
+func makeCgroupParent(root string) error {
+	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err != nil {
+		return nil // not the unified hierarchy
+	}
+	err := os.Mkdir(filepath.Join(root, cgroupParent), 0o755)
+	if err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("making den's cgroup %s: %w", filepath.Join(root, cgroupParent), err)
+	}
+	return nil
+}
 
 // hostCgroups are the host cgroup directories runsc made for one instance
 // from the spec's cgroupsPath.

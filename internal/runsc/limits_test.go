@@ -545,3 +545,28 @@ func TestRemoveCgroups(t *testing.T) {
 		t.Errorf("removing a cgroup that cannot go: %v, want an error naming it", err)
 	}
 }
+
+// On the unified hierarchy dend makes den's parent cgroup itself, so that
+// runsc, which owns and removes every directory of a path it creates,
+// never owns it; on v1 it leaves the hierarchies alone.
+func TestMakeCgroupParent(t *testing.T) {
+	v2 := t.TempDir()
+	if err := os.WriteFile(filepath.Join(v2, "cgroup.controllers"), []byte("cpu memory pids\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // again: already there is fine
+		if err := makeCgroupParent(v2); err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := os.Stat(filepath.Join(v2, "den")); err != nil || !fi.IsDir() {
+			t.Fatalf("den's parent cgroup not made on v2: %v", err)
+		}
+	}
+	v1 := t.TempDir()
+	if err := makeCgroupParent(v1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(v1, "den")); !os.IsNotExist(err) {
+		t.Fatalf("made %s/den on a v1 root: %v", v1, err)
+	}
+}

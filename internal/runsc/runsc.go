@@ -204,6 +204,9 @@ func (r *Runtime) boot(ctx context.Context, inst sandbox.Instance, doing string,
 	if inRoot(inst.Init) {
 		prefetchInit(inst.Rootfs)
 	}
+	if err := makeCgroupParent(cgroupRoot); err != nil {
+		return fmt.Errorf("%s instance %s: %w", doing, inst.ID, err)
+	}
 	cmd := r.command(ctx, inst.ID, slices.Concat(verb, []string{"--bundle", bundle, inst.ID})...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	defer r.pace.hold()()

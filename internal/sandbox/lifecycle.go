@@ -375,6 +375,7 @@ func notConnected(err error) bool {
 func (s *Service) halt(ctx context.Context, sb *Sandbox, grace time.Duration) {
 	s.settled(context.WithoutCancel(ctx), sb.ID) // an earlier teardown first: see teardown.go
 	inst := sb.InstanceID()
+	s.unsupervise(inst) // its end is den's doing, not a death to report
 	if grace > 0 {
 		gctx, cancel := context.WithTimeout(ctx, grace+2*time.Second)
 		if err := s.guestFor(sb).Shutdown(gctx, grace); err != nil {

@@ -18,12 +18,18 @@ import (
 // them on again
 //
 //   - at once when the sandbox's host memory crosses memoryThreshold, a
-//     quarter of its limit below it: the kernel signals the crossing. The
-//     host counts gVisor's own memory and page cache on top of what
+//     quarter of its limit below it: the kernel signals the crossing on
+//     cgroup v1; on v2 the watch reads the memory as often as the
+//     distance to the threshold requires (internal/runsc hostwatch.go).
+//     The host counts gVisor's own memory and page cache on top of what
 //     den-init counts, so it gets there first;
 //   - within a watch interval when it gets busy (its host CPU time grows
 //     by more than busyCPU a second), and for busyHold intervals after,
 //     so that a process that runs into the process limit is still told.
+//     Only an interval with the checks off counts: the checks cost CPU
+//     too, and on a slow host (an emulated CPU) enough to look busy, so
+//     a sandbox busy only with them would never be let off them. A busy
+//     sandbox is tried without them for one interval every busyHold.
 //
 // A new instance (boot, restore), or one whose limits changed, checks
 // until dend looks at it again (den-init's SetLimits turns the checks on). Engines without host
@@ -201,7 +207,8 @@ func (w *hostWatch) decide(ctx context.Context, interval time.Duration) {
 	near := w.threshold > 0 && memory >= w.threshold
 	if interval > 0 {
 		first := w.lastAt.IsZero()
-		if !first {
+		checksOff := w.told != nil && !*w.told // during the interval just measured
+		if !first && checksOff {
 			elapsed := now.Sub(w.lastAt)
 			if elapsed > 0 && float64(cpu-w.lastCPU)/elapsed.Seconds() > float64(busyCPU) {
 				w.busyUntil = now.Add(busyHold * interval)

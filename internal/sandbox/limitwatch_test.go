@@ -99,6 +99,52 @@ func TestHostWatchDecides(t *testing.T) {
 	})
 }
 
+// den-init's checks cost CPU, on a slow host enough to look busy: only
+// an interval with them off tells whether the sandbox is busy. One busy
+// only with its checks is let off them; one busy without them is checked
+// again, and tried without them once every busyHold intervals.
+func TestHostWatchBusyOnlyWithChecks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		host := &fakeHost{memory: 20 << 20}
+		g := &fakeChecker{}
+		w := &hostWatch{instance: "sb-g1", threshold: memoryThreshold(256 << 20), guest: g, host: host}
+		ctx := context.Background()
+		checksOn := true // a new instance checks
+		round := func(busy bool) {
+			time.Sleep(time.Second)
+			cpu := 2 * time.Millisecond
+			if busy || checksOn {
+				cpu = 300 * time.Millisecond // its checks, on an emulated CPU
+			}
+			host.use(cpu, 20<<20)
+			w.decide(ctx, time.Second)
+			if len(g.told) > 0 {
+				checksOn = g.told[len(g.told)-1]
+			}
+		}
+		round(false) // first look
+		for range 5 {
+			round(false)
+		}
+		if !slices.Equal(g.told, []bool{false}) || checksOn {
+			t.Fatalf("busy only with its checks: told %v", g.told)
+		}
+		g.told = nil
+		for range 4 * (busyHold + 1) {
+			round(true)
+		}
+		on := 0
+		for _, b := range g.told {
+			if b {
+				on++
+			}
+		}
+		if on < 3 || len(g.told) < 6 {
+			t.Fatalf("busy without its checks: told %v, want on again and again", g.told)
+		}
+	})
+}
+
 // A den-init older than the verb always checks: dend stops asking.
 func TestHostWatchOldGuest(t *testing.T) {
 	host := &fakeHost{}

@@ -69,7 +69,9 @@ type series struct {
 	disk     int64
 	diskRead bool // disk holds a figure the pool gave
 	procs    int
-	procsSet bool // procs holds a figure den-init gave
+	procsSet bool      // procs holds a figure den-init gave
+	checks   int64     // den-init's limit checks, read with procs
+	procsAt  time.Time // when den-init gave procs and checks
 	samples  []Sample
 	// last is the newest reading of the instance, for /metrics.
 	last Latest
@@ -90,6 +92,10 @@ type Latest struct {
 	// ProcessesRead is false until it answered once.
 	Processes     int
 	ProcessesRead bool
+	// LimitChecks is how many times den-init woke to check the limits
+	// since the instance booted, read with Processes at ProcessesAt.
+	LimitChecks int64
+	ProcessesAt time.Time
 	// Network is what its link carried; NetworkRead is false when the
 	// engine's network cannot count it.
 	NetworkRead              bool
@@ -137,7 +143,7 @@ func (s *Service) sampleAll(ctx context.Context) {
 		}
 		disk := diskFigure{}
 		if s.metrics.diskDue(sb.ID, round) {
-			disk.procs, disk.procsRead = s.countProcesses(ctx, sb)
+			disk.procs, disk.checks, disk.procsRead = s.countProcesses(ctx, sb)
 			if rc, ok := s.cfg.Volumes.(QuotaRecounter); ok && !recounted {
 				recounted = true
 				if err := rc.Recount(ctx); err != nil {
@@ -174,11 +180,13 @@ type netFigure struct {
 }
 
 // diskFigure is a sandbox's disk use, if it was read this round, and
-// its processes, if den-init counted them then.
+// its processes and den-init's limit checks, if den-init counted them
+// then.
 type diskFigure struct {
 	bytes     int64
 	read      bool
 	procs     int
+	checks    int64
 	procsRead bool
 }
 
@@ -187,17 +195,18 @@ type diskFigure struct {
 const countTimeout = time.Second
 
 // countProcesses asks den-init of sb how many processes run in it, itself
-// included. It is asked as seldom as the disk use is read: each question
-// costs the sandbox a little CPU.
-func (s *Service) countProcesses(ctx context.Context, sb *Sandbox) (int, bool) {
+// included, and how many times it checked the limits. It is asked as
+// seldom as the disk use is read: each question costs the sandbox a
+// little CPU.
+func (s *Service) countProcesses(ctx context.Context, sb *Sandbox) (procs int, checks int64, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, countTimeout)
 	defer cancel()
 	info, err := s.guestFor(sb).Ping(ctx)
 	if err != nil {
 		s.log.Debug("counting processes to sample", "sandbox", sb.ID, "err", err)
-		return 0, false
+		return 0, 0, false
 	}
-	return info.Procs + 1, true
+	return info.Procs + 1, info.LimitChecks, true
 }
 
 // nextRound starts a round of samples and returns its number.
@@ -236,10 +245,10 @@ func (m *metricsLog) add(sb *Sandbox, use ResourceUsage, now time.Time, disk dis
 		sr.disk, sr.diskRead = disk.bytes, true
 	}
 	if fresh {
-		sr.procs, sr.procsSet = 0, false // another incarnation's
+		sr.procs, sr.checks, sr.procsSet, sr.procsAt = 0, 0, false, time.Time{} // another incarnation's
 	}
 	if disk.procsRead {
-		sr.procs, sr.procsSet = disk.procs, true
+		sr.procs, sr.checks, sr.procsSet, sr.procsAt = disk.procs, disk.checks, true, now
 	}
 	smp := Sample{At: now, CPUs: sb.Spec.CPUs, MemoryBytes: use.MemoryBytes, MemoryLimit: sb.Spec.MemoryBytes,
 		DiskBytes: sr.disk, DiskLimit: sb.Spec.DiskBytes}
@@ -250,7 +259,8 @@ func (m *metricsLog) add(sb *Sandbox, use ResourceUsage, now time.Time, disk dis
 	sr.last = Latest{
 		Instance: inst, At: now, CPUTime: use.CPUTime, MemoryBytes: use.MemoryBytes, WorkingSetBytes: use.WorkingSetBytes,
 		HostTasks: use.HostTasks, DiskBytes: sr.disk, NetworkRead: net.read, ReceivedBytes: net.received, SentBytes: net.sent,
-		Processes: sr.procs, ProcessesRead: sr.procsSet,
+		Processes: sr.procs, ProcessesRead: sr.procsSet, LimitChecks: sr.checks,
+		ProcessesAt: sr.procsAt,
 	}
 	if fresh {
 		// The first sample of an incarnation has nothing to measure

@@ -98,6 +98,9 @@ type Service struct {
 	// teardowns holds, by sandbox id, what closes once the instance and
 	// network of its last sleep are gone (teardown.go).
 	teardowns map[string]chan struct{}
+	// supervised holds the watches over running instances' engines
+	// (supervise.go); it has its own lock.
+	supervised supervision
 	// nextRetention is when checkpoints are next checked for age.
 	nextRetention time.Time
 	// guests caches one den-init client per instance id.

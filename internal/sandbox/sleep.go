@@ -177,6 +177,8 @@ func (s *Service) hibernate(ctx context.Context, sb *Sandbox, why string) (err e
 	// Output made from here on waits in den-init's buffers, which are
 	// saved with it.
 	s.parkRuns(sb.ID)
+	// The save ends the instance: den's doing, not a death to report.
+	s.unsupervise(sb.InstanceID())
 	ck, err := s.takeCheckpoint(ctx, sb, capture{id: sb.Checkpoint, kind: CheckpointHibernate, memory: true})
 	if err != nil {
 		return s.undoHibernate(context.WithoutCancel(ctx), sb, err)
@@ -211,6 +213,7 @@ func (s *Service) undoHibernate(ctx context.Context, sb *Sandbox, cause error) e
 		if err := s.record(ctx, sb, EventFailed, fmt.Sprintf("hibernation failed, still %s: %v", sb.State, cause)); err != nil {
 			s.log.Error("recording failed hibernation", "sandbox", sb.Name, "err", err)
 		}
+		s.supervise(sb) // watched again: it lives on
 		if err := s.wakeRuns(ctx, sb, s.guestFor(sb)); err != nil {
 			s.log.Error("collecting runs again", "sandbox", sb.Name, "err", err)
 		}

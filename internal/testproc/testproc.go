@@ -3,6 +3,8 @@
 package testproc
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -44,4 +46,15 @@ func Stop(cmd *exec.Cmd, done <-chan struct{}, sig os.Signal, grace time.Duratio
 		cmd.Process.Kill()
 		<-done
 	}
+}
+
+// FreePort returns a loopback TCP port nothing listens on now (something
+// may take it before the caller binds it).
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -51,6 +51,7 @@ type Server struct {
 	SecretKey string
 
 	dir  string
+	keep bool // dir is the caller's: Stop leaves it
 	cmd  *exec.Cmd
 	done <-chan struct{}
 	log  *os.File
@@ -59,18 +60,28 @@ type Server struct {
 	stopped bool
 }
 
-// Start serves a fresh temporary directory.
-func Start(ctx context.Context) (s *Server, err error) {
+// Start serves a fresh temporary directory, which Stop removes.
+func Start(ctx context.Context) (*Server, error) { return StartIn(ctx, "") }
+
+// StartIn serves dir (made if missing), which holds what the server
+// stores (dir/data) and its log (dir/server.log), and which Stop leaves
+// for the caller; "" is a fresh temporary directory, which Stop removes.
+func StartIn(ctx context.Context, dir string) (s *Server, err error) {
 	bin := Binary()
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("MinIO is not built: %s is missing (scripts/test-setup.sh builds it; run it, or `make test`)", bin)
 	}
-	dir, err := os.MkdirTemp("", "den-miniotest-")
+	keep := dir != ""
+	if keep {
+		err = os.MkdirAll(dir, 0o755)
+	} else {
+		dir, err = os.MkdirTemp("", "den-miniotest-")
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("making MinIO's directory: %w", err)
 	}
 	defer func() {
-		if err != nil {
+		if err != nil && !keep {
 			os.RemoveAll(dir)
 		}
 	}()
@@ -78,7 +89,7 @@ func Start(ctx context.Context) (s *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s = &Server{dir: dir, log: logf, AccessKey: "den" + randHex(6), SecretKey: randHex(20)}
+	s = &Server{dir: dir, keep: keep, log: logf, AccessKey: "den" + randHex(6), SecretKey: randHex(20)}
 	for try := 0; try < 5; try++ {
 		if err = s.run(ctx, bin); err == nil {
 			return s, nil
@@ -94,7 +105,7 @@ func Start(ctx context.Context) (s *Server, err error) {
 var errPortTaken = errors.New("port taken")
 
 func (s *Server) run(ctx context.Context, bin string) error {
-	port, err := freePort()
+	port, err := testproc.FreePort()
 	if err != nil {
 		return err
 	}
@@ -104,7 +115,7 @@ func (s *Server) run(ctx context.Context, bin string) error {
 
 // serve starts the server on s.Endpoint and waits until it is ready.
 func (s *Server) serve(ctx context.Context, bin string) error {
-	cport, err := freePort()
+	cport, err := testproc.FreePort()
 	if err != nil {
 		return err
 	}
@@ -189,10 +200,21 @@ func (s *Server) URL(bucket, prefix string) string {
 	return "s3://" + bucket + "/" + prefix + "?endpoint=" + s.Endpoint + "&insecure=1"
 }
 
+// WriteCredentials writes the server's keys to path (mode 0600) as
+// dend's --blobs-credentials reads them.
+func (s *Server) WriteCredentials(path string) error {
+	text := fmt.Sprintf("AWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\n", s.AccessKey, s.SecretKey)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		return fmt.Errorf("writing MinIO's credentials: %w", err)
+	}
+	return nil
+}
+
 // Pid is the server's process id.
 func (s *Server) Pid() int { return s.cmd.Process.Pid }
 
-// Stop kills the server and removes its directory.
+// Stop kills the server and removes its directory, unless StartIn was
+// given it.
 func (s *Server) Stop() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -204,6 +226,9 @@ func (s *Server) Stop() error {
 		testproc.Stop(s.cmd, s.done, syscall.SIGTERM, 10*time.Second)
 	}
 	s.log.Close()
+	if s.keep {
+		return nil
+	}
 	return os.RemoveAll(s.dir)
 }
 
@@ -253,13 +278,4 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -48,11 +48,17 @@ type Options struct {
 	// Durable keeps fsync and synchronous commit on, as a production
 	// server has them (benchmarks); tests leave it off for speed.
 	Durable bool
+	// Dir, when set, holds the cluster, its socket and its log
+	// (server.log): made if missing, and left for the caller at Stop,
+	// which keeps what the server logged. Unset: a temporary directory
+	// Stop removes.
+	Dir string
 }
 
 // Server is a running PostgreSQL cluster. Stop it when done.
 type Server struct {
-	dir  string // the cluster's temporary directory
+	dir  string // the cluster's directory
+	keep bool   // dir is the caller's: Stop leaves it
 	port int
 	// bin, data, cred and o are how the server was started: Resume
 	// starts it so again.
@@ -68,18 +74,24 @@ type Server struct {
 	n      atomic.Int64 // databases made
 }
 
-// Start makes a cluster in a temporary directory and starts it.
+// Start makes a cluster in o.Dir, or a temporary directory, and starts
+// it.
 func Start(ctx context.Context, o Options) (s *Server, err error) {
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "den-pgtest-")
+	dir, keep := o.Dir, o.Dir != ""
+	if keep {
+		err = os.MkdirAll(dir, 0o755)
+	} else {
+		dir, err = os.MkdirTemp("", "den-pgtest-")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("making the cluster's directory: %w", err)
 	}
 	defer func() {
-		if err != nil {
+		if err != nil && !keep {
 			os.RemoveAll(dir)
 		}
 	}()
@@ -109,11 +121,11 @@ func Start(ctx context.Context, o Options) (s *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s = &Server{dir: dir, log: logf, done: make(chan struct{}), bin: bin, data: data, cred: cred, o: o}
+	s = &Server{dir: dir, keep: keep, log: logf, done: make(chan struct{}), bin: bin, data: data, cred: cred, o: o}
 	// The port is picked free and may be taken before the server binds
 	// it: try a few.
 	for try := 0; try < 5; try++ {
-		if s.port, err = freePort(); err != nil {
+		if s.port, err = testproc.FreePort(); err != nil {
 			logf.Close()
 			return nil, err
 		}
@@ -235,24 +247,20 @@ func (s *Server) admin(ctx context.Context, sql string) error {
 // Halt shuts the server down as `pg_ctl stop -m fast` does (its
 // sessions are ended, the cluster is kept): clients get errors until
 // Resume starts it again. For tests of a database restart or outage.
-func (s *Server) Halt() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return
-	}
-	testproc.Stop(s.cmd, s.done, syscall.SIGINT, 10*time.Second)
-}
+func (s *Server) Halt() { s.signal(syscall.SIGINT) }
 
 // Kill kills the server's postmaster, as kill -9 would; its sessions end
 // as they notice. Resume starts it again.
-func (s *Server) Kill() {
+func (s *Server) Kill() { s.signal(syscall.SIGKILL) }
+
+// signal sends the postmaster sig and waits for it to exit.
+func (s *Server) signal(sig syscall.Signal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return
 	}
-	testproc.Stop(s.cmd, s.done, syscall.SIGKILL, 10*time.Second)
+	testproc.Stop(s.cmd, s.done, sig, 10*time.Second)
 }
 
 // Resume starts a halted server again, on the same port, and waits
@@ -274,7 +282,8 @@ func (s *Server) Resume(ctx context.Context) error {
 	return nil
 }
 
-// Stop shuts the server down at once and removes its directory.
+// Stop shuts the server down at once and removes its directory, unless
+// it is Options.Dir.
 func (s *Server) Stop() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -284,6 +293,9 @@ func (s *Server) Stop() error {
 	s.closed = true
 	testproc.Stop(s.cmd, s.done, syscall.SIGQUIT, 10*time.Second)
 	s.log.Close()
+	if s.keep {
+		return nil
+	}
 	return os.RemoveAll(s.dir)
 }
 
@@ -332,16 +344,6 @@ func serverUser(dir string) (*syscall.Credential, error) {
 		}
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-// freePort returns a loopback TCP port nothing listens on now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // The server a test binary shares, started on first use.
