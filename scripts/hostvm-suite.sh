@@ -119,13 +119,14 @@ if [ "$boot" = 1 ]; then
 	# its checks on, den-init checks 2-4 times a second; off, none. dend
 	# judges busyness by host CPU, which qemu's emulation inflates about
 	# 30x: on a loaded machine an idle sandbox now and then looks busy
-	# for an interval here, so the bound is one check every two seconds
-	# (this machine alone: 0; beside a second VM: 11 in 31 s).
+	# for an interval here (this machine alone: 0; beside a second VM: 11
+	# in 31 s; beside \`make test\`: 20 in 29 s), so the bound is half the
+	# rate with checks on: under one check a second.
 	sleep 20
 	if r1=$(init_reading w 0) && r2=$(init_reading w "${r1%% *}"); then
 		n=$(awk -v a="${r1#* }" -v b="${r2#* }" 'BEGIN { print b - a }')
 		secs=$(awk -v a="${r1%% *}" -v b="${r2%% *}" 'BEGIN { printf "%.1f", b - a }')
-		if awk -v n="$n" -v s="$secs" 'BEGIN { exit !(n <= 1 || n <= s / 2) }'; then
+		if awk -v n="$n" -v s="$secs" 'BEGIN { exit !(n <= 1 || n < s) }'; then
 			ok "quiet w: den-init checked its limits $n times in ${secs}s"
 		else
 			bad "quiet w: den-init checked its limits $n times in ${secs}s (want none: dend watches it from the host)"
