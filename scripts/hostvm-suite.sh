@@ -120,7 +120,7 @@ if [ "$boot" = 1 ]; then
 	# judges busyness by host CPU, which qemu's emulation inflates about
 	# 30x: on a loaded machine an idle sandbox now and then looks busy
 	# for an interval here (this machine alone: 0; beside a second VM: 11
-	# in 31 s; beside \`make test\`: 20 in 29 s), so the bound is half the
+	# in 31 s; beside `make test`: 20 in 29 s), so the bound is half the
 	# rate with checks on: under one check a second.
 	sleep 20
 	if r1=$(init_reading w 0) && r2=$(init_reading w "${r1%% *}"); then
