@@ -232,7 +232,9 @@ func unreachable(err error) bool {
 	var connect *pgconn.ConnectError
 	var netErr net.Error
 	if errors.As(err, &connect) || errors.As(err, &netErr) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		// A pooled connection the server's restart closed under a call.
+		errors.Is(err, pgconn.ErrConnClosed) {
 		return true
 	}
 	code, _ := pgCode(err)

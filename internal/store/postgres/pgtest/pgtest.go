@@ -249,9 +249,25 @@ func (s *Server) admin(ctx context.Context, sql string) error {
 // Resume starts it again. For tests of a database restart or outage.
 func (s *Server) Halt() { s.signal(syscall.SIGINT) }
 
-// Kill kills the server's postmaster, as kill -9 would; its sessions end
-// as they notice. Resume starts it again.
-func (s *Server) Kill() { s.signal(syscall.SIGKILL) }
+// Kill kills the server, as kill -9 of its processes would: the
+// postmaster and every backend, so that its sessions end at once and
+// nothing holds its shared memory when Resume starts it again (a
+// postmaster refuses to start while a backend of the last one lives).
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	pgid := s.cmd.Process.Pid // its own process group (Setpgid)
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	<-s.done
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+	}
+}
 
 // signal sends the postmaster sig and waits for it to exit.
 func (s *Server) signal(sig syscall.Signal) {
