@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/audit"
+	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/e2b"
 	"github.com/den-dev/den/internal/errdefs"
@@ -240,6 +242,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		// From now on the claim is taken back after a cut only while
 		// the node's record is still this join's.
 		claim.Joined(fl.member.Self().Epoch)
+		svc.LiftFence(ctx, cmp.Or(cfg.NodeLease, cluster.DefaultLease))
 	}
 	svc.RunIdle(cfg.IdleInterval)
 	svc.RunWarm()

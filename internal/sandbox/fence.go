@@ -78,6 +78,21 @@ func (s *Service) RunFence() {
 	}()
 }
 
+// LiftFence tells every running sandbox of this node its deadline now,
+// once the join's first one is known (waiting at most wait for it): a
+// dend that starts again lifts the fence of the sandboxes it took back
+// before it answers a call, so that none finds them still fenced.
+func (s *Service) LiftFence(ctx context.Context, wait time.Duration) {
+	for deadline := time.Now().Add(wait); s.fenceUntil().IsZero() && time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	s.fenceAll(ctx)
+}
+
 // fenceUntil is until when this node's sandboxes may run; zero when it
 // was never told.
 func (s *Service) fenceUntil() time.Time {
