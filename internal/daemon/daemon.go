@@ -18,8 +18,8 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/audit"
-	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/auth"
+	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/e2b"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
