@@ -24,7 +24,7 @@ import (
 // The fault run (-only faults): random operations across a fleet of dends
 // sharing PostgreSQL and MinIO, and a single-host dend on SQLite, while
 // dends, engines, nodes, PostgreSQL and MinIO are killed and /run/netns is
-// rebound as iproute2's first `ip netns add` does. Then it checks that
+// rebound as iproute2's first `ip netns` add does. Then it checks that
 // every acknowledged write is still there, that every sandbox's recorded
 // state is what its node runs, and that nothing is left behind, and exits
 // 1 if any is not so. It asserts rather than measures, and is random, so
@@ -337,7 +337,7 @@ func (f *faultRun) defect(kind, format string, args ...any) {
 	fmt.Fprintln(os.Stderr, "faults: DEFECT", msg)
 }
 
-// rebindNetns does to /run/netns what iproute2's first `ip netns add`
+// rebindNetns does to /run/netns what iproute2's first `ip netns` add
 // on a host does, in this run's mount namespace only.
 func (f *faultRun) rebindNetns() {
 	f.count("netns-rebind")
@@ -349,7 +349,7 @@ func (f *faultRun) rebindNetns() {
 			fmt.Fprintf(os.Stderr, "faults: mount %v: %v: %s\n", args, err, out)
 		}
 	}
-	fmt.Fprintln(os.Stderr, "faults: /run/netns rebound onto itself, as iproute2's first ip netns add does")
+	fmt.Fprintln(os.Stderr, "faults: /run/netns rebound onto itself, as iproute2's first namespace add does")
 }
 
 // isMountPoint says whether path is a mount point in this namespace.

@@ -101,7 +101,7 @@ func (d *dend) networkLeftovers(pid int) []string {
 	return left
 }
 
-// Another tool's first `ip netns add` bind-mounts /run/netns onto itself
+// Another tool's first `ip netns` add bind-mounts /run/netns onto itself
 // (recursively, then makes it shared), which hides every namespace
 // mounted there before. This test does what iproute2 does, without ip,
 // in a mount namespace of its own where its dend runs, so that nothing
@@ -146,7 +146,7 @@ func TestNetnsAddOfOtherToolsIsHarmless(t *testing.T) {
 		inMountNS(t, holder, fmt.Sprintf("mkdir -p /run/netns; touch %[2]s; mount --bind %[1]s %[2]s; umount %[1]s; rm %[1]s", cur, legacy))
 	}
 
-	// What `ip netns add tool` does the first time, and the namespace it
+	// What iproute2's `ip netns` add of "tool" does the first time, and the namespace it
 	// adds (the host's own, as `ip netns attach tool 1` would).
 	tool := "/run/netns/dentest-tool-" + strconv.Itoa(os.Getpid())
 	t.Cleanup(func() { os.Remove(tool) })

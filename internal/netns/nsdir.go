@@ -17,7 +17,7 @@ import (
 // while its file is bind-mounted, so sandboxes' namespaces outlive dend.
 //
 // den keeps them in a directory of its own, under its run directory, and
-// never in /run/netns, iproute2's: the first `ip netns add` on a host
+// never in /run/netns, iproute2's: the first `ip netns` add on a host
 // bind-mounts /run/netns onto itself, which hides every namespace mounted
 // there before, so that they could no longer be unmounted or removed.
 // den's directory is a private mount of itself, so that its namespaces'
@@ -131,7 +131,7 @@ func mountNS(src, path string) error {
 // removeNamed removes the namespace mounted at path: its mounts, then its
 // file; what is not there is fine. A dend killed between the two leaves
 // the file unmounted, which goes alone. A file that another mount of its
-// directory hides (`ip netns add` bind-mounts /run/netns onto itself)
+// directory hides (`ip netns` add bind-mounts /run/netns onto itself)
 // stays a mount point that no path reaches, and removing it fails with
 // EBUSY: it is then removed from a mount namespace of its own.
 func removeNamed(path string) error {
@@ -292,7 +292,7 @@ func (m *Manager) sweep() {
 func NamedPath(name string) string { return filepath.Join(namedDir, name) }
 
 // AddNamed makes an empty network namespace (loopback only) and returns
-// the path it is mounted at (NamedPath): what `ip netns add NAME` makes,
+// the path it is mounted at (NamedPath): what iproute2's `ip netns` add of NAME makes,
 // elsewhere, and without what iproute2 does first, bind-mounting
 // /run/netns onto itself, which hides every namespace mounted there
 // before. Tests and benchmarks make their namespaces with it; iproute2
