@@ -57,7 +57,11 @@ try {
   const refusal = await res.json();
   assert.equal(refusal.code, 403);
   assert.match(refusal.message, /e2b-traffic-access-token/);
-  res = await get(`http://${host}/hello.txt`, { headers: { "e2b-traffic-access-token": sbx.trafficAccessToken.slice(0, -2) + "00" } });
+  // Another token of the same shape: its last hex digit changed (a fixed
+  // suffix would leave one token in 256 as it was).
+  const last = sbx.trafficAccessToken.slice(-1);
+  const tampered = sbx.trafficAccessToken.slice(0, -1) + (last === "0" ? "1" : "0");
+  res = await get(`http://${host}/hello.txt`, { headers: { "e2b-traffic-access-token": tampered } });
   assert.equal(res.status, 403);
   await res.arrayBuffer();
   res = await get(`http://${host}/hello.txt`, { headers: { authorization: `Bearer ${other}` } });
