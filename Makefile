@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X github.com/den-dev/den/internal/version.Version=$(VERSION)
 GO_TEST_FLAGS ?=
 DEND_FLAGS ?=
 
-.PHONY: all setup build binaries run test unit integration test-hostvm bench faults fuzz vet clean install install-files
+.PHONY: all setup build binaries run test unit integration test-hostvm bench faults fuzz vet house clean install install-files
 
 # Where `make install` puts things; DESTDIR stages them elsewhere.
 PREFIX ?= /usr/local
@@ -81,6 +81,10 @@ faults: build
 # Fuzz every parser of outside input for FUZZTIME each (their seed corpora
 # also run as ordinary tests in `make test`).
 FUZZTIME ?= 30s
+# house measures how the code is laid out (docs/architecture.md).
+house:
+	./scripts/house-measure.sh
+
 fuzz:
 	go test -run=NONE -fuzz='^FuzzClean$$' -fuzztime=$(FUZZTIME) ./internal/fspath/
 	go test -run=NONE -fuzz='^FuzzRel$$' -fuzztime=$(FUZZTIME) ./internal/fspath/

@@ -1,0 +1,94 @@
+package main
+
+import "strings"
+
+// layer is a rank in den's house: a package may import packages of its
+// own layer or of lower ones, never of a higher one. docs/architecture.md
+// describes each.
+type layer struct {
+	rank int
+	name string
+}
+
+var (
+	base         = layer{1, "base"}
+	capabilities = layer{2, "capability below the core"}
+	coreLayer    = layer{3, "core"}
+	adapters     = layer{4, "adapter"}
+	above        = layer{5, "capability above the core"}
+	doors        = layer{6, "door"}
+	wiring       = layer{7, "wiring"}
+	programs     = layer{8, "program"}
+)
+
+// layers places each of den's packages; a package below one of these
+// paths takes its layer unless it has a line of its own. A new package
+// needs a line here, or the measure fails.
+var layers = map[string]layer{
+	// What everything may use: wire types, error classes, the guest
+	// protocol, the Go client, and leaves that know nothing of sandboxes.
+	"api":                            base,
+	"client":                         base,
+	"internal/errdefs":               base,
+	"internal/fspath":                base,
+	"internal/keyfile":               base,
+	"internal/version":               base,
+	"internal/testproc":              base,
+	"internal/guest":                 base,
+	"internal/initd":                 base,
+	"internal/audit":                 base,
+	"internal/idempotency":           base,
+	"internal/blob":                  base,
+	"internal/cluster":               base,
+	"internal/imagecrypt":            base,
+	"internal/inproc":                base,
+	"internal/ui":                    base,
+	"internal/e2b/envdpb":            base,
+	"internal/mcpserver/mcptest":     base,
+	"internal/store/postgres/pgtest": base,
+	"internal/blob/s3/miniotest":     base,
+	"bench/ticker":                   base,
+
+	// The domain.
+	"internal/sandbox": coreLayer,
+
+	// What the core declares and others implement: engine, storage,
+	// records, network, images, secrets, the Prometheus exposition.
+	"internal/runsc":   adapters,
+	"internal/storage": adapters,
+	"internal/store":   adapters,
+	"internal/netns":   adapters,
+	"internal/egress":  adapters,
+	"internal/image":   adapters,
+	"internal/secret":  adapters,
+	"internal/offsite": adapters,
+	"internal/auth":    adapters,
+	"internal/metrics": adapters,
+
+	// The front doors: each translates its protocol to the Service's verbs.
+	"internal/httpapi":   doors,
+	"internal/e2b":       doors,
+	"internal/mcpserver": doors,
+	"internal/sshgate":   doors,
+
+	"internal/daemon": wiring,
+
+	"cmd":         programs,
+	"bench":       programs,
+	"integration": programs,
+}
+
+// layerOf finds the layer of package path: its own line, or that of the
+// nearest enclosing path with one.
+func layerOf(path string) (layer, bool) {
+	for p := path; ; {
+		if l, ok := layers[p]; ok {
+			return l, true
+		}
+		i := strings.LastIndex(p, "/")
+		if i < 0 {
+			return layer{}, false
+		}
+		p = p[:i]
+	}
+}
