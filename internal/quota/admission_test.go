@@ -1,0 +1,71 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/den-dev/den/internal/errdefs"
+)
+
+// Many verbs of one owner at once, with room for three: exactly three
+// are admitted while none has released, and once the three records are
+// counted in the store and released, none more.
+func TestAdmissionSerializesOneOwner(t *testing.T) {
+	a := NewAdmission(Quotas{})
+	quota := func(context.Context) (Quota, error) { return Quota{Sandboxes: 3}, nil }
+	var mu sync.Mutex
+	stored := 0
+	count := func(context.Context) (Use, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return Use{Sandboxes: stored}, nil
+	}
+	var wg sync.WaitGroup
+	var admitted []func()
+	refused := 0
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			release, err := a.reserve(t.Context(), "o", Use{Sandboxes: 1}, quota, count)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if !errors.Is(err, errdefs.ErrQuota) {
+					t.Errorf("reserve = %v, want a quota error", err)
+				}
+				refused++
+				return
+			}
+			admitted = append(admitted, release)
+		}()
+	}
+	wg.Wait()
+	if len(admitted) != 3 || refused != 17 {
+		t.Fatalf("admitted %d, refused %d; want 3 and 17", len(admitted), refused)
+	}
+	// The records are written, then the reservations released.
+	mu.Lock()
+	stored = 3
+	mu.Unlock()
+	for _, release := range admitted {
+		release()
+		release() // twice is once
+	}
+	if _, err := a.reserve(t.Context(), "o", Use{Sandboxes: 1}, quota, count); !errors.Is(err, errdefs.ErrQuota) {
+		t.Fatalf("a fourth after the three were stored = %v, want a quota error", err)
+	}
+	// Another owner is counted apart.
+	release, err := a.reserve(t.Context(), "p", Use{Sandboxes: 1}, quota, func(context.Context) (Use, error) { return Use{}, nil })
+	if err != nil {
+		t.Fatalf("another owner = %v", err)
+	}
+	release()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.owners) != 0 {
+		t.Errorf("admission keeps %d owners after every verb ended, want none", len(a.owners))
+	}
+}
