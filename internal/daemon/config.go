@@ -17,6 +17,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/mcpserver"
 	"github.com/den-dev/den/internal/netns"
+	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/sshgate"
 )
@@ -86,7 +87,7 @@ type Config struct {
 	DiskReserve        int64   // bytes of the pool kept for den's snapshots; with DiskReservePercent 0
 	DiskReservePercent float64 // or this share of the pool, in percent
 	// OwnerQuota is the quota of owners an admin set none for (quota.go).
-	OwnerQuota sandbox.Quota
+	OwnerQuota quota.Quota
 	// MaxPIDs is the highest process limit an owner may give a sandbox.
 	MaxPIDs int
 
@@ -136,7 +137,7 @@ func Default() Config {
 		SSHLimits: sshgate.DefaultLimits(),
 
 		AuditRetention: 90 * 24 * time.Hour,
-		OwnerQuota:     sandbox.Quota{Sandboxes: DefaultOwnerSandboxes, Checkpoints: DefaultOwnerCheckpoints},
+		OwnerQuota:     quota.Quota{Sandboxes: DefaultOwnerSandboxes, Checkpoints: DefaultOwnerCheckpoints},
 		MaxPIDs:        DefaultMaxPIDs,
 
 		DefaultDisk:        AutoDisk,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/storage"
 	"github.com/den-dev/den/internal/storage/btrfs"
@@ -48,16 +49,16 @@ func (c *Config) reserveOf(size int64) int64 {
 
 // diskPolicy is how sandboxes share the opened pool. On a pool that
 // cannot cap a sandbox's disk there is no default cap, and dend says so.
-func diskPolicy(ctx context.Context, cfg Config, p pool, log *slog.Logger) (sandbox.DiskPolicy, error) {
+func diskPolicy(ctx context.Context, cfg Config, p pool, log *slog.Logger) (quota.DiskPolicy, error) {
 	ps, ok := p.(sandbox.PoolStater)
 	if !ok {
-		return sandbox.DiskPolicy{}, nil
+		return quota.DiskPolicy{}, nil
 	}
 	u, err := ps.PoolUsage(ctx)
 	if err != nil {
-		return sandbox.DiskPolicy{}, err
+		return quota.DiskPolicy{}, err
 	}
-	pol := sandbox.DiskPolicy{Default: cfg.DefaultDisk, Overcommit: cfg.DiskOvercommit, Reserve: cfg.reserveOf(u.Size)}
+	pol := quota.DiskPolicy{Default: cfg.DefaultDisk, Overcommit: cfg.DiskOvercommit, Reserve: cfg.reserveOf(u.Size)}
 	if pol.Default == AutoDisk {
 		pol.Default = min(autoDiskMax, u.Size/4)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -21,8 +22,8 @@ const (
 )
 
 // quotas is what the sandbox service bounds owners and sandboxes with.
-func (c *Config) quotas(owners sandbox.OwnerStore) sandbox.Quotas {
-	return sandbox.Quotas{Owners: owners, Default: c.OwnerQuota, Host: hostLimits(), MaxPIDs: c.MaxPIDs}
+func (c *Config) quotas(owners quota.OwnerStore) quota.Quotas {
+	return quota.Quotas{Owners: owners, Default: c.OwnerQuota, Host: hostLimits(), MaxPIDs: c.MaxPIDs}
 }
 
 func (c *Config) validateQuotas() error {
@@ -36,8 +37,8 @@ func (c *Config) validateQuotas() error {
 }
 
 // hostLimits is what this host has: its CPUs and its memory.
-func hostLimits() sandbox.HostLimits {
-	return sandbox.HostLimits{MemoryBytes: memTotal(), CPUs: runtime.NumCPU()}
+func hostLimits() quota.HostLimits {
+	return quota.HostLimits{MemoryBytes: memTotal(), CPUs: runtime.NumCPU()}
 }
 
 // memTotal reads MemTotal from /proc/meminfo; 0 when it cannot.

@@ -14,6 +14,7 @@ import (
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/idempotency"
+	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/secret"
 	"github.com/den-dev/den/internal/store/postgres"
@@ -23,7 +24,7 @@ import (
 // records is what dend keeps in its store. Both stores keep all of it.
 type records interface {
 	sandbox.Store
-	sandbox.OwnerStore
+	quota.OwnerStore
 	auth.Store
 	auth.KeyStore
 	audit.Log

@@ -9,6 +9,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -208,14 +209,14 @@ func byOwner(ts []*auth.Token) map[string][]string {
 	return out
 }
 
-func toQuota(q sandbox.Quota) api.Quota {
+func toQuota(q quota.Quota) api.Quota {
 	return api.Quota{Sandboxes: q.Sandboxes, MemoryBytes: q.MemoryBytes, CPUs: q.CPUs, DiskBytes: q.DiskBytes, Checkpoints: q.Checkpoints}
 }
 
 func toOwner(o *sandbox.OwnerStatus, tokens []string) api.Owner {
 	out := api.Owner{
 		ID: o.ID, Tokens: tokens, Default: o.Default, Quota: toQuota(o.Quota),
-		Use:          toQuota(sandbox.Quota(o.Use)),
+		Use:          toQuota(quota.Quota(o.Use)),
 		AllowPrivate: mapSlice(o.AllowPrivate, netip.Prefix.String),
 	}
 	if !o.UpdatedAt.IsZero() {

@@ -15,6 +15,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -29,7 +30,7 @@ func newFakeOwners(c *calls) *fakeOwners {
 	return &fakeOwners{calls: c, recs: map[string]*sandbox.OwnerStatus{}}
 }
 
-var defaultQuota = sandbox.Quota{Sandboxes: 50, Checkpoints: 500}
+var defaultQuota = quota.Quota{Sandboxes: 50, Checkpoints: 500}
 
 func (f *fakeOwners) Owner(ctx context.Context, id string) (*sandbox.OwnerStatus, error) {
 	f.mu.Lock()
@@ -38,7 +39,7 @@ func (f *fakeOwners) Owner(ctx context.Context, id string) (*sandbox.OwnerStatus
 		c := *o
 		return &c, nil
 	}
-	return &sandbox.OwnerStatus{Owner: sandbox.Owner{ID: id, Quota: defaultQuota}, Default: true, Use: sandbox.Use{Sandboxes: 1}}, nil
+	return &sandbox.OwnerStatus{Owner: quota.Owner{ID: id, Quota: defaultQuota}, Default: true, Use: quota.Use{Sandboxes: 1}}, nil
 }
 
 func (f *fakeOwners) Owners(ctx context.Context, others ...string) ([]*sandbox.OwnerStatus, error) {
@@ -171,7 +172,7 @@ func TestOwnerSetByAdmin(t *testing.T) {
 // A quota refusal is 403 with its own code, the use and limit in the
 // message.
 func TestQuotaErrorStatus(t *testing.T) {
-	err := sandbox.Quota{Sandboxes: 1}.Admit("o", sandbox.Use{Sandboxes: 1}, sandbox.Use{Sandboxes: 1})
+	err := quota.Quota{Sandboxes: 1}.Admit("o", quota.Use{Sandboxes: 1}, quota.Use{Sandboxes: 1})
 	status, body, internal := toAPIError(err)
 	if status != http.StatusForbidden || body.Code != api.CodeQuotaExceeded || internal ||
 		!strings.Contains(body.Message, "1 in use") || body.Hint == "" {

@@ -2,68 +2,38 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/quota"
 )
 
-// admission decides whether an owner may add use, and keeps two verbs of
-// one owner from both passing a quota with room for one: each check runs
-// under the owner's lock and counts, besides the records in the store,
-// what admitted verbs are still creating (their reservations).
-//
-// Its maps are per node by design: a reservation lives only as long as
-// the verb that holds it, on the node that runs it. A store several
-// nodes share checks again as it writes a new sandbox's record (see
-// QuotaStore), so that no two nodes both pass a quota with room for one.
-type admission struct {
-	quotas Quotas
-
-	mu sync.Mutex
-	// owners holds, by owner identity, its lock and what it has reserved.
-	owners map[string]*ownerAdmission
+// admitter is what the core asks of owners' quotas: internal/quota's
+// Admission, which has its own lock. A verb that adds use reserves it
+// before it makes anything and releases the reservation once its
+// records are in the store, or it gave up; a change of an owner's record
+// holds the owner's lock meanwhile so no verb is admitted with the old.
+type admitter interface {
+	// QuotaOf returns an owner's record and whether its quota is the
+	// dend-wide default.
+	QuotaOf(ctx context.Context, owner string) (*quota.Owner, bool, error)
+	// Reserve admits add for owner on top of what count finds in the
+	// store; uncapped says a sandbox it makes or changes has no disk cap.
+	Reserve(ctx context.Context, owner string, add quota.Use, uncapped bool,
+		count func(context.Context) (quota.Use, error)) (release func(), err error)
+	// Lock holds owner's admission lock until unlock.
+	Lock(owner string) (unlock func())
 }
 
-type ownerAdmission struct {
-	mu sync.Mutex // held while one check counts and reserves
-	// pending is use admitted whose records may not be in the store yet;
-	// guarded by admission.mu.
-	pending Use
-	refs    int // reservations and checks under way; guarded by admission.mu
+var _ admitter = (*quota.Admission)(nil)
+
+// useOf is the use one sandbox of spec adds.
+func useOf(l Limits) quota.Use {
+	return quota.Use{Sandboxes: 1, MemoryBytes: l.MemoryBytes, CPUs: l.CPUs, DiskBytes: l.DiskBytes}
 }
 
-func newAdmission(q Quotas) *admission {
-	return &admission{quotas: q, owners: map[string]*ownerAdmission{}}
-}
-
-func (a *admission) enter(owner string) *ownerAdmission {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	o, ok := a.owners[owner]
-	if !ok {
-		o = &ownerAdmission{}
-		a.owners[owner] = o
-	}
-	o.refs++
-	return o
-}
-
-func (a *admission) leave(owner string, o *ownerAdmission, give Use) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	o.pending = o.pending.Plus(give.Times(-1))
-	if o.refs--; o.refs == 0 {
-		delete(a.owners, owner)
-	}
-}
-
-func (a *admission) pendingOf(o *ownerAdmission) Use {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return o.pending
-}
+// Use is what sb holds of its owner's quota, its checkpoints aside.
+func (sb *Sandbox) Use() quota.Use { return useOf(sb.Spec.Limits()) }
 
 // QuotaStore is a Store that several dends may share (PostgreSQL). What
 // admission reserves is known only to the node that reserved it, so a
@@ -72,7 +42,7 @@ func (a *admission) pendingOf(o *ownerAdmission) Use {
 // the record, under a lock on the owner, and refuses what would go over
 // q. Of two nodes racing for a quota with room for one, exactly one wins.
 type QuotaStore interface {
-	CreateSandboxWithin(ctx context.Context, sb *Sandbox, ev Event, q Quota) error
+	CreateSandboxWithin(ctx context.Context, sb *Sandbox, ev Event, q quota.Quota) error
 }
 
 // recordNew writes a new sandbox's record, within its owner's quota
@@ -83,7 +53,7 @@ func (s *Service) recordNew(ctx context.Context, sb *Sandbox, ev Event) error {
 	if !ok || sb.Owner == "" {
 		err = s.cfg.Store.CreateSandbox(ctx, sb, ev)
 	} else {
-		var rec *Owner
+		var rec *quota.Owner
 		rec, _, err = s.QuotaOf(ctx, sb.Owner)
 		if err == nil {
 			err = qs.CreateSandboxWithin(ctx, sb, ev, rec.Quota)
@@ -98,29 +68,18 @@ func (s *Service) recordNew(ctx context.Context, sb *Sandbox, ev Event) error {
 
 // QuotaOf returns an owner's quota and whether it is the dend-wide
 // default (no record of its own).
-func (s *Service) QuotaOf(ctx context.Context, owner string) (*Owner, bool, error) {
-	q := s.admission.quotas
-	if q.Owners == nil {
-		return &Owner{ID: owner, Quota: q.Default}, true, nil
-	}
-	o, err := q.Owners.GetOwner(ctx, owner)
-	if errors.Is(err, errdefs.ErrNotFound) {
-		return &Owner{ID: owner, Quota: q.Default}, true, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("reading the quota of owner %s: %w", owner, err)
-	}
-	return o, false, nil
+func (s *Service) QuotaOf(ctx context.Context, owner string) (*quota.Owner, bool, error) {
+	return s.admission.QuotaOf(ctx, owner)
 }
 
 // UseOf counts what an owner's sandboxes hold now: those not destroyed,
 // and the manual checkpoints of those.
-func (s *Service) UseOf(ctx context.Context, owner string) (Use, error) {
+func (s *Service) UseOf(ctx context.Context, owner string) (quota.Use, error) {
 	sbs, err := s.cfg.Store.ListSandboxes(ctx)
 	if err != nil {
-		return Use{}, fmt.Errorf("counting the use of owner %s: %w", owner, err)
+		return quota.Use{}, fmt.Errorf("counting the use of owner %s: %w", owner, err)
 	}
-	var u Use
+	var u quota.Use
 	for _, sb := range sbs {
 		if sb.Owner != owner {
 			continue
@@ -128,7 +87,7 @@ func (s *Service) UseOf(ctx context.Context, owner string) (Use, error) {
 		u = u.Plus(useOf(sb.Spec.Limits()))
 		cks, err := s.cfg.Store.ListCheckpoints(ctx, sb.ID)
 		if err != nil {
-			return Use{}, fmt.Errorf("counting the checkpoints of owner %s: %w", owner, err)
+			return quota.Use{}, fmt.Errorf("counting the checkpoints of owner %s: %w", owner, err)
 		}
 		for _, ck := range cks {
 			if ck.Kind == CheckpointManual {
@@ -145,57 +104,9 @@ func (s *Service) UseOf(ctx context.Context, owner string) (Use, error) {
 // the store, or it gave up: until then the reservation counts.
 // perSandbox, when set, are the limits of each sandbox add creates or
 // changes, which a disk quota needs capped.
-func (s *Service) reserve(ctx context.Context, owner string, add Use, perSandbox *Limits) (release func(), err error) {
-	if owner == "" {
-		return func() {}, nil
-	}
-	quota := func(ctx context.Context) (Quota, error) {
-		rec, _, err := s.QuotaOf(ctx, owner)
-		if err != nil {
-			return Quota{}, err
-		}
-		if perSandbox != nil && rec.Quota.DiskBytes > 0 && perSandbox.DiskBytes == 0 {
-			return Quota{}, errdefs.WithHint(errdefs.Quota("owner %s has a disk quota (%s): each of its sandboxes needs a disk cap", owner, size(rec.Quota.DiskBytes)),
-				"give one with --disk (e.g. --disk 10G); a sandbox made from a checkpoint or fork takes its origin's, set with `den limits NAME --disk`")
-		}
-		return rec.Quota, nil
-	}
-	return s.admission.reserve(ctx, owner, add, quota, func(ctx context.Context) (Use, error) { return s.UseOf(ctx, owner) })
-}
-
-// reserve admits add for owner under its quota, counting what count
-// finds in the store and what admitted verbs still create.
-func (a *admission) reserve(ctx context.Context, owner string, add Use,
-	quota func(context.Context) (Quota, error), count func(context.Context) (Use, error)) (release func(), err error) {
-	o := a.enter(owner)
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	admitted := false
-	defer func() {
-		if !admitted {
-			a.leave(owner, o, Use{})
-		}
-	}()
-	q, err := quota(ctx)
-	if err != nil {
-		return nil, err
-	}
-	use, err := count(ctx)
-	if err != nil {
-		return nil, err
-	}
-	// Pending is read after the store: a verb whose record is in the
-	// store by now still counts until it releases, so it is counted
-	// twice at worst, never missed.
-	if err := q.Admit(owner, use.Plus(a.pendingOf(o)), add); err != nil {
-		return nil, err
-	}
-	a.mu.Lock()
-	o.pending = o.pending.Plus(add)
-	a.mu.Unlock()
-	admitted = true
-	var once sync.Once
-	return func() { once.Do(func() { a.leave(owner, o, add) }) }, nil
+func (s *Service) reserve(ctx context.Context, owner string, add quota.Use, perSandbox *Limits) (release func(), err error) {
+	uncapped := perSandbox != nil && perSandbox.DiskBytes == 0
+	return s.admission.Reserve(ctx, owner, add, uncapped, func(ctx context.Context) (quota.Use, error) { return s.UseOf(ctx, owner) })
 }
 
 // admit checks n new sandboxes of limits l for owner (the verb says what
@@ -208,18 +119,18 @@ func (s *Service) admit(ctx context.Context, verb, owner string, l Limits, n int
 	if err != nil {
 		return nil, err
 	}
-	quota, err := s.admitSandboxes(ctx, owner, l, n)
+	owned, err := s.admitSandboxes(ctx, owner, l, n)
 	if err != nil {
 		disk()
 		return nil, err
 	}
-	return func() { quota(); disk() }, nil
+	return func() { owned(); disk() }, nil
 }
 
 // admitSandboxes checks n new sandboxes of limits l for owner: within the
 // host and the process maximum, and within its quota.
 func (s *Service) admitSandboxes(ctx context.Context, owner string, l Limits, n int) (func(), error) {
-	if err := s.admission.quotas.fits(owner, l); err != nil {
+	if err := fits(s.cfg.Quotas, owner, l); err != nil {
 		return nil, err
 	}
 	return s.reserve(ctx, owner, useOf(l).Times(n), &l)
@@ -227,10 +138,10 @@ func (s *Service) admitSandboxes(ctx context.Context, owner string, l Limits, n 
 
 // admitLimits checks a sandbox's change of limits from old to l.
 func (s *Service) admitLimits(ctx context.Context, sb *Sandbox, old, l Limits) (func(), error) {
-	if err := s.admission.quotas.fits(sb.Owner, l); err != nil {
+	if err := fits(s.cfg.Quotas, sb.Owner, l); err != nil {
 		return nil, err
 	}
-	grow := Use{
+	grow := quota.Use{
 		MemoryBytes: max(l.MemoryBytes-old.MemoryBytes, 0),
 		CPUs:        max(l.CPUs-old.CPUs, 0),
 		DiskBytes:   max(l.DiskBytes-old.DiskBytes, 0),
@@ -246,7 +157,7 @@ func (s *Service) admitLimits(ctx context.Context, sb *Sandbox, old, l Limits) (
 // brings one of its sandboxes back anew from a checkpoint, and that the
 // sandbox's limits still fit this host.
 func (s *Service) admitRenewal(ctx context.Context, sb *Sandbox) error {
-	if err := s.admission.quotas.fits(sb.Owner, sb.Spec.Limits()); err != nil {
+	if err := fits(s.cfg.Quotas, sb.Owner, sb.Spec.Limits()); err != nil {
 		return err
 	}
 	if sb.Owner == "" {
@@ -266,5 +177,41 @@ func (s *Service) admitRenewal(ctx context.Context, sb *Sandbox) error {
 // defaultPIDs is the process limit of a new sandbox that asks for none:
 // DefaultPIDs, within the maximum owners may set.
 func (s *Service) defaultPIDs(memory int64) int {
-	return min(DefaultPIDs(memory), s.admission.quotas.maxPIDs())
+	return min(DefaultPIDs(memory), maxPIDs(s.cfg.Quotas))
+}
+
+// fits refuses limits l for one sandbox of owner under q: over what the
+// host has (for anyone), or, for an owner, no process limit or one over
+// the maximum owners may set.
+func fits(q quota.Quotas, owner string, l Limits) error {
+	if h := q.Host.MemoryBytes; h > 0 && l.MemoryBytes > h {
+		return errdefs.WithHint(errdefs.Invalid("memory %s is more than this host has (%s)", size(l.MemoryBytes), size(h)),
+			fmt.Sprintf("ask for at most %s", size(h)))
+	}
+	if h := q.Host.CPUs; h > 0 && l.CPUs > float64(h)+quota.CPUEpsilon {
+		return errdefs.WithHint(errdefs.Invalid("%g CPUs is more than this host has (%d)", l.CPUs, h),
+			fmt.Sprintf("ask for at most %d", h))
+	}
+	if owner == "" {
+		return nil
+	}
+	bound := maxPIDs(q)
+	if l.PIDs == 0 {
+		return errdefs.WithHint(errdefs.Invalid("an owner cannot lift the process limit"),
+			fmt.Sprintf("set a limit of at most %d (dend --max-pids)", bound))
+	}
+	if l.PIDs > bound {
+		return errdefs.WithHint(errdefs.Invalid("process limit %d is over this dend's maximum of %d", l.PIDs, bound),
+			fmt.Sprintf("set a limit of at most %d (dend --max-pids)", bound))
+	}
+	return nil
+}
+
+// maxPIDs is the highest process limit owners may set under q: its
+// MaxPIDs, within the engine's bound MaxPIDs.
+func maxPIDs(q quota.Quotas) int {
+	if q.MaxPIDs <= 0 || q.MaxPIDs > MaxPIDs {
+		return MaxPIDs
+	}
+	return q.MaxPIDs
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/quota"
 )
 
 // Checkpoint takes an immutable checkpoint of a running or paused sandbox:
@@ -41,7 +42,7 @@ func (s *Service) Checkpoint(ctx context.Context, ref string, p CheckpointParams
 			return nil, err
 		}
 	}
-	release, err := s.reserve(ctx, sb.Owner, Use{Checkpoints: 1}, nil)
+	release, err := s.reserve(ctx, sb.Owner, quota.Use{Checkpoints: 1}, nil)
 	if err != nil {
 		return nil, err
 	}

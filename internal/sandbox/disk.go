@@ -4,36 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/quota"
 )
 
-// How sandboxes share the storage pool. Three rules keep one sandbox from
-// taking it from the others:
-//
-//   - Every sandbox has a disk cap: one it asks for, or DiskPolicy.Default.
-//     A sandbox made before there was a default gets it when dend starts.
-//   - The caps together may promise the pool at most Overcommit times
-//     over: a create, fork or create-from-checkpoint whose caps would pass
-//     that is refused before anything is made.
-//   - The last Reserve bytes of the pool are den's own, for the snapshots
-//     of checkpoints and hibernations: where the pool can (btrfs with
-//     simple quotas), sandboxes' writes together stop short of it; and
-//     while less than Reserve is free, new sandboxes and forks are refused
-//     and manual checkpoints once less than half of it is left. Hibernation
-//     is never refused for space: it is what frees a host's memory.
-
-// DiskPolicy is how sandboxes share the storage pool.
-type DiskPolicy struct {
-	// Default is the cap of a sandbox that asks for none; 0: none.
-	Default int64
-	// Overcommit bounds the caps of all sandboxes together at this many
-	// times the pool's size; 0 does not bound them.
-	Overcommit float64
-	// Reserve is what the pool keeps free for den's own snapshots.
-	Reserve int64
-}
+// How sandboxes share the storage pool is quota.DiskPolicy's story: every
+// sandbox has a disk cap, the caps together promise the pool at most
+// Overcommit times over, and the last Reserve bytes are den's own. This
+// file asks the pool how full it is and adds up the caps of the
+// sandboxes recorded; the ledger keeps those admitted but not yet
+// recorded.
 
 // PoolUsage is how full the storage pool is, as its filesystem says.
 type PoolUsage struct {
@@ -53,12 +34,16 @@ type PoolStater interface {
 	PoolUsage(ctx context.Context) (PoolUsage, error)
 }
 
-// diskLedger holds the caps of sandboxes admitted but not yet recorded,
-// so two creates at once cannot both take the last room.
-type diskLedger struct {
-	mu      sync.Mutex
-	pending int64
+// capLedger holds the disk caps of sandboxes admitted but not yet
+// recorded, so two creates at once cannot both take the last room:
+// internal/quota's Ledger, which has its own lock. Admit is given the
+// caps already recorded; release is called once the sandboxes are
+// recorded, or failed.
+type capLedger interface {
+	Admit(verb string, more, promised, poolSize int64) (release func(), err error)
 }
+
+var _ capLedger = (*quota.Ledger)(nil)
 
 // PoolUsage reports how full the storage pool is, with the reserve dend
 // keeps in it.
@@ -76,7 +61,7 @@ func (s *Service) PoolUsage(ctx context.Context) (PoolUsage, error) {
 }
 
 // DiskPolicy is how sandboxes share the pool here.
-func (s *Service) DiskPolicy() DiskPolicy { return s.cfg.Disk }
+func (s *Service) DiskPolicy() quota.DiskPolicy { return s.cfg.Disk }
 
 // PoolReport is PoolUsage with what sandboxes' caps promise.
 func (s *Service) PoolReport(ctx context.Context) (PoolUsage, error) {
@@ -84,32 +69,33 @@ func (s *Service) PoolReport(ctx context.Context) (PoolUsage, error) {
 	if err != nil {
 		return u, err
 	}
+	u.Promised, err = s.promised(ctx)
+	return u, err
+}
+
+// promised adds up the caps of this node's sandboxes.
+func (s *Service) promised(ctx context.Context) (int64, error) {
 	sbs, err := s.localSandboxes(ctx)
 	if err != nil {
-		return u, err
+		return 0, err
 	}
+	var promised int64
 	for _, sb := range sbs {
-		u.Promised += s.diskCap(sb.Spec.DiskBytes)
+		promised += s.diskCap(sb.Spec.DiskBytes)
 	}
-	return u, nil
+	return promised, nil
 }
 
 // diskCap is the cap a new sandbox that asked for asked gets.
-func (s *Service) diskCap(asked int64) int64 {
-	if asked == 0 {
-		return s.cfg.Disk.Default
-	}
-	return asked
-}
+func (s *Service) diskCap(asked int64) int64 { return s.cfg.Disk.Cap(asked) }
 
 // checkDiskSize refuses a cap no pool of this size could honour.
 func (s *Service) checkDiskSize(ctx context.Context, capBytes int64) error {
 	u, err := s.PoolUsage(ctx)
-	if err != nil || u.Size == 0 || capBytes <= u.Size {
+	if err != nil {
 		return nil
 	}
-	return errdefs.WithHint(errdefs.Invalid("disk cap %s is larger than the whole storage pool (%s)", size(capBytes), size(u.Size)),
-		fmt.Sprintf("ask for at most %s, or leave --disk out for the default", size(u.Size)))
+	return quota.CheckSize(capBytes, u.Size)
 }
 
 // admitDisk admits n new sandboxes with a cap of capBytes each (the verb
@@ -126,7 +112,7 @@ func (s *Service) admitDisk(ctx context.Context, verb string, n int, capBytes in
 		return nil, err
 	}
 	if u.Free < u.Reserve {
-		return nil, poolFull(verb, u)
+		return nil, quota.PoolFull(verb, u.Free, u.Size, u.Reserve)
 	}
 	if s.cfg.Disk.Overcommit <= 0 || capBytes == 0 {
 		return nop, nil
@@ -141,22 +127,15 @@ func (s *Service) admitCheckpoint(ctx context.Context, sb *Sandbox) error {
 	if err != nil || u.Size == 0 || u.Free >= u.Reserve/2 {
 		return nil
 	}
-	return poolFull("checkpoint sandbox "+sb.Name, u)
-}
-
-func poolFull(verb string, u PoolUsage) error {
-	return errdefs.WithHint(errdefs.Unavailable("cannot %s: the storage pool is full: %s free of %s, below the %s dend keeps for checkpoints and hibernation",
-		verb, size(max(u.Free, 0)), size(u.Size), size(u.Reserve)),
-		"free space: remove sandboxes (`den rm`) or checkpoints (`den checkpoint rm`) you no longer need, delete files inside sandboxes, or give dend a larger pool")
+	return quota.PoolFull("checkpoint sandbox "+sb.Name, u.Free, u.Size, u.Reserve)
 }
 
 // checkDiskChange refuses a new cap for sb that lifts the cap where every
 // sandbox has one, no pool could honour, or would promise the pool more
 // than Overcommit allows.
 func (s *Service) checkDiskChange(ctx context.Context, sb *Sandbox, capBytes int64) (release func(), err error) {
-	if capBytes == 0 && s.cfg.Disk.Default != 0 {
-		return nil, errdefs.WithHint(errdefs.Invalid("every sandbox on this host has a disk cap: it cannot be lifted"),
-			fmt.Sprintf("give a size instead, e.g. --disk %s (the default)", size(s.cfg.Disk.Default)))
+	if err := s.cfg.Disk.CheckLift(capBytes); err != nil {
+		return nil, err
 	}
 	if err := s.checkDiskSize(ctx, capBytes); err != nil {
 		return nil, err
@@ -182,29 +161,11 @@ func (s *Service) admitGrowth(ctx context.Context, sb *Sandbox, more int64) (fun
 // sandbox, and of those admitted but not yet recorded, stay within
 // Overcommit times the pool's size.
 func (s *Service) admitCaps(ctx context.Context, verb string, more int64, u PoolUsage) (func(), error) {
-	sbs, err := s.localSandboxes(ctx)
+	promised, err := s.promised(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("adding up disk caps: %w", err)
 	}
-	var promised int64
-	for _, sb := range sbs {
-		promised += s.diskCap(sb.Spec.DiskBytes)
-	}
-	bound := int64(float64(u.Size) * s.cfg.Disk.Overcommit)
-	s.disk.mu.Lock()
-	defer s.disk.mu.Unlock()
-	promised += s.disk.pending
-	if promised+more > bound {
-		return nil, errdefs.WithHint(errdefs.Unavailable("cannot %s: %s more of disk caps would promise %s of a %s storage pool; dend allows at most %s (%g times its size), and %s is promised already",
-			verb, size(more), size(promised+more), size(u.Size), size(bound), s.cfg.Disk.Overcommit, size(promised)),
-			"ask for a smaller --disk, lower other sandboxes' caps with `den limits NAME --disk SIZE`, remove sandboxes you no longer need, or raise dend's --disk-overcommit")
-	}
-	s.disk.pending += more
-	return func() {
-		s.disk.mu.Lock()
-		s.disk.pending -= more
-		s.disk.mu.Unlock()
-	}, nil
+	return s.disk.Admit(verb, more, promised, u.Size)
 }
 
 // capOnRecover gives a sandbox made before every sandbox had a cap the

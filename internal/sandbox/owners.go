@@ -6,16 +6,18 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/quota"
 )
 
 // OwnerStatus is an owner's quota and grants with what it uses now.
 type OwnerStatus struct {
-	Owner
+	quota.Owner
 	// Default says the owner has no record: its quota is dend's default.
 	Default bool
-	Use     Use
+	Use     quota.Use
 }
 
 // OwnerChange changes an owner's record: nil fields keep their value (the
@@ -55,7 +57,7 @@ func (s *Service) Owners(ctx context.Context, others ...string) ([]*OwnerStatus,
 			ids[id] = true
 		}
 	}
-	if st := s.admission.quotas.Owners; st != nil {
+	if st := s.cfg.Quotas.Owners; st != nil {
 		recs, err := st.ListOwners(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("listing owners: %w", err)
@@ -94,7 +96,7 @@ func (s *Service) Owners(ctx context.Context, others ...string) ([]*OwnerStatus,
 // back under. A grant cannot be taken away while a policy of one of the
 // owner's sandboxes needs it (ErrConflict naming them).
 func (s *Service) SetOwner(ctx context.Context, id string, c OwnerChange) (*OwnerStatus, error) {
-	st := s.admission.quotas.Owners
+	st := s.cfg.Quotas.Owners
 	if st == nil {
 		return nil, errdefs.Unavailable("owner records are not kept by this dend")
 	}
@@ -103,12 +105,7 @@ func (s *Service) SetOwner(ctx context.Context, id string, c OwnerChange) (*Owne
 	}
 	// Under the owner's admission lock: no verb of its is admitted with
 	// the old record while this one is written.
-	o := s.admission.enter(id)
-	o.mu.Lock()
-	defer func() {
-		o.mu.Unlock()
-		s.admission.leave(id, o, Use{})
-	}()
+	defer s.admission.Lock(id)()
 	cur, _, err := s.QuotaOf(ctx, id)
 	if err != nil {
 		return nil, err
@@ -144,16 +141,11 @@ func (s *Service) SetOwner(ctx context.Context, id string, c OwnerChange) (*Owne
 // ResetOwner removes an owner's record: it has dend's default quota and
 // no grants again, unless a policy of its sandboxes needs a grant.
 func (s *Service) ResetOwner(ctx context.Context, id string) error {
-	st := s.admission.quotas.Owners
+	st := s.cfg.Quotas.Owners
 	if st == nil {
 		return errdefs.Unavailable("owner records are not kept by this dend")
 	}
-	o := s.admission.enter(id)
-	o.mu.Lock()
-	defer func() {
-		o.mu.Unlock()
-		s.admission.leave(id, o, Use{})
-	}()
+	defer s.admission.Lock(id)()
 	if err := s.grantsStillCover(ctx, id, nil); err != nil {
 		return err
 	}
@@ -179,6 +171,9 @@ func (s *Service) grantsStillCover(ctx context.Context, owner string, grants []n
 	return errdefs.WithHint(errdefs.Conflict("the network policies of sandboxes %s of owner %s name private ranges it would no longer be granted", ownerNames(names), owner),
 		"change their rules first (`den network NAME`), or keep the grant")
 }
+
+// ownerNames renders a list of names for a message.
+func ownerNames(names []string) string { return strings.Join(names, ", ") }
 
 func normalPrefixes(ps []netip.Prefix) []netip.Prefix {
 	out := make([]netip.Prefix, 0, len(ps))

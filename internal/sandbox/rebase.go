@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/quota"
 )
 
 // Rebase gives a sandbox a new root from an image version while it keeps
@@ -87,7 +88,7 @@ func (s *Service) Rebase(ctx context.Context, ref string, p RebaseParams) (*Reba
 	if err := s.admitCheckpoint(ctx, sb); err != nil {
 		return nil, err
 	}
-	release, err := s.reserve(ctx, sb.Owner, Use{Checkpoints: 1}, nil)
+	release, err := s.reserve(ctx, sb.Owner, quota.Use{Checkpoints: 1}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/quota"
 )
 
 // Config is what the Service is built from.
@@ -62,10 +63,11 @@ type Config struct {
 	MinTTL time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
-	// Disk is how sandboxes share the storage pool (see disk.go).
-	Disk DiskPolicy
-	// Quotas bounds what each owner, and each sandbox, may take (quota.go).
-	Quotas Quotas
+	// Disk is how sandboxes share the storage pool (see quota.DiskPolicy).
+	Disk quota.DiskPolicy
+	// Quotas bounds what each owner, and each sandbox, may take
+	// (admission.go).
+	Quotas quota.Quotas
 	// Fleet is the other nodes, for moving sandboxes (move.go); nil
 	// outside a fleet.
 	Fleet Fleet
@@ -132,10 +134,11 @@ type Service struct {
 	// reserve and allowance bound run output on the host (outputroom.go).
 	dataReserve *diskReserve
 	allowance   *runAllowance
-	// disk holds the disk caps admitted but not yet recorded.
-	disk diskLedger
+	// disk holds the disk caps admitted but not yet recorded (disk.go);
+	// it has its own lock.
+	disk capLedger
 	// admission checks owners' quotas (admission.go); it has its own lock.
-	admission *admission
+	admission admitter
 	// metrics keeps recent samples of running sandboxes (metrics.go); it
 	// has its own lock.
 	metrics metricsLog
@@ -201,7 +204,8 @@ func NewService(cfg Config) (*Service, error) {
 		staleLimits:  map[string]bool{},
 		secretStates: map[string]secretState{},
 		dataReserve:  &diskReserve{dir: cfg.RunsDir, reserve: cfg.Output.Reserve, now: cfg.Now},
-		admission:    newAdmission(cfg.Quotas),
+		disk:         quota.NewLedger(cfg.Disk),
+		admission:    quota.NewAdmission(cfg.Quotas),
 		events:       newEventHub(),
 	}
 	if cfg.Offsite != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/idempotency"
+	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/secret"
 )
@@ -270,7 +271,7 @@ func ScanImage(row Scanner) (*sandbox.Image, error) {
 }
 
 // OwnerValues returns o's values for OwnerCols.
-func OwnerValues(o *sandbox.Owner) ([]any, error) {
+func OwnerValues(o *quota.Owner) ([]any, error) {
 	grants, err := EncodeGrants(o.AllowPrivate)
 	if err != nil {
 		return nil, err
@@ -280,8 +281,8 @@ func OwnerValues(o *sandbox.Owner) ([]any, error) {
 }
 
 // ScanOwner reads a row of OwnerCols.
-func ScanOwner(row Scanner) (*sandbox.Owner, error) {
-	var o sandbox.Owner
+func ScanOwner(row Scanner) (*quota.Owner, error) {
+	var o quota.Owner
 	var grants []byte
 	var updated string
 	q := &o.Quota

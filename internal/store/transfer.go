@@ -7,6 +7,7 @@ import (
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/idempotency"
+	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/secret"
 )
@@ -21,7 +22,7 @@ type Records struct {
 	Runs        []*sandbox.Run
 	Checkpoints []*sandbox.Checkpoint
 	Images      []*sandbox.Image // every version, each image's oldest first
-	Owners      []*sandbox.Owner
+	Owners      []*quota.Owner
 	Tokens      []*auth.Token
 	SSHKeys     []*auth.SSHKey
 	Audit       []*audit.Entry

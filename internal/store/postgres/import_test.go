@@ -12,6 +12,7 @@ import (
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/idempotency"
+	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/secret"
 	"github.com/den-dev/den/internal/store/postgres/pgtest"
@@ -55,7 +56,7 @@ func fillSQLite(t *testing.T) string {
 	must(st.CreateCheckpoint(ctx, &sandbox.Checkpoint{ID: "ck-1", SandboxID: "sb-web", Name: "first", Kind: sandbox.CheckpointManual, Memory: true, Generation: 1}))
 	must(st.CreateCheckpoint(ctx, &sandbox.Checkpoint{ID: "ck-2", SandboxID: "sb-web", Kind: sandbox.CheckpointHibernate, Parent: "ck-1", Generation: 1}))
 	must(st.PutImage(ctx, &sandbox.Image{Name: "debian", Source: "builtin", Env: []string{"PATH=/bin"}, SizeBytes: 1 << 20}))
-	must(st.PutOwner(ctx, &sandbox.Owner{ID: "alice", Quota: sandbox.Quota{Sandboxes: 3, CPUs: 2.5}}))
+	must(st.PutOwner(ctx, &quota.Owner{ID: "alice", Quota: quota.Quota{Sandboxes: 3, CPUs: 2.5}}))
 	expires := time.Now().Add(time.Hour)
 	must(st.CreateToken(ctx, &auth.Token{ID: "t-1", Name: "ci", Scope: auth.ScopeOwner, Owner: "alice", Hash: "h1", ExpiresAt: &expires}))
 	must(st.CreateToken(ctx, &auth.Token{ID: "t-2", Name: "old", Scope: auth.ScopeAdmin, Hash: "h2"}))
@@ -75,7 +76,7 @@ func fillSQLite(t *testing.T) string {
 // everything reads every record through a store's interfaces.
 func everything(t *testing.T, st interface {
 	sandbox.Store
-	sandbox.OwnerStore
+	quota.OwnerStore
 	auth.Store
 	audit.Log
 	secret.Store

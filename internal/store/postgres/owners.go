@@ -7,12 +7,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/store"
 )
 
 // PutOwner inserts or replaces an owner's record.
-func (s *Store) PutOwner(ctx context.Context, o *sandbox.Owner) error {
+func (s *Store) PutOwner(ctx context.Context, o *quota.Owner) error {
 	if o.ID == "" {
 		return errdefs.Invalid("cannot store an owner without an id")
 	}
@@ -30,7 +30,7 @@ func (s *Store) PutOwner(ctx context.Context, o *sandbox.Owner) error {
 	return nil
 }
 
-func putOwnerRow(ctx context.Context, tx pgx.Tx, o *sandbox.Owner) error {
+func putOwnerRow(ctx context.Context, tx pgx.Tx, o *quota.Owner) error {
 	values, err := store.OwnerValues(o)
 	if err != nil {
 		return err
@@ -43,7 +43,7 @@ func putOwnerRow(ctx context.Context, tx pgx.Tx, o *sandbox.Owner) error {
 }
 
 // GetOwner returns an owner's record.
-func (s *Store) GetOwner(ctx context.Context, id string) (*sandbox.Owner, error) {
+func (s *Store) GetOwner(ctx context.Context, id string) (*quota.Owner, error) {
 	o, err := store.ScanOwner(s.pool.QueryRow(ctx, `SELECT `+store.OwnerCols+` FROM owners WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.OwnerNotFound(id)
@@ -55,7 +55,7 @@ func (s *Store) GetOwner(ctx context.Context, id string) (*sandbox.Owner, error)
 }
 
 // ListOwners returns every owner record, by id.
-func (s *Store) ListOwners(ctx context.Context) ([]*sandbox.Owner, error) {
+func (s *Store) ListOwners(ctx context.Context) ([]*quota.Owner, error) {
 	return queryAll(ctx, s, store.ScanOwner, "listing owners", `SELECT `+store.OwnerCols+` FROM owners ORDER BY id COLLATE "C"`)
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/idempotency"
+	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/store/postgres/pgtest"
 )
@@ -192,7 +193,7 @@ func TestRaceIdempotencyKey(t *testing.T) {
 func TestRaceQuotaAdmission(t *testing.T) {
 	st := twoStores(t)
 	ctx := t.Context()
-	q := sandbox.Quota{Sandboxes: 2, MemoryBytes: 8 << 30}
+	q := quota.Quota{Sandboxes: 2, MemoryBytes: 8 << 30}
 	for round := range 10 {
 		owner := fmt.Sprintf("owner-%d", round)
 		create(t, st[1], newTestSandbox("held-"+owner, "held", owner, 100+round))
@@ -217,7 +218,7 @@ func TestRaceQuotaAdmission(t *testing.T) {
 	}
 	errs := race(func(i int) error {
 		sb := newTestSandbox(fmt.Sprintf("admin-%d", i), fmt.Sprintf("admin-%d", i), "", 500+i)
-		return st[i].CreateSandboxWithin(ctx, sb, sandbox.Event{Type: sandbox.EventCreated}, sandbox.Quota{Sandboxes: 1})
+		return st[i].CreateSandboxWithin(ctx, sb, sandbox.Event{Type: sandbox.EventCreated}, quota.Quota{Sandboxes: 1})
 	})
 	if errs[0] != nil || errs[1] != nil {
 		t.Fatalf("admin creates: %v; %v", errs[0], errs[1])

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/store"
 )
@@ -59,7 +60,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 // advisory lock on the owner: of two dends creating for one owner at
 // once, the second counts the first's sandbox. Admins (owner "") have no
 // quota.
-func (s *Store) CreateSandboxWithin(ctx context.Context, sb *sandbox.Sandbox, ev sandbox.Event, q sandbox.Quota) error {
+func (s *Store) CreateSandboxWithin(ctx context.Context, sb *sandbox.Sandbox, ev sandbox.Event, q quota.Quota) error {
 	if sb.Owner == "" {
 		return s.CreateSandbox(ctx, sb, ev)
 	}
@@ -77,8 +78,8 @@ func (s *Store) CreateSandboxWithin(ctx context.Context, sb *sandbox.Sandbox, ev
 
 // ownerUse counts what an owner's sandboxes hold, as the quota counts
 // it: those not destroyed, and their manual checkpoints.
-func ownerUse(ctx context.Context, tx pgx.Tx, owner string) (sandbox.Use, error) {
-	var use sandbox.Use
+func ownerUse(ctx context.Context, tx pgx.Tx, owner string) (quota.Use, error) {
+	var use quota.Use
 	rows, err := tx.Query(ctx, `SELECT id, spec FROM sandboxes WHERE owner = $1 AND state <> 'destroyed'`, owner)
 	if err != nil {
 		return use, err

@@ -40,18 +40,19 @@ import (
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/idempotency"
+	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/secret"
 	"github.com/den-dev/den/internal/store"
 )
 
 var (
-	_ sandbox.Store      = (*Store)(nil)
-	_ sandbox.OwnerStore = (*Store)(nil)
-	_ auth.Store         = (*Store)(nil)
-	_ audit.Log          = (*Store)(nil)
-	_ secret.Store       = (*Store)(nil)
-	_ idempotency.Store  = (*Store)(nil)
+	_ sandbox.Store     = (*Store)(nil)
+	_ quota.OwnerStore  = (*Store)(nil)
+	_ auth.Store        = (*Store)(nil)
+	_ audit.Log         = (*Store)(nil)
+	_ secret.Store      = (*Store)(nil)
+	_ idempotency.Store = (*Store)(nil)
 )
 
 // Log keys.

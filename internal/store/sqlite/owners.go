@@ -7,14 +7,14 @@ import (
 	"fmt"
 
 	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/store"
 )
 
-var _ sandbox.OwnerStore = (*Store)(nil)
+var _ quota.OwnerStore = (*Store)(nil)
 
 // PutOwner inserts or replaces an owner's record.
-func (s *Store) PutOwner(ctx context.Context, o *sandbox.Owner) error {
+func (s *Store) PutOwner(ctx context.Context, o *quota.Owner) error {
 	if o.ID == "" {
 		return errdefs.Invalid("cannot store an owner without an id")
 	}
@@ -40,7 +40,7 @@ func (s *Store) PutOwner(ctx context.Context, o *sandbox.Owner) error {
 }
 
 // GetOwner returns an owner's record.
-func (s *Store) GetOwner(ctx context.Context, id string) (*sandbox.Owner, error) {
+func (s *Store) GetOwner(ctx context.Context, id string) (*quota.Owner, error) {
 	o, err := store.ScanOwner(s.r.QueryRowContext(ctx, `SELECT `+store.OwnerCols+` FROM owners WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.OwnerNotFound(id)
@@ -52,7 +52,7 @@ func (s *Store) GetOwner(ctx context.Context, id string) (*sandbox.Owner, error)
 }
 
 // ListOwners returns every owner record, by id.
-func (s *Store) ListOwners(ctx context.Context) ([]*sandbox.Owner, error) {
+func (s *Store) ListOwners(ctx context.Context) ([]*quota.Owner, error) {
 	return queryAll(ctx, s.r, store.ScanOwner, "listing owners", `SELECT `+store.OwnerCols+` FROM owners ORDER BY id`)
 }
 

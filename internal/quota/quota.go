@@ -1,11 +1,12 @@
-package sandbox
+package quota
 
 import (
 	"context"
 	"fmt"
 	"net/netip"
-	"strings"
 	"time"
+
+	"github.com/docker/go-units"
 
 	"github.com/den-dev/den/internal/errdefs"
 )
@@ -53,19 +54,11 @@ func (u Use) Times(n int) Use {
 	}
 }
 
-// useOf is the use one sandbox of spec adds.
-func useOf(l Limits) Use {
-	return Use{Sandboxes: 1, MemoryBytes: l.MemoryBytes, CPUs: l.CPUs, DiskBytes: l.DiskBytes}
-}
+// CPUEpsilon absorbs the rounding of summed fractional CPUs.
+const CPUEpsilon = 1e-9
 
-// Use is what sb holds of its owner's quota, its checkpoints aside.
-func (sb *Sandbox) Use() Use { return useOf(sb.Spec.Limits()) }
-
-// cpuEpsilon absorbs the rounding of summed fractional CPUs.
-const cpuEpsilon = 1e-9
-
-// quotaItem is one resource of a quota, for checks and messages.
-type quotaItem struct {
+// item is one resource of a quota, for checks and messages.
+type item struct {
 	name       string // as `den owner set` names it
 	use, add   float64
 	limit      float64
@@ -73,8 +66,8 @@ type quotaItem struct {
 	checkedAdd bool // whether add grows this resource
 }
 
-func (q Quota) items(use, add Use) []quotaItem {
-	return []quotaItem{
+func (q Quota) items(use, add Use) []item {
+	return []item{
 		{name: "sandboxes", use: float64(use.Sandboxes), add: float64(add.Sandboxes), limit: float64(q.Sandboxes)},
 		{name: "memory", use: float64(use.MemoryBytes), add: float64(add.MemoryBytes), limit: float64(q.MemoryBytes), bytes: true},
 		{name: "cpus", use: use.CPUs, add: add.CPUs, limit: q.CPUs},
@@ -83,7 +76,7 @@ func (q Quota) items(use, add Use) []quotaItem {
 	}
 }
 
-func (it quotaItem) format(v float64) string {
+func (it item) format(v float64) string {
 	if it.bytes {
 		return size(int64(v))
 	}
@@ -95,7 +88,7 @@ func (it quotaItem) format(v float64) string {
 // owner over a lowered quota may still shrink.
 func (q Quota) Admit(owner string, use, add Use) error {
 	for _, it := range q.items(use, add) {
-		if it.add <= 0 || it.limit == 0 || it.use+it.add <= it.limit+cpuEpsilon {
+		if it.add <= 0 || it.limit == 0 || it.use+it.add <= it.limit+CPUEpsilon {
 			continue
 		}
 		return errdefs.WithHint(
@@ -111,7 +104,7 @@ func (q Quota) Admit(owner string, use, add Use) error {
 // it): verbs that bring a sandbox back anew wait until it is not.
 func (q Quota) Over(owner string, use Use) error {
 	for _, it := range q.items(use, Use{}) {
-		if it.limit == 0 || it.use <= it.limit+cpuEpsilon {
+		if it.limit == 0 || it.use <= it.limit+CPUEpsilon {
 			continue
 		}
 		return errdefs.WithHint(
@@ -177,42 +170,8 @@ type Quotas struct {
 	// Host bounds each sandbox's memory and CPUs, for admins too.
 	Host HostLimits
 	// MaxPIDs is the highest process limit an owner may set, and owners
-	// may not lift the limit (PIDs 0). 0: MaxPIDs, the engine's bound.
+	// may not lift the limit (PIDs 0). 0: the engine's bound.
 	MaxPIDs int
 }
 
-// fits refuses limits l for one sandbox of owner: over what the host has
-// (for anyone), or, for an owner, no process limit or one over MaxPIDs.
-func (q Quotas) fits(owner string, l Limits) error {
-	if h := q.Host.MemoryBytes; h > 0 && l.MemoryBytes > h {
-		return errdefs.WithHint(errdefs.Invalid("memory %s is more than this host has (%s)", size(l.MemoryBytes), size(h)),
-			fmt.Sprintf("ask for at most %s", size(h)))
-	}
-	if h := q.Host.CPUs; h > 0 && l.CPUs > float64(h)+cpuEpsilon {
-		return errdefs.WithHint(errdefs.Invalid("%g CPUs is more than this host has (%d)", l.CPUs, h),
-			fmt.Sprintf("ask for at most %d", h))
-	}
-	if owner == "" {
-		return nil
-	}
-	maxPIDs := q.maxPIDs()
-	if l.PIDs == 0 {
-		return errdefs.WithHint(errdefs.Invalid("an owner cannot lift the process limit"),
-			fmt.Sprintf("set a limit of at most %d (dend --max-pids)", maxPIDs))
-	}
-	if l.PIDs > maxPIDs {
-		return errdefs.WithHint(errdefs.Invalid("process limit %d is over this dend's maximum of %d", l.PIDs, maxPIDs),
-			fmt.Sprintf("set a limit of at most %d (dend --max-pids)", maxPIDs))
-	}
-	return nil
-}
-
-func (q Quotas) maxPIDs() int {
-	if q.MaxPIDs <= 0 || q.MaxPIDs > MaxPIDs {
-		return MaxPIDs
-	}
-	return q.MaxPIDs
-}
-
-// ownerNames renders a list of names for a message.
-func ownerNames(names []string) string { return strings.Join(names, ", ") }
+func size(b int64) string { return units.BytesSize(float64(b)) }
