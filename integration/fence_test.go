@@ -43,10 +43,7 @@ func (d *dend) mustEngineRead(inst, path string) string {
 // again. node-a's dend comes back: the sandbox nobody took runs on where
 // it stood, and a process its user had stopped stays stopped.
 func TestLostNodeStopsItsSandboxes(t *testing.T) {
-	_, file := pgStoreFile(t)
-	rig := newBlobRig(t)
-	a := startBlobNode(t, "node-a", file, rig)
-	b := startBlobNode(t, "node-b", file, rig)
+	a, b := startBlobPair(t)
 	ctx := ctxT(t, 10*time.Minute)
 
 	a.create("taken", func(r *api.CreateSandboxRequest) { r.Node = "node-a" })

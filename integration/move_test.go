@@ -24,14 +24,20 @@ func startBlobNode(t *testing.T, name, storeFile string, rig *blobRig, extra ...
 	return d
 }
 
+// startBlobPair starts node-a and node-b of a fleet on a new database,
+// sharing one blob store.
+func startBlobPair(t *testing.T) (a, b *dend) {
+	t.Helper()
+	_, file := pgStoreFile(t)
+	rig := newBlobRig(t)
+	return startBlobNode(t, "node-a", file, rig), startBlobNode(t, "node-b", file, rig)
+}
+
 // den move: a sandbox goes from node-a to node-b with its processes and
 // files, and later cold, with its files alone; the node it left keeps
 // nothing of it; bad moves change nothing.
 func TestMove(t *testing.T) {
-	_, file := pgStoreFile(t)
-	rig := newBlobRig(t)
-	a := startBlobNode(t, "node-a", file, rig)
-	b := startBlobNode(t, "node-b", file, rig)
+	a, b := startBlobPair(t)
 	ctx := ctxT(t, 10*time.Minute)
 
 	a.create("mover", func(r *api.CreateSandboxRequest) { r.Node = "node-a" })
@@ -147,10 +153,7 @@ func sentAhead(d *dend, part, from string) int {
 // that took it wakes it to the end, its processes and files kept, and
 // the dead node, back, keeps nothing of it.
 func TestMoveOutlivesItsSource(t *testing.T) {
-	_, file := pgStoreFile(t)
-	rig := newBlobRig(t)
-	a := startBlobNode(t, "node-a", file, rig)
-	b := startBlobNode(t, "node-b", file, rig)
+	a, b := startBlobPair(t)
 	ctx := ctxT(t, 10*time.Minute)
 
 	mover := a.create("mover", func(r *api.CreateSandboxRequest) { r.Node = "node-a" })
@@ -204,10 +207,7 @@ func TestMoveOutlivesItsSource(t *testing.T) {
 // a newer one is uploaded: when the node it moved to is lost, another
 // node brings it back from it.
 func TestMovedSandboxOutlivesItsNewNode(t *testing.T) {
-	_, file := pgStoreFile(t)
-	rig := newBlobRig(t)
-	a := startBlobNode(t, "node-a", file, rig)
-	b := startBlobNode(t, "node-b", file, rig)
+	a, b := startBlobPair(t)
 	ctx := ctxT(t, 10*time.Minute)
 
 	a.create("mover", func(r *api.CreateSandboxRequest) { r.Node = "node-a" })

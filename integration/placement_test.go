@@ -16,10 +16,7 @@ import (
 // memory, whichever node is asked; an image one node imported is
 // uploaded and fetched by the node a sandbox of it is placed on.
 func TestPlacement(t *testing.T) {
-	_, file := pgStoreFile(t)
-	rig := newBlobRig(t)
-	a := startBlobNode(t, "node-a", file, rig)
-	b := startBlobNode(t, "node-b", file, rig)
+	a, b := startBlobPair(t)
 	ctx := ctxT(t, 10*time.Minute)
 
 	// An image node-a alone has: sandboxes of it stay there until it is
