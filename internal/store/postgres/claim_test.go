@@ -197,16 +197,7 @@ func TestClaimChecksTheNodeRecord(t *testing.T) {
 // claim, saying so.
 func TestClaimAcrossRestarts(t *testing.T) {
 	ctx := t.Context()
-	srv, err := pgtest.Start(ctx, pgtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	db, err := srv.CreateDatabase(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := openTest(t, srv.DSN(db))
+	srv, st := openOnOwnServer(t)
 	create(t, st, newTestSandbox("sb-1", "web", "", 1))
 	c, err := st.Claim(ctx, "node-a", testLease)
 	if err != nil {

@@ -42,6 +42,22 @@ func openTest(t *testing.T, dsn string) *Store {
 	return st
 }
 
+// openOnOwnServer opens a store on a PostgreSQL server of the test's own,
+// which it may stop, kill and restart.
+func openOnOwnServer(t *testing.T) (*pgtest.Server, *Store) {
+	t.Helper()
+	srv, err := pgtest.Start(t.Context(), pgtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	db, err := srv.CreateDatabase(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, openTest(t, srv.DSN(db))
+}
+
 // A database a newer den migrated is refused, and left as it is.
 func TestRefusesNewerSchema(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
@@ -99,16 +115,7 @@ func TestUnreachable(t *testing.T) {
 // server cut are replaced once it is back.
 func TestServerGone(t *testing.T) {
 	ctx := t.Context()
-	srv, err := pgtest.Start(ctx, pgtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	db, err := srv.CreateDatabase(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := openTest(t, srv.DSN(db))
+	srv, st := openOnOwnServer(t)
 	create(t, st, newTestSandbox("sb-1", "web", "", 1))
 
 	// Cut every connection of the store's: the pool heals.
@@ -123,7 +130,7 @@ func TestServerGone(t *testing.T) {
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = st.GetSandbox(ctx, "web")
+	_, err := st.GetSandbox(ctx, "web")
 	if !errors.Is(err, errdefs.ErrUnavailable) || strings.Contains(err.Error(), "127.0.0.1") || errdefs.Hint(err) == "" {
 		t.Fatalf("GetSandbox with the server gone = %v (hint %q), want unavailable without the host", err, errdefs.Hint(err))
 	}
