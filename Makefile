@@ -47,6 +47,7 @@ run: build
 test: build
 	./scripts/test-setup.sh
 	go vet ./...
+	go run -C tools/house . -check -dir $(CURDIR)
 	DEN_BIN=$(CURDIR)/bin go test -count=1 -timeout 25m $(GO_TEST_FLAGS) ./...
 
 unit:
@@ -135,6 +136,7 @@ install-files:
 
 vet:
 	go vet ./...
+	go run -C tools/house . -check -dir $(CURDIR)
 
 clean:
 	rm -rf bin

@@ -49,6 +49,11 @@ var layers = map[string]layer{
 	"internal/blob/s3/miniotest":     base,
 	"bench/ticker":                   base,
 
+	// Capabilities the core uses through small interfaces it declares:
+	// each owns its state behind its own type and lock, and none imports
+	// the core.
+	"internal/quota": capabilities,
+
 	// The domain.
 	"internal/sandbox": coreLayer,
 
