@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/grant"
 )
 
 // Config is what the Service is built from.
@@ -126,8 +127,8 @@ type Service struct {
 	// limits changed while they slept.
 	staleLimits map[string]bool
 	// secretStates is, by instance id, what is known of the secrets its
-	// commands were given (see holders.go).
-	secretStates map[string]secretState
+	// commands were given (secrets.go); it has its own lock.
+	secretStates secretHolders
 
 	// reserve and allowance bound run output on the host (outputroom.go).
 	dataReserve *diskReserve
@@ -199,7 +200,7 @@ func NewService(cfg Config) (*Service, error) {
 		followers:    map[string]map[*follower]struct{}{},
 		transfers:    map[string]*transfers{},
 		staleLimits:  map[string]bool{},
-		secretStates: map[string]secretState{},
+		secretStates: grant.NewHolders(),
 		dataReserve:  &diskReserve{dir: cfg.RunsDir, reserve: cfg.Output.Reserve, now: cfg.Now},
 		admission:    newAdmission(cfg.Quotas),
 		events:       newEventHub(),
@@ -340,8 +341,8 @@ func (s *Service) forgetGuest(instanceID string) {
 	s.mu.Lock()
 	g := s.guests[instanceID]
 	delete(s.guests, instanceID)
-	delete(s.secretStates, instanceID)
 	s.mu.Unlock()
+	s.secretStates.Forget(instanceID)
 	// Its pooled connections lead to an instance that is gone.
 	closeGuest(g)
 }
