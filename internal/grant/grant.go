@@ -1,14 +1,16 @@
 // Package grant provides what follows a secret once it is granted to a
 // sandbox: the grants themselves (checked, named for history), the values
 // a command is given at exec time, the masking of those values in its
-// output, and what is known, per instance, of the processes that may still
-// hold them and what they may have left in memory, cleared before that
-// memory is saved.
+// output, what is known, per instance, of the processes that may still
+// hold them and what they may have left in memory (cleared before that
+// memory is saved), and the sealing of the memory images of sandboxes
+// ever granted one (Seal, Open, through a Sealer).
 //
-// It never imports internal/sandbox: it knows instances by id and
-// den-init through the small Guest it declares, and nothing of sandboxes'
-// states or records. It keeps no secret value beyond the call that needs
-// it; the secrets themselves are internal/secret's.
+// It never imports internal/sandbox: it knows instances by id, den-init
+// through the small Guest it declares, images by directory, and nothing
+// of sandboxes' states, records or checkpoints. It keeps no secret value
+// beyond the call that needs it; the secrets themselves are
+// internal/secret's, and the images key is the Sealer's.
 package grant
 
 import (

@@ -34,7 +34,7 @@ type Spec struct {
 	Secrets      []grant.Grant `json:"secrets,omitempty"`    // what its commands get at exec time
 	// SecretsGranted is set once any secret was granted, and stays set
 	// (also in forks and sandboxes made from its checkpoints): its memory
-	// images are sealed. See MemorySealer.
+	// images are sealed. See grant.Sealer.
 	SecretsGranted bool          `json:"secrets_granted,omitempty"`
 	Ports          []ExposedPort `json:"ports,omitempty"` // served through dend, by port number
 	// Peers are its read-only views of other sandboxes' files (peers.go).

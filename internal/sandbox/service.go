@@ -29,7 +29,7 @@ type Config struct {
 	Secrets Secrets // nil: no secrets can be granted
 	// Sealer seals the memory images of sandboxes ever granted secrets;
 	// nil: they are saved in plaintext like any other.
-	Sealer  MemorySealer
+	Sealer  grant.Sealer
 	Dial    GuestDialer
 	Logger  *slog.Logger
 	Node    string // this host's name, recorded on every sandbox
