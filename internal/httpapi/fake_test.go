@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -440,7 +441,7 @@ func (f *fakeSandboxes) SetNetwork(ctx context.Context, ref string, p sandbox.Ne
 	return &sb, nil
 }
 
-func (f *fakeSandboxes) SetSecrets(ctx context.Context, ref string, grants []sandbox.SecretGrant) (*sandbox.Sandbox, error) {
+func (f *fakeSandboxes) SetSecrets(ctx context.Context, ref string, grants []grant.Grant) (*sandbox.Sandbox, error) {
 	if err := f.enter("SetSecrets", ref, grants); err != nil {
 		return nil, err
 	}

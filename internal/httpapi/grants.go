@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/den-dev/den/api"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/grant"
 )
 
 // setSecrets replaces the secrets granted to a sandbox (admins only).
@@ -20,15 +20,15 @@ func (s *server) setSecrets(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
 }
 
-func toGrants(in []api.SecretGrant) []sandbox.SecretGrant {
-	var out []sandbox.SecretGrant
+func toGrants(in []api.SecretGrant) []grant.Grant {
+	var out []grant.Grant
 	for _, g := range in {
-		out = append(out, sandbox.SecretGrant(g))
+		out = append(out, grant.Grant(g))
 	}
 	return out
 }
 
-func fromGrants(in []sandbox.SecretGrant) []api.SecretGrant {
+func fromGrants(in []grant.Grant) []api.SecretGrant {
 	var out []api.SecretGrant
 	for _, g := range in {
 		out = append(out, api.SecretGrant(g))

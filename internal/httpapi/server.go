@@ -17,6 +17,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/audit"
+	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -103,7 +104,7 @@ type SandboxService interface {
 	// RecoverSandbox brings a sandbox in error back.
 	RecoverSandbox(ctx context.Context, ref string, p sandbox.RecoverParams) (*sandbox.Sandbox, error)
 	// SetSecrets replaces the secrets granted to a sandbox's commands.
-	SetSecrets(ctx context.Context, ref string, grants []sandbox.SecretGrant) (*sandbox.Sandbox, error)
+	SetSecrets(ctx context.Context, ref string, grants []grant.Grant) (*sandbox.Sandbox, error)
 	// Processes lists a sandbox's processes, waking it if it sleeps.
 	Processes(ctx context.Context, ref string) ([]guest.Process, error)
 	// SetLimits changes a sandbox's resource limits, at once on a live one.

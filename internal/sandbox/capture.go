@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
 )
 
@@ -572,7 +573,7 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, how
 	}
 	s.adoptGuest(sb, old) // it now presents sb's token
 	// Memory is saved only once it is clear of secrets.
-	s.setSecretState(sb, secretState{})
+	s.secretStates.Set(sb.InstanceID(), grant.State{})
 	s.supervise(sb)
 	s.log.Info("restored", "sandbox", sb.Name, "checkpoint", ck.ID, "files_network_verify", t3.Sub(t0), "engine", t4.Sub(t3), "den_init", time.Since(t4))
 	return nil

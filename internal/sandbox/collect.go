@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
 )
 
@@ -61,7 +62,7 @@ type output struct {
 	finished chan struct{}
 	// redact masks the secret values the run was given in its output
 	// before it reaches the host; only the collector goroutine uses it.
-	redact *masker
+	redact *grant.Masker
 }
 
 func (s *Service) newOutput(sandboxID string) *output {
@@ -161,7 +162,7 @@ func (s *Service) register(o *output) {
 // stored. If record fails the process is killed.
 func (s *Service) startRun(sandboxID string, g Guest, spec guest.ProcSpec, record func(guest.ProcStatus) (*Run, error)) (*Run, error) {
 	o := s.newOutput(sandboxID)
-	o.redact = newMasker(spec.Secrets)
+	o.redact = grant.NewMasker(spec.Secrets)
 	type started struct {
 		run *Run
 		err error
@@ -229,7 +230,7 @@ func (s *Service) write(ctx context.Context, o *output, g Guest, kind byte, p []
 	if kind == guest.FrameStderr {
 		i = 1
 	}
-	return s.appendOutput(ctx, o, g, i, o.redact.mask(i, p))
+	return s.appendOutput(ctx, o, g, i, o.redact.Mask(i, p))
 }
 
 // appendOutput appends p to stream i's host file and wakes readers.
@@ -298,7 +299,7 @@ func (s *Service) collectLoop(o *output, g Guest, lastErr error) {
 			}
 		}
 		run = o.snapshot()
-		o.redact.reset() // the stream starts again from what the host has
+		o.redact.Reset() // the stream starts again from what the host has
 		sctx, cancel := o.streamContext()
 		st, err := g.Stream(sctx, run.GuestID, run.StdoutSize, run.StderrSize, func(kind byte, p []byte) error {
 			return s.write(sctx, o, g, kind, p)
@@ -347,7 +348,7 @@ func (s *Service) syncAndAck(ctx context.Context, o *output, g Guest) {
 func (s *Service) finishRun(o *output, g Guest, st *guest.ProcStatus, lostWhy string) {
 	if st != nil {
 		for i := range o.keepers {
-			if err := s.appendOutput(context.WithoutCancel(o.ctx), o, g, i, o.redact.flush(i)); err != nil {
+			if err := s.appendOutput(context.WithoutCancel(o.ctx), o, g, i, o.redact.Flush(i)); err != nil {
 				s.log.Error("writing the end of a run's output", "run", o.run.ID, "err", err)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
 )
 
@@ -57,13 +58,13 @@ func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (_ *Run, e
 	}
 	envNames := sortedKeys(p.Env)
 	if len(sb.Spec.Secrets) > 0 {
-		secrets, err := s.revealGrants(ctx, sb)
+		secrets, err := grant.Reveal(ctx, s.cfg.Secrets, sb.Name, sb.Spec.Secrets)
 		if err != nil {
 			return nil, err
 		}
-		defer wipeSecrets(secrets)
+		defer grant.Wipe(secrets)
 		spec.Secrets = secrets
-		s.setSecretState(sb, secretState{holders: true, residue: true})
+		s.secretStates.Set(sb.InstanceID(), grant.Given)
 		for _, g := range sb.Spec.Secrets {
 			if g.Env != "" {
 				envNames = append(envNames, g.Env)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/grant"
 )
 
 // The idle policy: a sandbox nobody uses is paused, then hibernated, and a
@@ -203,7 +204,7 @@ func (s *Service) applyDue(ctx context.Context, id string) error {
 		if len(holders) > 0 {
 			// Kept in RAM, and asked again after another idle period.
 			s.touch(sb.ID)
-			return s.record(ctx, sb, EventDeferred, fmt.Sprintf("idle for %s, not hibernated: saving its memory would save secrets to disk; %s", idle, describeHolders(holders)))
+			return s.record(ctx, sb, EventDeferred, fmt.Sprintf("idle for %s, not hibernated: saving its memory would save secrets to disk; %s", idle, grant.Describe(holders)))
 		}
 		why := fmt.Sprintf("idle for %s", idle)
 		if err := s.hibernate(ctx, sb, why); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/grant"
 )
 
 // cleanupTimeout bounds undo work that runs after the caller gave up.
@@ -43,10 +44,10 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 			return nil, err
 		}
 	}
-	if err := ValidateGrants(p.Secrets); err != nil {
+	if err := grant.Validate(p.Secrets); err != nil {
 		return nil, err
 	}
-	if err := s.checkSecretsExist(ctx, p.Secrets); err != nil {
+	if err := grant.CheckSet(ctx, s.cfg.Secrets, p.Secrets); err != nil {
 		return nil, err
 	}
 	if err := s.checkReserve("create a sandbox"); err != nil {
@@ -308,7 +309,7 @@ func (s *Service) bootInstance(ctx context.Context, sb *Sandbox, att Attachment)
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
-	s.setSecretState(sb, secretState{}) // booted from files: nothing given yet
+	s.secretStates.Set(sb.InstanceID(), grant.State{}) // booted from files: nothing given yet
 	s.supervise(sb)
 	s.log.Debug("booted", "sandbox", sb.Name, "engine", t2.Sub(t1), "den_init", time.Since(t2))
 	return nil

@@ -8,6 +8,7 @@ import (
 	"github.com/docker/go-units"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
 )
 
@@ -42,7 +43,7 @@ type CreateParams struct {
 	Network *NetworkPolicy
 	// Secrets are granted to its commands. A sandbox made from a
 	// checkpoint or forked gets only these, never its origin's.
-	Secrets []SecretGrant
+	Secrets []grant.Grant
 	// Setup are shell commands run in order once it boots, and again by
 	// every rebase; Keep the paths a rebase carries over besides
 	// DefaultKeep.

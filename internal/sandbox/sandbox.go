@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/grant"
 )
 
 // Spec is what the user asked for. Its network policy and limits can be
@@ -30,10 +31,10 @@ type Spec struct {
 	PIDs         int           `json:"pids,omitempty"`       // most processes and threads at once; 0: dend's default
 	DiskBytes    int64         `json:"disk_bytes,omitempty"` // most bytes its files may hold; 0: dend's default
 	Network      NetworkPolicy `json:"network,omitzero"`     // zero value: mode none
-	Secrets      []SecretGrant `json:"secrets,omitempty"`    // what its commands get at exec time
+	Secrets      []grant.Grant `json:"secrets,omitempty"`    // what its commands get at exec time
 	// SecretsGranted is set once any secret was granted, and stays set
 	// (also in forks and sandboxes made from its checkpoints): its memory
-	// images are sealed. See MemorySealer.
+	// images are sealed. See grant.Sealer.
 	SecretsGranted bool          `json:"secrets_granted,omitempty"`
 	Ports          []ExposedPort `json:"ports,omitempty"` // served through dend, by port number
 	// Peers are its read-only views of other sandboxes' files (peers.go).

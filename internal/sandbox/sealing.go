@@ -2,40 +2,11 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 	"sort"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/grant"
 )
-
-// A sandbox that was ever granted secrets may hold one in memory den does
-// not see: a process that shed the holders' mark, a copy in its tmpfs.
-// Its memory images are sealed (encrypted and authenticated) before they
-// reach a disk: the engine writes the plaintext into a scratch directory
-// in memory, the sealer seals it into the checkpoint's directory and
-// removes it; a restore opens it into memory again, and the scratch copy
-// is removed as soon as the engine holds it. Sandboxes never granted a
-// secret keep the direct path.
-
-// MemorySealer seals memory images under a key kept apart from them.
-type MemorySealer interface {
-	// Scratch makes a new empty directory named name in memory (never on
-	// a disk) for a plaintext image.
-	Scratch(name string) (string, error)
-	// SealDir seals the image in src into dst, removing src; last is
-	// sealed after every other file. It returns the sealing key's id.
-	SealDir(src, dst, last string) (keyID string, err error)
-	// OpenDir opens the image in src, sealed with keyID, into dst, a
-	// Scratch directory; it refuses any other key.
-	OpenDir(src, dst, keyID string) error
-	// Ready refuses, before an image is written, to seal with a key other
-	// than the one the images here were sealed with.
-	Ready() error
-	// KeyID names the key new images are sealed with, "" before the first.
-	KeyID() string
-	// Remove removes a Scratch directory.
-	Remove(dir string) error
-}
 
 // secretsEver says whether a sandbox with this spec was ever granted a
 // secret: its memory images are then sealed.
@@ -49,20 +20,11 @@ func (s *Service) sealsMemory(sb *Sandbox) bool {
 // checkpointSealed saves sb's memory through a scratch directory in memory
 // and seals it into dir, recording the key in ck's manifest.
 func (s *Service) checkpointSealed(ctx context.Context, sb *Sandbox, ck *Checkpoint, dir string, leaveRunning bool) error {
-	if err := s.cfg.Sealer.Ready(); err != nil {
+	keyID, err := grant.Seal(s.cfg.Sealer, "ck-"+ck.ID, dir, imageStateFile, func(plain string) error {
+		return s.cfg.Runtime.Checkpoint(ctx, sb.InstanceID(), plain, leaveRunning)
+	})
+	if err != nil {
 		return err
-	}
-	plain, err := s.cfg.Sealer.Scratch("ck-" + ck.ID)
-	if err != nil {
-		return fmt.Errorf("saving memory: %w", err)
-	}
-	defer s.cfg.Sealer.Remove(plain)
-	if err := s.cfg.Runtime.Checkpoint(ctx, sb.InstanceID(), plain, leaveRunning); err != nil {
-		return fmt.Errorf("saving memory: %w", err)
-	}
-	keyID, err := s.cfg.Sealer.SealDir(plain, dir, imageStateFile)
-	if err != nil {
-		return fmt.Errorf("sealing memory: %w", err)
 	}
 	ck.Manifest.Sealed = keyID
 	return nil
@@ -78,13 +40,9 @@ func (s *Service) openImage(ck *Checkpoint, instance string) (string, func(), er
 	if s.cfg.Sealer == nil {
 		return "", nil, errdefs.WithHint(errdefs.Unavailable("memory image of checkpoint %s is sealed, and this dend has no images key", ck.ID), recoverHint)
 	}
-	plain, err := s.cfg.Sealer.Scratch("restore-" + instance)
+	plain, err := grant.Open(s.cfg.Sealer, s.memDir(ck.ID), "restore-"+instance, ck.ID, ck.Manifest.Sealed)
 	if err != nil {
 		return "", nil, err
-	}
-	if err := s.cfg.Sealer.OpenDir(s.memDir(ck.ID), plain, ck.Manifest.Sealed); err != nil {
-		s.cfg.Sealer.Remove(plain)
-		return "", nil, fmt.Errorf("opening the sealed memory image of checkpoint %s: %w", ck.ID, err)
 	}
 	return plain, func() {
 		if err := s.cfg.Sealer.Remove(plain); err != nil {
@@ -98,10 +56,7 @@ func (s *Service) sealedWithOurKey(ck *Checkpoint) error {
 	if ck.Manifest.Sealed == "" {
 		return nil
 	}
-	have := "none"
-	if s.cfg.Sealer != nil && s.cfg.Sealer.KeyID() != "" {
-		have = s.cfg.Sealer.KeyID()
-	}
+	have := grant.KeyName(s.cfg.Sealer)
 	if have != ck.Manifest.Sealed {
 		s.log.Error("a memory image was sealed with another images key", "checkpoint", ck.ID, "sealed_with", ck.Manifest.Sealed, "key_id", have)
 		return errdefs.WithHint(errdefs.Unavailable("memory image of checkpoint %s was sealed with images key %s, but dend's images key is %s", ck.ID, ck.Manifest.Sealed, have),

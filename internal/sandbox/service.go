@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/quota"
 )
 
@@ -29,7 +30,7 @@ type Config struct {
 	Secrets Secrets // nil: no secrets can be granted
 	// Sealer seals the memory images of sandboxes ever granted secrets;
 	// nil: they are saved in plaintext like any other.
-	Sealer  MemorySealer
+	Sealer  grant.Sealer
 	Dial    GuestDialer
 	Logger  *slog.Logger
 	Node    string // this host's name, recorded on every sandbox
@@ -128,8 +129,8 @@ type Service struct {
 	// limits changed while they slept.
 	staleLimits map[string]bool
 	// secretStates is, by instance id, what is known of the secrets its
-	// commands were given (see holders.go).
-	secretStates map[string]secretState
+	// commands were given (secrets.go); it has its own lock.
+	secretStates secretHolders
 
 	// reserve and allowance bound run output on the host (outputroom.go).
 	dataReserve *diskReserve
@@ -202,7 +203,7 @@ func NewService(cfg Config) (*Service, error) {
 		followers:    map[string]map[*follower]struct{}{},
 		transfers:    map[string]*transfers{},
 		staleLimits:  map[string]bool{},
-		secretStates: map[string]secretState{},
+		secretStates: grant.NewHolders(),
 		dataReserve:  &diskReserve{dir: cfg.RunsDir, reserve: cfg.Output.Reserve, now: cfg.Now},
 		disk:         quota.NewLedger(cfg.Disk),
 		admission:    quota.NewAdmission(cfg.Quotas),
@@ -344,8 +345,8 @@ func (s *Service) forgetGuest(instanceID string) {
 	s.mu.Lock()
 	g := s.guests[instanceID]
 	delete(s.guests, instanceID)
-	delete(s.secretStates, instanceID)
 	s.mu.Unlock()
+	s.secretStates.Forget(instanceID)
 	// Its pooled connections lead to an instance that is gone.
 	closeGuest(g)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
 )
 
@@ -100,7 +101,7 @@ func (s *Service) claimWarm(ctx context.Context, sb *Sandbox, wi *warmInstance) 
 			return fmt.Errorf("applying its network policy: %w", err)
 		}
 	}
-	s.setSecretState(sb, secretState{})
+	s.secretStates.Set(sb.InstanceID(), grant.State{})
 	s.supervise(sb)
 	return nil
 }

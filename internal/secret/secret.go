@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -36,7 +37,7 @@ const MaxValueBytes = 64 << 10
 
 // ValidateName checks a secret's name: an environment variable's, the
 // rule the sandboxes it is granted to use.
-func ValidateName(name string) error { return sandbox.ValidateSecretName(name) }
+func ValidateName(name string) error { return grant.ValidateName(name) }
 
 // Record is a sealed secret as the store keeps it.
 type Record struct {

@@ -53,6 +53,7 @@ var layers = map[string]layer{
 	// each owns its state behind its own type and lock, and none imports
 	// the core.
 	"internal/quota": capabilities,
+	"internal/grant": capabilities,
 
 	// The domain.
 	"internal/sandbox": coreLayer,

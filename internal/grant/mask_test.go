@@ -1,11 +1,9 @@
-package sandbox
+package grant
 
 import (
 	"bytes"
-	"errors"
 	"testing"
 
-	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
 )
 
@@ -36,12 +34,12 @@ func TestMaskerAcrossWrites(t *testing.T) {
 	want := "a=********; b=hun******** c=hunte"
 	for cut1 := 0; cut1 <= len(text); cut1++ {
 		for cut2 := cut1; cut2 <= len(text); cut2++ {
-			m := newMasker([]guest.Secret{{Value: []byte(secret)}, {Value: []byte("xyz")}}) // too short to mask
+			m := NewMasker([]guest.Secret{{Value: []byte(secret)}, {Value: []byte("xyz")}}) // too short to mask
 			var got []byte
 			for _, piece := range []string{text[:cut1], text[cut1:cut2], text[cut2:]} {
-				got = append(got, m.mask(0, []byte(piece))...)
+				got = append(got, m.Mask(0, []byte(piece))...)
 			}
-			got = append(got, m.flush(0)...)
+			got = append(got, m.Flush(0)...)
 			if string(got) != want {
 				t.Fatalf("pieces cut at %d and %d: %q, want %q", cut1, cut2, got, want)
 			}
@@ -49,50 +47,19 @@ func TestMaskerAcrossWrites(t *testing.T) {
 	}
 	// The streams are separate, and a restarted stream forgets what was
 	// held back (it comes again).
-	m := newMasker([]guest.Secret{{Value: []byte(secret)}})
-	if got := m.mask(0, []byte("x hun")); string(got) != "x " {
+	m := NewMasker([]guest.Secret{{Value: []byte(secret)}})
+	if got := m.Mask(0, []byte("x hun")); string(got) != "x " {
 		t.Fatalf("held back nothing: %q", got)
 	}
-	if got := m.mask(1, []byte("ter22")); string(got) != "ter22" {
+	if got := m.Mask(1, []byte("ter22")); string(got) != "ter22" {
 		t.Fatalf("stderr finished stdout's value: %q", got)
 	}
-	m.reset()
-	if got := m.mask(0, []byte("hunter22!")); string(got) != "********!" {
+	m.Reset()
+	if got := m.Mask(0, []byte("hunter22!")); string(got) != "********!" {
 		t.Fatalf("after reset: %q", got)
 	}
-	if m := newMasker(nil); m != nil || string(m.mask(0, []byte("as is"))) != "as is" || m.flush(0) != nil {
+	if m := NewMasker(nil); m != nil || string(m.Mask(0, []byte("as is"))) != "as is" || m.Flush(0) != nil {
 		t.Fatal("a run without secrets is not passed through")
-	}
-}
-
-func TestValidateGrants(t *testing.T) {
-	gs := []SecretGrant{{Name: "TLS_KEY", File: "key.pem"}, {Name: "GH_TOKEN"}, {Name: "DB", Env: "PGPASSWORD"}}
-	if err := ValidateGrants(gs); err != nil {
-		t.Fatal(err)
-	}
-	if gs[0].Name != "DB" || gs[1].Env != "GH_TOKEN" || gs[2].File != "key.pem" {
-		t.Fatalf("grants after validation: %+v", gs)
-	}
-	for _, bad := range [][]SecretGrant{
-		{{Name: "1BAD"}},
-		{{Name: "A", File: "../etc/passwd"}},
-		{{Name: "A", File: "sub/dir"}},
-		{{Name: "A", File: ".hidden"}},
-		{{Name: "A", Env: "X", File: "f"}},
-		{{Name: "A", Env: "BAD-NAME"}},
-		{{Name: "A"}, {Name: "B", Env: "A"}},
-		{{Name: "A", File: "f"}, {Name: "B", File: "f"}},
-	} {
-		if err := ValidateGrants(bad); !errors.Is(err, errdefs.ErrInvalid) {
-			t.Errorf("grants %+v: %v, want invalid", bad, err)
-		}
-	}
-	many := make([]SecretGrant, MaxSecretGrants+1)
-	for i := range many {
-		many[i] = SecretGrant{Name: "S", Env: "V" + string(rune('A'+i%26)) + string(rune('A'+i/26))}
-	}
-	if err := ValidateGrants(many); !errors.Is(err, errdefs.ErrTooLarge) {
-		t.Errorf("%d grants: %v, want too large", len(many), err)
 	}
 }
 
@@ -109,12 +76,12 @@ func FuzzMasker(f *testing.F) {
 		if c1 > c2 {
 			c1, c2 = c2, c1
 		}
-		m := newMasker([]guest.Secret{{Value: secret}})
+		m := NewMasker([]guest.Secret{{Value: secret}})
 		var got []byte
 		for _, piece := range [][]byte{text[:c1], text[c1:c2], text[c2:]} {
-			got = append(got, m.mask(0, bytes.Clone(piece))...)
+			got = append(got, m.Mask(0, bytes.Clone(piece))...)
 		}
-		got = append(got, m.flush(0)...)
+		got = append(got, m.Flush(0)...)
 		if want := mask(text, [][]byte{secret}); !bytes.Equal(got, want) {
 			t.Fatalf("cut at %d, %d: %q, want %q", c1, c2, got, want)
 		}

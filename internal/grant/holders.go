@@ -1,12 +1,12 @@
-package sandbox
+package grant
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
@@ -28,52 +28,74 @@ import (
 // memory (which may still hold output a command printed) are scrubbed
 // before the memory is saved.
 
-// secretState is what dend knows of the secrets an instance's commands
-// were given. An instance dend knows nothing of (found again after a
-// restart) may have both.
-type secretState struct {
-	holders bool // a process given secrets may still run: ask first
-	residue bool // secret files or printed output may be left: scrub first
+// State is what dend knows of the secrets an instance's commands were
+// given. An instance dend knows nothing of (found again after a restart)
+// may have both.
+type State struct {
+	Holders bool // a process given secrets may still run: ask first
+	Residue bool // secret files or printed output may be left: scrub first
 }
 
-func (s *Service) secretStateOf(sb *Sandbox) secretState {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, ok := s.secretStates[sb.InstanceID()]
+// Given is the State of an instance whose commands were given secrets,
+// and of one dend knows nothing of.
+var Given = State{Holders: true, Residue: true}
+
+// Clean says whether the instance's memory may be saved as it is.
+func (st State) Clean() bool { return !st.Holders && !st.Residue }
+
+// Holders keeps, by instance id, what is known of the secrets its
+// commands were given. It is safe for concurrent use.
+type Holders struct {
+	mu     sync.Mutex
+	states map[string]State
+}
+
+// NewHolders returns Holders that know no instance yet.
+func NewHolders() *Holders {
+	return &Holders{states: map[string]State{}}
+}
+
+// Of returns what is known of instance: Given for one never Set.
+func (h *Holders) Of(instance string) State {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st, ok := h.states[instance]
 	if !ok {
-		return secretState{holders: true, residue: true}
+		return Given
 	}
 	return st
 }
 
-func (s *Service) setSecretState(sb *Sandbox, st secretState) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.secretStates[sb.InstanceID()] = st
+// Set records what is known of instance: State{} once it booted from
+// files, Given once a command was given secrets.
+func (h *Holders) Set(instance string, st State) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.states[instance] = st
 }
 
-// readyToSave makes sb's memory safe to save, or returns the processes
-// that make it unsafe. A paused sandbox is thawed for it and frozen
-// again. The caller holds sb's lifecycle lock, so no command starts
-// meanwhile.
-func (s *Service) readyToSave(ctx context.Context, sb *Sandbox) ([]guest.Process, error) {
-	st := s.secretStateOf(sb)
-	if (!st.holders && !st.residue) || (sb.State != StateRunning && sb.State != StatePaused) {
-		return nil, nil
-	}
-	if sb.State == StatePaused {
-		inst := sb.InstanceID()
-		if err := s.cfg.Runtime.Resume(ctx, inst); err != nil {
-			return nil, fmt.Errorf("thawing the sandbox to clear secrets from its memory: %w", err)
-		}
-		defer func() {
-			if err := s.cfg.Runtime.Pause(context.WithoutCancel(ctx), inst); err != nil {
-				s.log.Error("freezing the sandbox again", "sandbox", sb.Name, "err", err)
-			}
-		}()
-	}
-	g := s.guestFor(sb)
-	if st.holders {
+// Forget drops an instance that is gone.
+func (h *Holders) Forget(instance string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.states, instance)
+}
+
+// Guest is what clearing an instance's memory needs of its den-init.
+type Guest interface {
+	// Processes lists every process in the sandbox but den-init.
+	Processes(ctx context.Context) ([]guest.Process, error)
+	// Scrub removes the secret files and the memory den-init freed.
+	Scrub(ctx context.Context) error
+	ReadDir(ctx context.Context, path string) ([]guest.FileInfo, error)
+	Remove(ctx context.Context, path string, recursive bool) error
+}
+
+// Clear makes the memory of instance, whose state st is (from Of), safe
+// to save, or returns the processes that make it unsafe; g is its
+// den-init, running. The caller keeps commands from starting meanwhile.
+func (h *Holders) Clear(ctx context.Context, instance string, st State, g Guest) ([]guest.Process, error) {
+	if st.Holders {
 		procs, err := g.Processes(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("looking for processes holding secrets: %w", err)
@@ -87,15 +109,15 @@ func (s *Service) readyToSave(ctx context.Context, sb *Sandbox) ([]guest.Process
 		if len(holders) > 0 {
 			return holders, nil
 		}
-		st.holders = false
-		s.setSecretState(sb, st)
+		st.Holders = false
+		h.Set(instance, st)
 	}
-	if st.residue {
+	if st.Residue {
 		if err := scrub(ctx, g); err != nil {
 			return nil, fmt.Errorf("clearing secrets from the sandbox's memory: %w", err)
 		}
-		st.residue = false
-		s.setSecretState(sb, st)
+		st.Residue = false
+		h.Set(instance, st)
 	}
 	return nil, nil
 }
@@ -108,7 +130,9 @@ func (s *Service) readyToSave(ctx context.Context, sb *Sandbox) ([]guest.Process
 // answers not found: its secret files are removed one by one instead,
 // which is all that den-init could do.
 func scrub(ctx context.Context, g Guest) error {
-	closeGuest(g)
+	if c, ok := g.(interface{ Close() }); ok {
+		c.Close()
+	}
 	err := g.Scrub(ctx)
 	if !errors.Is(err, errdefs.ErrNotFound) {
 		return err
@@ -118,29 +142,16 @@ func scrub(ctx context.Context, g Guest) error {
 		return nil // no mount, or nothing was ever written
 	}
 	for _, e := range ents {
-		if err := g.Remove(ctx, path.Join(guest.SecretDir, e.Name), false); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		if err := g.Remove(ctx, FilePath(e.Name), false); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			return fmt.Errorf("removing secret file %s: %w", e.Name, err)
 		}
 	}
 	return nil
 }
 
-// refuseSecretCapture fails when saving sb's memory, to do what (e.g.
-// "hibernating"), would save a secret a process holds; else it readies
-// the memory to be saved.
-func (s *Service) refuseSecretCapture(ctx context.Context, sb *Sandbox, what, instead string) error {
-	holders, err := s.readyToSave(ctx, sb)
-	if err != nil || len(holders) == 0 {
-		return err
-	}
-	err = errdefs.Conflict("%s sandbox %q would save secrets to disk: %s", what, sb.Name, describeHolders(holders))
-	return errdefs.WithHint(err, fmt.Sprintf("end them first (`den exec %s -- kill PID`) or %s; "+
-		"den never saves the memory of a process started with secrets", sb.Name, instead))
-}
-
-// describeHolders names the processes holding secrets, for an error or an
+// Describe names the processes holding secrets, for an error or an
 // event: "2 processes hold them (pid 12 `server --port 80`, pid 13 `sh`)".
-func describeHolders(holders []guest.Process) string {
+func Describe(holders []guest.Process) string {
 	const most = 3
 	var names []string
 	for i, p := range holders {
