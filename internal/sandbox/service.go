@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/runoutput"
 )
 
 // Config is what the Service is built from.
@@ -34,7 +35,7 @@ type Config struct {
 	Node    string // this host's name, recorded on every sandbox
 	RunsDir string // where run output is kept on the host
 	// Output bounds the run output kept in RunsDir (see outputroom.go).
-	Output OutputLimits
+	Output runoutput.Limits
 	// InitEnv is extra environment for den-init (e.g. its log level).
 	InitEnv []string
 	// Init is the version of den-init fresh instances run; memory images
@@ -105,8 +106,9 @@ type Service struct {
 	nextRetention time.Time
 	// guests caches one den-init client per instance id.
 	guests map[string]Guest
-	// outputs holds the output of runs being collected, by run id.
-	outputs map[string]*output
+	// outputs holds the output of runs being collected, by run id; it
+	// has its own lock.
+	outputs collectors
 	// slotTaken marks network slots handed out to live sandboxes.
 	slotTaken map[int]string
 	// active is when each sandbox was last used, for the idle policy.
@@ -117,8 +119,8 @@ type Service struct {
 	// WebSocket or a long download through an exposed port).
 	held map[string]int
 	// followers are the clients following each sandbox's runs
-	// (followers.go).
-	followers map[string]map[*follower]struct{}
+	// (followers.go); it has its own lock.
+	followers runFollowers
 	// transfers are the file transfers under way in each sandbox
 	// (transfers.go).
 	transfers map[string]*transfers
@@ -129,9 +131,9 @@ type Service struct {
 	// commands were given (see holders.go).
 	secretStates map[string]secretState
 
-	// reserve and allowance bound run output on the host (outputroom.go).
-	dataReserve *diskReserve
-	allowance   *runAllowance
+	// space bounds run output on the host (outputroom.go); it has its
+	// own locks.
+	space outputSpace
 	// disk holds the disk caps admitted but not yet recorded.
 	disk diskLedger
 	// admission checks owners' quotas (admission.go); it has its own lock.
@@ -184,30 +186,29 @@ func NewService(cfg Config) (*Service, error) {
 	if err := cfg.Output.Validate(); err != nil {
 		return nil, fmt.Errorf("sandbox service: %w", err)
 	}
-	cfg.Output.setDefaults()
+	cfg.Output.SetDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{
 		cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
 		locks:        map[string]*sync.RWMutex{},
 		teardowns:    map[string]chan struct{}{},
 		guests:       map[string]Guest{},
-		outputs:      map[string]*output{},
+		outputs:      &runoutput.Collecting[*output]{},
 		slotTaken:    map[int]string{},
 		active:       map[string]time.Time{},
 		pinned:       map[string]int{},
 		held:         map[string]int{},
-		followers:    map[string]map[*follower]struct{}{},
+		followers:    &runoutput.Followers{},
 		transfers:    map[string]*transfers{},
 		staleLimits:  map[string]bool{},
 		secretStates: map[string]secretState{},
-		dataReserve:  &diskReserve{dir: cfg.RunsDir, reserve: cfg.Output.Reserve, now: cfg.Now},
 		admission:    newAdmission(cfg.Quotas),
 		events:       newEventHub(),
 	}
 	if cfg.Offsite != nil {
 		s.uploads = newUploadQueue()
 	}
-	s.allowance = &runAllowance{s: s, limit: cfg.Output.PerSandbox, used: map[string]int64{}}
+	s.space = runoutput.NewSpace(ctx, cfg.RunsDir, cfg.Output, prunableRuns{s}, cfg.Now, cfg.Logger)
 	if _, ok := cfg.Runtime.(HostnameSetter); ok && cfg.Warm.Dir != "" {
 		s.warm = newWarmPools(cfg.Warm)
 		if err := s.warm.load(); err != nil {
