@@ -18,6 +18,7 @@ import (
 	"github.com/den-dev/den/internal/mcpserver"
 	"github.com/den-dev/den/internal/netns"
 	"github.com/den-dev/den/internal/quota"
+	"github.com/den-dev/den/internal/runoutput"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/sshgate"
 )
@@ -77,7 +78,7 @@ type Config struct {
 	E2BDomain string
 	// AuditRetention is how long audit log entries are kept; 0 keeps them.
 	AuditRetention time.Duration
-	// Run output dend keeps on the data disk (see sandbox.OutputLimits).
+	// Run output dend keeps on the data disk (see runoutput.Limits).
 	RunOutputMax       int64 // per stream of a run: head and tail
 	RunOutputAllowance int64 // per sandbox, its runs together
 	DataReserve        int64 // free space left on the data disk; 0: none
@@ -144,8 +145,8 @@ func Default() Config {
 		DiskOvercommit:     2,
 		DiskReservePercent: 10,
 
-		RunOutputMax:       sandbox.DefaultRunOutputMax,
-		RunOutputAllowance: sandbox.DefaultRunOutputAllowance,
+		RunOutputMax:       runoutput.DefaultPerStream,
+		RunOutputAllowance: runoutput.DefaultPerSandbox,
 		DataReserve:        1 << 30,
 
 		PauseAfter:     10 * time.Minute,
@@ -265,8 +266,8 @@ func (c *Config) Validate() error {
 		return bad("idle-interval", "%s is not a positive duration", c.IdleInterval)
 	}
 	switch {
-	case c.RunOutputMax < sandbox.MinRunOutput:
-		return bad("run-output-max", "%d bytes is below the %d minimum", c.RunOutputMax, sandbox.MinRunOutput)
+	case c.RunOutputMax < runoutput.MinPerStream:
+		return bad("run-output-max", "%d bytes is below the %d minimum", c.RunOutputMax, runoutput.MinPerStream)
 	case c.RunOutputAllowance < c.RunOutputMax:
 		return bad("run-output-allowance", "%d bytes is below run-output-max (%d)", c.RunOutputAllowance, c.RunOutputMax)
 	case c.DataReserve < 0:
@@ -299,8 +300,8 @@ func (c *Config) SecretsKeyFile() string {
 }
 
 // OutputLimits are the bounds on run output dend keeps.
-func (c *Config) OutputLimits() sandbox.OutputLimits {
-	return sandbox.OutputLimits{PerStream: c.RunOutputMax, PerSandbox: c.RunOutputAllowance, Reserve: c.DataReserve}
+func (c *Config) OutputLimits() runoutput.Limits {
+	return runoutput.Limits{PerStream: c.RunOutputMax, PerSandbox: c.RunOutputAllowance, Reserve: c.DataReserve}
 }
 
 // Policy is the daemon-wide idle policy and retention.

@@ -12,6 +12,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/runoutput"
 )
 
 // A run's output travels: process → den-init's buffer (kept until acked) →
@@ -21,7 +22,7 @@ import (
 // keeps a finished process's status until the collector has stored the
 // run's final record and released it, so a dend that dies in between
 // learns the ending again on its next start. What the host keeps of a long
-// stream, and what offsets mean then, is in runoutput.go.
+// stream, and what offsets mean then, is in internal/runoutput.
 
 // Streams, as named in the API.
 const (
@@ -33,6 +34,17 @@ const (
 // before it syncs its files and acknowledges.
 const ackEvery = 1 << 20
 
+// collectors are the runs whose output is being collected
+// (runoutput.Collecting).
+type collectors interface {
+	Add(sandboxID, runID string, o *output)
+	Remove(runID string)
+	// Get returns the collector of a run of a sandbox, if it has one.
+	Get(sandboxID, runID string) (*output, bool)
+	// Of returns the collectors of a sandbox's runs, by run id.
+	Of(sandboxID string) map[string]*output
+}
+
 // output is the collector's state for one run.
 type output struct {
 	sandboxID string
@@ -42,7 +54,7 @@ type output struct {
 	abandon context.CancelFunc
 
 	// Only the collector goroutine touches keepers and unacked.
-	keepers [2]*keeper // opened on first output
+	keepers [2]*runoutput.Keeper // opened on first output
 	unacked int64
 
 	mu sync.Mutex
@@ -102,6 +114,18 @@ func (o *output) snapshot() *Run {
 	return o.run.clone()
 }
 
+// Progress is where stream has got to, a channel closed when it moves on
+// or the run ends, and whether the run has ended (runoutput.Live).
+func (o *output) Progress(stream string) (int64, <-chan struct{}, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	size := o.run.StdoutSize
+	if stream == StreamStderr {
+		size = o.run.StderrSize
+	}
+	return size, o.changed, o.done
+}
+
 func (o *output) notifyLocked() {
 	close(o.changed)
 	o.changed = make(chan struct{})
@@ -123,13 +147,13 @@ func (r *Run) clone() *Run {
 }
 
 // keeper returns the keeper of stream i, opening it on first use.
-func (s *Service) keeper(o *output, i int) (*keeper, error) {
+func (s *Service) keeper(o *output, i int) (*runoutput.Keeper, error) {
 	if o.keepers[i] == nil {
 		max := o.run.OutputMax
 		if max <= 0 { // a run from before output was capped
 			max = s.cfg.Output.PerStream
 		}
-		k, err := openKeeper(o.dir, o.run.ID, []string{StreamStdout, StreamStderr}[i], max)
+		k, err := runoutput.OpenKeeper(o.dir, o.run.ID, []string{StreamStdout, StreamStderr}[i], max)
 		if err != nil {
 			return nil, err
 		}
@@ -139,21 +163,19 @@ func (s *Service) keeper(o *output, i int) (*keeper, error) {
 }
 
 // setSizesLocked copies where stream i of the run got to into its record.
-func (o *output) setSizesLocked(i int, k *keeper) {
+func (o *output) setSizesLocked(i int, k *runoutput.Keeper) {
 	if i == 0 {
-		o.run.StdoutSize, o.run.StdoutDropped = k.end, k.dropped()
+		o.run.StdoutSize, o.run.StdoutDropped = k.End(), k.Dropped()
 	} else {
-		o.run.StderrSize, o.run.StderrDropped = k.end, k.dropped()
+		o.run.StderrSize, o.run.StderrDropped = k.End(), k.Dropped()
 	}
-	if k.cut != "" {
-		o.run.OutputCut = k.cut
+	if cut := k.Cut(); cut != "" {
+		o.run.OutputCut = cut
 	}
 }
 
 func (s *Service) register(o *output) {
-	s.mu.Lock()
-	s.outputs[o.run.ID] = o
-	s.mu.Unlock()
+	s.outputs.Add(o.sandboxID, o.run.ID, o)
 }
 
 // startRun starts spec in den-init with its output collected from the
@@ -212,7 +234,7 @@ func (s *Service) resume(sandboxID string, run *Run, g Guest) {
 		k, err := s.keeper(o, i)
 		if err != nil {
 			s.log.Error("reading run output to resume collecting it", "run", run.ID, "err", err)
-			k = &keeper{}
+			k = &runoutput.Keeper{}
 		}
 		o.setSizesLocked(i, k)
 	}
@@ -244,7 +266,7 @@ func (s *Service) appendOutput(ctx context.Context, o *output, g Guest, i int, p
 	}
 	// What the keeper has no room for is dropped, not an error: the
 	// process goes on and the record says what is missing.
-	werr := k.write(p, runRoom{s: s, sandboxID: o.sandboxID})
+	werr := k.Write(p, s.space.Room(o.sandboxID))
 	o.mu.Lock()
 	o.setSizesLocked(i, k)
 	o.notifyLocked()
@@ -318,7 +340,7 @@ func (s *Service) collectLoop(o *output, g Guest, lastErr error) {
 func (s *Service) closeFiles(o *output) {
 	for i, k := range o.keepers {
 		if k != nil {
-			if err := k.close(); err != nil {
+			if err := k.Close(); err != nil {
 				s.log.Error("closing run output", "run", o.run.ID, "err", err)
 			}
 			o.keepers[i] = nil
@@ -333,7 +355,7 @@ func (s *Service) syncAndAck(ctx context.Context, o *output, g Guest) {
 	run := o.snapshot()
 	for _, k := range o.keepers {
 		if k != nil {
-			if err := k.sync(); err != nil {
+			if err := k.Sync(); err != nil {
 				s.log.Error("syncing run output", "run", run.ID, "err", err)
 				return
 			}
@@ -393,9 +415,7 @@ func (s *Service) finishRun(o *output, g Guest, st *guest.ProcStatus, lostWhy st
 		sb = nil // the event names it by id
 	}
 	s.publishRun(sb, final, StreamRunEnded)
-	s.mu.Lock()
-	delete(s.outputs, final.ID)
-	s.mu.Unlock()
+	s.outputs.Remove(final.ID)
 	close(o.finished)
 	if st != nil {
 		g.Release(ctx, final.GuestID)
@@ -405,13 +425,9 @@ func (s *Service) finishRun(o *output, g Guest, st *guest.ProcStatus, lostWhy st
 
 // outputsOf returns the collectors of a sandbox's runs.
 func (s *Service) outputsOf(sandboxID string) []*output {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []*output
-	for _, o := range s.outputs {
-		if o.sandboxID == sandboxID {
-			out = append(out, o)
-		}
+	for _, o := range s.outputs.Of(sandboxID) {
+		out = append(out, o)
 	}
 	return out
 }
@@ -487,14 +503,7 @@ func (s *Service) wakeRuns(ctx context.Context, sb *Sandbox, g Guest) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	live := map[string]*output{}
-	for id, o := range s.outputs {
-		if o.sandboxID == sb.ID {
-			live[id] = o
-		}
-	}
-	s.mu.Unlock()
+	live := s.outputs.Of(sb.ID)
 	for _, r := range runs {
 		if r.SandboxID != sb.ID {
 			continue

@@ -193,10 +193,7 @@ func (s *Service) Run(ctx context.Context, ref, runID string) (*Run, error) {
 // only after the final record is stored, so looking at the collector first
 // can never miss the end of a run that finishes meanwhile.
 func (s *Service) runRecord(ctx context.Context, sandboxID, runID string) (*Run, *output, error) {
-	s.mu.Lock()
-	o := s.outputs[runID]
-	s.mu.Unlock()
-	if o != nil && o.sandboxID == sandboxID {
+	if o, ok := s.outputs.Get(sandboxID, runID); ok {
 		return o.snapshot(), o, nil
 	}
 	r, err := s.cfg.Store.GetRun(ctx, sandboxID, runID)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/runoutput"
 )
 
 // Clients attached to a sandbox's runs: an attached exec or a `logs -f`
@@ -25,56 +26,31 @@ const (
 	FollowWait               // follow; a sleeping sandbox is waited for
 )
 
-// follower is one client following a run of a sandbox.
-type follower struct {
-	runID   string
-	tty     bool          // an interactive run: a shell, nothing to follow
-	stopped chan struct{} // closed with why set when the sandbox sleeps
-	why     error
+// runFollowers are the clients following each sandbox's runs
+// (runoutput.Followers).
+type runFollowers interface {
+	// Follow registers a follower of a run until the returned func is
+	// called.
+	Follow(sandboxID, runID string, tty bool) (*runoutput.Follower, func())
+	// End stops every follower of a sandbox's runs, as it went to sleep.
+	End(sandboxID, name, verb string)
 }
 
 // follow registers a follower of runID in sandbox sb, counted as use of
 // sb until the returned func is called.
-func (s *Service) follow(sb *Sandbox, runID string, tty bool) (*follower, func()) {
-	f := &follower{runID: runID, tty: tty, stopped: make(chan struct{})}
-	s.mu.Lock()
-	if s.followers[sb.ID] == nil {
-		s.followers[sb.ID] = map[*follower]struct{}{}
-	}
-	s.followers[sb.ID][f] = struct{}{}
-	s.held[sb.ID]++
-	s.mu.Unlock()
+func (s *Service) follow(sb *Sandbox, runID string, tty bool) (*runoutput.Follower, func()) {
+	release := s.hold(sb.ID)
+	f, unfollow := s.followers.Follow(sb.ID, runID, tty)
 	return f, func() {
-		s.mu.Lock()
-		delete(s.followers[sb.ID], f)
-		if len(s.followers[sb.ID]) == 0 {
-			delete(s.followers, sb.ID)
-		}
-		if s.held[sb.ID]--; s.held[sb.ID] <= 0 {
-			delete(s.held, sb.ID)
-		}
-		s.mu.Unlock()
-		s.touch(sb.ID)
+		unfollow()
+		release()
 	}
 }
 
 // endFollowers ends the stream of every client following a run of sb,
 // which went to sleep as verb says ("paused", "hibernated").
 func (s *Service) endFollowers(sb *Sandbox, verb string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for f := range s.followers[sb.ID] {
-		hint := fmt.Sprintf("take it up again with `den logs %s %s -f` (it wakes the sandbox)", sb.Name, f.runID)
-		if f.tty {
-			// A terminal cannot be taken up again from its output.
-			hint = fmt.Sprintf("`den shell %s` opens a new one (it wakes the sandbox); run %s stays there until it exits", sb.Name, f.runID)
-		}
-		f.why = errdefs.WithHint(
-			errdefs.Conflict("sandbox %q was %s while run %s was followed: the run goes on when the sandbox wakes", sb.Name, verb, f.runID), hint)
-		close(f.stopped)
-		delete(s.followers[sb.ID], f)
-	}
-	delete(s.followers, sb.ID)
+	s.followers.End(sb.ID, sb.Name, verb)
 }
 
 // awaitCollector makes sure a run still going in a sleeping sandbox is

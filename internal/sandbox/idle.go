@@ -426,16 +426,21 @@ func (s *Service) Hold(ctx context.Context, ref string) func() {
 	if err != nil {
 		return func() {}
 	}
+	return s.hold(sb.ID)
+}
+
+// hold counts sandbox id in use until the returned func is called.
+func (s *Service) hold(id string) func() {
 	s.mu.Lock()
-	s.held[sb.ID]++
+	s.held[id]++
 	s.mu.Unlock()
 	return func() {
 		s.mu.Lock()
-		if s.held[sb.ID]--; s.held[sb.ID] <= 0 {
-			delete(s.held, sb.ID)
+		if s.held[id]--; s.held[id] <= 0 {
+			delete(s.held, id)
 		}
 		s.mu.Unlock()
-		s.touch(sb.ID)
+		s.touch(id)
 	}
 }
 

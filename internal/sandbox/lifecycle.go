@@ -519,7 +519,7 @@ func (s *Service) destroyLocked(cctx context.Context, sb *Sandbox, why string) e
 	if err := os.RemoveAll(filepath.Join(s.cfg.RunsDir, sb.ID)); err != nil {
 		s.log.Error("removing run output", "sandbox", sb.Name, "err", err)
 	}
-	s.allowance.forget(sb.ID)
+	s.space.Forget(sb.ID)
 	sb.Checkpoint, sb.Origin, sb.Pending = "", "", ""
 	if err := s.transition(cctx, sb, StateDestroyed, EventDestroyed, why); err != nil {
 		return err

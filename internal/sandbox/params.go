@@ -10,6 +10,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/runoutput"
 )
 
 // Defaults for a new sandbox.
@@ -92,9 +93,9 @@ func (p *ExecParams) Validate() error {
 	if p.Timeout < 0 {
 		return errdefs.Invalid("negative timeout %s", p.Timeout)
 	}
-	if p.OutputMax < 0 || p.OutputMax > 0 && p.OutputMax < MinRunOutput {
+	if p.OutputMax < 0 || p.OutputMax > 0 && p.OutputMax < runoutput.MinPerStream {
 		return errdefs.WithHint(errdefs.Invalid("invalid output cap %d bytes", p.OutputMax),
-			fmt.Sprintf("use a size of at least %s, e.g. 1M, or leave it out for dend's cap", size(MinRunOutput)))
+			fmt.Sprintf("use a size of at least %s, e.g. 1M, or leave it out for dend's cap", size(runoutput.MinPerStream)))
 	}
 	for _, k := range sortedKeys(p.Env) {
 		if !envKeyRE.MatchString(k) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/runoutput"
 )
 
 // Recover makes the records and the host agree again after dend starts: a
@@ -201,11 +202,10 @@ func (s *Service) markLost(ctx context.Context, r *Run) error {
 		name          string
 		size, dropped *int64
 	}{{StreamStdout, &r.StdoutSize, &r.StdoutDropped}, {StreamStderr, &r.StderrSize, &r.StderrDropped}} {
-		pieces, err := scanPieces(dir, r.ID, st.name)
+		end, kept, err := runoutput.Extent(dir, r.ID, st.name)
 		if err != nil {
 			return fmt.Errorf("marking run %s lost: %w", r.ID, err)
 		}
-		end, kept := streamExtent(pieces)
 		*st.size, *st.dropped = end, end-kept
 	}
 	if err := s.cfg.Store.UpdateRun(ctx, r); err != nil && !errors.Is(err, errdefs.ErrNotFound) {

@@ -210,6 +210,6 @@ func (s *Service) Resources(ctx context.Context, sb *Sandbox) (ResourceUsage, Di
 		s.log.Debug("reading disk usage", "sandbox", sb.Name, "err", err)
 	}
 	use.DiskBytes = q.Used
-	use.RunOutput, use.RunOutputLimit = s.allowance.usage(sb.ID)
+	use.RunOutput, use.RunOutputLimit = s.space.Usage(sb.ID)
 	return use, q
 }

@@ -205,7 +205,7 @@ type Run struct {
 	// guest.LimitPIDs), or "".
 	LimitHit string
 	// StdoutDropped and StderrDropped are how many bytes of each stream
-	// are not kept on the host (see runoutput.go); the sizes above count
+	// are not kept on the host (see internal/runoutput); the sizes above count
 	// them, so offsets stay positions in what the process wrote.
 	StdoutDropped int64
 	StderrDropped int64

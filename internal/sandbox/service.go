@@ -13,6 +13,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/quota"
+	"github.com/den-dev/den/internal/runoutput"
 )
 
 // Config is what the Service is built from.
@@ -36,7 +37,7 @@ type Config struct {
 	Node    string // this host's name, recorded on every sandbox
 	RunsDir string // where run output is kept on the host
 	// Output bounds the run output kept in RunsDir (see outputroom.go).
-	Output OutputLimits
+	Output runoutput.Limits
 	// InitEnv is extra environment for den-init (e.g. its log level).
 	InitEnv []string
 	// Init is the version of den-init fresh instances run; memory images
@@ -108,8 +109,9 @@ type Service struct {
 	nextRetention time.Time
 	// guests caches one den-init client per instance id.
 	guests map[string]Guest
-	// outputs holds the output of runs being collected, by run id.
-	outputs map[string]*output
+	// outputs holds the output of runs being collected, by run id; it
+	// has its own lock.
+	outputs collectors
 	// slotTaken marks network slots handed out to live sandboxes.
 	slotTaken map[int]string
 	// active is when each sandbox was last used, for the idle policy.
@@ -120,8 +122,8 @@ type Service struct {
 	// WebSocket or a long download through an exposed port).
 	held map[string]int
 	// followers are the clients following each sandbox's runs
-	// (followers.go).
-	followers map[string]map[*follower]struct{}
+	// (followers.go); it has its own lock.
+	followers runFollowers
 	// transfers are the file transfers under way in each sandbox
 	// (transfers.go).
 	transfers map[string]*transfers
@@ -132,9 +134,9 @@ type Service struct {
 	// commands were given (secrets.go); it has its own lock.
 	secretStates secretHolders
 
-	// reserve and allowance bound run output on the host (outputroom.go).
-	dataReserve *diskReserve
-	allowance   *runAllowance
+	// space bounds run output on the host (outputroom.go); it has its
+	// own locks.
+	space outputSpace
 	// disk holds the disk caps admitted but not yet recorded (disk.go);
 	// it has its own lock.
 	disk capLedger
@@ -188,23 +190,22 @@ func NewService(cfg Config) (*Service, error) {
 	if err := cfg.Output.Validate(); err != nil {
 		return nil, fmt.Errorf("sandbox service: %w", err)
 	}
-	cfg.Output.setDefaults()
+	cfg.Output.SetDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{
 		cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
 		locks:        map[string]*sync.RWMutex{},
 		teardowns:    map[string]chan struct{}{},
 		guests:       map[string]Guest{},
-		outputs:      map[string]*output{},
+		outputs:      &runoutput.Collecting[*output]{},
 		slotTaken:    map[int]string{},
 		active:       map[string]time.Time{},
 		pinned:       map[string]int{},
 		held:         map[string]int{},
-		followers:    map[string]map[*follower]struct{}{},
+		followers:    &runoutput.Followers{},
 		transfers:    map[string]*transfers{},
 		staleLimits:  map[string]bool{},
 		secretStates: grant.NewHolders(),
-		dataReserve:  &diskReserve{dir: cfg.RunsDir, reserve: cfg.Output.Reserve, now: cfg.Now},
 		disk:         quota.NewLedger(cfg.Disk),
 		admission:    quota.NewAdmission(cfg.Quotas),
 		events:       newEventHub(),
@@ -212,7 +213,7 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.Offsite != nil {
 		s.uploads = newUploadQueue()
 	}
-	s.allowance = &runAllowance{s: s, limit: cfg.Output.PerSandbox, used: map[string]int64{}}
+	s.space = runoutput.NewSpace(ctx, cfg.RunsDir, cfg.Output, prunableRuns{s}, cfg.Now, cfg.Logger)
 	if _, ok := cfg.Runtime.(HostnameSetter); ok && cfg.Warm.Dir != "" {
 		s.warm = newWarmPools(cfg.Warm)
 		if err := s.warm.load(); err != nil {

@@ -52,8 +52,9 @@ var layers = map[string]layer{
 	// Capabilities the core uses through small interfaces it declares:
 	// each owns its state behind its own type and lock, and none imports
 	// the core.
-	"internal/quota": capabilities,
-	"internal/grant": capabilities,
+	"internal/quota":     capabilities,
+	"internal/grant":     capabilities,
+	"internal/runoutput": capabilities,
 
 	// The domain.
 	"internal/sandbox": coreLayer,

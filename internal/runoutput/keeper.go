@@ -1,4 +1,4 @@
-package sandbox
+package runoutput
 
 import (
 	"errors"
@@ -34,18 +34,18 @@ import (
 // removed whole as new output arrives: a stream longer than its cap keeps
 // its first max/2 bytes and at least its last 7/16 of max (a quarter of
 // max under a 1 MiB cap). Output the host has no room for (its reserve or
-// the sandbox's allowance, see outputroom.go) is dropped too.
+// the sandbox's allowance, see space.go) is dropped too.
 
-// Why output was dropped, as a run records it (Run.OutputCut).
+// Why output was dropped, as a run records it.
 const (
-	OutputCutCap       = "cap"       // the middle of a stream longer than its cap
-	OutputCutReserve   = "reserve"   // the host's data dir ran down to its free-space reserve
-	OutputCutAllowance = "allowance" // the sandbox's run output allowance was full of running runs
-	OutputCutPruned    = "pruned"    // the whole output went to make room for newer runs
+	CutCap       = "cap"       // the middle of a stream longer than its cap
+	CutReserve   = "reserve"   // the host's data dir ran down to its free-space reserve
+	CutAllowance = "allowance" // the sandbox's run output allowance was full of running runs
+	CutPruned    = "pruned"    // the whole output went to make room for newer runs
 )
 
-// MinRunOutput is the smallest per-stream cap a run may ask for.
-const MinRunOutput = 64 << 10
+// MinPerStream is the smallest per-stream cap a run may ask for.
+const MinPerStream = 64 << 10
 
 // minSegment is the smallest tail piece a keeper makes when its tail is
 // larger: fewer files to make and remove for a long stream.
@@ -110,24 +110,37 @@ func streamExtent(pieces []piece) (end, kept int64) {
 	return end, kept
 }
 
+// Extent is how far a stream of a run got and how many of its bytes the
+// host keeps, from its pieces in dir.
+func Extent(dir, runID, stream string) (end, kept int64, err error) {
+	pieces, err := scanPieces(dir, runID, stream)
+	if err != nil {
+		return 0, 0, err
+	}
+	end, kept = streamExtent(pieces)
+	return end, kept, nil
+}
+
 // markerFor is the line a reader gets in place of the dropped bytes
 // [from, to) of stream.
 func markerFor(stream string, from, to int64) []byte {
 	return fmt.Appendf(nil, "\n[den: %d bytes of %s dropped here, offsets %d to %d; see `den runs --json`]\n", to-from, stream, from, to)
 }
 
-// room is what a keeper asks before it keeps more bytes, and tells when it
+// Room is what a keeper asks before it keeps more bytes, and tells when it
 // removes some: the host's reserve and the sandbox's allowance.
-type room interface {
-	// take reports whether n more bytes may be kept, and if so counts them.
-	take(n int64) (ok bool, why string)
-	// give counts n bytes removed.
-	give(n int64)
+type Room interface {
+	// Take reports whether n more bytes may be kept, and if so counts
+	// them; refusing, it says why (one of the Cut reasons).
+	Take(n int64) (ok bool, why string)
+	// Give counts n bytes removed.
+	Give(n int64)
 }
 
-// keeper writes one stream of a run to the host, keeping its head and tail
-// within max bytes. Only the run's collector uses it.
-type keeper struct {
+// Keeper writes one stream of a run to the host, keeping its head and tail
+// within max bytes. Only the run's collector uses it. A zero Keeper holds
+// nothing and is at offset 0.
+type Keeper struct {
 	dir, runID, stream string
 	max                int64
 
@@ -142,40 +155,46 @@ type keeper struct {
 	unsynced map[int64]*os.File
 }
 
-// openKeeper returns the keeper of a stream, carrying on from the pieces a
+// OpenKeeper returns the keeper of a stream, carrying on from the pieces a
 // previous collector left.
-func openKeeper(dir, runID, stream string, max int64) (*keeper, error) {
+func OpenKeeper(dir, runID, stream string, max int64) (*Keeper, error) {
 	ps, err := scanPieces(dir, runID, stream)
 	if err != nil {
 		return nil, err
 	}
-	k := &keeper{dir: dir, runID: runID, stream: stream, max: max, pieces: ps}
+	k := &Keeper{dir: dir, runID: runID, stream: stream, max: max, pieces: ps}
 	k.end, _ = streamExtent(ps)
 	return k, nil
 }
 
-func (k *keeper) head() int64 { return k.max / 2 }
-func (k *keeper) tail() int64 { return k.max - k.head() }
-func (k *keeper) segment() int64 {
+func (k *Keeper) head() int64 { return k.max / 2 }
+func (k *Keeper) tail() int64 { return k.max - k.head() }
+func (k *Keeper) segment() int64 {
 	return max(k.tail()/8, min(minSegment, k.tail()/2), 1)
 }
 
-// kept is how many bytes of the stream are on disk.
-func (k *keeper) kept() int64 {
+// End is the stream's offset: the bytes written or dropped so far.
+func (k *Keeper) End() int64 { return k.end }
+
+// Cut is why bytes of the stream were last dropped, "" if none were.
+func (k *Keeper) Cut() string { return k.cut }
+
+// Kept is how many bytes of the stream are on disk.
+func (k *Keeper) Kept() int64 {
 	_, kept := streamExtent(k.pieces)
 	return kept
 }
 
-// dropped is how many bytes of the stream are not on disk.
-func (k *keeper) dropped() int64 { return k.end - k.kept() }
+// Dropped is how many bytes of the stream are not on disk.
+func (k *Keeper) Dropped() int64 { return k.end - k.Kept() }
 
-func (k *keeper) path(start int64) string {
+func (k *Keeper) path(start int64) string {
 	return filepath.Join(k.dir, pieceName(k.runID, k.stream, start))
 }
 
-// write keeps what it may of p, the stream's next bytes, and drops the
+// Write keeps what it may of p, the stream's next bytes, and drops the
 // rest. Only a failure to write to the host is an error.
-func (k *keeper) write(p []byte, r room) error {
+func (k *Keeper) Write(p []byte, r Room) error {
 	for len(p) > 0 {
 		n := int64(len(p))
 		if k.end < k.head() {
@@ -190,10 +209,10 @@ func (k *keeper) write(p []byte, r room) error {
 				return err
 			}
 		}
-		if ok, why := r.take(n); !ok {
+		if ok, why := r.Take(n); !ok {
 			k.cut = why
 		} else if err := k.append(p[:n]); err != nil {
-			r.give(n)
+			r.Give(n)
 			return err
 		}
 		k.end += n
@@ -205,7 +224,7 @@ func (k *keeper) write(p []byte, r room) error {
 // appendable returns the last piece if the next byte may go into it: it
 // ends where the stream is, and it stays within the head, or within one
 // tail segment.
-func (k *keeper) appendable() (piece, bool) {
+func (k *Keeper) appendable() (piece, bool) {
 	if len(k.pieces) == 0 {
 		return piece{}, false
 	}
@@ -223,7 +242,7 @@ func (k *keeper) appendable() (piece, bool) {
 }
 
 // rotate removes the oldest tail pieces until n more bytes fit in the tail.
-func (k *keeper) rotate(n int64, r room) error {
+func (k *Keeper) rotate(n int64, r Room) error {
 	for {
 		var tail int64
 		first := -1
@@ -256,14 +275,14 @@ func (k *keeper) rotate(n int64, r room) error {
 		}
 		k.pieces = append(k.pieces[:first], k.pieces[first+1:]...)
 		k.newDir = true
-		k.cut = OutputCutCap
-		r.give(old.size)
+		k.cut = CutCap
+		r.Give(old.size)
 	}
 }
 
 // append writes b at the stream's end, into the last piece when it may
 // grow, else into a new one.
-func (k *keeper) append(b []byte) error {
+func (k *Keeper) append(b []byte) error {
 	last, ok := k.appendable()
 	if !ok {
 		if err := k.closeLast(); err != nil {
@@ -293,7 +312,7 @@ func (k *keeper) append(b []byte) error {
 
 // closeLast closes the open piece; one with writes not yet on disk waits
 // in unsynced for the next sync.
-func (k *keeper) closeLast() error {
+func (k *Keeper) closeLast() error {
 	if k.f == nil {
 		return nil
 	}
@@ -313,10 +332,10 @@ func (k *keeper) closeLast() error {
 	return nil
 }
 
-// sync makes everything up to the stream's end durable: the kept bytes on
+// Sync makes everything up to the stream's end durable: the kept bytes on
 // disk, and where the stream got to when its end was dropped. After it,
-// den-init may forget the stream up to k.end.
-func (k *keeper) sync() error {
+// den-init may forget the stream up to its End.
+func (k *Keeper) Sync() error {
 	if k.dirty && k.f != nil {
 		if err := k.f.Sync(); err != nil {
 			return fmt.Errorf("syncing run output: %w", err)
@@ -348,7 +367,7 @@ func (k *keeper) sync() error {
 // markEnd records with an empty piece that the stream reached k.end though
 // its last bytes were dropped: the empty piece that recorded an earlier
 // end moves, else a new one is made.
-func (k *keeper) markEnd() error {
+func (k *Keeper) markEnd() error {
 	if err := k.closeLast(); err != nil {
 		return err
 	}
@@ -374,9 +393,9 @@ func (k *keeper) markEnd() error {
 	return nil
 }
 
-// close syncs and closes the stream's files.
-func (k *keeper) close() error {
-	err := k.sync()
+// Close syncs and closes the stream's files.
+func (k *Keeper) Close() error {
+	err := k.Sync()
 	if cerr := k.closeLast(); err == nil {
 		err = cerr
 	}

@@ -1,4 +1,4 @@
-package sandbox
+package runoutput
 
 import (
 	"bytes"
@@ -11,11 +11,17 @@ import (
 	"testing"
 )
 
+// Streams, as the API names them.
+const (
+	StreamStdout = "stdout"
+	StreamStderr = "stderr"
+)
+
 // plenty is room that never runs out.
 type plenty struct{}
 
-func (plenty) take(int64) (bool, string) { return true, "" }
-func (plenty) give(int64)                {}
+func (plenty) Take(int64) (bool, string) { return true, "" }
+func (plenty) Give(int64)                {}
 
 // budget is room for a number of bytes; refusing says why.
 type budget struct {
@@ -23,14 +29,14 @@ type budget struct {
 	why  string
 }
 
-func (b *budget) take(n int64) (bool, string) {
+func (b *budget) Take(n int64) (bool, string) {
 	if n > b.left {
 		return false, b.why
 	}
 	b.left -= n
 	return true, ""
 }
-func (b *budget) give(n int64) { b.left += n }
+func (b *budget) Give(n int64) { b.left += n }
 
 // source is the stream a test process writes: every byte tells its offset
 // apart from its neighbours'.
@@ -43,16 +49,16 @@ func source(n int) []byte {
 }
 
 // writeAll feeds src to k in chunks of the given sizes, cycling.
-func writeAll(t *testing.T, k *keeper, src []byte, chunks []int, r room) {
+func writeAll(t *testing.T, k *Keeper, src []byte, chunks []int, r Room) {
 	t.Helper()
 	for i := 0; len(src) > 0; i++ {
 		n := min(chunks[i%len(chunks)], len(src))
-		if err := k.write(src[:n], r); err != nil {
+		if err := k.Write(src[:n], r); err != nil {
 			t.Fatalf("write: %v", err)
 		}
 		src = src[n:]
 	}
-	if err := k.sync(); err != nil {
+	if err := k.Sync(); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
 }
@@ -61,8 +67,8 @@ func writeAll(t *testing.T, k *keeper, src []byte, chunks []int, r room) {
 func readLog(t *testing.T, dir, stream string, off, size, dropped int64) string {
 	t.Helper()
 	var out bytes.Buffer
-	r := &logReader{dir: dir, runID: "r1", stream: stream, off: off, size: size, dropped: dropped}
-	if err := r.copy(context.Background(), false, &out); err != nil {
+	r := &Reader{Dir: dir, RunID: "r1", Stream: stream, Off: off, Size: size, Dropped: dropped}
+	if err := r.Copy(context.Background(), false, &out); err != nil {
 		t.Fatalf("reading from %d: %v", off, err)
 	}
 	return out.String()
@@ -115,19 +121,19 @@ func TestKeeperKeepsHeadAndTail(t *testing.T) {
 		{"OneBigWrite", 4096, 50_000, []int{50_000}},
 		{"OddCap", 4099, 30_001, []int{17, 256}},
 		{"TinyCap", 16, 1000, []int{3}},
-		{"MinCap", MinRunOutput, 1 << 20, []int{32 << 10}},
+		{"MinCap", MinPerStream, 1 << 20, []int{32 << 10}},
 		{"BigCap", 1 << 20, 5 << 20, []int{60 << 10, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			k, err := openKeeper(dir, "r1", StreamStdout, tc.max)
+			k, err := OpenKeeper(dir, "r1", StreamStdout, tc.max)
 			if err != nil {
 				t.Fatal(err)
 			}
 			src := source(tc.total)
 			writeAll(t, k, src, tc.chunks, plenty{})
 			checkKept(t, dir, k, src)
-			if k.close() != nil {
+			if k.Close() != nil {
 				t.Fatal("close")
 			}
 		})
@@ -137,7 +143,7 @@ func TestKeeperKeepsHeadAndTail(t *testing.T) {
 // checkKept checks what a keeper holds of src: at most its cap, all of it
 // when src fits, the head whole, at least 7/16 of the cap of tail, and
 // readers see exactly the kept bytes with markers for the rest.
-func checkKept(t *testing.T, dir string, k *keeper, src []byte) {
+func checkKept(t *testing.T, dir string, k *Keeper, src []byte) {
 	t.Helper()
 	total := int64(len(src))
 	pieces, err := scanPieces(dir, "r1", StreamStdout)
@@ -151,8 +157,8 @@ func checkKept(t *testing.T, dir string, k *keeper, src []byte) {
 	if kept > k.max {
 		t.Errorf("kept %d bytes, over the %d cap", kept, k.max)
 	}
-	if kept != k.kept() || total-kept != k.dropped() {
-		t.Errorf("keeper counts kept %d dropped %d, disk has kept %d", k.kept(), k.dropped(), kept)
+	if kept != k.Kept() || total-kept != k.Dropped() {
+		t.Errorf("keeper counts kept %d dropped %d, disk has kept %d", k.Kept(), k.Dropped(), kept)
 	}
 	if total <= k.max && kept != total {
 		t.Errorf("kept %d of %d bytes, all fit under %d", kept, total, k.max)
@@ -194,7 +200,7 @@ func TestKeeperResumesFromItsFiles(t *testing.T) {
 	src := source(77_777)
 	const max = 8192
 	for i, cut := range []int{0, 100, 4096, 4097, 9000, 30_000, 77_777} {
-		k, err := openKeeper(dir, "r1", StreamStdout, max)
+		k, err := OpenKeeper(dir, "r1", StreamStdout, max)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,11 +209,11 @@ func TestKeeperResumesFromItsFiles(t *testing.T) {
 			t.Fatalf("reopened at %d, want %d", k.end, from)
 		}
 		writeAll(t, k, src[from:cut], []int{97}, plenty{})
-		if err := k.close(); err != nil {
+		if err := k.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	k, err := openKeeper(dir, "r1", StreamStdout, max)
+	k, err := OpenKeeper(dir, "r1", StreamStdout, max)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,19 +224,19 @@ func TestKeeperDropsWhatHasNoRoom(t *testing.T) {
 	dir := t.TempDir()
 	const max = 1 << 20
 	src := source(30_000)
-	k, err := openKeeper(dir, "r1", StreamStdout, max)
+	k, err := OpenKeeper(dir, "r1", StreamStdout, max)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Room for 10,000 bytes, then none: the rest is dropped, and the
 	// stream's end is recorded on disk so a new keeper carries on there.
-	r := &budget{left: 10_000, why: OutputCutReserve}
+	r := &budget{left: 10_000, why: CutReserve}
 	writeAll(t, k, src[:20_000], []int{1000}, r)
-	if k.kept() != 10_000 || k.dropped() != 10_000 || k.cut != OutputCutReserve {
-		t.Fatalf("kept %d dropped %d cut %q, want 10000, 10000, reserve", k.kept(), k.dropped(), k.cut)
+	if k.Kept() != 10_000 || k.Dropped() != 10_000 || k.cut != CutReserve {
+		t.Fatalf("kept %d dropped %d cut %q, want 10000, 10000, reserve", k.Kept(), k.Dropped(), k.cut)
 	}
-	k.close()
-	if k, err = openKeeper(dir, "r1", StreamStdout, max); err != nil || k.end != 20_000 {
+	k.Close()
+	if k, err = OpenKeeper(dir, "r1", StreamStdout, max); err != nil || k.end != 20_000 {
 		t.Fatalf("reopened at %d (%v), want 20000", k.end, err)
 	}
 	// Room again: output is kept from where it resumes.
@@ -243,7 +249,7 @@ func TestKeeperDropsWhatHasNoRoom(t *testing.T) {
 	}
 	// A dropped end shows as a marker to a reader of the ended run.
 	k.end += 500
-	k.sync()
+	k.Sync()
 	got = readLog(t, dir, StreamStdout, 29_990, 30_500, 10_500)
 	if want := string(src[29_990:]) + string(markerFor(StreamStdout, 30_000, 30_500)); got != want {
 		t.Errorf("end of log = %q, want %q", got, want)
@@ -253,14 +259,14 @@ func TestKeeperDropsWhatHasNoRoom(t *testing.T) {
 func TestLogReaderErrors(t *testing.T) {
 	dir := t.TempDir()
 	// A record with kept output but no files: gone from this host.
-	r := &logReader{dir: dir, runID: "r1", stream: StreamStdout, size: 10}
-	if err := r.copy(context.Background(), false, &bytes.Buffer{}); err == nil {
+	r := &Reader{Dir: dir, RunID: "r1", Stream: StreamStdout, Size: 10}
+	if err := r.Copy(context.Background(), false, &bytes.Buffer{}); err == nil {
 		t.Error("reading output that is gone: no error")
 	}
 	// Pruned output (all dropped) reads as one marker.
 	var out bytes.Buffer
-	r = &logReader{dir: dir, runID: "r1", stream: StreamStderr, size: 10, dropped: 10}
-	if err := r.copy(context.Background(), false, &out); err != nil || out.String() != string(markerFor(StreamStderr, 0, 10)) {
+	r = &Reader{Dir: dir, RunID: "r1", Stream: StreamStderr, Size: 10, Dropped: 10}
+	if err := r.Copy(context.Background(), false, &out); err != nil || out.String() != string(markerFor(StreamStderr, 0, 10)) {
 		t.Errorf("pruned output reads %q, %v", out.String(), err)
 	}
 }
@@ -283,13 +289,13 @@ func TestScanPiecesIgnoresOtherFiles(t *testing.T) {
 
 func TestRemoveRunOutputFreesAllPieces(t *testing.T) {
 	dir := t.TempDir()
-	k, _ := openKeeper(dir, "r1", StreamStdout, 4096)
+	k, _ := OpenKeeper(dir, "r1", StreamStdout, 4096)
 	writeAll(t, k, source(20_000), []int{300}, plenty{})
-	k.close()
+	k.Close()
 	os.WriteFile(filepath.Join(dir, "r2.stdout"), []byte("other"), 0o600)
 	n, err := removeRunOutput(dir, "r1")
-	if err != nil || n != k.kept() {
-		t.Errorf("freed %d (%v), want %d", n, err, k.kept())
+	if err != nil || n != k.Kept() {
+		t.Errorf("freed %d (%v), want %d", n, err, k.Kept())
 	}
 	if dirSize(dir) != 5 {
 		t.Errorf("left %d bytes, want the other run's 5", dirSize(dir))
@@ -307,7 +313,7 @@ func FuzzKeeper(f *testing.F) {
 			return
 		}
 		dir := t.TempDir()
-		k, err := openKeeper(dir, "r1", StreamStdout, int64(max))
+		k, err := OpenKeeper(dir, "r1", StreamStdout, int64(max))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -319,32 +325,32 @@ func FuzzKeeper(f *testing.F) {
 		off := 0
 		for i, c := range chunks {
 			n := int(c) * 7
-			r := room(plenty{})
+			r := Room(plenty{})
 			if i%5 == 4 {
-				r = &budget{why: OutputCutAllowance} // no room for this one
+				r = &budget{why: CutAllowance} // no room for this one
 			}
-			if err := k.write(src[off:off+n], r); err != nil {
+			if err := k.Write(src[off:off+n], r); err != nil {
 				t.Fatal(err)
 			}
 			off += n
 			if i%3 == 2 { // a collector that stops and starts again
-				if err := k.close(); err != nil {
+				if err := k.Close(); err != nil {
 					t.Fatal(err)
 				}
-				if k, err = openKeeper(dir, "r1", StreamStdout, int64(max)); err != nil {
+				if k, err = OpenKeeper(dir, "r1", StreamStdout, int64(max)); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
-		if err := k.sync(); err != nil {
+		if err := k.Sync(); err != nil {
 			t.Fatal(err)
 		}
-		if k.end != int64(total) || k.kept() > int64(max) {
-			t.Fatalf("end %d kept %d, want end %d and at most %d kept", k.end, k.kept(), total, max)
+		if k.end != int64(total) || k.Kept() > int64(max) {
+			t.Fatalf("end %d kept %d, want end %d and at most %d kept", k.end, k.Kept(), total, max)
 		}
-		got, dropped := expand(t, readLog(t, dir, StreamStdout, 0, int64(total), k.dropped()), 0)
-		if len(got) != total || dropped != k.dropped() {
-			t.Fatalf("reader saw %d bytes, %d dropped; want %d, %d", len(got), dropped, total, k.dropped())
+		got, dropped := expand(t, readLog(t, dir, StreamStdout, 0, int64(total), k.Dropped()), 0)
+		if len(got) != total || dropped != k.Dropped() {
+			t.Fatalf("reader saw %d bytes, %d dropped; want %d, %d", len(got), dropped, total, k.Dropped())
 		}
 		for i := range got {
 			if got[i] != '#' && got[i] != src[i] {
