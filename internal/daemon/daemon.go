@@ -158,15 +158,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	// In a fleet: the forwarder and the peers sandboxes move to come
 	// before the service; the node joins once its sandboxes are settled.
-	var fl *fleet
+	var fl *fleetNode
 	var forwarder httpapi.Cluster
 	var movers sandbox.Fleet
+	var lease sandbox.Lease // nil, not a nil *fleet.Fence, outside a fleet
 	var portsKey []byte
 	if fleetRecords != nil {
 		if fl, err = newFleet(ctx, cfg, fleetRecords, st, rt.Version(), log); err != nil {
 			return err
 		}
 		forwarder, movers, portsKey = fl.forwarder, fl.peers, fl.portsKey
+		lease = fl.fence
 	} else if portsKey, err = loadPortsKey(cfg.PortsKeyFile()); err != nil {
 		return err
 	}
@@ -189,6 +191,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		MinTTL:        cfg.MinTTL,
 		Quotas:        cfg.quotas(st),
 		Fleet:         movers,
+		Lease:         lease,
 	}
 	if off != nil {
 		scfg.Offsite = off
@@ -242,7 +245,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		// From now on the claim is taken back after a cut only while
 		// the node's record is still this join's.
 		claim.Joined(fl.member.Self().Epoch)
-		svc.LiftFence(ctx, cmp.Or(cfg.NodeLease, cluster.DefaultLease))
+		fl.fence.Lift(ctx, svc, cmp.Or(cfg.NodeLease, cluster.DefaultLease))
 	}
 	svc.RunIdle(cfg.IdleInterval)
 	svc.RunWarm()
@@ -498,7 +501,7 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 }
 
 // drainer serves /v1/nodes.
-func drainer(cfg Config, records fleetStore, fl *fleet, svc *sandbox.Service, st sandbox.Store, runscVersion string, log *slog.Logger) *nodes {
+func drainer(cfg Config, records fleetStore, fl *fleetNode, svc *sandbox.Service, st sandbox.Store, runscVersion string, log *slog.Logger) *nodes {
 	n := &nodes{self: cfg.Node, fleet: records, info: nodeInfo(cfg, st, runscVersion), svc: svc, store: st, log: log}
 	if fl != nil {
 		n.place = fl.peers.PlaceAway

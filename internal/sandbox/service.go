@@ -72,6 +72,9 @@ type Config struct {
 	// Offsite is the blob store checkpoints are uploaded to (offsite.go);
 	// nil: none, and checkpoints live on this host only.
 	Offsite Offsite
+	// Lease is until when this node's sandboxes may run (fence.go); nil
+	// outside a fleet.
+	Lease Lease
 	// Warm configures the warm pools (warm.go); a zero value keeps none.
 	Warm WarmConfig
 	// Observer hears how long lifecycle verbs take (observe.go); nil:
@@ -151,9 +154,6 @@ type Service struct {
 	// warm are this node's warm pools (warm.go); nil without any. They
 	// are per node by design: no other node sees their instances.
 	warm *warmPools
-	// fence is until when this node's sandboxes may run, in a fleet
-	// (fence.go); it has its own lock.
-	fence fenceState
 }
 
 // NewService checks cfg and returns a Service. Call Recover before serving
