@@ -210,6 +210,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := prom.Watch(svc); err != nil {
 		return err
 	}
+	var fleetService httpapi.FleetService // nil, not a nil *fleet.Node, outside a fleet
+	if fl != nil {
+		fl.attach(svc, st, scfg.Offsite, log)
+		fleetService = fl.node
+	}
 	defer func() {
 		svc.Close()
 		if errors.Is(context.Cause(ctx), context.Canceled) {
@@ -287,7 +292,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
 		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(svc, off != nil), Warm: svc, UI: ui.Handler(),
 		Events: svc, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate),
-		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log)})
+		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log), Fleet: fleetService})
 	self.Serve(httpapi.Local(handler), handler)
 	if err := startSSH(ctx, cfg, gate, log); err != nil {
 		return err

@@ -36,6 +36,9 @@ type fleetNode struct {
 	peers     *peers
 	member    *cluster.Member
 	fence     *fleet.Fence
+	// node is what it does with the others for sandboxes; made with the
+	// sandbox service (attach).
+	node *fleet.Node
 	// portsKey signs URLs to exposed ports on every node alike, so a
 	// link works through any of them: it comes from the fleet's key.
 	portsKey []byte
@@ -62,6 +65,12 @@ func newFleet(ctx context.Context, cfg Config, fs fleetStore, st sandbox.Store, 
 	return f, nil
 }
 
+// attach makes this node's part in the fleet for sandboxes, from the
+// sandbox service svc and the blob store off (nil: none).
+func (f *fleetNode) attach(svc *sandbox.Service, st sandbox.Store, off sandbox.Offsite, log *slog.Logger) {
+	f.node = fleet.New(fleet.Config{Service: svc, Store: st, Offsite: off, Node: f.cfg.Node, Logger: log})
+}
+
 // join registers this dend in the fleet and starts keeping its lease.
 // Losing the lease ends ctx's dend through stop.
 func (f *fleetNode) join(ctx context.Context, svc *sandbox.Service, stop context.CancelCauseFunc) error {
@@ -82,7 +91,7 @@ func (f *fleetNode) join(ctx context.Context, svc *sandbox.Service, stop context
 		// This node declared them lost: it records their sandboxes so.
 		Expired: func(tick context.Context, lost []cluster.Node) {
 			for _, n := range lost {
-				back := svc.NodeLost(tick, n.Name)
+				back := f.node.NodeLost(tick, n.Name)
 				if f.cfg.RecoverLost != "" && len(back) > 0 {
 					go f.recoverLost(ctx, svc, n.Name, back) // outlives the heartbeat's tick
 				}

@@ -151,10 +151,10 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestIn
 	if r.Method == http.MethodGet && slices.Contains(recordRoutes, info.route) && errors.Is(err, errdefs.ErrUnavailable) {
 		return false, nil
 	}
-	if errors.Is(err, errdefs.ErrUnavailable) && s.cluster.Lost(r.Context(), sb.Node) {
+	if errors.Is(err, errdefs.ErrUnavailable) && s.fleet != nil && s.cluster.Lost(r.Context(), sb.Node) {
 		// Whether another node can bring it back depends on what of it
-		// was uploaded, which the sandbox service knows.
-		err = errdefs.WithHint(err, s.sandboxes.LostNodeHint(r.Context(), sb))
+		// was uploaded, which the fleet knows.
+		err = errdefs.WithHint(err, s.fleet.LostNodeHint(r.Context(), sb))
 	}
 	return true, err
 }

@@ -679,6 +679,7 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 	cfg := Config{
 		Sandboxes: e.sbx,
 		Images:    e.img,
+		Fleet:     e.sbx,
 		Logger:    slog.New(slog.NewJSONHandler(e.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, f := range configure {

@@ -82,8 +82,6 @@ type SandboxService interface {
 	// Rehome hands a hibernated sandbox about to wake to another node
 	// when this one has no room, and says which ("" when it stays).
 	Rehome(ctx context.Context, ref string) (string, error)
-	// LostNodeHint says what brings back sb, on a node declared lost.
-	LostNodeHint(ctx context.Context, sb *sandbox.Sandbox) string
 	// FindCheckpoint finds any sandbox's checkpoint by its id or as
 	// SANDBOX:NAME, whoever may see it.
 	FindCheckpoint(ctx context.Context, ref string) (*sandbox.Checkpoint, error)
@@ -138,6 +136,13 @@ type SandboxService interface {
 	Due(sb *sandbox.Sandbox) sandbox.Due
 }
 
+// FleetService is what this node does with the other nodes of a fleet
+// for a sandbox. *fleet.Node implements it.
+type FleetService interface {
+	// LostNodeHint says what brings back sb, on a node declared lost.
+	LostNodeHint(ctx context.Context, sb *sandbox.Sandbox) string
+}
+
 // Config is what the API needs. Sandboxes, Images and Logger are required.
 type Config struct {
 	Sandboxes SandboxService
@@ -187,6 +192,9 @@ type Config struct {
 	E2B Door
 	// Nodes serves /v1/nodes. nil: 503.
 	Nodes NodeService
+	// Fleet moves sandboxes to and from the other nodes of the fleet.
+	// nil: dend is not part of a fleet.
+	Fleet FleetService
 	// Warm keeps this node's warm pools: PUT /v1/images/{image}/warm,
 	// and each image's pool in GET /v1/images. nil: 503, and none shown.
 	Warm WarmService
@@ -247,6 +255,7 @@ type server struct {
 	refusals *refusalLog
 	cluster  Cluster
 	nodes    NodeService
+	fleet    FleetService
 	warm     WarmService
 	events   EventStream
 	stopping <-chan struct{}
@@ -271,6 +280,7 @@ func New(cfg Config) http.Handler {
 		audit:        cfg.Audit,
 		secrets:      cfg.Secrets,
 		cluster:      cfg.Cluster,
+		fleet:        cfg.Fleet,
 		nodes:        cfg.Nodes,
 		warm:         cfg.Warm,
 		events:       cfg.Events,
