@@ -509,7 +509,7 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 func drainer(cfg Config, records fleetStore, fl *fleetNode, svc *sandbox.Service, st sandbox.Store, runscVersion string, log *slog.Logger) *nodes {
 	n := &nodes{self: cfg.Node, fleet: records, info: nodeInfo(cfg, st, runscVersion), svc: svc, store: st, log: log}
 	if fl != nil {
-		n.place = fl.peers.PlaceAway
+		n.place, n.moves = fl.peers.PlaceAway, fl.node
 	}
 	return n
 }

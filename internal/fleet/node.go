@@ -12,6 +12,8 @@ type Config struct {
 	Service *sandbox.Service
 	// Store holds the records every node of the fleet shares.
 	Store sandbox.Store
+	// Peers are the other nodes.
+	Peers Peers
 	// Offsite is the blob store sandboxes move through; nil: none, and
 	// no sandbox leaves this node.
 	Offsite sandbox.Offsite
@@ -21,11 +23,13 @@ type Config struct {
 }
 
 // Node is this dend as one node of the fleet, in the sandboxes' terms:
-// it records the sandboxes of nodes declared lost and says what brings
+// it moves sandboxes to other nodes and adopts those they hand over,
+// records the sandboxes of nodes declared lost and says what brings
 // them back.
 type Node struct {
 	svc     *sandbox.Service
 	store   sandbox.Store
+	peers   Peers
 	offsite sandbox.Offsite
 	self    string
 	log     *slog.Logger
@@ -36,5 +40,5 @@ func New(cfg Config) *Node {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Node{svc: cfg.Service, store: cfg.Store, offsite: cfg.Offsite, self: cfg.Node, log: cfg.Logger}
+	return &Node{svc: cfg.Service, store: cfg.Store, peers: cfg.Peers, offsite: cfg.Offsite, self: cfg.Node, log: cfg.Logger}
 }

@@ -122,7 +122,10 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestIn
 		}
 		// About to wake here: on another node, if this one has no room.
 		// The request follows it there, even one a node sent here.
-		to, err := s.sandboxes.Rehome(r.Context(), sb.ID)
+		if s.fleet == nil {
+			return false, nil // nowhere to go: it wakes here
+		}
+		to, err := s.fleet.Rehome(r.Context(), sb.ID)
 		if err != nil || to == "" {
 			return false, err
 		}

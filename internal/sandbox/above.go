@@ -21,3 +21,75 @@ func (s *Service) Go(f func(ctx context.Context)) {
 func (s *Service) LocalSandboxes(ctx context.Context) ([]*Sandbox, error) {
 	return s.localSandboxes(ctx)
 }
+
+// WithSandbox runs f with sandbox ref (a name or id) under its lifecycle
+// lock, as every lifecycle verb holds it: ref must name a sandbox of
+// this node that is not removed. It returns why it could not lock it, or
+// what f returns.
+func (s *Service) WithSandbox(ctx context.Context, ref string, f func(sb *Sandbox) error) error {
+	sb, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return f(sb)
+}
+
+// WithRecord runs f with the record of sandbox id, whatever node it is
+// on, under its lifecycle lock on this node: for a sandbox another node
+// hands over to this one.
+func (s *Service) WithRecord(ctx context.Context, id string, f func(sb *Sandbox) error) error {
+	l := s.lock(id)
+	l.Lock()
+	defer l.Unlock()
+	sb, err := s.cfg.Store.GetSandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	return f(sb)
+}
+
+// HibernateLocked hibernates sb, running or paused, whose lifecycle lock
+// the caller holds (WithSandbox); why is the event's message.
+func (s *Service) HibernateLocked(ctx context.Context, sb *Sandbox, why string) error {
+	return s.hibernate(ctx, sb, why)
+}
+
+// Record persists a change to sb that keeps its state, with an event of
+// type evType saying msg; the caller holds sb's lifecycle lock.
+func (s *Service) Record(ctx context.Context, sb *Sandbox, evType, msg string) error {
+	return s.record(ctx, sb, evType, msg)
+}
+
+// Upload copies checkpoint id to the blob store now, unless it is there
+// already, and records where it is: one upload of a checkpoint at a
+// time, so one under way is waited for.
+func (s *Service) Upload(ctx context.Context, id string) error {
+	return s.upload(ctx, id, 0)
+}
+
+// Pin keeps checkpoint id from garbage collection until unpin is called.
+func (s *Service) Pin(id string) (unpin func()) { return s.pin(id) }
+
+// Downloading runs f while no download from the blob store brings a
+// checkpoint here: one at a time, so two never receive the same volume.
+func (s *Service) Downloading(f func() error) error {
+	s.downloads.Lock()
+	defer s.downloads.Unlock()
+	return f()
+}
+
+// MemoryDir is where the memory image of checkpoint ckID is kept on
+// this host.
+func (s *Service) MemoryDir(ckID string) string { return s.memDir(ckID) }
+
+// VerifyImage checks ck's memory image on this host against its
+// manifest.
+func (s *Service) VerifyImage(ck *Checkpoint) error { return s.verifyImage(ck) }
+
+// HasVolume says whether read-only volume key is on this host, whole.
+func (s *Service) HasVolume(ctx context.Context, key string) bool { return s.hasVolume(ctx, key) }
+
+// Hint says what to do first so that action can go on, for a sandbox in
+// state st.
+func (st State) Hint(action string) string { return hintFor(st, action) }

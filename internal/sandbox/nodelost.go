@@ -79,7 +79,7 @@ func (s *Service) LastUploaded(ctx context.Context, sb *Sandbox) *Checkpoint {
 // sandbox that moved woke from one (a hibernation's) that nothing else
 // needs once it runs.
 func (s *Service) lastUploads(cks []*Checkpoint) map[string]bool {
-	if !s.Movable() {
+	if !s.movable() {
 		return nil
 	}
 	newest := map[string]string{}

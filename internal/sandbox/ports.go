@@ -315,7 +315,7 @@ type Offsite interface {
 	// set and the pool can; ReceiveVolume makes volume key from what it
 	// wrote, and keeps it only if whole, asked once r is read to its end,
 	// says it came whole. A node hands a checkpoint straight to another
-	// this way while it uploads it (handahead.go).
+	// this way while it uploads it (internal/fleet handahead.go).
 	SendDir(dir string, w io.Writer) error
 	ReceiveDir(dir string, r io.Reader) error
 	SendVolume(ctx context.Context, key, base string, w io.Writer) error

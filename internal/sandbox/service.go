@@ -66,8 +66,8 @@ type Config struct {
 	Disk DiskPolicy
 	// Quotas bounds what each owner, and each sandbox, may take (quota.go).
 	Quotas Quotas
-	// Fleet is the other nodes, for moving sandboxes (move.go); nil
-	// outside a fleet.
+	// Fleet is the rest of the fleet, as the core asks it whether a
+	// node was lost (move.go); nil outside a fleet.
 	Fleet Fleet
 	// Offsite is the blob store checkpoints are uploaded to (offsite.go);
 	// nil: none, and checkpoints live on this host only.
