@@ -22,6 +22,7 @@ import (
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/e2b"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/httpapi"
 	"github.com/den-dev/den/internal/idempotency"
@@ -193,9 +194,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Fleet:         movers,
 		Lease:         lease,
 	}
-	if off != nil {
-		scfg.Offsite = off
-	}
 	if scfg.Warm, err = cfg.warmConfig(); err != nil {
 		return err
 	}
@@ -210,9 +208,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := prom.Watch(svc); err != nil {
 		return err
 	}
+	// With a blob store, checkpoints and images are kept there too.
+	var blobs *fleet.Blobs
+	if off != nil {
+		blobs = fleet.NewBlobs(fleet.BlobsConfig{Service: svc, Store: st, Volumes: pool, Offsite: off, Node: cfg.Node, Logger: log})
+	}
 	var fleetService httpapi.FleetService // nil, not a nil *fleet.Node, outside a fleet
 	if fl != nil {
-		fl.attach(svc, st, scfg.Offsite, log)
+		fl.attach(svc, st, blobs, log)
 		fleetService = fl.node
 	}
 	defer func() {
@@ -237,11 +240,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := pruneInits(ctx, svc, initDir, log); err != nil {
 		log.Warn("removing den-init versions nothing needs", "err", err)
 	}
-	if err := svc.RunOffsite(ctx, blobsRetry, cfg.Blobs.GCInterval); err != nil {
-		return err
-	}
-	if bucket != nil {
-		go watchBucket(ctx, bucket, svc.RetryUploads, log)
+	if blobs != nil {
+		if err := blobs.Run(ctx, blobsRetry, cfg.Blobs.GCInterval); err != nil {
+			return err
+		}
+		go watchBucket(ctx, bucket, blobs.RetryUploads, log)
 	}
 	if fl != nil {
 		if err := fl.join(ctx, svc, stop); err != nil {
@@ -290,7 +293,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
-		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(svc, off != nil), Warm: svc, UI: ui.Handler(),
+		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(blobs), Warm: svc, UI: ui.Handler(),
 		Events: svc, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate),
 		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log), Fleet: fleetService})
 	self.Serve(httpapi.Local(handler), handler)
@@ -308,11 +311,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 // blobService is what collects the blob store on request, or nil (the
 // route answers 503) when dend has none.
-func blobService(svc *sandbox.Service, on bool) httpapi.BlobService {
-	if !on {
+func blobService(blobs *fleet.Blobs) httpapi.BlobService {
+	if blobs == nil {
 		return nil
 	}
-	return svc
+	return blobs
 }
 
 // finalCollectTimeout bounds the collection of checkpoints at a clean

@@ -66,9 +66,9 @@ func newFleet(ctx context.Context, cfg Config, fs fleetStore, st sandbox.Store, 
 }
 
 // attach makes this node's part in the fleet for sandboxes, from the
-// sandbox service svc and the blob store off (nil: none).
-func (f *fleetNode) attach(svc *sandbox.Service, st sandbox.Store, off sandbox.Offsite, log *slog.Logger) {
-	f.node = fleet.New(fleet.Config{Service: svc, Store: st, Peers: f.peers, Offsite: off, Node: f.cfg.Node, Logger: log})
+// sandbox service svc and the blob store blobs (nil: none).
+func (f *fleetNode) attach(svc *sandbox.Service, st sandbox.Store, blobs *fleet.Blobs, log *slog.Logger) {
+	f.node = fleet.New(fleet.Config{Service: svc, Store: st, Peers: f.peers, Blobs: blobs, Node: f.cfg.Node, Logger: log})
 }
 
 // join registers this dend in the fleet and starts keeping its lease.

@@ -53,11 +53,11 @@ func (n *Node) sendAhead(ctx context.Context, sb *sandbox.Sandbox, ck *sandbox.C
 	}
 	base := n.aheadBase(ctx, ck)
 	send(Handover{Sandbox: sb.ID, Checkpoint: ck.ID, Part: HandoverFiles, Base: base}, func(w io.Writer) error {
-		return n.offsite.SendVolume(ctx, ck.VolumeKey(), base, w)
+		return n.blobs.offsite.SendVolume(ctx, ck.VolumeKey(), base, w)
 	})
 	if !p.Cold && ck.Memory {
 		send(Handover{Sandbox: sb.ID, Checkpoint: ck.ID, Part: HandoverMemory}, func(w io.Writer) error {
-			return n.offsite.SendDir(n.svc.MemoryDir(ck.ID), w)
+			return n.blobs.offsite.SendDir(n.svc.MemoryDir(ck.ID), w)
 		})
 	}
 	return wg.Wait
@@ -79,7 +79,7 @@ func (n *Node) aheadBase(ctx context.Context, ck *sandbox.Checkpoint) string {
 // r. whole says, once r is read to its end, whether it came whole; what
 // did not, or does not match the checkpoint, is not kept.
 func (n *Node) ReceiveAhead(ctx context.Context, from string, h Handover, r io.Reader, whole func() error) error {
-	if n.offsite == nil {
+	if n.blobs == nil {
 		return errdefs.Conflict("this node has no blob store: it takes no sandboxes from other nodes")
 	}
 	sb, err := n.store.GetSandbox(ctx, h.Sandbox)
@@ -94,18 +94,17 @@ func (n *Node) ReceiveAhead(ctx context.Context, from string, h Handover, r io.R
 		return err
 	}
 	defer n.svc.Pin(ck.ID)()
-	var start time.Time
-	err = n.svc.Downloading(func() error { // one at a time, as every download
-		start = time.Now()
-		switch h.Part {
-		case HandoverMemory:
-			return n.receiveMemory(ck, r, whole)
-		case HandoverFiles:
-			return n.receiveFiles(ctx, ck, h.Base, r, whole)
-		default:
-			return errdefs.Invalid("unknown part %q of a checkpoint: memory or files", h.Part)
-		}
-	})
+	n.blobs.downloads.Lock() // see EnsureLocal
+	defer n.blobs.downloads.Unlock()
+	start := time.Now()
+	switch h.Part {
+	case HandoverMemory:
+		err = n.receiveMemory(ck, r, whole)
+	case HandoverFiles:
+		err = n.receiveFiles(ctx, ck, h.Base, r, whole)
+	default:
+		return errdefs.Invalid("unknown part %q of a checkpoint: memory or files", h.Part)
+	}
 	if err != nil {
 		return err
 	}
@@ -122,7 +121,7 @@ func (n *Node) receiveMemory(ck *sandbox.Checkpoint, r io.Reader, whole func() e
 	if _, err := os.Stat(dir); err == nil {
 		return nil // here already
 	}
-	if err := n.offsite.ReceiveDir(dir, r); err != nil {
+	if err := n.blobs.offsite.ReceiveDir(dir, r); err != nil {
 		return err
 	}
 	err := whole()
@@ -143,5 +142,5 @@ func (n *Node) receiveFiles(ctx context.Context, ck *sandbox.Checkpoint, base st
 	if base != "" && !n.svc.HasVolume(ctx, base) {
 		return errdefs.Conflict("the files of checkpoint %s come as a diff from %s, which this node does not have", ck.ID, base)
 	}
-	return n.offsite.ReceiveVolume(ctx, ck.VolumeKey(), r, whole)
+	return n.blobs.offsite.ReceiveVolume(ctx, ck.VolumeKey(), r, whole)
 }

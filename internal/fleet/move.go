@@ -103,7 +103,7 @@ func (n *Node) giveAway(ctx context.Context, sb *sandbox.Sandbox, p MoveParams) 
 	// straight from here (handahead.go).
 	ahead := n.sendAhead(ctx, sb, ck, p)
 	start := time.Now()
-	if err := n.svc.Upload(ctx, ck.ID); err != nil {
+	if err := n.blobs.upload(ctx, ck.ID, 0); err != nil {
 		ahead()
 		return errdefs.WithHint(fmt.Errorf("moving sandbox %q: uploading checkpoint %s: %w", sb.Name, ck.ID, err),
 			"it stays hibernated here; try again once the blob store answers")
@@ -190,11 +190,11 @@ func (n *Node) rehomeLocked(ctx context.Context, sb *sandbox.Sandbox) string {
 
 // Movable reports whether this node can move sandboxes: it has a blob
 // store to move them through.
-func (n *Node) Movable() bool { return n.offsite != nil }
+func (n *Node) Movable() bool { return n.blobs != nil }
 
 // canMove checks what a move needs before the sandbox is touched.
 func (n *Node) canMove(ctx context.Context, p MoveParams) error {
-	if n.offsite == nil {
+	if n.blobs == nil {
 		return errdefs.WithHint(errdefs.Unavailable("moving a sandbox needs a blob store, and this dend has none"),
 			"start every node's dend with --blobs s3://BUCKET/PREFIX?endpoint=HOST:PORT")
 	}

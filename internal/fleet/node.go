@@ -14,9 +14,9 @@ type Config struct {
 	Store sandbox.Store
 	// Peers are the other nodes.
 	Peers Peers
-	// Offsite is the blob store sandboxes move through; nil: none, and
-	// no sandbox leaves this node.
-	Offsite sandbox.Offsite
+	// Blobs is the blob store sandboxes move through; nil: none, and no
+	// sandbox leaves this node.
+	Blobs *Blobs
 	// Node is this node's name.
 	Node   string
 	Logger *slog.Logger
@@ -27,12 +27,12 @@ type Config struct {
 // records the sandboxes of nodes declared lost and says what brings
 // them back.
 type Node struct {
-	svc     *sandbox.Service
-	store   sandbox.Store
-	peers   Peers
-	offsite sandbox.Offsite
-	self    string
-	log     *slog.Logger
+	svc   *sandbox.Service
+	store sandbox.Store
+	peers Peers
+	blobs *Blobs
+	self  string
+	log   *slog.Logger
 }
 
 // New returns the Node cfg describes.
@@ -40,5 +40,5 @@ func New(cfg Config) *Node {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Node{svc: cfg.Service, store: cfg.Store, peers: cfg.Peers, offsite: cfg.Offsite, self: cfg.Node, log: cfg.Logger}
+	return &Node{svc: cfg.Service, store: cfg.Store, peers: cfg.Peers, blobs: cfg.Blobs, self: cfg.Node, log: cfg.Logger}
 }

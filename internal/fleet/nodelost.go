@@ -35,7 +35,7 @@ func (n *Node) NodeLost(ctx context.Context, node string) []*sandbox.Sandbox {
 // LostNodeHint says what brings back sb, on a node declared lost: another
 // node, from its last upload, or only its own node's dend coming back.
 func (n *Node) LostNodeHint(ctx context.Context, sb *sandbox.Sandbox) string {
-	if n.offsite != nil {
+	if n.blobs != nil {
 		if last := n.svc.LastUploaded(ctx, sb); last != nil {
 			return fmt.Sprintf("`den recover %s --rollback` brings it back on another node from checkpoint %s, its last upload", sb.Name, last.ID)
 		}

@@ -1,6 +1,9 @@
 package sandbox
 
-import "context"
+import (
+	"context"
+	"path/filepath"
+)
 
 // Verbs the layers above the core (internal/fleet) use and nothing in
 // the core needs: they run the core's own steps, so that what sits above
@@ -15,6 +18,10 @@ func (s *Service) Go(f func(ctx context.Context)) {
 		f(s.ctx)
 	}()
 }
+
+// Lifetime is the Service's own context: it outlives API requests and
+// ends at Close.
+func (s *Service) Lifetime() context.Context { return s.ctx }
 
 // LocalSandboxes returns the sandboxes that are not destroyed and are
 // this node's: the ones whose instances, files and policy it keeps.
@@ -61,23 +68,8 @@ func (s *Service) Record(ctx context.Context, sb *Sandbox, evType, msg string) e
 	return s.record(ctx, sb, evType, msg)
 }
 
-// Upload copies checkpoint id to the blob store now, unless it is there
-// already, and records where it is: one upload of a checkpoint at a
-// time, so one under way is waited for.
-func (s *Service) Upload(ctx context.Context, id string) error {
-	return s.upload(ctx, id, 0)
-}
-
 // Pin keeps checkpoint id from garbage collection until unpin is called.
 func (s *Service) Pin(id string) (unpin func()) { return s.pin(id) }
-
-// Downloading runs f while no download from the blob store brings a
-// checkpoint here: one at a time, so two never receive the same volume.
-func (s *Service) Downloading(f func() error) error {
-	s.downloads.Lock()
-	defer s.downloads.Unlock()
-	return f()
-}
 
 // MemoryDir is where the memory image of checkpoint ckID is kept on
 // this host.
@@ -93,3 +85,23 @@ func (s *Service) HasVolume(ctx context.Context, key string) bool { return s.has
 // Hint says what to do first so that action can go on, for a sandbox in
 // state st.
 func (st State) Hint(action string) string { return hintFor(st, action) }
+
+// MemoryImageFile is the file of checkpoint ckID's memory image the
+// engine writes its state to, last: one that is there (and not empty)
+// marks the image whole.
+func (s *Service) MemoryImageFile(ckID string) string {
+	return filepath.Join(s.memDir(ckID), imageStateFile)
+}
+
+// DropCheckpointFiles removes ck's memory image and file snapshot from
+// this host, keeping its record.
+func (s *Service) DropCheckpointFiles(ctx context.Context, ck *Checkpoint) {
+	s.dropCheckpointFiles(ctx, ck)
+}
+
+// CollectFreed removes, at once, those of checkpoints ids that nothing
+// needs any more and garbage collection would take: called when what
+// needed them (an upload) has just let go.
+func (s *Service) CollectFreed(ctx context.Context, ids ...string) {
+	s.collectFreed(ctx, ids...)
+}

@@ -34,7 +34,7 @@ const PendingMove = "move"
 
 // movable reports whether this node can move sandboxes: it is in a fleet
 // with a blob store.
-func (s *Service) movable() bool { return s.cfg.Fleet != nil && s.cfg.Offsite != nil }
+func (s *Service) movable() bool { return s.cfg.Fleet != nil && s.blobs != nil }
 
 // LetGo frees what this node kept of a sandbox another node took over:
 // its network slot, its files and its checkpoint's copy (uploaded).
@@ -46,7 +46,7 @@ func (s *Service) LetGo(ctx context.Context, sb *Sandbox, ck *Checkpoint) {
 	}
 	s.dropCheckpointFiles(ctx, ck)
 	// Its other checkpoints' copies go too, once uploaded (those still
-	// waiting go when the upload is done: see upload).
+	// waiting go when the upload is done: see internal/fleet upload.go).
 	cks, err := s.cfg.Store.ListCheckpoints(ctx, sb.ID)
 	if err != nil {
 		s.log.Error("listing the checkpoints of a sandbox that moved", "sandbox", sb.Name, "err", err)

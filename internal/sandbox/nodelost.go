@@ -129,7 +129,7 @@ func (s *Service) takeOver(ctx context.Context, sb *Sandbox, p RecoverParams) er
 		return errdefs.WithHint(errdefs.Conflict("sandbox %q was on node %s, which is lost: its instance cannot be retried", sb.Name, sb.Node),
 			fmt.Sprintf("`den recover %s --rollback` restores its last uploaded checkpoint here; `--cold` boots that checkpoint's files", sb.Name))
 	}
-	if s.cfg.Offsite == nil || s.LastUploaded(ctx, sb) == nil {
+	if s.blobs == nil || s.LastUploaded(ctx, sb) == nil {
 		return errdefs.WithHint(errdefs.Conflict("sandbox %q was on node %s, which is lost, and nothing of it was uploaded to the blob store", sb.Name, sb.Node),
 			"it comes back when that node's dend does")
 	}

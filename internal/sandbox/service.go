@@ -69,9 +69,6 @@ type Config struct {
 	// Fleet is the rest of the fleet, as the core asks it whether a
 	// node was lost (move.go); nil outside a fleet.
 	Fleet Fleet
-	// Offsite is the blob store checkpoints are uploaded to (offsite.go);
-	// nil: none, and checkpoints live on this host only.
-	Offsite Offsite
 	// Lease is until when this node's sandboxes may run (fence.go); nil
 	// outside a fleet.
 	Lease Lease
@@ -142,12 +139,10 @@ type Service struct {
 	// metrics keeps recent samples of running sandboxes (metrics.go); it
 	// has its own lock.
 	metrics metricsLog
-	// uploads are the checkpoints waiting for the blob store (offsite.go);
-	// nil without one.
-	uploads *uploadQueue
-	// downloads serializes downloads from the blob store: one chain at a
-	// time, so two restores never receive the same volume.
-	downloads sync.Mutex
+	// blobs is the blob store checkpoints are uploaded to (offsite.go);
+	// nil: none, and checkpoints live on this host only. Set once, before
+	// Recover (UseBlobStore).
+	blobs BlobStore
 	// events is the event stream of this node's sandboxes (stream.go);
 	// it has its own lock.
 	events *eventHub
@@ -203,9 +198,6 @@ func NewService(cfg Config) (*Service, error) {
 		dataReserve:  &diskReserve{dir: cfg.RunsDir, reserve: cfg.Output.Reserve, now: cfg.Now},
 		admission:    newAdmission(cfg.Quotas),
 		events:       newEventHub(),
-	}
-	if cfg.Offsite != nil {
-		s.uploads = newUploadQueue()
 	}
 	s.allowance = &runAllowance{s: s, limit: cfg.Output.PerSandbox, used: map[string]int64{}}
 	if _, ok := cfg.Runtime.(HostnameSetter); ok && cfg.Warm.Dir != "" {
