@@ -202,18 +202,9 @@ func (bs *Blobs) Run(ctx context.Context, retry, collectEvery time.Duration) err
 		}
 	})
 	if collectEvery > 0 {
-		bs.svc.Go(func(ctx context.Context) {
-			t := time.NewTicker(collectEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					if _, err := bs.CollectBlobs(ctx); err != nil && ctx.Err() == nil {
-						bs.log.Error("collecting the blob store", "err", err)
-					}
-				}
+		bs.svc.Every(collectEvery, func(ctx context.Context) {
+			if _, err := bs.CollectBlobs(ctx); err != nil && ctx.Err() == nil {
+				bs.log.Error("collecting the blob store", "err", err)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"path/filepath"
+	"time"
 )
 
 // Verbs the layers above the core (internal/fleet) use and nothing in
@@ -17,6 +18,12 @@ func (s *Service) Go(f func(ctx context.Context)) {
 		defer s.wg.Done()
 		f(s.ctx)
 	}()
+}
+
+// Every calls f every interval, in the background, under the Service's
+// lifetime (see Go).
+func (s *Service) Every(interval time.Duration, f func(ctx context.Context)) {
+	s.every(interval, f)
 }
 
 // Lifetime is the Service's own context: it outlives API requests and
