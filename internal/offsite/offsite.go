@@ -20,7 +20,6 @@ import (
 
 	"github.com/den-dev/den/internal/blob"
 	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/storage"
 )
@@ -37,8 +36,6 @@ type Offsite struct {
 	pool  Pool
 	log   *slog.Logger
 }
-
-var _ fleet.Offsite = (*Offsite)(nil)
 
 // New joins blobs and pool.
 func New(blobs *blob.Store, pool Pool, log *slog.Logger) *Offsite {
