@@ -11,6 +11,7 @@ import (
 	"github.com/den-dev/den/internal/blob"
 	"github.com/den-dev/den/internal/blob/s3"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/offsite"
 	"github.com/den-dev/den/internal/storage"
 )
@@ -133,6 +134,9 @@ func blobsHealth(bucket *s3.Bucket) *api.BlobsHealth {
 	}
 	return &api.BlobsHealth{Reachable: false, Error: down.Error(), Since: &since}
 }
+
+// The fleet keeps checkpoints in the blob store through offsite.
+var _ fleet.Offsite = (*offsite.Offsite)(nil)
 
 // newOffsite joins the bucket and the pool; nil without a bucket.
 func newOffsite(bucket *s3.Bucket, b Blobs, pool storage.Driver, log *slog.Logger) (*offsite.Offsite, error) {

@@ -22,6 +22,7 @@ import (
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/e2b"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/httpapi"
 	"github.com/den-dev/den/internal/idempotency"
@@ -158,15 +159,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	// In a fleet: the forwarder and the peers sandboxes move to come
 	// before the service; the node joins once its sandboxes are settled.
-	var fl *fleet
+	var fl *fleetNode
 	var forwarder httpapi.Cluster
 	var movers sandbox.Fleet
+	var lease sandbox.Lease // nil, not a nil *fleet.Fence, outside a fleet
 	var portsKey []byte
 	if fleetRecords != nil {
 		if fl, err = newFleet(ctx, cfg, fleetRecords, st, rt.Version(), log); err != nil {
 			return err
 		}
 		forwarder, movers, portsKey = fl.forwarder, fl.peers, fl.portsKey
+		lease = fl.fence
 	} else if portsKey, err = loadPortsKey(cfg.PortsKeyFile()); err != nil {
 		return err
 	}
@@ -189,9 +192,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		MinTTL:        cfg.MinTTL,
 		Quotas:        cfg.quotas(st),
 		Fleet:         movers,
-	}
-	if off != nil {
-		scfg.Offsite = off
+		Lease:         lease,
 	}
 	if scfg.Warm, err = cfg.warmConfig(); err != nil {
 		return err
@@ -206,6 +207,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	if err := prom.Watch(svc); err != nil {
 		return err
+	}
+	// With a blob store, checkpoints and images are kept there too.
+	var blobs *fleet.Blobs
+	if off != nil {
+		blobs = fleet.NewBlobs(fleet.BlobsConfig{Service: svc, Store: st, Volumes: pool, Offsite: off, Node: cfg.Node, Logger: log})
+	}
+	var fleetService httpapi.FleetService // nil, not a nil *fleet.Node, outside a fleet
+	if fl != nil {
+		fl.attach(svc, st, blobs, log)
+		fleetService = fl.node
 	}
 	defer func() {
 		svc.Close()
@@ -229,11 +240,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := pruneInits(ctx, svc, initDir, log); err != nil {
 		log.Warn("removing den-init versions nothing needs", "err", err)
 	}
-	if err := svc.RunOffsite(ctx, blobsRetry, cfg.Blobs.GCInterval); err != nil {
-		return err
-	}
-	if bucket != nil {
-		go watchBucket(ctx, bucket, svc.RetryUploads, log)
+	if blobs != nil {
+		if err := blobs.Run(ctx, blobsRetry, cfg.Blobs.GCInterval); err != nil {
+			return err
+		}
+		go watchBucket(ctx, bucket, blobs.RetryUploads, log)
 	}
 	if fl != nil {
 		if err := fl.join(ctx, svc, stop); err != nil {
@@ -242,7 +253,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		// From now on the claim is taken back after a cut only while
 		// the node's record is still this join's.
 		claim.Joined(fl.member.Self().Epoch)
-		svc.LiftFence(ctx, cmp.Or(cfg.NodeLease, cluster.DefaultLease))
+		fl.fence.Lift(ctx, svc, cmp.Or(cfg.NodeLease, cluster.DefaultLease))
 	}
 	svc.RunIdle(cfg.IdleInterval)
 	svc.RunWarm()
@@ -282,9 +293,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
-		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(svc, off != nil), Warm: svc, UI: ui.Handler(),
+		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(blobs), Warm: svc, UI: ui.Handler(),
 		Events: svc, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate),
-		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log)})
+		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log), Fleet: fleetService})
 	self.Serve(httpapi.Local(handler), handler)
 	if err := startSSH(ctx, cfg, gate, log); err != nil {
 		return err
@@ -300,11 +311,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 // blobService is what collects the blob store on request, or nil (the
 // route answers 503) when dend has none.
-func blobService(svc *sandbox.Service, on bool) httpapi.BlobService {
-	if !on {
+func blobService(blobs *fleet.Blobs) httpapi.BlobService {
+	if blobs == nil {
 		return nil
 	}
-	return svc
+	return blobs
 }
 
 // finalCollectTimeout bounds the collection of checkpoints at a clean
@@ -498,10 +509,10 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 }
 
 // drainer serves /v1/nodes.
-func drainer(cfg Config, records fleetStore, fl *fleet, svc *sandbox.Service, st sandbox.Store, runscVersion string, log *slog.Logger) *nodes {
+func drainer(cfg Config, records fleetStore, fl *fleetNode, svc *sandbox.Service, st sandbox.Store, runscVersion string, log *slog.Logger) *nodes {
 	n := &nodes{self: cfg.Node, fleet: records, info: nodeInfo(cfg, st, runscVersion), svc: svc, store: st, log: log}
 	if fl != nil {
-		n.place = fl.peers.PlaceAway
+		n.place, n.moves = fl.peers.PlaceAway, fl.node
 	}
 	return n
 }

@@ -18,14 +18,16 @@ import (
 
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/version"
 )
 
-// fleet is this dend's part in a fleet: the forwarder of requests for
+// fleetNode is this dend's part in a fleet: the forwarder of requests for
 // other nodes' sandboxes, the peers sandboxes move to, and, once it
-// joined, its membership (lease).
-type fleet struct {
+// joined, its membership (lease) and the fence that passes the lease on
+// to its sandboxes.
+type fleetNode struct {
 	cfg       Config
 	records   fleetStore
 	log       *slog.Logger
@@ -33,6 +35,10 @@ type fleet struct {
 	forwarder *cluster.Forwarder
 	peers     *peers
 	member    *cluster.Member
+	fence     *fleet.Fence
+	// node is what it does with the others for sandboxes; made with the
+	// sandbox service (attach).
+	node *fleet.Node
 	// portsKey signs URLs to exposed ports on every node alike, so a
 	// link works through any of them: it comes from the fleet's key.
 	portsKey []byte
@@ -40,16 +46,18 @@ type fleet struct {
 
 // newFleet readies this dend to be node cfg.Node of the fleet fs
 // records: the fleet's key, made by the first node, and what comes of it.
-func newFleet(ctx context.Context, cfg Config, fs fleetStore, st sandbox.Store, runscVersion string, log *slog.Logger) (*fleet, error) {
+func newFleet(ctx context.Context, cfg Config, fs fleetStore, st sandbox.Store, runscVersion string, log *slog.Logger) (*fleetNode, error) {
 	fresh := make([]byte, 32)
 	rand.Read(fresh)
 	key, err := fs.ClusterKey(ctx, fresh)
 	if err != nil {
 		return nil, err
 	}
+	// The fence logs as the sandbox service does.
+	fence := fleet.NewFence(log)
 	log = log.With("component", "fleet")
-	f := &fleet{cfg: cfg, records: fs, log: log, info: nodeInfo(cfg, st, runscVersion),
-		forwarder: cluster.NewForwarder(cfg.Node, fs, key, log)}
+	f := &fleetNode{cfg: cfg, records: fs, log: log, info: nodeInfo(cfg, st, runscVersion),
+		forwarder: cluster.NewForwarder(cfg.Node, fs, key, log), fence: fence}
 	f.peers = &peers{self: cfg.Node, nodes: fs, calls: f.forwarder, info: f.info}
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte("den ports key v1"))
@@ -57,9 +65,15 @@ func newFleet(ctx context.Context, cfg Config, fs fleetStore, st sandbox.Store, 
 	return f, nil
 }
 
+// attach makes this node's part in the fleet for sandboxes, from the
+// sandbox service svc and the blob store blobs (nil: none).
+func (f *fleetNode) attach(svc *sandbox.Service, st sandbox.Store, blobs *fleet.Blobs, log *slog.Logger) {
+	f.node = fleet.New(fleet.Config{Service: svc, Store: st, Peers: f.peers, Blobs: blobs, Node: f.cfg.Node, Logger: log})
+}
+
 // join registers this dend in the fleet and starts keeping its lease.
 // Losing the lease ends ctx's dend through stop.
-func (f *fleet) join(ctx context.Context, svc *sandbox.Service, stop context.CancelCauseFunc) error {
+func (f *fleetNode) join(ctx context.Context, svc *sandbox.Service, stop context.CancelCauseFunc) error {
 	peer, err := f.cfg.PeerAddress()
 	if err != nil {
 		return err
@@ -73,11 +87,11 @@ func (f *fleet) join(ctx context.Context, svc *sandbox.Service, stop context.Can
 		Lease: f.cfg.NodeLease,
 		Info:  f.info,
 		// Its sandboxes run only while it holds its lease.
-		Renewed: svc.LeaseRenewed,
+		Renewed: f.fence.LeaseRenewed,
 		// This node declared them lost: it records their sandboxes so.
 		Expired: func(tick context.Context, lost []cluster.Node) {
 			for _, n := range lost {
-				back := svc.NodeLost(tick, n.Name)
+				back := f.node.NodeLost(tick, n.Name)
 				if f.cfg.RecoverLost != "" && len(back) > 0 {
 					go f.recoverLost(ctx, svc, n.Name, back) // outlives the heartbeat's tick
 				}
@@ -88,7 +102,7 @@ func (f *fleet) join(ctx context.Context, svc *sandbox.Service, stop context.Can
 		return err
 	}
 	f.member = m
-	svc.RunFence()
+	f.fence.Run(svc)
 	go m.Run(ctx)
 	go func() {
 		select {

@@ -7,6 +7,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/httpapi"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -19,8 +20,10 @@ type nodes struct {
 	info  func(ctx context.Context) cluster.Info
 	svc   *sandbox.Service
 	store sandbox.Store
-	// place names the node a sandbox moved away by a drain goes to.
+	// place names the node a sandbox moved away by a drain goes to, and
+	// moves moves it there; both nil outside a fleet.
 	place func(ctx context.Context, memoryBytes int64) (string, error)
+	moves *fleet.Node
 	log   *slog.Logger
 }
 
@@ -115,14 +118,14 @@ func (n *nodes) RemoveNode(ctx context.Context, name string) error {
 // chooses, when there is a blob store to move it through, and reports
 // where. A sandbox that cannot be moved is hibernated here instead.
 func (n *nodes) moveAway(ctx context.Context, sb *sandbox.Sandbox) (string, bool) {
-	if n.place == nil || !n.svc.Movable() {
+	if n.place == nil || !n.moves.Movable() {
 		return "", false
 	}
 	to, err := n.place(ctx, sb.Spec.MemoryBytes)
 	if err != nil || to == "" {
 		return "", false
 	}
-	if _, err := n.svc.Move(ctx, sb.ID, sandbox.MoveParams{To: to}); err != nil {
+	if _, err := n.moves.Move(ctx, sb.ID, fleet.MoveParams{To: to}); err != nil {
 		n.log.Warn("moving a sandbox off a draining node; hibernating it here instead", "sandbox", sb.Name, "to", to, "err", err)
 		return "", false
 	}

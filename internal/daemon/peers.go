@@ -15,6 +15,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -28,7 +29,10 @@ type peers struct {
 	info func(ctx context.Context) cluster.Info
 }
 
-var _ sandbox.Fleet = (*peers)(nil)
+var (
+	_ sandbox.Fleet = (*peers)(nil)
+	_ fleet.Peers   = (*peers)(nil)
+)
 
 func (p *peers) CheckTarget(ctx context.Context, node string, warm bool) error {
 	n, err := p.nodes.Node(ctx, node)
@@ -86,7 +90,7 @@ func (p *peers) RoomHere(ctx context.Context, memoryBytes int64) bool {
 	return info.MemoryBytes <= 0 || info.CommittedMemoryBytes+memoryBytes <= info.MemoryBytes
 }
 
-func (p *peers) SendAhead(ctx context.Context, node string, h sandbox.Handover, send func(io.Writer) error) error {
+func (p *peers) SendAhead(ctx context.Context, node string, h fleet.Handover, send func(io.Writer) error) error {
 	pr, pw := io.Pipe()
 	trailer := http.Header{cluster.HeaderStreamCRC: nil}
 	go func() {

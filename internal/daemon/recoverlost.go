@@ -14,7 +14,7 @@ import (
 // of lost node that this node just recorded in error (--recover-lost):
 // each from its last upload, with its processes or cold. One that cannot
 // come back stays in error, with the reason, for `den recover`.
-func (f *fleet) recoverLost(ctx context.Context, svc *sandbox.Service, lost string, sbs []*sandbox.Sandbox) {
+func (f *fleetNode) recoverLost(ctx context.Context, svc *sandbox.Service, lost string, sbs []*sandbox.Sandbox) {
 	mode := f.cfg.RecoverLost
 	f.log.Info("bringing back the sandboxes of a lost node", "node", lost, "sandboxes", len(sbs), "mode", mode)
 	for _, sb := range sbs {
@@ -43,7 +43,7 @@ func (f *fleet) recoverLost(ctx context.Context, svc *sandbox.Service, lost stri
 }
 
 // recoverOn recovers sandbox id on node ("" is this one).
-func (f *fleet) recoverOn(ctx context.Context, svc *sandbox.Service, node, id, mode string) error {
+func (f *fleetNode) recoverOn(ctx context.Context, svc *sandbox.Service, node, id, mode string) error {
 	if node == "" {
 		_, err := svc.RecoverSandbox(ctx, id, sandbox.RecoverParams{Mode: mode})
 		return err

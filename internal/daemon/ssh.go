@@ -16,7 +16,7 @@ import (
 // newGate makes the SSH gateway: when dend listens for SSH, and on every
 // node of a fleet, where other nodes' gateways relay logins to the
 // sandboxes this node runs (fl nil: not in a fleet). nil when neither.
-func newGate(cfg Config, fl *fleet, svc *sandbox.Service, tokens *auth.Service, log audit.Log, logger *slog.Logger) (*sshgate.Gate, error) {
+func newGate(cfg Config, fl *fleetNode, svc *sandbox.Service, tokens *auth.Service, log audit.Log, logger *slog.Logger) (*sshgate.Gate, error) {
 	if cfg.SSHListen == "" && fl == nil {
 		return nil, nil
 	}

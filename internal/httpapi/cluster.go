@@ -122,7 +122,10 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestIn
 		}
 		// About to wake here: on another node, if this one has no room.
 		// The request follows it there, even one a node sent here.
-		to, err := s.sandboxes.Rehome(r.Context(), sb.ID)
+		if s.fleet == nil {
+			return false, nil // nowhere to go: it wakes here
+		}
+		to, err := s.fleet.Rehome(r.Context(), sb.ID)
 		if err != nil || to == "" {
 			return false, err
 		}
@@ -151,10 +154,10 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestIn
 	if r.Method == http.MethodGet && slices.Contains(recordRoutes, info.route) && errors.Is(err, errdefs.ErrUnavailable) {
 		return false, nil
 	}
-	if errors.Is(err, errdefs.ErrUnavailable) && s.cluster.Lost(r.Context(), sb.Node) {
+	if errors.Is(err, errdefs.ErrUnavailable) && s.fleet != nil && s.cluster.Lost(r.Context(), sb.Node) {
 		// Whether another node can bring it back depends on what of it
-		// was uploaded, which the sandbox service knows.
-		err = errdefs.WithHint(err, s.sandboxes.LostNodeHint(r.Context(), sb))
+		// was uploaded, which the fleet knows.
+		err = errdefs.WithHint(err, s.fleet.LostNodeHint(r.Context(), sb))
 	}
 	return true, err
 }

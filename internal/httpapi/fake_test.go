@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/sandbox"
@@ -321,7 +322,7 @@ func (f *fakeSandboxes) GetCheckpoint(ctx context.Context, ref, ckpt string) (*s
 	return nil, errdefs.NotFound("no checkpoint %q", ckpt)
 }
 
-func (f *fakeSandboxes) ReceiveAhead(ctx context.Context, from string, h sandbox.Handover, r io.Reader, whole func() error) error {
+func (f *fakeSandboxes) ReceiveAhead(ctx context.Context, from string, h fleet.Handover, r io.Reader, whole func() error) error {
 	return f.enter("ReceiveAhead", from, h.Sandbox, h.Part)
 }
 
@@ -407,7 +408,7 @@ func (f *fakeSandboxes) RecoverSandbox(ctx context.Context, ref string, p sandbo
 	return f.withState(sandbox.StateRunning), nil
 }
 
-func (f *fakeSandboxes) Move(ctx context.Context, ref string, p sandbox.MoveParams) (*sandbox.Sandbox, error) {
+func (f *fakeSandboxes) Move(ctx context.Context, ref string, p fleet.MoveParams) (*sandbox.Sandbox, error) {
 	if err := f.enter("Move", ref, p); err != nil {
 		return nil, err
 	}
@@ -680,6 +681,7 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 	cfg := Config{
 		Sandboxes: e.sbx,
 		Images:    e.img,
+		Fleet:     e.sbx,
 		Logger:    slog.New(slog.NewJSONHandler(e.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, f := range configure {

@@ -11,7 +11,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/fleet"
 )
 
 // NodeService reports and manages the nodes of the fleet.
@@ -112,12 +112,20 @@ func (s *server) selfName(ctx context.Context) string {
 	return ""
 }
 
+// errNoFleet is the answer to a move on a dend that is not a node of a
+// fleet.
+var errNoFleet = errdefs.WithHint(errdefs.Conflict("this dend is not part of a fleet: there is no other node to move to"),
+	"run several dends on one PostgreSQL database (dend --store postgres://...)")
+
 func (s *server) moveSandbox(w http.ResponseWriter, r *http.Request) error {
 	var req api.MoveSandboxRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	sb, err := s.sandboxes.Move(r.Context(), r.PathValue("name"), sandbox.MoveParams{To: req.To, Cold: req.Cold})
+	if s.fleet == nil {
+		return errNoFleet
+	}
+	sb, err := s.fleet.Move(r.Context(), r.PathValue("name"), fleet.MoveParams{To: req.To, Cold: req.Cold})
 	if err != nil {
 		return err
 	}
@@ -135,7 +143,10 @@ func (s *server) adoptSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	sb, err := s.sandboxes.Adopt(r.Context(), r.PathValue("name"), r.Header.Get(cluster.HeaderFrom), req.Cold)
+	if s.fleet == nil {
+		return errNoFleet
+	}
+	sb, err := s.fleet.Adopt(r.Context(), r.PathValue("name"), r.Header.Get(cluster.HeaderFrom), req.Cold)
 	if err != nil {
 		return err
 	}
@@ -151,7 +162,10 @@ func (s *server) receiveAhead(w http.ResponseWriter, r *http.Request) error {
 			"`den move NAME --to NODE` moves a sandbox")
 	}
 	q := r.URL.Query()
-	h := sandbox.Handover{Sandbox: r.PathValue("name"), Checkpoint: q.Get("checkpoint"), Part: r.PathValue("part"), Base: q.Get("base")}
+	if s.fleet == nil {
+		return errNoFleet
+	}
+	h := fleet.Handover{Sandbox: r.PathValue("name"), Checkpoint: q.Get("checkpoint"), Part: r.PathValue("part"), Base: q.Get("base")}
 	if h.Checkpoint == "" {
 		return errdefs.Invalid("no checkpoint given")
 	}
@@ -166,7 +180,7 @@ func (s *server) receiveAhead(w http.ResponseWriter, r *http.Request) error {
 		}
 		return nil
 	}
-	if err := s.sandboxes.ReceiveAhead(r.Context(), r.Header.Get(cluster.HeaderFrom), h, body, whole); err != nil {
+	if err := s.fleet.ReceiveAhead(r.Context(), r.Header.Get(cluster.HeaderFrom), h, body, whole); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/audit"
+	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/sandbox"
@@ -77,14 +78,6 @@ type SandboxService interface {
 	// Checkpoints lists a sandbox's checkpoints oldest first.
 	Checkpoints(ctx context.Context, ref string) ([]*sandbox.Checkpoint, error)
 	GetCheckpoint(ctx context.Context, ref, ckpt string) (*sandbox.Checkpoint, error)
-	// ReceiveAhead keeps part of the checkpoint of a sandbox node from
-	// hands over to this one.
-	ReceiveAhead(ctx context.Context, from string, h sandbox.Handover, r io.Reader, whole func() error) error
-	// Rehome hands a hibernated sandbox about to wake to another node
-	// when this one has no room, and says which ("" when it stays).
-	Rehome(ctx context.Context, ref string) (string, error)
-	// LostNodeHint says what brings back sb, on a node declared lost.
-	LostNodeHint(ctx context.Context, sb *sandbox.Sandbox) string
 	// FindCheckpoint finds any sandbox's checkpoint by its id or as
 	// SANDBOX:NAME, whoever may see it.
 	FindCheckpoint(ctx context.Context, ref string) (*sandbox.Checkpoint, error)
@@ -97,10 +90,6 @@ type SandboxService interface {
 	Rebase(ctx context.Context, ref string, p sandbox.RebaseParams) (*sandbox.RebaseResult, error)
 	// Fork makes children of a sandbox and returns them.
 	Fork(ctx context.Context, ref string, p sandbox.ForkParams) ([]*sandbox.Sandbox, error)
-	// Move moves a sandbox to another node of the fleet; Adopt takes one
-	// over from node from, which hands it over.
-	Move(ctx context.Context, ref string, p sandbox.MoveParams) (*sandbox.Sandbox, error)
-	Adopt(ctx context.Context, id, from string, cold bool) (*sandbox.Sandbox, error)
 	// RecoverSandbox brings a sandbox in error back.
 	RecoverSandbox(ctx context.Context, ref string, p sandbox.RecoverParams) (*sandbox.Sandbox, error)
 	// SetSecrets replaces the secrets granted to a sandbox's commands.
@@ -137,6 +126,23 @@ type SandboxService interface {
 	// is the next step it takes.
 	EffectivePolicy(sb *sandbox.Sandbox) sandbox.Policy
 	Due(sb *sandbox.Sandbox) sandbox.Due
+}
+
+// FleetService is what this node does with the other nodes of a fleet
+// for a sandbox. *fleet.Node implements it.
+type FleetService interface {
+	// Move moves a sandbox to another node of the fleet; Adopt takes one
+	// over from node from, which hands it over.
+	Move(ctx context.Context, ref string, p fleet.MoveParams) (*sandbox.Sandbox, error)
+	Adopt(ctx context.Context, id, from string, cold bool) (*sandbox.Sandbox, error)
+	// ReceiveAhead keeps part of the checkpoint of a sandbox node from
+	// hands over to this one.
+	ReceiveAhead(ctx context.Context, from string, h fleet.Handover, r io.Reader, whole func() error) error
+	// Rehome hands a hibernated sandbox about to wake to another node
+	// when this one has no room, and says which ("" when it stays).
+	Rehome(ctx context.Context, ref string) (string, error)
+	// LostNodeHint says what brings back sb, on a node declared lost.
+	LostNodeHint(ctx context.Context, sb *sandbox.Sandbox) string
 }
 
 // Config is what the API needs. Sandboxes, Images and Logger are required.
@@ -188,6 +194,9 @@ type Config struct {
 	E2B Door
 	// Nodes serves /v1/nodes. nil: 503.
 	Nodes NodeService
+	// Fleet moves sandboxes to and from the other nodes of the fleet.
+	// nil: dend is not part of a fleet.
+	Fleet FleetService
 	// Warm keeps this node's warm pools: PUT /v1/images/{image}/warm,
 	// and each image's pool in GET /v1/images. nil: 503, and none shown.
 	Warm WarmService
@@ -248,6 +257,7 @@ type server struct {
 	refusals *refusalLog
 	cluster  Cluster
 	nodes    NodeService
+	fleet    FleetService
 	warm     WarmService
 	events   EventStream
 	stopping <-chan struct{}
@@ -272,6 +282,7 @@ func New(cfg Config) http.Handler {
 		audit:        cfg.Audit,
 		secrets:      cfg.Secrets,
 		cluster:      cfg.Cluster,
+		fleet:        cfg.Fleet,
 		nodes:        cfg.Nodes,
 		warm:         cfg.Warm,
 		events:       cfg.Events,

@@ -1,8 +1,8 @@
 // Package offsite moves checkpoints' bytes between the storage pool and
 // the blob store: a volume as the pool's send stream (btrfs send, or a tar
 // for the copy driver), a memory image as a tar of its files, each kept as
-// content-addressed chunks by internal/blob. It implements sandbox.Offsite;
-// what to send and when is the sandbox service's business.
+// content-addressed chunks by internal/blob. It implements fleet.Offsite;
+// what to send and when is internal/fleet's business.
 package offsite
 
 import (
@@ -36,8 +36,6 @@ type Offsite struct {
 	pool  Pool
 	log   *slog.Logger
 }
-
-var _ sandbox.Offsite = (*Offsite)(nil)
 
 // New joins blobs and pool.
 func New(blobs *blob.Store, pool Pool, log *slog.Logger) *Offsite {

@@ -4,218 +4,41 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
 )
 
-// Moving a sandbox between the nodes of a fleet. The node it is on
-// hibernates it (its memory and files, as one checkpoint), uploads that
-// checkpoint to the blob store and waits until it is uploaded, marks the
-// sandbox as being handed over (PendingMove) and asks the target to adopt
-// it. The target takes it in one write of its record (its node, a network
-// slot of its own) and wakes it from the checkpoint, downloading it:
-// with its processes, or from its files alone (cold). The old node then
-// lets go of what it kept: the slot, the files, the checkpoint's copy.
+// Moving a sandbox between the nodes of a fleet is the fleet's
+// (internal/fleet move.go): the node it is on hibernates it, uploads the
+// checkpoint it sleeps in, marks it as being handed over (PendingMove)
+// and asks the target to adopt it. The core's part is what each node
+// does to the sandbox: the target takes it in one write of its record
+// and wakes it (AdoptLocked); the old node then lets go of what it kept
+// (LetGo).
 //
 // Until the target's write the sandbox is the old node's, hibernated; a
 // failed adopt leaves it so. After it, it is the target's, whatever the
 // old node hears back.
 
-// Fleet is the rest of the fleet, as moving a sandbox needs it. nil
-// outside a fleet.
+// Fleet is the rest of the fleet, as the core needs it. nil outside a
+// fleet.
 type Fleet interface {
-	// CheckTarget says why node cannot take a sandbox from this node now
-	// (not active, lease run out, another engine), or nil. warm asks
-	// also that it can restore this node's memory images.
-	CheckTarget(ctx context.Context, node string, warm bool) error
-	// Adopt asks node to take over sandbox id from this node and wake it:
-	// with its processes, or cold from its files alone.
-	Adopt(ctx context.Context, node, id string, cold bool) error
 	// Lost reports whether node was declared lost.
 	Lost(ctx context.Context, node string) bool
-	// PlaceAway names another node to take a sandbox with a memory limit
-	// of memoryBytes from this one, woken with its processes: one with
-	// room, on the same engine and CPU features.
-	PlaceAway(ctx context.Context, memoryBytes int64) (string, error)
-	// SendAhead streams what send writes, part of the checkpoint a
-	// sandbox is handed over in, to node, which keeps it for adopting the
-	// sandbox (ReceiveAhead).
-	SendAhead(ctx context.Context, node string, h Handover, send func(io.Writer) error) error
-	// RoomHere reports whether this node is active and has room for
-	// another sandbox with a memory limit of memoryBytes.
-	RoomHere(ctx context.Context, memoryBytes int64) bool
 }
 
 // PendingMove marks a hibernated sandbox its node is handing over to
 // another (see move.go).
 const PendingMove = "move"
 
-// MoveParams is where a sandbox goes and how.
-type MoveParams struct {
-	To   string // the target node
-	Cold bool   // files only: its processes are not kept
-}
-
-// Move moves a sandbox on this node to another node of the fleet.
-func (s *Service) Move(ctx context.Context, ref string, p MoveParams) (*Sandbox, error) {
-	if err := s.canMove(ctx, p); err != nil {
-		return nil, err
-	}
-	sb, unlock, err := s.lockSandbox(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if len(sb.Spec.Peers) > 0 {
-		// Its views are snapshots on this node's pool only.
-		return nil, errdefs.WithHint(errdefs.Conflict("sandbox %q has views of other sandboxes, which live on this node only", sb.Name),
-			fmt.Sprintf("remove them first with `den peer rm %s PEER --restart`, and add them again on the new node", sb.Name))
-	}
-	switch sb.State {
-	case StateRunning, StatePaused:
-		start := time.Now()
-		if err := s.hibernate(ctx, sb, "hibernated to move to node "+p.To); err != nil {
-			return nil, fmt.Errorf("moving sandbox %q: %w", sb.Name, err)
-		}
-		s.log.Info("hibernated to move", "sandbox", sb.Name, "to", p.To, "took", time.Since(start).Round(time.Millisecond))
-	case StateHibernated:
-	default:
-		return nil, errdefs.WithHint(errdefs.Conflict("sandbox %q is %s: only a running, paused or hibernated sandbox can move", sb.Name, sb.State),
-			hintFor(sb.State, "move"))
-	}
-	if err := s.giveAway(ctx, sb, p); err != nil {
-		return nil, err
-	}
-	return s.cfg.Store.GetSandbox(ctx, sb.ID)
-}
-
-// giveAway hands hibernated sb (locked) over to node p.To: it uploads
-// the checkpoint sb sleeps in, marks the handover in its record and asks
-// the target to adopt it, then lets go of what this node kept. A target
-// that never took it leaves it hibernated here.
-func (s *Service) giveAway(ctx context.Context, sb *Sandbox, p MoveParams) error {
-	ck, err := s.cfg.Store.GetCheckpoint(ctx, sb.ID, sb.Checkpoint)
-	if err != nil {
-		return fmt.Errorf("finding the checkpoint sandbox %q sleeps in: %w", sb.Name, err)
-	}
-	// While the blob store takes the checkpoint, the target gets it
-	// straight from here (handahead.go).
-	ahead := s.sendAhead(ctx, sb, ck, p)
-	start := time.Now()
-	if err := s.upload(ctx, ck.ID, 0); err != nil {
-		ahead()
-		return errdefs.WithHint(fmt.Errorf("moving sandbox %q: uploading checkpoint %s: %w", sb.Name, ck.ID, err),
-			"it stays hibernated here; try again once the blob store answers")
-	}
-	if ck, err = s.cfg.Store.GetCheckpoint(ctx, sb.ID, ck.ID); err != nil {
-		ahead()
-		return err
-	}
-	if ck.Location != LocationUploaded {
-		ahead()
-		return errdefs.Unavailable("moving sandbox %q: checkpoint %s is %s, not uploaded", sb.Name, ck.ID, ck.Location)
-	}
-	from := *sb
-	sb.Pending = PendingMove
-	if err := s.record(ctx, sb, "moving", fmt.Sprintf("handing over to node %s in checkpoint %s", p.To, ck.ID)); err != nil {
-		ahead()
-		return err
-	}
-	uploaded := time.Now()
-	ahead()
-	if err := s.cfg.Fleet.Adopt(ctx, p.To, sb.ID, p.Cold); err != nil {
-		cur, gerr := s.cfg.Store.GetSandbox(context.WithoutCancel(ctx), sb.ID)
-		if gerr != nil || cur.Node == s.cfg.Node {
-			s.takeBack(context.WithoutCancel(ctx), sb, p.To, err)
-			return fmt.Errorf("moving sandbox %q to node %s: %w", sb.Name, p.To, err)
-		}
-		// The target took it, then failed to wake it: it is the
-		// target's now, in error there with the reason.
-		s.letGo(context.WithoutCancel(ctx), &from, ck)
-		return errMovedBroken{fmt.Errorf("sandbox %q moved to node %s, which could not wake it: %w", sb.Name, p.To, err)}
-	}
-	s.log.Info("sandbox handed over", "sandbox", sb.Name, "to", p.To, "upload", uploaded.Sub(start).Round(time.Millisecond),
-		"adopt", time.Since(uploaded).Round(time.Millisecond))
-	s.letGo(ctx, &from, ck)
-	return nil
-}
-
-// errMovedBroken is a handover the target took and could not wake: the
-// sandbox is the target's, in error there.
-type errMovedBroken struct{ error }
-
-func (e errMovedBroken) Unwrap() error { return e.error }
-
-// Rehome hands a hibernated sandbox of this node that is about to be
-// woken to another node when this one cannot take it back: it is
-// draining, or the limits of its running sandboxes and this one's would
-// not fit in the memory it offers. It returns the node the sandbox went
-// to, or "" when it stays here to wake as usual: no blob store, no other
-// node with room on the same engine, or a handover that failed (logged).
-func (s *Service) Rehome(ctx context.Context, ref string) (string, error) {
-	if !s.Movable() {
-		return "", nil
-	}
-	sb, unlock, err := s.lockSandbox(ctx, ref)
-	if err != nil {
-		return "", nil // the request says so as it goes on
-	}
-	defer unlock()
-	if sb.State != StateHibernated || sb.Pending != "" || s.cfg.Fleet.RoomHere(ctx, sb.Spec.MemoryBytes) {
-		return "", nil
-	}
-	to, err := s.cfg.Fleet.PlaceAway(ctx, sb.Spec.MemoryBytes)
-	if err != nil || to == "" {
-		return "", nil
-	}
-	if err := s.giveAway(ctx, sb, MoveParams{To: to}); err != nil {
-		var broken errMovedBroken
-		if errors.As(err, &broken) {
-			return to, nil // its node answers for it now, in error
-		}
-		s.log.Warn("waking a sandbox on another node, as this one has no room; waking it here", "sandbox", sb.Name, "to", to, "err", err)
-		return "", nil
-	}
-	s.log.Info("sandbox woken on another node: this one has no room", "sandbox", sb.Name, "to", to)
-	return to, nil
-}
-
-// Movable reports whether this node can move sandboxes: it is in a fleet
+// movable reports whether this node can move sandboxes: it is in a fleet
 // with a blob store.
-func (s *Service) Movable() bool { return s.cfg.Fleet != nil && s.cfg.Offsite != nil }
+func (s *Service) movable() bool { return s.cfg.Fleet != nil && s.blobs != nil }
 
-// canMove checks what a move needs before the sandbox is touched.
-func (s *Service) canMove(ctx context.Context, p MoveParams) error {
-	if s.cfg.Fleet == nil {
-		return errdefs.WithHint(errdefs.Conflict("this dend is not part of a fleet: there is no other node to move to"),
-			"run several dends on one PostgreSQL database (dend --store postgres://...)")
-	}
-	if s.cfg.Offsite == nil {
-		return errdefs.WithHint(errdefs.Unavailable("moving a sandbox needs a blob store, and this dend has none"),
-			"start every node's dend with --blobs s3://BUCKET/PREFIX?endpoint=HOST:PORT")
-	}
-	if p.To == "" {
-		return errdefs.WithHint(errdefs.Invalid("no target node given"), "name one with --to NODE; `den node ls` lists them")
-	}
-	if p.To == s.cfg.Node {
-		return errdefs.WithHint(errdefs.Invalid("the sandbox is on node %s already", p.To), "name another node with --to")
-	}
-	return s.cfg.Fleet.CheckTarget(ctx, p.To, !p.Cold)
-}
-
-// takeBack keeps a sandbox whose handover failed, hibernated here.
-func (s *Service) takeBack(ctx context.Context, sb *Sandbox, to string, cause error) {
-	sb.Pending = ""
-	if err := s.record(ctx, sb, EventFailed, fmt.Sprintf("moving to node %s failed, still hibernated here: %v", to, cause)); err != nil {
-		s.log.Error("recording a failed move", "sandbox", sb.Name, "err", err)
-	}
-}
-
-// letGo frees what this node kept of a sandbox another node took over:
+// LetGo frees what this node kept of a sandbox another node took over:
 // its network slot, its files and its checkpoint's copy (uploaded).
-func (s *Service) letGo(ctx context.Context, sb *Sandbox, ck *Checkpoint) {
+func (s *Service) LetGo(ctx context.Context, sb *Sandbox, ck *Checkpoint) {
 	s.settled(context.WithoutCancel(ctx), sb.ID) // its network first: see teardown.go
 	s.releaseSlot(sb.Slot)
 	if err := s.cfg.Volumes.Remove(ctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
@@ -223,7 +46,7 @@ func (s *Service) letGo(ctx context.Context, sb *Sandbox, ck *Checkpoint) {
 	}
 	s.dropCheckpointFiles(ctx, ck)
 	// Its other checkpoints' copies go too, once uploaded (those still
-	// waiting go when the upload is done: see upload).
+	// waiting go when the upload is done: see internal/fleet upload.go).
 	cks, err := s.cfg.Store.ListCheckpoints(ctx, sb.ID)
 	if err != nil {
 		s.log.Error("listing the checkpoints of a sandbox that moved", "sandbox", sb.Name, "err", err)
@@ -240,22 +63,14 @@ func (s *Service) letGo(ctx context.Context, sb *Sandbox, ck *Checkpoint) {
 // checkpoint downloaded if need be, once it is this node's.
 const adoptTimeout = 10 * time.Minute
 
-// Adopt takes over a sandbox node from hands over (see Move) and wakes
-// it here.
-func (s *Service) Adopt(ctx context.Context, id, from string, cold bool) (*Sandbox, error) {
-	l := s.lock(id)
-	l.Lock()
-	defer l.Unlock()
-	sb, err := s.cfg.Store.GetSandbox(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if sb.Node != from || sb.Pending != PendingMove || sb.State != StateHibernated {
-		return nil, errdefs.Conflict("sandbox %q is not being handed over by node %s (node %s, %s, pending %q)", sb.Name, from, sb.Node, sb.State, sb.Pending)
-	}
+// AdoptLocked takes over sb, which node from hands over (hibernated,
+// PendingMove) and whose record the caller holds under its lifecycle
+// lock (WithRecord), and wakes it here: with its processes, or cold
+// from its checkpoint's files alone.
+func (s *Service) AdoptLocked(ctx context.Context, sb *Sandbox, from string, cold bool) error {
 	slot, err := s.allocSandboxSlot(ctx, sb.ID)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// From its record's write on, the sandbox is this node's: it wakes
 	// here to the end, whatever becomes of the node that handed it over
@@ -265,23 +80,20 @@ func (s *Service) Adopt(ctx context.Context, id, from string, cold bool) (*Sandb
 	sb.Node, sb.Slot, sb.Pending = s.cfg.Node, slot, ""
 	if err := s.record(ctx, sb, "moved", fmt.Sprintf("moved from node %s", from)); err != nil {
 		s.releaseSlot(slot)
-		return nil, err
+		return err
 	}
 	if !cold {
-		if err := s.wakeFromDisk(ctx, sb, "woken after moving from node "+from); err != nil {
-			return sb, err
-		}
-		return sb, nil
+		return s.wakeFromDisk(ctx, sb, "woken after moving from node "+from)
 	}
 	ck, err := s.cfg.Store.GetCheckpoint(ctx, sb.ID, sb.Checkpoint)
 	if err != nil {
-		return sb, fmt.Errorf("finding the checkpoint sandbox %q sleeps in: %w", sb.Name, err)
+		return fmt.Errorf("finding the checkpoint sandbox %q sleeps in: %w", sb.Name, err)
 	}
 	sb.Generation++
 	sb.Token = newToken()
 	sb.Pending = PendingResume
 	if err := s.record(ctx, sb, "waking", fmt.Sprintf("booting generation %d from the files of checkpoint %s", sb.Generation, ck.ID)); err != nil {
-		return sb, err
+		return err
 	}
-	return sb, s.finishBoot(ctx, sb, ck, true, EventResumed, "booted cold from its files after moving from node "+from)
+	return s.finishBoot(ctx, sb, ck, true, EventResumed, "booted cold from its files after moving from node "+from)
 }

@@ -26,39 +26,24 @@ import (
 // A node never acts for a sandbox recorded on another (elsewhere), so a
 // node that comes back after its sandboxes were taken over finds their
 // instances, networks and files owned by no record of its own, and
-// removes them (Recover, rejoin.go).
+// removes them (Recover, rejoin.go). Declaring a node lost, and saying
+// what brings its sandboxes back, is the fleet's (internal/fleet
+// nodelost.go).
 
 // pendingNodeLost prefixes the Pending of a sandbox whose node was lost.
 const pendingNodeLost = "node-lost:"
 
-// NodeLost records in error every sandbox on node, which was just
-// declared lost, with what can bring it back, and returns those that
-// another node can bring back: the ones with an uploaded state.
-func (s *Service) NodeLost(ctx context.Context, node string) []*Sandbox {
-	sbs, err := s.cfg.Store.ListSandboxesOn(ctx, node)
-	if err != nil {
-		s.log.Error("listing the sandboxes of a lost node", "node", node, "err", err)
-		return nil
-	}
-	var back []*Sandbox
-	for _, sb := range sbs {
-		if s.markNodeLost(ctx, sb) {
-			back = append(back, sb)
-		}
-	}
-	return back
-}
-
-// markNodeLost records sb, on a node just declared lost, in error, with
-// the state it was in kept to take it back as it was. It reports whether
+// MarkNodeLost records sb, on a node just declared lost, in error, with
+// the state it was in kept to take it back as it was (internal/fleet
+// calls it for each sandbox of a node it declares lost). It reports whether
 // another node can bring it back: something of it was uploaded.
-func (s *Service) markNodeLost(ctx context.Context, sb *Sandbox) bool {
+func (s *Service) MarkNodeLost(ctx context.Context, sb *Sandbox) bool {
 	if sb.State == StateCreating || sb.State == StateError || sb.State == StateDestroyed {
 		return false
 	}
 	node := sb.Node
 	why := fmt.Sprintf("node %s was lost (its lease ran out at %s)", node, s.cfg.Now().UTC().Format(time.RFC3339))
-	last := s.lastUploaded(ctx, sb)
+	last := s.LastUploaded(ctx, sb)
 	if last == nil {
 		why += "; nothing of it was uploaded: it comes back when node " + node + "'s dend does"
 	} else {
@@ -73,19 +58,8 @@ func (s *Service) markNodeLost(ctx context.Context, sb *Sandbox) bool {
 	return last != nil
 }
 
-// LostNodeHint says what brings back sb, on a node declared lost: another
-// node, from its last upload, or only its own node's dend coming back.
-func (s *Service) LostNodeHint(ctx context.Context, sb *Sandbox) string {
-	if s.cfg.Offsite != nil {
-		if last := s.lastUploaded(ctx, sb); last != nil {
-			return fmt.Sprintf("`den recover %s --rollback` brings it back on another node from checkpoint %s, its last upload", sb.Name, last.ID)
-		}
-	}
-	return fmt.Sprintf("nothing of it was uploaded to the blob store, so no other node can bring it back: it comes back as it was when node %s's dend starts again", sb.Node)
-}
-
-// lastUploaded is sb's newest checkpoint in the blob store, or nil.
-func (s *Service) lastUploaded(ctx context.Context, sb *Sandbox) *Checkpoint {
+// LastUploaded is sb's newest checkpoint in the blob store, or nil.
+func (s *Service) LastUploaded(ctx context.Context, sb *Sandbox) *Checkpoint {
 	cks, err := s.cfg.Store.ListCheckpoints(ctx, sb.ID)
 	if err != nil {
 		return nil
@@ -105,7 +79,7 @@ func (s *Service) lastUploaded(ctx context.Context, sb *Sandbox) *Checkpoint {
 // sandbox that moved woke from one (a hibernation's) that nothing else
 // needs once it runs.
 func (s *Service) lastUploads(cks []*Checkpoint) map[string]bool {
-	if !s.Movable() {
+	if !s.movable() {
 		return nil
 	}
 	newest := map[string]string{}
@@ -155,7 +129,7 @@ func (s *Service) takeOver(ctx context.Context, sb *Sandbox, p RecoverParams) er
 		return errdefs.WithHint(errdefs.Conflict("sandbox %q was on node %s, which is lost: its instance cannot be retried", sb.Name, sb.Node),
 			fmt.Sprintf("`den recover %s --rollback` restores its last uploaded checkpoint here; `--cold` boots that checkpoint's files", sb.Name))
 	}
-	if s.cfg.Offsite == nil || s.lastUploaded(ctx, sb) == nil {
+	if s.blobs == nil || s.LastUploaded(ctx, sb) == nil {
 		return errdefs.WithHint(errdefs.Conflict("sandbox %q was on node %s, which is lost, and nothing of it was uploaded to the blob store", sb.Name, sb.Node),
 			"it comes back when that node's dend does")
 	}
@@ -163,7 +137,7 @@ func (s *Service) takeOver(ctx context.Context, sb *Sandbox, p RecoverParams) er
 		return NotFound(sb.Name)
 	}
 	if sb.State != StateError {
-		s.markNodeLost(ctx, sb) // the node that declared it lost died before it did
+		s.MarkNodeLost(ctx, sb) // the node that declared it lost died before it did
 	}
 	slot, err := s.allocSandboxSlot(ctx, sb.ID)
 	if err != nil {

@@ -290,41 +290,6 @@ type Images interface {
 	Version(ctx context.Context, name string, version int) (*Image, error)
 }
 
-// Offsite keeps the bytes of checkpoints in a blob store, away from this
-// host, as streams named by their manifests (see offsite.go). Pushing
-// never changes what is on the host; pulling makes what was pushed again,
-// checked, or fails naming what is damaged.
-type Offsite interface {
-	// Format names how volumes are sent ("btrfs-send" or "tar"): a chain
-	// sent in another format cannot be received here.
-	Format() string
-	// PushVolume sends read-only volume key, as what differs from
-	// read-only volume base when base is set and the pool can diff.
-	PushVolume(ctx context.Context, key, base string) (manifest string, diff bool, st BlobStats, err error)
-	// PushDir sends the regular files of dir.
-	PushDir(ctx context.Context, dir string) (manifest string, st BlobStats, err error)
-	// PullVolume makes read-only volume key from the stream manifest
-	// names; a diff needs its base's volume here.
-	PullVolume(ctx context.Context, key, manifest string) error
-	// PullDir makes dir, which must not exist, from the stream manifest
-	// names: whole, or not at all.
-	PullDir(ctx context.Context, dir, manifest string) error
-	// SendDir writes the regular files of dir to w, and ReceiveDir makes
-	// dir, which must not exist, from what it wrote: whole, or not at all.
-	// SendVolume writes read-only volume key to w, a diff from base when
-	// set and the pool can; ReceiveVolume makes volume key from what it
-	// wrote, and keeps it only if whole, asked once r is read to its end,
-	// says it came whole. A node hands a checkpoint straight to another
-	// this way while it uploads it (handahead.go).
-	SendDir(dir string, w io.Writer) error
-	ReceiveDir(dir string, r io.Reader) error
-	SendVolume(ctx context.Context, key, base string, w io.Writer) error
-	ReceiveVolume(ctx context.Context, key string, r io.Reader, whole func() error) error
-	// Collect removes from the blob store what keep (manifests) does not
-	// need and was not written or reused within its grace period.
-	Collect(ctx context.Context, keep []string) (BlobCollection, error)
-}
-
 // BlobStats tells what a push sent.
 type BlobStats struct {
 	StreamBytes int64 // bytes in the stream

@@ -140,7 +140,7 @@ func (s *Service) clearLeftover(ctx context.Context, id string) {
 	}
 	// Copies of its uploaded checkpoints: its node downloads what it
 	// needs. One not uploaded has its only copy here, which the upload
-	// worker sends and then drops (upload).
+	// worker sends and then drops (internal/fleet upload.go).
 	cks, err := s.cfg.Store.ListCheckpoints(ctx, id)
 	if err != nil {
 		s.log.Error("listing the checkpoints of a sandbox that is not this node's", "sandbox", sb.Name, "err", err)

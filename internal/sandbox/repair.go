@@ -89,7 +89,7 @@ func (s *Service) lockRecovering(ctx context.Context, ref string, p RecoverParam
 // recoverTakenOver brings back here a sandbox taken over from a lost
 // node: from the checkpoint named, or its last uploaded one.
 func (s *Service) recoverTakenOver(ctx context.Context, sb *Sandbox, p RecoverParams) error {
-	ck := s.lastUploaded(ctx, sb)
+	ck := s.LastUploaded(ctx, sb)
 	if p.Checkpoint != "" {
 		var err error
 		if ck, err = s.findCheckpoint(ctx, sb, p.Checkpoint); err != nil {

@@ -70,12 +70,12 @@ type Config struct {
 	// Quotas bounds what each owner, and each sandbox, may take
 	// (admission.go).
 	Quotas quota.Quotas
-	// Fleet is the other nodes, for moving sandboxes (move.go); nil
-	// outside a fleet.
+	// Fleet is the rest of the fleet, as the core asks it whether a
+	// node was lost (move.go); nil outside a fleet.
 	Fleet Fleet
-	// Offsite is the blob store checkpoints are uploaded to (offsite.go);
-	// nil: none, and checkpoints live on this host only.
-	Offsite Offsite
+	// Lease is until when this node's sandboxes may run (fence.go); nil
+	// outside a fleet.
+	Lease Lease
 	// Warm configures the warm pools (warm.go); a zero value keeps none.
 	Warm WarmConfig
 	// Observer hears how long lifecycle verbs take (observe.go); nil:
@@ -145,21 +145,16 @@ type Service struct {
 	// metrics keeps recent samples of running sandboxes (metrics.go); it
 	// has its own lock.
 	metrics metricsLog
-	// uploads are the checkpoints waiting for the blob store (offsite.go);
-	// nil without one.
-	uploads *uploadQueue
-	// downloads serializes downloads from the blob store: one chain at a
-	// time, so two restores never receive the same volume.
-	downloads sync.Mutex
+	// blobs is the blob store checkpoints are uploaded to (offsite.go);
+	// nil: none, and checkpoints live on this host only. Set once, before
+	// Recover (UseBlobStore).
+	blobs BlobStore
 	// events is the event stream of this node's sandboxes (stream.go);
 	// it has its own lock.
 	events *eventHub
 	// warm are this node's warm pools (warm.go); nil without any. They
 	// are per node by design: no other node sees their instances.
 	warm *warmPools
-	// fence is until when this node's sandboxes may run, in a fleet
-	// (fence.go); it has its own lock.
-	fence fenceState
 }
 
 // NewService checks cfg and returns a Service. Call Recover before serving
@@ -209,9 +204,6 @@ func NewService(cfg Config) (*Service, error) {
 		disk:         quota.NewLedger(cfg.Disk),
 		admission:    quota.NewAdmission(cfg.Quotas),
 		events:       newEventHub(),
-	}
-	if cfg.Offsite != nil {
-		s.uploads = newUploadQueue()
 	}
 	s.space = runoutput.NewSpace(ctx, cfg.RunsDir, cfg.Output, prunableRuns{s}, cfg.Now, cfg.Logger)
 	if _, ok := cfg.Runtime.(HostnameSetter); ok && cfg.Warm.Dir != "" {

@@ -72,6 +72,10 @@ var layers = map[string]layer{
 	"internal/auth":    adapters,
 	"internal/metrics": adapters,
 
+	// What sits above the core and uses its verbs: the fleet (blob
+	// store, moves, node loss, the lease fence).
+	"internal/fleet": above,
+
 	// The front doors: each translates its protocol to the Service's verbs.
 	"internal/httpapi":   doors,
 	"internal/e2b":       doors,

@@ -1,4 +1,4 @@
-package sandbox
+package fleet
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/sandbox"
 )
 
 // Sending ahead. A node handing a sandbox over (giveAway) uploads the
@@ -38,25 +39,25 @@ type Handover struct {
 
 // sendAhead starts sending the parts of ck the target of p needs, and
 // returns what waits for them to end.
-func (s *Service) sendAhead(ctx context.Context, sb *Sandbox, ck *Checkpoint, p MoveParams) (wait func()) {
+func (n *Node) sendAhead(ctx context.Context, sb *sandbox.Sandbox, ck *sandbox.Checkpoint, p MoveParams) (wait func()) {
 	var wg sync.WaitGroup
 	send := func(h Handover, write func(w io.Writer) error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.cfg.Fleet.SendAhead(ctx, p.To, h, write); err != nil {
-				s.log.Warn("sending a checkpoint straight to the node a sandbox moves to; it downloads it instead",
+			if err := n.peers.SendAhead(ctx, p.To, h, write); err != nil {
+				n.log.Warn("sending a checkpoint straight to the node a sandbox moves to; it downloads it instead",
 					"sandbox", sb.Name, "to", p.To, "part", h.Part, "err", err)
 			}
 		}()
 	}
-	base := s.aheadBase(ctx, ck)
+	base := n.aheadBase(ctx, ck)
 	send(Handover{Sandbox: sb.ID, Checkpoint: ck.ID, Part: HandoverFiles, Base: base}, func(w io.Writer) error {
-		return s.cfg.Offsite.SendVolume(ctx, ck.VolumeKey(), base, w)
+		return n.blobs.offsite.SendVolume(ctx, ck.VolumeKey(), base, w)
 	})
 	if !p.Cold && ck.Memory {
 		send(Handover{Sandbox: sb.ID, Checkpoint: ck.ID, Part: HandoverMemory}, func(w io.Writer) error {
-			return s.cfg.Offsite.SendDir(s.memDir(ck.ID), w)
+			return n.blobs.offsite.SendDir(n.svc.MemoryDir(ck.ID), w)
 		})
 	}
 	return wg.Wait
@@ -65,9 +66,9 @@ func (s *Service) sendAhead(ctx context.Context, sb *Sandbox, ck *Checkpoint, p 
 // aheadBase is what ck's files are sent ahead as a diff from: the
 // volume of its image, which the target most likely has (it is the
 // base of the uploaded chain too), or "" to send them whole.
-func (s *Service) aheadBase(ctx context.Context, ck *Checkpoint) string {
-	im, err := s.cfg.Store.GetImage(ctx, ck.Manifest.Spec.Image)
-	if err != nil || !s.hasVolume(ctx, im.VolumeKey()) {
+func (n *Node) aheadBase(ctx context.Context, ck *sandbox.Checkpoint) string {
+	im, err := n.store.GetImage(ctx, ck.Manifest.Spec.Image)
+	if err != nil || !n.svc.HasVolume(ctx, im.VolumeKey()) {
 		return ""
 	}
 	return im.VolumeKey()
@@ -77,55 +78,55 @@ func (s *Service) aheadBase(ctx context.Context, ck *Checkpoint) string {
 // which node from is handing over to this one (see sendAhead), read from
 // r. whole says, once r is read to its end, whether it came whole; what
 // did not, or does not match the checkpoint, is not kept.
-func (s *Service) ReceiveAhead(ctx context.Context, from string, h Handover, r io.Reader, whole func() error) error {
-	if s.cfg.Offsite == nil {
+func (n *Node) ReceiveAhead(ctx context.Context, from string, h Handover, r io.Reader, whole func() error) error {
+	if n.blobs == nil {
 		return errdefs.Conflict("this node has no blob store: it takes no sandboxes from other nodes")
 	}
-	sb, err := s.cfg.Store.GetSandbox(ctx, h.Sandbox)
+	sb, err := n.store.GetSandbox(ctx, h.Sandbox)
 	if err != nil {
 		return err
 	}
-	if sb.Node != from || sb.State != StateHibernated || sb.Checkpoint != h.Checkpoint {
+	if sb.Node != from || sb.State != sandbox.StateHibernated || sb.Checkpoint != h.Checkpoint {
 		return errdefs.Conflict("sandbox %q is not being handed over by node %s in checkpoint %s", sb.Name, from, h.Checkpoint)
 	}
-	ck, err := s.cfg.Store.GetCheckpoint(ctx, sb.ID, h.Checkpoint)
+	ck, err := n.store.GetCheckpoint(ctx, sb.ID, h.Checkpoint)
 	if err != nil {
 		return err
 	}
-	defer s.pin(ck.ID)()
-	s.downloads.Lock() // see ensureLocal
-	defer s.downloads.Unlock()
+	defer n.svc.Pin(ck.ID)()
+	n.blobs.downloads.Lock() // see EnsureLocal
+	defer n.blobs.downloads.Unlock()
 	start := time.Now()
 	switch h.Part {
 	case HandoverMemory:
-		err = s.receiveMemory(ck, r, whole)
+		err = n.receiveMemory(ck, r, whole)
 	case HandoverFiles:
-		err = s.receiveFiles(ctx, ck, h.Base, r, whole)
+		err = n.receiveFiles(ctx, ck, h.Base, r, whole)
 	default:
 		return errdefs.Invalid("unknown part %q of a checkpoint: memory or files", h.Part)
 	}
 	if err != nil {
 		return err
 	}
-	s.log.Info("checkpoint received from the node handing a sandbox over", "sandbox", sb.Name, "checkpoint", ck.ID,
+	n.log.Info("checkpoint received from the node handing a sandbox over", "sandbox", sb.Name, "checkpoint", ck.ID,
 		"part", h.Part, "from", from, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
-func (s *Service) receiveMemory(ck *Checkpoint, r io.Reader, whole func() error) error {
+func (n *Node) receiveMemory(ck *sandbox.Checkpoint, r io.Reader, whole func() error) error {
 	if !ck.Memory {
 		return errdefs.Invalid("checkpoint %s has no memory image", ck.ID)
 	}
-	dir := s.memDir(ck.ID)
+	dir := n.svc.MemoryDir(ck.ID)
 	if _, err := os.Stat(dir); err == nil {
 		return nil // here already
 	}
-	if err := s.cfg.Offsite.ReceiveDir(dir, r); err != nil {
+	if err := n.blobs.offsite.ReceiveDir(dir, r); err != nil {
 		return err
 	}
 	err := whole()
 	if err == nil {
-		err = s.verifyImage(ck)
+		err = n.svc.VerifyImage(ck)
 	}
 	if err != nil {
 		os.RemoveAll(dir)
@@ -134,12 +135,12 @@ func (s *Service) receiveMemory(ck *Checkpoint, r io.Reader, whole func() error)
 	return nil
 }
 
-func (s *Service) receiveFiles(ctx context.Context, ck *Checkpoint, base string, r io.Reader, whole func() error) error {
-	if s.hasVolume(ctx, ck.VolumeKey()) {
+func (n *Node) receiveFiles(ctx context.Context, ck *sandbox.Checkpoint, base string, r io.Reader, whole func() error) error {
+	if n.svc.HasVolume(ctx, ck.VolumeKey()) {
 		return nil // here already
 	}
-	if base != "" && !s.hasVolume(ctx, base) {
+	if base != "" && !n.svc.HasVolume(ctx, base) {
 		return errdefs.Conflict("the files of checkpoint %s come as a diff from %s, which this node does not have", ck.ID, base)
 	}
-	return s.cfg.Offsite.ReceiveVolume(ctx, ck.VolumeKey(), r, whole)
+	return n.blobs.offsite.ReceiveVolume(ctx, ck.VolumeKey(), r, whole)
 }

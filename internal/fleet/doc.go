@@ -1,0 +1,18 @@
+// Package fleet is what a dend does beyond its own host: it keeps
+// checkpoints and images in the blob store (Blobs: uploads in the
+// background, downloads when a restore needs them, collection), and, as
+// one node of several (Node, Fence), passes the node's lease on to its
+// sandboxes' den-inits, moves sandboxes to other nodes through the blob
+// store and adopts those they hand over (sending a checkpoint ahead,
+// straight to the target, while it uploads), records the sandboxes of a
+// node declared lost, and says what brings them back.
+//
+// It sits above the sandbox core: it imports internal/sandbox and uses
+// only the Service's exported verbs, and the core calls it only through
+// the small interfaces it declares (sandbox.Lease, sandbox.BlobStore).
+// internal/daemon makes Blobs only with a blob store (--blobs), and
+// Node and Fence only in a fleet; a single-host dend makes none of them.
+// It must never be imported by internal/sandbox, never change a
+// sandbox's state but through the Service's verbs, and never reach into
+// the Service's own state (its maps and locks).
+package fleet

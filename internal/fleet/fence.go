@@ -1,0 +1,127 @@
+package fleet
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/den-dev/den/internal/sandbox"
+)
+
+// In a fleet a sandbox runs at most once: its node's den-inits stop its
+// processes when the node's lease may have run out (internal/initd
+// fence.go), before any other node may take it over (internal/cluster
+// fence.go). This node passes each renewal of its lease on to every
+// sandbox it runs; the Service gives the same deadline (Fence.Until) to
+// each instance it boots, wakes, claims or thaws. Only sandboxes
+// recorded on this node are told: one another node took over is never
+// thawed here.
+
+// fencePushes is how many den-inits are told at once.
+const fencePushes = 8
+
+// Fence is until when this node surely holds its lease, passed on to
+// its sandboxes. It is the Service's sandbox.Lease.
+type Fence struct {
+	log *slog.Logger
+
+	mu    sync.Mutex
+	until time.Time     // zero: not told (not joined yet)
+	wake  chan struct{} // Run's; nil before it
+}
+
+var _ sandbox.Lease = (*Fence)(nil)
+
+// NewFence returns a Fence that knows no deadline yet.
+func NewFence(log *slog.Logger) *Fence {
+	return &Fence{log: log}
+}
+
+// Until is until when this node's sandboxes may run; zero when it was
+// never told.
+func (f *Fence) Until() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.until
+}
+
+// LeaseRenewed is told, at the join and at each renewal of this node's
+// lease, until when its sandboxes may run (cluster.MemberConfig.Renewed).
+// It does not block: Run passes it on.
+func (f *Fence) LeaseRenewed(until time.Time) {
+	f.mu.Lock()
+	f.until = until
+	wake := f.wake
+	f.mu.Unlock()
+	if wake != nil {
+		select {
+		case wake <- struct{}{}:
+		default: // a pass is due already; it reads the newest time
+		}
+	}
+}
+
+// Run passes each renewal of this node's lease on to the den-init of
+// every sandbox svc runs, until svc is closed.
+func (f *Fence) Run(svc *sandbox.Service) {
+	wake := make(chan struct{}, 1)
+	f.mu.Lock()
+	f.wake = wake
+	if !f.until.IsZero() {
+		wake <- struct{}{}
+	}
+	f.mu.Unlock()
+	svc.Go(func(ctx context.Context) {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-wake:
+				f.fenceAll(ctx, svc)
+			}
+		}
+	})
+}
+
+// Lift tells every running sandbox of this node its deadline now, once
+// the join's first one is known (waiting at most wait for it): a dend
+// that starts again lifts the fence of the sandboxes it took back before
+// it answers a call, so that none finds them still fenced.
+func (f *Fence) Lift(ctx context.Context, svc *sandbox.Service, wait time.Duration) {
+	for deadline := time.Now().Add(wait); f.Until().IsZero() && time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	f.fenceAll(ctx, svc)
+}
+
+// fenceAll tells the den-init of every sandbox running on this node the
+// newest deadline. Paused ones are frozen whole; they are told when they
+// are resumed.
+func (f *Fence) fenceAll(ctx context.Context, svc *sandbox.Service) {
+	sbs, err := svc.LocalSandboxes(ctx)
+	if err != nil {
+		f.log.Warn("listing this node's sandboxes to renew their fence", "err", err)
+		return
+	}
+	sem := make(chan struct{}, fencePushes)
+	var wg sync.WaitGroup
+	for _, sb := range sbs {
+		if sb.State != sandbox.StateRunning {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := svc.Fence(ctx, sb); err != nil && ctx.Err() == nil {
+				f.log.Warn("renewing a sandbox's fence", "sandbox", sb.Name, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}

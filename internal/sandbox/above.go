@@ -1,0 +1,114 @@
+package sandbox
+
+import (
+	"context"
+	"path/filepath"
+	"time"
+)
+
+// Verbs the layers above the core (internal/fleet) use and nothing in
+// the core needs: they run the core's own steps, so that what sits above
+// never reaches into the Service's state.
+
+// Go runs f in the background under the Service's lifetime: its ctx ends
+// at Close, which waits for f to return.
+func (s *Service) Go(f func(ctx context.Context)) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f(s.ctx)
+	}()
+}
+
+// Every calls f every interval, in the background, under the Service's
+// lifetime (see Go).
+func (s *Service) Every(interval time.Duration, f func(ctx context.Context)) {
+	s.every(interval, f)
+}
+
+// Lifetime is the Service's own context: it outlives API requests and
+// ends at Close.
+func (s *Service) Lifetime() context.Context { return s.ctx }
+
+// LocalSandboxes returns the sandboxes that are not destroyed and are
+// this node's: the ones whose instances, files and policy it keeps.
+func (s *Service) LocalSandboxes(ctx context.Context) ([]*Sandbox, error) {
+	return s.localSandboxes(ctx)
+}
+
+// WithSandbox runs f with sandbox ref (a name or id) under its lifecycle
+// lock, as every lifecycle verb holds it: ref must name a sandbox of
+// this node that is not removed. It returns why it could not lock it, or
+// what f returns.
+func (s *Service) WithSandbox(ctx context.Context, ref string, f func(sb *Sandbox) error) error {
+	sb, unlock, err := s.lockSandbox(ctx, ref)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return f(sb)
+}
+
+// WithRecord runs f with the record of sandbox id, whatever node it is
+// on, under its lifecycle lock on this node: for a sandbox another node
+// hands over to this one.
+func (s *Service) WithRecord(ctx context.Context, id string, f func(sb *Sandbox) error) error {
+	l := s.lock(id)
+	l.Lock()
+	defer l.Unlock()
+	sb, err := s.cfg.Store.GetSandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	return f(sb)
+}
+
+// HibernateLocked hibernates sb, running or paused, whose lifecycle lock
+// the caller holds (WithSandbox); why is the event's message.
+func (s *Service) HibernateLocked(ctx context.Context, sb *Sandbox, why string) error {
+	return s.hibernate(ctx, sb, why)
+}
+
+// Record persists a change to sb that keeps its state, with an event of
+// type evType saying msg; the caller holds sb's lifecycle lock.
+func (s *Service) Record(ctx context.Context, sb *Sandbox, evType, msg string) error {
+	return s.record(ctx, sb, evType, msg)
+}
+
+// Pin keeps checkpoint id from garbage collection until unpin is called.
+func (s *Service) Pin(id string) (unpin func()) { return s.pin(id) }
+
+// MemoryDir is where the memory image of checkpoint ckID is kept on
+// this host.
+func (s *Service) MemoryDir(ckID string) string { return s.memDir(ckID) }
+
+// VerifyImage checks ck's memory image on this host against its
+// manifest.
+func (s *Service) VerifyImage(ck *Checkpoint) error { return s.verifyImage(ck) }
+
+// HasVolume says whether read-only volume key is on this host, whole.
+func (s *Service) HasVolume(ctx context.Context, key string) bool { return s.hasVolume(ctx, key) }
+
+// Hint says what to do first so that action can go on, for a sandbox in
+// state st.
+func (st State) Hint(action string) string { return hintFor(st, action) }
+
+// MemoryImageFile is the file of checkpoint ckID's memory image the
+// engine writes its state to, last: one that is there (and not empty)
+// marks the image whole.
+func (s *Service) MemoryImageFile(ckID string) string {
+	return filepath.Join(s.memDir(ckID), imageStateFile)
+}
+
+// DropCheckpointFiles removes ck's memory image and file snapshot from
+// this host, keeping its record.
+func (s *Service) DropCheckpointFiles(ctx context.Context, ck *Checkpoint) {
+	s.dropCheckpointFiles(ctx, ck)
+}
+
+// CollectFreed removes, at once, those of checkpoints ids that nothing
+// needs any more and garbage collection would take: called when what
+// needed them (an upload) has just let go.
+func (s *Service) CollectFreed(ctx context.Context, ids ...string) {
+	s.collectFreed(ctx, ids...)
+}
