@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/events"
 )
 
 // Config is what the Service is built from.
@@ -147,7 +148,7 @@ type Service struct {
 	downloads sync.Mutex
 	// events is the event stream of this node's sandboxes (stream.go);
 	// it has its own lock.
-	events *eventHub
+	events eventStream
 	// warm are this node's warm pools (warm.go); nil without any. They
 	// are per node by design: no other node sees their instances.
 	warm *warmPools
@@ -202,7 +203,7 @@ func NewService(cfg Config) (*Service, error) {
 		secretStates: map[string]secretState{},
 		dataReserve:  &diskReserve{dir: cfg.RunsDir, reserve: cfg.Output.Reserve, now: cfg.Now},
 		admission:    newAdmission(cfg.Quotas),
-		events:       newEventHub(),
+		events:       events.NewHub(),
 	}
 	if cfg.Offsite != nil {
 		s.uploads = newUploadQueue()
