@@ -13,7 +13,7 @@ import (
 )
 
 // EventStream is the stream of what happens to this node's sandboxes
-// (*sandbox.Service implements it; see sandbox/stream.go).
+// (*sandbox.Service implements it; see internal/events).
 type EventStream interface {
 	// ParseEventCursor reads the id of the last event a follower saw;
 	// "" starts from now.

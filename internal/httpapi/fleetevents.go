@@ -16,7 +16,7 @@ import (
 )
 
 // The fleet's event stream. Each node keeps its own sandboxes' events
-// (sandbox/stream.go); a follower asking any node of a fleet gets every
+// (internal/events); a follower asking any node of a fleet gets every
 // node's: the node asked follows its own stream and each other node's
 // (asked as root of the fleet, so that node sends its own events, all
 // of them, and never asks further), and sends what its caller may see

@@ -12,6 +12,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/events"
+	"github.com/den-dev/den/internal/usage"
 )
 
 // Config is what the Service is built from.
@@ -137,17 +138,17 @@ type Service struct {
 	disk diskLedger
 	// admission checks owners' quotas (admission.go); it has its own lock.
 	admission *admission
-	// metrics keeps recent samples of running sandboxes (metrics.go); it
-	// has its own lock.
-	metrics metricsLog
+	// metrics keeps recent samples of running sandboxes (metrics.go,
+	// internal/usage); it has its own lock.
+	metrics sampleLog
 	// uploads are the checkpoints waiting for the blob store (offsite.go);
 	// nil without one.
 	uploads *uploadQueue
 	// downloads serializes downloads from the blob store: one chain at a
 	// time, so two restores never receive the same volume.
 	downloads sync.Mutex
-	// events is the event stream of this node's sandboxes (stream.go);
-	// it has its own lock.
+	// events is the event stream of this node's sandboxes (stream.go,
+	// internal/events); it has its own lock.
 	events eventStream
 	// warm are this node's warm pools (warm.go); nil without any. They
 	// are per node by design: no other node sees their instances.
@@ -204,6 +205,7 @@ func NewService(cfg Config) (*Service, error) {
 		dataReserve:  &diskReserve{dir: cfg.RunsDir, reserve: cfg.Output.Reserve, now: cfg.Now},
 		admission:    newAdmission(cfg.Quotas),
 		events:       events.NewHub(),
+		metrics:      usage.NewLog(),
 	}
 	if cfg.Offsite != nil {
 		s.uploads = newUploadQueue()
