@@ -9,18 +9,18 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/events"
 )
 
 // EventStream is the stream of what happens to this node's sandboxes
-// (*sandbox.Service implements it; see sandbox/stream.go).
+// (*sandbox.Service implements it; see internal/events).
 type EventStream interface {
 	// ParseEventCursor reads the id of the last event a follower saw;
 	// "" starts from now.
-	ParseEventCursor(id string) (sandbox.EventCursor, error)
+	ParseEventCursor(id string) (events.Cursor, error)
 	// EventsAfter returns the events after cur, the cursor to ask from
 	// next, and a channel closed when there are more.
-	EventsAfter(cur sandbox.EventCursor) ([]sandbox.StreamEvent, sandbox.EventCursor, <-chan struct{})
+	EventsAfter(cur events.Cursor) ([]events.Event, events.Cursor, <-chan struct{})
 }
 
 // eventsKeepalive is how often a quiet stream sends a comment line, so
@@ -85,7 +85,7 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		evs, next, wake := s.events.EventsAfter(cur)
 		cur = next
 		for _, ev := range evs {
-			if ev.Type != sandbox.StreamGap && (!p.Sees(ev.Owner) || (q.only != "" && ev.SandboxID != q.only)) {
+			if ev.Type != events.Gap && (!p.Sees(ev.Owner) || (q.only != "" && ev.SandboxID != q.only)) {
 				continue
 			}
 			if err := writeSSE(w, toStreamEvent(ev)); err != nil {
@@ -159,11 +159,11 @@ func writeSSE(w http.ResponseWriter, ev api.StreamEvent) error {
 	return err
 }
 
-func toStreamEvent(ev sandbox.StreamEvent) api.StreamEvent {
+func toStreamEvent(ev events.Event) api.StreamEvent {
 	return api.StreamEvent{
 		ID: ev.ID, Time: ev.Time, Type: ev.Type, SandboxID: ev.SandboxID, Sandbox: ev.Sandbox, Owner: ev.Owner,
-		From: string(ev.From), To: string(ev.To), Generation: ev.Generation, Message: ev.Message,
-		RunID: ev.RunID, RunStatus: string(ev.Status), ExitCode: ev.ExitCode, LimitHit: ev.LimitHit,
+		From: ev.From, To: ev.To, Generation: ev.Generation, Message: ev.Message,
+		RunID: ev.RunID, RunStatus: ev.Status, ExitCode: ev.ExitCode, LimitHit: ev.LimitHit,
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/usage"
 )
 
 // The real service needs runsc and root; these fakes stand at the network
@@ -174,11 +175,11 @@ func (f *fakeSandboxes) Remove(ctx context.Context, ref string, force bool) erro
 	return f.enter("Remove", ref, force)
 }
 
-func (f *fakeSandboxes) Metrics(ctx context.Context, ref string, from, to time.Time) ([]sandbox.Sample, error) {
+func (f *fakeSandboxes) Metrics(ctx context.Context, ref string, from, to time.Time) ([]usage.Sample, error) {
 	if err := f.enter("Metrics", ref); err != nil {
 		return nil, err
 	}
-	return []sandbox.Sample{{At: testTime, CPUPercent: 12.5, CPUs: 1, MemoryBytes: 1 << 20}}, nil
+	return []usage.Sample{{At: testTime, CPUPercent: 12.5, CPUs: 1, MemoryBytes: 1 << 20}}, nil
 }
 
 func (f *fakeSandboxes) Events(ctx context.Context, ref string) ([]sandbox.Event, error) {

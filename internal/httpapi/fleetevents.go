@@ -12,11 +12,11 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/cluster"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/events"
 )
 
 // The fleet's event stream. Each node keeps its own sandboxes' events
-// (sandbox/stream.go); a follower asking any node of a fleet gets every
+// (internal/events); a follower asking any node of a fleet gets every
 // node's: the node asked follows its own stream and each other node's
 // (asked as root of the fleet, so that node sends its own events, all
 // of them, and never asks further), and sends what its caller may see
@@ -149,7 +149,7 @@ func (fs *fleetStream) serve(ctx context.Context, w http.ResponseWriter, rc *htt
 			}
 			ev := *it.ev
 			ev.Node = it.node
-			if ev.Type == sandbox.StreamGap {
+			if ev.Type == events.Gap {
 				ev.Message = "node " + it.node + ": " + ev.Message
 			} else if !p.Sees(ev.Owner) || (only != "" && ev.SandboxID != only) {
 				continue
@@ -233,7 +233,7 @@ func (fs *fleetStream) send(ctx context.Context, it fleetItem) bool {
 }
 
 // readLocal reads this node's own stream.
-func (fs *fleetStream) readLocal(ctx context.Context, cur sandbox.EventCursor) {
+func (fs *fleetStream) readLocal(ctx context.Context, cur events.Cursor) {
 	defer fs.wg.Done()
 	for {
 		evs, next, wake := fs.s.events.EventsAfter(cur)
@@ -337,5 +337,5 @@ func (fs *fleetStream) pump(ctx context.Context, node string, rd *cluster.EventR
 // fleetGap says some events of node (or of the fleet's other nodes, for
 // "") may be missing. serve names the node in its message.
 func fleetGap(node, msg string) api.StreamEvent {
-	return api.StreamEvent{Type: sandbox.StreamGap, Time: time.Now().UTC(), Node: node, Message: msg}
+	return api.StreamEvent{Type: events.Gap, Time: time.Now().UTC(), Node: node, Message: msg}
 }

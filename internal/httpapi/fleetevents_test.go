@@ -16,21 +16,21 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/events"
 )
 
 // oneEventStream is this node's stream: one event, then nothing.
-type oneEventStream struct{ ev sandbox.StreamEvent }
+type oneEventStream struct{ ev events.Event }
 
-func (s oneEventStream) ParseEventCursor(id string) (sandbox.EventCursor, error) {
+func (s oneEventStream) ParseEventCursor(id string) (events.Cursor, error) {
 	if id == "bad" {
-		return sandbox.EventCursor{}, errdefs.Invalid("event id %q is not one of den's (BOOT.SEQ)", id)
+		return events.Cursor{}, errdefs.Invalid("event id %q is not one of den's (BOOT.SEQ)", id)
 	}
-	return sandbox.EventCursor{}, nil
+	return events.Cursor{}, nil
 }
 
-func (s oneEventStream) EventsAfter(cur sandbox.EventCursor) ([]sandbox.StreamEvent, sandbox.EventCursor, <-chan struct{}) {
-	return []sandbox.StreamEvent{s.ev}, cur, make(chan struct{})
+func (s oneEventStream) EventsAfter(cur events.Cursor) ([]events.Event, events.Cursor, <-chan struct{}) {
+	return []events.Event{s.ev}, cur, make(chan struct{})
 }
 
 // fleetNodes is the fleet's records, for a Forwarder.
@@ -122,7 +122,7 @@ func newFleetEnv(t *testing.T) *fleetEnv {
 	}
 	f := cluster.NewForwarder("a", nodes, []byte("fleet key"), nil)
 	e.b.fwdr, e.c.fwdr = f, f
-	local := oneEventStream{sandbox.StreamEvent{ID: "aa.3", Type: "resumed", SandboxID: "sb-a", Sandbox: "sb-a", Time: testTime}}
+	local := oneEventStream{events.Event{ID: "aa.3", Type: "resumed", SandboxID: "sb-a", Sandbox: "sb-a", Time: testTime}}
 	h := New(Config{Sandboxes: newFakeSandboxes(&calls{}), Images: newFakeImages(&calls{}), Logger: slog.New(slog.DiscardHandler),
 		Events: local, Cluster: f})
 	e.srv = httptest.NewServer(Local(h))

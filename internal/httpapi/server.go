@@ -21,6 +21,7 @@ import (
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/usage"
 )
 
 // DefaultMaxJSONBytes bounds a JSON request body when Config leaves it 0.
@@ -40,7 +41,7 @@ type SandboxService interface {
 	Remove(ctx context.Context, ref string, force bool) error
 	Events(ctx context.Context, ref string) ([]sandbox.Event, error)
 	// Metrics is the sandbox's samples from from to to (zero: open).
-	Metrics(ctx context.Context, ref string, from, to time.Time) ([]sandbox.Sample, error)
+	Metrics(ctx context.Context, ref string, from, to time.Time) ([]usage.Sample, error)
 	// Address is the sandbox's private address, or "".
 	Address(sb *sandbox.Sandbox) string
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/usage"
 )
 
 // fakeSource is a node of three sandboxes: one running, one paused, one
@@ -31,10 +32,10 @@ func (f fakeSource) Usage(ctx context.Context) ([]sandbox.SandboxUsage, error) {
 	}
 	at := time.Unix(1700000000, 0)
 	return []sandbox.SandboxUsage{
-		{Sandbox: mk("aaaa", "web", "", sandbox.StateRunning), Latest: &sandbox.Latest{At: at, CPUTime: 1500 * time.Millisecond,
+		{Sandbox: mk("aaaa", "web", "", sandbox.StateRunning), Latest: &usage.Latest{At: at, CPUTime: 1500 * time.Millisecond,
 			MemoryBytes: 50 << 20, WorkingSetBytes: 40 << 20, HostTasks: 12, DiskBytes: 4096,
 			NetworkRead: true, ReceivedBytes: 100, SentBytes: 200}},
-		{Sandbox: mk("bbbb", "db", "alice", sandbox.StatePaused), Latest: &sandbox.Latest{At: at, CPUTime: time.Second}},
+		{Sandbox: mk("bbbb", "db", "alice", sandbox.StatePaused), Latest: &usage.Latest{At: at, CPUTime: time.Second}},
 		{Sandbox: mk("cccc", "old", "alice", sandbox.StateHibernated)},
 	}, nil
 }

@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/events"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/runoutput"
+	"github.com/den-dev/den/internal/usage"
 )
 
 // Config is what the Service is built from.
@@ -142,16 +144,16 @@ type Service struct {
 	disk capLedger
 	// admission checks owners' quotas (admission.go); it has its own lock.
 	admission admitter
-	// metrics keeps recent samples of running sandboxes (metrics.go); it
-	// has its own lock.
-	metrics metricsLog
+	// metrics keeps recent samples of running sandboxes (metrics.go,
+	// internal/usage); it has its own lock.
+	metrics sampleLog
 	// blobs is the blob store checkpoints are uploaded to (offsite.go);
 	// nil: none, and checkpoints live on this host only. Set once, before
 	// Recover (UseBlobStore).
 	blobs BlobStore
-	// events is the event stream of this node's sandboxes (stream.go);
-	// it has its own lock.
-	events *eventHub
+	// events is the event stream of this node's sandboxes (stream.go,
+	// internal/events); it has its own lock.
+	events eventStream
 	// warm are this node's warm pools (warm.go); nil without any. They
 	// are per node by design: no other node sees their instances.
 	warm *warmPools
@@ -203,7 +205,8 @@ func NewService(cfg Config) (*Service, error) {
 		secretStates: grant.NewHolders(),
 		disk:         quota.NewLedger(cfg.Disk),
 		admission:    quota.NewAdmission(cfg.Quotas),
-		events:       newEventHub(),
+		events:       events.NewHub(),
+		metrics:      usage.NewLog(),
 	}
 	s.space = runoutput.NewSpace(ctx, cfg.RunsDir, cfg.Output, prunableRuns{s}, cfg.Now, cfg.Logger)
 	if _, ok := cfg.Runtime.(HostnameSetter); ok && cfg.Warm.Dir != "" {

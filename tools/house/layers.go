@@ -55,6 +55,8 @@ var layers = map[string]layer{
 	"internal/quota":     capabilities,
 	"internal/grant":     capabilities,
 	"internal/runoutput": capabilities,
+	"internal/events":    capabilities,
+	"internal/usage":     capabilities,
 
 	// The domain.
 	"internal/sandbox": coreLayer,
