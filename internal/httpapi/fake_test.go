@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/expose"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -483,7 +484,7 @@ func (f *fakeSandboxes) ExposePort(ctx context.Context, ref string, port uint16,
 		return nil, err
 	}
 	sb := *f.sandboxes[0]
-	sb.Spec.Ports = []sandbox.ExposedPort{{Port: port, Public: public}}
+	sb.Spec.Ports = []expose.Port{{Port: port, Public: public}}
 	return &sb, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/expose"
 )
 
 // Spec is what the user asked for. Its network policy and limits can be
@@ -35,7 +36,7 @@ type Spec struct {
 	// (also in forks and sandboxes made from its checkpoints): its memory
 	// images are sealed. See MemorySealer.
 	SecretsGranted bool          `json:"secrets_granted,omitempty"`
-	Ports          []ExposedPort `json:"ports,omitempty"` // served through dend, by port number
+	Ports          []expose.Port `json:"ports,omitempty"` // served through dend, by port number
 	// Peers are its read-only views of other sandboxes' files (peers.go).
 	Peers  []Peer            `json:"peers,omitempty"`
 	Env    map[string]string `json:"env,omitempty"`
