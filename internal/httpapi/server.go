@@ -18,6 +18,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -117,9 +118,9 @@ type SandboxService interface {
 	// Peers lists a sandbox's read-only views of others; AddPeer,
 	// RefreshPeer and RemovePeer change them (p says whose sandboxes the
 	// caller may read).
-	Peers(ctx context.Context, ref string) ([]sandbox.Peer, error)
-	AddPeer(ctx context.Context, ref string, p sandbox.PeerParams) (*sandbox.Sandbox, *sandbox.Peer, error)
-	RefreshPeer(ctx context.Context, ref, peer string, p sandbox.PeerParams) (*sandbox.Sandbox, *sandbox.Peer, error)
+	Peers(ctx context.Context, ref string) ([]peers.Peer, error)
+	AddPeer(ctx context.Context, ref string, p sandbox.PeerParams) (*sandbox.Sandbox, *peers.Peer, error)
+	RefreshPeer(ctx context.Context, ref, peer string, p sandbox.PeerParams) (*sandbox.Sandbox, *peers.Peer, error)
 	RemovePeer(ctx context.Context, ref, peer string, restart bool) (*sandbox.Sandbox, error)
 	// ExposePort serves a port of the sandbox, or changes whether it is
 	// public; UnexposePort stops serving it.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/expose"
+	"github.com/den-dev/den/internal/peers"
 )
 
 // Spec is what the user asked for. Its network policy and limits can be
@@ -37,8 +38,9 @@ type Spec struct {
 	// images are sealed. See MemorySealer.
 	SecretsGranted bool          `json:"secrets_granted,omitempty"`
 	Ports          []expose.Port `json:"ports,omitempty"` // served through dend, by port number
-	// Peers are its read-only views of other sandboxes' files (peers.go).
-	Peers  []Peer            `json:"peers,omitempty"`
+	// Peers are its read-only views of other sandboxes' files (package
+	// peers).
+	Peers  []peers.Peer      `json:"peers,omitempty"`
 	Env    map[string]string `json:"env,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
 	// Ephemeral sandboxes keep nothing when they are destroyed: no

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/peers"
 )
 
 // Config is what the Service is built from.
@@ -151,6 +152,8 @@ type Service struct {
 	// warm are this node's warm pools (warm.go); nil without any. They
 	// are per node by design: no other node sees their instances.
 	warm *warmPools
+	// views are the snapshots peers' views are (package peers).
+	views *peers.Views
 	// fence is until when this node's sandboxes may run, in a fleet
 	// (fence.go); it has its own lock.
 	fence fenceState
@@ -203,6 +206,7 @@ func NewService(cfg Config) (*Service, error) {
 		dataReserve:  &diskReserve{dir: cfg.RunsDir, reserve: cfg.Output.Reserve, now: cfg.Now},
 		admission:    newAdmission(cfg.Quotas),
 		events:       newEventHub(),
+		views:        peers.NewViews(cfg.Volumes, cfg.Logger),
 	}
 	if cfg.Offsite != nil {
 		s.uploads = newUploadQueue()
