@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/expose"
 	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/usage"
 )
@@ -452,26 +454,26 @@ func (f *fakeSandboxes) SetSecrets(ctx context.Context, ref string, grants []gra
 	return &sb, nil
 }
 
-func (f *fakeSandboxes) Peers(ctx context.Context, ref string) ([]sandbox.Peer, error) {
+func (f *fakeSandboxes) Peers(ctx context.Context, ref string) ([]peers.Peer, error) {
 	if err := f.enter("Peers", ref); err != nil {
 		return nil, err
 	}
 	return f.sandboxes[0].Spec.Peers, nil
 }
 
-func (f *fakeSandboxes) AddPeer(ctx context.Context, ref string, p sandbox.PeerParams) (*sandbox.Sandbox, *sandbox.Peer, error) {
+func (f *fakeSandboxes) AddPeer(ctx context.Context, ref string, p sandbox.PeerParams) (*sandbox.Sandbox, *peers.Peer, error) {
 	if err := f.enter("AddPeer", ref, p); err != nil {
 		return nil, nil, err
 	}
-	peer := sandbox.Peer{ID: "v1", Sandbox: p.Other, SandboxID: "sb9", At: p.At, Checkpoint: p.Checkpoint, TakenAt: testTime}
+	peer := peers.Peer{ID: "v1", Sandbox: p.Other, SandboxID: "sb9", At: p.At, Checkpoint: p.Checkpoint, TakenAt: testTime}
 	return f.sandboxes[0], &peer, nil
 }
 
-func (f *fakeSandboxes) RefreshPeer(ctx context.Context, ref, peer string, p sandbox.PeerParams) (*sandbox.Sandbox, *sandbox.Peer, error) {
+func (f *fakeSandboxes) RefreshPeer(ctx context.Context, ref, peer string, p sandbox.PeerParams) (*sandbox.Sandbox, *peers.Peer, error) {
 	if err := f.enter("RefreshPeer", ref, peer, p); err != nil {
 		return nil, nil, err
 	}
-	return f.sandboxes[0], &sandbox.Peer{ID: "v2", At: "/peers/x", TakenAt: testTime}, nil
+	return f.sandboxes[0], &peers.Peer{ID: "v2", At: "/peers/x", TakenAt: testTime}, nil
 }
 
 func (f *fakeSandboxes) RemovePeer(ctx context.Context, ref, peer string, restart bool) (*sandbox.Sandbox, error) {
@@ -486,7 +488,7 @@ func (f *fakeSandboxes) ExposePort(ctx context.Context, ref string, port uint16,
 		return nil, err
 	}
 	sb := *f.sandboxes[0]
-	sb.Spec.Ports = []sandbox.ExposedPort{{Port: port, Public: public}}
+	sb.Spec.Ports = []expose.Port{{Port: port, Public: public}}
 	return &sb, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -73,6 +74,6 @@ func peerReader(r *http.Request) sandbox.PeerParams {
 	return sandbox.PeerParams{Reader: p.Owner}
 }
 
-func toPeer(p sandbox.Peer) api.Peer {
+func toPeer(p peers.Peer) api.Peer {
 	return api.Peer{ID: p.ID, Sandbox: p.Sandbox, SandboxID: p.SandboxID, At: p.At, Checkpoint: p.Checkpoint, TakenAt: p.TakenAt}
 }

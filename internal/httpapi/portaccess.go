@@ -15,7 +15,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/expose"
 )
 
 // Who may reach an exposed port, in the order authenticate asks:
@@ -151,7 +151,7 @@ func portMAC(key []byte, sandboxID string, port uint16, linkKey string, expires 
 	return m.Sum(nil)
 }
 
-func (s *server) signPort(sandboxID string, ep sandbox.ExposedPort, expires int64) string {
+func (s *server) signPort(sandboxID string, ep expose.Port, expires int64) string {
 	return base64.RawURLEncoding.EncodeToString(portMAC(s.portsKey, sandboxID, ep.Port, ep.LinkKey, expires))
 }
 
@@ -162,7 +162,7 @@ func badSignature() error {
 
 // checkPortSignature checks a signature against the sandbox's id, the
 // port and the expiry it came with, in constant time, then the expiry.
-func (s *server) checkPortSignature(sandboxID string, ep sandbox.ExposedPort, exp, sig string, now time.Time) error {
+func (s *server) checkPortSignature(sandboxID string, ep expose.Port, exp, sig string, now time.Time) error {
 	if exp == "" || sig == "" {
 		return errdefs.WithHint(auth.Unauthorized("malformed signed URL: it needs both %s and %s", api.PortExpiresParam, api.PortSignatureParam),
 			"use the whole URL `den port url NAME PORT` printed")

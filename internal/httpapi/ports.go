@@ -17,6 +17,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/expose"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -63,7 +64,7 @@ func parsePort(s string) (uint16, error) {
 		return 0, errdefs.WithHint(errdefs.Invalid("invalid port %q", s), "use a port from 1 to 65535")
 	}
 	port := uint16(n)
-	return port, sandbox.ValidatePort(port)
+	return port, expose.Validate(port)
 }
 
 // exposePort exposes a port, or changes whether it is public.
@@ -134,7 +135,7 @@ func (s *server) portURL(w http.ResponseWriter, r *http.Request) error {
 	}
 	ep, ok := sb.Exposed(port)
 	if !ok {
-		return sandbox.PortNotExposed(sb, port)
+		return expose.NotExposed(sb.Name, port)
 	}
 	expires := time.Now().Add(lifetime).Truncate(time.Second).UTC()
 	q := url.Values{}
@@ -317,7 +318,7 @@ func withoutSignature(raw string) string {
 // isProxy reports whether a route pattern is the proxy's.
 func isProxy(pattern string) bool { return pattern == proxyPattern }
 
-func fromPorts(in []sandbox.ExposedPort) []api.ExposedPort {
+func fromPorts(in []expose.Port) []api.ExposedPort {
 	var out []api.ExposedPort
 	for _, p := range in {
 		out = append(out, api.ExposedPort{Port: p.Port, Public: p.Public})

@@ -23,7 +23,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/expose"
 )
 
 // seen is what the application behind a port was sent, as echoBackend
@@ -148,7 +148,7 @@ func TestPortBadInput(t *testing.T) {
 
 func TestPortURL(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.PortsKey = testPortsKey })
-	e.sbx.sandboxes[0].Spec.Ports = []sandbox.ExposedPort{{Port: 8080}}
+	e.sbx.sandboxes[0].Spec.Ports = []expose.Port{{Port: 8080}}
 	before := time.Now()
 	var u api.PortURL
 	resp, body := e.do("GET", "/v1/sandboxes/alpha/ports/8080/url?expires=2h", nil)
@@ -170,7 +170,7 @@ func TestPortURL(t *testing.T) {
 		t.Errorf("den_expires %s, expires_at %v", exp, u.ExpiresAt)
 	}
 	s := &server{portsKey: testPortsKey}
-	if err := s.checkPortSignature("sb1", sandbox.ExposedPort{Port: 8080}, exp, p.Query().Get(api.PortSignatureParam), time.Now()); err != nil {
+	if err := s.checkPortSignature("sb1", expose.Port{Port: 8080}, exp, p.Query().Get(api.PortSignatureParam), time.Now()); err != nil {
 		t.Errorf("the signature does not check: %v", err)
 	}
 
@@ -186,7 +186,7 @@ func TestCheckPortSignature(t *testing.T) {
 	s := &server{portsKey: testPortsKey}
 	now := time.Unix(1_800_000_000, 0)
 	exp := now.Add(time.Hour).Unix()
-	ep := sandbox.ExposedPort{Port: 8080, LinkKey: "k1"}
+	ep := expose.Port{Port: 8080, LinkKey: "k1"}
 	good := s.signPort("sb1", ep, exp)
 	e := strconv.FormatInt(exp, 10)
 	if err := s.checkPortSignature("sb1", ep, e, good, now); err != nil {
@@ -214,7 +214,7 @@ func TestCheckPortSignature(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key := cmp.Or(tc.linkKey, ep.LinkKey)
-			err := s.checkPortSignature(tc.id, sandbox.ExposedPort{Port: tc.port, LinkKey: key}, tc.exp, tc.sig, tc.now)
+			err := s.checkPortSignature(tc.id, expose.Port{Port: tc.port, LinkKey: key}, tc.exp, tc.sig, tc.now)
 			if err == nil || !strings.Contains(err.Error(), tc.msg) || errdefs.Hint(err) == "" {
 				t.Errorf("error %v (hint %q), want one saying %q with a hint", err, errdefs.Hint(err), tc.msg)
 			}
@@ -332,8 +332,8 @@ func portsAccessEnv(t *testing.T) *accessEnv {
 	t.Helper()
 	a := newAccessEnv(t)
 	a.sbx.target = echoBackend(t)
-	a.sbx.list[0].Spec.Ports = []sandbox.ExposedPort{{Port: 8080}, {Port: 3000, Public: true}} // mine, alice's
-	a.sbx.list[1].Spec.Ports = []sandbox.ExposedPort{{Port: 8080}}                             // theirs, bob's
+	a.sbx.list[0].Spec.Ports = []expose.Port{{Port: 8080}, {Port: 3000, Public: true}} // mine, alice's
+	a.sbx.list[1].Spec.Ports = []expose.Port{{Port: 8080}}                             // theirs, bob's
 	h := New(Config{
 		Sandboxes: a.sbx, Images: newFakeImages(a.calls), Tokens: a.tokens, Audit: a.st,
 		Logger:   slog.New(slog.NewJSONHandler(a.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -443,7 +443,7 @@ func TestPortAccess(t *testing.T) {
 		{"another sandbox", "/v1/sandboxes/theirs/ports/8080/proxy/?" + p.RawQuery, "does not match"},
 		{"no such sandbox", "/v1/sandboxes/ghost/ports/8080/proxy/?" + p.RawQuery, "does not match"},
 		{"forged", "/v1/sandboxes/mine/ports/8080/proxy/?den_expires=" + q.Get(api.PortExpiresParam) + "&den_signature=" + strings.Repeat("A", 43), "does not match"},
-		{"expired", "/v1/sandboxes/mine/ports/8080/proxy/?den_expires=1000&den_signature=" + a.server().signPort("sb-mine", sandbox.ExposedPort{Port: 8080}, 1000), "expired at 1970-01-01T00:16:40Z"},
+		{"expired", "/v1/sandboxes/mine/ports/8080/proxy/?den_expires=1000&den_signature=" + a.server().signPort("sb-mine", expose.Port{Port: 8080}, 1000), "expired at 1970-01-01T00:16:40Z"},
 		{"expiry moved", "/v1/sandboxes/mine/ports/8080/proxy/?den_expires=" + strconv.FormatInt(exp+86400, 10) + "&den_signature=" + q.Get(api.PortSignatureParam), "does not match"},
 		{"elsewhere", "/v1/sandboxes/mine/events?" + p.RawQuery, "missing bearer token"},
 	} {

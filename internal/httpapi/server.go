@@ -20,6 +20,7 @@ import (
 	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/usage"
 )
@@ -108,9 +109,9 @@ type SandboxService interface {
 	// Peers lists a sandbox's read-only views of others; AddPeer,
 	// RefreshPeer and RemovePeer change them (p says whose sandboxes the
 	// caller may read).
-	Peers(ctx context.Context, ref string) ([]sandbox.Peer, error)
-	AddPeer(ctx context.Context, ref string, p sandbox.PeerParams) (*sandbox.Sandbox, *sandbox.Peer, error)
-	RefreshPeer(ctx context.Context, ref, peer string, p sandbox.PeerParams) (*sandbox.Sandbox, *sandbox.Peer, error)
+	Peers(ctx context.Context, ref string) ([]peers.Peer, error)
+	AddPeer(ctx context.Context, ref string, p sandbox.PeerParams) (*sandbox.Sandbox, *peers.Peer, error)
+	RefreshPeer(ctx context.Context, ref, peer string, p sandbox.PeerParams) (*sandbox.Sandbox, *peers.Peer, error)
 	RemovePeer(ctx context.Context, ref, peer string, restart bool) (*sandbox.Sandbox, error)
 	// ExposePort serves a port of the sandbox, or changes whether it is
 	// public; UnexposePort stops serving it.

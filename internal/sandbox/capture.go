@@ -18,6 +18,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/peers"
 )
 
 // A checkpoint is made in one order and undone in the reverse: the memory
@@ -443,7 +444,7 @@ func (s *Service) restorable(ck *Checkpoint, sb *Sandbox) error {
 	inst := s.instance(sb, "", "")
 	inst.Init = ck.Manifest.Init
 	if h := s.cfg.Runtime.SpecHash(inst); ck.Manifest.SpecHash != h {
-		if d := peersDiffer(ck, sb); d != "" {
+		if d := peers.MountsDiffer(ck.Manifest.Spec.Peers, sb.Spec.Peers); d != "" {
 			return errdefs.WithHint(errdefs.Conflict("the memory image of checkpoint %s cannot come back into sandbox %q: %s", ck.ID, sb.Name, d),
 				"give it the same peers again (`den peer add`/`den peer rm`), or boot the checkpoint's files without its processes")
 		}

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/expose"
 	"github.com/den-dev/den/internal/guest"
 )
 
@@ -26,7 +27,7 @@ type portDialer interface {
 // only is reached too. A sleeping sandbox is woken, and the call counts
 // as use.
 func (s *Service) DialPort(ctx context.Context, ref string, port uint16) (io.ReadWriteCloser, error) {
-	if err := ValidatePort(port); err != nil {
+	if err := expose.Validate(port); err != nil {
 		return nil, err
 	}
 	sb, unlock, err := s.useSandbox(ctx, ref, fmt.Sprintf("reach port %d of", port))

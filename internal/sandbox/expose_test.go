@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/expose"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/store/sqlite"
 )
@@ -60,10 +61,10 @@ func addSandbox(t *testing.T, st *sqlite.Store, name string, state sandbox.State
 }
 
 // ports is what a sandbox exposes, without the link keys.
-func ports(sb *sandbox.Sandbox) []sandbox.ExposedPort {
-	var out []sandbox.ExposedPort
+func ports(sb *sandbox.Sandbox) []expose.Port {
+	var out []expose.Port
 	for _, p := range sb.Spec.Ports {
-		out = append(out, sandbox.ExposedPort{Port: p.Port, Public: p.Public})
+		out = append(out, expose.Port{Port: p.Port, Public: p.Public})
 	}
 	return out
 }
@@ -84,7 +85,7 @@ func TestExposePort(t *testing.T) {
 	if sb, err = svc.ExposePort(ctx, "id-web", 3000, true); err != nil {
 		t.Fatal(err)
 	}
-	want := []sandbox.ExposedPort{{Port: 3000, Public: true}, {Port: 8080}}
+	want := []expose.Port{{Port: 3000, Public: true}, {Port: 8080}}
 	if got := ports(sb); !slices.Equal(got, want) {
 		t.Fatalf("ports %+v, want %+v", got, want)
 	}
@@ -104,7 +105,7 @@ func TestExposePort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ports(stored); !slices.Equal(got, []sandbox.ExposedPort{{Port: 3000}, {Port: 8080}}) {
+	if got := ports(stored); !slices.Equal(got, []expose.Port{{Port: 3000}, {Port: 8080}}) {
 		t.Fatalf("stored ports %+v", got)
 	}
 	if p, _ := stored.Exposed(3000); p.LinkKey != key3000.LinkKey {
@@ -128,7 +129,7 @@ func TestExposePort(t *testing.T) {
 	if sb, err = svc.UnexposePort(ctx, "web", 3000); err != nil {
 		t.Fatal(err)
 	}
-	if got := ports(sb); !slices.Equal(got, []sandbox.ExposedPort{{Port: 8080}}) {
+	if got := ports(sb); !slices.Equal(got, []expose.Port{{Port: 8080}}) {
 		t.Fatalf("ports after unexposing 3000: %+v", got)
 	}
 	if _, err := svc.UnexposePort(ctx, "web", 3000); !errors.Is(err, errdefs.ErrNotFound) || errdefs.Hint(err) == "" {
@@ -178,21 +179,21 @@ func TestExposePortBadInput(t *testing.T) {
 			}
 		})
 	}
-	for i := range sandbox.MaxExposedPorts {
+	for i := range expose.Max {
 		if _, err := svc.ExposePort(ctx, "web", uint16(1000+i), false); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := svc.ExposePort(ctx, "web", 9999, false); !errors.Is(err, errdefs.ErrTooLarge) {
-		t.Errorf("port %d: %v, want too large", sandbox.MaxExposedPorts+1, err)
+		t.Errorf("port %d: %v, want too large", expose.Max+1, err)
 	}
 	// Changing one already exposed is still allowed at the limit.
 	if _, err := svc.ExposePort(ctx, "web", 1000, true); err != nil {
 		t.Errorf("making an exposed port public at the limit: %v", err)
 	}
 	sb, _ := svc.Get(ctx, "web")
-	if len(sb.Spec.Ports) != sandbox.MaxExposedPorts {
-		t.Errorf("%d ports exposed, want %d", len(sb.Spec.Ports), sandbox.MaxExposedPorts)
+	if len(sb.Spec.Ports) != expose.Max {
+		t.Errorf("%d ports exposed, want %d", len(sb.Spec.Ports), expose.Max)
 	}
 }
 

@@ -177,7 +177,7 @@ func (s *Service) createFrom(ctx context.Context, p CreateParams, ck *Checkpoint
 		s.releaseSlot(sb.Slot)
 		return nil, fmt.Errorf("creating sandbox %q: %w", p.Name, err)
 	}
-	err = s.makeViews(ctx, sb, viewsFrom)
+	err = s.views.Copy(ctx, sb.Spec.Peers, viewsFrom)
 	if err == nil {
 		err = s.bootFrom(ctx, sb, ck, how)
 	}

@@ -256,7 +256,7 @@ func (s *Service) undoCreate(ctx context.Context, sb *Sandbox) {
 	if err := s.cfg.Volumes.Remove(ctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		s.log.Error("undoing create: removing volume", "sandbox", sb.Name, "err", err)
 	}
-	s.dropViews(ctx, sb)
+	s.views.DropAll(ctx, sb.Spec.Peers)
 	if s.undoRecord(ctx, sb) {
 		s.releaseSlot(sb.Slot)
 	}
@@ -515,7 +515,7 @@ func (s *Service) destroyLocked(cctx context.Context, sb *Sandbox, why string) e
 	if err := s.cfg.Volumes.Remove(cctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return fmt.Errorf("removing files of sandbox %q: %w", sb.Name, err)
 	}
-	s.dropViews(cctx, sb)
+	s.views.DropAll(cctx, sb.Spec.Peers)
 	if err := os.RemoveAll(filepath.Join(s.cfg.RunsDir, sb.ID)); err != nil {
 		s.log.Error("removing run output", "sandbox", sb.Name, "err", err)
 	}

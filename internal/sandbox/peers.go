@@ -4,56 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"slices"
-	"strings"
-	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/peers"
 )
 
-// Peering: a sandbox (NAME) sees a read-only view of another sandbox's
-// files (OTHER), so one agent can read what another wrote without a disk
-// they both write.
-//
-// A view is NAME's own read-only snapshot of OTHER's root filesystem (or
-// of one of OTHER's checkpoints), taken when the peer is added or
-// refreshed, and bind-mounted read-only into NAME at its mount point.
-// OTHER is only read: nothing of NAME is written into it or its record,
-// and OTHER's removal leaves NAME's view as it was.
-//
-// The engine fixes an instance's mounts when it boots, and restores a
-// memory image only with the mounts it was taken with. So a sandbox's
-// peers change only while it has no instance: when stopped, or, on
-// request, by restarting it (its processes end, its files stay). The
-// peers are in the sandbox's spec, so a hibernated sandbox wakes with
-// the views it slept with, and checkpoints record them: a memory image
-// restores only where the sandbox has peers at the same mount points.
-// The view's bytes are not part of NAME's checkpoints.
-
-// Peer is one read-only view a sandbox has of another's files.
-type Peer struct {
-	ID        string `json:"id"`         // the view's own id
-	SandboxID string `json:"sandbox_id"` // OTHER
-	// Sandbox is OTHER's name when the view was taken; it stays when
-	// OTHER goes.
-	Sandbox string `json:"sandbox"`
-	// At is where the view appears inside the sandbox.
-	At string `json:"at"`
-	// Checkpoint is the checkpoint of OTHER the view shows; "" when it
-	// shows OTHER's files as they were at TakenAt.
-	Checkpoint string    `json:"checkpoint,omitempty"`
-	TakenAt    time.Time `json:"taken_at"`
-	// View is the storage key of the read-only snapshot mounted at At.
-	View string `json:"view"`
-}
-
-// MaxPeers is the most views one sandbox may have.
-const MaxPeers = 8
-
-// PeerRoot is where a view appears by default: PeerRoot/OTHER.
-const PeerRoot = "/peers"
+// Peering (package peers): a sandbox sees a read-only view of another
+// sandbox's files. The core keeps the verbs: it checks the sandbox's state,
+// locks it and OTHER, and records the views in its spec.
 
 // PeerParams is what a caller asks for when adding or refreshing a view.
 type PeerParams struct {
@@ -62,7 +21,7 @@ type PeerParams struct {
 	// Checkpoint is a checkpoint of OTHER to show instead of its files
 	// now; id or name.
 	Checkpoint string
-	// At is the mount point; default PeerRoot/OTHER.
+	// At is the mount point; default peers.Root/OTHER.
 	At string
 	// Restart lets den restart a running or paused sandbox to apply the
 	// change (its processes end, its files stay); without it only a
@@ -81,42 +40,6 @@ type ViewMount struct {
 	Destination string // mount point inside
 }
 
-// reservedMounts are the mount points den itself uses: a view may not
-// sit on one of them or under it.
-var reservedMounts = []string{"/proc", "/dev", "/sys", "/.den", "/etc/resolv.conf", guest.SecretDir}
-
-// ValidateMountPoint checks a view's mount point: an absolute, clean path
-// with no "..", off den's own mounts.
-func ValidateMountPoint(at string) error {
-	hint := "use an absolute path such as /peers/NAME"
-	switch {
-	case at == "" || at[0] != '/':
-		return errdefs.WithHint(errdefs.Invalid("mount point %q is not an absolute path", at), hint)
-	case slices.Contains(strings.Split(at, "/"), ".."):
-		return errdefs.WithHint(errdefs.Invalid("mount point %q contains \"..\"", at), hint)
-	case path.Clean(at) != at:
-		return errdefs.WithHint(errdefs.Invalid("mount point %q is not a clean path", at), "write it as "+path.Clean(at))
-	case at == "/":
-		return errdefs.WithHint(errdefs.Invalid("a view cannot be mounted over the root filesystem"), hint)
-	case len(at) > 255 || strings.ContainsAny(at, "\x00\n,"):
-		return errdefs.WithHint(errdefs.Invalid("mount point %q is too long or holds a comma, newline or NUL", at), hint)
-	}
-	for _, r := range reservedMounts {
-		if under(at, r) || under(r, at) {
-			return errdefs.WithHint(errdefs.Invalid("mount point %q collides with den's own mount %s", at, r), hint)
-		}
-	}
-	return nil
-}
-
-// under reports whether p is dir or inside it.
-func under(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, dir+"/")
-}
-
-// viewKey is the storage key of a sandbox's view.
-func viewKey(sandboxID, peerID string) string { return "peers/" + sandboxID + "-" + peerID }
-
 // viewMounts are the views sb's instances mount.
 func (s *Service) viewMounts(sb *Sandbox) []ViewMount {
 	var ms []ViewMount
@@ -127,7 +50,7 @@ func (s *Service) viewMounts(sb *Sandbox) []ViewMount {
 }
 
 // Peers returns a sandbox's views.
-func (s *Service) Peers(ctx context.Context, ref string) ([]Peer, error) {
+func (s *Service) Peers(ctx context.Context, ref string) ([]peers.Peer, error) {
 	sb, err := s.Get(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -155,7 +78,7 @@ func (s *Service) readable(ctx context.Context, p PeerParams) (*Sandbox, error) 
 }
 
 // AddPeer gives sandbox ref a read-only view of OTHER's files at p.At.
-func (s *Service) AddPeer(ctx context.Context, ref string, p PeerParams) (*Sandbox, *Peer, error) {
+func (s *Service) AddPeer(ctx context.Context, ref string, p PeerParams) (*Sandbox, *peers.Peer, error) {
 	sb, err := s.Get(ctx, ref)
 	if err != nil {
 		return nil, nil, err
@@ -169,35 +92,35 @@ func (s *Service) AddPeer(ctx context.Context, ref string, p PeerParams) (*Sandb
 			"its own files are at / already; name another sandbox")
 	}
 	if p.At == "" {
-		p.At = PeerRoot + "/" + other.Name
+		p.At = peers.Root + "/" + other.Name
 	}
-	if err := ValidateMountPoint(p.At); err != nil {
+	if err := peers.ValidateMountPoint(p.At); err != nil {
 		return nil, nil, err
 	}
 	if err := s.checkPeerChange(sb, p.Restart, "add a peer to"); err != nil {
 		return nil, nil, err
 	}
-	if err := addablePeer(sb, p.At); err != nil {
+	if err := peers.Addable(sb.Name, sb.Spec.Peers, p.At); err != nil {
 		return nil, nil, err
 	}
 	// OTHER is read before sb is locked, and never while it is: two
 	// sandboxes peering with each other at once must not wait on each
 	// other.
-	peer := Peer{ID: newID(8), SandboxID: other.ID, Sandbox: other.Name, At: p.At}
-	peer.View = viewKey(sb.ID, peer.ID)
+	peer := peers.Peer{ID: newID(8), SandboxID: other.ID, Sandbox: other.Name, At: p.At}
+	peer.View = peers.ViewKey(sb.ID, peer.ID)
 	if err := s.takeView(ctx, sb, other.ID, p.Checkpoint, &peer); err != nil {
 		return nil, nil, err
 	}
-	msg := fmt.Sprintf("peer %s added at %s", describePeer(peer), peer.At)
+	msg := fmt.Sprintf("peer %s added at %s", peers.Describe(peer), peer.At)
 	sb, err = s.changePeers(ctx, sb.ID, p.Restart, msg, func(sb *Sandbox) (string, error) {
-		if err := addablePeer(sb, p.At); err != nil {
+		if err := peers.Addable(sb.Name, sb.Spec.Peers, p.At); err != nil {
 			return "", err
 		}
 		sb.Spec.Peers = append(sb.Spec.Peers, peer)
 		return "", nil
 	})
 	if err != nil {
-		s.dropView(context.WithoutCancel(ctx), peer.View)
+		s.views.Drop(context.WithoutCancel(ctx), peer.View)
 		return nil, nil, err
 	}
 	return sb, &peer, nil
@@ -205,12 +128,12 @@ func (s *Service) AddPeer(ctx context.Context, ref string, p PeerParams) (*Sandb
 
 // RefreshPeer takes view peer of sandbox ref again: OTHER's files as
 // they are now, or the checkpoint p.Checkpoint of OTHER.
-func (s *Service) RefreshPeer(ctx context.Context, ref, peerRef string, p PeerParams) (*Sandbox, *Peer, error) {
+func (s *Service) RefreshPeer(ctx context.Context, ref, peerRef string, p PeerParams) (*Sandbox, *peers.Peer, error) {
 	sb, err := s.Get(ctx, ref)
 	if err != nil {
 		return nil, nil, err
 	}
-	old, err := findPeer(sb, peerRef)
+	old, err := peers.Find(sb.Name, sb.Spec.Peers, peerRef)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -228,14 +151,14 @@ func (s *Service) RefreshPeer(ctx context.Context, ref, peerRef string, p PeerPa
 	}
 	peer := *old
 	peer.ID = newID(8)
-	peer.View = viewKey(sb.ID, peer.ID)
+	peer.View = peers.ViewKey(sb.ID, peer.ID)
 	if err := s.takeView(ctx, sb, old.SandboxID, p.Checkpoint, &peer); err != nil {
 		return nil, nil, err
 	}
 	var dropped string
-	msg := fmt.Sprintf("peer %s at %s refreshed", describePeer(peer), peer.At)
+	msg := fmt.Sprintf("peer %s at %s refreshed", peers.Describe(peer), peer.At)
 	sb, err = s.changePeers(ctx, sb.ID, p.Restart, msg, func(sb *Sandbox) (string, error) {
-		i := slices.IndexFunc(sb.Spec.Peers, func(q Peer) bool { return q.ID == old.ID })
+		i := slices.IndexFunc(sb.Spec.Peers, func(q peers.Peer) bool { return q.ID == old.ID })
 		if i < 0 {
 			return "", errdefs.Conflict("view %s of sandbox %q changed meanwhile", old.At, sb.Name)
 		}
@@ -244,7 +167,7 @@ func (s *Service) RefreshPeer(ctx context.Context, ref, peerRef string, p PeerPa
 		return dropped, nil
 	})
 	if err != nil {
-		s.dropView(context.WithoutCancel(ctx), peer.View)
+		s.views.Drop(context.WithoutCancel(ctx), peer.View)
 		return nil, nil, err
 	}
 	return sb, &peer, nil
@@ -256,16 +179,16 @@ func (s *Service) RemovePeer(ctx context.Context, ref, peerRef string, restart b
 	if err != nil {
 		return nil, err
 	}
-	old, err := findPeer(sb, peerRef)
+	old, err := peers.Find(sb.Name, sb.Spec.Peers, peerRef)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.checkPeerChange(sb, restart, "remove a peer of"); err != nil {
 		return nil, err
 	}
-	msg := fmt.Sprintf("peer %s at %s removed", describePeer(*old), old.At)
+	msg := fmt.Sprintf("peer %s at %s removed", peers.Describe(*old), old.At)
 	return s.changePeers(ctx, sb.ID, restart, msg, func(sb *Sandbox) (string, error) {
-		i := slices.IndexFunc(sb.Spec.Peers, func(q Peer) bool { return q.ID == old.ID })
+		i := slices.IndexFunc(sb.Spec.Peers, func(q peers.Peer) bool { return q.ID == old.ID })
 		if i < 0 {
 			return "", errdefs.Conflict("view %s of sandbox %q was removed meanwhile", old.At, sb.Name)
 		}
@@ -273,52 +196,6 @@ func (s *Service) RemovePeer(ctx context.Context, ref, peerRef string, restart b
 		sb.Spec.Peers = slices.Delete(sb.Spec.Peers, i, i+1)
 		return dropped, nil
 	})
-}
-
-func describePeer(p Peer) string {
-	if p.Checkpoint != "" {
-		return fmt.Sprintf("%s (checkpoint %s)", p.Sandbox, p.Checkpoint)
-	}
-	return p.Sandbox
-}
-
-// findPeer finds a view of sb by its id, its mount point, or OTHER's name
-// or id when only one view shows OTHER.
-func findPeer(sb *Sandbox, ref string) (*Peer, error) {
-	var found []*Peer
-	for i := range sb.Spec.Peers {
-		p := &sb.Spec.Peers[i]
-		if p.ID == ref || p.At == ref {
-			return p, nil
-		}
-		if p.Sandbox == ref || p.SandboxID == ref {
-			found = append(found, p)
-		}
-	}
-	switch len(found) {
-	case 1:
-		return found[0], nil
-	case 0:
-		return nil, errdefs.WithHint(errdefs.NotFound("sandbox %q has no peer %q", sb.Name, ref),
-			fmt.Sprintf("list its peers with `den peer ls %s`", sb.Name))
-	}
-	return nil, errdefs.WithHint(errdefs.Conflict("sandbox %q has %d views of %q", sb.Name, len(found), ref),
-		fmt.Sprintf("name one by its id or mount point, as `den peer ls %s` shows", sb.Name))
-}
-
-// addablePeer checks that sb can take one more view at at.
-func addablePeer(sb *Sandbox, at string) error {
-	if len(sb.Spec.Peers) >= MaxPeers {
-		return errdefs.WithHint(errdefs.Conflict("sandbox %q has %d peers, the most it may have", sb.Name, MaxPeers),
-			fmt.Sprintf("remove one first with `den peer rm %s PEER`", sb.Name))
-	}
-	for _, p := range sb.Spec.Peers {
-		if under(at, p.At) || under(p.At, at) {
-			return errdefs.WithHint(errdefs.Conflict("mount point %s collides with the view of %s at %s", at, p.Sandbox, p.At),
-				"choose another mount point with --at")
-		}
-	}
-	return nil
 }
 
 // checkPeerChange refuses, before anything is done, a change to sb's
@@ -347,7 +224,7 @@ func (s *Service) checkPeerChange(sb *Sandbox, restart bool, action string) erro
 // are now, or of its checkpoint ckRef, and fills in what it shows. OTHER
 // is locked meanwhile, so no verb replaces its files under the snapshot;
 // a running OTHER is synced first, as a checkpoint is.
-func (s *Service) takeView(ctx context.Context, sb *Sandbox, otherID, ckRef string, peer *Peer) error {
+func (s *Service) takeView(ctx context.Context, sb *Sandbox, otherID, ckRef string, peer *peers.Peer) error {
 	other, unlock, err := s.lockSandbox(ctx, otherID)
 	if err != nil {
 		return err
@@ -368,7 +245,7 @@ func (s *Service) takeView(ctx context.Context, sb *Sandbox, otherID, ckRef stri
 		if err := s.ensureLocal(ctx, ck); err != nil {
 			return err
 		}
-		if _, err := s.cfg.Volumes.Snapshot(ctx, ck.VolumeKey(), peer.View, true); err != nil {
+		if err := s.views.Take(ctx, ck.VolumeKey(), peer.View); err != nil {
 			return fmt.Errorf("taking the view of checkpoint %s of %q: %w", ck.ID, other.Name, err)
 		}
 		peer.Checkpoint = ck.ID
@@ -383,7 +260,7 @@ func (s *Service) takeView(ctx context.Context, sb *Sandbox, otherID, ckRef stri
 	default:
 		return require(other, "take a view of", StateRunning, StatePaused, StateHibernated, StateStopped)
 	}
-	if _, err := s.cfg.Volumes.Snapshot(ctx, other.VolumeKey(), peer.View, true); err != nil {
+	if err := s.views.Take(ctx, other.VolumeKey(), peer.View); err != nil {
 		return fmt.Errorf("taking the view of %q: %w", other.Name, err)
 	}
 	return nil
@@ -424,7 +301,7 @@ func (s *Service) changePeers(ctx context.Context, id string, restart bool, msg 
 		return nil, err
 	}
 	if dropped != "" {
-		s.dropView(context.WithoutCancel(ctx), dropped)
+		s.views.Drop(context.WithoutCancel(ctx), dropped)
 	}
 	if boot {
 		if err := s.startLocked(ctx, sb); err != nil {
@@ -434,87 +311,30 @@ func (s *Service) changePeers(ctx context.Context, id string, restart bool, msg 
 	return sb, nil
 }
 
-// dropView removes a view's snapshot; one already gone is no error.
-func (s *Service) dropView(ctx context.Context, key string) {
-	if err := s.cfg.Volumes.Remove(ctx, key); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		s.log.Error("removing a peer view", "view", key, "err", err)
-	}
-}
-
-// dropViews removes every view of sb: it is being destroyed.
-func (s *Service) dropViews(ctx context.Context, sb *Sandbox) {
-	for _, p := range sb.Spec.Peers {
-		s.dropView(ctx, p.View)
-	}
-}
-
 // planViews gives a sandbox being made from ck, whose spec is spec and
 // id is id, views of its own of the peers ck was taken with, and returns
-// what each is to be copied from: the views of ck's sandbox it had then
-// if they are still there, else those it has now at the same mount
-// points (its memory image needs views at the same places). Nothing is
-// copied yet: makeViews does, once the new sandbox's record names them,
-// so an undo removes its views and never its origin's.
+// what each is to be copied from (peers.Plan): the views of ck's sandbox
+// it had then if they are still there, else those it has now at the same
+// mount points (its memory image needs views at the same places).
+// Nothing is copied yet: views.Copy does, once the new sandbox's record
+// names them, so an undo removes its views and never its origin's.
 func (s *Service) planViews(ctx context.Context, id string, spec *Spec, ck *Checkpoint) ([]string, error) {
 	if len(spec.Peers) == 0 {
 		return nil, nil
 	}
-	var now []Peer
+	var now []peers.Peer
 	if src, err := s.cfg.Store.GetSandbox(ctx, ck.SandboxID); err == nil && src.State != StateDestroyed {
 		now = src.Spec.Peers
 	}
-	peers := slices.Clone(spec.Peers)
-	from := make([]string, len(peers))
-	for i := range peers {
-		p := &peers[i]
-		from[i] = p.View
-		if _, err := s.cfg.Volumes.Stat(ctx, p.View); err != nil {
-			j := slices.IndexFunc(now, func(q Peer) bool { return q.At == p.At })
-			if j < 0 {
-				return nil, errdefs.WithHint(errdefs.Conflict("checkpoint %s was taken with a view of %s at %s, which is gone", ck.ID, p.Sandbox, p.At),
-					"its files alone can be booted: take a files-only checkpoint of a sandbox without that peer")
-			}
-			*p = now[j]
-			from[i] = now[j].View
-		}
-		p.ID = newID(8)
-		p.View = viewKey(id, p.ID)
+	kept := func(view string) bool {
+		_, err := s.cfg.Volumes.Stat(ctx, view)
+		return err == nil
 	}
-	spec.Peers = peers
+	plan, from, missing := peers.Plan(id, spec.Peers, now, kept, func() string { return newID(8) })
+	if missing != nil {
+		return nil, errdefs.WithHint(errdefs.Conflict("checkpoint %s was taken with a view of %s at %s, which is gone", ck.ID, missing.Sandbox, missing.At),
+			"its files alone can be booted: take a files-only checkpoint of a sandbox without that peer")
+	}
+	spec.Peers = plan
 	return from, nil
-}
-
-// makeViews copies the views planViews planned for sb.
-func (s *Service) makeViews(ctx context.Context, sb *Sandbox, from []string) error {
-	for i, p := range sb.Spec.Peers {
-		if _, err := s.cfg.Volumes.Snapshot(ctx, from[i], p.View, true); err != nil {
-			return fmt.Errorf("copying the view at %s: %w", p.At, err)
-		}
-	}
-	return nil
-}
-
-// peersDiffer says, when ck's memory image cannot be restored into sb
-// because their peers are mounted at different places, what differs;
-// else "".
-func peersDiffer(ck *Checkpoint, sb *Sandbox) string {
-	at := func(ps []Peer) []string {
-		var out []string
-		for _, p := range ps {
-			out = append(out, p.At)
-		}
-		slices.Sort(out)
-		return out
-	}
-	was, is := at(ck.Manifest.Spec.Peers), at(sb.Spec.Peers)
-	if slices.Equal(was, is) {
-		return ""
-	}
-	show := func(a []string) string {
-		if len(a) == 0 {
-			return "none"
-		}
-		return strings.Join(a, ", ")
-	}
-	return fmt.Sprintf("it was taken with views at %s, and the sandbox has them at %s", show(was), show(is))
 }

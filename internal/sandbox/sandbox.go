@@ -16,7 +16,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/expose"
 	"github.com/den-dev/den/internal/grant"
+	"github.com/den-dev/den/internal/peers"
 )
 
 // Spec is what the user asked for. Its network policy and limits can be
@@ -36,9 +38,10 @@ type Spec struct {
 	// (also in forks and sandboxes made from its checkpoints): its memory
 	// images are sealed. See grant.Sealer.
 	SecretsGranted bool          `json:"secrets_granted,omitempty"`
-	Ports          []ExposedPort `json:"ports,omitempty"` // served through dend, by port number
-	// Peers are its read-only views of other sandboxes' files (peers.go).
-	Peers  []Peer            `json:"peers,omitempty"`
+	Ports          []expose.Port `json:"ports,omitempty"` // served through dend, by port number
+	// Peers are its read-only views of other sandboxes' files (package
+	// peers).
+	Peers  []peers.Peer      `json:"peers,omitempty"`
 	Env    map[string]string `json:"env,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
 	// Ephemeral sandboxes keep nothing when they are destroyed: no

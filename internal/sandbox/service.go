@@ -13,6 +13,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/events"
 	"github.com/den-dev/den/internal/grant"
+	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/runoutput"
 	"github.com/den-dev/den/internal/usage"
@@ -157,6 +158,8 @@ type Service struct {
 	// warm are this node's warm pools (warm.go); nil without any. They
 	// are per node by design: no other node sees their instances.
 	warm *warmPools
+	// views are the snapshots peers' views are (package peers).
+	views *peers.Views
 }
 
 // NewService checks cfg and returns a Service. Call Recover before serving
@@ -207,6 +210,7 @@ func NewService(cfg Config) (*Service, error) {
 		admission:    quota.NewAdmission(cfg.Quotas),
 		events:       events.NewHub(),
 		metrics:      usage.NewLog(),
+		views:        peers.NewViews(cfg.Volumes, cfg.Logger),
 	}
 	s.space = runoutput.NewSpace(ctx, cfg.RunsDir, cfg.Output, prunableRuns{s}, cfg.Now, cfg.Logger)
 	if _, ok := cfg.Runtime.(HostnameSetter); ok && cfg.Warm.Dir != "" {

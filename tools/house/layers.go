@@ -57,6 +57,8 @@ var layers = map[string]layer{
 	"internal/runoutput": capabilities,
 	"internal/events":    capabilities,
 	"internal/usage":     capabilities,
+	"internal/peers":     capabilities,
+	"internal/expose":    capabilities,
 
 	// The domain.
 	"internal/sandbox": coreLayer,
