@@ -43,7 +43,7 @@ func mountsAt(t *testing.T, path string) []string {
 	return got
 }
 
-// What `ip netns add` does to /run/netns, done to a directory of the
+// What iproute2's namespace add does to /run/netns, done to a directory of the
 // test's own (so nothing else on the host sees it): bind-mount it onto
 // itself, recursively, make it shared, and mount a namespace of its own
 // in it. The namespace mounted there before is hidden: unmounting its
