@@ -24,8 +24,11 @@ import (
 	"github.com/den-dev/den/internal/storage/btrfs"
 )
 
-// hog allocates memory without end, 1 KB at a time, in busybox awk.
-var hog = []string{"awk", `BEGIN { while (1) a[i++] = sprintf("%1000s", "") }`}
+// hog allocates memory without end, 1 MiB at a time, in busybox awk.
+// Its steps are large and copied, never formatted: busybox's sprintf
+// fills 1 KB steps at 20 MB/s, and a 256 MiB limit then took 13 s of a
+// test's 20 on a quiet day here and more on a slow one.
+var hog = []string{"awk", `BEGIN { s = "x"; while (length(s) < 1048576) s = s s; while (1) a[i++] = s }`}
 
 // A process that takes more memory than the sandbox may use is killed,
 // and only it: den-init and the sandbox go on, and its run says why.
@@ -151,7 +154,7 @@ func TestLiveLimits(t *testing.T) {
 
 	// About 100 MB held, within 512 MiB.
 	holder, err := c.Start(ctx, guest.ProcSpec{Argv: []string{"awk",
-		`BEGIN { while (i < 100000) a[i++] = sprintf("%1000s", ""); system("touch /tmp/held; sleep 1000") }`}})
+		`BEGIN { while (i < 100000) a[i++] = sprintf("%65536s", ""); system("touch /tmp/held; sleep 1000") }`}})
 	if err != nil {
 		t.Fatal(err)
 	}
