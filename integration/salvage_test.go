@@ -193,6 +193,16 @@ func TestWakeCutShortBeforeTheTokenWasGiven(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The wake below frees the checkpoint it woke from, which the next
+	// collection, within a second, would take before this test kills
+	// dend: a sandbox made from it holds it, as the pending wake this
+	// test stages holds it in a dend that really died.
+	if _, err := d.c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "holder", From: slept.Checkpoint}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.StopSandbox(ctx, "holder"); err != nil {
+		t.Fatal(err)
+	}
 	before := d.count("rekeyed") // wakes it: den-init now holds the record's token
 	woken := d.inspect("rekeyed")
 	db, err := sql.Open("sqlite", filepath.Join(d.dataDir, "den.db"))
