@@ -15,7 +15,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/vishvananda/netlink"
 
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/netpolicy"
 )
 
 // The egress tests run sandbox namespaces made by netns.Manager on a range
@@ -38,7 +38,7 @@ const (
 func TestEgressNoneReachesNothing(t *testing.T) {
 	r := newEgressRig(t)
 	a := r.attach(t, "a", 0)
-	a.enforce(t, sandbox.NetworkNone)
+	a.enforce(t, netpolicy.ModeNone)
 	a.refused(t, "allowed.test")
 	a.unreachable(t, allowedAddr+":8080", r.allowed)
 	a.unreachable(t, deniedAddr+":8080", r.denied)
@@ -51,7 +51,7 @@ func TestEgressNoneReachesNothing(t *testing.T) {
 func TestEgressCIDRRule(t *testing.T) {
 	r := newEgressRig(t)
 	a := r.attach(t, "a", 0)
-	a.enforce(t, sandbox.NetworkAllow, allowedAddr+":8080")
+	a.enforce(t, netpolicy.ModeAllow, allowedAddr+":8080")
 	a.reaches(t, allowedAddr+":8080", "allowed:8080")
 	a.unreachable(t, allowedAddr+":8081", r.allowed)
 	a.unreachable(t, deniedAddr+":8080", r.denied)
@@ -61,7 +61,7 @@ func TestEgressCIDRRule(t *testing.T) {
 func TestEgressDomainRule(t *testing.T) {
 	r := newEgressRig(t)
 	a := r.attach(t, "a", 0)
-	a.enforce(t, sandbox.NetworkAllow, "allowed.test:8080", "*.wild.test")
+	a.enforce(t, netpolicy.ModeAllow, "allowed.test:8080", "*.wild.test")
 	// Not before den's resolver has answered the name.
 	a.unreachable(t, allowedAddr+":8080", r.allowed)
 	if got := a.resolve(t, "allowed.test", "udp"); !equalAddrs(got, allowedAddr) {
@@ -93,7 +93,7 @@ func TestEgressDomainRule(t *testing.T) {
 
 	// Dropping the rule drops what it admitted, at once; what the kept
 	// rule admitted stays.
-	a.enforce(t, sandbox.NetworkAllow, "allowed.test:8080")
+	a.enforce(t, netpolicy.ModeAllow, "allowed.test:8080")
 	a.unreachable(t, deniedAddr+":8080", r.denied)
 	a.reaches(t, allowedAddr+":8080", "allowed:8080")
 }
@@ -103,7 +103,7 @@ func TestEgressPrivateAnswers(t *testing.T) {
 	a := r.attach(t, "a", 0)
 	b := r.attach(t, "b", 1) // private.test's address is b's
 	bListener := r.serveIn(t, b.ns, b.guest.String()+":7000", "sandbox b")
-	a.enforce(t, sandbox.NetworkAllow, "private.test", "mixed.test")
+	a.enforce(t, netpolicy.ModeAllow, "private.test", "mixed.test")
 	if got := a.resolve(t, "private.test", "udp"); len(got) != 0 {
 		t.Fatalf("private.test resolved to %v; a private address must not be answered", got)
 	}
@@ -116,7 +116,7 @@ func TestEgressPrivateAnswers(t *testing.T) {
 	}
 	// Not even a CIDR rule naming it (den refuses such a rule before it
 	// gets here): den's sandbox network is never reached.
-	a.enforce(t, sandbox.NetworkAllow, "private.test", b.guest.String()+":7000")
+	a.enforce(t, netpolicy.ModeAllow, "private.test", b.guest.String()+":7000")
 	if got := a.resolve(t, "private.test", "udp"); len(got) != 0 {
 		t.Fatalf("private.test resolved to %v under a CIDR rule naming another sandbox", got)
 	}
@@ -132,7 +132,7 @@ func TestEgressOpen(t *testing.T) {
 	hostVeth := r.serveHost(t, "198.18.0.1:7002")
 	resolverTCP := r.serveHost(t, r.m.ResolverAddr().String()+":7003")
 
-	a.enforce(t, sandbox.NetworkOpen)
+	a.enforce(t, netpolicy.ModeOpen)
 	a.reaches(t, allowedAddr+":8080", "allowed:8080")
 	a.reaches(t, deniedAddr+":8081", "denied:8081")
 	if got := a.resolve(t, "denied.test", "udp"); !equalAddrs(got, deniedAddr) {
@@ -149,7 +149,7 @@ func TestEgressOpen(t *testing.T) {
 	a.unreachable(t, metadataAddr+":80", r.metadata)
 	// Not even when a CIDR rule names them (den refuses such rules
 	// before they get here).
-	a.enforce(t, sandbox.NetworkOpen, hostEnd.addr, hostVeth.addr, b.guest.String(), metadataAddr, r.m.ResolverAddr().String())
+	a.enforce(t, netpolicy.ModeOpen, hostEnd.addr, hostVeth.addr, b.guest.String(), metadataAddr, r.m.ResolverAddr().String())
 	a.unreachable(t, hostEnd.addr, hostEnd)
 	a.unreachable(t, hostVeth.addr, hostVeth)
 	a.unreachable(t, resolverTCP.addr, resolverTCP)
@@ -167,12 +167,12 @@ func TestEgressNoSandboxOpensAnother(t *testing.T) {
 	b := r.attach(t, "b", 1)
 	svc := r.serveIn(t, b.ns, b.guest.String()+":7000", "sandbox b")
 	initPort := r.serveIn(t, b.ns, b.guest.String()+":7071", "den-init of b")
-	for _, mode := range []sandbox.NetworkMode{sandbox.NetworkOpen, sandbox.NetworkAllow} {
+	for _, mode := range []netpolicy.Mode{netpolicy.ModeOpen, netpolicy.ModeAllow} {
 		a.enforce(t, mode, egressPrefix, b.guest.String()+":7000,7071")
 		b.enforce(t, mode, egressPrefix)
 		a.unreachable(t, b.guest.String()+":7000", svc)
 		a.unreachable(t, b.guest.String()+":7071", initPort)
-		b.enforce(t, sandbox.NetworkOpen)
+		b.enforce(t, netpolicy.ModeOpen)
 		b.reaches(t, allowedAddr+":8080", "allowed:8080")
 	}
 }
@@ -186,12 +186,12 @@ func TestEgressOpenedPrivateRange(t *testing.T) {
 	ns := serverNS(t, "egt-p"+tag, privateHostAddr, privateAddr)
 	srv := serveTCP(t, ns, privateAddr, "private", 8080, 8081)
 	a := r.attach(t, "a", 0)
-	a.enforce(t, sandbox.NetworkOpen)
+	a.enforce(t, netpolicy.ModeOpen)
 	a.unreachable(t, privateAddr+":8080", srv)
-	a.enforce(t, sandbox.NetworkAllow, privateAddr+":8080")
+	a.enforce(t, netpolicy.ModeAllow, privateAddr+":8080")
 	a.reaches(t, privateAddr+":8080", "private:8080")
 	a.unreachable(t, privateAddr+":8081", srv)
-	a.enforce(t, sandbox.NetworkOpen, privateAddr+":8081")
+	a.enforce(t, netpolicy.ModeOpen, privateAddr+":8081")
 	a.reaches(t, privateAddr+":8081", "private:8081")
 	a.unreachable(t, privateAddr+":8080", srv)
 }
@@ -199,14 +199,14 @@ func TestEgressOpenedPrivateRange(t *testing.T) {
 func TestEgressPolicyChangesAtOnce(t *testing.T) {
 	r := newEgressRig(t)
 	a := r.attach(t, "a", 0)
-	a.enforce(t, sandbox.NetworkOpen)
+	a.enforce(t, netpolicy.ModeOpen)
 	conn := a.dial(t, allowedAddr+":8080")
 	defer conn.Close()
 	rd := bufio.NewReader(conn)
 	if !echoes(conn, rd, "") || !echoes(conn, rd, "one") {
 		t.Fatal("no echo under open")
 	}
-	a.enforce(t, sandbox.NetworkNone)
+	a.enforce(t, netpolicy.ModeNone)
 	if echoes(conn, rd, "two") {
 		t.Fatal("an open connection still worked after the policy became none")
 	}
@@ -217,7 +217,7 @@ func TestEgressPolicyChangesAtOnce(t *testing.T) {
 func TestEgressDropsSpoofedSources(t *testing.T) {
 	r := newEgressRig(t)
 	a := r.attach(t, "a", 0)
-	a.enforce(t, sandbox.NetworkOpen)
+	a.enforce(t, netpolicy.ModeOpen)
 	// Another source address than its own gets the sandbox nowhere.
 	spoofed := "10.214.251.14" // in slot 3, which nobody has
 	a.addAddr(t, spoofed)
@@ -236,11 +236,11 @@ func TestEgressDropsSpoofedSources(t *testing.T) {
 func TestEgressRestoresRemovedTable(t *testing.T) {
 	r := newEgressRig(t)
 	a := r.attach(t, "a", 0)
-	a.enforce(t, sandbox.NetworkAllow, allowedAddr+":8080")
+	a.enforce(t, netpolicy.ModeAllow, allowedAddr+":8080")
 	// What a domain rule admitted comes back too, without resolving
 	// again.
 	b := r.attach(t, "b", 1)
-	b.enforce(t, sandbox.NetworkAllow, "allowed.test:8080")
+	b.enforce(t, netpolicy.ModeAllow, "allowed.test:8080")
 	if got := b.resolve(t, "allowed.test", "udp"); !equalAddrs(got, allowedAddr) {
 		t.Fatalf("allowed.test resolved to %v", got)
 	}
@@ -266,7 +266,7 @@ func TestEgressRestoresRemovedTable(t *testing.T) {
 func TestEgressInGvisor(t *testing.T) {
 	r := newEgressRig(t)
 	c := r.attach(t, "c", 2)
-	c.enforce(t, sandbox.NetworkAllow, "allowed.test:8080")
+	c.enforce(t, netpolicy.ModeAllow, "allowed.test:8080")
 	g := newGvisorBundle(t, c, r.m.ResolvConf(), `
 		echo | nc -w 5 allowed.test 8080 && echo reached-allowed
 		echo | nc -w 1 `+deniedAddr+` 8080 || echo denied-unreachable
@@ -287,7 +287,7 @@ func TestEgressInGvisor(t *testing.T) {
 func TestEgressInGvisorAfterRestore(t *testing.T) {
 	r := newEgressRig(t)
 	c := r.attach(t, "c", 2)
-	c.enforce(t, sandbox.NetworkAllow, "allowed.test:8080")
+	c.enforce(t, netpolicy.ModeAllow, "allowed.test:8080")
 	g := newGvisorBundle(t, c, r.m.ResolvConf(), `while true; do echo | nc -w 1 allowed.test 8080; sleep 0.2; done`)
 	id, restored := "egress-"+c.id, "egress-"+c.id+"-r"
 	t.Cleanup(func() { g.destroy(id); g.destroy(restored) })
@@ -303,10 +303,10 @@ func TestEgressInGvisorAfterRestore(t *testing.T) {
 	// What dend does when it wakes a sandbox: a new namespace, the
 	// policy again, then restore.
 	ctx := context.Background()
-	if _, err := r.m.Attach(ctx, c.id, c.slot, sandbox.NetworkPolicy{}); err != nil {
+	if _, err := r.m.Attach(ctx, c.id, c.slot, netpolicy.Policy{}); err != nil {
 		t.Fatal(err)
 	}
-	c.enforce(t, sandbox.NetworkAllow, "allowed.test:8080")
+	c.enforce(t, netpolicy.ModeAllow, "allowed.test:8080")
 	g.runsc("restore", "--detach", "--image-path="+filepath.Join(g.dir, "image"), "--bundle", g.dir, restored)
 	reaching("the restored sandbox to reach allowed.test")
 }
@@ -317,8 +317,8 @@ func TestEgressDetachLeavesNothing(t *testing.T) {
 	r := newEgressRig(t)
 	a := r.attach(t, "a", 0)
 	b := r.attach(t, "b", 1)
-	a.enforce(t, sandbox.NetworkAllow, "allowed.test:8080", "198.18.1.0/24")
-	b.enforce(t, sandbox.NetworkOpen)
+	a.enforce(t, netpolicy.ModeAllow, "allowed.test:8080", "198.18.1.0/24")
+	b.enforce(t, netpolicy.ModeOpen)
 	a.resolve(t, "allowed.test", "udp")
 	ctx := context.Background()
 	for _, s := range []*egressSandbox{a, b} {
@@ -355,9 +355,9 @@ func TestEgressMaxRules(t *testing.T) {
 	r := newEgressRig(t)
 	c := r.attach(t, "c", 2)
 	rules := []string{allowedAddr + ":8080"}
-	for i := 1; i < sandbox.MaxNetworkRules; i++ {
+	for i := 1; i < netpolicy.MaxRules; i++ {
 		rules = append(rules, fmt.Sprintf("198.51.%d.%d:%d,%d", 100+i/200, i%200, 1000+i, 2000+i))
 	}
-	c.enforce(t, sandbox.NetworkAllow, rules...)
+	c.enforce(t, netpolicy.ModeAllow, rules...)
 	c.reaches(t, r.allowed.addr, "allowed:8080")
 }

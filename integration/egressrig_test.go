@@ -28,7 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	denns "github.com/den-dev/den/internal/netns"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/netpolicy"
 )
 
 // The rig of the egress tests: den's network on a test range, servers in
@@ -421,7 +421,7 @@ func (r *egressRig) attach(t *testing.T, name string, slot int) *egressSandbox {
 	ctx := context.Background()
 	id := fmt.Sprintf("eg%s%05d", name, os.Getpid()%100000)
 	t.Cleanup(func() { r.m.Detach(ctx, id) })
-	att, err := r.m.Attach(ctx, id, slot, sandbox.NetworkPolicy{})
+	att, err := r.m.Attach(ctx, id, slot, netpolicy.Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,11 +434,11 @@ func (r *egressRig) attach(t *testing.T, name string, slot int) *egressSandbox {
 }
 
 // enforce gives the sandbox a policy of mode and rules as users write them.
-func (s *egressSandbox) enforce(t *testing.T, mode sandbox.NetworkMode, rules ...string) {
+func (s *egressSandbox) enforce(t *testing.T, mode netpolicy.Mode, rules ...string) {
 	t.Helper()
-	p := sandbox.NetworkPolicy{Mode: mode}
+	p := netpolicy.Policy{Mode: mode}
 	for _, r := range rules {
-		rule, err := sandbox.ParseNetworkRule(r)
+		rule, err := netpolicy.ParseRule(r)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	denns "github.com/den-dev/den/internal/netns"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/netpolicy"
 )
 
 // A sandbox's namespace is routed through the host end of its link, the
@@ -50,11 +50,11 @@ func TestNetnsAttachDetach(t *testing.T) {
 
 	// Attach twice: the second replaces the first.
 	for i := 0; i < 2; i++ {
-		if _, err := m.Attach(ctx, id, 2, sandbox.NetworkPolicy{}); err != nil {
+		if _, err := m.Attach(ctx, id, 2, netpolicy.Policy{}); err != nil {
 			t.Fatalf("attach %d: %v", i, err)
 		}
 	}
-	att, err := m.Attach(ctx, id, 2, sandbox.NetworkPolicy{})
+	att, err := m.Attach(ctx, id, 2, netpolicy.Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,17 +145,17 @@ func TestNetnsAttachDetach(t *testing.T) {
 	if _, err := netlink.LinkByName(m.LinkName(id)); err == nil {
 		t.Fatalf("link left after detach")
 	}
-	if _, err := m.Attach(ctx, id, 3, sandbox.NetworkPolicy{}); err == nil {
+	if _, err := m.Attach(ctx, id, 3, netpolicy.Policy{}); err == nil {
 		t.Fatalf("slot 3, den's own, accepted")
 	}
 
 	// A slot whose address another link already has is refused.
-	if _, err := m.Attach(ctx, id, 1, sandbox.NetworkPolicy{}); err != nil {
+	if _, err := m.Attach(ctx, id, 1, netpolicy.Policy{}); err != nil {
 		t.Fatal(err)
 	}
 	other := id[:len(id)-1] + "x"
 	t.Cleanup(func() { m.Detach(ctx, other) })
-	if _, err := m.Attach(ctx, other, 1, sandbox.NetworkPolicy{}); !errors.Is(err, errdefs.ErrConflict) {
+	if _, err := m.Attach(ctx, other, 1, netpolicy.Policy{}); !errors.Is(err, errdefs.ErrConflict) {
 		t.Fatalf("attaching a second sandbox to a used slot: %v, want a conflict", err)
 	}
 	if _, err := os.Stat(m.NsPath(other)); !os.IsNotExist(err) {
@@ -189,7 +189,7 @@ func TestNetnsCloseLeavesNothing(t *testing.T) {
 	m := open()
 	t.Cleanup(func() { m.Detach(ctx, a); m.Detach(ctx, b); m.Close() })
 	for i, id := range []string{a, b} {
-		if _, err := m.Attach(ctx, id, i, sandbox.NetworkPolicy{}); err != nil {
+		if _, err := m.Attach(ctx, id, i, netpolicy.Policy{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/mcpserver"
 	"github.com/den-dev/den/internal/netns"
+	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/runoutput"
 	"github.com/den-dev/den/internal/sandbox"
@@ -340,7 +341,7 @@ func (c *Config) OpenedPrivate() ([]netip.Prefix, error) {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
-		p, err := sandbox.ParsePrivateRange(f)
+		p, err := netpolicy.ParsePrivateRange(f)
 		if err != nil {
 			return nil, fmt.Errorf("config allow-private: %w", err)
 		}

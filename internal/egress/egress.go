@@ -10,7 +10,7 @@ package egress
 import (
 	"net/netip"
 
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/netpolicy"
 )
 
 // Denied is what sandboxes do not reach: Never whatever their rules say,
@@ -26,8 +26,8 @@ type Denied struct {
 // the input path of the Firewall.
 func DeniedFor(sandboxes netip.Prefix) Denied {
 	return Denied{
-		Never:   sandbox.Prefixes(sandbox.NeverReached(sandboxes)),
-		Private: sandbox.Prefixes(sandbox.PrivateRanges()),
+		Never:   netpolicy.Prefixes(netpolicy.NeverReached(sandboxes)),
+		Private: netpolicy.Prefixes(netpolicy.PrivateRanges()),
 	}
 }
 
@@ -39,7 +39,7 @@ type Sandbox struct {
 }
 
 // cidrAdmits reports whether a CIDR rule of p names a, on any port.
-func cidrAdmits(p sandbox.NetworkPolicy, a netip.Addr) bool {
+func cidrAdmits(p netpolicy.Policy, a netip.Addr) bool {
 	for _, r := range p.Allow {
 		if r.Prefix.IsValid() && r.Prefix.Contains(a) {
 			return true
@@ -50,7 +50,7 @@ func cidrAdmits(p sandbox.NetworkPolicy, a netip.Addr) bool {
 
 // Has reports whether a sandbox under p does not reach a: a is in a
 // Never range, or in a Private one that no CIDR rule of p names.
-func (d Denied) Has(p sandbox.NetworkPolicy, a netip.Addr) bool {
+func (d Denied) Has(p netpolicy.Policy, a netip.Addr) bool {
 	for _, n := range d.Never {
 		if n.Contains(a) {
 			return true

@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/netpolicy"
 )
 
 func TestIntervals(t *testing.T) {
@@ -45,15 +45,15 @@ func TestIntervals(t *testing.T) {
 
 func TestDeniedFor(t *testing.T) {
 	denied := DeniedFor(netip.MustParsePrefix("198.18.64.0/24"))
-	open := sandbox.NetworkPolicy{Mode: sandbox.NetworkOpen}
-	withRule := sandbox.NetworkPolicy{Mode: sandbox.NetworkOpen, Allow: []sandbox.NetworkRule{{Prefix: netip.MustParsePrefix("10.9.0.0/16"), Ports: []uint16{5432}}}}
+	open := netpolicy.Policy{Mode: netpolicy.ModeOpen}
+	withRule := netpolicy.Policy{Mode: netpolicy.ModeOpen, Allow: []netpolicy.Rule{{Prefix: netip.MustParsePrefix("10.9.0.0/16"), Ports: []uint16{5432}}}}
 	// A rule naming a never-reached range (den refuses it before it
 	// gets here) still reaches nothing there.
-	naming := sandbox.NetworkPolicy{Mode: sandbox.NetworkOpen, Allow: []sandbox.NetworkRule{
+	naming := netpolicy.Policy{Mode: netpolicy.ModeOpen, Allow: []netpolicy.Rule{
 		{Prefix: netip.MustParsePrefix("198.18.64.0/24")}, {Prefix: netip.MustParsePrefix("169.254.169.254/32")}}}
 	for _, tc := range []struct {
 		addr string
-		p    sandbox.NetworkPolicy
+		p    netpolicy.Policy
 		want bool
 	}{
 		{"198.18.64.9", open, true}, // the sandbox range, even outside the private ones

@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/netpolicy"
 )
 
 // Firewall is den's nftables table. Its base chains send every packet
@@ -203,7 +203,7 @@ func (f *Firewall) Setup() error {
 // are rewritten, its domain sets kept for the domains p still names (so
 // what it resolved stays reachable) and removed for the others, and its
 // link is put in the maps. Setup must have run.
-func (f *Firewall) Apply(sb Sandbox, p sandbox.NetworkPolicy) error {
+func (f *Firewall) Apply(sb Sandbox, p netpolicy.Policy) error {
 	if !sb.Guest.Is4() || sb.Link == "" || sb.ID == "" {
 		return fmt.Errorf("applying a network policy to %+v: incomplete sandbox", sb)
 	}
@@ -221,7 +221,7 @@ func (f *Firewall) Apply(sb Sandbox, p sandbox.NetworkPolicy) error {
 
 	// The sets the rules look up must exist first.
 	wanted := map[string]bool{}
-	if p.Mode == sandbox.NetworkAllow {
+	if p.Mode == netpolicy.ModeAllow {
 		for _, r := range p.Allow {
 			if r.Domain == "" {
 				continue
@@ -275,19 +275,19 @@ func (f *Firewall) Apply(sb Sandbox, p sandbox.NetworkPolicy) error {
 // Never ranges, whatever its rules say; then its CIDR rules; never the
 // private ranges they did not name; then what its Resolver admitted for
 // its domain rules; then everything under mode open.
-func (f *Firewall) forwardRules(c *nftables.Conn, sb Sandbox, p sandbox.NetworkPolicy) [][]expr.Any {
+func (f *Firewall) forwardRules(c *nftables.Conn, sb Sandbox, p netpolicy.Policy) [][]expr.Any {
 	rules := f.commonRules(sb)
 	rules = append(rules, cat(ipv4Daddr(), lookup(setNever, 0), counter(), verdict(expr.VerdictDrop)))
 	rules = append(rules, f.cidrRules(c, p)...)
 	rules = append(rules, cat(ipv4Daddr(), lookup(setPrivate, 0), counter(), verdict(expr.VerdictDrop)))
 	switch p.Mode {
-	case sandbox.NetworkAllow:
+	case netpolicy.ModeAllow:
 		for _, r := range p.Allow {
 			if r.Domain != "" {
 				rules = append(rules, cat(ipv4Daddr(), lookup(domainSet(sb.ID, r.Domain), 0), f.ports(c, r.Ports), verdict(expr.VerdictAccept)))
 			}
 		}
-	case sandbox.NetworkOpen:
+	case netpolicy.ModeOpen:
 		rules = append(rules, verdict(expr.VerdictAccept))
 	}
 	return append(rules, cat(counter(), verdict(expr.VerdictDrop)))
@@ -315,7 +315,7 @@ func (f *Firewall) commonRules(sb Sandbox) [][]expr.Any {
 	}
 }
 
-func (f *Firewall) cidrRules(c *nftables.Conn, p sandbox.NetworkPolicy) [][]expr.Any {
+func (f *Firewall) cidrRules(c *nftables.Conn, p netpolicy.Policy) [][]expr.Any {
 	var rules [][]expr.Any
 	for _, r := range p.Allow {
 		if r.Prefix.IsValid() {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/netpolicy"
 )
 
 // Admitted addresses stay in a sandbox's sets for their TTL, but never
@@ -70,7 +70,7 @@ type Resolver struct {
 // client is one sandbox the Resolver answers.
 type client struct {
 	id     string
-	policy sandbox.NetworkPolicy
+	policy netpolicy.Policy
 }
 
 // NewResolver checks cfg; Start makes it listen.
@@ -163,7 +163,7 @@ func (r *Resolver) Close() error {
 }
 
 // Set makes the Resolver answer sb under p from now on.
-func (r *Resolver) Set(sb Sandbox, p sandbox.NetworkPolicy) {
+func (r *Resolver) Set(sb Sandbox, p netpolicy.Policy) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for a, c := range r.clients {
@@ -234,7 +234,7 @@ func (r *Resolver) answer(ctx context.Context, src netip.Addr, req *dns.Msg) *dn
 	name := strings.ToLower(strings.TrimSuffix(q.Name, "."))
 	var domains []string // the domain rules name matches, for Admit
 	switch c.policy.Mode {
-	case sandbox.NetworkAllow:
+	case netpolicy.ModeAllow:
 		for _, rule := range c.policy.Allow {
 			if rule.Matches(name) {
 				domains = append(domains, rule.Domain)
@@ -247,7 +247,7 @@ func (r *Resolver) answer(ctx context.Context, src netip.Addr, req *dns.Msg) *dn
 		if q.Qtype != dns.TypeA {
 			return m // only addresses are admitted: other types stay empty
 		}
-	case sandbox.NetworkOpen:
+	case netpolicy.ModeOpen:
 	default:
 		return refuse(m, req, "the sandbox's network mode is none")
 	}

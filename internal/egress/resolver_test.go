@@ -13,7 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/netpolicy"
 )
 
 // These tests run den's resolver and a stub upstream on loopback; the
@@ -159,11 +159,11 @@ func newResolverRig(t *testing.T) *resolverRig {
 	return rig
 }
 
-func (rig *resolverRig) set(t *testing.T, mode sandbox.NetworkMode, rules ...string) {
+func (rig *resolverRig) set(t *testing.T, mode netpolicy.Mode, rules ...string) {
 	t.Helper()
-	p := sandbox.NetworkPolicy{Mode: mode}
+	p := netpolicy.Policy{Mode: mode}
 	for _, s := range rules {
-		r, err := sandbox.ParseNetworkRule(s)
+		r, err := netpolicy.ParseRule(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +212,7 @@ func TestResolverModes(t *testing.T) {
 	})
 
 	t.Run("none", func(t *testing.T) {
-		rig.set(t, sandbox.NetworkNone)
+		rig.set(t, netpolicy.ModeNone)
 		m := rig.ask(t, "allowed.test.", dns.TypeA, "udp", true)
 		if m.Rcode != dns.RcodeRefused || len(m.Answer) != 0 {
 			t.Fatalf("answer under none: %v", m)
@@ -226,7 +226,7 @@ func TestResolverModes(t *testing.T) {
 	})
 
 	t.Run("allow", func(t *testing.T) {
-		rig.set(t, sandbox.NetworkAllow, "allowed.test:443", "*.wild.test", "198.51.100.0/24")
+		rig.set(t, netpolicy.ModeAllow, "allowed.test:443", "*.wild.test", "198.51.100.0/24")
 		m := rig.ask(t, "Allowed.Test.", dns.TypeA, "udp", true)
 		if got := addrsOf(m); !slices.Equal(got, []string{"198.18.0.2", "198.18.0.3"}) {
 			t.Fatalf("allowed.test: %v", m)
@@ -271,7 +271,7 @@ func TestResolverModes(t *testing.T) {
 	})
 
 	t.Run("denied addresses", func(t *testing.T) {
-		rig.set(t, sandbox.NetworkAllow, "private.test")
+		rig.set(t, netpolicy.ModeAllow, "private.test")
 		if got := addrsOf(rig.ask(t, "private.test.", dns.TypeA, "udp", false)); !slices.Equal(got, []string{"198.18.0.9"}) {
 			t.Fatalf("private.test answered %v, want only its public address", got)
 		}
@@ -279,7 +279,7 @@ func TestResolverModes(t *testing.T) {
 			t.Fatalf("admitted %+v", adm)
 		}
 		// A CIDR rule lets a denied range through, answer and all.
-		rig.set(t, sandbox.NetworkAllow, "private.test", "10.1.0.0/16:22")
+		rig.set(t, netpolicy.ModeAllow, "private.test", "10.1.0.0/16:22")
 		if got := addrsOf(rig.ask(t, "private.test.", dns.TypeA, "udp", false)); !slices.Equal(got, []string{"10.1.2.3", "198.18.0.9"}) {
 			t.Fatalf("private.test answered %v under a CIDR rule for 10.1.0.0/16", got)
 		}
@@ -287,7 +287,7 @@ func TestResolverModes(t *testing.T) {
 	})
 
 	t.Run("ttl", func(t *testing.T) {
-		rig.set(t, sandbox.NetworkAllow, "long.test")
+		rig.set(t, netpolicy.ModeAllow, "long.test")
 		m := rig.ask(t, "long.test.", dns.TypeA, "udp", false)
 		if len(m.Answer) != 1 || m.Answer[0].Header().Ttl != uint32(maxAdmit/time.Second) {
 			t.Fatalf("long.test: %v", m)
@@ -298,7 +298,7 @@ func TestResolverModes(t *testing.T) {
 	})
 
 	t.Run("open", func(t *testing.T) {
-		rig.set(t, sandbox.NetworkOpen)
+		rig.set(t, netpolicy.ModeOpen)
 		if m := rig.ask(t, "txt.test.", dns.TypeTXT, "udp", false); len(m.Answer) != 1 {
 			t.Fatalf("TXT under open: %v", m)
 		}
@@ -317,7 +317,7 @@ func TestResolverModes(t *testing.T) {
 	})
 
 	t.Run("truncation", func(t *testing.T) {
-		rig.set(t, sandbox.NetworkOpen)
+		rig.set(t, netpolicy.ModeOpen)
 		if m := rig.ask(t, "many.test.", dns.TypeA, "udp", false); !m.Truncated || len(m.Answer) >= 100 {
 			t.Fatalf("100 addresses over plain UDP: truncated %v, %d answers", m.Truncated, len(m.Answer))
 		}
@@ -327,7 +327,7 @@ func TestResolverModes(t *testing.T) {
 	})
 
 	t.Run("admit fails", func(t *testing.T) {
-		rig.set(t, sandbox.NetworkAllow, "allowed.test")
+		rig.set(t, netpolicy.ModeAllow, "allowed.test")
 		rig.adm.fail(errors.New("no such set"))
 		defer rig.adm.fail(nil)
 		if m := rig.ask(t, "allowed.test.", dns.TypeA, "udp", false); m.Rcode != dns.RcodeServerFailure || len(m.Answer) != 0 {
@@ -352,7 +352,7 @@ func TestResolverWithoutUpstream(t *testing.T) {
 		if err := r.Start(); err != nil {
 			t.Fatal(err)
 		}
-		r.Set(Sandbox{ID: "sb1", Guest: netip.MustParseAddr("127.0.0.1")}, sandbox.NetworkPolicy{Mode: sandbox.NetworkOpen})
+		r.Set(Sandbox{ID: "sb1", Guest: netip.MustParseAddr("127.0.0.1")}, netpolicy.Policy{Mode: netpolicy.ModeOpen})
 		q := new(dns.Msg)
 		q.SetQuestion("allowed.test.", dns.TypeA)
 		m, _, err := (&dns.Client{Timeout: 10 * time.Second}).Exchange(q, r.Addr().String())

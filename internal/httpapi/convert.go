@@ -7,6 +7,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -226,7 +227,7 @@ func toCreateParams(req api.CreateSandboxRequest) (sandbox.CreateParams, error) 
 			return sandbox.CreateParams{}, err
 		}
 	}
-	var network *sandbox.NetworkPolicy
+	var network *netpolicy.Policy
 	if req.Network != nil {
 		p, err := toNetwork(*req.Network)
 		if err != nil {

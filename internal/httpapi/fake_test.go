@@ -20,6 +20,7 @@ import (
 	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/usage"
@@ -436,7 +437,7 @@ func (f *fakeSandboxes) SetPolicy(ctx context.Context, ref string, p sandbox.Pol
 	return &sb, nil
 }
 
-func (f *fakeSandboxes) SetNetwork(ctx context.Context, ref string, p sandbox.NetworkPolicy) (*sandbox.Sandbox, error) {
+func (f *fakeSandboxes) SetNetwork(ctx context.Context, ref string, p netpolicy.Policy) (*sandbox.Sandbox, error) {
 	if err := f.enter("SetNetwork", ref, p); err != nil {
 		return nil, err
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/netpolicy"
 )
 
 // setNetwork replaces a sandbox's network policy, effective at once.
@@ -26,29 +26,29 @@ func (s *server) setNetwork(w http.ResponseWriter, r *http.Request) error {
 }
 
 // toNetwork reads a policy from the wire, rules in their written form.
-func toNetwork(req api.NetworkPolicy) (sandbox.NetworkPolicy, error) {
-	if len(req.Allow) > sandbox.MaxNetworkRules {
-		return sandbox.NetworkPolicy{}, errdefs.WithHint(errdefs.TooLarge("%d network rules, over the limit of %d", len(req.Allow), sandbox.MaxNetworkRules),
+func toNetwork(req api.NetworkPolicy) (netpolicy.Policy, error) {
+	if len(req.Allow) > netpolicy.MaxRules {
+		return netpolicy.Policy{}, errdefs.WithHint(errdefs.TooLarge("%d network rules, over the limit of %d", len(req.Allow), netpolicy.MaxRules),
 			"admit whole ranges with a CIDR, or a domain's subdomains with *.example.com")
 	}
-	p := sandbox.NetworkPolicy{Mode: sandbox.NetworkMode(req.Mode)}
+	p := netpolicy.Policy{Mode: netpolicy.Mode(req.Mode)}
 	if p.Mode == "" {
-		p.Mode = sandbox.NetworkNone
+		p.Mode = netpolicy.ModeNone
 		if len(req.Allow) > 0 {
-			p.Mode = sandbox.NetworkAllow
+			p.Mode = netpolicy.ModeAllow
 		}
 	}
 	for _, s := range req.Allow {
-		r, err := sandbox.ParseNetworkRule(s)
+		r, err := netpolicy.ParseRule(s)
 		if err != nil {
-			return sandbox.NetworkPolicy{}, err
+			return netpolicy.Policy{}, err
 		}
 		p.Allow = append(p.Allow, r)
 	}
 	return p, p.Validate()
 }
 
-func fromNetwork(p sandbox.NetworkPolicy) api.NetworkPolicy {
+func fromNetwork(p netpolicy.Policy) api.NetworkPolicy {
 	out := api.NetworkPolicy{Mode: string(p.Mode)}
 	if out.Mode == "" {
 		out.Mode = api.NetworkNone

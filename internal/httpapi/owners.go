@@ -9,6 +9,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -118,7 +119,7 @@ func ownerChange(req api.SetOwnerRequest) (sandbox.OwnerChange, error) {
 	if req.AllowPrivate != nil {
 		grants := []netip.Prefix{}
 		for _, v := range *req.AllowPrivate {
-			p, err := sandbox.ParsePrivateRange(v)
+			p, err := netpolicy.ParsePrivateRange(v)
 			if err != nil {
 				return c, err
 			}

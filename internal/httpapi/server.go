@@ -20,6 +20,7 @@ import (
 	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/usage"
@@ -105,7 +106,7 @@ type SandboxService interface {
 	// Resources is what a sandbox uses now.
 	Resources(ctx context.Context, sb *sandbox.Sandbox) (sandbox.ResourceUsage, sandbox.DiskQuota)
 	// SetNetwork replaces what a sandbox may reach, at once.
-	SetNetwork(ctx context.Context, ref string, p sandbox.NetworkPolicy) (*sandbox.Sandbox, error)
+	SetNetwork(ctx context.Context, ref string, p netpolicy.Policy) (*sandbox.Sandbox, error)
 	// Peers lists a sandbox's read-only views of others; AddPeer,
 	// RefreshPeer and RemovePeer change them (p says whose sandboxes the
 	// caller may read).

@@ -9,7 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/den-dev/den/internal/egress"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/netpolicy"
 )
 
 // guardInterval is how often a Manager checks that den's nftables table is
@@ -21,11 +21,11 @@ const guardInterval = 2 * time.Second
 // applied is a policy the Manager put in place for a sandbox.
 type applied struct {
 	sb     egress.Sandbox
-	policy sandbox.NetworkPolicy
+	policy netpolicy.Policy
 }
 
 // apply puts p in place for sb and remembers it, for restore.
-func (m *Manager) apply(sb egress.Sandbox, p sandbox.NetworkPolicy) error {
+func (m *Manager) apply(sb egress.Sandbox, p netpolicy.Policy) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.fw.Apply(sb, p); err != nil {

@@ -33,6 +33,7 @@ import (
 
 	"github.com/den-dev/den/internal/egress"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -158,8 +159,8 @@ func New(prefix string, log *slog.Logger) (*Manager, error) {
 
 // Reach is what rules of sandboxes in this range may never name, and
 // the private ranges opened to every owner.
-func (m *Manager) Reach(opened []netip.Prefix) sandbox.Reach {
-	return sandbox.Reach{Never: sandbox.NeverReached(m.prefix), Private: sandbox.PrivateRanges(), Opened: opened, HostAddrs: HostAddrs}
+func (m *Manager) Reach(opened []netip.Prefix) netpolicy.Reach {
+	return netpolicy.Reach{Never: netpolicy.NeverReached(m.prefix), Private: netpolicy.PrivateRanges(), Opened: opened, HostAddrs: HostAddrs}
 }
 
 // Close stops the resolver and the guard of den's table. Sandboxes still
@@ -285,7 +286,7 @@ func (m *Manager) link(id string) string {
 // rules first, the route out last). Whatever was left from an earlier
 // attach is replaced: gVisor takes the addresses off the link when it
 // starts, so each boot needs them anew.
-func (m *Manager) Attach(ctx context.Context, id string, slot int, p sandbox.NetworkPolicy) (att sandbox.Attachment, err error) {
+func (m *Manager) Attach(ctx context.Context, id string, slot int, p netpolicy.Policy) (att sandbox.Attachment, err error) {
 	if slot < 0 || slot >= m.Slots() {
 		return att, errdefs.Invalid("network slot %d outside the range's %d slots", slot, m.Slots())
 	}
@@ -294,7 +295,7 @@ func (m *Manager) Attach(ctx context.Context, id string, slot int, p sandbox.Net
 	if p, err = checkPolicy(p); err != nil {
 		return att, err
 	}
-	if p.Mode != sandbox.NetworkNone {
+	if p.Mode != netpolicy.ModeNone {
 		if err := m.enableForwarding(); err != nil {
 			return att, err
 		}
@@ -465,11 +466,11 @@ func (m *Manager) nsPaths(id string) []string {
 
 // checkPolicy validates a copy of p (Validate sorts: the caller's stays
 // as it was), mode none when unset.
-func checkPolicy(p sandbox.NetworkPolicy) (sandbox.NetworkPolicy, error) {
+func checkPolicy(p netpolicy.Policy) (netpolicy.Policy, error) {
 	if p.Mode == "" {
-		p.Mode = sandbox.NetworkNone
+		p.Mode = netpolicy.ModeNone
 	}
-	p.Allow = append([]sandbox.NetworkRule(nil), p.Allow...)
+	p.Allow = append([]netpolicy.Rule(nil), p.Allow...)
 	for i := range p.Allow {
 		p.Allow[i].Ports = append([]uint16(nil), p.Allow[i].Ports...)
 	}
@@ -480,7 +481,7 @@ func checkPolicy(p sandbox.NetworkPolicy) (sandbox.NetworkPolicy, error) {
 // nftables transaction, and has the resolver answer it under p. A
 // sandbox with no link (not running) has nothing to enforce: its next
 // Attach applies its policy then.
-func (m *Manager) Enforce(ctx context.Context, id string, slot int, p sandbox.NetworkPolicy) error {
+func (m *Manager) Enforce(ctx context.Context, id string, slot int, p netpolicy.Policy) error {
 	p, err := checkPolicy(p)
 	if err != nil {
 		return err
@@ -496,7 +497,7 @@ func (m *Manager) Enforce(ctx context.Context, id string, slot int, p sandbox.Ne
 		}
 		return fmt.Errorf("finding link %s: %w", link, err)
 	}
-	if p.Mode != sandbox.NetworkNone {
+	if p.Mode != netpolicy.ModeNone {
 		if err := m.enableForwarding(); err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/grant"
+	"github.com/den-dev/den/internal/netpolicy"
 )
 
 // cleanupTimeout bounds undo work that runs after the caller gave up.
@@ -58,7 +59,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 	}
 	spec := Spec{Image: p.Image, CPUs: p.CPUs, MemoryBytes: p.MemoryBytes, Env: p.Env, Labels: p.Labels, Ephemeral: p.Ephemeral, Secrets: p.Secrets,
 		Setup: p.Setup, Keep: p.Keep}
-	spec.Network = NetworkPolicy{Mode: NetworkNone}
+	spec.Network = netpolicy.Policy{Mode: netpolicy.ModeNone}
 	if p.Network != nil {
 		spec.Network = *p.Network
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/netpolicy"
 )
 
 // attach joins sb's next instance to the host network under its policy.
@@ -28,7 +29,7 @@ func (s *Service) attach(ctx context.Context, sb *Sandbox) (Attachment, error) {
 // (running or paused) gets the new policy at once; a stopped or
 // hibernated one when it next boots. It is kept across hibernate, restore
 // and fork.
-func (s *Service) SetNetwork(ctx context.Context, ref string, p NetworkPolicy) (*Sandbox, error) {
+func (s *Service) SetNetwork(ctx context.Context, ref string, p netpolicy.Policy) (*Sandbox, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -64,7 +65,7 @@ func (s *Service) SetNetwork(ctx context.Context, ref string, p NetworkPolicy) (
 // checkReach refuses a policy that names what no sandbox of owner may
 // reach: private ranges are open to it only where dend opens them to
 // every owner or an admin granted them to it (`den owner set`).
-func (s *Service) checkReach(ctx context.Context, owner string, p NetworkPolicy) error {
+func (s *Service) checkReach(ctx context.Context, owner string, p netpolicy.Policy) error {
 	var granted []netip.Prefix
 	if owner != "" {
 		o, _, err := s.QuotaOf(ctx, owner)

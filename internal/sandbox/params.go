@@ -10,6 +10,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/runoutput"
 )
 
@@ -41,7 +42,7 @@ type CreateParams struct {
 	Owner string
 	// Network is what it may reach; nil means mode none, or, with From,
 	// the checkpoint's policy.
-	Network *NetworkPolicy
+	Network *netpolicy.Policy
 	// Secrets are granted to its commands. A sandbox made from a
 	// checkpoint or forked gets only these, never its origin's.
 	Secrets []grant.Grant

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/netpolicy"
 )
 
 // Store keeps sandboxes, their history, runs and images. Every state change
@@ -195,11 +196,11 @@ type Attachment struct {
 type Network interface {
 	// Attach creates (or finds) the namespace and link for a sandbox in
 	// slot, with the addresses configured, under policy p. Idempotent.
-	Attach(ctx context.Context, sandboxID string, slot int, p NetworkPolicy) (Attachment, error)
+	Attach(ctx context.Context, sandboxID string, slot int, p netpolicy.Policy) (Attachment, error)
 	// Enforce makes p what the sandbox in slot reaches, at once: its
 	// firewall rules and the names its resolver answers. It is called
 	// after every Attach and whenever the policy changes.
-	Enforce(ctx context.Context, sandboxID string, slot int, p NetworkPolicy) error
+	Enforce(ctx context.Context, sandboxID string, slot int, p netpolicy.Policy) error
 	// Detach removes the namespace, link, firewall rules and resolver
 	// entries. Detaching what is not there is not an error.
 	Detach(ctx context.Context, sandboxID string) error

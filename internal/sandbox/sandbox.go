@@ -18,6 +18,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/expose"
 	"github.com/den-dev/den/internal/grant"
+	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/peers"
 )
 
@@ -27,13 +28,13 @@ type Spec struct {
 	Image string `json:"image"`
 	// ImageVersion is the version of Image its root filesystem came from
 	// (0 for sandboxes from before images had versions: version 1).
-	ImageVersion int           `json:"image_version,omitempty"`
-	CPUs         float64       `json:"cpus"`
-	MemoryBytes  int64         `json:"memory_bytes"`
-	PIDs         int           `json:"pids,omitempty"`       // most processes and threads at once; 0: dend's default
-	DiskBytes    int64         `json:"disk_bytes,omitempty"` // most bytes its files may hold; 0: dend's default
-	Network      NetworkPolicy `json:"network,omitzero"`     // zero value: mode none
-	Secrets      []grant.Grant `json:"secrets,omitempty"`    // what its commands get at exec time
+	ImageVersion int              `json:"image_version,omitempty"`
+	CPUs         float64          `json:"cpus"`
+	MemoryBytes  int64            `json:"memory_bytes"`
+	PIDs         int              `json:"pids,omitempty"`       // most processes and threads at once; 0: dend's default
+	DiskBytes    int64            `json:"disk_bytes,omitempty"` // most bytes its files may hold; 0: dend's default
+	Network      netpolicy.Policy `json:"network,omitzero"`     // zero value: mode none
+	Secrets      []grant.Grant    `json:"secrets,omitempty"`    // what its commands get at exec time
 	// SecretsGranted is set once any secret was granted, and stays set
 	// (also in forks and sandboxes made from its checkpoints): its memory
 	// images are sealed. See grant.Sealer.

@@ -13,6 +13,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/events"
 	"github.com/den-dev/den/internal/grant"
+	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/runoutput"
@@ -26,7 +27,7 @@ type Config struct {
 	Runtime Runtime
 	Network Network
 	// Reach is what network rules may name, whatever the tenant asks.
-	Reach  Reach
+	Reach  netpolicy.Reach
 	Images Images
 	// Copier carries kept paths over in a rebase; nil: rebase is
 	// unavailable.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/netpolicy"
 )
 
 // Warm pools keep instances of an image booted ahead of demand, so a
@@ -143,7 +144,7 @@ type warmInstance struct {
 func (wi *warmInstance) sandbox() *Sandbox {
 	return &Sandbox{
 		ID: wi.ID, Name: "warm-" + wi.ID, Generation: 1, Slot: wi.Slot, Token: wi.Token, Init: wi.Init,
-		Spec: Spec{Image: wi.Image, CPUs: wi.CPUs, MemoryBytes: wi.MemoryBytes, DiskBytes: wi.DiskBytes, Network: NetworkPolicy{Mode: NetworkNone}},
+		Spec: Spec{Image: wi.Image, CPUs: wi.CPUs, MemoryBytes: wi.MemoryBytes, DiskBytes: wi.DiskBytes, Network: netpolicy.Policy{Mode: netpolicy.ModeNone}},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/netpolicy"
 )
 
 // claimTimeout bounds the claim of a warm instance: one that does not
@@ -96,7 +97,7 @@ func (s *Service) claimWarm(ctx context.Context, sb *Sandbox, wi *warmInstance) 
 	}
 	// The pool's namespace lets nothing out, as policy none: only
 	// another policy needs rules.
-	if sb.Spec.Network.Mode != NetworkNone {
+	if sb.Spec.Network.Mode != netpolicy.ModeNone {
 		if err := s.cfg.Network.Enforce(ctx, sb.ID, sb.Slot, sb.Spec.Network); err != nil {
 			return fmt.Errorf("applying its network policy: %w", err)
 		}

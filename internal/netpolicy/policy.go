@@ -1,4 +1,4 @@
-package sandbox
+package netpolicy
 
 import (
 	"fmt"
@@ -10,24 +10,24 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 )
 
-// NetworkMode is how much of the network a sandbox reaches.
-type NetworkMode string
+// Mode is how much of the network a sandbox reaches.
+type Mode string
 
 // Network modes.
 const (
-	// NetworkNone reaches nothing: no traffic leaves the sandbox, and its
+	// ModeNone reaches nothing: no traffic leaves the sandbox, and its
 	// resolver answers no name. The default.
-	NetworkNone NetworkMode = "none"
-	// NetworkAllow reaches only what its rules name.
-	NetworkAllow NetworkMode = "allow"
-	// NetworkOpen reaches the internet, but still not the always-denied
+	ModeNone Mode = "none"
+	// ModeAllow reaches only what its rules name.
+	ModeAllow Mode = "allow"
+	// ModeOpen reaches the internet, but still not the always-denied
 	// ranges unless a rule names them by CIDR.
-	NetworkOpen NetworkMode = "open"
+	ModeOpen Mode = "open"
 )
 
-// NetworkRule admits traffic to an address range or to the addresses a
+// Rule admits traffic to an address range or to the addresses a
 // domain resolves to, on some ports or on all of them.
-type NetworkRule struct {
+type Rule struct {
 	// Prefix is an IPv4 range; unset for a domain rule.
 	Prefix netip.Prefix `json:"cidr,omitzero"`
 	// Domain is a name like "pypi.org", or "*.pythonhosted.org" for every
@@ -37,25 +37,25 @@ type NetworkRule struct {
 	Ports []uint16 `json:"ports,omitempty"`
 }
 
-// NetworkPolicy is what a sandbox may reach. It is kept in the spec, so it
+// Policy is what a sandbox may reach. It is kept in the spec, so it
 // survives hibernate and restore and a fork inherits it.
-type NetworkPolicy struct {
-	Mode  NetworkMode   `json:"mode"`
-	Allow []NetworkRule `json:"allow,omitempty"`
+type Policy struct {
+	Mode  Mode   `json:"mode"`
+	Allow []Rule `json:"allow,omitempty"`
 }
 
 // Limits on a network policy, so one request cannot install a rule set
 // that slows every packet of the host.
 const (
-	MaxNetworkRules = 256
-	MaxRulePorts    = 32
+	MaxRules     = 256
+	MaxRulePorts = 32
 )
 
-// ParseNetworkRule reads a rule as users write it: a CIDR or address
+// ParseRule reads a rule as users write it: a CIDR or address
 // ("198.51.100.0/24", "203.0.113.7"), or a domain ("pypi.org",
 // "*.pythonhosted.org"), optionally followed by ":PORT[,PORT...]".
-func ParseNetworkRule(s string) (NetworkRule, error) {
-	var r NetworkRule
+func ParseRule(s string) (Rule, error) {
+	var r Rule
 	target, ports, hasPorts := strings.Cut(strings.TrimSpace(s), ":")
 	if hasPorts {
 		if strings.Contains(ports, ":") {
@@ -102,8 +102,8 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	return p, nil
 }
 
-// String writes the rule as ParseNetworkRule reads it.
-func (r NetworkRule) String() string {
+// String writes the rule as ParseRule reads it.
+func (r Rule) String() string {
 	s := r.Domain
 	if r.Prefix.IsValid() {
 		s = r.Prefix.String()
@@ -127,7 +127,7 @@ func ruleErr(rule, why string) error {
 		"write a rule as CIDR, ADDRESS or DOMAIN, optionally with :PORT[,PORT...], e.g. 198.51.100.0/24, pypi.org:443 or *.pythonhosted.org")
 }
 
-func (r *NetworkRule) validate() error {
+func (r *Rule) validate() error {
 	if r.Prefix.IsValid() == (r.Domain != "") {
 		return ruleErr(r.String(), "a rule names exactly one of a CIDR or a domain")
 	}
@@ -200,19 +200,19 @@ func validateDomain(d string) error {
 
 // Validate checks a policy and puts its rules in a canonical order (CIDRs
 // first), dropping exact duplicates.
-func (p *NetworkPolicy) Validate() error {
+func (p *Policy) Validate() error {
 	switch p.Mode {
-	case NetworkNone:
+	case ModeNone:
 		if len(p.Allow) > 0 {
 			return errdefs.WithHint(errdefs.Invalid("network mode none takes no rules, but %d were given", len(p.Allow)),
 				"use mode allow to admit what the rules name")
 		}
-	case NetworkAllow, NetworkOpen:
+	case ModeAllow, ModeOpen:
 	default:
 		return errdefs.WithHint(errdefs.Invalid("unknown network mode %q", p.Mode), "use none, allow or open")
 	}
-	if len(p.Allow) > MaxNetworkRules {
-		return errdefs.WithHint(errdefs.TooLarge("%d network rules, over the limit of %d", len(p.Allow), MaxNetworkRules),
+	if len(p.Allow) > MaxRules {
+		return errdefs.WithHint(errdefs.TooLarge("%d network rules, over the limit of %d", len(p.Allow), MaxRules),
 			"admit whole ranges with a CIDR, or a domain's subdomains with *.example.com")
 	}
 	seen := map[string]bool{}
@@ -235,10 +235,10 @@ func (p *NetworkPolicy) Validate() error {
 }
 
 // Summary describes the policy in one line, for history and logs.
-func (p NetworkPolicy) Summary() string {
+func (p Policy) Summary() string {
 	mode := p.Mode
 	if mode == "" {
-		mode = NetworkNone
+		mode = ModeNone
 	}
 	if len(p.Allow) == 0 {
 		return string(mode)
@@ -251,7 +251,7 @@ func (p NetworkPolicy) Summary() string {
 }
 
 // Matches reports whether domain rule r admits name (lowercase, no final dot).
-func (r NetworkRule) Matches(name string) bool {
+func (r Rule) Matches(name string) bool {
 	if r.Domain == "" {
 		return false
 	}

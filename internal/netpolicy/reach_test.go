@@ -1,4 +1,4 @@
-package sandbox
+package netpolicy
 
 import (
 	"errors"
@@ -52,11 +52,11 @@ func TestReachCheck(t *testing.T) {
 		{"10.51.0.0/16", nil, "not opened"},
 		{"10.50.0.0/15", granted, ""},
 	} {
-		rule, err := ParseNetworkRule(tc.rule)
+		rule, err := ParseRule(tc.rule)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.rule, err)
 		}
-		err = r.Check(NetworkPolicy{Mode: NetworkAllow, Allow: []NetworkRule{rule}}, tc.granted)
+		err = r.Check(Policy{Mode: ModeAllow, Allow: []Rule{rule}}, tc.granted)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: refused: %v", tc.rule, err)

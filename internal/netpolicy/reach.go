@@ -1,4 +1,4 @@
-package sandbox
+package netpolicy
 
 import (
 	"fmt"
@@ -69,7 +69,7 @@ type Reach struct {
 // Check refuses p if one of its CIDR rules overlaps a range no sandbox
 // reaches or a private range not opened to its owner, whose grants are
 // granted; the error names the rule and the overlap.
-func (r Reach) Check(p NetworkPolicy, granted []netip.Prefix) error {
+func (r Reach) Check(p Policy, granted []netip.Prefix) error {
 	var hosts []netip.Addr
 	if r.HostAddrs != nil {
 		hosts = r.HostAddrs()
@@ -108,7 +108,7 @@ func (r Reach) Check(p NetworkPolicy, granted []netip.Prefix) error {
 	return nil
 }
 
-func reachErr(rule NetworkRule, overlap string) error {
+func reachErr(rule Rule, overlap string) error {
 	return errdefs.WithHint(
 		errdefs.Invalid("network rule %q overlaps %s: no sandbox reaches it, whatever its rules say", rule, overlap),
 		"name only public addresses the sandbox needs; mode open reaches the internet, and never den's network, the host, loopback, link-local, multicast or reserved ranges")

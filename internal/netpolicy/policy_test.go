@@ -1,4 +1,4 @@
-package sandbox
+package netpolicy
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 )
 
-func TestParseNetworkRule(t *testing.T) {
+func TestParseRule(t *testing.T) {
 	for _, tc := range []struct {
 		in     string
 		prefix string
@@ -58,7 +58,7 @@ func TestParseNetworkRule(t *testing.T) {
 		{in: "pypi.org:1,2,1", err: "given twice"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			r, err := ParseNetworkRule(tc.in)
+			r, err := ParseRule(tc.in)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("got %+v, %v; want an error with %q", r, err, tc.err)
@@ -82,27 +82,27 @@ func TestParseNetworkRule(t *testing.T) {
 	}
 }
 
-func TestNetworkRuleLimits(t *testing.T) {
+func TestRuleLimits(t *testing.T) {
 	var ports []string
 	for p := 1; p <= MaxRulePorts+1; p++ {
 		ports = append(ports, string(rune('0'+p/10))+string(rune('0'+p%10)))
 	}
-	if _, err := ParseNetworkRule("pypi.org:" + strings.Join(ports, ",")); err == nil || !strings.Contains(err.Error(), "over the limit") {
+	if _, err := ParseRule("pypi.org:" + strings.Join(ports, ",")); err == nil || !strings.Contains(err.Error(), "over the limit") {
 		t.Fatalf("%d ports: %v", len(ports), err)
 	}
-	if _, err := ParseNetworkRule("pypi.org:" + strings.Join(ports[:MaxRulePorts], ",")); err != nil {
+	if _, err := ParseRule("pypi.org:" + strings.Join(ports[:MaxRulePorts], ",")); err != nil {
 		t.Fatalf("%d ports: %v", MaxRulePorts, err)
 	}
-	p := NetworkPolicy{Mode: NetworkAllow}
-	for i := 0; i <= MaxNetworkRules; i++ {
-		p.Allow = append(p.Allow, NetworkRule{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 51, byte(i >> 8), byte(i)}), 32)})
+	p := Policy{Mode: ModeAllow}
+	for i := 0; i <= MaxRules; i++ {
+		p.Allow = append(p.Allow, Rule{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 51, byte(i >> 8), byte(i)}), 32)})
 	}
 	if err := p.Validate(); !errors.Is(err, errdefs.ErrTooLarge) {
 		t.Fatalf("%d rules: %v", len(p.Allow), err)
 	}
 }
 
-func TestNetworkRuleString(t *testing.T) {
+func TestRuleString(t *testing.T) {
 	for in, want := range map[string]string{
 		"198.51.100.7/32":     "198.51.100.7",
 		"198.51.100.0/24:22":  "198.51.100.0/24:22",
@@ -110,7 +110,7 @@ func TestNetworkRuleString(t *testing.T) {
 		"*.example.com.":      "*.example.com",
 		" 203.0.113.9:53,853": "203.0.113.9:53,853",
 	} {
-		r, err := ParseNetworkRule(in)
+		r, err := ParseRule(in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,15 +120,15 @@ func TestNetworkRuleString(t *testing.T) {
 	}
 }
 
-func TestNetworkPolicyValidate(t *testing.T) {
-	rule := func(s string) NetworkRule {
-		r, err := ParseNetworkRule(s)
+func TestPolicyValidate(t *testing.T) {
+	rule := func(s string) Rule {
+		r, err := ParseRule(s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
-	p := NetworkPolicy{Mode: NetworkAllow, Allow: []NetworkRule{
+	p := Policy{Mode: ModeAllow, Allow: []Rule{
 		rule("pypi.org:443,80"), rule("198.51.100.0/24"), rule("pypi.org:80,443"), rule("*.pypi.org"), rule("203.0.113.1:22"),
 	}}
 	if err := p.Validate(); err != nil {
@@ -145,21 +145,21 @@ func TestNetworkPolicyValidate(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
-		p    NetworkPolicy
+		p    Policy
 		want error
 	}{
-		{NetworkPolicy{Mode: NetworkNone}, nil},
-		{NetworkPolicy{Mode: NetworkOpen}, nil},
-		{NetworkPolicy{Mode: NetworkOpen, Allow: []NetworkRule{rule("10.0.0.0/8")}}, nil},
-		{NetworkPolicy{Mode: NetworkAllow}, nil}, // reaches nothing, like none, until rules come
-		{NetworkPolicy{Mode: NetworkNone, Allow: []NetworkRule{rule("pypi.org")}}, errdefs.ErrInvalid},
-		{NetworkPolicy{Mode: "closed"}, errdefs.ErrInvalid},
-		{NetworkPolicy{Mode: NetworkAllow, Allow: []NetworkRule{{Domain: "pypi.org", Prefix: netip.MustParsePrefix("1.2.3.4/32")}}}, errdefs.ErrInvalid},
-		{NetworkPolicy{Mode: NetworkAllow, Allow: []NetworkRule{{}}}, errdefs.ErrInvalid},
-		{NetworkPolicy{Mode: NetworkAllow, Allow: []NetworkRule{{Prefix: netip.MustParsePrefix("::/64")}}}, errdefs.ErrInvalid},
-		{NetworkPolicy{Mode: NetworkAllow, Allow: []NetworkRule{{Prefix: netip.MustParsePrefix("10.1.2.3/8")}}}, errdefs.ErrInvalid},
-		{NetworkPolicy{Mode: NetworkAllow, Allow: []NetworkRule{{Domain: "pypi.org", Ports: []uint16{0}}}}, errdefs.ErrInvalid},
-		{NetworkPolicy{Mode: NetworkAllow, Allow: []NetworkRule{{Domain: "PyPI.org"}}}, errdefs.ErrInvalid},
+		{Policy{Mode: ModeNone}, nil},
+		{Policy{Mode: ModeOpen}, nil},
+		{Policy{Mode: ModeOpen, Allow: []Rule{rule("10.0.0.0/8")}}, nil},
+		{Policy{Mode: ModeAllow}, nil}, // reaches nothing, like none, until rules come
+		{Policy{Mode: ModeNone, Allow: []Rule{rule("pypi.org")}}, errdefs.ErrInvalid},
+		{Policy{Mode: "closed"}, errdefs.ErrInvalid},
+		{Policy{Mode: ModeAllow, Allow: []Rule{{Domain: "pypi.org", Prefix: netip.MustParsePrefix("1.2.3.4/32")}}}, errdefs.ErrInvalid},
+		{Policy{Mode: ModeAllow, Allow: []Rule{{}}}, errdefs.ErrInvalid},
+		{Policy{Mode: ModeAllow, Allow: []Rule{{Prefix: netip.MustParsePrefix("::/64")}}}, errdefs.ErrInvalid},
+		{Policy{Mode: ModeAllow, Allow: []Rule{{Prefix: netip.MustParsePrefix("10.1.2.3/8")}}}, errdefs.ErrInvalid},
+		{Policy{Mode: ModeAllow, Allow: []Rule{{Domain: "pypi.org", Ports: []uint16{0}}}}, errdefs.ErrInvalid},
+		{Policy{Mode: ModeAllow, Allow: []Rule{{Domain: "PyPI.org"}}}, errdefs.ErrInvalid},
 	} {
 		if err := tc.p.Validate(); !errors.Is(err, tc.want) && !(err == nil && tc.want == nil) {
 			t.Errorf("Validate(%+v) = %v, want %v", tc.p, err, tc.want)
@@ -167,10 +167,10 @@ func TestNetworkPolicyValidate(t *testing.T) {
 	}
 }
 
-func TestNetworkRuleMatches(t *testing.T) {
-	exact, wild, cidr := NetworkRule{Domain: "pypi.org"}, NetworkRule{Domain: "*.pypi.org"}, NetworkRule{Prefix: netip.MustParsePrefix("10.0.0.0/8")}
+func TestRuleMatches(t *testing.T) {
+	exact, wild, cidr := Rule{Domain: "pypi.org"}, Rule{Domain: "*.pypi.org"}, Rule{Prefix: netip.MustParsePrefix("10.0.0.0/8")}
 	for _, tc := range []struct {
-		r    NetworkRule
+		r    Rule
 		name string
 		want bool
 	}{
@@ -189,9 +189,9 @@ func TestNetworkRuleMatches(t *testing.T) {
 	}
 }
 
-// FuzzParseNetworkRule: whatever a user writes, a rule is refused with
+// FuzzParseRule: whatever a user writes, a rule is refused with
 // ErrInvalid or comes out canonical, valid and printable back to itself.
-func FuzzParseNetworkRule(f *testing.F) {
+func FuzzParseRule(f *testing.F) {
 	for _, s := range []string{
 		"198.51.100.0/24", "203.0.113.7:443,80", "pypi.org:443", "*.pythonhosted.org", "PyPI.org.",
 		"::1", "0.0.0.0/0", "1.2.3.4/33", "a..b", "*.com", "x.y:0", "1password.com:1,2,3", " 10.0.0.0/8 ",
@@ -199,7 +199,7 @@ func FuzzParseNetworkRule(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		r, err := ParseNetworkRule(s)
+		r, err := ParseRule(s)
 		if err != nil {
 			if !errors.Is(err, errdefs.ErrInvalid) {
 				t.Fatalf("%q: error %v is not ErrInvalid", s, err)
@@ -218,14 +218,14 @@ func FuzzParseNetworkRule(f *testing.F) {
 		if len(r.Ports) > MaxRulePorts || slices.Contains(r.Ports, 0) {
 			t.Fatalf("%q: ports %v", s, r.Ports)
 		}
-		again, err := ParseNetworkRule(r.String())
+		again, err := ParseRule(r.String())
 		if err != nil {
 			t.Fatalf("%q prints as %q, which does not parse: %v", s, r.String(), err)
 		}
 		if again.Prefix != r.Prefix || again.Domain != r.Domain || !slices.Equal(again.Ports, r.Ports) {
 			t.Fatalf("%q: %+v prints as %q, which parses as %+v", s, r, r.String(), again)
 		}
-		p := NetworkPolicy{Mode: NetworkAllow, Allow: []NetworkRule{r, again}}
+		p := Policy{Mode: ModeAllow, Allow: []Rule{r, again}}
 		if err := p.Validate(); err != nil || len(p.Allow) != 1 {
 			t.Fatalf("%q: a policy of the rule twice: %v, %d rules", s, err, len(p.Allow))
 		}
