@@ -286,6 +286,12 @@ func (s *Service) Files(ctx context.Context, ref string) (Files, error) {
 	return s.filesOf(sb), nil
 }
 
+// filesOf returns sb's file system, whose every call is a file transfer
+// (internal/transfer); the caller holds sb's lock shared.
+func (s *Service) filesOf(sb *Sandbox) Files {
+	return s.transfers.Files(sb.ID, s.guestFor(sb))
+}
+
 // mergeEnv layers environments, later ones winning, into KEY=VALUE form.
 func mergeEnv(image []string, layers ...map[string]string) []string {
 	env := map[string]string{"PATH": defaultPath}

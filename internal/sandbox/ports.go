@@ -9,6 +9,7 @@ import (
 
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/netpolicy"
+	"github.com/den-dev/den/internal/transfer"
 )
 
 // Store keeps sandboxes, their history, runs and images. Every state change
@@ -246,20 +247,11 @@ type Guest interface {
 }
 
 // Files is the file system inside a running sandbox, as den-init serves it.
-// Paths are absolute paths inside the sandbox.
+// Paths are absolute paths inside the sandbox. Its calls are those a
+// file transfer wraps (internal/transfer): through the Service's Files,
+// each is a transfer.
 type Files interface {
-	Stat(ctx context.Context, path string) (guest.FileInfo, error)
-	ReadDir(ctx context.Context, path string) ([]guest.FileInfo, error)
-	ReadFile(ctx context.Context, path string) (io.ReadCloser, guest.FileInfo, error)
-	WriteFile(ctx context.Context, path string, r io.Reader, o guest.WriteOptions) error
-	Mkdir(ctx context.Context, req guest.MkdirRequest) error
-	Remove(ctx context.Context, path string, recursive bool) error
-	Move(ctx context.Context, from, to string) error
-	ReadTar(ctx context.Context, path string) (io.ReadCloser, error)
-	// Watch streams the changes under dir to each, after calling ready
-	// once the watch is in place; nil when dir went away.
-	Watch(ctx context.Context, dir string, recursive bool, ready func(), each func(guest.WatchEvent) error) error
-	WriteTar(ctx context.Context, dir string, r io.Reader) error
+	transfer.Files
 }
 
 // GuestDialer returns a Guest for den-init at addr with token.

@@ -17,6 +17,7 @@ import (
 	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/runoutput"
+	"github.com/den-dev/den/internal/transfer"
 	"github.com/den-dev/den/internal/usage"
 )
 
@@ -129,8 +130,8 @@ type Service struct {
 	// (followers.go); it has its own lock.
 	followers runFollowers
 	// transfers are the file transfers under way in each sandbox
-	// (transfers.go).
-	transfers map[string]*transfers
+	// (internal/transfer); it has its own lock.
+	transfers *transfer.Registry
 	// staleLimits are paused sandboxes whose den-init has yet to learn
 	// limits changed while they slept.
 	staleLimits map[string]bool
@@ -204,7 +205,6 @@ func NewService(cfg Config) (*Service, error) {
 		pinned:       map[string]int{},
 		held:         map[string]int{},
 		followers:    &runoutput.Followers{},
-		transfers:    map[string]*transfers{},
 		staleLimits:  map[string]bool{},
 		secretStates: grant.NewHolders(),
 		disk:         quota.NewLedger(cfg.Disk),
@@ -213,6 +213,7 @@ func NewService(cfg Config) (*Service, error) {
 		metrics:      usage.NewLog(),
 		views:        peers.NewViews(cfg.Volumes, cfg.Logger),
 	}
+	s.transfers = transfer.NewRegistry(s.hold)
 	s.space = runoutput.NewSpace(ctx, cfg.RunsDir, cfg.Output, prunableRuns{s}, cfg.Now, cfg.Logger)
 	if _, ok := cfg.Runtime.(HostnameSetter); ok && cfg.Warm.Dir != "" {
 		s.warm = newWarmPools(cfg.Warm)

@@ -41,6 +41,12 @@ func (s *Service) pause(ctx context.Context, sb *Sandbox, why string) (err error
 	return nil
 }
 
+// endTransfers ends every file transfer in sb, which is about to sleep as
+// verb says ("paused", "hibernated").
+func (s *Service) endTransfers(sb *Sandbox, verb string) {
+	s.transfers.End(sb.ID, sb.Name, verb)
+}
+
 // Resume brings a paused or hibernated sandbox back to running. Its
 // processes carry on where they were.
 func (s *Service) Resume(ctx context.Context, ref string) (_ *Sandbox, err error) {

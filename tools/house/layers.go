@@ -60,6 +60,7 @@ var layers = map[string]layer{
 	"internal/peers":     capabilities,
 	"internal/expose":    capabilities,
 	"internal/netpolicy": capabilities,
+	"internal/transfer":  capabilities,
 
 	// The domain.
 	"internal/sandbox": coreLayer,
