@@ -12,6 +12,7 @@ import (
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/secret"
 )
 
@@ -42,7 +43,7 @@ func (s *server) createToken(w http.ResponseWriter, r *http.Request) error {
 		return notEnabled("API tokens")
 	}
 	var req api.CreateTokenRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	p := auth.CreateParams{Name: req.Name, Scope: auth.Scope(req.Scope), For: req.For}
@@ -60,7 +61,7 @@ func (s *server) createToken(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := toToken(t, time.Now())
 	out.Token = token
-	return writeJSON(w, http.StatusCreated, out)
+	return httpx.WriteJSON(w, http.StatusCreated, out)
 }
 
 func (s *server) listTokens(w http.ResponseWriter, r *http.Request) error {
@@ -72,7 +73,7 @@ func (s *server) listTokens(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	now := time.Now()
-	return writeJSON(w, http.StatusOK, api.TokenList{Tokens: mapSlice(ts, func(t *auth.Token) api.Token { return toToken(t, now) })})
+	return httpx.WriteJSON(w, http.StatusOK, api.TokenList{Tokens: mapSlice(ts, func(t *auth.Token) api.Token { return toToken(t, now) })})
 }
 
 func (s *server) revokeToken(w http.ResponseWriter, r *http.Request) error {
@@ -115,7 +116,7 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request) error {
 		}
 		f.Since = since
 	}
-	limit, err := queryInt(r, "limit", audit.MaxLimit)
+	limit, err := httpx.QueryInt(r, "limit", audit.MaxLimit)
 	if err != nil {
 		return err
 	}
@@ -124,7 +125,7 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, api.AuditList{Entries: mapSlice(entries, toAuditEntry)})
+	return httpx.WriteJSON(w, http.StatusOK, api.AuditList{Entries: mapSlice(entries, toAuditEntry)})
 }
 
 func parseSince(v string, now time.Time) (time.Time, error) {
@@ -134,7 +135,7 @@ func parseSince(v string, now time.Time) (time.Time, error) {
 	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
 		return now.Add(-d), nil
 	}
-	return time.Time{}, invalidQuery("since", v, "use a duration back from now such as 90m or 24h, or a time such as 2026-01-02T15:04:05Z")
+	return time.Time{}, httpx.InvalidQuery("since", v, "use a duration back from now such as 90m or 24h, or a time such as 2026-01-02T15:04:05Z")
 }
 
 func toAuditEntry(e *audit.Entry) api.AuditEntry {
@@ -168,7 +169,7 @@ func (s *server) setSecret(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toSecret(*info))
+	return httpx.WriteJSON(w, http.StatusOK, toSecret(*info))
 }
 
 func (s *server) listSecrets(w http.ResponseWriter, r *http.Request) error {
@@ -179,7 +180,7 @@ func (s *server) listSecrets(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, api.SecretList{Secrets: mapSlice(list, toSecret)})
+	return httpx.WriteJSON(w, http.StatusOK, api.SecretList{Secrets: mapSlice(list, toSecret)})
 }
 
 func (s *server) removeSecret(w http.ResponseWriter, r *http.Request) error {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -23,5 +24,5 @@ func (s *server) collectBlobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, api.BlobCollection(st))
+	return httpx.WriteJSON(w, http.StatusOK, api.BlobCollection(st))
 }

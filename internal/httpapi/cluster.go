@@ -14,6 +14,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/image"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -49,7 +50,7 @@ var recordRoutes = []string{
 // placeCreate sends a create to the node placement chooses, when that is
 // another node, reporting whether it did.
 func (s *server) placeCreate(w http.ResponseWriter, r *http.Request) (bool, error) {
-	info := infoOf(r)
+	info := httpx.InfoOf(r)
 	if s.cluster == nil {
 		return false, nil
 	}
@@ -69,7 +70,7 @@ func (s *server) placeCreate(w http.ResponseWriter, r *http.Request) (bool, erro
 		}
 		return false, nil
 	}
-	if info.fromNode {
+	if info.FromNode {
 		return false, nil // placed by the node that sent it
 	}
 	node := req.Node
@@ -85,7 +86,7 @@ func (s *server) placeCreate(w http.ResponseWriter, r *http.Request) (bool, erro
 	if err := s.cluster.Forward(w, r, node, "", IsLocal(r)); err != nil {
 		return true, err
 	}
-	info.sentOn = true
+	info.SentOn = true
 	return true, nil
 }
 
@@ -104,12 +105,12 @@ func (s *server) fromNode(r *http.Request) bool {
 // refuses it if the sandbox moved meanwhile), unless answering it would
 // wake a sandbox this node has no room for: then the sandbox goes to a
 // node with room, and the request after it.
-func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestInfo) (bool, error) {
-	if s.cluster == nil || (info.fromNode && !wakes(r, info.route)) || info.route == sshRelayRoute {
+func (s *server) forward(w http.ResponseWriter, r *http.Request, info *httpx.Info) (bool, error) {
+	if s.cluster == nil || (info.FromNode && !wakes(r, info.Route)) || info.Route == sshRelayRoute {
 		return false, nil // a node sent it here: answered here, unless it wakes (below)
 	}
 	var err error
-	sb := info.found
+	sb := info.Found
 	if sb == nil {
 		if sb, err = s.sandboxes.Get(r.Context(), r.PathValue("name")); err != nil {
 			return false, nil // the handler answers as it would anyway
@@ -117,7 +118,7 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestIn
 	}
 	switch {
 	case sb.Node == s.cluster.Self():
-		if sb.State != sandbox.StateHibernated || !wakes(r, info.route) {
+		if sb.State != sandbox.StateHibernated || !wakes(r, info.Route) {
 			return false, nil // the handler answers as it would anyway
 		}
 		// About to wake here: on another node, if this one has no room.
@@ -132,10 +133,10 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestIn
 		moved := *sb
 		moved.Node = to
 		sb = &moved
-	case info.fromNode:
+	case info.FromNode:
 		return false, nil
 	}
-	if info.route == recoverRoute && s.cluster.Lost(r.Context(), sb.Node) {
+	if info.Route == recoverRoute && s.cluster.Lost(r.Context(), sb.Node) {
 		return false, nil // any node takes over a lost node's sandbox
 	}
 	if hr, ok := r.Context().Value(hostRouteKey{}).(*hostRoute); ok {
@@ -145,13 +146,13 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestIn
 		r = r.Clone(r.Context())
 		r.URL = &u
 	}
-	local := IsLocal(r) || (info.fromNode && r.Header.Get(cluster.HeaderLocal) != "")
+	local := IsLocal(r) || (info.FromNode && r.Header.Get(cluster.HeaderLocal) != "")
 	err = s.cluster.Forward(w, r, sb.Node, sb.Name, local)
 	if err == nil {
-		info.sentOn = true
+		info.SentOn = true
 		return true, nil
 	}
-	if r.Method == http.MethodGet && slices.Contains(recordRoutes, info.route) && errors.Is(err, errdefs.ErrUnavailable) {
+	if r.Method == http.MethodGet && slices.Contains(recordRoutes, info.Route) && errors.Is(err, errdefs.ErrUnavailable) {
 		return false, nil
 	}
 	if errors.Is(err, errdefs.ErrUnavailable) && s.fleet != nil && s.cluster.Lost(r.Context(), sb.Node) {

@@ -12,6 +12,7 @@ import (
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/fleet"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 )
 
 // NodeService reports and manages the nodes of the fleet.
@@ -35,7 +36,7 @@ func (s *server) listNodes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, api.NodeList{Fleet: fleet, Nodes: nodes})
+	return httpx.WriteJSON(w, http.StatusOK, api.NodeList{Fleet: fleet, Nodes: nodes})
 }
 
 func (s *server) drainNode(w http.ResponseWriter, r *http.Request) error {
@@ -49,7 +50,7 @@ func (s *server) drainNode(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, res)
+	return httpx.WriteJSON(w, http.StatusOK, res)
 }
 
 func (s *server) activateNode(w http.ResponseWriter, r *http.Request) error {
@@ -63,7 +64,7 @@ func (s *server) activateNode(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, n)
+	return httpx.WriteJSON(w, http.StatusOK, n)
 }
 
 func (s *server) removeNode(w http.ResponseWriter, r *http.Request) error {
@@ -85,14 +86,14 @@ func (s *server) forwardToNode(w http.ResponseWriter, r *http.Request) (bool, er
 	if name == self {
 		return false, nil
 	}
-	info := infoOf(r)
-	if s.cluster == nil || info.fromNode {
+	info := httpx.InfoOf(r)
+	if s.cluster == nil || info.FromNode {
 		return true, errdefs.WithHint(errdefs.NotFound("no node %q here: this is node %s", name, self), "`den node ls` lists the nodes")
 	}
 	if err := s.cluster.Forward(w, r, name, "", IsLocal(r)); err != nil {
 		return true, err
 	}
-	info.sentOn = true
+	info.SentOn = true
 	return true, nil
 }
 
@@ -119,7 +120,7 @@ var errNoFleet = errdefs.WithHint(errdefs.Conflict("this dend is not part of a f
 
 func (s *server) moveSandbox(w http.ResponseWriter, r *http.Request) error {
 	var req api.MoveSandboxRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	if s.fleet == nil {
@@ -129,18 +130,18 @@ func (s *server) moveSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+	return httpx.WriteJSON(w, http.StatusOK, s.toSandbox(sb))
 }
 
 // adoptSandbox takes over a sandbox the node it is on hands over: only
 // the nodes of the fleet call it, with the fleet's key.
 func (s *server) adoptSandbox(w http.ResponseWriter, r *http.Request) error {
-	if !infoOf(r).fromNode {
+	if !httpx.InfoOf(r).FromNode {
 		return errdefs.WithHint(errdefs.NotFound("no such route for callers outside the fleet"),
 			"`den move NAME --to NODE` moves a sandbox")
 	}
 	var req api.AdoptRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	if s.fleet == nil {
@@ -150,14 +151,14 @@ func (s *server) adoptSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+	return httpx.WriteJSON(w, http.StatusOK, s.toSandbox(sb))
 }
 
 // receiveAhead takes part of the checkpoint of a sandbox another node is
 // handing over to this one: only from a node of the fleet. The stream's
 // CRC-32C comes after it, as a trailer.
 func (s *server) receiveAhead(w http.ResponseWriter, r *http.Request) error {
-	if !infoOf(r).fromNode {
+	if !httpx.InfoOf(r).FromNode {
 		return errdefs.WithHint(errdefs.NotFound("no such route for callers outside the fleet"),
 			"`den move NAME --to NODE` moves a sandbox")
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/expose"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 )
 
 // Who may reach an exposed port, in the order authenticate asks:
@@ -45,22 +46,13 @@ const (
 // portCookie keeps a signature on the ports domain: "EXPIRES.SIGNATURE".
 const portCookie = "den_port_signature"
 
-// portGrant is what a request let in without a token reaches.
-type portGrant struct {
-	ref         string // the sandbox as the request named it
-	sandboxID   string
-	sandboxName string
-	port        uint16
-	signedQuery bool // let in by a signature in the query (not a cookie)
-}
-
-// covers reports whether the grant lets the request to route rt through.
-func (g *portGrant) covers(rt route, r *http.Request) bool {
-	if !isProxy(rt.path) || r.PathValue("name") != g.ref {
+// grantCovers reports whether grant g lets the request to route rt through.
+func grantCovers(g *httpx.PortGrant, rt route, r *http.Request) bool {
+	if !isProxy(rt.path) || r.PathValue("name") != g.Ref {
 		return false
 	}
 	port, err := parsePort(r.PathValue("port"))
-	return err == nil && port == g.port
+	return err == nil && port == g.Port
 }
 
 // proxyTarget reads the sandbox and port a request to the proxy route
@@ -85,7 +77,7 @@ func proxyTarget(path string) (ref string, port uint16, ok bool) {
 // portPrincipal lets in, without a token, a request to a public port or
 // one signed for its port. ok is false when the request is not one of
 // those and needs a token; err refuses it (a bad or expired signature).
-func (s *server) portPrincipal(r *http.Request) (p auth.Principal, g *portGrant, ok bool, err error) {
+func (s *server) portPrincipal(r *http.Request) (p auth.Principal, g *httpx.PortGrant, ok bool, err error) {
 	ref, port, isProxy := proxyTarget(r.URL.EscapedPath())
 	if !isProxy {
 		return p, nil, false, nil
@@ -97,7 +89,7 @@ func (s *server) portPrincipal(r *http.Request) (p auth.Principal, g *portGrant,
 		return p, nil, false, err
 	}
 	if sb != nil {
-		g = &portGrant{ref: ref, sandboxID: sb.ID, sandboxName: sb.Name, port: port}
+		g = &httpx.PortGrant{Ref: ref, SandboxID: sb.ID, SandboxName: sb.Name, Port: port}
 		if ep, exposed := sb.Exposed(port); exposed && ep.Public {
 			return auth.Principal{Name: publicName}, g, true, nil
 		}
@@ -120,7 +112,7 @@ func (s *server) portPrincipal(r *http.Request) (p auth.Principal, g *portGrant,
 	if err := s.checkPortSignature(sb.ID, ep, exp, sig, time.Now()); err != nil {
 		return p, nil, false, err
 	}
-	g.signedQuery = fromQuery
+	g.SignedQuery = fromQuery
 	return auth.Principal{Name: signedName}, g, true, nil
 }
 
@@ -228,8 +220,8 @@ func grantNotFor() error {
 
 // useGrant lets a request in under its port grant: the handler gets the
 // sandbox's id, as for an owner token.
-func useGrant(r *http.Request, info *requestInfo) {
-	g := info.grant
-	info.sandboxID, info.sandbox = g.sandboxID, g.sandboxName
-	r.SetPathValue("name", g.sandboxID)
+func useGrant(r *http.Request, info *httpx.Info) {
+	g := info.Grant
+	info.SandboxID, info.Sandbox = g.SandboxID, g.SandboxName
+	r.SetPathValue("name", g.SandboxID)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/expose"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -74,14 +75,14 @@ func (s *server) exposePort(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req api.ExposePortRequest
-	if err := s.decodeOptionalJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeOptionalJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	sb, err := s.sandboxes.ExposePort(r.Context(), r.PathValue("name"), port, req.Public)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+	return httpx.WriteJSON(w, http.StatusOK, s.toSandbox(sb))
 }
 
 // unexposePort stops serving a port.
@@ -122,7 +123,7 @@ func (s *server) portURL(w http.ResponseWriter, r *http.Request) error {
 	if v := r.URL.Query().Get("expires"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 || d > maxURLLifetime {
-			return invalidQuery("expires", v, "use a duration from 1s to 720h, such as 30m or 24h")
+			return httpx.InvalidQuery("expires", v, "use a duration from 1s to 720h, such as 30m or 24h")
 		}
 		lifetime = d
 	}
@@ -148,7 +149,7 @@ func (s *server) portURL(w http.ResponseWriter, r *http.Request) error {
 	if s.portsDomain != "" {
 		out.URL = fmt.Sprintf("%s://%d-%s.%s%s/?%s", requestScheme(r), port, sb.ID, s.portsDomain, requestPort(r), q.Encode())
 	}
-	return writeJSON(w, http.StatusOK, out)
+	return httpx.WriteJSON(w, http.StatusOK, out)
 }
 
 // requestScheme is the scheme the caller used to reach dend, as far as
@@ -189,12 +190,12 @@ func (s *server) proxyPort(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer s.sandboxes.Hold(r.Context(), ref)()
-	info := infoOf(r)
-	name := info.sandbox
+	info := httpx.InfoOf(r)
+	name := info.Sandbox
 	if name == "" {
 		name = ref
 	}
-	if info.grant != nil && info.grant.signedQuery && fwd.host {
+	if info.Grant != nil && info.Grant.SignedQuery && fwd.host {
 		s.setPortCookie(w, r)
 	}
 	proxy := &httputil.ReverseProxy{
@@ -248,8 +249,8 @@ func (s *server) proxyError(w http.ResponseWriter, r *http.Request, name string,
 		e.Message = fmt.Sprintf("port %d of sandbox %q timed out", port, name)
 	}
 	s.log.Debug("proxied request failed", "sandbox", name, "port", port, "method", r.Method, "err", err)
-	noteError(r, e.Message)
-	writeJSONError(w, http.StatusBadGateway, e)
+	httpx.NoteError(r, e.Message)
+	httpx.WriteJSONError(w, http.StatusBadGateway, e)
 }
 
 // proxyBuffers are the buffers bodies are copied through: larger than
@@ -354,7 +355,7 @@ func (s *server) routeHosts(next http.Handler) http.Handler {
 		}
 		portStr, name, ok := strings.Cut(label, "-")
 		if _, err := strconv.ParseUint(portStr, 10, 16); !ok || err != nil || sandbox.ValidateName("sandbox", name) != nil {
-			writeJSONError(w, http.StatusNotFound, &api.Error{
+			httpx.WriteJSONError(w, http.StatusNotFound, &api.Error{
 				Code:    api.CodeNotFound,
 				Message: fmt.Sprintf("no sandbox port at host %q", r.Host),
 				Hint:    fmt.Sprintf("ports are served at PORT-NAME.%s, e.g. 8080-web.%s", s.portsDomain, s.portsDomain),

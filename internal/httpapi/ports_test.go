@@ -24,6 +24,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/expose"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 )
 
 // seen is what the application behind a port was sent, as echoBackend
@@ -218,7 +219,7 @@ func TestCheckPortSignature(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.msg) || errdefs.Hint(err) == "" {
 				t.Errorf("error %v (hint %q), want one saying %q with a hint", err, errdefs.Hint(err), tc.msg)
 			}
-			if status, _, _ := toAPIError(err); status != http.StatusUnauthorized {
+			if status, _, _ := httpx.ToAPIError(err); status != http.StatusUnauthorized {
 				t.Errorf("status %d, want 401", status)
 			}
 		})

@@ -20,6 +20,7 @@ import (
 	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/usage"
@@ -311,7 +312,7 @@ func New(cfg Config) http.Handler {
 	}
 	if cfg.MCP != nil {
 		mux.Handle(mcpPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			infoOf(r).route = mcpPath
+			httpx.InfoOf(r).Route = mcpPath
 			r.Body = http.MaxBytesReader(w, r.Body, MaxMCPBytes)
 			cfg.MCP.ServeHTTP(w, r)
 		}))
@@ -369,15 +370,15 @@ func (s *server) handle(fn handlerFunc) http.Handler {
 			return
 		}
 		if !rec.wroteHeader {
-			s.writeError(rec, r, err)
+			httpx.WriteError(s.log, rec, r, err)
 			return
 		}
 		level := slog.LevelWarn
-		_, body, internal := toAPIError(err)
+		_, body, internal := httpx.ToAPIError(err)
 		if internal {
 			level = slog.LevelError
 		}
-		noteError(r, body.Message)
+		httpx.NoteError(r, body.Message)
 		s.log.Log(r.Context(), level, "response cut short", "method", r.Method, "path", r.URL.Path, "err", err)
 		panic(http.ErrAbortHandler)
 	})
@@ -398,14 +399,14 @@ func (s *server) fallback(mux *http.ServeMux) http.Handler {
 		h.ServeHTTP(probe, r)
 		if probe.status == http.StatusMethodNotAllowed {
 			w.Header().Set("Allow", probe.header.Get("Allow"))
-			writeJSONError(w, http.StatusMethodNotAllowed, &api.Error{
+			httpx.WriteJSONError(w, http.StatusMethodNotAllowed, &api.Error{
 				Code:    api.CodeInvalid,
 				Message: "method " + r.Method + " not allowed on " + r.URL.Path,
 				Hint:    "allowed: " + probe.header.Get("Allow"),
 			})
 			return
 		}
-		writeJSONError(w, http.StatusNotFound, &api.Error{
+		httpx.WriteJSONError(w, http.StatusNotFound, &api.Error{
 			Code:    api.CodeNotFound,
 			Message: "no route " + r.Method + " " + r.URL.Path,
 			Hint:    "see GET /v1/openapi.yaml for the routes",
@@ -433,10 +434,10 @@ func (s *server) getHealth(w http.ResponseWriter, r *http.Request) error {
 	// every owner: how full they are tells one owner of the others'
 	// work. An owner's own use is in GET /v1/owners/{id}, and a create
 	// refused for want of room says so.
-	if !principalOf(r).Scope.Admin() {
+	if !httpx.PrincipalOf(r).Scope.Admin() {
 		h.Disk, h.Pool, h.Warm, h.Blobs = nil, nil, nil, nil
 	}
-	return writeJSON(w, http.StatusOK, h)
+	return httpx.WriteJSON(w, http.StatusOK, h)
 }
 
 func (s *server) getOpenAPI(w http.ResponseWriter, r *http.Request) error {
