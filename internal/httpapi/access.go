@@ -13,6 +13,7 @@ import (
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/httpapi/httpx"
+	"github.com/den-dev/den/internal/httpapi/portproxy"
 	"github.com/den-dev/den/internal/inproc"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -23,7 +24,7 @@ import (
 //     root-only unix socket) are root; any other needs a bearer token the
 //     TokenService accepts, or gets 401 — except a request to an exposed
 //     port that is public or carries dend's signature, which is let in to
-//     that one port alone (portaccess.go).
+//     that one port alone (internal/httpapi/portproxy).
 //  2. auditCalls: once the call is answered, a call that changes (or
 //     tries to change) something is recorded with its outcome. Never its
 //     body.
@@ -103,7 +104,7 @@ func localPrincipal(r *http.Request) auth.Principal {
 // Local: one an exposed port lets in without a token, or the bearer
 // token's.
 func (s *server) identify(r *http.Request, info *httpx.Info) error {
-	p, grant, ok, err := s.portPrincipal(r)
+	p, grant, ok, err := s.ports.Principal(r)
 	if err != nil {
 		return err
 	}
@@ -215,7 +216,7 @@ func areaOf(path string) area {
 func mutating(method, pattern string) bool {
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return pattern == "/v1/sandboxes/{name}/exec/ws" || pattern == portURLPattern
+		return pattern == "/v1/sandboxes/{name}/exec/ws" || pattern == portproxy.URLPattern
 	}
 	return true
 }
@@ -224,7 +225,7 @@ func mutating(method, pattern string) bool {
 // change something, except what goes through an exposed port, which is
 // the application's traffic, and MCP's envelopes.
 func audited(method, pattern string) bool {
-	return mutating(method, pattern) && !isProxy(pattern) && pattern != mcpPath
+	return mutating(method, pattern) && !portproxy.IsProxy(pattern) && pattern != mcpPath
 }
 
 // mcpPath serves the Model Context Protocol. Its requests are not audited
@@ -286,10 +287,10 @@ func (s *server) guard(rt route, query []string) handlerFunc {
 		info := httpx.InfoOf(r)
 		info.Route = rt.path
 		if info.Grant != nil {
-			if !grantCovers(info.Grant, rt, r) {
-				return grantNotFor()
+			if !portproxy.Covers(info.Grant, rt.path, r) {
+				return portproxy.GrantNotFor()
 			}
-			useGrant(r, info)
+			portproxy.UseGrant(r, info)
 			if sent, err := s.forward(w, r, info); sent || err != nil {
 				return err
 			}
@@ -300,7 +301,7 @@ func (s *server) guard(rt route, query []string) handlerFunc {
 			info.Sandbox = ref
 		}
 		// A WebSocket through an exposed port can do anything a POST can.
-		changes := mutates || (isProxy(rt.path) && r.Header.Get("Upgrade") != "")
+		changes := mutates || (portproxy.IsProxy(rt.path) && r.Header.Get("Upgrade") != "")
 		if err := allow(info.Principal, a, changes); err != nil {
 			return err
 		}

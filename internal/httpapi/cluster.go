@@ -15,6 +15,7 @@ import (
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/httpapi/httpx"
+	"github.com/den-dev/den/internal/httpapi/portproxy"
 	"github.com/den-dev/den/internal/image"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -139,10 +140,10 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *httpx.Inf
 	if info.Route == recoverRoute && s.cluster.Lost(r.Context(), sb.Node) {
 		return false, nil // any node takes over a lost node's sandbox
 	}
-	if hr, ok := r.Context().Value(hostRouteKey{}).(*hostRoute); ok {
+	if path, rawPath, ok := portproxy.ByHost(r.Context()); ok {
 		// Sent to PORT-NAME.DOMAIN: the node routes it by its host again.
 		u := *r.URL
-		u.Path, u.RawPath = hr.path, hr.rawPath
+		u.Path, u.RawPath = path, rawPath
 		r = r.Clone(r.Context())
 		r.URL = &u
 	}
@@ -166,7 +167,7 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *httpx.Inf
 // wakes reports whether a request on route wakes a sleeping sandbox: it
 // runs something in it, reads or writes its files, or reaches a port.
 func wakes(r *http.Request, route string) bool {
-	if _, ok := r.Context().Value(hostRouteKey{}).(*hostRoute); ok {
+	if _, _, ok := portproxy.ByHost(r.Context()); ok {
 		return true
 	}
 	switch route {

@@ -16,6 +16,7 @@ import (
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/httpapi/httpx"
+	"github.com/den-dev/den/internal/httpapi/portproxy"
 	"github.com/den-dev/den/internal/idempotency"
 )
 
@@ -55,7 +56,7 @@ const finishTimeout = 10 * time.Second
 func keyed(rt route) bool {
 	switch rt.method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-		return !isProxy(rt.path)
+		return !portproxy.IsProxy(rt.path)
 	}
 	return false
 }

@@ -1,5 +1,7 @@
 package httpapi
 
+import "github.com/den-dev/den/internal/httpapi/portproxy"
+
 // Route is one method and path pattern the API serves, in the syntax of
 // net/http.ServeMux: "/v1/sandboxes/{name}/start".
 type Route struct {
@@ -45,10 +47,10 @@ func (s *server) routes() []route {
 		{"PUT", "/v1/sandboxes/{name}/secrets", s.setSecrets},
 		{"PUT", "/v1/sandboxes/{name}/setup", s.setSetup},
 		{"POST", "/v1/sandboxes/{name}/rebase", s.rebaseSandbox},
-		{"PUT", "/v1/sandboxes/{name}/ports/{port}", s.exposePort},
-		{"DELETE", "/v1/sandboxes/{name}/ports/{port}", s.unexposePort},
-		{"GET", portURLPattern, s.portURL},
-		{"DELETE", portURLPattern, s.revokePortURLs},
+		{"PUT", "/v1/sandboxes/{name}/ports/{port}", s.ports.Expose},
+		{"DELETE", "/v1/sandboxes/{name}/ports/{port}", s.ports.Unexpose},
+		{"GET", portproxy.URLPattern, s.ports.URL},
+		{"DELETE", portproxy.URLPattern, s.ports.RevokeURLs},
 
 		{"GET", "/v1/sandboxes/{name}/peers", s.listPeers},
 		{"POST", "/v1/sandboxes/{name}/peers", s.addPeer},
@@ -114,6 +116,15 @@ func (s *server) routes() []route {
 
 		{"POST", "/v1/admin/blobs/gc", s.collectBlobs},
 	}, s.proxyRoutes()...)
+}
+
+// proxyRoutes is the proxy's row of the route table, once per method.
+func (s *server) proxyRoutes() []route {
+	out := make([]route, len(portproxy.Methods))
+	for i, m := range portproxy.Methods {
+		out[i] = route{m, portproxy.Pattern, s.ports.Serve}
+	}
+	return out
 }
 
 // Routes lists every route New serves, in the order of the table.

@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/httpapi/httpx"
+	"github.com/den-dev/den/internal/httpapi/portproxy"
 	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/usage"
@@ -114,15 +114,9 @@ type SandboxService interface {
 	AddPeer(ctx context.Context, ref string, p sandbox.PeerParams) (*sandbox.Sandbox, *peers.Peer, error)
 	RefreshPeer(ctx context.Context, ref, peer string, p sandbox.PeerParams) (*sandbox.Sandbox, *peers.Peer, error)
 	RemovePeer(ctx context.Context, ref, peer string, restart bool) (*sandbox.Sandbox, error)
-	// ExposePort serves a port of the sandbox, or changes whether it is
-	// public; UnexposePort stops serving it.
-	ExposePort(ctx context.Context, ref string, port uint16, public bool) (*sandbox.Sandbox, error)
-	UnexposePort(ctx context.Context, ref string, port uint16) (*sandbox.Sandbox, error)
-	// RevokePortLinks ends every signed link to the port made so far.
-	RevokePortLinks(ctx context.Context, ref string, port uint16) (*sandbox.Sandbox, error)
-	// PortTarget is where a request to an exposed port goes, the sandbox
-	// woken first if it sleeps.
-	PortTarget(ctx context.Context, ref string, port uint16) (netip.AddrPort, error)
+	// Exposed ports: exposing, unexposing, revoking links, the proxy's
+	// target.
+	portproxy.Sandboxes
 	// SetPolicy changes the fields of a sandbox's idle policy that p sets.
 	SetPolicy(ctx context.Context, ref string, p sandbox.Policy) (*sandbox.Sandbox, error)
 	// EffectivePolicy is sb's policy with dend's defaults filled in; Due
@@ -174,7 +168,7 @@ type Config struct {
 	Secrets SecretService
 	// Owners serves /v1/owners (quotas and grants). nil: 503.
 	Owners OwnerService
-	// PortsKey signs URLs to exposed ports (see portaccess.go); 32 random
+	// PortsKey signs URLs to exposed ports (see internal/httpapi/portproxy); 32 random
 	// bytes. nil: no URLs are signed (503) and none is accepted.
 	PortsKey []byte
 	// Requests keeps the record of requests sent with an idempotency
@@ -252,10 +246,9 @@ type server struct {
 	owners       OwnerService
 	requests     RequestStore
 	blobs        BlobService
-	// Exposed ports: see ports.go.
-	portsKey      []byte
-	portsDomain   string
-	portTransport *http.Transport
+	// ports serves exposed ports: their routes, the proxy, and who may
+	// reach them without a token.
+	ports *portproxy.Proxy
 	// refusals logs requests refused for want of a valid token.
 	refusals *refusalLog
 	cluster  Cluster
@@ -296,8 +289,6 @@ func New(cfg Config) http.Handler {
 		requests:     cfg.Requests,
 		blobs:        cfg.Blobs,
 	}
-	s.portsKey, s.portTransport = cfg.PortsKey, newPortTransport()
-	s.portsDomain = strings.Trim(strings.ToLower(cfg.PortsDomain), ".")
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -305,6 +296,8 @@ func New(cfg Config) http.Handler {
 	if s.maxJSONBytes <= 0 {
 		s.maxJSONBytes = DefaultMaxJSONBytes
 	}
+	s.ports = portproxy.New(portproxy.Config{Sandboxes: s.sandboxes, ToSandbox: s.toSandbox, Key: cfg.PortsKey,
+		Domain: cfg.PortsDomain, MaxJSONBytes: s.maxJSONBytes, Logger: s.log})
 	mux := http.NewServeMux()
 	queries := routeQueries()
 	for _, rt := range s.routes() {
@@ -317,7 +310,7 @@ func New(cfg Config) http.Handler {
 			cfg.MCP.ServeHTTP(w, r)
 		}))
 	}
-	return s.logRequests(s.recoverPanics(s.routeHosts(s.door(cfg.E2B, s.ui(cfg.UI, s.authenticate(s.auditCalls(s.fallback(mux))))))))
+	return s.logRequests(s.recoverPanics(s.ports.RouteHosts(s.door(cfg.E2B, s.ui(cfg.UI, s.authenticate(s.auditCalls(s.fallback(mux))))))))
 }
 
 // ui sends requests for UIPath and below to h, the others on to next.

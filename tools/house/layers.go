@@ -81,11 +81,12 @@ var layers = map[string]layer{
 	"internal/fleet": above,
 
 	// The front doors: each translates its protocol to the Service's verbs.
-	"internal/httpapi":       doors,
-	"internal/httpapi/httpx": doors,
-	"internal/e2b":           doors,
-	"internal/mcpserver":     doors,
-	"internal/sshgate":       doors,
+	"internal/httpapi":           doors,
+	"internal/httpapi/httpx":     doors,
+	"internal/httpapi/portproxy": doors,
+	"internal/e2b":               doors,
+	"internal/mcpserver":         doors,
+	"internal/sshgate":           doors,
 
 	"internal/daemon": wiring,
 

@@ -1,4 +1,4 @@
-package httpapi
+package portproxy
 
 import (
 	"net/http"
@@ -139,7 +139,7 @@ func keepCookiesOnHost(h http.Header) {
 	for _, line := range lines {
 		parts := strings.Split(line, ";")
 		name, _, _ := strings.Cut(parts[0], "=")
-		if strings.TrimSpace(name) == portCookie {
+		if strings.TrimSpace(name) == Cookie {
 			continue
 		}
 		out := parts[:1]

@@ -1,4 +1,4 @@
-package httpapi
+package portproxy
 
 import (
 	"context"
@@ -31,26 +31,17 @@ import (
 // fixed segment "proxy" keeps the sandbox's own paths apart from the
 // management routes beside it (PUT and DELETE .../ports/{port}, GET
 // .../ports/{port}/url), whatever paths the application uses. Who may send
-// what through is decided in portaccess.go.
+// what through is decided in access.go.
 
 // The routes of the proxy (under every method) and of signed URLs.
 const (
-	proxyPattern   = "/v1/sandboxes/{name}/ports/{port}/proxy/{path...}"
-	portURLPattern = "/v1/sandboxes/{name}/ports/{port}/url"
+	Pattern    = "/v1/sandboxes/{name}/ports/{port}/proxy/{path...}"
+	URLPattern = "/v1/sandboxes/{name}/ports/{port}/url"
 )
 
-// proxyMethods are the methods the proxy passes on (GET covers HEAD);
-// others get 405.
-var proxyMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
-
-// proxyRoutes is the proxy's row of the route table, once per method.
-func (s *server) proxyRoutes() []route {
-	out := make([]route, len(proxyMethods))
-	for i, m := range proxyMethods {
-		out[i] = route{m, proxyPattern, s.proxyPort}
-	}
-	return out
-}
+// Methods are the methods the proxy passes on (GET covers HEAD); others
+// get 405. The API registers Pattern once for each.
+var Methods = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
 // Signed URLs last an hour unless asked otherwise, and at most 30 days.
 const (
@@ -68,8 +59,8 @@ func parsePort(s string) (uint16, error) {
 	return port, expose.Validate(port)
 }
 
-// exposePort exposes a port, or changes whether it is public.
-func (s *server) exposePort(w http.ResponseWriter, r *http.Request) error {
+// Expose exposes a port, or changes whether it is public.
+func (s *Proxy) Expose(w http.ResponseWriter, r *http.Request) error {
 	port, err := parsePort(r.PathValue("port"))
 	if err != nil {
 		return err
@@ -85,8 +76,8 @@ func (s *server) exposePort(w http.ResponseWriter, r *http.Request) error {
 	return httpx.WriteJSON(w, http.StatusOK, s.toSandbox(sb))
 }
 
-// unexposePort stops serving a port.
-func (s *server) unexposePort(w http.ResponseWriter, r *http.Request) error {
+// Unexpose stops serving a port.
+func (s *Proxy) Unexpose(w http.ResponseWriter, r *http.Request) error {
 	port, err := parsePort(r.PathValue("port"))
 	if err != nil {
 		return err
@@ -98,8 +89,8 @@ func (s *server) unexposePort(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// revokePortURLs ends every signed link to a port made so far.
-func (s *server) revokePortURLs(w http.ResponseWriter, r *http.Request) error {
+// RevokeURLs ends every signed link to a port made so far.
+func (s *Proxy) RevokeURLs(w http.ResponseWriter, r *http.Request) error {
 	port, err := parsePort(r.PathValue("port"))
 	if err != nil {
 		return err
@@ -111,10 +102,10 @@ func (s *server) revokePortURLs(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// portURL signs a link to an exposed port that works without a token
+// URL signs a link to an exposed port that works without a token
 // until it expires. The link names the sandbox by id, which no other
 // sandbox shares (names are unique only per owner).
-func (s *server) portURL(w http.ResponseWriter, r *http.Request) error {
+func (s *Proxy) URL(w http.ResponseWriter, r *http.Request) error {
 	port, err := parsePort(r.PathValue("port"))
 	if err != nil {
 		return err
@@ -127,7 +118,7 @@ func (s *server) portURL(w http.ResponseWriter, r *http.Request) error {
 		}
 		lifetime = d
 	}
-	if len(s.portsKey) == 0 {
+	if len(s.key) == 0 {
 		return errdefs.WithHint(errdefs.Unavailable("this dend signs no port URLs"), "reach the port with a token instead")
 	}
 	sb, err := s.sandboxes.Get(r.Context(), r.PathValue("name"))
@@ -141,13 +132,13 @@ func (s *server) portURL(w http.ResponseWriter, r *http.Request) error {
 	expires := time.Now().Add(lifetime).Truncate(time.Second).UTC()
 	q := url.Values{}
 	q.Set(api.PortExpiresParam, strconv.FormatInt(expires.Unix(), 10))
-	q.Set(api.PortSignatureParam, s.signPort(sb.ID, ep, expires.Unix()))
+	q.Set(api.PortSignatureParam, s.Sign(sb.ID, ep, expires.Unix()))
 	out := api.PortURL{
 		Path:      fmt.Sprintf("/v1/sandboxes/%s/ports/%d/proxy/?%s", sb.ID, port, q.Encode()),
 		ExpiresAt: expires,
 	}
-	if s.portsDomain != "" {
-		out.URL = fmt.Sprintf("%s://%d-%s.%s%s/?%s", requestScheme(r), port, sb.ID, s.portsDomain, requestPort(r), q.Encode())
+	if s.domain != "" {
+		out.URL = fmt.Sprintf("%s://%d-%s.%s%s/?%s", requestScheme(r), port, sb.ID, s.domain, requestPort(r), q.Encode())
 	}
 	return httpx.WriteJSON(w, http.StatusOK, out)
 }
@@ -170,9 +161,9 @@ func requestPort(r *http.Request) string {
 	return ""
 }
 
-// proxyPort passes a request on to the port inside the sandbox, waking
+// Serve passes a request on to the port inside the sandbox, waking
 // the sandbox first if it sleeps.
-func (s *server) proxyPort(w http.ResponseWriter, r *http.Request) error {
+func (s *Proxy) Serve(w http.ResponseWriter, r *http.Request) error {
 	port, err := parsePort(r.PathValue("port"))
 	if err != nil {
 		return err
@@ -219,7 +210,7 @@ func (s *server) proxyPort(w http.ResponseWriter, r *http.Request) error {
 			}
 			return nil
 		},
-		Transport:  s.portTransport,
+		Transport:  s.transport,
 		BufferPool: proxyBuffers,
 		ErrorLog:   slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -231,7 +222,7 @@ func (s *server) proxyPort(w http.ResponseWriter, r *http.Request) error {
 }
 
 // proxyError answers a request the sandbox's server did not: 502.
-func (s *server) proxyError(w http.ResponseWriter, r *http.Request, name string, port uint16, err error) {
+func (s *Proxy) proxyError(w http.ResponseWriter, r *http.Request, name string, port uint16, err error) {
 	if r.Context().Err() != nil {
 		return // the caller went away
 	}
@@ -316,16 +307,8 @@ func withoutSignature(raw string) string {
 	return q.Encode()
 }
 
-// isProxy reports whether a route pattern is the proxy's.
-func isProxy(pattern string) bool { return pattern == proxyPattern }
-
-func fromPorts(in []expose.Port) []api.ExposedPort {
-	var out []api.ExposedPort
-	for _, p := range in {
-		out = append(out, api.ExposedPort{Port: p.Port, Public: p.Public})
-	}
-	return out
-}
+// IsProxy reports whether a route pattern is the proxy's.
+func IsProxy(pattern string) bool { return pattern == Pattern }
 
 // hostRoute is a request that came by the ports domain: its own path,
 // before it was routed as the proxy route.
@@ -340,15 +323,25 @@ func hostRouteOf(ctx context.Context) *hostRoute {
 	return h
 }
 
-// routeHosts serves a request to PORT-NAME.DOMAIN as the proxy route of
+// ByHost reports whether a request came by the ports domain and, if so,
+// the path it came with, before it was routed as the proxy route.
+func ByHost(ctx context.Context) (path, rawPath string, ok bool) {
+	h := hostRouteOf(ctx)
+	if h == nil {
+		return "", "", false
+	}
+	return h.path, h.rawPath, true
+}
+
+// RouteHosts serves a request to PORT-NAME.DOMAIN as the proxy route of
 // that sandbox's port, keeping its path for the application. Requests to
 // any other host are the API's.
-func (s *server) routeHosts(next http.Handler) http.Handler {
-	if s.portsDomain == "" {
+func (s *Proxy) RouteHosts(next http.Handler) http.Handler {
+	if s.domain == "" {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		label, ok := portsLabel(r.Host, s.portsDomain)
+		label, ok := portsLabel(r.Host, s.domain)
 		if !ok {
 			next.ServeHTTP(w, r)
 			return
@@ -358,7 +351,7 @@ func (s *server) routeHosts(next http.Handler) http.Handler {
 			httpx.WriteJSONError(w, http.StatusNotFound, &api.Error{
 				Code:    api.CodeNotFound,
 				Message: fmt.Sprintf("no sandbox port at host %q", r.Host),
-				Hint:    fmt.Sprintf("ports are served at PORT-NAME.%s, e.g. 8080-web.%s", s.portsDomain, s.portsDomain),
+				Hint:    fmt.Sprintf("ports are served at PORT-NAME.%s, e.g. 8080-web.%s", s.domain, s.domain),
 			})
 			return
 		}
