@@ -34,13 +34,9 @@ type SecretService interface {
 	Remove(ctx context.Context, name string) error
 }
 
-func notEnabled(what string) error {
-	return errdefs.Unavailable("%s are not enabled on this dend", what)
-}
-
 func (s *server) createToken(w http.ResponseWriter, r *http.Request) error {
 	if s.tokens == nil {
-		return notEnabled("API tokens")
+		return httpx.NotEnabled("API tokens")
 	}
 	var req api.CreateTokenRequest
 	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
@@ -66,7 +62,7 @@ func (s *server) createToken(w http.ResponseWriter, r *http.Request) error {
 
 func (s *server) listTokens(w http.ResponseWriter, r *http.Request) error {
 	if s.tokens == nil {
-		return notEnabled("API tokens")
+		return httpx.NotEnabled("API tokens")
 	}
 	ts, err := s.tokens.List(r.Context())
 	if err != nil {
@@ -78,7 +74,7 @@ func (s *server) listTokens(w http.ResponseWriter, r *http.Request) error {
 
 func (s *server) revokeToken(w http.ResponseWriter, r *http.Request) error {
 	if s.tokens == nil {
-		return notEnabled("API tokens")
+		return httpx.NotEnabled("API tokens")
 	}
 	if _, err := s.tokens.Revoke(r.Context(), r.PathValue("id")); err != nil {
 		return err
@@ -98,7 +94,7 @@ func toToken(t *auth.Token, now time.Time) api.Token {
 // a time (RFC 3339) or a duration back from now ("1h").
 func (s *server) listAudit(w http.ResponseWriter, r *http.Request) error {
 	if s.audit == nil {
-		return notEnabled("audit logs")
+		return httpx.NotEnabled("audit logs")
 	}
 	q := r.URL.Query()
 	f := audit.Filter{Token: q.Get("token")}
@@ -150,7 +146,7 @@ func toAuditEntry(e *audit.Entry) api.AuditEntry {
 // changes nothing.
 func (s *server) setSecret(w http.ResponseWriter, r *http.Request) error {
 	if s.secrets == nil {
-		return notEnabled("secrets")
+		return httpx.NotEnabled("secrets")
 	}
 	name := r.PathValue("name")
 	if err := secret.ValidateName(name); err != nil {
@@ -174,7 +170,7 @@ func (s *server) setSecret(w http.ResponseWriter, r *http.Request) error {
 
 func (s *server) listSecrets(w http.ResponseWriter, r *http.Request) error {
 	if s.secrets == nil {
-		return notEnabled("secrets")
+		return httpx.NotEnabled("secrets")
 	}
 	list, err := s.secrets.List(r.Context())
 	if err != nil {
@@ -185,7 +181,7 @@ func (s *server) listSecrets(w http.ResponseWriter, r *http.Request) error {
 
 func (s *server) removeSecret(w http.ResponseWriter, r *http.Request) error {
 	if s.secrets == nil {
-		return notEnabled("secrets")
+		return httpx.NotEnabled("secrets")
 	}
 	if err := s.secrets.Remove(r.Context(), r.PathValue("name")); err != nil {
 		return err

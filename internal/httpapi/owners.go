@@ -30,7 +30,7 @@ const selfOwner = "self"
 
 func (s *server) listOwners(w http.ResponseWriter, r *http.Request) error {
 	if s.owners == nil {
-		return notEnabled("owner quotas")
+		return httpx.NotEnabled("owner quotas")
 	}
 	tokens, err := s.ownerTokens(r.Context())
 	if err != nil {
@@ -49,7 +49,7 @@ func (s *server) listOwners(w http.ResponseWriter, r *http.Request) error {
 
 func (s *server) getOwner(w http.ResponseWriter, r *http.Request) error {
 	if s.owners == nil {
-		return notEnabled("owner quotas")
+		return httpx.NotEnabled("owner quotas")
 	}
 	id, names, err := s.resolveOwner(r)
 	if err != nil {
@@ -64,7 +64,7 @@ func (s *server) getOwner(w http.ResponseWriter, r *http.Request) error {
 
 func (s *server) setOwner(w http.ResponseWriter, r *http.Request) error {
 	if s.owners == nil {
-		return notEnabled("owner quotas")
+		return httpx.NotEnabled("owner quotas")
 	}
 	var req api.SetOwnerRequest
 	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
@@ -87,7 +87,7 @@ func (s *server) setOwner(w http.ResponseWriter, r *http.Request) error {
 
 func (s *server) resetOwner(w http.ResponseWriter, r *http.Request) error {
 	if s.owners == nil {
-		return notEnabled("owner quotas")
+		return httpx.NotEnabled("owner quotas")
 	}
 	id, _, err := s.resolveOwner(r)
 	if err != nil {

@@ -37,9 +37,9 @@ func (s *server) routes() []route {
 		{"POST", "/v1/sandboxes/{name}/resume", s.resumeSandbox},
 		{"POST", "/v1/sandboxes/{name}/hibernate", s.hibernateSandbox},
 		{"POST", "/v1/sandboxes/{name}/recover", s.recoverSandbox},
-		{"POST", "/v1/sandboxes/{name}/move", s.moveSandbox},
-		{"POST", "/v1/sandboxes/{name}/adopt", s.adoptSandbox},
-		{"PUT", "/v1/sandboxes/{name}/handover/{part}", s.receiveAhead},
+		{"POST", "/v1/sandboxes/{name}/move", s.fleetAPI.Move},
+		{"POST", "/v1/sandboxes/{name}/adopt", s.fleetAPI.Adopt},
+		{"PUT", "/v1/sandboxes/{name}/handover/{part}", s.fleetAPI.ReceiveAhead},
 		{"GET", sshRelayRoute, s.relaySSH},
 		{"PATCH", "/v1/sandboxes/{name}/policy", s.setPolicy},
 		{"PUT", "/v1/sandboxes/{name}/network", s.setNetwork},
@@ -104,17 +104,17 @@ func (s *server) routes() []route {
 		{"GET", "/v1/secrets", s.listSecrets},
 		{"DELETE", "/v1/secrets/{name}", s.removeSecret},
 
-		{"GET", "/v1/nodes", s.listNodes},
-		{"POST", "/v1/nodes/{node}/drain", s.drainNode},
-		{"POST", "/v1/nodes/{node}/activate", s.activateNode},
-		{"DELETE", "/v1/nodes/{node}", s.removeNode},
+		{"GET", "/v1/nodes", s.fleetAPI.ListNodes},
+		{"POST", "/v1/nodes/{node}/drain", s.fleetAPI.DrainNode},
+		{"POST", "/v1/nodes/{node}/activate", s.fleetAPI.ActivateNode},
+		{"DELETE", "/v1/nodes/{node}", s.fleetAPI.RemoveNode},
 
 		{"GET", "/v1/owners", s.listOwners},
 		{"GET", "/v1/owners/{owner}", s.getOwner},
 		{"PATCH", "/v1/owners/{owner}", s.setOwner},
 		{"DELETE", "/v1/owners/{owner}", s.resetOwner},
 
-		{"POST", "/v1/admin/blobs/gc", s.collectBlobs},
+		{"POST", "/v1/admin/blobs/gc", s.fleetAPI.CollectBlobs},
 	}, s.proxyRoutes()...)
 }
 

@@ -21,8 +21,8 @@ func (s *server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	httpx.NoteSandbox(r, "", req.Name)
-	if req.Node != "" && s.nodes != nil && req.Node != s.selfName(r.Context()) {
-		return errdefs.WithHint(errdefs.NotFound("no node %q here: this is node %s", req.Node, s.selfName(r.Context())),
+	if req.Node != "" && s.nodes != nil && req.Node != s.fleetAPI.SelfName(r.Context()) {
+		return errdefs.WithHint(errdefs.NotFound("no node %q here: this is node %s", req.Node, s.fleetAPI.SelfName(r.Context())),
 			"`den node ls` lists the nodes")
 	}
 	p, err := toCreateParams(req)

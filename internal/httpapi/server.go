@@ -16,9 +16,9 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/audit"
-	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/httpapi/fleetapi"
 	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/httpapi/portproxy"
 	"github.com/den-dev/den/internal/peers"
@@ -125,23 +125,6 @@ type SandboxService interface {
 	Due(sb *sandbox.Sandbox) sandbox.Due
 }
 
-// FleetService is what this node does with the other nodes of a fleet
-// for a sandbox. *fleet.Node implements it.
-type FleetService interface {
-	// Move moves a sandbox to another node of the fleet; Adopt takes one
-	// over from node from, which hands it over.
-	Move(ctx context.Context, ref string, p fleet.MoveParams) (*sandbox.Sandbox, error)
-	Adopt(ctx context.Context, id, from string, cold bool) (*sandbox.Sandbox, error)
-	// ReceiveAhead keeps part of the checkpoint of a sandbox node from
-	// hands over to this one.
-	ReceiveAhead(ctx context.Context, from string, h fleet.Handover, r io.Reader, whole func() error) error
-	// Rehome hands a hibernated sandbox about to wake to another node
-	// when this one has no room, and says which ("" when it stays).
-	Rehome(ctx context.Context, ref string) (string, error)
-	// LostNodeHint says what brings back sb, on a node declared lost.
-	LostNodeHint(ctx context.Context, sb *sandbox.Sandbox) string
-}
-
 // Config is what the API needs. Sandboxes, Images and Logger are required.
 type Config struct {
 	Sandboxes SandboxService
@@ -184,16 +167,16 @@ type Config struct {
 	MCP http.Handler
 	// Blobs collects the blob store on request; nil: dend has none, and
 	// the route answers 503.
-	Blobs BlobService
+	Blobs fleetapi.Blobs
 	// E2B, when set, serves E2B's API to the requests it claims, before
 	// they meet the API's own authentication: it carries its callers'
 	// keys to the API itself, whose calls are checked and audited.
 	E2B Door
 	// Nodes serves /v1/nodes. nil: 503.
-	Nodes NodeService
+	Nodes fleetapi.Nodes
 	// Fleet moves sandboxes to and from the other nodes of the fleet.
 	// nil: dend is not part of a fleet.
-	Fleet FleetService
+	Fleet fleetapi.Fleet
 	// Warm keeps this node's warm pools: PUT /v1/images/{image}/warm,
 	// and each image's pool in GET /v1/images. nil: 503, and none shown.
 	Warm WarmService
@@ -245,15 +228,16 @@ type server struct {
 	secrets      SecretService
 	owners       OwnerService
 	requests     RequestStore
-	blobs        BlobService
 	// ports serves exposed ports: their routes, the proxy, and who may
 	// reach them without a token.
 	ports *portproxy.Proxy
 	// refusals logs requests refused for want of a valid token.
 	refusals *refusalLog
 	cluster  Cluster
-	nodes    NodeService
-	fleet    FleetService
+	nodes    fleetapi.Nodes
+	fleet    fleetapi.Fleet
+	// fleetAPI serves the fleet's routes: nodes, moves, the blob store.
+	fleetAPI *fleetapi.Handlers
 	warm     WarmService
 	events   EventStream
 	stopping <-chan struct{}
@@ -287,7 +271,6 @@ func New(cfg Config) http.Handler {
 		ssh:          cfg.SSH,
 		owners:       cfg.Owners,
 		requests:     cfg.Requests,
-		blobs:        cfg.Blobs,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -298,6 +281,8 @@ func New(cfg Config) http.Handler {
 	}
 	s.ports = portproxy.New(portproxy.Config{Sandboxes: s.sandboxes, ToSandbox: s.toSandbox, Key: cfg.PortsKey,
 		Domain: cfg.PortsDomain, MaxJSONBytes: s.maxJSONBytes, Logger: s.log})
+	s.fleetAPI = fleetapi.New(fleetapi.Config{Nodes: s.nodes, Fleet: s.fleet, Blobs: cfg.Blobs, Cluster: s.cluster,
+		ToSandbox: s.toSandbox, MaxJSONBytes: s.maxJSONBytes})
 	mux := http.NewServeMux()
 	queries := routeQueries()
 	for _, rt := range s.routes() {

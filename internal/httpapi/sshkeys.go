@@ -25,7 +25,7 @@ func toSSHKey(k *auth.SSHKey) api.SSHKey {
 
 func (s *server) addSSHKey(w http.ResponseWriter, r *http.Request) error {
 	if s.sshKeys == nil {
-		return notEnabled("SSH keys")
+		return httpx.NotEnabled("SSH keys")
 	}
 	var req api.AddSSHKeyRequest
 	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
@@ -40,7 +40,7 @@ func (s *server) addSSHKey(w http.ResponseWriter, r *http.Request) error {
 
 func (s *server) listSSHKeys(w http.ResponseWriter, r *http.Request) error {
 	if s.sshKeys == nil {
-		return notEnabled("SSH keys")
+		return httpx.NotEnabled("SSH keys")
 	}
 	ks, err := s.sshKeys.ListKeys(r.Context(), httpx.PrincipalOf(r))
 	if err != nil {
@@ -51,7 +51,7 @@ func (s *server) listSSHKeys(w http.ResponseWriter, r *http.Request) error {
 
 func (s *server) removeSSHKey(w http.ResponseWriter, r *http.Request) error {
 	if s.sshKeys == nil {
-		return notEnabled("SSH keys")
+		return httpx.NotEnabled("SSH keys")
 	}
 	if _, err := s.sshKeys.RemoveKey(r.Context(), httpx.PrincipalOf(r), r.PathValue("key")); err != nil {
 		return err

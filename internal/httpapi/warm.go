@@ -19,7 +19,7 @@ type WarmService interface {
 // setWarm sets how many instances of an image this node keeps warm.
 func (s *server) setWarm(w http.ResponseWriter, r *http.Request) error {
 	if s.warm == nil {
-		return notEnabled("warm pools")
+		return httpx.NotEnabled("warm pools")
 	}
 	var req api.SetWarmRequest
 	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {

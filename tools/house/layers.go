@@ -84,6 +84,7 @@ var layers = map[string]layer{
 	"internal/httpapi":           doors,
 	"internal/httpapi/httpx":     doors,
 	"internal/httpapi/portproxy": doors,
+	"internal/httpapi/fleetapi":  doors,
 	"internal/e2b":               doors,
 	"internal/mcpserver":         doors,
 	"internal/sshgate":           doors,

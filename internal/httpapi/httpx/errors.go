@@ -45,6 +45,12 @@ func ToAPIError(err error) (status int, body *api.Error, internal bool) {
 	return status, &api.Error{Code: code, Message: err.Error(), Hint: errdefs.Hint(err)}, false
 }
 
+// NotEnabled is the answer of a route whose service this dend does not
+// run; what is plural ("API tokens").
+func NotEnabled(what string) error {
+	return errdefs.Unavailable("%s are not enabled on this dend", what)
+}
+
 // APIError translates err for a client, logging it to log first when it
 // is internal: the one place such errors are logged.
 func APIError(log *slog.Logger, r *http.Request, err error) (int, *api.Error) {

@@ -1,4 +1,4 @@
-package httpapi
+package fleetapi
 
 import (
 	"context"
@@ -9,16 +9,16 @@ import (
 	"github.com/den-dev/den/internal/sandbox"
 )
 
-// BlobService collects the blob store: *sandbox.Service implements it.
-type BlobService interface {
+// Blobs collects the blob store: *sandbox.Service implements it.
+type Blobs interface {
 	CollectBlobs(ctx context.Context) (sandbox.BlobCollection, error)
 }
 
-// collectBlobs runs a collection of the blob store now (admins only: the
+// CollectBlobs runs a collection of the blob store now (admins only: the
 // route is in no area a token of another scope reaches).
-func (s *server) collectBlobs(w http.ResponseWriter, r *http.Request) error {
+func (s *Handlers) CollectBlobs(w http.ResponseWriter, r *http.Request) error {
 	if s.blobs == nil {
-		return notEnabled("blob stores")
+		return httpx.NotEnabled("blob stores")
 	}
 	st, err := s.blobs.CollectBlobs(r.Context())
 	if err != nil {
