@@ -25,6 +25,7 @@ import (
 	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/httpapi"
+	"github.com/den-dev/den/internal/httpapi/fleetapi"
 	"github.com/den-dev/den/internal/idempotency"
 	"github.com/den-dev/den/internal/image"
 	"github.com/den-dev/den/internal/imagecrypt"
@@ -213,7 +214,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if off != nil {
 		blobs = fleet.NewBlobs(fleet.BlobsConfig{Service: svc, Store: st, Volumes: pool, Offsite: off, Node: cfg.Node, Logger: log})
 	}
-	var fleetService httpapi.FleetService // nil, not a nil *fleet.Node, outside a fleet
+	var fleetService fleetapi.Fleet // nil, not a nil *fleet.Node, outside a fleet
 	if fl != nil {
 		fl.attach(svc, st, blobs, log)
 		fleetService = fl.node
@@ -311,7 +312,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 // blobService is what collects the blob store on request, or nil (the
 // route answers 503) when dend has none.
-func blobService(blobs *fleet.Blobs) httpapi.BlobService {
+func blobService(blobs *fleet.Blobs) fleetapi.Blobs {
 	if blobs == nil {
 		return nil
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/fleet"
-	"github.com/den-dev/den/internal/httpapi"
+	"github.com/den-dev/den/internal/httpapi/fleetapi"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -27,7 +27,7 @@ type nodes struct {
 	log   *slog.Logger
 }
 
-var _ httpapi.NodeService = (*nodes)(nil)
+var _ fleetapi.Nodes = (*nodes)(nil)
 
 func (n *nodes) Nodes(ctx context.Context) ([]api.Node, bool, error) {
 	if n.fleet == nil {

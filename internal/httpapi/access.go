@@ -12,6 +12,8 @@ import (
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/httpapi/httpx"
+	"github.com/den-dev/den/internal/httpapi/portproxy"
 	"github.com/den-dev/den/internal/inproc"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -22,7 +24,7 @@ import (
 //     root-only unix socket) are root; any other needs a bearer token the
 //     TokenService accepts, or gets 401 — except a request to an exposed
 //     port that is public or carries dend's signature, which is let in to
-//     that one port alone (portaccess.go).
+//     that one port alone (internal/httpapi/portproxy).
 //  2. auditCalls: once the call is answered, a call that changes (or
 //     tries to change) something is recorded with its outcome. Never its
 //     body.
@@ -36,85 +38,31 @@ import (
 // token give the new sandboxes its owner identity, and lists show only
 // what it may see.
 
-// localKey marks a request's context as having come through Local.
-type localKey struct{}
-
 // IsLocal reports whether r came through Local: root's, on the unix socket.
-func IsLocal(r *http.Request) bool {
-	local, _ := r.Context().Value(localKey{}).(bool)
-	return local
-}
+func IsLocal(r *http.Request) bool { return httpx.IsLocal(r) }
 
 // Local marks every request through h as root's: use it for the unix
 // socket, which only root can open. Requests that do not come through it
 // must carry a bearer token.
-func Local(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), localKey{}, true)))
-	})
-}
-
-// requestInfo is what the access layers learn of one request: the guard
-// and the handlers fill it in, the audit reads it once the call is over.
-// Only the request's own goroutine touches it.
-type requestInfo struct {
-	principal auth.Principal
-	route     string // the route's pattern; "" when none matched
-	sandboxID string // the sandbox the call is about, when found
-	sandbox   string // its name, or the name asked for
-	errMsg    string // the message of the error answered, if any
-	// grant is, for a request let in without a token (a public port or
-	// a signed URL, see portaccess.go), the one port it may reach.
-	grant *portGrant
-	// found is the sandbox the owner scope resolved, for forwarding
-	// without looking it up again.
-	found *sandbox.Sandbox
-	// fromNode: another node of the fleet forwarded the request here;
-	// sentOn: this node forwarded it to the sandbox's node, which
-	// answers and audits it (cluster.go).
-	fromNode, sentOn bool
-}
-
-type infoKey struct{}
-
-// infoOf returns the request's info. A request that did not go through
-// authenticate (a test calling a handler directly) gets a fresh one, of
-// no principal, which may do nothing.
-func infoOf(r *http.Request) *requestInfo {
-	if info, ok := r.Context().Value(infoKey{}).(*requestInfo); ok {
-		return info
-	}
-	return &requestInfo{}
-}
-
-func principalOf(r *http.Request) auth.Principal { return infoOf(r).principal }
+func Local(h http.Handler) http.Handler { return httpx.Local(h) }
 
 // Caller names who made r, for what is counted per caller (a door's
 // sessions): the id of the API token it carried, or the name of a
 // principal that has no token id (root, the token file's admin).
 func Caller(r *http.Request) string {
-	p := principalOf(r)
+	p := httpx.PrincipalOf(r)
 	if p.TokenID != "" {
 		return "token " + p.TokenID
 	}
 	return p.Name
 }
 
-// noteSandbox records which sandbox a call was about, for the audit.
-func noteSandbox(r *http.Request, id, name string) {
-	info := infoOf(r)
-	info.sandboxID, info.sandbox = id, name
-}
-
-// noteError records the message of the error the call answered with.
-func noteError(r *http.Request, msg string) { infoOf(r).errMsg = msg }
-
 // authenticate finds the principal of each request, answering 401 when
 // there is none.
 func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		info := &requestInfo{fromNode: s.fromNode(r)}
-		if !info.fromNode && !inproc.FromDoor(r.Context()) {
+		info := &httpx.Info{FromNode: s.fromNode(r)}
+		if !info.FromNode && !inproc.FromDoor(r.Context()) {
 			// Only a door says a port is served on a host of its own:
 			// a caller's claim is dropped here, before a node of the
 			// fleet, which believes the node that forwards it, sees it.
@@ -122,17 +70,17 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 		}
 		// A request another node forwarded from its socket is as local
 		// as one on this socket: the fleet's key vouches for it.
-		if IsLocal(r) || (info.fromNode && r.Header.Get(cluster.HeaderLocal) != "") {
-			info.principal = localPrincipal(r)
+		if IsLocal(r) || (info.FromNode && r.Header.Get(cluster.HeaderLocal) != "") {
+			info.Principal = localPrincipal(r)
 		} else if err := s.identify(r, info); err != nil {
 			if errors.Is(err, auth.ErrUnauthorized) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="den"`)
 				s.refusals.note(r, err)
 			}
-			s.writeError(w, r, err)
+			httpx.WriteError(s.log, w, r, err)
 			return
 		}
-		ctx := context.WithValue(r.Context(), infoKey{}, info)
+		ctx := httpx.WithInfo(r.Context(), info)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
@@ -155,21 +103,21 @@ func localPrincipal(r *http.Request) auth.Principal {
 // identify finds the principal of a request that did not come through
 // Local: one an exposed port lets in without a token, or the bearer
 // token's.
-func (s *server) identify(r *http.Request, info *requestInfo) error {
-	p, grant, ok, err := s.portPrincipal(r)
+func (s *server) identify(r *http.Request, info *httpx.Info) error {
+	p, grant, ok, err := s.ports.Principal(r)
 	if err != nil {
 		return err
 	}
 	if ok {
-		info.principal, info.grant = p, grant
+		info.Principal, info.Grant = p, grant
 		return nil
 	}
-	info.principal, err = s.principal(r)
+	info.Principal, err = s.bearerPrincipal(r)
 	return err
 }
 
-// principal checks the request's bearer token.
-func (s *server) principal(r *http.Request) (auth.Principal, error) {
+// bearerPrincipal checks the request's bearer token.
+func (s *server) bearerPrincipal(r *http.Request) (auth.Principal, error) {
 	tok, ok := auth.ParseBearer(r.Header.Get("Authorization"))
 	if !ok {
 		tok, ok = execSocketToken(r)
@@ -268,7 +216,7 @@ func areaOf(path string) area {
 func mutating(method, pattern string) bool {
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return pattern == "/v1/sandboxes/{name}/exec/ws" || pattern == portURLPattern
+		return pattern == "/v1/sandboxes/{name}/exec/ws" || pattern == portproxy.URLPattern
 	}
 	return true
 }
@@ -277,7 +225,7 @@ func mutating(method, pattern string) bool {
 // change something, except what goes through an exposed port, which is
 // the application's traffic, and MCP's envelopes.
 func audited(method, pattern string) bool {
-	return mutating(method, pattern) && !isProxy(pattern) && pattern != mcpPath
+	return mutating(method, pattern) && !portproxy.IsProxy(pattern) && pattern != mcpPath
 }
 
 // mcpPath serves the Model Context Protocol. Its requests are not audited
@@ -336,13 +284,13 @@ func (s *server) guard(rt route, query []string) handlerFunc {
 		return rt.fn(w, r)
 	}
 	return func(w http.ResponseWriter, r *http.Request) error {
-		info := infoOf(r)
-		info.route = rt.path
-		if info.grant != nil {
-			if !info.grant.covers(rt, r) {
-				return grantNotFor()
+		info := httpx.InfoOf(r)
+		info.Route = rt.path
+		if info.Grant != nil {
+			if !portproxy.Covers(info.Grant, rt.path, r) {
+				return portproxy.GrantNotFor()
 			}
-			useGrant(r, info)
+			portproxy.UseGrant(r, info)
 			if sent, err := s.forward(w, r, info); sent || err != nil {
 				return err
 			}
@@ -350,11 +298,11 @@ func (s *server) guard(rt route, query []string) handlerFunc {
 		}
 		ref := r.PathValue("name")
 		if a == areaSandboxes {
-			info.sandbox = ref
+			info.Sandbox = ref
 		}
 		// A WebSocket through an exposed port can do anything a POST can.
-		changes := mutates || (isProxy(rt.path) && r.Header.Get("Upgrade") != "")
-		if err := allow(info.principal, a, changes); err != nil {
+		changes := mutates || (portproxy.IsProxy(rt.path) && r.Header.Get("Upgrade") != "")
+		if err := allow(info.Principal, a, changes); err != nil {
 			return err
 		}
 		if a == areaSandboxes && ref != "" {
@@ -375,9 +323,9 @@ func (s *server) guard(rt route, query []string) handlerFunc {
 // call acts on exactly the sandbox checked even if its name changes hands
 // meanwhile. Admins reach every sandbox and nothing is looked up: the
 // audit keeps the name or id they gave.
-func (s *server) scopeSandbox(r *http.Request, info *requestInfo) error {
+func (s *server) scopeSandbox(r *http.Request, info *httpx.Info) error {
 	ref := r.PathValue("name")
-	p := info.principal
+	p := info.Principal
 	if p.Scope.Admin() {
 		return nil
 	}
@@ -385,7 +333,7 @@ func (s *server) scopeSandbox(r *http.Request, info *requestInfo) error {
 	if err != nil {
 		return err
 	}
-	info.sandboxID, info.sandbox, info.found = sb.ID, sb.Name, sb
+	info.SandboxID, info.Sandbox, info.Found = sb.ID, sb.Name, sb
 	r.SetPathValue("name", sb.ID)
 	return nil
 }
@@ -453,7 +401,7 @@ func visible(p auth.Principal, sbs []*sandbox.Sandbox) []*sandbox.Sandbox {
 // hideNeeds drops, for an owner scope, the names of sandboxes it may not
 // see from what depends on each checkpoint. It returns copies.
 func (s *server) hideNeeds(r *http.Request, cks ...*sandbox.Checkpoint) ([]*sandbox.Checkpoint, error) {
-	p := principalOf(r)
+	p := httpx.PrincipalOf(r)
 	if p.Scope.Admin() {
 		return cks, nil
 	}
@@ -495,7 +443,7 @@ func (s *server) auditCalls(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := asRecorder(w)
 		start := time.Now()
-		info := infoOf(r)
+		info := httpx.InfoOf(r)
 		defer func() {
 			status := rec.status
 			v := recover()
@@ -503,7 +451,7 @@ func (s *server) auditCalls(next http.Handler) http.Handler {
 				status = http.StatusInternalServerError
 			}
 			// A request let in by a port grant can change nothing of den's.
-			if audited(r.Method, info.route) && info.grant == nil && !info.sentOn {
+			if audited(r.Method, info.Route) && info.Grant == nil && !info.SentOn {
 				s.record(r, info, start, status)
 			}
 			if v != nil {
@@ -514,7 +462,7 @@ func (s *server) auditCalls(next http.Handler) http.Handler {
 	})
 }
 
-func (s *server) record(r *http.Request, info *requestInfo, start time.Time, status int) {
+func (s *server) record(r *http.Request, info *httpx.Info, start time.Time, status int) {
 	if status == 0 {
 		status = http.StatusOK
 	}
@@ -522,10 +470,10 @@ func (s *server) record(r *http.Request, info *requestInfo, start time.Time, sta
 	if len(path) > maxAuditPath {
 		path = path[:maxAuditPath]
 	}
-	p := info.principal
+	p := info.Principal
 	e := &audit.Entry{
-		Time: start, TokenID: p.TokenID, TokenName: p.Name, Method: r.Method, Route: info.route, Path: path,
-		SandboxID: info.sandboxID, Sandbox: info.sandbox, Status: status, Error: info.errMsg,
+		Time: start, TokenID: p.TokenID, TokenName: p.Name, Method: r.Method, Route: info.Route, Path: path,
+		SandboxID: info.SandboxID, Sandbox: info.Sandbox, Status: status, Error: info.ErrMsg,
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), auditTimeout)
 	defer cancel()

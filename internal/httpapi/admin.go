@@ -12,6 +12,7 @@ import (
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/secret"
 )
 
@@ -33,16 +34,12 @@ type SecretService interface {
 	Remove(ctx context.Context, name string) error
 }
 
-func notEnabled(what string) error {
-	return errdefs.Unavailable("%s are not enabled on this dend", what)
-}
-
 func (s *server) createToken(w http.ResponseWriter, r *http.Request) error {
 	if s.tokens == nil {
-		return notEnabled("API tokens")
+		return httpx.NotEnabled("API tokens")
 	}
 	var req api.CreateTokenRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	p := auth.CreateParams{Name: req.Name, Scope: auth.Scope(req.Scope), For: req.For}
@@ -60,24 +57,24 @@ func (s *server) createToken(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := toToken(t, time.Now())
 	out.Token = token
-	return writeJSON(w, http.StatusCreated, out)
+	return httpx.WriteJSON(w, http.StatusCreated, out)
 }
 
 func (s *server) listTokens(w http.ResponseWriter, r *http.Request) error {
 	if s.tokens == nil {
-		return notEnabled("API tokens")
+		return httpx.NotEnabled("API tokens")
 	}
 	ts, err := s.tokens.List(r.Context())
 	if err != nil {
 		return err
 	}
 	now := time.Now()
-	return writeJSON(w, http.StatusOK, api.TokenList{Tokens: mapSlice(ts, func(t *auth.Token) api.Token { return toToken(t, now) })})
+	return httpx.WriteJSON(w, http.StatusOK, api.TokenList{Tokens: mapSlice(ts, func(t *auth.Token) api.Token { return toToken(t, now) })})
 }
 
 func (s *server) revokeToken(w http.ResponseWriter, r *http.Request) error {
 	if s.tokens == nil {
-		return notEnabled("API tokens")
+		return httpx.NotEnabled("API tokens")
 	}
 	if _, err := s.tokens.Revoke(r.Context(), r.PathValue("id")); err != nil {
 		return err
@@ -97,7 +94,7 @@ func toToken(t *auth.Token, now time.Time) api.Token {
 // a time (RFC 3339) or a duration back from now ("1h").
 func (s *server) listAudit(w http.ResponseWriter, r *http.Request) error {
 	if s.audit == nil {
-		return notEnabled("audit logs")
+		return httpx.NotEnabled("audit logs")
 	}
 	q := r.URL.Query()
 	f := audit.Filter{Token: q.Get("token")}
@@ -115,7 +112,7 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request) error {
 		}
 		f.Since = since
 	}
-	limit, err := queryInt(r, "limit", audit.MaxLimit)
+	limit, err := httpx.QueryInt(r, "limit", audit.MaxLimit)
 	if err != nil {
 		return err
 	}
@@ -124,7 +121,7 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, api.AuditList{Entries: mapSlice(entries, toAuditEntry)})
+	return httpx.WriteJSON(w, http.StatusOK, api.AuditList{Entries: mapSlice(entries, toAuditEntry)})
 }
 
 func parseSince(v string, now time.Time) (time.Time, error) {
@@ -134,7 +131,7 @@ func parseSince(v string, now time.Time) (time.Time, error) {
 	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
 		return now.Add(-d), nil
 	}
-	return time.Time{}, invalidQuery("since", v, "use a duration back from now such as 90m or 24h, or a time such as 2026-01-02T15:04:05Z")
+	return time.Time{}, httpx.InvalidQuery("since", v, "use a duration back from now such as 90m or 24h, or a time such as 2026-01-02T15:04:05Z")
 }
 
 func toAuditEntry(e *audit.Entry) api.AuditEntry {
@@ -149,7 +146,7 @@ func toAuditEntry(e *audit.Entry) api.AuditEntry {
 // changes nothing.
 func (s *server) setSecret(w http.ResponseWriter, r *http.Request) error {
 	if s.secrets == nil {
-		return notEnabled("secrets")
+		return httpx.NotEnabled("secrets")
 	}
 	name := r.PathValue("name")
 	if err := secret.ValidateName(name); err != nil {
@@ -168,23 +165,23 @@ func (s *server) setSecret(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toSecret(*info))
+	return httpx.WriteJSON(w, http.StatusOK, toSecret(*info))
 }
 
 func (s *server) listSecrets(w http.ResponseWriter, r *http.Request) error {
 	if s.secrets == nil {
-		return notEnabled("secrets")
+		return httpx.NotEnabled("secrets")
 	}
 	list, err := s.secrets.List(r.Context())
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, api.SecretList{Secrets: mapSlice(list, toSecret)})
+	return httpx.WriteJSON(w, http.StatusOK, api.SecretList{Secrets: mapSlice(list, toSecret)})
 }
 
 func (s *server) removeSecret(w http.ResponseWriter, r *http.Request) error {
 	if s.secrets == nil {
-		return notEnabled("secrets")
+		return httpx.NotEnabled("secrets")
 	}
 	if err := s.secrets.Remove(r.Context(), r.PathValue("name")); err != nil {
 		return err

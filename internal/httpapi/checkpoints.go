@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -11,7 +12,7 @@ import (
 // optional, so an empty body takes a full, unnamed one.
 func (s *server) createCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	var req api.CheckpointRequest
-	if err := s.decodeOptionalJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeOptionalJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	c, err := s.sandboxes.Checkpoint(r.Context(), r.PathValue("name"),
@@ -30,7 +31,7 @@ func (s *server) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
 	if cs, err = s.hideNeeds(r, cs...); err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, api.CheckpointList{Checkpoints: mapSlice(cs, toCheckpoint)})
+	return httpx.WriteJSON(w, http.StatusOK, api.CheckpointList{Checkpoints: mapSlice(cs, toCheckpoint)})
 }
 
 func (s *server) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
@@ -47,7 +48,7 @@ func (s *server) answerCheckpoint(w http.ResponseWriter, r *http.Request, status
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, status, toCheckpoint(cs[0]))
+	return httpx.WriteJSON(w, status, toCheckpoint(cs[0]))
 }
 
 func (s *server) removeCheckpoint(w http.ResponseWriter, r *http.Request) error {
@@ -60,26 +61,26 @@ func (s *server) removeCheckpoint(w http.ResponseWriter, r *http.Request) error 
 
 func (s *server) restoreSandbox(w http.ResponseWriter, r *http.Request) error {
 	var req api.RestoreRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	sb, err := s.sandboxes.Restore(r.Context(), r.PathValue("name"), req.Checkpoint)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+	return httpx.WriteJSON(w, http.StatusOK, s.toSandbox(sb))
 }
 
 // forkSandbox answers with the children; the service checks the count.
 func (s *server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 	var req api.ForkRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	children, err := s.sandboxes.Fork(r.Context(), r.PathValue("name"),
-		sandbox.ForkParams{Name: req.Name, From: req.From, Count: req.Count, Owner: principalOf(r).Owner})
+		sandbox.ForkParams{Name: req.Name, From: req.From, Count: req.Count, Owner: httpx.PrincipalOf(r).Owner})
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, api.SandboxList{Sandboxes: mapSlice(children, s.toSandbox)})
+	return httpx.WriteJSON(w, http.StatusCreated, api.SandboxList{Sandboxes: mapSlice(children, s.toSandbox)})
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/httpapi/httpx"
+	"github.com/den-dev/den/internal/httpapi/portproxy"
 	"github.com/den-dev/den/internal/image"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -49,7 +51,7 @@ var recordRoutes = []string{
 // placeCreate sends a create to the node placement chooses, when that is
 // another node, reporting whether it did.
 func (s *server) placeCreate(w http.ResponseWriter, r *http.Request) (bool, error) {
-	info := infoOf(r)
+	info := httpx.InfoOf(r)
 	if s.cluster == nil {
 		return false, nil
 	}
@@ -69,7 +71,7 @@ func (s *server) placeCreate(w http.ResponseWriter, r *http.Request) (bool, erro
 		}
 		return false, nil
 	}
-	if info.fromNode {
+	if info.FromNode {
 		return false, nil // placed by the node that sent it
 	}
 	node := req.Node
@@ -85,7 +87,7 @@ func (s *server) placeCreate(w http.ResponseWriter, r *http.Request) (bool, erro
 	if err := s.cluster.Forward(w, r, node, "", IsLocal(r)); err != nil {
 		return true, err
 	}
-	info.sentOn = true
+	info.SentOn = true
 	return true, nil
 }
 
@@ -104,12 +106,12 @@ func (s *server) fromNode(r *http.Request) bool {
 // refuses it if the sandbox moved meanwhile), unless answering it would
 // wake a sandbox this node has no room for: then the sandbox goes to a
 // node with room, and the request after it.
-func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestInfo) (bool, error) {
-	if s.cluster == nil || (info.fromNode && !wakes(r, info.route)) || info.route == sshRelayRoute {
+func (s *server) forward(w http.ResponseWriter, r *http.Request, info *httpx.Info) (bool, error) {
+	if s.cluster == nil || (info.FromNode && !wakes(r, info.Route)) || info.Route == sshRelayRoute {
 		return false, nil // a node sent it here: answered here, unless it wakes (below)
 	}
 	var err error
-	sb := info.found
+	sb := info.Found
 	if sb == nil {
 		if sb, err = s.sandboxes.Get(r.Context(), r.PathValue("name")); err != nil {
 			return false, nil // the handler answers as it would anyway
@@ -117,7 +119,7 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestIn
 	}
 	switch {
 	case sb.Node == s.cluster.Self():
-		if sb.State != sandbox.StateHibernated || !wakes(r, info.route) {
+		if sb.State != sandbox.StateHibernated || !wakes(r, info.Route) {
 			return false, nil // the handler answers as it would anyway
 		}
 		// About to wake here: on another node, if this one has no room.
@@ -132,26 +134,26 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestIn
 		moved := *sb
 		moved.Node = to
 		sb = &moved
-	case info.fromNode:
+	case info.FromNode:
 		return false, nil
 	}
-	if info.route == recoverRoute && s.cluster.Lost(r.Context(), sb.Node) {
+	if info.Route == recoverRoute && s.cluster.Lost(r.Context(), sb.Node) {
 		return false, nil // any node takes over a lost node's sandbox
 	}
-	if hr, ok := r.Context().Value(hostRouteKey{}).(*hostRoute); ok {
+	if path, rawPath, ok := portproxy.ByHost(r.Context()); ok {
 		// Sent to PORT-NAME.DOMAIN: the node routes it by its host again.
 		u := *r.URL
-		u.Path, u.RawPath = hr.path, hr.rawPath
+		u.Path, u.RawPath = path, rawPath
 		r = r.Clone(r.Context())
 		r.URL = &u
 	}
-	local := IsLocal(r) || (info.fromNode && r.Header.Get(cluster.HeaderLocal) != "")
+	local := IsLocal(r) || (info.FromNode && r.Header.Get(cluster.HeaderLocal) != "")
 	err = s.cluster.Forward(w, r, sb.Node, sb.Name, local)
 	if err == nil {
-		info.sentOn = true
+		info.SentOn = true
 		return true, nil
 	}
-	if r.Method == http.MethodGet && slices.Contains(recordRoutes, info.route) && errors.Is(err, errdefs.ErrUnavailable) {
+	if r.Method == http.MethodGet && slices.Contains(recordRoutes, info.Route) && errors.Is(err, errdefs.ErrUnavailable) {
 		return false, nil
 	}
 	if errors.Is(err, errdefs.ErrUnavailable) && s.fleet != nil && s.cluster.Lost(r.Context(), sb.Node) {
@@ -165,7 +167,7 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, info *requestIn
 // wakes reports whether a request on route wakes a sleeping sandbox: it
 // runs something in it, reads or writes its files, or reaches a port.
 func wakes(r *http.Request, route string) bool {
-	if _, ok := r.Context().Value(hostRouteKey{}).(*hostRoute); ok {
+	if _, _, ok := portproxy.ByHost(r.Context()); ok {
 		return true
 	}
 	switch route {

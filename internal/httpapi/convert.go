@@ -6,6 +6,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/expose"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/sandbox"
@@ -277,4 +278,12 @@ func toExecParams(req api.ExecRequest) (sandbox.ExecParams, error) {
 		Timeout:   time.Duration(req.Timeout),
 		Detach:    req.Detach,
 	}, nil
+}
+
+func fromPorts(in []expose.Port) []api.ExposedPort {
+	var out []api.ExposedPort
+	for _, p := range in {
+		out = append(out, api.ExposedPort{Port: p.Port, Public: p.Public})
+	}
+	return out
 }

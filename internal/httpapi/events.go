@@ -10,6 +10,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/events"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 )
 
 // EventStream is the stream of what happens to this node's sandboxes
@@ -43,7 +44,7 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	if s.events == nil {
 		return errdefs.Unavailable("this dend has no event stream")
 	}
-	p := principalOf(r)
+	p := httpx.PrincipalOf(r)
 	q := eventsQuery{after: r.Header.Get("Last-Event-ID"), follow: true}
 	if v := r.URL.Query().Get("after"); v != "" {
 		q.after = v
@@ -51,7 +52,7 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	if v := r.URL.Query().Get("follow"); v != "" {
 		var err error
 		if q.follow, err = strconv.ParseBool(v); err != nil {
-			return invalidQuery("follow", v, "use true or false")
+			return httpx.InvalidQuery("follow", v, "use true or false")
 		}
 	}
 	if ref := r.URL.Query().Get("sandbox"); ref != "" {
@@ -62,10 +63,10 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		noteSandbox(r, sb.ID, sb.Name)
+		httpx.NoteSandbox(r, sb.ID, sb.Name)
 		q.only = sb.ID
 	}
-	if fe, ok := s.cluster.(FleetEvents); ok && !infoOf(r).fromNode {
+	if fe, ok := s.cluster.(FleetEvents); ok && !httpx.InfoOf(r).FromNode {
 		return s.streamFleetEvents(w, r, fe, q)
 	}
 	cur, err := s.events.ParseEventCursor(q.after)
@@ -80,7 +81,7 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	defer tick.Stop()
 	// Another node merging the fleet's events is told where this
 	// stream is, even before anything happens (cluster/events.go).
-	tellPosition := infoOf(r).fromNode
+	tellPosition := httpx.InfoOf(r).FromNode
 	for {
 		evs, next, wake := s.events.EventsAfter(cur)
 		cur = next

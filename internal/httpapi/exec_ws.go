@@ -16,6 +16,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -166,8 +167,8 @@ func (e *execSession) readRequest(ctx context.Context) (api.ExecRequest, error) 
 		return req, errdefs.WithHint(errdefs.Invalid("the first message is not a text message"),
 			"send the JSON ExecRequest as a text message first")
 	}
-	if err := decodeStrict(bytes.NewReader(msg), &req); err != nil {
-		return req, jsonBodyError(err, wsReadLimit)
+	if err := httpx.DecodeMessage(bytes.NewReader(msg), &req, wsReadLimit); err != nil {
+		return req, err
 	}
 	return req, nil
 }
@@ -263,7 +264,7 @@ func (e *execSession) hangUp(ctx context.Context, runID string) {
 // fail sends err as the last frame and closes the connection.
 func (e *execSession) fail(ctx context.Context, err error) {
 	e.finish()
-	_, body := e.srv.apiError(e.req, err)
+	_, body := httpx.APIError(e.srv.log, e.req, err)
 	if e.sendJSON(ctx, api.FrameError, body) == nil {
 		_ = e.conn.Close(websocket.StatusNormalClosure, "")
 	}

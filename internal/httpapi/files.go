@@ -12,6 +12,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/fspath"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -33,7 +34,7 @@ func (s *server) statFile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toFileInfo(fi))
+	return httpx.WriteJSON(w, http.StatusOK, toFileInfo(fi))
 }
 
 func (s *server) listFiles(w http.ResponseWriter, r *http.Request) error {
@@ -45,7 +46,7 @@ func (s *server) listFiles(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, api.FileList{Files: mapSlice(infos, toFileInfo)})
+	return httpx.WriteJSON(w, http.StatusOK, api.FileList{Files: mapSlice(infos, toFileInfo)})
 }
 
 func (s *server) readFile(w http.ResponseWriter, r *http.Request) error {
@@ -75,15 +76,15 @@ func (s *server) writeFile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	mode, err := queryMode(r, "mode", defaultFileMode)
+	mode, err := httpx.QueryMode(r, "mode", defaultFileMode)
 	if err != nil {
 		return err
 	}
-	parents, err := queryBool(r, "parents")
+	parents, err := httpx.QueryBool(r, "parents")
 	if err != nil {
 		return err
 	}
-	byRoot, err := queryBool(r, "parents_by_root")
+	byRoot, err := httpx.QueryBool(r, "parents_by_root")
 	if err != nil {
 		return err
 	}
@@ -105,7 +106,7 @@ func (s *server) writeFile(w http.ResponseWriter, r *http.Request) error {
 
 func (s *server) mkdir(w http.ResponseWriter, r *http.Request) error {
 	var req api.MkdirRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	p, err := cleanPath("path", req.Path)
@@ -132,7 +133,7 @@ func (s *server) mkdir(w http.ResponseWriter, r *http.Request) error {
 
 func (s *server) moveFile(w http.ResponseWriter, r *http.Request) error {
 	var req api.MoveRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	from, err := cleanPath("from", req.From)
@@ -159,7 +160,7 @@ func (s *server) removeFile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	recursive, err := queryBool(r, "recursive")
+	recursive, err := httpx.QueryBool(r, "recursive")
 	if err != nil {
 		return err
 	}
@@ -212,7 +213,7 @@ func (s *server) writeArchive(w http.ResponseWriter, r *http.Request) error {
 // the directory goes away, or, with a last line holding the error, when
 // the watch stopped (the sandbox went to sleep).
 func (s *server) watchFiles(w http.ResponseWriter, r *http.Request) error {
-	recursive, err := queryBool(r, "recursive")
+	recursive, err := httpx.QueryBool(r, "recursive")
 	if err != nil {
 		return err
 	}
@@ -237,7 +238,7 @@ func (s *server) watchFiles(w http.ResponseWriter, r *http.Request) error {
 	if r.Context().Err() != nil {
 		return nil // the client left
 	}
-	_, body := s.apiError(r, err)
+	_, body := httpx.APIError(s.log, r, err)
 	return enc.Encode(api.WatchEvent{Error: body})
 }
 

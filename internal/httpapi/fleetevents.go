@@ -13,6 +13,7 @@ import (
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/events"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 )
 
 // The fleet's event stream. Each node keeps its own sandboxes' events
@@ -111,7 +112,7 @@ func (s *server) streamFleetEvents(w http.ResponseWriter, r *http.Request, fe Fl
 			return err
 		}
 	}
-	return fs.serve(ctx, w, rc, principalOf(r), q.only)
+	return fs.serve(ctx, w, rc, httpx.PrincipalOf(r), q.only)
 }
 
 // startOf is where node's stream starts: after its position, else at

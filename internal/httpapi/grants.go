@@ -5,19 +5,20 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/grant"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 )
 
 // setSecrets replaces the secrets granted to a sandbox (admins only).
 func (s *server) setSecrets(w http.ResponseWriter, r *http.Request) error {
 	var req api.SecretGrants
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	sb, err := s.sandboxes.SetSecrets(r.Context(), r.PathValue("name"), toGrants(req.Grants))
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+	return httpx.WriteJSON(w, http.StatusOK, s.toSandbox(sb))
 }
 
 func toGrants(in []api.SecretGrant) []grant.Grant {

@@ -15,6 +15,8 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/httpapi/httpx"
+	"github.com/den-dev/den/internal/httpapi/portproxy"
 	"github.com/den-dev/den/internal/idempotency"
 )
 
@@ -54,7 +56,7 @@ const finishTimeout = 10 * time.Second
 func keyed(rt route) bool {
 	switch rt.method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-		return !isProxy(rt.path)
+		return !portproxy.IsProxy(rt.path)
 	}
 	return false
 }
@@ -92,17 +94,17 @@ func (s *server) idempotent(rt route, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		keys := r.Header.Values(api.IdempotencyKeyHeader)
 		// A request another node forwarded was recorded there.
-		if len(keys) == 0 || infoOf(r).grant != nil || infoOf(r).fromNode {
+		if len(keys) == 0 || httpx.InfoOf(r).Grant != nil || httpx.InfoOf(r).FromNode {
 			next.ServeHTTP(w, r)
 			return
 		}
 		if len(keys) > 1 {
-			s.writeError(w, r, errdefs.WithHint(errdefs.Invalid("%d %s headers: want one", len(keys), api.IdempotencyKeyHeader),
+			httpx.WriteError(s.log, w, r, errdefs.WithHint(errdefs.Invalid("%d %s headers: want one", len(keys), api.IdempotencyKeyHeader),
 				"send one fresh key per request"))
 			return
 		}
 		if err := idempotency.CheckKey(keys[0]); err != nil {
-			s.writeError(w, r, err)
+			httpx.WriteError(s.log, w, r, err)
 			return
 		}
 		if s.requests == nil {
@@ -115,11 +117,11 @@ func (s *server) idempotent(rt route, next http.Handler) http.Handler {
 		}
 		fp, err := fingerprint(r, limit)
 		if err != nil {
-			s.writeError(w, r, err)
+			httpx.WriteError(s.log, w, r, err)
 			return
 		}
 		rec := &idempotency.Record{
-			Scope: callerScope(principalOf(r)), Key: keys[0], Fingerprint: fp,
+			Scope: callerScope(httpx.PrincipalOf(r)), Key: keys[0], Fingerprint: fp,
 			Method: r.Method, Path: r.URL.Path, Route: rt.path, Sandbox: r.PathValue("name"),
 		}
 		existing, created, err := s.requests.BeginRequest(r.Context(), rec)
@@ -128,7 +130,7 @@ func (s *server) idempotent(rt route, next http.Handler) http.Handler {
 			if errdefs.Class(err) == nil {
 				err = fmt.Errorf("recording request %s %s: %w", r.Method, r.URL.Path, err)
 			}
-			s.writeError(w, r, err)
+			httpx.WriteError(s.log, w, r, err)
 			return
 		}
 		if !created {
@@ -203,8 +205,8 @@ func (s *server) finish(r *http.Request, rec *idempotency.Record, cw *captureWri
 func (s *server) answerRepeat(w http.ResponseWriter, r *http.Request, rec *idempotency.Record, fp string) {
 	what := fmt.Sprintf("request %q (%s %s)", rec.Key, rec.Method, rec.Path)
 	if rec.Fingerprint != fp {
-		noteError(r, "idempotency key reused for another request")
-		writeJSONError(w, http.StatusUnprocessableEntity, &api.Error{
+		httpx.NoteError(r, "idempotency key reused for another request")
+		httpx.WriteJSONError(w, http.StatusUnprocessableEntity, &api.Error{
 			Code:    api.CodeInvalid,
 			Message: fmt.Sprintf("idempotency key %q was used at %s for another request (%s %s)", rec.Key, rec.StartedAt.Format(time.RFC3339), rec.Method, rec.Path),
 			Hint:    "send a fresh key with each new request; repeat a key only to repeat the same request",
@@ -214,15 +216,15 @@ func (s *server) answerRepeat(w http.ResponseWriter, r *http.Request, rec *idemp
 	switch {
 	case rec.State == idempotency.InProgress:
 		w.Header().Set(api.IdempotencyStatusHeader, api.IdempotencyInProgress)
-		s.writeError(w, r, errdefs.WithHint(errdefs.Conflict("%s is still in progress, since %s", what, rec.StartedAt.Format(time.RFC3339)),
+		httpx.WriteError(s.log, w, r, errdefs.WithHint(errdefs.Conflict("%s is still in progress, since %s", what, rec.StartedAt.Format(time.RFC3339)),
 			"wait, then send it again with the same key, or ask GET /v1/requests/"+rec.Key))
 	case rec.State == idempotency.Interrupted:
 		w.Header().Set(api.IdempotencyStatusHeader, api.IdempotencyInterrupted)
-		s.writeError(w, r, errdefs.WithHint(errdefs.Conflict("%s was interrupted before it was answered (dend stopped, or its caller went away): it may or may not have taken effect", what),
+		httpx.WriteError(s.log, w, r, errdefs.WithHint(errdefs.Conflict("%s was interrupted before it was answered (dend stopped, or its caller went away): it may or may not have taken effect", what),
 			interruptedHint(rec)))
 	case !rec.BodyKept:
 		w.Header().Set(api.IdempotencyStatusHeader, api.IdempotencyNotKept)
-		s.writeError(w, r, errdefs.WithHint(errdefs.Conflict("%s was done (HTTP %d), but its answer was not kept (too large, or a secret)", what, rec.Status),
+		httpx.WriteError(s.log, w, r, errdefs.WithHint(errdefs.Conflict("%s was done (HTTP %d), but its answer was not kept (too large, or a secret)", what, rec.Status),
 			notKeptHint(rec)))
 	default:
 		w.Header().Set(api.IdempotencyStatusHeader, api.IdempotencyReplayed)
@@ -265,12 +267,12 @@ func (s *server) getRequest(w http.ResponseWriter, r *http.Request) error {
 	if s.requests == nil {
 		return errdefs.Unavailable("this dend keeps no record of requests")
 	}
-	rec, err := s.requests.GetRequest(r.Context(), callerScope(principalOf(r)), key)
+	rec, err := s.requests.GetRequest(r.Context(), callerScope(httpx.PrincipalOf(r)), key)
 	if err != nil {
 		return errdefs.WithHint(err, fmt.Sprintf("records are kept %.0f hours and belong to the caller that sent them; a request never received has none",
 			idempotency.DefaultRetention.Hours()))
 	}
-	return writeJSON(w, http.StatusOK, toRequestStatus(rec))
+	return httpx.WriteJSON(w, http.StatusOK, toRequestStatus(rec))
 }
 
 func toRequestStatus(rec *idempotency.Record) api.RequestStatus {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/image"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -47,7 +48,7 @@ func (s *server) listImages(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
-	return writeJSON(w, http.StatusOK, list)
+	return httpx.WriteJSON(w, http.StatusOK, list)
 }
 
 func (s *server) getImage(w http.ResponseWriter, r *http.Request) error {
@@ -62,7 +63,7 @@ func (s *server) getImage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out.Older = mapSlice(older, toImage)
-	return writeJSON(w, http.StatusOK, out)
+	return httpx.WriteJSON(w, http.StatusOK, out)
 }
 
 func (s *server) removeImage(w http.ResponseWriter, r *http.Request) error {
@@ -75,7 +76,7 @@ func (s *server) removeImage(w http.ResponseWriter, r *http.Request) error {
 
 func (s *server) buildImage(w http.ResponseWriter, r *http.Request) error {
 	var req api.BuildImageRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	if req.Name == "" {
@@ -103,7 +104,7 @@ func (s *server) importImage(w http.ResponseWriter, r *http.Request) error {
 
 func (s *server) pullImage(w http.ResponseWriter, r *http.Request) error {
 	var req api.PullImageRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	if req.Ref == "" {
@@ -135,7 +136,7 @@ func (s *server) streamProgress(w http.ResponseWriter, r *http.Request, op func(
 		if !ps.end() {
 			return err
 		}
-		_, last.Error = s.apiError(r, err)
+		_, last.Error = httpx.APIError(s.log, r, err)
 		last.Phase = phaseFailed
 	} else {
 		ps.end()

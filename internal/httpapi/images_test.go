@@ -12,6 +12,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/image"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -154,7 +155,7 @@ func TestImageInternalErrorAfterProgressIsLoggedNotLeaked(t *testing.T) {
 	_, body := e.do("POST", "/v1/images/build", strings.NewReader(`{"name":"debian"}`))
 	lines := readProgress(t, body)
 	last := lines[len(lines)-1]
-	if last.Error == nil || last.Error.Code != api.CodeInternal || last.Error.Message != internalMessage {
+	if last.Error == nil || last.Error.Code != api.CodeInternal || last.Error.Message != httpx.InternalMessage {
 		t.Errorf("last line error = %+v", last.Error)
 	}
 	if !strings.Contains(e.logBuf.String(), "unexpected EOF") {

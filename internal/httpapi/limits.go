@@ -5,13 +5,14 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
 // setLimits changes the limits the body names.
 func (s *server) setLimits(w http.ResponseWriter, r *http.Request) error {
 	var req api.LimitsRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	c := sandbox.LimitChange{CPUs: req.CPUs, PIDs: req.PIDs}
@@ -36,7 +37,7 @@ func (s *server) setLimits(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+	return httpx.WriteJSON(w, http.StatusOK, s.toSandbox(sb))
 }
 
 // parseDisk reads a disk size; "" and "0" mean dend's default cap at

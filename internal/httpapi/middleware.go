@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 )
 
 // recorder is a ResponseWriter that remembers whether the status line went
@@ -92,7 +93,7 @@ func (s *server) recoverPanics(next http.Handler) http.Handler {
 			if rec.wroteHeader {
 				panic(http.ErrAbortHandler)
 			}
-			writeJSONError(rec, http.StatusInternalServerError, &api.Error{Code: api.CodeInternal, Message: internalMessage})
+			httpx.WriteJSONError(rec, http.StatusInternalServerError, &api.Error{Code: api.CodeInternal, Message: httpx.InternalMessage})
 		}()
 		next.ServeHTTP(rec, r)
 	})

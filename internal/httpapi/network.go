@@ -6,12 +6,13 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/netpolicy"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 )
 
 // setNetwork replaces a sandbox's network policy, effective at once.
 func (s *server) setNetwork(w http.ResponseWriter, r *http.Request) error {
 	var req api.NetworkPolicy
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	p, err := toNetwork(req)
@@ -22,7 +23,7 @@ func (s *server) setNetwork(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+	return httpx.WriteJSON(w, http.StatusOK, s.toSandbox(sb))
 }
 
 // toNetwork reads a policy from the wire, rules in their written form.

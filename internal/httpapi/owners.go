@@ -10,6 +10,7 @@ import (
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/netpolicy"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -30,7 +31,7 @@ const selfOwner = "self"
 
 func (s *server) listOwners(w http.ResponseWriter, r *http.Request) error {
 	if s.owners == nil {
-		return notEnabled("owner quotas")
+		return httpx.NotEnabled("owner quotas")
 	}
 	tokens, err := s.ownerTokens(r.Context())
 	if err != nil {
@@ -44,12 +45,12 @@ func (s *server) listOwners(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, api.OwnerList{Owners: mapSlice(list, func(o *sandbox.OwnerStatus) api.Owner { return toOwner(o, tokens[o.ID]) })})
+	return httpx.WriteJSON(w, http.StatusOK, api.OwnerList{Owners: mapSlice(list, func(o *sandbox.OwnerStatus) api.Owner { return toOwner(o, tokens[o.ID]) })})
 }
 
 func (s *server) getOwner(w http.ResponseWriter, r *http.Request) error {
 	if s.owners == nil {
-		return notEnabled("owner quotas")
+		return httpx.NotEnabled("owner quotas")
 	}
 	id, names, err := s.resolveOwner(r)
 	if err != nil {
@@ -59,15 +60,15 @@ func (s *server) getOwner(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toOwner(o, names))
+	return httpx.WriteJSON(w, http.StatusOK, toOwner(o, names))
 }
 
 func (s *server) setOwner(w http.ResponseWriter, r *http.Request) error {
 	if s.owners == nil {
-		return notEnabled("owner quotas")
+		return httpx.NotEnabled("owner quotas")
 	}
 	var req api.SetOwnerRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	c, err := ownerChange(req)
@@ -82,12 +83,12 @@ func (s *server) setOwner(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toOwner(o, names))
+	return httpx.WriteJSON(w, http.StatusOK, toOwner(o, names))
 }
 
 func (s *server) resetOwner(w http.ResponseWriter, r *http.Request) error {
 	if s.owners == nil {
-		return notEnabled("owner quotas")
+		return httpx.NotEnabled("owner quotas")
 	}
 	id, _, err := s.resolveOwner(r)
 	if err != nil {
@@ -140,7 +141,7 @@ func ownerChange(req api.SetOwnerRequest) (sandbox.OwnerChange, error) {
 // the identity itself.
 func (s *server) resolveOwner(r *http.Request) (string, []string, error) {
 	ref := r.PathValue("owner")
-	p := principalOf(r)
+	p := httpx.PrincipalOf(r)
 	if !p.Scope.Admin() {
 		if p.Scope.Owned() && p.Owner != "" && (ref == selfOwner || ref == p.Owner) {
 			return p.Owner, nil, nil

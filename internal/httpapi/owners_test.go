@@ -15,6 +15,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -173,7 +174,7 @@ func TestOwnerSetByAdmin(t *testing.T) {
 // message.
 func TestQuotaErrorStatus(t *testing.T) {
 	err := quota.Quota{Sandboxes: 1}.Admit("o", quota.Use{Sandboxes: 1}, quota.Use{Sandboxes: 1})
-	status, body, internal := toAPIError(err)
+	status, body, internal := httpx.ToAPIError(err)
 	if status != http.StatusForbidden || body.Code != api.CodeQuotaExceeded || internal ||
 		!strings.Contains(body.Message, "1 in use") || body.Hint == "" {
 		t.Errorf("toAPIError = %d %+v %v", status, body, internal)

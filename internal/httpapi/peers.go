@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -18,12 +19,12 @@ func (s *server) listPeers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, api.PeerList{Peers: mapSlice(ps, toPeer)})
+	return httpx.WriteJSON(w, http.StatusOK, api.PeerList{Peers: mapSlice(ps, toPeer)})
 }
 
 func (s *server) addPeer(w http.ResponseWriter, r *http.Request) error {
 	var req api.AddPeerRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	p := peerReader(r)
@@ -32,12 +33,12 @@ func (s *server) addPeer(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, toPeer(*peer))
+	return httpx.WriteJSON(w, http.StatusCreated, toPeer(*peer))
 }
 
 func (s *server) refreshPeer(w http.ResponseWriter, r *http.Request) error {
 	var req api.RefreshPeerRequest
-	if err := s.decodeOptionalJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeOptionalJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	p := peerReader(r)
@@ -46,11 +47,11 @@ func (s *server) refreshPeer(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toPeer(*peer))
+	return httpx.WriteJSON(w, http.StatusOK, toPeer(*peer))
 }
 
 func (s *server) removePeer(w http.ResponseWriter, r *http.Request) error {
-	restart, err := queryBool(r, "restart")
+	restart, err := httpx.QueryBool(r, "restart")
 	if err != nil {
 		return err
 	}
@@ -64,7 +65,7 @@ func (s *server) removePeer(w http.ResponseWriter, r *http.Request) error {
 // peerReader says whose sandboxes the caller may take views of: an
 // admin's, every one; an owner token's, its owner's.
 func peerReader(r *http.Request) sandbox.PeerParams {
-	p := principalOf(r)
+	p := httpx.PrincipalOf(r)
 	if p.Scope.Admin() {
 		return sandbox.PeerParams{AnyOwner: true}
 	}

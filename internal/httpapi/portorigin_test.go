@@ -16,6 +16,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/cluster"
+	"github.com/den-dev/den/internal/httpapi/portproxy"
 	"github.com/den-dev/den/internal/inproc"
 )
 
@@ -29,7 +30,7 @@ func hostileBackend(t *testing.T) netip.AddrPort {
 		h := w.Header()
 		h.Add("Set-Cookie", "app=1; Path=/; HttpOnly")
 		h.Add("Set-Cookie", "wide=1; Domain=ports.test; Path=/")
-		h.Add("Set-Cookie", portCookie+"=9.forged; Path=/")
+		h.Add("Set-Cookie", portproxy.Cookie+"=9.forged; Path=/")
 		h.Set("Service-Worker-Allowed", "/")
 		h.Set("Clear-Site-Data", `"storage"`)
 		h.Set("X-App", "yes")
@@ -76,7 +77,7 @@ func TestProxyStripsDenCredentials(t *testing.T) {
 		inproc.ActAsNameHeader, "e2b traffic to sandbox sb-mine",
 		"Den-Cluster-Key", "fleet-secret",
 		"Den-Forwarded-From", "node-a",
-		"Cookie", "app=1; " + portCookie + "=1.sig; other=2",
+		"Cookie", "app=1; " + portproxy.Cookie + "=1.sig; other=2",
 		"Sec-WebSocket-Protocol", "app.v1, " + api.TokenSubprotocolPrefix + "secret",
 		"Sec-WebSocket-Protocol", "app.v2",
 		"X-Custom", "kept",

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/expose"
+	"github.com/den-dev/den/internal/httpapi/portproxy"
 )
 
 // seen is what the application behind a port was sent, as echoBackend
@@ -169,9 +169,8 @@ func TestPortURL(t *testing.T) {
 	if exp != strconv.FormatInt(u.ExpiresAt.Unix(), 10) {
 		t.Errorf("den_expires %s, expires_at %v", exp, u.ExpiresAt)
 	}
-	s := &server{portsKey: testPortsKey}
-	if err := s.checkPortSignature("sb1", expose.Port{Port: 8080}, exp, p.Query().Get(api.PortSignatureParam), time.Now()); err != nil {
-		t.Errorf("the signature does not check: %v", err)
+	if sig, want := p.Query().Get(api.PortSignatureParam), testProxy().Sign("sb1", expose.Port{Port: 8080}, u.ExpiresAt.Unix()); sig != want {
+		t.Errorf("the signature does not check: %s, want %s", sig, want)
 	}
 
 	resp, body = e.do("GET", "/v1/sandboxes/alpha/ports/3000/url", nil)
@@ -180,52 +179,6 @@ func TestPortURL(t *testing.T) {
 	e2 := newEnv(t)
 	resp, body = e2.do("GET", "/v1/sandboxes/alpha/ports/8080/url", nil)
 	assertError(t, resp, body, 503, api.CodeUnavailable)
-}
-
-func TestCheckPortSignature(t *testing.T) {
-	s := &server{portsKey: testPortsKey}
-	now := time.Unix(1_800_000_000, 0)
-	exp := now.Add(time.Hour).Unix()
-	ep := expose.Port{Port: 8080, LinkKey: "k1"}
-	good := s.signPort("sb1", ep, exp)
-	e := strconv.FormatInt(exp, 10)
-	if err := s.checkPortSignature("sb1", ep, e, good, now); err != nil {
-		t.Fatalf("a good signature: %v", err)
-	}
-	other := &server{portsKey: bytes.Repeat([]byte{8}, 32)}
-	for _, tc := range []struct {
-		name, id string
-		port     uint16
-		exp, sig string
-		now      time.Time
-		msg      string
-		linkKey  string
-	}{
-		{name: "revoked", id: "sb1", port: 8080, exp: e, sig: good, now: now, msg: "does not match", linkKey: "k2"},
-		{name: "another sandbox", id: "sb2", port: 8080, exp: e, sig: good, now: now, msg: "does not match"},
-		{name: "another port", id: "sb1", port: 8081, exp: e, sig: good, now: now, msg: "does not match"},
-		{name: "a later expiry", id: "sb1", port: 8080, exp: strconv.FormatInt(exp+3600, 10), sig: good, now: now, msg: "does not match"},
-		{name: "another key", id: "sb1", port: 8080, exp: e, sig: other.signPort("sb1", ep, exp), now: now, msg: "does not match"},
-		{name: "not base64", id: "sb1", port: 8080, exp: e, sig: "!!!", now: now, msg: "does not match"},
-		{name: "truncated", id: "sb1", port: 8080, exp: e, sig: good[:20], now: now, msg: "does not match"},
-		{name: "expired", id: "sb1", port: 8080, exp: e, sig: good, now: now.Add(time.Hour), msg: "expired at " + time.Unix(exp, 0).UTC().Format(time.RFC3339)},
-		{name: "bad expiry", id: "sb1", port: 8080, exp: "tomorrow", sig: good, now: now, msg: "not a Unix time"},
-		{name: "no expiry", id: "sb1", port: 8080, exp: "", sig: good, now: now, msg: "needs both"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			key := cmp.Or(tc.linkKey, ep.LinkKey)
-			err := s.checkPortSignature(tc.id, expose.Port{Port: tc.port, LinkKey: key}, tc.exp, tc.sig, tc.now)
-			if err == nil || !strings.Contains(err.Error(), tc.msg) || errdefs.Hint(err) == "" {
-				t.Errorf("error %v (hint %q), want one saying %q with a hint", err, errdefs.Hint(err), tc.msg)
-			}
-			if status, _, _ := toAPIError(err); status != http.StatusUnauthorized {
-				t.Errorf("status %d, want 401", status)
-			}
-		})
-	}
-	if err := (&server{}).checkPortSignature("sb1", ep, e, good, now); err == nil {
-		t.Error("a dend without a key accepted a signature")
-	}
 }
 
 // The proxy passes the request on as the application should see it: the
@@ -443,7 +396,7 @@ func TestPortAccess(t *testing.T) {
 		{"another sandbox", "/v1/sandboxes/theirs/ports/8080/proxy/?" + p.RawQuery, "does not match"},
 		{"no such sandbox", "/v1/sandboxes/ghost/ports/8080/proxy/?" + p.RawQuery, "does not match"},
 		{"forged", "/v1/sandboxes/mine/ports/8080/proxy/?den_expires=" + q.Get(api.PortExpiresParam) + "&den_signature=" + strings.Repeat("A", 43), "does not match"},
-		{"expired", "/v1/sandboxes/mine/ports/8080/proxy/?den_expires=1000&den_signature=" + a.server().signPort("sb-mine", expose.Port{Port: 8080}, 1000), "expired at 1970-01-01T00:16:40Z"},
+		{"expired", "/v1/sandboxes/mine/ports/8080/proxy/?den_expires=1000&den_signature=" + testProxy().Sign("sb-mine", expose.Port{Port: 8080}, 1000), "expired at 1970-01-01T00:16:40Z"},
 		{"expiry moved", "/v1/sandboxes/mine/ports/8080/proxy/?den_expires=" + strconv.FormatInt(exp+86400, 10) + "&den_signature=" + q.Get(api.PortSignatureParam), "does not match"},
 		{"elsewhere", "/v1/sandboxes/mine/events?" + p.RawQuery, "missing bearer token"},
 	} {
@@ -482,8 +435,8 @@ func TestPortAccess(t *testing.T) {
 	}
 }
 
-// server returns a server with the test key, for signing.
-func (a *accessEnv) server() *server { return &server{portsKey: testPortsKey} }
+// testProxy returns a port proxy with the test key, for signing.
+func testProxy() *portproxy.Proxy { return portproxy.New(portproxy.Config{Key: testPortsKey}) }
 
 func TestPortsDomain(t *testing.T) {
 	a := portsAccessEnv(t)
@@ -541,7 +494,7 @@ func TestPortsDomain(t *testing.T) {
 	resp, body = a.doHost("", "GET", pu.Host, "/?"+pu.RawQuery)
 	decodeSeen(t, resp, body)
 	cookies := resp.Cookies()
-	if len(cookies) != 1 || cookies[0].Name != portCookie || !cookies[0].HttpOnly || cookies[0].Path != "/" || cookies[0].Domain != "" {
+	if len(cookies) != 1 || cookies[0].Name != portproxy.Cookie || !cookies[0].HttpOnly || cookies[0].Path != "/" || cookies[0].Domain != "" {
 		t.Fatalf("cookies %v", resp.Header.Values("Set-Cookie"))
 	}
 	cookie := cookies[0].Name + "=" + cookies[0].Value + "; app=2"

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 )
 
 // listProcesses lists a sandbox's processes, waking it if it sleeps.
@@ -16,5 +17,5 @@ func (s *server) listProcesses(w http.ResponseWriter, r *http.Request) error {
 	for _, p := range procs {
 		out.Processes = append(out.Processes, api.Process(p))
 	}
-	return writeJSON(w, http.StatusOK, out)
+	return httpx.WriteJSON(w, http.StatusOK, out)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/httpapi/portproxy"
 )
 
 // A query parameter the route does not take is refused rather than
@@ -101,7 +102,7 @@ func routeQueries() map[string][]string {
 // does not take. Requests through an exposed port carry the
 // application's own query and are not checked.
 func checkQuery(rt route, takes []string, r *http.Request) error {
-	if isProxy(rt.path) || r.URL.RawQuery == "" {
+	if portproxy.IsProxy(rt.path) || r.URL.RawQuery == "" {
 		return nil
 	}
 	for name := range r.URL.Query() {

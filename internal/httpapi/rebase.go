@@ -4,20 +4,21 @@ import (
 	"net/http"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
 // setSetup changes the setup steps and kept paths a rebase uses.
 func (s *server) setSetup(w http.ResponseWriter, r *http.Request) error {
 	var req api.SetupRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	sb, err := s.sandboxes.SetSetup(r.Context(), r.PathValue("name"), sandbox.SetupChange{Steps: req.Steps, Keep: req.Keep})
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+	return httpx.WriteJSON(w, http.StatusOK, s.toSandbox(sb))
 }
 
 // rebaseSandbox gives a sandbox a new root from an image version and
@@ -25,7 +26,7 @@ func (s *server) setSetup(w http.ResponseWriter, r *http.Request) error {
 // it, the sandbox rolled back.
 func (s *server) rebaseSandbox(w http.ResponseWriter, r *http.Request) error {
 	var req api.RebaseRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	res, err := s.sandboxes.Rebase(r.Context(), r.PathValue("name"), sandbox.RebaseParams{Image: req.Image})
@@ -40,5 +41,5 @@ func (s *server) rebaseSandbox(w http.ResponseWriter, r *http.Request) error {
 		out.Steps = append(out.Steps, api.SetupStep{Step: st.Step, Command: st.Command, Run: st.RunID, ExitCode: st.ExitCode,
 			DurationMS: st.Duration.Milliseconds()})
 	}
-	return writeJSON(w, http.StatusOK, out)
+	return httpx.WriteJSON(w, http.StatusOK, out)
 }

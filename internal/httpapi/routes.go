@@ -1,5 +1,7 @@
 package httpapi
 
+import "github.com/den-dev/den/internal/httpapi/portproxy"
+
 // Route is one method and path pattern the API serves, in the syntax of
 // net/http.ServeMux: "/v1/sandboxes/{name}/start".
 type Route struct {
@@ -35,9 +37,9 @@ func (s *server) routes() []route {
 		{"POST", "/v1/sandboxes/{name}/resume", s.resumeSandbox},
 		{"POST", "/v1/sandboxes/{name}/hibernate", s.hibernateSandbox},
 		{"POST", "/v1/sandboxes/{name}/recover", s.recoverSandbox},
-		{"POST", "/v1/sandboxes/{name}/move", s.moveSandbox},
-		{"POST", "/v1/sandboxes/{name}/adopt", s.adoptSandbox},
-		{"PUT", "/v1/sandboxes/{name}/handover/{part}", s.receiveAhead},
+		{"POST", "/v1/sandboxes/{name}/move", s.fleetAPI.Move},
+		{"POST", "/v1/sandboxes/{name}/adopt", s.fleetAPI.Adopt},
+		{"PUT", "/v1/sandboxes/{name}/handover/{part}", s.fleetAPI.ReceiveAhead},
 		{"GET", sshRelayRoute, s.relaySSH},
 		{"PATCH", "/v1/sandboxes/{name}/policy", s.setPolicy},
 		{"PUT", "/v1/sandboxes/{name}/network", s.setNetwork},
@@ -45,10 +47,10 @@ func (s *server) routes() []route {
 		{"PUT", "/v1/sandboxes/{name}/secrets", s.setSecrets},
 		{"PUT", "/v1/sandboxes/{name}/setup", s.setSetup},
 		{"POST", "/v1/sandboxes/{name}/rebase", s.rebaseSandbox},
-		{"PUT", "/v1/sandboxes/{name}/ports/{port}", s.exposePort},
-		{"DELETE", "/v1/sandboxes/{name}/ports/{port}", s.unexposePort},
-		{"GET", portURLPattern, s.portURL},
-		{"DELETE", portURLPattern, s.revokePortURLs},
+		{"PUT", "/v1/sandboxes/{name}/ports/{port}", s.ports.Expose},
+		{"DELETE", "/v1/sandboxes/{name}/ports/{port}", s.ports.Unexpose},
+		{"GET", portproxy.URLPattern, s.ports.URL},
+		{"DELETE", portproxy.URLPattern, s.ports.RevokeURLs},
 
 		{"GET", "/v1/sandboxes/{name}/peers", s.listPeers},
 		{"POST", "/v1/sandboxes/{name}/peers", s.addPeer},
@@ -102,18 +104,27 @@ func (s *server) routes() []route {
 		{"GET", "/v1/secrets", s.listSecrets},
 		{"DELETE", "/v1/secrets/{name}", s.removeSecret},
 
-		{"GET", "/v1/nodes", s.listNodes},
-		{"POST", "/v1/nodes/{node}/drain", s.drainNode},
-		{"POST", "/v1/nodes/{node}/activate", s.activateNode},
-		{"DELETE", "/v1/nodes/{node}", s.removeNode},
+		{"GET", "/v1/nodes", s.fleetAPI.ListNodes},
+		{"POST", "/v1/nodes/{node}/drain", s.fleetAPI.DrainNode},
+		{"POST", "/v1/nodes/{node}/activate", s.fleetAPI.ActivateNode},
+		{"DELETE", "/v1/nodes/{node}", s.fleetAPI.RemoveNode},
 
 		{"GET", "/v1/owners", s.listOwners},
 		{"GET", "/v1/owners/{owner}", s.getOwner},
 		{"PATCH", "/v1/owners/{owner}", s.setOwner},
 		{"DELETE", "/v1/owners/{owner}", s.resetOwner},
 
-		{"POST", "/v1/admin/blobs/gc", s.collectBlobs},
+		{"POST", "/v1/admin/blobs/gc", s.fleetAPI.CollectBlobs},
 	}, s.proxyRoutes()...)
+}
+
+// proxyRoutes is the proxy's row of the route table, once per method.
+func (s *server) proxyRoutes() []route {
+	out := make([]route, len(portproxy.Methods))
+	for i, m := range portproxy.Methods {
+		out[i] = route{m, portproxy.Pattern, s.ports.Serve}
+	}
+	return out
 }
 
 // Routes lists every route New serves, in the order of the table.

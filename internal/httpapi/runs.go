@@ -8,6 +8,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -17,7 +18,7 @@ const maxRunsLimit = 100000
 // exec starts a detached run. Attached runs go through the WebSocket.
 func (s *server) exec(w http.ResponseWriter, r *http.Request) error {
 	var req api.ExecRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	p, err := toExecParams(req)
@@ -29,11 +30,11 @@ func (s *server) exec(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, toRun(run))
+	return httpx.WriteJSON(w, http.StatusCreated, toRun(run))
 }
 
 func (s *server) listRuns(w http.ResponseWriter, r *http.Request) error {
-	limit, err := queryInt(r, "limit", maxRunsLimit)
+	limit, err := httpx.QueryInt(r, "limit", maxRunsLimit)
 	if err != nil {
 		return err
 	}
@@ -47,12 +48,12 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) error {
 			runs = runs[:limit]
 		}
 	default:
-		return invalidQuery("status", status, "only running is a status to list by")
+		return httpx.InvalidQuery("status", status, "only running is a status to list by")
 	}
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, api.RunList{Runs: mapSlice(runs, toRun)})
+	return httpx.WriteJSON(w, http.StatusOK, api.RunList{Runs: mapSlice(runs, toRun)})
 }
 
 func (s *server) getRun(w http.ResponseWriter, r *http.Request) error {
@@ -60,29 +61,29 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toRun(run))
+	return httpx.WriteJSON(w, http.StatusOK, toRun(run))
 }
 
 // runLogs streams one output stream of a run from a byte offset. The
 // header Den-Log-Offset says at which offset the body starts, so a client
 // that counts the bytes it got knows where to resume.
 func (s *server) runLogs(w http.ResponseWriter, r *http.Request) error {
-	stream, err := queryStream(r)
+	stream, err := httpx.QueryStream(r)
 	if err != nil {
 		return err
 	}
-	from, err := queryInt(r, "from", math.MaxInt64)
+	from, err := httpx.QueryInt(r, "from", math.MaxInt64)
 	if err != nil {
 		return err
 	}
-	follow, err := queryBool(r, "follow")
+	follow, err := httpx.QueryBool(r, "follow")
 	if err != nil {
 		return err
 	}
 	how := sandbox.FollowNo
 	if follow {
 		how = sandbox.FollowWake
-		if wake, err := queryBoolDefault(r, "wake", true); err != nil {
+		if wake, err := httpx.QueryBoolDefault(r, "wake", true); err != nil {
 			return err
 		} else if !wake {
 			how = sandbox.FollowWait
@@ -115,7 +116,7 @@ func (s *server) runLogs(w http.ResponseWriter, r *http.Request) error {
 		if r.Context().Err() != nil {
 			return nil // the client left
 		}
-		_, body := s.apiError(r, err)
+		_, body := httpx.APIError(s.log, r, err)
 		b, _ := json.Marshal(body)
 		end = string(b)
 	}
@@ -128,7 +129,7 @@ func (s *server) runLogs(w http.ResponseWriter, r *http.Request) error {
 // With close=false stdin stays open for more; an empty body with close
 // (the default) just closes it.
 func (s *server) runStdin(w http.ResponseWriter, r *http.Request) error {
-	closeIt, err := queryBoolDefault(r, "close", true)
+	closeIt, err := httpx.QueryBoolDefault(r, "close", true)
 	if err != nil {
 		return err
 	}
@@ -142,7 +143,7 @@ func (s *server) runStdin(w http.ResponseWriter, r *http.Request) error {
 // resizeRun changes the window size of a run's terminal.
 func (s *server) resizeRun(w http.ResponseWriter, r *http.Request) error {
 	var req api.Resize
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	if err := s.sandboxes.Resize(r.Context(), r.PathValue("name"), r.PathValue("run"), req.Rows, req.Cols); err != nil {
@@ -154,7 +155,7 @@ func (s *server) resizeRun(w http.ResponseWriter, r *http.Request) error {
 
 func (s *server) signalRun(w http.ResponseWriter, r *http.Request) error {
 	var req api.SignalRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	if req.Signal == "" {

@@ -8,6 +8,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -16,19 +17,19 @@ func (s *server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req api.CreateSandboxRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
-	noteSandbox(r, "", req.Name)
-	if req.Node != "" && s.nodes != nil && req.Node != s.selfName(r.Context()) {
-		return errdefs.WithHint(errdefs.NotFound("no node %q here: this is node %s", req.Node, s.selfName(r.Context())),
+	httpx.NoteSandbox(r, "", req.Name)
+	if req.Node != "" && s.nodes != nil && req.Node != s.fleetAPI.SelfName(r.Context()) {
+		return errdefs.WithHint(errdefs.NotFound("no node %q here: this is node %s", req.Node, s.fleetAPI.SelfName(r.Context())),
 			"`den node ls` lists the nodes")
 	}
 	p, err := toCreateParams(req)
 	if err != nil {
 		return err
 	}
-	who := principalOf(r)
+	who := httpx.PrincipalOf(r)
 	if len(p.Secrets) > 0 && !who.Scope.Admin() {
 		return errdefs.WithHint(auth.Forbidden("only an admin can grant secrets"),
 			"create the sandbox without secrets and have an admin grant them: `den secret grant SANDBOX NAME`")
@@ -41,8 +42,8 @@ func (s *server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	noteSandbox(r, sb.ID, sb.Name)
-	return writeJSON(w, http.StatusCreated, s.toSandbox(sb))
+	httpx.NoteSandbox(r, sb.ID, sb.Name)
+	return httpx.WriteJSON(w, http.StatusCreated, s.toSandbox(sb))
 }
 
 // listSandboxes lists the sandboxes the caller may see.
@@ -51,13 +52,13 @@ func (s *server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sbs = visible(principalOf(r), sbs)
-	return writeJSON(w, http.StatusOK, api.SandboxList{Sandboxes: mapSlice(sbs, s.toSandbox)})
+	sbs = visible(httpx.PrincipalOf(r), sbs)
+	return httpx.WriteJSON(w, http.StatusOK, api.SandboxList{Sandboxes: mapSlice(sbs, s.toSandbox)})
 }
 
 // getSandbox answers with the sandbox and what it uses now.
 func (s *server) getSandbox(w http.ResponseWriter, r *http.Request) error {
-	usage, err := queryBoolDefault(r, "usage", true)
+	usage, err := httpx.QueryBoolDefault(r, "usage", true)
 	if err != nil {
 		return err
 	}
@@ -67,12 +68,12 @@ func (s *server) getSandbox(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := s.toSandbox(sb)
 	if !usage {
-		return writeJSON(w, http.StatusOK, out)
+		return httpx.WriteJSON(w, http.StatusOK, out)
 	}
 	use, _ := s.sandboxes.Resources(r.Context(), sb)
 	out.Usage = &api.Usage{CPUSeconds: use.CPUTime.Seconds(), MemoryBytes: use.MemoryBytes, PIDs: use.PIDs, DiskBytes: use.DiskBytes,
 		RunOutputBytes: use.RunOutput, RunOutputLimitBytes: use.RunOutputLimit}
-	return writeJSON(w, http.StatusOK, out)
+	return httpx.WriteJSON(w, http.StatusOK, out)
 }
 
 func (s *server) startSandbox(w http.ResponseWriter, r *http.Request) error {
@@ -90,11 +91,11 @@ func (s *server) answerSandbox(w http.ResponseWriter, r *http.Request, verb func
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+	return httpx.WriteJSON(w, http.StatusOK, s.toSandbox(sb))
 }
 
 func (s *server) removeSandbox(w http.ResponseWriter, r *http.Request) error {
-	force, err := queryBool(r, "force")
+	force, err := httpx.QueryBool(r, "force")
 	if err != nil {
 		return err
 	}
@@ -110,7 +111,7 @@ func (s *server) listEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, api.EventList{Events: mapSlice(evs, toEvent)})
+	return httpx.WriteJSON(w, http.StatusOK, api.EventList{Events: mapSlice(evs, toEvent)})
 }
 
 // sandboxMetrics answers the samples of a sandbox, from and to RFC 3339
@@ -121,7 +122,7 @@ func (s *server) sandboxMetrics(w http.ResponseWriter, r *http.Request) error {
 		if v := r.URL.Query().Get(name); v != "" {
 			t, err := time.Parse(time.RFC3339, v)
 			if err != nil {
-				return invalidQuery(name, v, "use an RFC 3339 time such as 2024-05-01T12:00:00Z")
+				return httpx.InvalidQuery(name, v, "use an RFC 3339 time such as 2024-05-01T12:00:00Z")
 			}
 			bounds[i] = t
 		}
@@ -135,7 +136,7 @@ func (s *server) sandboxMetrics(w http.ResponseWriter, r *http.Request) error {
 		out.Samples = append(out.Samples, api.MetricSample{At: m.At.UTC(), CPUPercent: m.CPUPercent, CPUs: m.CPUs,
 			MemoryBytes: m.MemoryBytes, MemoryLimit: m.MemoryLimit, DiskBytes: m.DiskBytes, DiskLimit: m.DiskLimit})
 	}
-	return writeJSON(w, http.StatusOK, out)
+	return httpx.WriteJSON(w, http.StatusOK, out)
 }
 
 func (s *server) pauseSandbox(w http.ResponseWriter, r *http.Request) error {
@@ -152,7 +153,7 @@ func (s *server) hibernateSandbox(w http.ResponseWriter, r *http.Request) error 
 
 func (s *server) recoverSandbox(w http.ResponseWriter, r *http.Request) error {
 	var req api.RecoverRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	sb, err := s.sandboxes.RecoverSandbox(r.Context(), r.PathValue("name"),
@@ -160,14 +161,14 @@ func (s *server) recoverSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+	return httpx.WriteJSON(w, http.StatusOK, s.toSandbox(sb))
 }
 
 // setPolicy changes only the fields the body carries: an absent field
 // keeps its value.
 func (s *server) setPolicy(w http.ResponseWriter, r *http.Request) error {
 	var req api.Policy
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	p, err := toPolicy(req, "")
@@ -178,5 +179,5 @@ func (s *server) setPolicy(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+	return httpx.WriteJSON(w, http.StatusOK, s.toSandbox(sb))
 }

@@ -11,16 +11,17 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/audit"
-	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/netpolicy"
+	"github.com/den-dev/den/internal/httpapi/fleetapi"
+	"github.com/den-dev/den/internal/httpapi/httpx"
+	"github.com/den-dev/den/internal/httpapi/portproxy"
 	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/usage"
@@ -114,38 +115,15 @@ type SandboxService interface {
 	AddPeer(ctx context.Context, ref string, p sandbox.PeerParams) (*sandbox.Sandbox, *peers.Peer, error)
 	RefreshPeer(ctx context.Context, ref, peer string, p sandbox.PeerParams) (*sandbox.Sandbox, *peers.Peer, error)
 	RemovePeer(ctx context.Context, ref, peer string, restart bool) (*sandbox.Sandbox, error)
-	// ExposePort serves a port of the sandbox, or changes whether it is
-	// public; UnexposePort stops serving it.
-	ExposePort(ctx context.Context, ref string, port uint16, public bool) (*sandbox.Sandbox, error)
-	UnexposePort(ctx context.Context, ref string, port uint16) (*sandbox.Sandbox, error)
-	// RevokePortLinks ends every signed link to the port made so far.
-	RevokePortLinks(ctx context.Context, ref string, port uint16) (*sandbox.Sandbox, error)
-	// PortTarget is where a request to an exposed port goes, the sandbox
-	// woken first if it sleeps.
-	PortTarget(ctx context.Context, ref string, port uint16) (netip.AddrPort, error)
+	// Exposed ports: exposing, unexposing, revoking links, the proxy's
+	// target.
+	portproxy.Sandboxes
 	// SetPolicy changes the fields of a sandbox's idle policy that p sets.
 	SetPolicy(ctx context.Context, ref string, p sandbox.Policy) (*sandbox.Sandbox, error)
 	// EffectivePolicy is sb's policy with dend's defaults filled in; Due
 	// is the next step it takes.
 	EffectivePolicy(sb *sandbox.Sandbox) sandbox.Policy
 	Due(sb *sandbox.Sandbox) sandbox.Due
-}
-
-// FleetService is what this node does with the other nodes of a fleet
-// for a sandbox. *fleet.Node implements it.
-type FleetService interface {
-	// Move moves a sandbox to another node of the fleet; Adopt takes one
-	// over from node from, which hands it over.
-	Move(ctx context.Context, ref string, p fleet.MoveParams) (*sandbox.Sandbox, error)
-	Adopt(ctx context.Context, id, from string, cold bool) (*sandbox.Sandbox, error)
-	// ReceiveAhead keeps part of the checkpoint of a sandbox node from
-	// hands over to this one.
-	ReceiveAhead(ctx context.Context, from string, h fleet.Handover, r io.Reader, whole func() error) error
-	// Rehome hands a hibernated sandbox about to wake to another node
-	// when this one has no room, and says which ("" when it stays).
-	Rehome(ctx context.Context, ref string) (string, error)
-	// LostNodeHint says what brings back sb, on a node declared lost.
-	LostNodeHint(ctx context.Context, sb *sandbox.Sandbox) string
 }
 
 // Config is what the API needs. Sandboxes, Images and Logger are required.
@@ -174,7 +152,7 @@ type Config struct {
 	Secrets SecretService
 	// Owners serves /v1/owners (quotas and grants). nil: 503.
 	Owners OwnerService
-	// PortsKey signs URLs to exposed ports (see portaccess.go); 32 random
+	// PortsKey signs URLs to exposed ports (see internal/httpapi/portproxy); 32 random
 	// bytes. nil: no URLs are signed (503) and none is accepted.
 	PortsKey []byte
 	// Requests keeps the record of requests sent with an idempotency
@@ -190,16 +168,16 @@ type Config struct {
 	MCP http.Handler
 	// Blobs collects the blob store on request; nil: dend has none, and
 	// the route answers 503.
-	Blobs BlobService
+	Blobs fleetapi.Blobs
 	// E2B, when set, serves E2B's API to the requests it claims, before
 	// they meet the API's own authentication: it carries its callers'
 	// keys to the API itself, whose calls are checked and audited.
 	E2B Door
 	// Nodes serves /v1/nodes. nil: 503.
-	Nodes NodeService
+	Nodes fleetapi.Nodes
 	// Fleet moves sandboxes to and from the other nodes of the fleet.
 	// nil: dend is not part of a fleet.
-	Fleet FleetService
+	Fleet fleetapi.Fleet
 	// Warm keeps this node's warm pools: PUT /v1/images/{image}/warm,
 	// and each image's pool in GET /v1/images. nil: 503, and none shown.
 	Warm WarmService
@@ -251,16 +229,16 @@ type server struct {
 	secrets      SecretService
 	owners       OwnerService
 	requests     RequestStore
-	blobs        BlobService
-	// Exposed ports: see ports.go.
-	portsKey      []byte
-	portsDomain   string
-	portTransport *http.Transport
+	// ports serves exposed ports: their routes, the proxy, and who may
+	// reach them without a token.
+	ports *portproxy.Proxy
 	// refusals logs requests refused for want of a valid token.
 	refusals *refusalLog
 	cluster  Cluster
-	nodes    NodeService
-	fleet    FleetService
+	nodes    fleetapi.Nodes
+	fleet    fleetapi.Fleet
+	// fleetAPI serves the fleet's routes: nodes, moves, the blob store.
+	fleetAPI *fleetapi.Handlers
 	warm     WarmService
 	events   EventStream
 	stopping <-chan struct{}
@@ -294,10 +272,7 @@ func New(cfg Config) http.Handler {
 		ssh:          cfg.SSH,
 		owners:       cfg.Owners,
 		requests:     cfg.Requests,
-		blobs:        cfg.Blobs,
 	}
-	s.portsKey, s.portTransport = cfg.PortsKey, newPortTransport()
-	s.portsDomain = strings.Trim(strings.ToLower(cfg.PortsDomain), ".")
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -305,6 +280,10 @@ func New(cfg Config) http.Handler {
 	if s.maxJSONBytes <= 0 {
 		s.maxJSONBytes = DefaultMaxJSONBytes
 	}
+	s.ports = portproxy.New(portproxy.Config{Sandboxes: s.sandboxes, ToSandbox: s.toSandbox, Key: cfg.PortsKey,
+		Domain: cfg.PortsDomain, MaxJSONBytes: s.maxJSONBytes, Logger: s.log})
+	s.fleetAPI = fleetapi.New(fleetapi.Config{Nodes: s.nodes, Fleet: s.fleet, Blobs: cfg.Blobs, Cluster: s.cluster,
+		ToSandbox: s.toSandbox, MaxJSONBytes: s.maxJSONBytes})
 	mux := http.NewServeMux()
 	queries := routeQueries()
 	for _, rt := range s.routes() {
@@ -312,12 +291,12 @@ func New(cfg Config) http.Handler {
 	}
 	if cfg.MCP != nil {
 		mux.Handle(mcpPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			infoOf(r).route = mcpPath
+			httpx.InfoOf(r).Route = mcpPath
 			r.Body = http.MaxBytesReader(w, r.Body, MaxMCPBytes)
 			cfg.MCP.ServeHTTP(w, r)
 		}))
 	}
-	return s.logRequests(s.recoverPanics(s.routeHosts(s.door(cfg.E2B, s.ui(cfg.UI, s.authenticate(s.auditCalls(s.fallback(mux))))))))
+	return s.logRequests(s.recoverPanics(s.ports.RouteHosts(s.door(cfg.E2B, s.ui(cfg.UI, s.authenticate(s.auditCalls(s.fallback(mux))))))))
 }
 
 // ui sends requests for UIPath and below to h, the others on to next.
@@ -370,15 +349,15 @@ func (s *server) handle(fn handlerFunc) http.Handler {
 			return
 		}
 		if !rec.wroteHeader {
-			s.writeError(rec, r, err)
+			httpx.WriteError(s.log, rec, r, err)
 			return
 		}
 		level := slog.LevelWarn
-		_, body, internal := toAPIError(err)
+		_, body, internal := httpx.ToAPIError(err)
 		if internal {
 			level = slog.LevelError
 		}
-		noteError(r, body.Message)
+		httpx.NoteError(r, body.Message)
 		s.log.Log(r.Context(), level, "response cut short", "method", r.Method, "path", r.URL.Path, "err", err)
 		panic(http.ErrAbortHandler)
 	})
@@ -399,14 +378,14 @@ func (s *server) fallback(mux *http.ServeMux) http.Handler {
 		h.ServeHTTP(probe, r)
 		if probe.status == http.StatusMethodNotAllowed {
 			w.Header().Set("Allow", probe.header.Get("Allow"))
-			writeJSONError(w, http.StatusMethodNotAllowed, &api.Error{
+			httpx.WriteJSONError(w, http.StatusMethodNotAllowed, &api.Error{
 				Code:    api.CodeInvalid,
 				Message: "method " + r.Method + " not allowed on " + r.URL.Path,
 				Hint:    "allowed: " + probe.header.Get("Allow"),
 			})
 			return
 		}
-		writeJSONError(w, http.StatusNotFound, &api.Error{
+		httpx.WriteJSONError(w, http.StatusNotFound, &api.Error{
 			Code:    api.CodeNotFound,
 			Message: "no route " + r.Method + " " + r.URL.Path,
 			Hint:    "see GET /v1/openapi.yaml for the routes",
@@ -434,10 +413,10 @@ func (s *server) getHealth(w http.ResponseWriter, r *http.Request) error {
 	// every owner: how full they are tells one owner of the others'
 	// work. An owner's own use is in GET /v1/owners/{id}, and a create
 	// refused for want of room says so.
-	if !principalOf(r).Scope.Admin() {
+	if !httpx.PrincipalOf(r).Scope.Admin() {
 		h.Disk, h.Pool, h.Warm, h.Blobs = nil, nil, nil, nil
 	}
-	return writeJSON(w, http.StatusOK, h)
+	return httpx.WriteJSON(w, http.StatusOK, h)
 }
 
 func (s *server) getOpenAPI(w http.ResponseWriter, r *http.Request) error {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 )
 
 // assertError checks an error answer: status, JSON envelope, code, and a
@@ -70,7 +71,7 @@ func TestInternalErrorIsLoggedOnceAndNotLeaked(t *testing.T) {
 	e.sbx.err = fmt.Errorf("snapshotting %q: open /var/lib/den/pool/x: permission denied", "sb1")
 	resp, body := e.do("GET", "/v1/sandboxes/alpha", nil)
 	got := assertError(t, resp, body, http.StatusInternalServerError, api.CodeInternal)
-	if got.Message != internalMessage || strings.Contains(string(body), "/var/lib") {
+	if got.Message != httpx.InternalMessage || strings.Contains(string(body), "/var/lib") {
 		t.Errorf("internal error leaked: %s", body)
 	}
 	logs := e.logBuf.String()
@@ -87,7 +88,7 @@ func TestPanicBecomes500(t *testing.T) {
 	e.sbx.panicOn = "List"
 	resp, body := e.do("GET", "/v1/sandboxes", nil)
 	got := assertError(t, resp, body, http.StatusInternalServerError, api.CodeInternal)
-	if got.Message != internalMessage {
+	if got.Message != httpx.InternalMessage {
 		t.Errorf("message %q", got.Message)
 	}
 	if !strings.Contains(e.logBuf.String(), "fake panic in List") {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/auth"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 )
 
 // SSHKeyService keeps the public keys of the SSH gateway. *auth.Service
@@ -24,35 +25,35 @@ func toSSHKey(k *auth.SSHKey) api.SSHKey {
 
 func (s *server) addSSHKey(w http.ResponseWriter, r *http.Request) error {
 	if s.sshKeys == nil {
-		return notEnabled("SSH keys")
+		return httpx.NotEnabled("SSH keys")
 	}
 	var req api.AddSSHKeyRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
-	k, err := s.sshKeys.AddKey(r.Context(), principalOf(r), req.Name, []byte(req.PublicKey))
+	k, err := s.sshKeys.AddKey(r.Context(), httpx.PrincipalOf(r), req.Name, []byte(req.PublicKey))
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, toSSHKey(k))
+	return httpx.WriteJSON(w, http.StatusCreated, toSSHKey(k))
 }
 
 func (s *server) listSSHKeys(w http.ResponseWriter, r *http.Request) error {
 	if s.sshKeys == nil {
-		return notEnabled("SSH keys")
+		return httpx.NotEnabled("SSH keys")
 	}
-	ks, err := s.sshKeys.ListKeys(r.Context(), principalOf(r))
+	ks, err := s.sshKeys.ListKeys(r.Context(), httpx.PrincipalOf(r))
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, api.SSHKeyList{Keys: mapSlice(ks, toSSHKey)})
+	return httpx.WriteJSON(w, http.StatusOK, api.SSHKeyList{Keys: mapSlice(ks, toSSHKey)})
 }
 
 func (s *server) removeSSHKey(w http.ResponseWriter, r *http.Request) error {
 	if s.sshKeys == nil {
-		return notEnabled("SSH keys")
+		return httpx.NotEnabled("SSH keys")
 	}
-	if _, err := s.sshKeys.RemoveKey(r.Context(), principalOf(r), r.PathValue("key")); err != nil {
+	if _, err := s.sshKeys.RemoveKey(r.Context(), httpx.PrincipalOf(r), r.PathValue("key")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 )
 
 // SSHRelay serves an SSH login another node of the fleet relays here, for
@@ -28,7 +29,7 @@ const sshRelayRoute = "/v1/sandboxes/{name}/ssh"
 // it as a login of the key the request carries, which that node checked.
 // Any caller outside the fleet gets 404, as for a route that is not.
 func (s *server) relaySSH(w http.ResponseWriter, r *http.Request) error {
-	if !infoOf(r).fromNode {
+	if !httpx.InfoOf(r).FromNode {
 		return errdefs.WithHint(errdefs.NotFound("no such route for callers outside the fleet"),
 			"`ssh SANDBOX@HOST -p PORT` reaches a sandbox through a dend started with --ssh-listen")
 	}

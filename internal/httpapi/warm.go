@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -18,17 +19,17 @@ type WarmService interface {
 // setWarm sets how many instances of an image this node keeps warm.
 func (s *server) setWarm(w http.ResponseWriter, r *http.Request) error {
 	if s.warm == nil {
-		return notEnabled("warm pools")
+		return httpx.NotEnabled("warm pools")
 	}
 	var req api.SetWarmRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	p, err := s.warm.SetWarm(r.Context(), r.PathValue("image"), req.Count, req.MemoryBytes)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toWarmPool(p))
+	return httpx.WriteJSON(w, http.StatusOK, toWarmPool(p))
 }
 
 // warmPools are this node's pools by image, for the image list.

@@ -83,10 +83,13 @@ var layers = map[string]layer{
 	"internal/fleet": above,
 
 	// The front doors: each translates its protocol to the Service's verbs.
-	"internal/httpapi":   doors,
-	"internal/e2b":       doors,
-	"internal/mcpserver": doors,
-	"internal/sshgate":   doors,
+	"internal/httpapi":           doors,
+	"internal/httpapi/httpx":     doors,
+	"internal/httpapi/portproxy": doors,
+	"internal/httpapi/fleetapi":  doors,
+	"internal/e2b":               doors,
+	"internal/mcpserver":         doors,
+	"internal/sshgate":           doors,
 
 	"internal/daemon": wiring,
 

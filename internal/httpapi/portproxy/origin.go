@@ -1,4 +1,4 @@
-package httpapi
+package portproxy
 
 import (
 	"net/http"
@@ -7,6 +7,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/inproc"
 )
 
@@ -105,7 +106,7 @@ func onDendOrigin(r *http.Request, fwd forwarded) bool {
 	if r.Header.Get(inproc.OwnOriginHeader) == "" {
 		return true
 	}
-	return !inproc.FromDoor(r.Context()) && !infoOf(r).fromNode
+	return !inproc.FromDoor(r.Context()) && !httpx.InfoOf(r).FromNode
 }
 
 // refuseServiceWorker refuses to fetch a service worker's script at
@@ -138,7 +139,7 @@ func keepCookiesOnHost(h http.Header) {
 	for _, line := range lines {
 		parts := strings.Split(line, ";")
 		name, _, _ := strings.Cut(parts[0], "=")
-		if strings.TrimSpace(name) == portCookie {
+		if strings.TrimSpace(name) == Cookie {
 			continue
 		}
 		out := parts[:1]

@@ -1,8 +1,9 @@
-package httpapi
+package httpx
 
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 
 	"github.com/den-dev/den/api"
@@ -10,14 +11,14 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 )
 
-// internalMessage is all a client learns of an unclassified error: its text
+// InternalMessage is all a client learns of an unclassified error: its text
 // may name host paths or internals, so it goes to dend's log instead.
-const internalMessage = "internal error; see dend's log"
+const InternalMessage = "internal error; see dend's log"
 
-// toAPIError is the one translation of an error to what the client sees:
+// ToAPIError is the one translation of an error to what the client sees:
 // the HTTP status and the body. It reports whether err was internal (no
 // class), so the caller logs it.
-func toAPIError(err error) (status int, body *api.Error, internal bool) {
+func ToAPIError(err error) (status int, body *api.Error, internal bool) {
 	var code string
 	switch class := errdefs.Class(err); {
 	case errors.Is(err, auth.ErrUnauthorized):
@@ -39,34 +40,41 @@ func toAPIError(err error) (status int, body *api.Error, internal bool) {
 		// owner frees some or an admin raises its quota.
 		status, code = http.StatusForbidden, api.CodeQuotaExceeded
 	default:
-		return http.StatusInternalServerError, &api.Error{Code: api.CodeInternal, Message: internalMessage}, true
+		return http.StatusInternalServerError, &api.Error{Code: api.CodeInternal, Message: InternalMessage}, true
 	}
 	return status, &api.Error{Code: code, Message: err.Error(), Hint: errdefs.Hint(err)}, false
 }
 
-// apiError translates err for a client, logging it first when it is
-// internal: the one place such errors are logged.
-func (s *server) apiError(r *http.Request, err error) (int, *api.Error) {
-	status, body, internal := toAPIError(err)
+// NotEnabled is the answer of a route whose service this dend does not
+// run; what is plural ("API tokens").
+func NotEnabled(what string) error {
+	return errdefs.Unavailable("%s are not enabled on this dend", what)
+}
+
+// APIError translates err for a client, logging it to log first when it
+// is internal: the one place such errors are logged.
+func APIError(log *slog.Logger, r *http.Request, err error) (int, *api.Error) {
+	status, body, internal := ToAPIError(err)
 	if internal {
-		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	noteError(r, body.Message)
+	NoteError(r, body.Message)
 	return status, body
 }
 
-// writeError answers with err as the JSON envelope.
-func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	status, body := s.apiError(r, err)
-	writeJSONError(w, status, body)
+// WriteError answers with err as the JSON envelope.
+func WriteError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
+	status, body := APIError(log, r, err)
+	WriteJSONError(w, status, body)
 }
 
-func writeJSONError(w http.ResponseWriter, status int, e *api.Error) {
-	_ = writeJSON(w, status, api.ErrorBody{Error: e})
+// WriteJSONError answers with e as the JSON envelope.
+func WriteJSONError(w http.ResponseWriter, status int, e *api.Error) {
+	_ = WriteJSON(w, status, api.ErrorBody{Error: e})
 }
 
-// writeJSON answers with v as JSON.
-func writeJSON(w http.ResponseWriter, status int, v any) error {
+// WriteJSON answers with v as JSON.
+func WriteJSON(w http.ResponseWriter, status int, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package httpapi
+package portproxy
 
 import (
 	"crypto/hmac"
@@ -16,6 +16,7 @@ import (
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/expose"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 )
 
 // Who may reach an exposed port, in the order authenticate asks:
@@ -32,7 +33,7 @@ import (
 //     origin, so a cookie would be sent to all of them).
 //
 // Either way the principal reaches that one port of that one sandbox,
-// and nothing else (guard). Anything else needs a token as any request
+// and nothing else (internal/httpapi's guard). Anything else needs a token as any request
 // does. Proxied requests are not audited: they are the application's
 // traffic, not changes to den.
 
@@ -42,25 +43,17 @@ const (
 	signedName = "signed URL"
 )
 
-// portCookie keeps a signature on the ports domain: "EXPIRES.SIGNATURE".
-const portCookie = "den_port_signature"
+// Cookie keeps a signature on the ports domain: "EXPIRES.SIGNATURE".
+const Cookie = "den_port_signature"
 
-// portGrant is what a request let in without a token reaches.
-type portGrant struct {
-	ref         string // the sandbox as the request named it
-	sandboxID   string
-	sandboxName string
-	port        uint16
-	signedQuery bool // let in by a signature in the query (not a cookie)
-}
-
-// covers reports whether the grant lets the request to route rt through.
-func (g *portGrant) covers(rt route, r *http.Request) bool {
-	if !isProxy(rt.path) || r.PathValue("name") != g.ref {
+// Covers reports whether grant g lets a request to the route pattern
+// through.
+func Covers(g *httpx.PortGrant, pattern string, r *http.Request) bool {
+	if !IsProxy(pattern) || r.PathValue("name") != g.Ref {
 		return false
 	}
 	port, err := parsePort(r.PathValue("port"))
-	return err == nil && port == g.port
+	return err == nil && port == g.Port
 }
 
 // proxyTarget reads the sandbox and port a request to the proxy route
@@ -82,10 +75,10 @@ func proxyTarget(path string) (ref string, port uint16, ok bool) {
 	return ref, uint16(n), true
 }
 
-// portPrincipal lets in, without a token, a request to a public port or
+// Principal lets in, without a token, a request to a public port or
 // one signed for its port. ok is false when the request is not one of
 // those and needs a token; err refuses it (a bad or expired signature).
-func (s *server) portPrincipal(r *http.Request) (p auth.Principal, g *portGrant, ok bool, err error) {
+func (s *Proxy) Principal(r *http.Request) (p auth.Principal, g *httpx.PortGrant, ok bool, err error) {
 	ref, port, isProxy := proxyTarget(r.URL.EscapedPath())
 	if !isProxy {
 		return p, nil, false, nil
@@ -97,7 +90,7 @@ func (s *server) portPrincipal(r *http.Request) (p auth.Principal, g *portGrant,
 		return p, nil, false, err
 	}
 	if sb != nil {
-		g = &portGrant{ref: ref, sandboxID: sb.ID, sandboxName: sb.Name, port: port}
+		g = &httpx.PortGrant{Ref: ref, SandboxID: sb.ID, SandboxName: sb.Name, Port: port}
 		if ep, exposed := sb.Exposed(port); exposed && ep.Public {
 			return auth.Principal{Name: publicName}, g, true, nil
 		}
@@ -120,13 +113,13 @@ func (s *server) portPrincipal(r *http.Request) (p auth.Principal, g *portGrant,
 	if err := s.checkPortSignature(sb.ID, ep, exp, sig, time.Now()); err != nil {
 		return p, nil, false, err
 	}
-	g.signedQuery = fromQuery
+	g.SignedQuery = fromQuery
 	return auth.Principal{Name: signedName}, g, true, nil
 }
 
 // signatureOf returns the signature a request carries: in its query, or
 // by the ports domain in den's cookie.
-func (s *server) signatureOf(r *http.Request) (exp, sig string, fromQuery bool) {
+func (s *Proxy) signatureOf(r *http.Request) (exp, sig string, fromQuery bool) {
 	q := r.URL.Query()
 	if q.Has(api.PortSignatureParam) || q.Has(api.PortExpiresParam) {
 		return q.Get(api.PortExpiresParam), q.Get(api.PortSignatureParam), true
@@ -134,7 +127,7 @@ func (s *server) signatureOf(r *http.Request) (exp, sig string, fromQuery bool) 
 	if hostRouteOf(r.Context()) == nil {
 		return "", "", false
 	}
-	c, err := r.Cookie(portCookie)
+	c, err := r.Cookie(Cookie)
 	if err != nil {
 		return "", "", false
 	}
@@ -151,8 +144,10 @@ func portMAC(key []byte, sandboxID string, port uint16, linkKey string, expires 
 	return m.Sum(nil)
 }
 
-func (s *server) signPort(sandboxID string, ep expose.Port, expires int64) string {
-	return base64.RawURLEncoding.EncodeToString(portMAC(s.portsKey, sandboxID, ep.Port, ep.LinkKey, expires))
+// Sign is the signature of a link to port ep of the sandbox with id
+// sandboxID until expires (Unix seconds).
+func (s *Proxy) Sign(sandboxID string, ep expose.Port, expires int64) string {
+	return base64.RawURLEncoding.EncodeToString(portMAC(s.key, sandboxID, ep.Port, ep.LinkKey, expires))
 }
 
 func badSignature() error {
@@ -162,7 +157,7 @@ func badSignature() error {
 
 // checkPortSignature checks a signature against the sandbox's id, the
 // port and the expiry it came with, in constant time, then the expiry.
-func (s *server) checkPortSignature(sandboxID string, ep expose.Port, exp, sig string, now time.Time) error {
+func (s *Proxy) checkPortSignature(sandboxID string, ep expose.Port, exp, sig string, now time.Time) error {
 	if exp == "" || sig == "" {
 		return errdefs.WithHint(auth.Unauthorized("malformed signed URL: it needs both %s and %s", api.PortExpiresParam, api.PortSignatureParam),
 			"use the whole URL `den port url NAME PORT` printed")
@@ -173,7 +168,7 @@ func (s *server) checkPortSignature(sandboxID string, ep expose.Port, exp, sig s
 			"use the whole URL `den port url NAME PORT` printed")
 	}
 	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || len(s.portsKey) == 0 || !hmac.Equal(got, portMAC(s.portsKey, sandboxID, ep.Port, ep.LinkKey, expires)) {
+	if err != nil || len(s.key) == 0 || !hmac.Equal(got, portMAC(s.key, sandboxID, ep.Port, ep.LinkKey, expires)) {
 		return badSignature()
 	}
 	if at := time.Unix(expires, 0); !now.Before(at) {
@@ -186,14 +181,14 @@ func (s *server) checkPortSignature(sandboxID string, ep expose.Port, exp, sig s
 // setPortCookie keeps the signature a request by the ports domain came
 // with for that host alone, until it expires, so the application's own
 // links and assets load without it.
-func (s *server) setPortCookie(w http.ResponseWriter, r *http.Request) {
+func (s *Proxy) setPortCookie(w http.ResponseWriter, r *http.Request) {
 	exp, sig, _ := s.signatureOf(r)
 	expires, err := strconv.ParseInt(exp, 10, 64)
 	if err != nil {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: portCookie, Value: exp + "." + sig, Path: "/",
+		Name: Cookie, Value: exp + "." + sig, Path: "/",
 		Expires: time.Unix(expires, 0), HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil,
 	})
 }
@@ -207,7 +202,7 @@ func dropPortCookie(h http.Header) {
 	var kept []string
 	for _, line := range lines {
 		for _, c := range strings.Split(line, ";") {
-			if name, _, _ := strings.Cut(strings.TrimSpace(c), "="); name != portCookie && strings.TrimSpace(c) != "" {
+			if name, _, _ := strings.Cut(strings.TrimSpace(c), "="); name != Cookie && strings.TrimSpace(c) != "" {
 				kept = append(kept, strings.TrimSpace(c))
 			}
 		}
@@ -218,18 +213,18 @@ func dropPortCookie(h http.Header) {
 	}
 }
 
-// grantNotFor refuses a request a port grant does not cover. authenticate
+// GrantNotFor refuses a request a port grant does not cover. authenticate
 // gives grants only for the proxy route, so only a path that changed on
 // its way to the route gets here.
-func grantNotFor() error {
+func GrantNotFor() error {
 	return errdefs.WithHint(auth.Unauthorized("missing bearer token"),
 		"a public port or a signed URL reaches only its own port: /v1/sandboxes/NAME/ports/PORT/proxy/")
 }
 
-// useGrant lets a request in under its port grant: the handler gets the
+// UseGrant lets a request in under its port grant: the handler gets the
 // sandbox's id, as for an owner token.
-func useGrant(r *http.Request, info *requestInfo) {
-	g := info.grant
-	info.sandboxID, info.sandbox = g.sandboxID, g.sandboxName
-	r.SetPathValue("name", g.sandboxID)
+func UseGrant(r *http.Request, info *httpx.Info) {
+	g := info.Grant
+	info.SandboxID, info.Sandbox = g.SandboxID, g.SandboxName
+	r.SetPathValue("name", g.SandboxID)
 }

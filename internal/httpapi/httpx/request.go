@@ -1,4 +1,4 @@
-package httpapi
+package httpx
 
 import (
 	"encoding/json"
@@ -13,25 +13,31 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 )
 
-// decodeJSON reads the request body as exactly one JSON value into v:
-// at most s.maxJSONBytes, no unknown fields, nothing after the value.
-func (s *server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, s.maxJSONBytes)
-	if err := decodeStrict(body, v); err != nil {
-		return jsonBodyError(err, s.maxJSONBytes)
-	}
-	return nil
+// DecodeJSON reads the request body as exactly one JSON value into v:
+// at most limit bytes, no unknown fields, nothing after the value.
+func DecodeJSON(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
+	return DecodeMessage(http.MaxBytesReader(w, r.Body, limit), v, limit)
 }
 
-// decodeOptionalJSON is decodeJSON for routes whose body fields are all
+// DecodeOptionalJSON is DecodeJSON for routes whose body fields are all
 // optional: an empty body counts as {}.
-func (s *server) decodeOptionalJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, s.maxJSONBytes)
+func DecodeOptionalJSON(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
+	body := http.MaxBytesReader(w, r.Body, limit)
 	switch err := decodeStrict(body, v); {
 	case errors.Is(err, io.EOF):
 		return nil
 	case err != nil:
-		return jsonBodyError(err, s.maxJSONBytes)
+		return jsonBodyError(err, limit)
+	}
+	return nil
+}
+
+// DecodeMessage reads exactly one JSON value from rd into v, as
+// DecodeJSON does a body; limit is only named in the error of a reader
+// that went over it.
+func DecodeMessage(rd io.Reader, v any, limit int64) error {
+	if err := decodeStrict(rd, v); err != nil {
+		return jsonBodyError(err, limit)
 	}
 	return nil
 }
@@ -76,64 +82,65 @@ func jsonBodyError(err error, limit int64) error {
 		"see GET /v1/openapi.yaml for the fields this route takes")
 }
 
-// queryBool reads an optional boolean query parameter; absent is false.
-func queryBool(r *http.Request, name string) (bool, error) {
-	return queryBoolDefault(r, name, false)
+// QueryBool reads an optional boolean query parameter; absent is false.
+func QueryBool(r *http.Request, name string) (bool, error) {
+	return QueryBoolDefault(r, name, false)
 }
 
-// queryBoolDefault reads an optional boolean query parameter; absent is
+// QueryBoolDefault reads an optional boolean query parameter; absent is
 // def.
-func queryBoolDefault(r *http.Request, name string, def bool) (bool, error) {
+func QueryBoolDefault(r *http.Request, name string, def bool) (bool, error) {
 	v := r.URL.Query().Get(name)
 	if v == "" {
 		return def, nil
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {
-		return false, invalidQuery(name, v, "use true or false")
+		return false, InvalidQuery(name, v, "use true or false")
 	}
 	return b, nil
 }
 
-// queryInt reads an optional non-negative integer query parameter; absent is 0.
-func queryInt(r *http.Request, name string, upper int64) (int64, error) {
+// QueryInt reads an optional non-negative integer query parameter; absent is 0.
+func QueryInt(r *http.Request, name string, upper int64) (int64, error) {
 	v := r.URL.Query().Get(name)
 	if v == "" {
 		return 0, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 || n > upper {
-		return 0, invalidQuery(name, v, fmt.Sprintf("use a whole number from 0 to %d", upper))
+		return 0, InvalidQuery(name, v, fmt.Sprintf("use a whole number from 0 to %d", upper))
 	}
 	return n, nil
 }
 
-// queryMode reads an optional permission mode in octal ("0644" or "644");
+// QueryMode reads an optional permission mode in octal ("0644" or "644");
 // absent gives def.
-func queryMode(r *http.Request, name string, def uint32) (uint32, error) {
+func QueryMode(r *http.Request, name string, def uint32) (uint32, error) {
 	v := r.URL.Query().Get(name)
 	if v == "" {
 		return def, nil
 	}
 	m, err := strconv.ParseUint(strings.TrimPrefix(v, "0o"), 8, 32)
 	if err != nil || m > 0o7777 {
-		return 0, invalidQuery(name, v, "use octal permission bits such as 0644 or 755")
+		return 0, InvalidQuery(name, v, "use octal permission bits such as 0644 or 755")
 	}
 	return uint32(m), nil
 }
 
-// queryStream reads the log stream to read: stdout (the default) or stderr.
-func queryStream(r *http.Request) (string, error) {
+// QueryStream reads the log stream to read: stdout (the default) or stderr.
+func QueryStream(r *http.Request) (string, error) {
 	switch v := r.URL.Query().Get("stream"); v {
 	case "", api.StreamStdout:
 		return api.StreamStdout, nil
 	case api.StreamStderr:
 		return v, nil
 	default:
-		return "", invalidQuery("stream", v, "use stdout or stderr")
+		return "", InvalidQuery("stream", v, "use stdout or stderr")
 	}
 }
 
-func invalidQuery(name, value, hint string) error {
+// InvalidQuery refuses the value of query parameter name, with hint.
+func InvalidQuery(name, value, hint string) error {
 	return errdefs.WithHint(errdefs.Invalid("invalid query parameter %s=%q", name, value), hint)
 }

@@ -1,4 +1,4 @@
-package httpapi
+package portproxy
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/expose"
+	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -30,26 +31,17 @@ import (
 // fixed segment "proxy" keeps the sandbox's own paths apart from the
 // management routes beside it (PUT and DELETE .../ports/{port}, GET
 // .../ports/{port}/url), whatever paths the application uses. Who may send
-// what through is decided in portaccess.go.
+// what through is decided in access.go.
 
 // The routes of the proxy (under every method) and of signed URLs.
 const (
-	proxyPattern   = "/v1/sandboxes/{name}/ports/{port}/proxy/{path...}"
-	portURLPattern = "/v1/sandboxes/{name}/ports/{port}/url"
+	Pattern    = "/v1/sandboxes/{name}/ports/{port}/proxy/{path...}"
+	URLPattern = "/v1/sandboxes/{name}/ports/{port}/url"
 )
 
-// proxyMethods are the methods the proxy passes on (GET covers HEAD);
-// others get 405.
-var proxyMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
-
-// proxyRoutes is the proxy's row of the route table, once per method.
-func (s *server) proxyRoutes() []route {
-	out := make([]route, len(proxyMethods))
-	for i, m := range proxyMethods {
-		out[i] = route{m, proxyPattern, s.proxyPort}
-	}
-	return out
-}
+// Methods are the methods the proxy passes on (GET covers HEAD); others
+// get 405. The API registers Pattern once for each.
+var Methods = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
 // Signed URLs last an hour unless asked otherwise, and at most 30 days.
 const (
@@ -67,25 +59,25 @@ func parsePort(s string) (uint16, error) {
 	return port, expose.Validate(port)
 }
 
-// exposePort exposes a port, or changes whether it is public.
-func (s *server) exposePort(w http.ResponseWriter, r *http.Request) error {
+// Expose exposes a port, or changes whether it is public.
+func (s *Proxy) Expose(w http.ResponseWriter, r *http.Request) error {
 	port, err := parsePort(r.PathValue("port"))
 	if err != nil {
 		return err
 	}
 	var req api.ExposePortRequest
-	if err := s.decodeOptionalJSON(w, r, &req); err != nil {
+	if err := httpx.DecodeOptionalJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	sb, err := s.sandboxes.ExposePort(r.Context(), r.PathValue("name"), port, req.Public)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.toSandbox(sb))
+	return httpx.WriteJSON(w, http.StatusOK, s.toSandbox(sb))
 }
 
-// unexposePort stops serving a port.
-func (s *server) unexposePort(w http.ResponseWriter, r *http.Request) error {
+// Unexpose stops serving a port.
+func (s *Proxy) Unexpose(w http.ResponseWriter, r *http.Request) error {
 	port, err := parsePort(r.PathValue("port"))
 	if err != nil {
 		return err
@@ -97,8 +89,8 @@ func (s *server) unexposePort(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// revokePortURLs ends every signed link to a port made so far.
-func (s *server) revokePortURLs(w http.ResponseWriter, r *http.Request) error {
+// RevokeURLs ends every signed link to a port made so far.
+func (s *Proxy) RevokeURLs(w http.ResponseWriter, r *http.Request) error {
 	port, err := parsePort(r.PathValue("port"))
 	if err != nil {
 		return err
@@ -110,10 +102,10 @@ func (s *server) revokePortURLs(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// portURL signs a link to an exposed port that works without a token
+// URL signs a link to an exposed port that works without a token
 // until it expires. The link names the sandbox by id, which no other
 // sandbox shares (names are unique only per owner).
-func (s *server) portURL(w http.ResponseWriter, r *http.Request) error {
+func (s *Proxy) URL(w http.ResponseWriter, r *http.Request) error {
 	port, err := parsePort(r.PathValue("port"))
 	if err != nil {
 		return err
@@ -122,11 +114,11 @@ func (s *server) portURL(w http.ResponseWriter, r *http.Request) error {
 	if v := r.URL.Query().Get("expires"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 || d > maxURLLifetime {
-			return invalidQuery("expires", v, "use a duration from 1s to 720h, such as 30m or 24h")
+			return httpx.InvalidQuery("expires", v, "use a duration from 1s to 720h, such as 30m or 24h")
 		}
 		lifetime = d
 	}
-	if len(s.portsKey) == 0 {
+	if len(s.key) == 0 {
 		return errdefs.WithHint(errdefs.Unavailable("this dend signs no port URLs"), "reach the port with a token instead")
 	}
 	sb, err := s.sandboxes.Get(r.Context(), r.PathValue("name"))
@@ -140,15 +132,15 @@ func (s *server) portURL(w http.ResponseWriter, r *http.Request) error {
 	expires := time.Now().Add(lifetime).Truncate(time.Second).UTC()
 	q := url.Values{}
 	q.Set(api.PortExpiresParam, strconv.FormatInt(expires.Unix(), 10))
-	q.Set(api.PortSignatureParam, s.signPort(sb.ID, ep, expires.Unix()))
+	q.Set(api.PortSignatureParam, s.Sign(sb.ID, ep, expires.Unix()))
 	out := api.PortURL{
 		Path:      fmt.Sprintf("/v1/sandboxes/%s/ports/%d/proxy/?%s", sb.ID, port, q.Encode()),
 		ExpiresAt: expires,
 	}
-	if s.portsDomain != "" {
-		out.URL = fmt.Sprintf("%s://%d-%s.%s%s/?%s", requestScheme(r), port, sb.ID, s.portsDomain, requestPort(r), q.Encode())
+	if s.domain != "" {
+		out.URL = fmt.Sprintf("%s://%d-%s.%s%s/?%s", requestScheme(r), port, sb.ID, s.domain, requestPort(r), q.Encode())
 	}
-	return writeJSON(w, http.StatusOK, out)
+	return httpx.WriteJSON(w, http.StatusOK, out)
 }
 
 // requestScheme is the scheme the caller used to reach dend, as far as
@@ -169,9 +161,9 @@ func requestPort(r *http.Request) string {
 	return ""
 }
 
-// proxyPort passes a request on to the port inside the sandbox, waking
+// Serve passes a request on to the port inside the sandbox, waking
 // the sandbox first if it sleeps.
-func (s *server) proxyPort(w http.ResponseWriter, r *http.Request) error {
+func (s *Proxy) Serve(w http.ResponseWriter, r *http.Request) error {
 	port, err := parsePort(r.PathValue("port"))
 	if err != nil {
 		return err
@@ -189,12 +181,12 @@ func (s *server) proxyPort(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer s.sandboxes.Hold(r.Context(), ref)()
-	info := infoOf(r)
-	name := info.sandbox
+	info := httpx.InfoOf(r)
+	name := info.Sandbox
 	if name == "" {
 		name = ref
 	}
-	if info.grant != nil && info.grant.signedQuery && fwd.host {
+	if info.Grant != nil && info.Grant.SignedQuery && fwd.host {
 		s.setPortCookie(w, r)
 	}
 	proxy := &httputil.ReverseProxy{
@@ -218,7 +210,7 @@ func (s *server) proxyPort(w http.ResponseWriter, r *http.Request) error {
 			}
 			return nil
 		},
-		Transport:  s.portTransport,
+		Transport:  s.transport,
 		BufferPool: proxyBuffers,
 		ErrorLog:   slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -230,7 +222,7 @@ func (s *server) proxyPort(w http.ResponseWriter, r *http.Request) error {
 }
 
 // proxyError answers a request the sandbox's server did not: 502.
-func (s *server) proxyError(w http.ResponseWriter, r *http.Request, name string, port uint16, err error) {
+func (s *Proxy) proxyError(w http.ResponseWriter, r *http.Request, name string, port uint16, err error) {
 	if r.Context().Err() != nil {
 		return // the caller went away
 	}
@@ -248,8 +240,8 @@ func (s *server) proxyError(w http.ResponseWriter, r *http.Request, name string,
 		e.Message = fmt.Sprintf("port %d of sandbox %q timed out", port, name)
 	}
 	s.log.Debug("proxied request failed", "sandbox", name, "port", port, "method", r.Method, "err", err)
-	noteError(r, e.Message)
-	writeJSONError(w, http.StatusBadGateway, e)
+	httpx.NoteError(r, e.Message)
+	httpx.WriteJSONError(w, http.StatusBadGateway, e)
 }
 
 // proxyBuffers are the buffers bodies are copied through: larger than
@@ -315,16 +307,8 @@ func withoutSignature(raw string) string {
 	return q.Encode()
 }
 
-// isProxy reports whether a route pattern is the proxy's.
-func isProxy(pattern string) bool { return pattern == proxyPattern }
-
-func fromPorts(in []expose.Port) []api.ExposedPort {
-	var out []api.ExposedPort
-	for _, p := range in {
-		out = append(out, api.ExposedPort{Port: p.Port, Public: p.Public})
-	}
-	return out
-}
+// IsProxy reports whether a route pattern is the proxy's.
+func IsProxy(pattern string) bool { return pattern == Pattern }
 
 // hostRoute is a request that came by the ports domain: its own path,
 // before it was routed as the proxy route.
@@ -339,25 +323,35 @@ func hostRouteOf(ctx context.Context) *hostRoute {
 	return h
 }
 
-// routeHosts serves a request to PORT-NAME.DOMAIN as the proxy route of
+// ByHost reports whether a request came by the ports domain and, if so,
+// the path it came with, before it was routed as the proxy route.
+func ByHost(ctx context.Context) (path, rawPath string, ok bool) {
+	h := hostRouteOf(ctx)
+	if h == nil {
+		return "", "", false
+	}
+	return h.path, h.rawPath, true
+}
+
+// RouteHosts serves a request to PORT-NAME.DOMAIN as the proxy route of
 // that sandbox's port, keeping its path for the application. Requests to
 // any other host are the API's.
-func (s *server) routeHosts(next http.Handler) http.Handler {
-	if s.portsDomain == "" {
+func (s *Proxy) RouteHosts(next http.Handler) http.Handler {
+	if s.domain == "" {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		label, ok := portsLabel(r.Host, s.portsDomain)
+		label, ok := portsLabel(r.Host, s.domain)
 		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
 		portStr, name, ok := strings.Cut(label, "-")
 		if _, err := strconv.ParseUint(portStr, 10, 16); !ok || err != nil || sandbox.ValidateName("sandbox", name) != nil {
-			writeJSONError(w, http.StatusNotFound, &api.Error{
+			httpx.WriteJSONError(w, http.StatusNotFound, &api.Error{
 				Code:    api.CodeNotFound,
 				Message: fmt.Sprintf("no sandbox port at host %q", r.Host),
-				Hint:    fmt.Sprintf("ports are served at PORT-NAME.%s, e.g. 8080-web.%s", s.portsDomain, s.portsDomain),
+				Hint:    fmt.Sprintf("ports are served at PORT-NAME.%s, e.g. 8080-web.%s", s.domain, s.domain),
 			})
 			return
 		}
