@@ -18,6 +18,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/fspath"
+	"github.com/den-dev/den/internal/initd/httpio"
 )
 
 // handleReadTar streams path as a tar: a directory's contents with names
@@ -146,10 +147,10 @@ func (s *Server) handleWriteTar(w http.ResponseWriter, r *http.Request) error {
 		}
 		return fsError(p, err)
 	}
-	if err := extract(p, bodyReader{r.Body}); err != nil {
-		var rerr *readError
+	if err := extract(p, httpio.Body(r.Body)); err != nil {
+		var rerr *httpio.ReadError
 		if errors.As(err, &rerr) {
-			return errdefs.Unavailable("upload broke off: %v", rerr.err)
+			return errdefs.Unavailable("upload broke off: %v", rerr.Err)
 		}
 		return err
 	}
@@ -181,7 +182,7 @@ func extract(dir string, r io.Reader) error {
 			break
 		}
 		if err != nil {
-			var rerr *readError
+			var rerr *httpio.ReadError
 			if errors.As(err, &rerr) {
 				return err
 			}

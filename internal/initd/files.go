@@ -18,6 +18,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/fspath"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/initd/httpio"
 )
 
 // fsError classifies a file system error about the in-sandbox path p.
@@ -138,7 +139,7 @@ func (s *Server) handleStat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fsError(p, err)
 	}
-	writeJSON(w, http.StatusOK, fileInfo(p, fi, s.ownerNames()))
+	httpio.WriteJSON(w, http.StatusOK, fileInfo(p, fi, s.ownerNames()))
 	return nil
 }
 
@@ -163,7 +164,7 @@ func (s *Server) handleListDir(w http.ResponseWriter, r *http.Request) error {
 		}
 		out = append(out, fileInfo(filepath.Join(p, e.Name()), fi, names))
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpio.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -284,10 +285,10 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
 		return errdefs.WithHint(errdefs.NotFound("directory %q does not exist", filepath.Dir(p)),
 			"create it first (mkdir with parents), or write with parents")
 	}
-	if err := writeAtomic(target, mode, old, owner, xattrs, bodyReader{r.Body}); err != nil {
-		var rerr *readError
+	if err := writeAtomic(target, mode, old, owner, xattrs, httpio.Body(r.Body)); err != nil {
+		var rerr *httpio.ReadError
 		if errors.As(err, &rerr) {
-			return errdefs.Unavailable("upload broke off: %v", rerr.err)
+			return errdefs.Unavailable("upload broke off: %v", rerr.Err)
 		}
 		return fsError(p, err)
 	}
@@ -388,7 +389,7 @@ func syncDir(dir string) error {
 
 func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
 	var req guest.MkdirRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := httpio.DecodeJSON(w, r, &req); err != nil {
 		return err
 	}
 	p, err := fspath.Clean(req.Path)
@@ -545,7 +546,7 @@ func mkdirGiven(dir int, name string, perm uint32, acct account) error {
 
 func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) error {
 	var req guest.MoveRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := httpio.DecodeJSON(w, r, &req); err != nil {
 		return err
 	}
 	from, err := fspath.Clean(req.From)
