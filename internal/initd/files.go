@@ -19,6 +19,7 @@ import (
 	"github.com/den-dev/den/internal/fspath"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/initd/httpio"
+	"github.com/den-dev/den/internal/initd/users"
 )
 
 // fsError classifies a file system error about the in-sandbox path p.
@@ -81,16 +82,16 @@ func (n *ownerNames) name(uid, gid uint32) (user, group string) {
 	if !n.loaded {
 		n.loaded = true
 		n.users, n.groups = map[uint32]string{}, map[uint32]string{}
-		users, _ := readPasswd(filepath.Join(n.etc, "passwd")) // unreadable: no names
-		for _, u := range users {
-			if _, dup := n.users[u.uid]; !dup {
-				n.users[u.uid] = u.name
+		accounts, _ := users.ReadPasswd(filepath.Join(n.etc, "passwd")) // unreadable: no names
+		for _, u := range accounts {
+			if _, dup := n.users[u.UID]; !dup {
+				n.users[u.UID] = u.Name
 			}
 		}
-		groups, _ := readGroups(filepath.Join(n.etc, "group"))
+		groups, _ := users.ReadGroups(filepath.Join(n.etc, "group"))
 		for _, g := range groups {
-			if _, dup := n.groups[g.gid]; !dup {
-				n.groups[g.gid] = g.name
+			if _, dup := n.groups[g.GID]; !dup {
+				n.groups[g.GID] = g.Name
 			}
 		}
 	}
@@ -239,7 +240,7 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
 	}
 	parents, _ := strconv.ParseBool(r.URL.Query().Get("parents"))
 	byRoot, _ := strconv.ParseBool(r.URL.Query().Get("parents_by_root"))
-	acting, asUser := actingAccount(r)
+	acting, asUser := users.Acting(r.Context())
 	xattrs, err := queryXattrs(r)
 	if err != nil {
 		return err
@@ -303,7 +304,7 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
 // set, else keeping the owner of the file it replaces (old), with the
 // user attributes of the file replaced and xattrs, and returns once it
 // is on stable storage.
-func writeAtomic(target string, mode os.FileMode, old *syscall.Stat_t, owner *account, xattrs map[string]string, r io.Reader) (err error) {
+func writeAtomic(target string, mode os.FileMode, old *syscall.Stat_t, owner *users.Account, xattrs map[string]string, r io.Reader) (err error) {
 	dir := filepath.Dir(target)
 	tmp, err := os.CreateTemp(dir, ".den-write-*")
 	if err != nil {
@@ -320,7 +321,7 @@ func writeAtomic(target string, mode os.FileMode, old *syscall.Stat_t, owner *ac
 	}
 	switch {
 	case owner != nil:
-		if err := tmp.Chown(int(owner.uid), int(owner.gid)); err != nil {
+		if err := tmp.Chown(int(owner.UID), int(owner.GID)); err != nil {
 			return err
 		}
 	case old != nil && os.Geteuid() == 0:
@@ -407,7 +408,7 @@ func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if acting, asUser := actingAccount(r); req.Parents && req.ParentsByRoot && asUser {
+	if acting, asUser := users.Acting(r.Context()); req.Parents && req.ParentsByRoot && asUser {
 		if err := mkdirAllGiven(p, mode, acting); err != nil {
 			return err
 		}
@@ -427,7 +428,7 @@ func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
 		return fsError(p, err)
 	} else {
 		if owner != nil {
-			if err := os.Lchown(p, int(owner.uid), int(owner.gid)); err != nil {
+			if err := os.Lchown(p, int(owner.UID), int(owner.GID)); err != nil {
 				return fsError(p, err)
 			}
 		}
@@ -444,11 +445,11 @@ func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
 
 // owner resolves who should own what a request makes: nil for spec "",
 // which leaves it to den-init.
-func (s *Server) owner(spec string) (*account, error) {
+func (s *Server) owner(spec string) (*users.Account, error) {
 	if spec == "" {
 		return nil, nil
 	}
-	acct, err := lookupAccount(s.cfg.EtcDir, spec)
+	acct, err := users.Lookup(s.cfg.EtcDir, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -461,7 +462,7 @@ func (s *Server) ownerNames() *ownerNames { return &ownerNames{etc: s.cfg.EtcDir
 // mkdirAll makes p and its missing parents with mode (exactly, whatever
 // the umask), owned by owner when set. A path element that is not a
 // directory is a conflict.
-func mkdirAll(p string, mode os.FileMode, owner *account) error {
+func mkdirAll(p string, mode os.FileMode, owner *users.Account) error {
 	if fi, err := os.Stat(p); err == nil {
 		if !fi.IsDir() {
 			return errdefs.Conflict("%q (or one of its parents) exists and is not a directory", p)
@@ -486,7 +487,7 @@ func mkdirAll(p string, mode os.FileMode, owner *account) error {
 		return fsError(p, err)
 	}
 	if owner != nil {
-		if err := os.Lchown(p, int(owner.uid), int(owner.gid)); err != nil {
+		if err := os.Lchown(p, int(owner.UID), int(owner.GID)); err != nil {
 			return fsError(p, err)
 		}
 	}
@@ -500,14 +501,14 @@ func mkdirAll(p string, mode os.FileMode, owner *account) error {
 // directories missing are made by root, with mode, owned by acct's uid
 // and gid; nothing existing is changed. The walk opens one element at a
 // time and never follows a symlink swapped in meanwhile.
-func mkdirAllGiven(p string, mode os.FileMode, acct account) error {
+func mkdirAllGiven(p string, mode os.FileMode, acct users.Account) error {
 	root, err := unix.Open("/", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fsError("/", err)
 	}
 	defer unix.Close(root)
 	fd, err := walkDirIn(root, strings.TrimPrefix(p, "/"), func(dir int, name string) error {
-		return asRoot(func() error { return mkdirGiven(dir, name, uint32(mode.Perm()), acct) })
+		return users.AsRoot(func() error { return mkdirGiven(dir, name, uint32(mode.Perm()), acct) })
 	})
 	switch {
 	case errors.Is(err, unix.ENOTDIR):
@@ -522,7 +523,7 @@ func mkdirAllGiven(p string, mode os.FileMode, acct account) error {
 // mkdirGiven makes the directory name in dir with perm and gives it to
 // acct. A directory found there once made that is not root's was put in
 // its place meanwhile and is left as it is.
-func mkdirGiven(dir int, name string, perm uint32, acct account) error {
+func mkdirGiven(dir int, name string, perm uint32, acct users.Account) error {
 	if err := unix.Mkdirat(dir, name, perm); err != nil {
 		return err
 	}
@@ -538,7 +539,7 @@ func mkdirGiven(dir int, name string, perm uint32, acct account) error {
 	if st.Uid != 0 {
 		return nil
 	}
-	if err := unix.Fchown(fd, int(acct.uid), int(acct.gid)); err != nil {
+	if err := unix.Fchown(fd, int(acct.UID), int(acct.GID)); err != nil {
 		return err
 	}
 	return unix.Fchmod(fd, perm) // exactly, whatever the umask

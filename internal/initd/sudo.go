@@ -17,6 +17,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/initd/users"
 )
 
 // sudo inside a sandbox. gVisor does not honour the set-user-ID bit, so
@@ -155,14 +156,14 @@ func (s *Server) maySudo(conn *net.UnixConn) error {
 	if cred.Uid == 0 {
 		return nil
 	}
-	users, _ := readPasswd(filepath.Join(s.cfg.EtcDir, "passwd"))
-	groups, _ := readGroups(filepath.Join(s.cfg.EtcDir, "group"))
+	accounts, _ := users.ReadPasswd(filepath.Join(s.cfg.EtcDir, "passwd"))
+	groups, _ := users.ReadGroups(filepath.Join(s.cfg.EtcDir, "group"))
 	name := fmt.Sprint(cred.Uid)
-	for _, u := range users {
-		if u.uid == cred.Uid {
-			name = u.name
+	for _, u := range accounts {
+		if u.UID == cred.Uid {
+			name = u.Name
 			for _, g := range groups {
-				if g.name == SudoGroup && (g.gid == u.gid || g.hasMember(u.name)) {
+				if g.Name == SudoGroup && (g.GID == u.GID || g.HasMember(u.Name)) {
 					return nil
 				}
 			}
@@ -186,27 +187,27 @@ func (s *Server) startSudo(req sudoRequest, files []*os.File) (int, chan unix.Wa
 	if len(files) != 3 {
 		return 0, nil, fmt.Errorf("want the caller's 3 standard files, got %d", len(files))
 	}
-	acct, err := lookupAccount(s.cfg.EtcDir, req.User)
+	acct, err := users.Lookup(s.cfg.EtcDir, req.User)
 	if err != nil {
 		return 0, nil, errors.New(errdefs.Hint(err) + ": " + err.Error())
 	}
 	cwd := req.Cwd
 	if cwd == guest.HomeDir || cwd == "" {
-		cwd = acct.home
+		cwd = acct.Home
 	}
 	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
 		return 0, nil, fmt.Errorf("unable to change to directory %s", cwd)
 	}
-	env := withEnv(req.Env, "HOME", acct.home)
-	if acct.name != "" {
-		env = withEnv(withEnv(env, "USER", acct.name), "LOGNAME", acct.name)
+	env := withEnv(req.Env, "HOME", acct.Home)
+	if acct.Name != "" {
+		env = withEnv(withEnv(env, "USER", acct.Name), "LOGNAME", acct.Name)
 	}
 	path, err := lookPath(req.Argv[0], envValue(env, "PATH"), cwd)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%s: command not found", req.Argv[0])
 	}
 	attr := &syscall.ProcAttr{Dir: cwd, Env: env, Files: []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()},
-		Sys: &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: acct.uid, Gid: acct.gid, Groups: acct.groups}}}
+		Sys: &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: acct.UID, Gid: acct.GID, Groups: acct.Groups}}}
 	exited := make(chan unix.WaitStatus, 1)
 	pid, err := s.reaper.Start(func() (int, error) {
 		return s.limits.fork(func() (int, error) { return syscall.ForkExec(path, req.Argv, attr) })
