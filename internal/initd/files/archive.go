@@ -1,4 +1,4 @@
-package initd
+package files
 
 import (
 	"archive/tar"
@@ -21,11 +21,11 @@ import (
 	"github.com/den-dev/den/internal/initd/httpio"
 )
 
-// handleReadTar streams path as a tar: a directory's contents with names
+// ReadTar streams path as a tar: a directory's contents with names
 // relative to it ("a.txt", "sub/b.txt"), or a single file named by its
 // base name. Modes, times, owners, symlinks and hard links are kept;
 // sockets are skipped.
-func (s *Server) handleReadTar(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) ReadTar(w http.ResponseWriter, r *http.Request) error {
 	p, err := queryPath(r, "path")
 	if err != nil {
 		return err
@@ -134,9 +134,9 @@ func (a *archiver) add(file, name string) error {
 	return err
 }
 
-// handleWriteTar extracts the tar in the request body into the directory
+// WriteTar extracts the tar in the request body into the directory
 // path, creating it (with parents) if missing.
-func (s *Server) handleWriteTar(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) WriteTar(w http.ResponseWriter, r *http.Request) error {
 	p, err := queryPath(r, "path")
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package initd
+package files
 
 import (
 	"encoding/json"
@@ -131,7 +131,8 @@ func fileInfo(p string, fi fs.FileInfo, names *ownerNames) guest.FileInfo {
 	return out
 }
 
-func (s *Server) handleStat(w http.ResponseWriter, r *http.Request) error {
+// Stat describes the file at path, not following a final symlink.
+func (s *Server) Stat(w http.ResponseWriter, r *http.Request) error {
 	p, err := queryPath(r, "path")
 	if err != nil {
 		return err
@@ -144,7 +145,8 @@ func (s *Server) handleStat(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) handleListDir(w http.ResponseWriter, r *http.Request) error {
+// List describes the entries of the directory at path, by name.
+func (s *Server) List(w http.ResponseWriter, r *http.Request) error {
 	p, err := queryPath(r, "path")
 	if err != nil {
 		return err
@@ -169,9 +171,9 @@ func (s *Server) handleListDir(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// handleRead streams a regular file's content, following symlinks; the
+// Read streams a regular file's content, following symlinks; the
 // header HeaderFileInfo describes it.
-func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) Read(w http.ResponseWriter, r *http.Request) error {
 	p, err := queryPath(r, "path")
 	if err != nil {
 		return err
@@ -217,10 +219,10 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// handleWrite replaces a file with the request body, durably: the body
+// Write replaces a file with the request body, durably: the body
 // goes to a temporary file in the same directory, which is synced and
 // renamed over the target, and then the directory is synced.
-func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) Write(w http.ResponseWriter, r *http.Request) error {
 	p, err := queryPath(r, "path")
 	if err != nil {
 		return err
@@ -262,8 +264,8 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
 			mode = fileMode(old.Mode & 0o7777)
 		}
 		if fi.Mode().IsRegular() && os.Geteuid() != 0 {
-			// Done as a user (asuser.go), who may replace only a file
-			// they may write, as writing it in place would need.
+			// Done as a user (see users.RunAs), who may replace only
+			// a file they may write, as writing it in place would need.
 			if err := checkWritable(target); err != nil {
 				return fsError(p, err)
 			}
@@ -388,7 +390,8 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
+// Mkdir makes a directory, with its parents when asked.
+func (s *Server) Mkdir(w http.ResponseWriter, r *http.Request) error {
 	var req guest.MkdirRequest
 	if err := httpio.DecodeJSON(w, r, &req); err != nil {
 		return err
@@ -449,7 +452,7 @@ func (s *Server) owner(spec string) (*users.Account, error) {
 	if spec == "" {
 		return nil, nil
 	}
-	acct, err := users.Lookup(s.cfg.EtcDir, spec)
+	acct, err := users.Lookup(s.etc, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -457,7 +460,7 @@ func (s *Server) owner(spec string) (*users.Account, error) {
 }
 
 // ownerNames returns a fresh namer for one request's files.
-func (s *Server) ownerNames() *ownerNames { return &ownerNames{etc: s.cfg.EtcDir} }
+func (s *Server) ownerNames() *ownerNames { return &ownerNames{etc: s.etc} }
 
 // mkdirAll makes p and its missing parents with mode (exactly, whatever
 // the umask), owned by owner when set. A path element that is not a
@@ -494,8 +497,8 @@ func mkdirAll(p string, mode os.FileMode, owner *users.Account) error {
 	return nil
 }
 
-// mkdirAllGiven is mkdirAll for a call done as a user (asuser.go) that
-// makes the missing directories as root and gives them to acct, as
+// mkdirAllGiven is mkdirAll for a call done as a user (see users.RunAs)
+// that makes the missing directories as root and gives them to acct, as
 // E2B's envd does: the user walks the path with its own permissions, so
 // each existing directory on the way must be one it may open; only the
 // directories missing are made by root, with mode, owned by acct's uid
@@ -545,7 +548,8 @@ func mkdirGiven(dir int, name string, perm uint32, acct users.Account) error {
 	return unix.Fchmod(fd, perm) // exactly, whatever the umask
 }
 
-func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) error {
+// Move renames a file or directory, durably.
+func (s *Server) Move(w http.ResponseWriter, r *http.Request) error {
 	var req guest.MoveRequest
 	if err := httpio.DecodeJSON(w, r, &req); err != nil {
 		return err
@@ -582,7 +586,8 @@ func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request) error {
+// Remove removes a file, or a directory (recursively when asked), durably.
+func (s *Server) Remove(w http.ResponseWriter, r *http.Request) error {
 	p, err := queryPath(r, "path")
 	if err != nil {
 		return err
