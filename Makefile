@@ -91,7 +91,7 @@ house:
 fuzz:
 	go test -run=NONE -fuzz='^FuzzClean$$' -fuzztime=$(FUZZTIME) ./internal/fspath/
 	go test -run=NONE -fuzz='^FuzzRel$$' -fuzztime=$(FUZZTIME) ./internal/fspath/
-	go test -run=NONE -fuzz='^FuzzExtract$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=200x ./internal/initd/
+	go test -run=NONE -fuzz='^FuzzExtract$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=200x ./internal/initd/files/
 	go test -run=NONE -fuzz='^FuzzApplyLayer$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=200x ./internal/image/
 	go test -run=NONE -fuzz='^FuzzParseToken$$' -fuzztime=$(FUZZTIME) ./internal/auth/
 	go test -run=NONE -fuzz='^FuzzParseBearer$$' -fuzztime=$(FUZZTIME) ./internal/auth/

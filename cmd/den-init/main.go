@@ -20,6 +20,7 @@ import (
 
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/initd"
+	"github.com/den-dev/den/internal/initd/sudo"
 )
 
 // version is stamped at build time: -ldflags "-X main.version=...".
@@ -30,8 +31,8 @@ const stopGrace = 2 * time.Second
 
 func main() {
 	if filepath.Base(os.Args[0]) == "sudo" {
-		// sudo in a sandbox is a link to den-init: see initd.SudoMain.
-		os.Exit(initd.SudoMain(os.Args, os.Stdout, os.Stderr))
+		// sudo in a sandbox is a link to den-init: see sudo.Main.
+		os.Exit(sudo.Main(os.Args, os.Stdout, os.Stderr))
 	}
 	if len(os.Args) > 1 && os.Args[1] == initd.SecretExecArg {
 		// Wrapper mode: start a command given secrets (see initd.SecretExec).
@@ -100,7 +101,7 @@ func run(log *slog.Logger) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	if sl, err := initd.ListenSudo(); err == nil {
+	if sl, err := sudo.Listen(); err == nil {
 		go srv.ServeSudo(sl)
 	} else {
 		log.Warn("sudo will not work in this sandbox", "err", err)

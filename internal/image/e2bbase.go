@@ -17,7 +17,7 @@ import (
 const e2bBasePackages = debianPackages + ",python-is-python3,bash"
 
 // sudoPath is where sudo is found first, whatever PATH a shell sets: a
-// link to den-init, which runs as sudo (see internal/initd/sudo.go).
+// link to den-init, which runs as sudo (see internal/initd/sudo).
 const sudoPath = "usr/local/bin/sudo"
 
 // The account E2B's base template runs everything as.

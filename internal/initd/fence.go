@@ -15,6 +15,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/initd/httpio"
 )
 
 // A sandbox of a fleet runs only while its node holds its lease: once the
@@ -201,16 +202,16 @@ func (s *Server) fenced(route string, h handlerFunc) handlerFunc {
 // handleFence is PUT /v1/fence.
 func (s *Server) handleFence(w http.ResponseWriter, r *http.Request) error {
 	var req guest.FenceRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := httpio.DecodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.fence.extend(time.Duration(req.ForMS)*time.Millisecond))
+	httpio.WriteJSON(w, http.StatusOK, s.fence.extend(time.Duration(req.ForMS)*time.Millisecond))
 	return nil
 }
 
 // handleFenceState is GET /v1/fence.
 func (s *Server) handleFenceState(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, s.fence.state())
+	httpio.WriteJSON(w, http.StatusOK, s.fence.state())
 	return nil
 }
 

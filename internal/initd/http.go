@@ -4,9 +4,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -17,6 +14,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/initd/httpio"
 )
 
 // handlerFunc is a handler that returns its error instead of writing it.
@@ -45,17 +43,17 @@ func (s *Server) Handler() http.Handler {
 		"POST /v1/claim":             s.handleClaim,
 		"POST /v1/limits":            s.handleLimits,
 		"PUT /v1/limits/checks":      s.handleLimitChecks,
-		"GET /v1/files/stat":         s.handleStat,
-		"GET /v1/files/list":         s.handleListDir,
-		"GET /v1/files/content":      s.handleRead,
-		"PUT /v1/files/content":      s.handleWrite,
-		"POST /v1/files/mkdir":       s.handleMkdir,
-		"POST /v1/files/move":        s.handleMove,
-		"DELETE /v1/files":           s.handleRemove,
-		"GET /v1/files/archive":      s.handleReadTar,
-		"GET /v1/files/watch":        s.handleWatch,
+		"GET /v1/files/stat":         s.files.Stat,
+		"GET /v1/files/list":         s.files.List,
+		"GET /v1/files/content":      s.files.Read,
+		"PUT /v1/files/content":      s.files.Write,
+		"POST /v1/files/mkdir":       s.files.Mkdir,
+		"POST /v1/files/move":        s.files.Move,
+		"DELETE /v1/files":           s.files.Remove,
+		"GET /v1/files/archive":      s.files.ReadTar,
+		"GET /v1/files/watch":        s.files.Watch,
 		"GET /v1/dial":               s.handleDial,
-		"PUT /v1/files/archive":      s.handleWriteTar,
+		"PUT /v1/files/archive":      s.files.WriteTar,
 		"PUT /v1/fence":              s.handleFence,
 		"GET /v1/fence":              s.handleFenceState,
 		"/":                          s.handleUnknown,
@@ -76,7 +74,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := []byte(r.Header.Get("Authorization"))
 		if subtle.ConstantTimeCompare(got, *s.auth.Load()) != 1 {
-			writeJSON(w, http.StatusUnauthorized, guest.ErrorBody{
+			httpio.WriteJSON(w, http.StatusUnauthorized, guest.ErrorBody{
 				Error: guest.Error{Code: "unauthorized", Message: "missing or wrong token"},
 			})
 			return
@@ -111,34 +109,10 @@ func (s *Server) writeError(w http.ResponseWriter, route string, err error) {
 	default:
 		s.log.Error("request failed", keyRoute, route, keyErr, err)
 	}
-	writeJSON(w, status, guest.ErrorBody{
+	httpio.WriteJSON(w, status, guest.ErrorBody{
 		Error: guest.Error{Code: code, Message: err.Error()},
 		Hint:  errdefs.Hint(err),
 	})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
-
-// decodeJSON reads a JSON request body of at most guest.MaxJSONBody bytes.
-func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, guest.MaxJSONBody)
-	err := json.NewDecoder(body).Decode(v)
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		return errdefs.TooLarge("request body is over the %d byte limit", guest.MaxJSONBody)
-	case errors.Is(err, io.EOF):
-		return errdefs.Invalid("empty request body: JSON expected")
-	case err != nil:
-		return errdefs.Invalid("malformed JSON body: %v", err)
-	}
-	return nil
 }
 
 func (s *Server) handleUnknown(w http.ResponseWriter, r *http.Request) error {
@@ -152,7 +126,7 @@ func (s *Server) handlePing(w http.ResponseWriter, r *http.Request) error {
 	info.Procs = len(descendants(readProcTable(), os.Getpid()))
 	info.OOMKills = s.limits.kills()
 	info.LimitChecks = s.limits.checksMade()
-	writeJSON(w, http.StatusOK, info)
+	httpio.WriteJSON(w, http.StatusOK, info)
 	return nil
 }
 
@@ -164,7 +138,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) error {
 		if spec, secrets, err = readSecretStart(r); err != nil {
 			return err
 		}
-	} else if err := decodeJSON(w, r, &spec); err != nil {
+	} else if err := httpio.DecodeJSON(w, r, &spec); err != nil {
 		return err
 	}
 	p, err := s.startProc(spec)
@@ -174,7 +148,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if r.URL.Query().Get("stream") != "1" {
-		writeJSON(w, http.StatusCreated, p.Status())
+		httpio.WriteJSON(w, http.StatusCreated, p.Status())
 		return nil
 	}
 	started, _ := json.Marshal(p.Status())
@@ -190,7 +164,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) error {
 	for _, p := range procs {
 		out = append(out, p.Status())
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpio.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -199,7 +173,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, p.Status())
+	httpio.WriteJSON(w, http.StatusOK, p.Status())
 	return nil
 }
 
@@ -224,7 +198,7 @@ func (s *Server) handleAck(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req guest.AckRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := httpio.DecodeJSON(w, r, &req); err != nil {
 		return err
 	}
 	if err := p.ack([2]int64{req.Stdout, req.Stderr}); err != nil {
@@ -240,7 +214,7 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req guest.SignalRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := httpio.DecodeJSON(w, r, &req); err != nil {
 		return err
 	}
 	if req.Signal <= 0 || req.Signal > 64 {
@@ -259,7 +233,7 @@ func (s *Server) handleResize(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req guest.ResizeRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := httpio.DecodeJSON(w, r, &req); err != nil {
 		return err
 	}
 	if req.Rows == 0 || req.Cols == 0 {
@@ -287,7 +261,7 @@ func (s *Server) handleStdin(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) handleShutdown(w http.ResponseWriter, r *http.Request) error {
 	var req guest.ShutdownRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := httpio.DecodeJSON(w, r, &req); err != nil {
 		return err
 	}
 	if req.GraceMS < 0 {
@@ -295,7 +269,7 @@ func (s *Server) handleShutdown(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Finish even if the host hangs up: half a shutdown helps nobody.
 	s.Shutdown(context.WithoutCancel(r.Context()), time.Duration(req.GraceMS)*time.Millisecond)
-	writeJSON(w, http.StatusOK, struct{}{})
+	httpio.WriteJSON(w, http.StatusOK, struct{}{})
 	return nil
 }
 
@@ -308,24 +282,6 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) error {
 // syncFS flushes every file system to stable storage.
 func syncFS() { unix.Sync() }
 
-// readError tells a failure to read the request body (the host went away)
-// from a failure to write it.
-type readError struct{ err error }
-
-func (e *readError) Error() string { return fmt.Sprintf("reading the request body: %v", e.err) }
-func (e *readError) Unwrap() error { return e.err }
-
-// bodyReader marks errors of r as readErrors.
-type bodyReader struct{ r io.Reader }
-
-func (b bodyReader) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	if err != nil && err != io.EOF {
-		err = &readError{err}
-	}
-	return n, err
-}
-
 func (s *Server) setToken(token string) {
 	b := []byte("Bearer " + token)
 	s.auth.Store(&b)
@@ -336,7 +292,7 @@ func (s *Server) setToken(token string) {
 // this way, so copies never share one.
 func (s *Server) handleRekey(w http.ResponseWriter, r *http.Request) error {
 	var req guest.RekeyRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := httpio.DecodeJSON(w, r, &req); err != nil {
 		return err
 	}
 	if len(req.Token) < guest.MinTokenLen {
@@ -355,7 +311,7 @@ func (s *Server) handleRekey(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	writeJSON(w, http.StatusOK, guest.RekeyResponse{LimitsSet: true})
+	httpio.WriteJSON(w, http.StatusOK, guest.RekeyResponse{LimitsSet: true})
 	return nil
 }
 
@@ -364,7 +320,7 @@ func (s *Server) handleRekey(w http.ResponseWriter, r *http.Request) error {
 // instance anything ran in is refused: it is no longer as it booted.
 func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) error {
 	var req guest.ClaimRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := httpio.DecodeJSON(w, r, &req); err != nil {
 		return err
 	}
 	if len(req.Token) < guest.MinTokenLen {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/initd/httpio"
 )
 
 // The limits den-init enforces inside a sandbox (guest.Limits), where
@@ -545,7 +546,7 @@ func (p *proc) hitLimit(limit string) {
 
 func (s *Server) handleLimitChecks(w http.ResponseWriter, r *http.Request) error {
 	var req guest.LimitChecks
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := httpio.DecodeJSON(w, r, &req); err != nil {
 		return err
 	}
 	s.limits.setChecks(req.On)
@@ -555,7 +556,7 @@ func (s *Server) handleLimitChecks(w http.ResponseWriter, r *http.Request) error
 
 func (s *Server) handleLimits(w http.ResponseWriter, r *http.Request) error {
 	var lim guest.Limits
-	if err := decodeJSON(w, r, &lim); err != nil {
+	if err := httpio.DecodeJSON(w, r, &lim); err != nil {
 		return err
 	}
 	if err := s.setLimits(lim); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/initd/httpio"
 )
 
 const (
@@ -208,8 +209,8 @@ func (p *proc) copyStdin(body io.Reader, keepOpen bool) error {
 	p.stdinBusy = true
 	p.mu.Unlock()
 
-	_, err = io.Copy(p.stdin, bodyReader{body})
-	var rerr *readError
+	_, err = io.Copy(p.stdin, httpio.Body(body))
+	var rerr *httpio.ReadError
 	closeIt := err == nil && !keepOpen || err != nil && !errors.As(err, &rerr)
 	if err == nil && p.tty && !keepOpen {
 		_, _ = p.stdin.Write([]byte{4}) // VEOF: a canonical-mode reader sees end of input
@@ -229,7 +230,7 @@ func (p *proc) copyStdin(body io.Reader, keepOpen bool) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &rerr):
-		return errdefs.Unavailable("stdin stream broke off: %v", rerr.err)
+		return errdefs.Unavailable("stdin stream broke off: %v", rerr.Err)
 	default:
 		return errdefs.Conflict("process %s no longer reads its input", p.id)
 	}

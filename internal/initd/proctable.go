@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/initd/httpio"
 )
 
 // descendants lists the live processes below pid, by pid. As PID 1 of a
@@ -77,7 +78,7 @@ func (s *Server) handlePs(w http.ResponseWriter, r *http.Request) error {
 		p.Secrets = holders[pe.pid]
 		out = append(out, p)
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpio.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/initd/files"
 )
 
 // DefaultOutputLimit is how many unacknowledged bytes of one output stream
@@ -35,7 +36,6 @@ const (
 	keyProc  = "proc"
 	keyErr   = "err"
 	keyRoute = "route"
-	keyPath  = "path"
 	keyArgv0 = "argv0"
 )
 
@@ -110,6 +110,7 @@ type Server struct {
 	reaper    *Reaper
 	ownReaper bool
 	limits    *limiter
+	files     *files.Server // the file routes (internal/initd/files)
 	http      *http.Server
 	seq       atomic.Uint64 // numbers processes in start order
 	// auth is "Bearer <token>", the header every request must carry; a
@@ -155,6 +156,7 @@ func New(cfg Config) (*Server, error) {
 		procs:       make(map[string]*proc),
 		secretRoots: make(map[int]bool),
 		hasMark:     hasMark,
+		files:       files.New(cfg.EtcDir, cfg.Logger),
 		info: guest.Info{
 			Version: cfg.Version,
 			BootID:  randomID(16),

@@ -16,6 +16,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/fspath"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/initd/users"
 )
 
 // defaultPath is PATH when the process's environment has none.
@@ -65,7 +66,7 @@ func (s *Server) prepare(spec guest.ProcSpec) (*execution, error) {
 	}
 	// The user first: an unknown user is the error, not the home it
 	// would have had.
-	acct, err := lookupAccount(s.cfg.EtcDir, spec.User)
+	acct, err := users.Lookup(s.cfg.EtcDir, spec.User)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +75,7 @@ func (s *Server) prepare(spec guest.ProcSpec) (*execution, error) {
 	case "":
 		cwd = "/"
 	case guest.HomeDir:
-		cwd = acct.home
+		cwd = acct.Home
 	}
 	cwd, err = fspath.Clean(cwd)
 	if err != nil {
@@ -91,7 +92,7 @@ func (s *Server) prepare(spec guest.ProcSpec) (*execution, error) {
 	}
 	sys := &syscall.SysProcAttr{}
 	if spec.User != "" {
-		sys.Credential = &syscall.Credential{Uid: acct.uid, Gid: acct.gid, Groups: acct.groups}
+		sys.Credential = &syscall.Credential{Uid: acct.UID, Gid: acct.GID, Groups: acct.Groups}
 	}
 	ex := &execution{path: path}
 	if spec.TTY {
@@ -187,7 +188,7 @@ func (ex *execution) openTerminal(spec guest.ProcSpec, sys *syscall.SysProcAttr)
 // processEnv is the environment the process gets: spec.Env, or den-init's
 // own environment without its private variables, completed with PATH,
 // HOME, USER and LOGNAME (and TERM for a terminal) when missing.
-func processEnv(spec guest.ProcSpec, acct account) []string {
+func processEnv(spec guest.ProcSpec, acct users.Account) []string {
 	env := spec.Env
 	if env == nil {
 		for _, kv := range os.Environ() {
@@ -203,10 +204,10 @@ func processEnv(spec guest.ProcSpec, acct account) []string {
 		}
 	}
 	add("PATH", defaultPath)
-	add("HOME", acct.home)
-	if acct.name != "" {
-		add("USER", acct.name)
-		add("LOGNAME", acct.name)
+	add("HOME", acct.Home)
+	if acct.Name != "" {
+		add("USER", acct.Name)
+		add("LOGNAME", acct.Name)
 	}
 	if spec.TTY {
 		add("TERM", "xterm-256color")

@@ -1,4 +1,4 @@
-package initd
+package files
 
 import (
 	"archive/tar"
@@ -18,13 +18,14 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/fspath"
+	"github.com/den-dev/den/internal/initd/httpio"
 )
 
-// handleReadTar streams path as a tar: a directory's contents with names
+// ReadTar streams path as a tar: a directory's contents with names
 // relative to it ("a.txt", "sub/b.txt"), or a single file named by its
 // base name. Modes, times, owners, symlinks and hard links are kept;
 // sockets are skipped.
-func (s *Server) handleReadTar(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) ReadTar(w http.ResponseWriter, r *http.Request) error {
 	p, err := queryPath(r, "path")
 	if err != nil {
 		return err
@@ -133,9 +134,9 @@ func (a *archiver) add(file, name string) error {
 	return err
 }
 
-// handleWriteTar extracts the tar in the request body into the directory
+// WriteTar extracts the tar in the request body into the directory
 // path, creating it (with parents) if missing.
-func (s *Server) handleWriteTar(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) WriteTar(w http.ResponseWriter, r *http.Request) error {
 	p, err := queryPath(r, "path")
 	if err != nil {
 		return err
@@ -146,10 +147,10 @@ func (s *Server) handleWriteTar(w http.ResponseWriter, r *http.Request) error {
 		}
 		return fsError(p, err)
 	}
-	if err := extract(p, bodyReader{r.Body}); err != nil {
-		var rerr *readError
+	if err := extract(p, httpio.Body(r.Body)); err != nil {
+		var rerr *httpio.ReadError
 		if errors.As(err, &rerr) {
-			return errdefs.Unavailable("upload broke off: %v", rerr.err)
+			return errdefs.Unavailable("upload broke off: %v", rerr.Err)
 		}
 		return err
 	}
@@ -181,7 +182,7 @@ func extract(dir string, r io.Reader) error {
 			break
 		}
 		if err != nil {
-			var rerr *readError
+			var rerr *httpio.ReadError
 			if errors.As(err, &rerr) {
 				return err
 			}

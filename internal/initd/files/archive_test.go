@@ -1,4 +1,4 @@
-package initd
+package files
 
 import (
 	"archive/tar"
@@ -159,7 +159,7 @@ func TestExtractReplaces(t *testing.T) {
 // nothing outside the target directory changes. Each input touches the
 // file system, so minimizing is slow; bound it:
 //
-//	go test -run '^$' -fuzz FuzzExtract -fuzzminimizetime 200x ./internal/initd
+//	go test -run '^$' -fuzz FuzzExtract -fuzzminimizetime 200x ./internal/initd/files
 func FuzzExtract(f *testing.F) {
 	seeds := [][]tarEntry{
 		{{name: "a", typ: tar.TypeReg, body: "x"}, {name: "d/", typ: tar.TypeDir}, {name: "d/b", typ: tar.TypeReg, body: "y"}},

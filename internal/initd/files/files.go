@@ -1,4 +1,4 @@
-package initd
+package files
 
 import (
 	"encoding/json"
@@ -18,6 +18,8 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/fspath"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/initd/httpio"
+	"github.com/den-dev/den/internal/initd/users"
 )
 
 // fsError classifies a file system error about the in-sandbox path p.
@@ -80,16 +82,16 @@ func (n *ownerNames) name(uid, gid uint32) (user, group string) {
 	if !n.loaded {
 		n.loaded = true
 		n.users, n.groups = map[uint32]string{}, map[uint32]string{}
-		users, _ := readPasswd(filepath.Join(n.etc, "passwd")) // unreadable: no names
-		for _, u := range users {
-			if _, dup := n.users[u.uid]; !dup {
-				n.users[u.uid] = u.name
+		accounts, _ := users.ReadPasswd(filepath.Join(n.etc, "passwd")) // unreadable: no names
+		for _, u := range accounts {
+			if _, dup := n.users[u.UID]; !dup {
+				n.users[u.UID] = u.Name
 			}
 		}
-		groups, _ := readGroups(filepath.Join(n.etc, "group"))
+		groups, _ := users.ReadGroups(filepath.Join(n.etc, "group"))
 		for _, g := range groups {
-			if _, dup := n.groups[g.gid]; !dup {
-				n.groups[g.gid] = g.name
+			if _, dup := n.groups[g.GID]; !dup {
+				n.groups[g.GID] = g.Name
 			}
 		}
 	}
@@ -129,7 +131,8 @@ func fileInfo(p string, fi fs.FileInfo, names *ownerNames) guest.FileInfo {
 	return out
 }
 
-func (s *Server) handleStat(w http.ResponseWriter, r *http.Request) error {
+// Stat describes the file at path, not following a final symlink.
+func (s *Server) Stat(w http.ResponseWriter, r *http.Request) error {
 	p, err := queryPath(r, "path")
 	if err != nil {
 		return err
@@ -138,11 +141,12 @@ func (s *Server) handleStat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fsError(p, err)
 	}
-	writeJSON(w, http.StatusOK, fileInfo(p, fi, s.ownerNames()))
+	httpio.WriteJSON(w, http.StatusOK, fileInfo(p, fi, s.ownerNames()))
 	return nil
 }
 
-func (s *Server) handleListDir(w http.ResponseWriter, r *http.Request) error {
+// List describes the entries of the directory at path, by name.
+func (s *Server) List(w http.ResponseWriter, r *http.Request) error {
 	p, err := queryPath(r, "path")
 	if err != nil {
 		return err
@@ -163,13 +167,13 @@ func (s *Server) handleListDir(w http.ResponseWriter, r *http.Request) error {
 		}
 		out = append(out, fileInfo(filepath.Join(p, e.Name()), fi, names))
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpio.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
-// handleRead streams a regular file's content, following symlinks; the
+// Read streams a regular file's content, following symlinks; the
 // header HeaderFileInfo describes it.
-func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) Read(w http.ResponseWriter, r *http.Request) error {
 	p, err := queryPath(r, "path")
 	if err != nil {
 		return err
@@ -215,10 +219,10 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// handleWrite replaces a file with the request body, durably: the body
+// Write replaces a file with the request body, durably: the body
 // goes to a temporary file in the same directory, which is synced and
 // renamed over the target, and then the directory is synced.
-func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) Write(w http.ResponseWriter, r *http.Request) error {
 	p, err := queryPath(r, "path")
 	if err != nil {
 		return err
@@ -238,7 +242,7 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
 	}
 	parents, _ := strconv.ParseBool(r.URL.Query().Get("parents"))
 	byRoot, _ := strconv.ParseBool(r.URL.Query().Get("parents_by_root"))
-	acting, asUser := actingAccount(r)
+	acting, asUser := users.Acting(r.Context())
 	xattrs, err := queryXattrs(r)
 	if err != nil {
 		return err
@@ -260,8 +264,8 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
 			mode = fileMode(old.Mode & 0o7777)
 		}
 		if fi.Mode().IsRegular() && os.Geteuid() != 0 {
-			// Done as a user (asuser.go), who may replace only a file
-			// they may write, as writing it in place would need.
+			// Done as a user (see users.RunAs), who may replace only
+			// a file they may write, as writing it in place would need.
 			if err := checkWritable(target); err != nil {
 				return fsError(p, err)
 			}
@@ -284,10 +288,10 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
 		return errdefs.WithHint(errdefs.NotFound("directory %q does not exist", filepath.Dir(p)),
 			"create it first (mkdir with parents), or write with parents")
 	}
-	if err := writeAtomic(target, mode, old, owner, xattrs, bodyReader{r.Body}); err != nil {
-		var rerr *readError
+	if err := writeAtomic(target, mode, old, owner, xattrs, httpio.Body(r.Body)); err != nil {
+		var rerr *httpio.ReadError
 		if errors.As(err, &rerr) {
-			return errdefs.Unavailable("upload broke off: %v", rerr.err)
+			return errdefs.Unavailable("upload broke off: %v", rerr.Err)
 		}
 		return fsError(p, err)
 	}
@@ -302,7 +306,7 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
 // set, else keeping the owner of the file it replaces (old), with the
 // user attributes of the file replaced and xattrs, and returns once it
 // is on stable storage.
-func writeAtomic(target string, mode os.FileMode, old *syscall.Stat_t, owner *account, xattrs map[string]string, r io.Reader) (err error) {
+func writeAtomic(target string, mode os.FileMode, old *syscall.Stat_t, owner *users.Account, xattrs map[string]string, r io.Reader) (err error) {
 	dir := filepath.Dir(target)
 	tmp, err := os.CreateTemp(dir, ".den-write-*")
 	if err != nil {
@@ -319,7 +323,7 @@ func writeAtomic(target string, mode os.FileMode, old *syscall.Stat_t, owner *ac
 	}
 	switch {
 	case owner != nil:
-		if err := tmp.Chown(int(owner.uid), int(owner.gid)); err != nil {
+		if err := tmp.Chown(int(owner.UID), int(owner.GID)); err != nil {
 			return err
 		}
 	case old != nil && os.Geteuid() == 0:
@@ -386,9 +390,10 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
+// Mkdir makes a directory, with its parents when asked.
+func (s *Server) Mkdir(w http.ResponseWriter, r *http.Request) error {
 	var req guest.MkdirRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := httpio.DecodeJSON(w, r, &req); err != nil {
 		return err
 	}
 	p, err := fspath.Clean(req.Path)
@@ -406,7 +411,7 @@ func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if acting, asUser := actingAccount(r); req.Parents && req.ParentsByRoot && asUser {
+	if acting, asUser := users.Acting(r.Context()); req.Parents && req.ParentsByRoot && asUser {
 		if err := mkdirAllGiven(p, mode, acting); err != nil {
 			return err
 		}
@@ -426,7 +431,7 @@ func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
 		return fsError(p, err)
 	} else {
 		if owner != nil {
-			if err := os.Lchown(p, int(owner.uid), int(owner.gid)); err != nil {
+			if err := os.Lchown(p, int(owner.UID), int(owner.GID)); err != nil {
 				return fsError(p, err)
 			}
 		}
@@ -443,11 +448,11 @@ func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
 
 // owner resolves who should own what a request makes: nil for spec "",
 // which leaves it to den-init.
-func (s *Server) owner(spec string) (*account, error) {
+func (s *Server) owner(spec string) (*users.Account, error) {
 	if spec == "" {
 		return nil, nil
 	}
-	acct, err := lookupAccount(s.cfg.EtcDir, spec)
+	acct, err := users.Lookup(s.etc, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -455,12 +460,12 @@ func (s *Server) owner(spec string) (*account, error) {
 }
 
 // ownerNames returns a fresh namer for one request's files.
-func (s *Server) ownerNames() *ownerNames { return &ownerNames{etc: s.cfg.EtcDir} }
+func (s *Server) ownerNames() *ownerNames { return &ownerNames{etc: s.etc} }
 
 // mkdirAll makes p and its missing parents with mode (exactly, whatever
 // the umask), owned by owner when set. A path element that is not a
 // directory is a conflict.
-func mkdirAll(p string, mode os.FileMode, owner *account) error {
+func mkdirAll(p string, mode os.FileMode, owner *users.Account) error {
 	if fi, err := os.Stat(p); err == nil {
 		if !fi.IsDir() {
 			return errdefs.Conflict("%q (or one of its parents) exists and is not a directory", p)
@@ -485,28 +490,28 @@ func mkdirAll(p string, mode os.FileMode, owner *account) error {
 		return fsError(p, err)
 	}
 	if owner != nil {
-		if err := os.Lchown(p, int(owner.uid), int(owner.gid)); err != nil {
+		if err := os.Lchown(p, int(owner.UID), int(owner.GID)); err != nil {
 			return fsError(p, err)
 		}
 	}
 	return nil
 }
 
-// mkdirAllGiven is mkdirAll for a call done as a user (asuser.go) that
-// makes the missing directories as root and gives them to acct, as
+// mkdirAllGiven is mkdirAll for a call done as a user (see users.RunAs)
+// that makes the missing directories as root and gives them to acct, as
 // E2B's envd does: the user walks the path with its own permissions, so
 // each existing directory on the way must be one it may open; only the
 // directories missing are made by root, with mode, owned by acct's uid
 // and gid; nothing existing is changed. The walk opens one element at a
 // time and never follows a symlink swapped in meanwhile.
-func mkdirAllGiven(p string, mode os.FileMode, acct account) error {
+func mkdirAllGiven(p string, mode os.FileMode, acct users.Account) error {
 	root, err := unix.Open("/", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fsError("/", err)
 	}
 	defer unix.Close(root)
 	fd, err := walkDirIn(root, strings.TrimPrefix(p, "/"), func(dir int, name string) error {
-		return asRoot(func() error { return mkdirGiven(dir, name, uint32(mode.Perm()), acct) })
+		return users.AsRoot(func() error { return mkdirGiven(dir, name, uint32(mode.Perm()), acct) })
 	})
 	switch {
 	case errors.Is(err, unix.ENOTDIR):
@@ -521,7 +526,7 @@ func mkdirAllGiven(p string, mode os.FileMode, acct account) error {
 // mkdirGiven makes the directory name in dir with perm and gives it to
 // acct. A directory found there once made that is not root's was put in
 // its place meanwhile and is left as it is.
-func mkdirGiven(dir int, name string, perm uint32, acct account) error {
+func mkdirGiven(dir int, name string, perm uint32, acct users.Account) error {
 	if err := unix.Mkdirat(dir, name, perm); err != nil {
 		return err
 	}
@@ -537,15 +542,16 @@ func mkdirGiven(dir int, name string, perm uint32, acct account) error {
 	if st.Uid != 0 {
 		return nil
 	}
-	if err := unix.Fchown(fd, int(acct.uid), int(acct.gid)); err != nil {
+	if err := unix.Fchown(fd, int(acct.UID), int(acct.GID)); err != nil {
 		return err
 	}
 	return unix.Fchmod(fd, perm) // exactly, whatever the umask
 }
 
-func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) error {
+// Move renames a file or directory, durably.
+func (s *Server) Move(w http.ResponseWriter, r *http.Request) error {
 	var req guest.MoveRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := httpio.DecodeJSON(w, r, &req); err != nil {
 		return err
 	}
 	from, err := fspath.Clean(req.From)
@@ -580,7 +586,8 @@ func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request) error {
+// Remove removes a file, or a directory (recursively when asked), durably.
+func (s *Server) Remove(w http.ResponseWriter, r *http.Request) error {
 	p, err := queryPath(r, "path")
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package initd
+package files
 
 import (
 	"encoding/json"
@@ -21,12 +21,12 @@ import (
 const watchMask = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_MODIFY | unix.IN_DELETE | unix.IN_DELETE_SELF |
 	unix.IN_MOVED_FROM | unix.IN_MOVE_SELF | unix.IN_ATTRIB
 
-// handleWatch streams the changes under a directory (and, with
+// Watch streams the changes under a directory (and, with
 // recursive, its subdirectories, those made later included) as NDJSON
 // guest.WatchEvent lines, flushed as they come. The answer's status goes
 // out once the watch is in place: a change made after it is seen. The
 // stream ends when the directory goes away, or the client does.
-func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) Watch(w http.ResponseWriter, r *http.Request) error {
 	root, err := queryPath(r, "path")
 	if err != nil {
 		return err
@@ -105,12 +105,12 @@ type watcher struct {
 	dirs map[int32]string // watch descriptor → directory path
 }
 
-// add watches dir. Done as a user (asuser.go), it needs read permission
-// on dir, as Linux asks for a watch; gVisor does not check it, so den-init
-// does, by opening dir with the user's credentials once the watch is in
-// place (so that no change is missed meanwhile), and drops the watch when
-// the user may not read dir. The events of a watch not yet in dirs are
-// never told.
+// add watches dir. Done as a user (see users.RunAs), it needs read
+// permission on dir, as Linux asks for a watch; gVisor does not check it,
+// so den-init does, by opening dir with the user's credentials once the
+// watch is in place (so that no change is missed meanwhile), and drops
+// the watch when the user may not read dir. The events of a watch not yet
+// in dirs are never told.
 func (wt *watcher) add(dir string) error {
 	wd, err := unix.InotifyAddWatch(wt.fd, dir, watchMask|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
 	if err != nil {

@@ -1,4 +1,4 @@
-package initd
+package sudo
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 	"github.com/den-dev/den/internal/guest"
 )
 
-// The sudo command: den-init's binary run as `sudo` (see sudo.go). It
+// The sudo command: den-init's binary run as `sudo` (see Main). It
 // takes the options agents and scripts use (-u, -E, --preserve-env=, -i,
 // -s, -n, -H, -l, -v, -k, -V, VAR=value before the command) and asks
 // den-init to run the command.
@@ -177,10 +177,10 @@ func envKey(k string) bool {
 	return true
 }
 
-// SudoMain runs sudo's command line args (args[0] is the program name)
+// Main runs sudo's command line args (args[0] is the program name)
 // through den-init's socket and returns the exit status to end with.
-func SudoMain(args []string, stdout, stderr io.Writer) int {
-	return sudoMain(args, SudoSocket, stdout, stderr)
+func Main(args []string, stdout, stderr io.Writer) int {
+	return sudoMain(args, Socket, stdout, stderr)
 }
 
 func sudoMain(args []string, socket string, stdout, stderr io.Writer) int {

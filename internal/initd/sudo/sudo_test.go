@@ -1,4 +1,4 @@
-package initd
+package sudo_test
 
 import (
 	"encoding/json"
@@ -7,13 +7,15 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/den-dev/den/internal/initd"
+	"github.com/den-dev/den/internal/initd/sudo"
 )
 
 // TestMain lets the test binary act as the sudo command: sudo tests run
@@ -22,49 +24,9 @@ func TestMain(m *testing.M) {
 	if socket := os.Getenv("DEN_SUDO_SOCKET"); socket != "" {
 		var args []string
 		json.Unmarshal([]byte(os.Getenv("DEN_SUDO_ARGS")), &args)
-		os.Exit(sudoMain(append([]string{"sudo"}, args...), socket, os.Stdout, os.Stderr))
-	}
-	if len(os.Args) > 1 && os.Args[1] == SecretExecArg { // TestSecretExecMarks
-		err := SecretExec(os.Args[2:])
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(127)
+		os.Exit(sudo.MainAt(append([]string{"sudo"}, args...), socket, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
-}
-
-func TestParseSudo(t *testing.T) {
-	tests := []struct {
-		args []string
-		want sudoOptions
-	}{
-		{[]string{"whoami"}, sudoOptions{command: []string{"whoami"}}},
-		{[]string{"-n", "-E", "ls", "-l"}, sudoOptions{preserveEnv: true, command: []string{"ls", "-l"}}},
-		{[]string{"-nu", "bob", "--", "-x"}, sudoOptions{user: "bob", command: []string{"-x"}}},
-		{[]string{"-ubob", "id"}, sudoOptions{user: "bob", command: []string{"id"}}},
-		{[]string{"--user=bob", "--preserve-env=A,B", "X=1", "env"}, sudoOptions{user: "bob", preserve: []string{"A", "B"}, assignments: []string{"X=1"}, command: []string{"env"}}},
-		{[]string{"-i"}, sudoOptions{login: true, command: []string{}}},
-		{[]string{"-s", "echo", "a b"}, sudoOptions{shell: true, command: []string{"echo", "a b"}}},
-		{[]string{"-v"}, sudoOptions{noop: true, command: []string{}}},
-		{[]string{"-g", "wheel", "id"}, sudoOptions{unsupportedOpt: "-g", command: []string{"id"}}},
-	}
-	for _, tt := range tests {
-		got, err := parseSudo(tt.args)
-		if err != nil {
-			t.Errorf("%q: %v", tt.args, err)
-			continue
-		}
-		if !reflect.DeepEqual(got, tt.want) {
-			t.Errorf("%q:\n got %+v\nwant %+v", tt.args, got, tt.want)
-		}
-	}
-	for _, bad := range [][]string{{"-Z", "x"}, {"-u"}, {"--frobnicate"}} {
-		if _, err := parseSudo(bad); err == nil {
-			t.Errorf("%q parsed", bad)
-		}
-	}
-	if got := shellJoin([]string{"echo", "a b", "it's", "x=1"}); got != `echo 'a b' 'it'\''s' x=1` {
-		t.Errorf("shellJoin: %s", got)
-	}
 }
 
 // sudo through den-init: root and members of the group sudo run
@@ -73,13 +35,11 @@ func TestSudo(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run commands as other users")
 	}
-	reaperOnce.Do(func() {
-		r, err := NewReaper(slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		testReaper = r
-	})
+	testReaper, err := initd.NewReaper(slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(testReaper.Stop)
 	dir, err := os.MkdirTemp("", "den-sudo-") // reachable by the test users
 	if err != nil {
 		t.Fatal(err)
@@ -99,20 +59,20 @@ func TestSudo(t *testing.T) {
 		t.Fatal("copying the test binary", err)
 	}
 
-	srv, err := New(Config{Token: "tok", Reaper: testReaper, EtcDir: etc})
+	srv, err := initd.New(initd.Config{Token: "tok", Reaper: testReaper, EtcDir: etc})
 	if err != nil {
 		t.Fatal(err)
 	}
-	socket := fmt.Sprintf("@den-sudo-test-%d-%s", os.Getpid(), randomID(4))
-	ln, err := listenSudo(socket)
+	socket := fmt.Sprintf("@den-sudo-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	ln, err := sudo.ListenAt(socket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	go srv.ServeSudo(ln)
 	t.Cleanup(func() { ln.Close(); srv.Close() })
 
-	// sudo runs args as uid with stdin, as den-init would start it.
-	sudo := func(uid uint32, stdin string, args ...string) (string, string, int) {
+	// runSudo runs args as uid with stdin, as den-init would start it.
+	runSudo := func(uid uint32, stdin string, args ...string) (string, string, int) {
 		t.Helper()
 		a, _ := json.Marshal(args)
 		inR, inW, _ := os.Pipe()
@@ -160,7 +120,7 @@ func TestSudo(t *testing.T) {
 		{1234, "", []string{"-u", "nobody-here", "id"}, "", `no user "nobody-here"`, 1},
 	}
 	for _, tt := range tests {
-		out, errs, code := sudo(tt.uid, tt.stdin, tt.args...)
+		out, errs, code := runSudo(tt.uid, tt.stdin, tt.args...)
 		if out != tt.out || code != tt.code || !strings.Contains(errs, tt.errSub) {
 			t.Errorf("uid %d: sudo %q: exit %d, out %q, err %q; want exit %d, out %q, err with %q",
 				tt.uid, tt.args, code, out, errs, tt.code, tt.out, tt.errSub)

@@ -1,4 +1,4 @@
-package initd
+package files
 
 import (
 	"errors"
