@@ -295,11 +295,7 @@ func (s *Service) watchWarm(wi *warm.Instance) {
 		select {
 		case <-ctx.Done():
 		case <-exited:
-			if s.warm.Remove(wi) {
-				s.log.Warn("a warm instance's engine exited; replacing it", "instance", wi.ID, "image", wi.Image)
-				s.discardWarm(context.WithoutCancel(ctx), wi, "engine exited")
-				s.warm.Wake()
-			}
+			s.warm.Exited(context.WithoutCancel(ctx), wi)
 		}
 	}()
 }
@@ -320,32 +316,23 @@ func (s *Service) allocSandboxSlot(ctx context.Context, id string) (int, error) 
 	return s.allocSlot(id)
 }
 
-// clearWarmLeftovers removes the pool instances an earlier dend left,
-// whatever state it died in: their engine instance, namespace, volume
-// and note. An instance a sandbox record names was being claimed: the
-// record owns it now, and Recover settles it with the record.
+// clearWarmLeftovers removes the pool instances an earlier dend left
+// (warm.Pools.ClearLeftovers); one a sandbox record names was being
+// claimed, and Recover settles it with the record.
 func (s *Service) clearWarmLeftovers(ctx context.Context) error {
 	if s.warm == nil {
 		return nil
 	}
-	left, err := s.warm.Notes()
-	if err != nil {
-		return err
+	return s.warm.ClearLeftovers(ctx, s.recorded, s.tearDownWarm)
+}
+
+// recorded says whether a sandbox record has id.
+func (s *Service) recorded(ctx context.Context, id string) (bool, error) {
+	_, err := s.cfg.Store.GetSandbox(ctx, id)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return false, nil
 	}
-	for _, wi := range left {
-		if _, err := s.cfg.Store.GetSandbox(ctx, wi.ID); err == nil {
-			s.log.Info("a claim was under way when dend stopped; its sandbox's record settles it", "instance", wi.ID)
-		} else if errors.Is(err, errdefs.ErrNotFound) {
-			s.log.Info("removing a warm instance an earlier dend left", "instance", wi.ID, "image", wi.Image)
-			s.tearDownWarm(ctx, wi)
-		} else {
-			return fmt.Errorf("settling warm instance %s: %w", wi.ID, err)
-		}
-		if err := s.warm.Forget(wi.ID); err != nil {
-			return err
-		}
-	}
-	return nil
+	return err == nil, err
 }
 
 // tearDownWarm removes what exists of wi on the host: its engine

@@ -164,6 +164,16 @@ func (p *Pools) fill(ctx context.Context, t Target) error {
 	return nil
 }
 
+// Exited drops wi, whose engine exited while it waited in its pool, and
+// wakes the filler to replace it.
+func (p *Pools) Exited(ctx context.Context, wi *Instance) {
+	if p.Remove(wi) {
+		p.log.Warn("a warm instance's engine exited; replacing it", "instance", wi.ID, "image", wi.Image)
+		p.host.Discard(ctx, wi, "engine exited")
+		p.Wake()
+	}
+}
+
 // Drain removes every ready instance: when dend stops, since pool
 // instances, unlike sandboxes, are not kept across restarts.
 func (p *Pools) Drain(ctx context.Context) {

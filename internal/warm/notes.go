@@ -1,6 +1,7 @@
 package warm
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -133,4 +134,32 @@ func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// ClearLeftovers removes the pool instances an earlier dend left,
+// whatever state it died in, and their notes. claimed says whether a
+// sandbox's record names instance id: a claim was under way, and the
+// record owns it now. tearDown removes what exists of any other on the
+// host: its engine instance, namespace and volume.
+func (p *Pools) ClearLeftovers(ctx context.Context, claimed func(ctx context.Context, id string) (bool, error), tearDown func(ctx context.Context, wi *Instance)) error {
+	left, err := p.Notes()
+	if err != nil {
+		return err
+	}
+	for _, wi := range left {
+		owned, err := claimed(ctx, wi.ID)
+		if err != nil {
+			return fmt.Errorf("settling warm instance %s: %w", wi.ID, err)
+		}
+		if owned {
+			p.log.Info("a claim was under way when dend stopped; its sandbox's record settles it", "instance", wi.ID)
+		} else {
+			p.log.Info("removing a warm instance an earlier dend left", "instance", wi.ID, "image", wi.Image)
+			tearDown(ctx, wi)
+		}
+		if err := p.Forget(wi.ID); err != nil {
+			return err
+		}
+	}
+	return nil
 }
