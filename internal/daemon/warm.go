@@ -11,6 +11,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/warm"
 )
 
 // WarmDefaults reads --warm, "IMAGE=N,...": how many instances of each
@@ -25,8 +26,8 @@ func (c *Config) WarmDefaults() (map[string]int, error) {
 		}
 		image, n, ok := strings.Cut(part, "=")
 		count, err := strconv.Atoi(n)
-		if !ok || err != nil || count < 0 || count > sandbox.MaxWarm {
-			return nil, errdefs.WithHint(errdefs.Invalid("config warm: %q is not IMAGE=N with N from 0 to %d", part, sandbox.MaxWarm),
+		if !ok || err != nil || count < 0 || count > warm.MaxInstances {
+			return nil, errdefs.WithHint(errdefs.Invalid("config warm: %q is not IMAGE=N with N from 0 to %d", part, warm.MaxInstances),
 				"write it like busybox=4,debian=2")
 		}
 		if err := sandbox.ValidateName("image", image); err != nil {
@@ -38,26 +39,26 @@ func (c *Config) WarmDefaults() (map[string]int, error) {
 }
 
 // warmConfig is the sandbox service's warm-pool configuration.
-func (c *Config) warmConfig() (sandbox.WarmConfig, error) {
+func (c *Config) warmConfig() (warm.Config, error) {
 	defaults, err := c.WarmDefaults()
 	if err != nil {
-		return sandbox.WarmConfig{}, err
+		return warm.Config{}, err
 	}
-	return sandbox.WarmConfig{Dir: filepath.Join(c.DataDir, "warm"), Defaults: defaults, HostMemory: hostMemory, Reserve: c.WarmReserve}, nil
+	return warm.Config{Dir: filepath.Join(c.DataDir, "warm"), Defaults: defaults, HostMemory: hostMemory, Reserve: c.WarmReserve}, nil
 }
 
 // hostMemory reads MemTotal and MemAvailable from /proc/meminfo.
-func hostMemory() (sandbox.HostMemory, error) {
+func hostMemory() (warm.HostMemory, error) {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
-		return sandbox.HostMemory{}, err
+		return warm.HostMemory{}, err
 	}
 	defer f.Close()
 	return parseMeminfo(bufio.NewScanner(f))
 }
 
-func parseMeminfo(sc *bufio.Scanner) (sandbox.HostMemory, error) {
-	var m sandbox.HostMemory
+func parseMeminfo(sc *bufio.Scanner) (warm.HostMemory, error) {
+	var m warm.HostMemory
 	for sc.Scan() {
 		key, rest, ok := strings.Cut(sc.Text(), ":")
 		if !ok {
@@ -85,7 +86,7 @@ func parseMeminfo(sc *bufio.Scanner) (sandbox.HostMemory, error) {
 }
 
 // warmHealth is the warm pools' part of GET /v1/health.
-func warmHealth(h *sandbox.WarmHealth) *api.WarmHealth {
+func warmHealth(h *warm.Health) *api.WarmHealth {
 	if h == nil {
 		return nil
 	}

@@ -6,14 +6,14 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/httpapi/httpx"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/warm"
 )
 
 // WarmService keeps this node's warm pools. *sandbox.Service implements
 // it.
 type WarmService interface {
-	SetWarm(ctx context.Context, image string, count int, memoryBytes int64) (sandbox.WarmPool, error)
-	WarmPools(ctx context.Context) []sandbox.WarmPool
+	SetWarm(ctx context.Context, image string, count int, memoryBytes int64) (warm.Pool, error)
+	WarmPools(ctx context.Context) []warm.Pool
 }
 
 // setWarm sets how many instances of an image this node keeps warm.
@@ -44,7 +44,7 @@ func (s *server) warmPools(ctx context.Context) map[string]*api.WarmPool {
 	return out
 }
 
-func toWarmPool(p sandbox.WarmPool) *api.WarmPool {
+func toWarmPool(p warm.Pool) *api.WarmPool {
 	return &api.WarmPool{
 		Target: p.Count, MemoryBytes: p.MemoryBytes, Ready: p.Ready, Booting: p.Booting,
 		HostMemoryBytes: p.HostMemoryBytes, Held: p.Held,

@@ -25,6 +25,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/warm"
 )
 
 // Source is what the metrics are read from; *sandbox.Service is one.
@@ -33,7 +34,7 @@ type Source interface {
 	Usage(ctx context.Context) ([]sandbox.SandboxUsage, error)
 	PoolUsage(ctx context.Context) (sandbox.PoolUsage, error)
 	// WarmHealth is nil when the node keeps no warm pools.
-	WarmHealth(ctx context.Context) *sandbox.WarmHealth
+	WarmHealth(ctx context.Context) *warm.Health
 }
 
 // scrapeTimeout bounds what one scrape waits for the store.

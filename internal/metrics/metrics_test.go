@@ -16,6 +16,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/usage"
+	"github.com/den-dev/den/internal/warm"
 )
 
 // fakeSource is a node of three sandboxes: one running, one paused, one
@@ -44,8 +45,8 @@ func (fakeSource) PoolUsage(ctx context.Context) (sandbox.PoolUsage, error) {
 	return sandbox.PoolUsage{Size: 8 << 30, Used: 1 << 30, Free: 7 << 30, Reserve: 512 << 20}, nil
 }
 
-func (fakeSource) WarmHealth(ctx context.Context) *sandbox.WarmHealth {
-	return &sandbox.WarmHealth{Instances: 2, Booting: 1, HostMemoryBytes: 30 << 20}
+func (fakeSource) WarmHealth(ctx context.Context) *warm.Health {
+	return &warm.Health{Instances: 2, Booting: 1, HostMemoryBytes: 30 << 20}
 }
 
 func newTest(t *testing.T, src Source) *Metrics {

@@ -122,7 +122,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 	}
 	// A warm instance of the image, if one fits, becomes the sandbox,
 	// with the id and address it was booted with (warmclaim.go).
-	wi := s.warm.take(spec, im)
+	wi := s.takeWarm(spec, im)
 	if wi != nil {
 		sb.ID, sb.Slot = wi.ID, wi.Slot
 	} else if sb.Slot, err = s.allocSandboxSlot(ctx, sb.ID); err != nil {
@@ -146,7 +146,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 		gone := !errors.Is(err, errdefs.ErrUnavailable) || s.undoRecord(context.WithoutCancel(ctx), sb)
 		switch {
 		case wi != nil && gone:
-			s.warm.putBack(wi) // untouched: still as it booted
+			s.warm.PutBack(wi) // untouched: still as it booted
 		case wi != nil:
 			s.tearDownWarm(context.WithoutCancel(ctx), wi) // its slot stays with the record
 		case gone:

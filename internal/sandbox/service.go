@@ -19,6 +19,7 @@ import (
 	"github.com/den-dev/den/internal/runoutput"
 	"github.com/den-dev/den/internal/transfer"
 	"github.com/den-dev/den/internal/usage"
+	"github.com/den-dev/den/internal/warm"
 )
 
 // Config is what the Service is built from.
@@ -81,8 +82,9 @@ type Config struct {
 	// Lease is until when this node's sandboxes may run (fence.go); nil
 	// outside a fleet.
 	Lease Lease
-	// Warm configures the warm pools (warm.go); a zero value keeps none.
-	Warm WarmConfig
+	// Warm configures the warm pools (internal/warm); a zero value keeps
+	// none.
+	Warm warm.Config
 	// Observer hears how long lifecycle verbs take (observe.go); nil:
 	// nobody.
 	Observer VerbObserver
@@ -157,9 +159,10 @@ type Service struct {
 	// events is the event stream of this node's sandboxes (stream.go,
 	// internal/events); it has its own lock.
 	events eventStream
-	// warm are this node's warm pools (warm.go); nil without any. They
-	// are per node by design: no other node sees their instances.
-	warm *warmPools
+	// warm are this node's warm pools (warm.go, internal/warm); nil
+	// without any; they have their own lock. They are per node by
+	// design: no other node sees their instances.
+	warm *warm.Pools
 	// views are the snapshots peers' views are (package peers).
 	views *peers.Views
 }
@@ -216,8 +219,10 @@ func NewService(cfg Config) (*Service, error) {
 	s.transfers = transfer.NewRegistry(s.hold)
 	s.space = runoutput.NewSpace(ctx, cfg.RunsDir, cfg.Output, prunableRuns{s}, cfg.Now, cfg.Logger)
 	if _, ok := cfg.Runtime.(HostnameSetter); ok && cfg.Warm.Dir != "" {
-		s.warm = newWarmPools(cfg.Warm)
-		if err := s.warm.load(); err != nil {
+		wc := cfg.Warm
+		wc.MemoryBytes, wc.Init = DefaultMemory, cfg.Init
+		s.warm = warm.New(wc, warmHost{s}, cfg.Logger)
+		if err := s.warm.Load(); err != nil {
 			return nil, fmt.Errorf("sandbox service: %w", err)
 		}
 	}
@@ -232,7 +237,9 @@ func (s *Service) Close() {
 	s.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	s.drainWarm(ctx)
+	if s.warm != nil {
+		s.warm.Drain(ctx)
+	}
 }
 
 // every calls f every interval, in the background, until Close.

@@ -11,6 +11,7 @@ import (
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/netpolicy"
+	"github.com/den-dev/den/internal/warm"
 )
 
 // claimTimeout bounds the claim of a warm instance: one that does not
@@ -26,11 +27,11 @@ type warmClaimer interface {
 // slot, run on warm instance wi; when the claim fails, wi is removed and
 // sb boots cold from im as any create does, so a failed claim costs
 // time, never a sandbox, and leaves nothing behind.
-func (s *Service) bootFromWarm(ctx context.Context, sb *Sandbox, wi *warmInstance, im *Image) error {
+func (s *Service) bootFromWarm(ctx context.Context, sb *Sandbox, wi *warm.Instance, im *Image) error {
 	t0 := time.Now()
 	// A sandbox record names the instance now: Recover settles it with
 	// the record, so the pool's note goes.
-	if err := s.warm.forget(wi.ID); err != nil {
+	if err := s.warm.Forget(wi.ID); err != nil {
 		s.log.Warn("claiming a warm instance", "instance", wi.ID, "err", err)
 	}
 	err := s.claimWarm(ctx, sb, wi)
@@ -53,10 +54,8 @@ func (s *Service) bootFromWarm(ctx context.Context, sb *Sandbox, wi *warmInstanc
 // host name and den-init token (den-init renews its boot identity and
 // refuses if anything ran in it), CPU share and limits, disk cap and
 // network policy.
-func (s *Service) claimWarm(ctx context.Context, sb *Sandbox, wi *warmInstance) error {
-	if wi.stopWatch != nil {
-		wi.stopWatch() // the sandbox's own supervision takes over
-	}
+func (s *Service) claimWarm(ctx context.Context, sb *Sandbox, wi *warm.Instance) error {
+	wi.Unwatch() // the sandbox's own supervision takes over
 	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
 	defer cancel()
 	sb.Init = wi.Init
@@ -108,7 +107,7 @@ func (s *Service) claimWarm(ctx context.Context, sb *Sandbox, wi *warmInstance) 
 }
 
 // claimGuest hands wi's den-init over to sb: sb's token, a new identity.
-func (s *Service) claimGuest(ctx context.Context, sb *Sandbox, wi *warmInstance, hostname string) error {
+func (s *Service) claimGuest(ctx context.Context, sb *Sandbox, wi *warm.Instance, hostname string) error {
 	_, addr := s.cfg.Network.Addr(sb.Slot)
 	g := s.cfg.Dial(netip.AddrPortFrom(addr, guest.Port), wi.Token)
 	defer closeGuest(g)

@@ -65,6 +65,7 @@ var layers = map[string]layer{
 	"internal/expose":    capabilities,
 	"internal/netpolicy": capabilities,
 	"internal/transfer":  capabilities,
+	"internal/warm":      capabilities,
 
 	// The domain.
 	"internal/sandbox": coreLayer,
