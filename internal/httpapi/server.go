@@ -20,6 +20,7 @@ import (
 	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/usage"
@@ -123,11 +124,11 @@ type SandboxService interface {
 	// woken first if it sleeps.
 	PortTarget(ctx context.Context, ref string, port uint16) (netip.AddrPort, error)
 	// SetPolicy changes the fields of a sandbox's idle policy that p sets.
-	SetPolicy(ctx context.Context, ref string, p sandbox.Policy) (*sandbox.Sandbox, error)
+	SetPolicy(ctx context.Context, ref string, p idle.Policy) (*sandbox.Sandbox, error)
 	// EffectivePolicy is sb's policy with dend's defaults filled in; Due
 	// is the next step it takes.
-	EffectivePolicy(sb *sandbox.Sandbox) sandbox.Policy
-	Due(sb *sandbox.Sandbox) sandbox.Due
+	EffectivePolicy(sb *sandbox.Sandbox) idle.Policy
+	Due(sb *sandbox.Sandbox) idle.Due
 }
 
 // FleetService is what this node does with the other nodes of a fleet

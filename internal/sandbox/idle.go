@@ -11,6 +11,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/grant"
+	"github.com/den-dev/den/internal/idle"
 )
 
 // The idle policy: a sandbox nobody uses is paused, then hibernated, and a
@@ -42,22 +43,33 @@ func (s *Service) lastActive(id string) time.Time {
 }
 
 // EffectivePolicy is sb's policy with the daemon's defaults filled in.
-func (s *Service) EffectivePolicy(sb *Sandbox) Policy {
+func (s *Service) EffectivePolicy(sb *Sandbox) idle.Policy {
 	return sb.Policy.Merge(s.cfg.Policy)
 }
 
 // Due is the next step the idle policy will take for sb.
-func (s *Service) Due(sb *Sandbox) Due {
+func (s *Service) Due(sb *Sandbox) idle.Due {
 	if sb.Pending != "" {
-		return Due{}
+		return idle.Due{}
 	}
-	return NextDue(s.EffectivePolicy(sb), sb.State, s.lastActive(sb.ID), sb.Usage, s.cfg.Now())
+	return idle.NextDue(s.EffectivePolicy(sb), phaseOf(sb.State), s.lastActive(sb.ID), sb.Usage, s.cfg.Now())
+}
+
+// phaseOf is what the idle policy sees of state st.
+func phaseOf(st State) idle.Phase {
+	switch st {
+	case StateRunning:
+		return idle.Running
+	case StatePaused:
+		return idle.Paused
+	}
+	return idle.Resting
 }
 
 // SetPolicy changes a sandbox's idle policy and retention; fields p leaves
 // unset keep their value. It applies at once, to a running sandbox too.
-func (s *Service) SetPolicy(ctx context.Context, ref string, p Policy) (*Sandbox, error) {
-	if err := s.validatePolicy(p); err != nil {
+func (s *Service) SetPolicy(ctx context.Context, ref string, p idle.Policy) (*Sandbox, error) {
+	if err := p.ValidateOwn(s.cfg.MinTTL); err != nil {
 		return nil, err
 	}
 	sb, unlock, err := s.lockSandbox(ctx, ref)
@@ -74,7 +86,7 @@ func (s *Service) SetPolicy(ctx context.Context, ref string, p Policy) (*Sandbox
 }
 
 // busy reports whether commands running in sb count as use.
-func (s *Service) busy(sb *Sandbox, p Policy) bool {
+func (s *Service) busy(sb *Sandbox, p idle.Policy) bool {
 	s.mu.Lock()
 	held := s.held[sb.ID] > 0
 	s.mu.Unlock()
@@ -180,22 +192,22 @@ func (s *Service) applyDue(ctx context.Context, id string) error {
 		unlock()
 		return nil
 	}
-	if due.Action != ActionDestroy && sb.State == StateRunning && s.leftRunning(ctx, sb) {
+	if due.Action != idle.ActionDestroy && sb.State == StateRunning && s.leftRunning(ctx, sb) {
 		s.touch(sb.ID)
 		unlock()
 		return nil
 	}
-	idle := now.Sub(s.lastActive(sb.ID)).Round(time.Second)
+	idleFor := now.Sub(s.lastActive(sb.ID)).Round(time.Second)
 	switch due.Action {
-	case ActionPause:
+	case idle.ActionPause:
 		defer unlock()
-		why := fmt.Sprintf("idle for %s", idle)
+		why := fmt.Sprintf("idle for %s", idleFor)
 		if err := s.pause(ctx, sb, why); err != nil {
 			return err
 		}
 		s.publishAbout(sb, StreamPolicyAction, "paused by the idle policy: "+why)
 		return nil
-	case ActionHibernate:
+	case idle.ActionHibernate:
 		defer unlock()
 		holders, err := s.readyToSave(ctx, sb)
 		if err != nil {
@@ -204,15 +216,15 @@ func (s *Service) applyDue(ctx context.Context, id string) error {
 		if len(holders) > 0 {
 			// Kept in RAM, and asked again after another idle period.
 			s.touch(sb.ID)
-			return s.record(ctx, sb, EventDeferred, fmt.Sprintf("idle for %s, not hibernated: saving its memory would save secrets to disk; %s", idle, grant.Describe(holders)))
+			return s.record(ctx, sb, EventDeferred, fmt.Sprintf("idle for %s, not hibernated: saving its memory would save secrets to disk; %s", idleFor, grant.Describe(holders)))
 		}
-		why := fmt.Sprintf("idle for %s", idle)
+		why := fmt.Sprintf("idle for %s", idleFor)
 		if err := s.hibernate(ctx, sb, why); err != nil {
 			return err
 		}
 		s.publishAbout(sb, StreamPolicyAction, "hibernated by the idle policy: "+why)
 		return nil
-	case ActionDestroy:
+	case idle.ActionDestroy:
 		unlock()
 		if err := s.expire(ctx, sb); err != nil {
 			return err
@@ -227,7 +239,7 @@ func (s *Service) applyDue(ctx context.Context, id string) error {
 // expire destroys a sandbox whose TTL is used up. An ephemeral one keeps
 // nothing, not even its record, unless a fork still needs a checkpoint.
 func (s *Service) expire(ctx context.Context, sb *Sandbox) error {
-	why := fmt.Sprintf("its TTL of %s running time is used up", durOf(s.EffectivePolicy(sb).TTL))
+	why := fmt.Sprintf("its TTL of %s running time is used up", idle.Length(s.EffectivePolicy(sb).TTL))
 	if err := s.destroy(ctx, sb.ID, why); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/events"
 	"github.com/den-dev/den/internal/grant"
+	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/runoutput"
@@ -58,7 +59,7 @@ type Config struct {
 	CheckpointDir string
 	// Policy is the daemon-wide idle policy and retention; a sandbox's own
 	// settings override it field by field.
-	Policy Policy
+	Policy idle.Policy
 	// EphemeralTTL is the TTL of an ephemeral sandbox created without one.
 	EphemeralTTL time.Duration
 	// MinTTL is the shortest ttl, max_age, pause_after and

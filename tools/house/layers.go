@@ -59,6 +59,7 @@ var layers = map[string]layer{
 	"internal/usage":     capabilities,
 	"internal/peers":     capabilities,
 	"internal/expose":    capabilities,
+	"internal/idle":      capabilities,
 
 	// The domain.
 	"internal/sandbox": coreLayer,
