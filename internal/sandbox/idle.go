@@ -21,26 +21,22 @@ import (
 // policy's BackgroundActive is set. Reading records (inspect, ls, runs,
 // logs) is not use.
 
-// touch records that a sandbox was used now.
-func (s *Service) touch(id string) {
-	now := s.cfg.Now()
-	s.mu.Lock()
-	s.active[id] = now
-	s.mu.Unlock()
+// activity is when each sandbox was last used, and the open requests
+// holding each in use (idle.Activity).
+type activity interface {
+	// Touch records that sandbox id was used now.
+	Touch(id string)
+	// LastActive is when sandbox id was last used; a sandbox not seen
+	// since dend started counts as used at its first look.
+	LastActive(id string) time.Time
+	// Hold counts sandbox id in use until release, which counts as use.
+	Hold(id string) (release func())
+	// Held reports whether an open request holds sandbox id in use.
+	Held(id string) bool
 }
 
-// lastActive is when a sandbox was last used. A sandbox not seen since
-// dend started counts as used at its first look.
-func (s *Service) lastActive(id string) time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.active[id]
-	if !ok {
-		t = s.cfg.Now()
-		s.active[id] = t
-	}
-	return t
-}
+// touch records that a sandbox was used now.
+func (s *Service) touch(id string) { s.activity.Touch(id) }
 
 // EffectivePolicy is sb's policy with the daemon's defaults filled in.
 func (s *Service) EffectivePolicy(sb *Sandbox) idle.Policy {
@@ -52,7 +48,7 @@ func (s *Service) Due(sb *Sandbox) idle.Due {
 	if sb.Pending != "" {
 		return idle.Due{}
 	}
-	return idle.NextDue(s.EffectivePolicy(sb), phaseOf(sb.State), s.lastActive(sb.ID), sb.Usage, s.cfg.Now())
+	return idle.NextDue(s.EffectivePolicy(sb), phaseOf(sb.State), s.activity.LastActive(sb.ID), sb.Usage, s.cfg.Now())
 }
 
 // phaseOf is what the idle policy sees of state st.
@@ -87,10 +83,7 @@ func (s *Service) SetPolicy(ctx context.Context, ref string, p idle.Policy) (*Sa
 
 // busy reports whether commands running in sb count as use.
 func (s *Service) busy(sb *Sandbox, p idle.Policy) bool {
-	s.mu.Lock()
-	held := s.held[sb.ID] > 0
-	s.mu.Unlock()
-	if held {
+	if s.activity.Held(sb.ID) {
 		return true
 	}
 	background := p.BackgroundActive != nil && *p.BackgroundActive
@@ -197,7 +190,7 @@ func (s *Service) applyDue(ctx context.Context, id string) error {
 		unlock()
 		return nil
 	}
-	idleFor := now.Sub(s.lastActive(sb.ID)).Round(time.Second)
+	idleFor := now.Sub(s.activity.LastActive(sb.ID)).Round(time.Second)
 	switch due.Action {
 	case idle.ActionPause:
 		defer unlock()
@@ -438,22 +431,7 @@ func (s *Service) Hold(ctx context.Context, ref string) func() {
 	if err != nil {
 		return func() {}
 	}
-	return s.hold(sb.ID)
-}
-
-// hold counts sandbox id in use until the returned func is called.
-func (s *Service) hold(id string) func() {
-	s.mu.Lock()
-	s.held[id]++
-	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		if s.held[id]--; s.held[id] <= 0 {
-			delete(s.held, id)
-		}
-		s.mu.Unlock()
-		s.touch(id)
-	}
+	return s.activity.Hold(sb.ID)
 }
 
 // handoverGrace is how long a memory image another node sent ahead of a

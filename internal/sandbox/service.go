@@ -118,13 +118,8 @@ type Service struct {
 	outputs collectors
 	// slotTaken marks network slots handed out to live sandboxes.
 	slotTaken map[int]string
-	// active is when each sandbox was last used, for the idle policy.
-	active map[string]time.Time
 	// pinned counts the verbs working with each checkpoint right now.
 	pinned map[string]int
-	// held counts the open requests keeping each sandbox in use (a
-	// WebSocket or a long download through an exposed port).
-	held map[string]int
 	// followers are the clients following each sandbox's runs
 	// (followers.go); it has its own lock.
 	followers runFollowers
@@ -153,6 +148,10 @@ type Service struct {
 	// nil: none, and checkpoints live on this host only. Set once, before
 	// Recover (UseBlobStore).
 	blobs BlobStore
+	// activity is when each sandbox was last used and what holds it in
+	// use, for the idle policy (idle.go, internal/idle); it has its own
+	// lock.
+	activity activity
 	// events is the event stream of this node's sandboxes (stream.go,
 	// internal/events); it has its own lock.
 	events eventStream
@@ -200,9 +199,7 @@ func NewService(cfg Config) (*Service, error) {
 		guests:       map[string]Guest{},
 		outputs:      &runoutput.Collecting[*output]{},
 		slotTaken:    map[int]string{},
-		active:       map[string]time.Time{},
 		pinned:       map[string]int{},
-		held:         map[string]int{},
 		followers:    &runoutput.Followers{},
 		transfers:    map[string]*transfers{},
 		staleLimits:  map[string]bool{},
@@ -210,6 +207,7 @@ func NewService(cfg Config) (*Service, error) {
 		disk:         quota.NewLedger(cfg.Disk),
 		admission:    quota.NewAdmission(cfg.Quotas),
 		events:       events.NewHub(),
+		activity:     idle.NewActivity(cfg.Now),
 		metrics:      usage.NewLog(),
 		views:        peers.NewViews(cfg.Volumes, cfg.Logger),
 	}

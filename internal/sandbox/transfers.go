@@ -73,19 +73,16 @@ func (f *transferFiles) begin(ctx context.Context) (context.Context, func()) {
 			"copy it again: a copy wakes the sandbox")})
 	}
 	ts.open[t] = struct{}{}
-	s.held[f.id]++
+	release := s.activity.Hold(f.id)
 	s.mu.Unlock()
 	var once sync.Once
 	return ctx, func() {
 		once.Do(func() {
 			s.mu.Lock()
 			delete(s.transfersOf(f.id).open, t)
-			if s.held[f.id]--; s.held[f.id] <= 0 {
-				delete(s.held, f.id)
-			}
 			s.mu.Unlock()
 			cancel(nil)
-			s.touch(f.id)
+			release()
 		})
 	}
 }
