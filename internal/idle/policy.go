@@ -95,6 +95,23 @@ func Length(d *time.Duration) time.Duration {
 	return *d
 }
 
+// Retains reports whether p bounds the manual checkpoints kept: a
+// KeepLast or a MaxAge.
+func (p Policy) Retains() bool {
+	return (p.KeepLast != nil && *p.KeepLast != 0) || Length(p.MaxAge) != 0
+}
+
+// Drops reports whether retention under p removes the manual checkpoint
+// taken at created, the rank-th newest of its sandbox's (from 0): beyond
+// the newest KeepLast, or older than MaxAge.
+func (p Policy) Drops(rank int, created, now time.Time) bool {
+	keep, maxAge := 0, Length(p.MaxAge)
+	if p.KeepLast != nil {
+		keep = *p.KeepLast
+	}
+	return keep > 0 && rank >= keep || maxAge > 0 && now.Sub(created) > maxAge
+}
+
 // Usage is the accounting the idle policy runs on.
 type Usage struct {
 	// RunningFor is the running time of earlier stretches, for the TTL.

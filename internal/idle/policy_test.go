@@ -151,3 +151,33 @@ func policyDurations(p Policy) map[string]string {
 	}
 	return out
 }
+
+// Retention keeps the newest KeepLast manual checkpoints and none older
+// than MaxAge; a policy with neither bounds nothing.
+func TestRetention(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	keep := 2
+	if (Policy{}).Retains() || (Policy{KeepLast: new(0), MaxAge: dur(0)}).Retains() {
+		t.Fatal("a policy without keep_last or max_age retains")
+	}
+	for _, tc := range []struct {
+		p    Policy
+		rank int
+		age  time.Duration
+		drop bool
+	}{
+		{Policy{KeepLast: &keep}, 1, 24 * time.Hour, false},
+		{Policy{KeepLast: &keep}, 2, time.Second, true},
+		{Policy{MaxAge: dur(time.Hour)}, 5, time.Hour, false},
+		{Policy{MaxAge: dur(time.Hour)}, 0, time.Hour + time.Second, true},
+		{Policy{KeepLast: &keep, MaxAge: dur(time.Hour)}, 0, 2 * time.Hour, true},
+		{Policy{KeepLast: &keep, MaxAge: dur(time.Hour)}, 1, time.Minute, false},
+	} {
+		if !tc.p.Retains() {
+			t.Errorf("%+v: retains nothing", policyDurations(tc.p))
+		}
+		if got := tc.p.Drops(tc.rank, now.Add(-tc.age), now); got != tc.drop {
+			t.Errorf("%+v keep_last %v: rank %d, age %s: drops %v, want %v", policyDurations(tc.p), tc.p.KeepLast != nil, tc.rank, tc.age, got, tc.drop)
+		}
+	}
+}
