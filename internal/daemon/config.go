@@ -15,6 +15,7 @@ import (
 
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/mcpserver"
 	"github.com/den-dev/den/internal/netns"
 	"github.com/den-dev/den/internal/netpolicy"
@@ -306,8 +307,8 @@ func (c *Config) OutputLimits() runoutput.Limits {
 }
 
 // Policy is the daemon-wide idle policy and retention.
-func (c *Config) Policy() sandbox.Policy {
-	return sandbox.Policy{
+func (c *Config) Policy() idle.Policy {
+	return idle.Policy{
 		PauseAfter: &c.PauseAfter, HibernateAfter: &c.HibernateAfter, TTL: &c.TTL,
 		BackgroundActive: &c.BackgroundActive, KeepLast: &c.KeepCheckpoints, MaxAge: &c.CheckpointMaxAge,
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -48,10 +49,10 @@ func TestSandboxNewFields(t *testing.T) {
 	at := testTime.Add(time.Hour)
 	sb := e.sbx.sandboxes[0]
 	sb.Spec.Ephemeral = true
-	sb.Policy = sandbox.Policy{PauseAfter: new(90 * time.Second), KeepLast: new(3)}
-	sb.Usage = sandbox.Usage{RunningFor: 2 * time.Hour}
+	sb.Policy = idle.Policy{PauseAfter: new(90 * time.Second), KeepLast: new(3)}
+	sb.Usage = idle.Usage{RunningFor: 2 * time.Hour}
 	sb.Checkpoint, sb.Origin, sb.Head, sb.Pending = "ck-h", "ck-o", "ck2", sandbox.PendingHibernate
-	e.sbx.due = sandbox.Due{Action: sandbox.ActionHibernate, At: at}
+	e.sbx.due = idle.Due{Action: idle.ActionHibernate, At: at}
 
 	_, body := e.do("GET", "/v1/sandboxes/alpha", nil)
 	var got map[string]any
@@ -78,8 +79,8 @@ func TestSandboxNewFields(t *testing.T) {
 	}
 
 	// Nothing due: no next. A running stretch counts toward running_for.
-	e.sbx.due = sandbox.Due{}
-	sb.Usage = sandbox.Usage{RunningFor: time.Hour, RunningSince: time.Now().Add(-time.Minute)}
+	e.sbx.due = idle.Due{}
+	sb.Usage = idle.Usage{RunningFor: time.Hour, RunningSince: time.Now().Add(-time.Minute)}
 	_, body = e.do("GET", "/v1/sandboxes/alpha", nil)
 	if strings.Contains(string(body), `"next"`) {
 		t.Errorf("next present with nothing due: %s", body)
@@ -122,7 +123,7 @@ func TestCreateFromCheckpointWithPolicy(t *testing.T) {
 	// Without a policy, every field is left to the service's defaults.
 	e = newEnv(t)
 	e.do("POST", "/v1/sandboxes", strings.NewReader(`{"name":"gamma"}`))
-	if p := e.calls.find("Create")[0].Args[0].(sandbox.CreateParams); p.Policy != (sandbox.Policy{}) {
+	if p := e.calls.find("Create")[0].Args[0].(sandbox.CreateParams); p.Policy != (idle.Policy{}) {
 		t.Errorf("policy = %+v, want all unset", p.Policy)
 	}
 }
@@ -173,7 +174,7 @@ func TestSetPolicy(t *testing.T) {
 	if len(got) != 1 || got[0].Args[0] != "alpha" {
 		t.Fatalf("SetPolicy calls = %v", got)
 	}
-	p := got[0].Args[1].(sandbox.Policy)
+	p := got[0].Args[1].(idle.Policy)
 	if p.HibernateAfter == nil || *p.HibernateAfter != 15*time.Minute || p.KeepLast == nil || *p.KeepLast != 3 {
 		t.Errorf("policy = %+v", p)
 	}
@@ -191,7 +192,7 @@ func TestSetPolicy(t *testing.T) {
 	// Values are the service's to judge: negative ones pass through.
 	e = newEnv(t)
 	e.do("PATCH", "/v1/sandboxes/alpha/policy", strings.NewReader(`{"ttl":"-5m","keep_last":-1}`))
-	p = e.calls.find("SetPolicy")[0].Args[1].(sandbox.Policy)
+	p = e.calls.find("SetPolicy")[0].Args[1].(idle.Policy)
 	if *p.TTL != -5*time.Minute || *p.KeepLast != -1 {
 		t.Errorf("policy = %+v", p)
 	}

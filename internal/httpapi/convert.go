@@ -8,6 +8,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/expose"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -57,7 +58,7 @@ func (s *server) toSandbox(sb *sandbox.Sandbox) api.Sandbox {
 
 // fromPolicy writes an effective policy with every field set: a field
 // without a value, even after dend's defaults, means never (or no bound).
-func fromPolicy(p sandbox.Policy) api.Policy {
+func fromPolicy(p idle.Policy) api.Policy {
 	dur := func(d *time.Duration) *string {
 		s := "0"
 		if d != nil {
@@ -85,8 +86,8 @@ func fromPolicy(p sandbox.Policy) api.Policy {
 // toPolicy reads a policy from the wire: only its durations are parsed
 // here, absent fields stay nil, and the service validates the values.
 // prefix goes before field names in errors ("policy." in a create).
-func toPolicy(req api.Policy, prefix string) (sandbox.Policy, error) {
-	p := sandbox.Policy{BackgroundActive: req.BackgroundActive, KeepLast: req.KeepLast}
+func toPolicy(req api.Policy, prefix string) (idle.Policy, error) {
+	p := idle.Policy{BackgroundActive: req.BackgroundActive, KeepLast: req.KeepLast}
 	for _, f := range []struct {
 		name string
 		in   *string
@@ -102,7 +103,7 @@ func toPolicy(req api.Policy, prefix string) (sandbox.Policy, error) {
 		}
 		d, err := time.ParseDuration(*f.in)
 		if err != nil {
-			return sandbox.Policy{}, errdefs.WithHint(errdefs.Invalid("invalid %s%s %q", prefix, f.name, *f.in),
+			return idle.Policy{}, errdefs.WithHint(errdefs.Invalid("invalid %s%s %q", prefix, f.name, *f.in),
 				"use a duration like 90s, 15m or 2h, or 0 for never")
 		}
 		*f.out = &d
@@ -222,7 +223,7 @@ func toCreateParams(req api.CreateSandboxRequest) (sandbox.CreateParams, error) 
 	if err != nil {
 		return sandbox.CreateParams{}, err
 	}
-	var pol sandbox.Policy
+	var pol idle.Policy
 	if req.Policy != nil {
 		if pol, err = toPolicy(*req.Policy, "policy."); err != nil {
 			return sandbox.CreateParams{}, err

@@ -20,6 +20,7 @@ import (
 	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/sandbox"
@@ -81,8 +82,8 @@ type fakeSandboxes struct {
 
 	target      netip.AddrPort // what PortTarget answers
 	checkpoints []*sandbox.Checkpoint
-	defaults    sandbox.Policy // dend's defaults, for EffectivePolicy
-	due         sandbox.Due    // what Due answers
+	defaults    idle.Policy // dend's defaults, for EffectivePolicy
+	due         idle.Due    // what Due answers
 
 	// Optional behaviours that replace the defaults.
 	execFn  func(ctx context.Context, p sandbox.ExecParams) (*sandbox.Run, error)
@@ -116,7 +117,7 @@ func newFakeSandboxes(c *calls) *fakeSandboxes {
 			Manifest:  sandbox.Manifest{FilesBytes: 41 << 20},
 			CreatedAt: testTime.Add(time.Minute),
 		}},
-		defaults: sandbox.Policy{PauseAfter: new(5 * time.Minute), HibernateAfter: new(time.Hour)},
+		defaults: idle.Policy{PauseAfter: new(5 * time.Minute), HibernateAfter: new(time.Hour)},
 	}
 }
 
@@ -428,7 +429,7 @@ func (f *fakeSandboxes) Adopt(ctx context.Context, id, from string, cold bool) (
 	return f.withState(sandbox.StateRunning), nil
 }
 
-func (f *fakeSandboxes) SetPolicy(ctx context.Context, ref string, p sandbox.Policy) (*sandbox.Sandbox, error) {
+func (f *fakeSandboxes) SetPolicy(ctx context.Context, ref string, p idle.Policy) (*sandbox.Sandbox, error) {
 	if err := f.enter("SetPolicy", ref, p); err != nil {
 		return nil, err
 	}
@@ -542,11 +543,11 @@ func (f *fakeSandboxes) Resources(ctx context.Context, sb *sandbox.Sandbox) (san
 
 func (f *fakeSandboxes) Hold(ctx context.Context, ref string) func() { return func() {} }
 
-func (f *fakeSandboxes) EffectivePolicy(sb *sandbox.Sandbox) sandbox.Policy {
+func (f *fakeSandboxes) EffectivePolicy(sb *sandbox.Sandbox) idle.Policy {
 	return sb.Policy.Merge(f.defaults)
 }
 
-func (f *fakeSandboxes) Due(sb *sandbox.Sandbox) sandbox.Due { return f.due }
+func (f *fakeSandboxes) Due(sb *sandbox.Sandbox) idle.Due { return f.due }
 
 // fakeFiles implements sandbox.Files over one file, "/root/a.txt".
 type fakeFiles struct {

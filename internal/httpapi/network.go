@@ -5,8 +5,8 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/httpapi/httpx"
+	"github.com/den-dev/den/internal/netpolicy"
 )
 
 // setNetwork replaces a sandbox's network policy, effective at once.

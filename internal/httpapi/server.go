@@ -18,10 +18,11 @@ import (
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
-	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/httpapi/fleetapi"
 	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/httpapi/portproxy"
+	"github.com/den-dev/den/internal/idle"
+	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/usage"
@@ -119,11 +120,11 @@ type SandboxService interface {
 	// target.
 	portproxy.Sandboxes
 	// SetPolicy changes the fields of a sandbox's idle policy that p sets.
-	SetPolicy(ctx context.Context, ref string, p sandbox.Policy) (*sandbox.Sandbox, error)
+	SetPolicy(ctx context.Context, ref string, p idle.Policy) (*sandbox.Sandbox, error)
 	// EffectivePolicy is sb's policy with dend's defaults filled in; Due
 	// is the next step it takes.
-	EffectivePolicy(sb *sandbox.Sandbox) sandbox.Policy
-	Due(sb *sandbox.Sandbox) sandbox.Due
+	EffectivePolicy(sb *sandbox.Sandbox) idle.Policy
+	Due(sb *sandbox.Sandbox) idle.Due
 }
 
 // Config is what the API needs. Sandboxes, Images and Logger are required.

@@ -248,14 +248,7 @@ func (s *Service) rewind(ctx context.Context, sb *Sandbox, ck *Checkpoint, cold 
 // sandbox needs them.
 func (s *Service) retain(ctx context.Context, sb *Sandbox) {
 	p := s.EffectivePolicy(sb)
-	keep, maxAge := 0, time.Duration(0)
-	if p.KeepLast != nil {
-		keep = *p.KeepLast
-	}
-	if p.MaxAge != nil {
-		maxAge = *p.MaxAge
-	}
-	if keep == 0 && maxAge == 0 {
+	if !p.Retains() {
 		return
 	}
 	cks, err := s.cfg.Store.ListCheckpoints(ctx, sb.ID)
@@ -277,8 +270,7 @@ func (s *Service) retain(ctx context.Context, sb *Sandbox) {
 	sort.SliceStable(manual, func(i, j int) bool { return manual[i].CreatedAt.After(manual[j].CreatedAt) })
 	now := s.cfg.Now()
 	for i, ck := range manual {
-		old := maxAge > 0 && now.Sub(ck.CreatedAt) > maxAge
-		if (keep > 0 && i >= keep || old) && len(needs[ck.ID]) == 0 {
+		if p.Drops(i, ck.CreatedAt, now) && len(needs[ck.ID]) == 0 {
 			s.log.Info("retention removes checkpoint", "sandbox", sb.Name, "checkpoint", ck.ID)
 			if err := s.deleteCheckpoint(ctx, sb, ck); err != nil {
 				s.log.Error("applying retention", "sandbox", sb.Name, "err", err)

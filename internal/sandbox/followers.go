@@ -39,7 +39,7 @@ type runFollowers interface {
 // follow registers a follower of runID in sandbox sb, counted as use of
 // sb until the returned func is called.
 func (s *Service) follow(sb *Sandbox, runID string, tty bool) (*runoutput.Follower, func()) {
-	release := s.hold(sb.ID)
+	release := s.activity.Hold(sb.ID)
 	f, unfollow := s.followers.Follow(sb.ID, runID, tty)
 	return f, func() {
 		unfollow()

@@ -2,15 +2,11 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
-	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/grant"
+	"github.com/den-dev/den/internal/idle"
 )
 
 // The idle policy: a sandbox nobody uses is paused, then hibernated, and a
@@ -18,46 +14,54 @@ import (
 // verb that works inside the sandbox (exec, files, stdin, signals) and any
 // command still running attached; detached commands count too when the
 // policy's BackgroundActive is set. Reading records (inspect, ls, runs,
-// logs) is not use.
+// logs) is not use. The policy and its rules, and the record of use, are
+// internal/idle's; here the core applies them to sandboxes.
+
+// activity is when each sandbox was last used, and the open requests
+// holding each in use (idle.Activity).
+type activity interface {
+	// Touch records that sandbox id was used now.
+	Touch(id string)
+	// LastActive is when sandbox id was last used; a sandbox not seen
+	// since dend started counts as used at its first look.
+	LastActive(id string) time.Time
+	// Hold counts sandbox id in use until release, which counts as use.
+	Hold(id string) (release func())
+	// Held reports whether an open request holds sandbox id in use.
+	Held(id string) bool
+}
 
 // touch records that a sandbox was used now.
-func (s *Service) touch(id string) {
-	now := s.cfg.Now()
-	s.mu.Lock()
-	s.active[id] = now
-	s.mu.Unlock()
-}
-
-// lastActive is when a sandbox was last used. A sandbox not seen since
-// dend started counts as used at its first look.
-func (s *Service) lastActive(id string) time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.active[id]
-	if !ok {
-		t = s.cfg.Now()
-		s.active[id] = t
-	}
-	return t
-}
+func (s *Service) touch(id string) { s.activity.Touch(id) }
 
 // EffectivePolicy is sb's policy with the daemon's defaults filled in.
-func (s *Service) EffectivePolicy(sb *Sandbox) Policy {
+func (s *Service) EffectivePolicy(sb *Sandbox) idle.Policy {
 	return sb.Policy.Merge(s.cfg.Policy)
 }
 
 // Due is the next step the idle policy will take for sb.
-func (s *Service) Due(sb *Sandbox) Due {
+func (s *Service) Due(sb *Sandbox) idle.Due {
 	if sb.Pending != "" {
-		return Due{}
+		return idle.Due{}
 	}
-	return NextDue(s.EffectivePolicy(sb), sb.State, s.lastActive(sb.ID), sb.Usage, s.cfg.Now())
+	return idle.NextDue(s.EffectivePolicy(sb), phaseOf(sb.State), s.activity.LastActive(sb.ID), sb.Usage, s.cfg.Now())
+}
+
+// phaseOf is what the idle policy sees of state st.
+func phaseOf(st State) idle.Phase {
+	switch st {
+	case StateRunning:
+		return idle.Running
+	case StatePaused:
+		return idle.Paused
+	}
+	return idle.Resting
 }
 
 // SetPolicy changes a sandbox's idle policy and retention; fields p leaves
 // unset keep their value. It applies at once, to a running sandbox too.
-func (s *Service) SetPolicy(ctx context.Context, ref string, p Policy) (*Sandbox, error) {
-	if err := s.validatePolicy(p); err != nil {
+func (s *Service) SetPolicy(ctx context.Context, ref string, p idle.Policy) (*Sandbox, error) {
+	if err := p.ValidateOwn(s.cfg.MinTTL); err != nil {
 		return nil, err
 	}
 	sb, unlock, err := s.lockSandbox(ctx, ref)
@@ -74,11 +78,8 @@ func (s *Service) SetPolicy(ctx context.Context, ref string, p Policy) (*Sandbox
 }
 
 // busy reports whether commands running in sb count as use.
-func (s *Service) busy(sb *Sandbox, p Policy) bool {
-	s.mu.Lock()
-	held := s.held[sb.ID] > 0
-	s.mu.Unlock()
-	if held {
+func (s *Service) busy(sb *Sandbox, p idle.Policy) bool {
+	if s.activity.Held(sb.ID) {
 		return true
 	}
 	background := p.BackgroundActive != nil && *p.BackgroundActive
@@ -180,22 +181,22 @@ func (s *Service) applyDue(ctx context.Context, id string) error {
 		unlock()
 		return nil
 	}
-	if due.Action != ActionDestroy && sb.State == StateRunning && s.leftRunning(ctx, sb) {
+	if due.Action != idle.ActionDestroy && sb.State == StateRunning && s.leftRunning(ctx, sb) {
 		s.touch(sb.ID)
 		unlock()
 		return nil
 	}
-	idle := now.Sub(s.lastActive(sb.ID)).Round(time.Second)
+	idleFor := now.Sub(s.activity.LastActive(sb.ID)).Round(time.Second)
 	switch due.Action {
-	case ActionPause:
+	case idle.ActionPause:
 		defer unlock()
-		why := fmt.Sprintf("idle for %s", idle)
+		why := fmt.Sprintf("idle for %s", idleFor)
 		if err := s.pause(ctx, sb, why); err != nil {
 			return err
 		}
 		s.publishAbout(sb, StreamPolicyAction, "paused by the idle policy: "+why)
 		return nil
-	case ActionHibernate:
+	case idle.ActionHibernate:
 		defer unlock()
 		holders, err := s.readyToSave(ctx, sb)
 		if err != nil {
@@ -204,15 +205,15 @@ func (s *Service) applyDue(ctx context.Context, id string) error {
 		if len(holders) > 0 {
 			// Kept in RAM, and asked again after another idle period.
 			s.touch(sb.ID)
-			return s.record(ctx, sb, EventDeferred, fmt.Sprintf("idle for %s, not hibernated: saving its memory would save secrets to disk; %s", idle, grant.Describe(holders)))
+			return s.record(ctx, sb, EventDeferred, fmt.Sprintf("idle for %s, not hibernated: saving its memory would save secrets to disk; %s", idleFor, grant.Describe(holders)))
 		}
-		why := fmt.Sprintf("idle for %s", idle)
+		why := fmt.Sprintf("idle for %s", idleFor)
 		if err := s.hibernate(ctx, sb, why); err != nil {
 			return err
 		}
 		s.publishAbout(sb, StreamPolicyAction, "hibernated by the idle policy: "+why)
 		return nil
-	case ActionDestroy:
+	case idle.ActionDestroy:
 		unlock()
 		if err := s.expire(ctx, sb); err != nil {
 			return err
@@ -227,7 +228,7 @@ func (s *Service) applyDue(ctx context.Context, id string) error {
 // expire destroys a sandbox whose TTL is used up. An ephemeral one keeps
 // nothing, not even its record, unless a fork still needs a checkpoint.
 func (s *Service) expire(ctx context.Context, sb *Sandbox) error {
-	why := fmt.Sprintf("its TTL of %s running time is used up", durOf(s.EffectivePolicy(sb).TTL))
+	why := fmt.Sprintf("its TTL of %s running time is used up", idle.Length(s.EffectivePolicy(sb).TTL))
 	if err := s.destroy(ctx, sb.ID, why); err != nil {
 		return err
 	}
@@ -245,178 +246,6 @@ func (s *Service) expire(ctx context.Context, sb *Sandbox) error {
 	return s.cfg.Store.DeleteSandbox(ctx, sb.ID)
 }
 
-// pin keeps a checkpoint from garbage collection while a verb works with
-// it; unpin releases it.
-func (s *Service) pin(id string) func() {
-	s.mu.Lock()
-	s.pinned[id]++
-	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		if s.pinned[id]--; s.pinned[id] <= 0 {
-			delete(s.pinned, id)
-		}
-		s.mu.Unlock()
-	}
-}
-
-func (s *Service) isPinned(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.pinned[id] > 0
-}
-
-// collectGarbage removes checkpoints nothing references any more: those of
-// destroyed sandboxes and the ones den took for its own use (hibernation,
-// fork captures) once no sandbox needs them; then memory images left
-// without a record by a dend that died while taking them. Manual
-// checkpoints of live sandboxes go only by retention or by hand.
-func (s *Service) collectGarbage(ctx context.Context) {
-	cks, err := s.cfg.Store.ListCheckpointsOn(ctx, s.cfg.Node)
-	if err != nil {
-		s.log.Error("garbage collection: listing checkpoints", "err", err)
-		return
-	}
-	var needs map[string][]string
-	if len(cks) > 0 { // else spare listing every sandbox, every tick
-		if needs, err = s.needs(ctx); err != nil {
-			s.log.Error("garbage collection", "err", err)
-			return
-		}
-	}
-	kept := s.lastUploads(cks)
-	known := map[string]bool{}
-	for _, ck := range cks {
-		known[ck.ID] = true
-		if len(needs[ck.ID]) > 0 || s.isPinned(ck.ID) {
-			continue
-		}
-		s.collectOne(ctx, ck, kept[ck.ID])
-	}
-	// Memory images and file snapshots a crash left without a record: a
-	// record is written last, so they belong to no complete checkpoint.
-	for _, id := range s.checkpointFiles() {
-		if known[id] || s.isPinned(id) {
-			continue
-		}
-		// The list above may be older than a checkpoint finished since.
-		ck, err := s.cfg.Store.GetCheckpoint(ctx, "", id)
-		if err == nil {
-			s.dropStaleHandover(ctx, ck)
-		}
-		if !errors.Is(err, errdefs.ErrNotFound) {
-			continue
-		}
-		s.log.Warn("removing checkpoint files no checkpoint owns", "checkpoint", id)
-		s.dropCheckpointFiles(ctx, &Checkpoint{ID: id})
-	}
-}
-
-// checkpointFiles lists the checkpoint ids that have a memory image or a
-// file snapshot on the host.
-func (s *Service) checkpointFiles() []string {
-	var ids []string
-	seen := map[string]bool{}
-	for _, dir := range []string{s.cfg.CheckpointDir, filepath.Dir(s.cfg.Volumes.Path((&Checkpoint{ID: "x"}).VolumeKey()))} {
-		ents, err := os.ReadDir(dir)
-		if err != nil && !os.IsNotExist(err) {
-			s.log.Error("garbage collection: reading checkpoint files", "err", err)
-		}
-		for _, e := range ents {
-			if id := e.Name(); e.IsDir() && !strings.HasPrefix(id, ".") && !seen[id] {
-				seen[id] = true
-				ids = append(ids, id)
-			}
-		}
-	}
-	return ids
-}
-
-// collectFreed removes, at once, those of checkpoints ids that nothing
-// needs any more and garbage collection would take: called when what
-// needed them (a sandbox made from them, an upload) has just let go.
-func (s *Service) collectFreed(ctx context.Context, ids ...string) {
-	var needs map[string][]string
-	for _, id := range ids {
-		if id == "" || s.isPinned(id) {
-			continue
-		}
-		ck, err := s.cfg.Store.GetCheckpoint(ctx, "", id)
-		if err != nil {
-			continue // removed already, or the next collection tries
-		}
-		if needs == nil {
-			if needs, err = s.needs(ctx); err != nil {
-				s.log.Error("removing checkpoints nothing needs", "err", err)
-				return
-			}
-		}
-		if len(needs[id]) == 0 {
-			s.collectOne(ctx, ck, s.isLastUpload(ctx, ck))
-		}
-	}
-}
-
-// CollectGarbage removes checkpoints nothing needs, as the idle policy's
-// tick does: dend calls it once more when it stops cleanly, so that
-// what sandboxes removed just before freed, on this node or another, is
-// not left behind.
-func (s *Service) CollectGarbage(ctx context.Context) { s.collectGarbage(ctx) }
-
-// isLastUpload reports whether ck is its sandbox's newest uploaded
-// checkpoint (see lastUploads).
-func (s *Service) isLastUpload(ctx context.Context, ck *Checkpoint) bool {
-	if ck.Location != LocationUploaded {
-		return false
-	}
-	cks, err := s.cfg.Store.ListCheckpoints(ctx, ck.SandboxID)
-	if err != nil {
-		return true // keep it: the next collection looks again
-	}
-	return s.lastUploads(cks)[ck.ID]
-}
-
-// collectOne removes ck, which nothing needs, unless it is a manual
-// checkpoint of a live sandbox, or that sandbox's last upload (lastUpload,
-// see lastUploads): then only its copy on this host goes.
-func (s *Service) collectOne(ctx context.Context, ck *Checkpoint, lastUpload bool) {
-	owner, err := s.cfg.Store.GetSandbox(ctx, ck.SandboxID)
-	if err != nil {
-		s.log.Error("garbage collection: finding owner", "checkpoint", ck.ID, "err", err)
-		return
-	}
-	live := owner.State != StateDestroyed
-	if live && ck.Kind == CheckpointManual {
-		return
-	}
-	if owner.Node != s.cfg.Node {
-		return // its files are on its own node, which collects it
-	}
-	if live && lastUpload && !s.hasAnyLocal(ck) {
-		return
-	}
-	l := s.lock(owner.ID)
-	l.Lock()
-	defer l.Unlock()
-	if owner, err = s.cfg.Store.GetSandbox(ctx, owner.ID); err != nil {
-		return
-	}
-	// A verb may have started using it while this waited for the lock: a
-	// fork pins its new checkpoint before it lets go of the parent.
-	if owner.Checkpoint == ck.ID || owner.Pending != "" || s.isPinned(ck.ID) {
-		return
-	}
-	if live && lastUpload {
-		s.log.Info("keeping a checkpoint as its sandbox's last uploaded state; removing its copy here", "checkpoint", ck.ID, "sandbox", owner.Name, "kind", ck.Kind)
-		s.dropCheckpointFiles(ctx, ck)
-		return
-	}
-	s.log.Info("removing a checkpoint nothing needs", "checkpoint", ck.ID, "sandbox", owner.Name, "kind", ck.Kind)
-	if err := s.deleteCheckpoint(ctx, owner, ck); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		s.log.Error("garbage collection", "checkpoint", ck.ID, "err", err)
-	}
-}
-
 // Hold keeps a sandbox in use until the returned func is called: the idle
 // policy leaves it running meanwhile. For requests that stay open long,
 // such as a WebSocket or a download through an exposed port, which count
@@ -426,47 +255,5 @@ func (s *Service) Hold(ctx context.Context, ref string) func() {
 	if err != nil {
 		return func() {}
 	}
-	return s.hold(sb.ID)
-}
-
-// hold counts sandbox id in use until the returned func is called.
-func (s *Service) hold(id string) func() {
-	s.mu.Lock()
-	s.held[id]++
-	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		if s.held[id]--; s.held[id] <= 0 {
-			delete(s.held, id)
-		}
-		s.mu.Unlock()
-		s.touch(id)
-	}
-}
-
-// handoverGrace is how long a memory image another node sent ahead of a
-// hand-over waits for it (see ReceiveMemory).
-const handoverGrace = 10 * time.Minute
-
-// dropStaleHandover removes the memory image of ck, a checkpoint of a
-// sandbox on another node, that was sent here for a hand-over that did
-// not happen: the sandbox stayed where it was, or went elsewhere. Only an
-// uploaded checkpoint's: this node's copy of one not yet uploaded, of a
-// sandbox that moved away, waits for its upload.
-func (s *Service) dropStaleHandover(ctx context.Context, ck *Checkpoint) {
-	if ck.Location != LocationUploaded || s.isPinned(ck.ID) {
-		return
-	}
-	owner, err := s.cfg.Store.GetSandbox(ctx, ck.SandboxID)
-	if err != nil || owner.Node == s.cfg.Node {
-		return
-	}
-	fi, err := os.Stat(s.memDir(ck.ID))
-	if err != nil || s.cfg.Now().Sub(fi.ModTime()) < handoverGrace {
-		return
-	}
-	s.log.Info("removing a memory image sent for a hand-over that did not happen", "checkpoint", ck.ID, "sandbox", owner.Name, "node", owner.Node)
-	if err := os.RemoveAll(s.memDir(ck.ID)); err != nil {
-		s.log.Error("removing a memory image", "checkpoint", ck.ID, "err", err)
-	}
+	return s.activity.Hold(sb.ID)
 }

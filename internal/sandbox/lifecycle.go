@@ -25,7 +25,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 	if err := ValidateName("sandbox", p.Name); err != nil {
 		return nil, err
 	}
-	if err := s.validatePolicy(p.Policy); err != nil {
+	if err := p.Policy.ValidateOwn(s.cfg.MinTTL); err != nil {
 		return nil, err
 	}
 	// Here, not only in Spec.Validate: a create from a checkpoint takes

@@ -2,38 +2,15 @@ package sandbox
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"time"
 
-	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/idle"
 )
 
-// Watching limits from the host. den-init enforces a sandbox's memory and
-// process limits by checking them while processes run, several times a
-// second, and every check wakes the sandbox: about 1.5 ms of host CPU
-// each, 10 ms a second or more for a sandbox whose server sits idle.
-// While a running sandbox is quiet, dend watches its host cgroups
-// instead, which wakes nothing, and turns den-init's checks off; it turns
-// them on again
-//
-//   - at once when the sandbox's host memory crosses memoryThreshold, a
-//     quarter of its limit below it: the kernel signals the crossing on
-//     cgroup v1; on v2 the watch reads the memory as often as the
-//     distance to the threshold requires (internal/runsc hostwatch.go).
-//     The host counts gVisor's own memory and page cache on top of what
-//     den-init counts, so it gets there first;
-//   - within a watch interval when it gets busy (its host CPU time grows
-//     by more than busyCPU a second), and for busyHold intervals after,
-//     so that a process that runs into the process limit is still told.
-//     Only an interval with the checks off counts: the checks cost CPU
-//     too, and on a slow host (an emulated CPU) enough to look busy, so
-//     a sandbox busy only with them would never be let off them. A busy
-//     sandbox is tried without them for one interval every busyHold.
-//
-// A new instance (boot, restore), or one whose limits changed, checks
-// until dend looks at it again (den-init's SetLimits turns the checks on). Engines without host
-// watching, and den-inits older than the verb, keep checking.
+// Watching limits from the host: while a running sandbox is quiet, dend
+// watches its host cgroups, which wakes nothing, and turns den-init's
+// limit checks off; idle.LimitChecks decides when, and says why. Here the
+// watches start and stop as sandboxes come and go.
 
 // HostWatcher is an optional capability of the Runtime: it watches an
 // instance from the host, without waking it.
@@ -59,41 +36,12 @@ type HostWatch interface {
 	Stop()
 }
 
-// limitChecker is an optional capability of a Guest: den-init's limit
-// checks can be turned off while the host watches.
-type limitChecker interface {
-	SetLimitChecks(ctx context.Context, on bool) error
-}
-
-const (
-	// busyCPU is the host CPU a second past which a sandbox counts as busy:
-	// above what den-init's own checks cost, far below a fork bomb.
-	busyCPU = 100 * time.Millisecond
-	// busyHold is how many watch intervals a sandbox stays busy after.
-	busyHold = 3
-	// limitCheckTimeout bounds a call that turns checks on or off.
-	limitCheckTimeout = 2 * time.Second
-)
-
-// memoryThreshold is the host memory at which den-init's checks must be
-// on in a sandbox limited to limit bytes.
-func memoryThreshold(limit int64) int64 { return limit - max(limit/4, 32<<20) }
-
 // hostWatch is dend's watch over one running instance.
 type hostWatch struct {
-	instance  string
-	limit     int64 // the memory limit it was started for
-	threshold int64 // 0: no memory limit to watch
-	guest     limitChecker
-	host      HostWatch
-
-	// mu serialises decisions and the calls that carry them out.
-	mu        sync.Mutex
-	lastCPU   time.Duration
-	lastAt    time.Time // zero before the first look
-	busyUntil time.Time
-	told      *bool // what den-init was last told; nil: not yet
-	old       bool  // den-init lacks the verb: it always checks
+	instance string
+	limit    int64 // the memory limit it was started for
+	host     HostWatch
+	checks   *idle.LimitChecks
 }
 
 // RunLimitWatch looks at every running sandbox every interval until
@@ -153,7 +101,7 @@ func (s *Service) watchLimits(ctx context.Context, hw HostWatcher, watches map[s
 			}
 			watches[sb.ID] = w
 		}
-		w.decide(ctx, interval)
+		w.checks.Decide(ctx, interval)
 	}
 	for id, w := range watches {
 		if !running[id] {
@@ -166,74 +114,26 @@ func (s *Service) watchLimits(ctx context.Context, hw HostWatcher, watches map[s
 // startWatch watches sb's instance, or returns nil when it cannot (its
 // den-init then keeps checking).
 func (s *Service) startWatch(ctx context.Context, hw HostWatcher, sb *Sandbox) *hostWatch {
-	g, ok := s.guestFor(sb).(limitChecker)
+	g, ok := s.guestFor(sb).(idle.LimitChecker)
 	if !ok {
 		return nil
 	}
-	w := &hostWatch{instance: sb.InstanceID(), limit: sb.Spec.MemoryBytes, guest: g}
+	var threshold int64
 	if sb.Spec.MemoryBytes > 0 {
-		w.threshold = memoryThreshold(sb.Spec.MemoryBytes)
+		threshold = idle.MemoryThreshold(sb.Spec.MemoryBytes)
 	}
-	host, err := hw.WatchHost(w.instance, w.threshold)
+	host, err := hw.WatchHost(sb.InstanceID(), threshold)
 	if err != nil {
 		s.log.Debug("watching limits: den-init keeps checking", "sandbox", sb.Name, "err", err)
 		return nil
 	}
-	w.host = host
+	w := &hostWatch{instance: sb.InstanceID(), limit: sb.Spec.MemoryBytes, host: host, checks: idle.NewLimitChecks(threshold, g, host)}
 	if crossed := host.Crossed(); crossed != nil {
 		go func() {
 			for range crossed { // until Stop
-				w.decide(ctx, 0)
+				w.checks.Decide(ctx, 0)
 			}
 		}()
 	}
 	return w
-}
-
-// decide looks at the instance's host usage and tells den-init whether
-// to check, if that changed. interval is the time since the last regular
-// look, or 0 for a look between them (a memory crossing).
-func (w *hostWatch) decide(ctx context.Context, interval time.Duration) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.old {
-		return
-	}
-	cpu, memory, err := w.host.Usage()
-	if err != nil {
-		return // gone meanwhile: the next round stops the watch
-	}
-	now := time.Now()
-	near := w.threshold > 0 && memory >= w.threshold
-	if interval > 0 {
-		first := w.lastAt.IsZero()
-		checksOff := w.told != nil && !*w.told // during the interval just measured
-		if !first && checksOff {
-			elapsed := now.Sub(w.lastAt)
-			if elapsed > 0 && float64(cpu-w.lastCPU)/elapsed.Seconds() > float64(busyCPU) {
-				w.busyUntil = now.Add(busyHold * interval)
-			}
-		}
-		w.lastCPU, w.lastAt = cpu, now
-		if first && !near {
-			// How busy it is shows at the next look. Telling den-init
-			// nothing meanwhile spares the sandbox a wake: a new
-			// instance checks already, and one that was told to stop
-			// by a dend before this one is watched by the threshold.
-			return
-		}
-	}
-	check := now.Before(w.busyUntil) || near
-	if w.told != nil && *w.told == check {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, limitCheckTimeout)
-	defer cancel()
-	err = w.guest.SetLimitChecks(ctx, check)
-	switch {
-	case errors.Is(err, errdefs.ErrNotFound):
-		w.old = true
-	case err == nil:
-		w.told = &check
-	}
 }

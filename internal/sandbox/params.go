@@ -10,6 +10,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/runoutput"
 )
@@ -37,7 +38,7 @@ type CreateParams struct {
 	From string
 	// Ephemeral sandboxes are destroyed when their TTL ends, keeping nothing.
 	Ephemeral bool
-	Policy    Policy
+	Policy    idle.Policy
 	// Owner is the id of the API token creating it; "" for admin callers.
 	Owner string
 	// Network is what it may reach; nil means mode none, or, with From,

@@ -18,6 +18,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/expose"
 	"github.com/den-dev/den/internal/grant"
+	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/peers"
 )
@@ -74,15 +75,15 @@ type Sandbox struct {
 	Name       string
 	Spec       Spec
 	State      State
-	Reason     string // why it is in error, or why it stopped on its own
-	Generation int64  // grows with every new instance; 0 before the first boot
-	Version    int64  // optimistic-concurrency counter, bumped by every update
-	Node       string // host that owns it
-	Owner      string // id of the API token that created it; "" for admin callers
-	Slot       int    // network slot: which private address pair it uses
-	Token      string // den-init token of the current instance
-	Policy     Policy // idle policy and retention; unset fields take the daemon's defaults
-	Usage      Usage  // running time, for the TTL
+	Reason     string      // why it is in error, or why it stopped on its own
+	Generation int64       // grows with every new instance; 0 before the first boot
+	Version    int64       // optimistic-concurrency counter, bumped by every update
+	Node       string      // host that owns it
+	Owner      string      // id of the API token that created it; "" for admin callers
+	Slot       int         // network slot: which private address pair it uses
+	Token      string      // den-init token of the current instance
+	Policy     idle.Policy // idle policy and retention; unset fields take the daemon's defaults
+	Usage      idle.Usage  // running time, for the TTL
 	// Checkpoint is, while hibernated, the checkpoint holding its state;
 	// in error after a failed restore, the checkpoint it came from.
 	Checkpoint string

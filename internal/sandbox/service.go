@@ -13,6 +13,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/events"
 	"github.com/den-dev/den/internal/grant"
+	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/quota"
@@ -61,7 +62,7 @@ type Config struct {
 	CheckpointDir string
 	// Policy is the daemon-wide idle policy and retention; a sandbox's own
 	// settings override it field by field.
-	Policy Policy
+	Policy idle.Policy
 	// EphemeralTTL is the TTL of an ephemeral sandbox created without one.
 	EphemeralTTL time.Duration
 	// MinTTL is the shortest ttl, max_age, pause_after and
@@ -121,13 +122,8 @@ type Service struct {
 	outputs collectors
 	// slotTaken marks network slots handed out to live sandboxes.
 	slotTaken map[int]string
-	// active is when each sandbox was last used, for the idle policy.
-	active map[string]time.Time
 	// pinned counts the verbs working with each checkpoint right now.
 	pinned map[string]int
-	// held counts the open requests keeping each sandbox in use (a
-	// WebSocket or a long download through an exposed port).
-	held map[string]int
 	// followers are the clients following each sandbox's runs
 	// (followers.go); it has its own lock.
 	followers runFollowers
@@ -156,6 +152,10 @@ type Service struct {
 	// nil: none, and checkpoints live on this host only. Set once, before
 	// Recover (UseBlobStore).
 	blobs BlobStore
+	// activity is when each sandbox was last used and what holds it in
+	// use, for the idle policy (idle.go, internal/idle); it has its own
+	// lock.
+	activity activity
 	// events is the event stream of this node's sandboxes (stream.go,
 	// internal/events); it has its own lock.
 	events eventStream
@@ -204,19 +204,18 @@ func NewService(cfg Config) (*Service, error) {
 		guests:       map[string]Guest{},
 		outputs:      &runoutput.Collecting[*output]{},
 		slotTaken:    map[int]string{},
-		active:       map[string]time.Time{},
 		pinned:       map[string]int{},
-		held:         map[string]int{},
 		followers:    &runoutput.Followers{},
 		staleLimits:  map[string]bool{},
 		secretStates: grant.NewHolders(),
 		disk:         quota.NewLedger(cfg.Disk),
 		admission:    quota.NewAdmission(cfg.Quotas),
 		events:       events.NewHub(),
+		activity:     idle.NewActivity(cfg.Now),
 		metrics:      usage.NewLog(),
 		views:        peers.NewViews(cfg.Volumes, cfg.Logger),
 	}
-	s.transfers = transfer.NewRegistry(s.hold)
+	s.transfers = transfer.NewRegistry(s.activity.Hold)
 	s.space = runoutput.NewSpace(ctx, cfg.RunsDir, cfg.Output, prunableRuns{s}, cfg.Now, cfg.Logger)
 	if _, ok := cfg.Runtime.(HostnameSetter); ok && cfg.Warm.Dir != "" {
 		wc := cfg.Warm

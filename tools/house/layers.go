@@ -66,6 +66,7 @@ var layers = map[string]layer{
 	"internal/netpolicy": capabilities,
 	"internal/transfer":  capabilities,
 	"internal/warm":      capabilities,
+	"internal/idle":      capabilities,
 
 	// The domain.
 	"internal/sandbox": coreLayer,

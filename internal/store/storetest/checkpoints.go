@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -409,7 +410,7 @@ func testCheckpointsFollowSandbox(t *testing.T, st sandbox.Store) {
 func standingSandbox(id, name string, slot int) *sandbox.Sandbox {
 	sb := newSandbox(id, name, slot)
 	sb.Spec.Ephemeral = true
-	sb.Policy = sandbox.Policy{
+	sb.Policy = idle.Policy{
 		PauseAfter:       ptr(90 * time.Second),
 		HibernateAfter:   ptr(time.Duration(0)),
 		TTL:              ptr(2*time.Hour + time.Nanosecond),
@@ -417,7 +418,7 @@ func standingSandbox(id, name string, slot int) *sandbox.Sandbox {
 		KeepLast:         ptr(0),
 		MaxAge:           ptr(7 * 24 * time.Hour),
 	}
-	sb.Usage = sandbox.Usage{RunningFor: 42*time.Minute + 7, RunningSince: at(3)}
+	sb.Usage = idle.Usage{RunningFor: 42*time.Minute + 7, RunningSince: at(3)}
 	sb.Checkpoint, sb.Origin, sb.Head = "ck-sleep", "ck-origin", "ck-head"
 	sb.Pending = sandbox.PendingHibernate
 	return sb
@@ -461,8 +462,8 @@ func testStandingUnset(t *testing.T, st sandbox.Store) {
 	sb := newSandbox("sb-1", "web", 1)
 	mustCreate(t, st, sb)
 	got := mustGet(t, st, "sb-1")
-	same(t, "policy", got.Policy, sandbox.Policy{})
-	same(t, "usage", got.Usage, sandbox.Usage{})
+	same(t, "policy", got.Policy, idle.Policy{})
+	same(t, "usage", got.Usage, idle.Usage{})
 	if !got.Usage.RunningSince.IsZero() {
 		t.Errorf("RunningSince = %v, want zero", got.Usage.RunningSince)
 	}
@@ -487,7 +488,7 @@ func testStandingUpdate(t *testing.T, st sandbox.Store) {
 	// Some policy fields back to the defaults, a stretch of running
 	// ended, the change under way done.
 	sb.Policy.PauseAfter, sb.Policy.KeepLast, sb.Policy.BackgroundActive = nil, nil, ptr(true)
-	sb.Usage = sandbox.Usage{RunningFor: sb.Usage.RunningFor + time.Minute}
+	sb.Usage = idle.Usage{RunningFor: sb.Usage.RunningFor + time.Minute}
 	sb.Checkpoint, sb.Pending = "", ""
 	sb.Spec.Ephemeral = false
 	mustMove(t, st, sb, sandbox.StateHibernated)
@@ -497,7 +498,7 @@ func testStandingUpdate(t *testing.T, st sandbox.Store) {
 	}
 
 	// Everything cleared.
-	sb.Policy, sb.Usage = sandbox.Policy{}, sandbox.Usage{}
+	sb.Policy, sb.Usage = idle.Policy{}, idle.Usage{}
 	sb.Origin, sb.Head = "", ""
 	mustMove(t, st, sb, sandbox.StateRunning)
 	wantStored(t, st, utcSandbox(sb))

@@ -1,4 +1,4 @@
-package sandbox
+package idle
 
 import (
 	"fmt"
@@ -48,10 +48,7 @@ func (p Policy) Merge(def Policy) Policy {
 
 // Validate checks a policy's values.
 func (p Policy) Validate() error {
-	for _, d := range []struct {
-		name string
-		v    *time.Duration
-	}{{"pause_after", p.PauseAfter}, {"hibernate_after", p.HibernateAfter}, {"ttl", p.TTL}, {"max_age", p.MaxAge}} {
+	for _, d := range p.durations() {
 		if d.v != nil && *d.v < 0 {
 			return errdefs.WithHint(errdefs.Invalid("invalid %s %s: negative", d.name, *d.v), "use a duration like 90s, 15m or 2h, or 0 for never")
 		}
@@ -62,32 +59,57 @@ func (p Policy) Validate() error {
 	return nil
 }
 
-// validatePolicy checks p as a sandbox's own policy: valid values, and
-// each duration, when set, no shorter than the daemon's floor: a ttl or
+// ValidateOwn checks p as a sandbox's own policy: valid values, and each
+// duration, when set, no shorter than floor, the daemon's: a ttl or
 // max_age destroys work once it passes, and a pause_after or
 // hibernate_after of "1ns" would put the sandbox back to sleep after
 // every call that woke it.
-func (s *Service) validatePolicy(p Policy) error {
+func (p Policy) ValidateOwn(floor time.Duration) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	for _, d := range []struct {
-		name string
-		v    *time.Duration
-	}{{"pause_after", p.PauseAfter}, {"hibernate_after", p.HibernateAfter}, {"ttl", p.TTL}, {"max_age", p.MaxAge}} {
-		if v := durOf(d.v); v > 0 && v < s.cfg.MinTTL {
-			return errdefs.WithHint(errdefs.Invalid("invalid %s %s: shorter than %s, the shortest this dend allows", d.name, v, s.cfg.MinTTL),
-				fmt.Sprintf("use %s or more, or 0 for never (the operator sets the floor with `dend --min-ttl`)", s.cfg.MinTTL))
+	for _, d := range p.durations() {
+		if v := Length(d.v); v > 0 && v < floor {
+			return errdefs.WithHint(errdefs.Invalid("invalid %s %s: shorter than %s, the shortest this dend allows", d.name, v, floor),
+				fmt.Sprintf("use %s or more, or 0 for never (the operator sets the floor with `dend --min-ttl`)", floor))
 		}
 	}
 	return nil
 }
 
-func durOf(d *time.Duration) time.Duration {
+// namedDuration is one of a policy's durations, with its name on the wire.
+type namedDuration struct {
+	name string
+	v    *time.Duration
+}
+
+func (p Policy) durations() []namedDuration {
+	return []namedDuration{{"pause_after", p.PauseAfter}, {"hibernate_after", p.HibernateAfter}, {"ttl", p.TTL}, {"max_age", p.MaxAge}}
+}
+
+// Length is a policy's duration d: 0 (never) when unset.
+func Length(d *time.Duration) time.Duration {
 	if d == nil {
 		return 0
 	}
 	return *d
+}
+
+// Retains reports whether p bounds the manual checkpoints kept: a
+// KeepLast or a MaxAge.
+func (p Policy) Retains() bool {
+	return (p.KeepLast != nil && *p.KeepLast != 0) || Length(p.MaxAge) != 0
+}
+
+// Drops reports whether retention under p removes the manual checkpoint
+// taken at created, the rank-th newest of its sandbox's (from 0): beyond
+// the newest KeepLast, or older than MaxAge.
+func (p Policy) Drops(rank int, created, now time.Time) bool {
+	keep, maxAge := 0, Length(p.MaxAge)
+	if p.KeepLast != nil {
+		keep = *p.KeepLast
+	}
+	return keep > 0 && rank >= keep || maxAge > 0 && now.Sub(created) > maxAge
 }
 
 // Usage is the accounting the idle policy runs on.
@@ -120,28 +142,42 @@ const (
 	ActionDestroy   = "destroy"
 )
 
-// NextDue says what the policy p does next to a sandbox in state st that
+// Phase is what the idle policy sees of a sandbox's state.
+type Phase int
+
+const (
+	// Resting is any state the idle policy leaves alone: stopped,
+	// hibernated, being created, ...
+	Resting Phase = iota
+	// Running may be paused, hibernated, or destroyed at the end of its
+	// TTL.
+	Running
+	// Paused may be hibernated.
+	Paused
+)
+
+// NextDue says what the policy p does next to a sandbox in phase ph that
 // was last active at lastActive, with usage u. The earliest due step wins;
 // a step whose time has come is due now.
-func NextDue(p Policy, st State, lastActive time.Time, u Usage, now time.Time) Due {
+func NextDue(p Policy, ph Phase, lastActive time.Time, u Usage, now time.Time) Due {
 	var due Due
 	consider := func(action string, at time.Time) {
 		if due.Action == "" || at.Before(due.At) {
 			due = Due{Action: action, At: at}
 		}
 	}
-	if ttl := durOf(p.TTL); ttl > 0 && st == StateRunning {
+	if ttl := Length(p.TTL); ttl > 0 && ph == Running {
 		consider(ActionDestroy, now.Add(ttl-u.Ran(now)))
 	}
-	pause, hib := durOf(p.PauseAfter), durOf(p.HibernateAfter)
-	switch st {
-	case StateRunning:
+	pause, hib := Length(p.PauseAfter), Length(p.HibernateAfter)
+	switch ph {
+	case Running:
 		if pause > 0 && (hib == 0 || pause < hib) {
 			consider(ActionPause, lastActive.Add(pause))
 		} else if hib > 0 {
 			consider(ActionHibernate, lastActive.Add(hib))
 		}
-	case StatePaused:
+	case Paused:
 		if hib > 0 {
 			consider(ActionHibernate, lastActive.Add(hib))
 		}

@@ -1,4 +1,4 @@
-package sandbox
+package idle
 
 import (
 	"context"
@@ -24,9 +24,6 @@ func (h *fakeHost) Usage() (time.Duration, int64, error) {
 	return h.cpu, h.memory, nil
 }
 
-func (h *fakeHost) Crossed() <-chan struct{} { return nil }
-func (h *fakeHost) Stop()                    {}
-
 func (h *fakeHost) use(cpu time.Duration, memory int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -50,17 +47,17 @@ func (c *fakeChecker) SetLimitChecks(_ context.Context, on bool) error {
 
 // dend turns den-init's checks off while the sandbox is quiet, and on
 // when it gets busy or nears its memory limit, telling it only changes.
-func TestHostWatchDecides(t *testing.T) {
+func TestLimitChecksDecides(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const limit = 256 << 20
 		host := &fakeHost{memory: 20 << 20}
 		g := &fakeChecker{}
-		w := &hostWatch{instance: "sb-g1", threshold: memoryThreshold(limit), guest: g, host: host}
+		w := NewLimitChecks(MemoryThreshold(limit), g, host)
 		ctx := context.Background()
 		round := func(cpu time.Duration, memory int64) {
 			time.Sleep(time.Second)
 			host.use(cpu, memory)
-			w.decide(ctx, time.Second)
+			w.Decide(ctx, time.Second)
 		}
 
 		round(0, 20<<20) // first look: how busy it is is not known yet
@@ -90,8 +87,8 @@ func TestHostWatchDecides(t *testing.T) {
 		}
 
 		// The kernel signals a crossing of the threshold between rounds.
-		host.use(0, memoryThreshold(limit)+1)
-		w.decide(ctx, 0)
+		host.use(0, MemoryThreshold(limit)+1)
+		w.Decide(ctx, 0)
 		want = append(want, true)
 		if !slices.Equal(g.told, want) {
 			t.Fatalf("near the memory limit: told %v, want %v", g.told, want)
@@ -103,11 +100,11 @@ func TestHostWatchDecides(t *testing.T) {
 // an interval with them off tells whether the sandbox is busy. One busy
 // only with its checks is let off them; one busy without them is checked
 // again, and tried without them once every busyHold intervals.
-func TestHostWatchBusyOnlyWithChecks(t *testing.T) {
+func TestLimitChecksBusyOnlyWithChecks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		host := &fakeHost{memory: 20 << 20}
 		g := &fakeChecker{}
-		w := &hostWatch{instance: "sb-g1", threshold: memoryThreshold(256 << 20), guest: g, host: host}
+		w := NewLimitChecks(MemoryThreshold(256<<20), g, host)
 		ctx := context.Background()
 		checksOn := true // a new instance checks
 		round := func(busy bool) {
@@ -117,7 +114,7 @@ func TestHostWatchBusyOnlyWithChecks(t *testing.T) {
 				cpu = 300 * time.Millisecond // its checks, on an emulated CPU
 			}
 			host.use(cpu, 20<<20)
-			w.decide(ctx, time.Second)
+			w.Decide(ctx, time.Second)
 			if len(g.told) > 0 {
 				checksOn = g.told[len(g.told)-1]
 			}
@@ -146,18 +143,18 @@ func TestHostWatchBusyOnlyWithChecks(t *testing.T) {
 }
 
 // A den-init older than the verb always checks: dend stops asking.
-func TestHostWatchOldGuest(t *testing.T) {
+func TestLimitChecksOldGuest(t *testing.T) {
 	host := &fakeHost{}
 	g := &fakeChecker{err: errdefs.NotFound("no route")}
-	w := &hostWatch{instance: "sb-g1", guest: g, host: host}
-	w.decide(context.Background(), time.Second) // the first look tells nothing
+	w := NewLimitChecks(0, g, host)
+	w.Decide(context.Background(), time.Second) // the first look tells nothing
 	w.lastAt = w.lastAt.Add(-time.Second)
-	w.decide(context.Background(), time.Second)
+	w.Decide(context.Background(), time.Second)
 	if !w.old {
 		t.Fatal("a den-init without the verb is not marked old")
 	}
 	g.err = nil
-	w.decide(context.Background(), time.Second)
+	w.Decide(context.Background(), time.Second)
 	if len(g.told) != 0 {
 		t.Fatalf("an old den-init was told %v", g.told)
 	}

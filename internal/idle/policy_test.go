@@ -1,4 +1,4 @@
-package sandbox
+package idle
 
 import (
 	"errors"
@@ -23,26 +23,26 @@ func TestNextDueWalksThroughTheIdlePolicy(t *testing.T) {
 	lastActive := c.now()
 	u := Usage{RunningSince: c.now()}
 
-	due := NextDue(p, StateRunning, lastActive, u, c.now())
+	due := NextDue(p, Running, lastActive, u, c.now())
 	if due.Action != ActionPause || !due.At.Equal(lastActive.Add(5*time.Minute)) {
 		t.Fatalf("running: due %+v, want pause at +5m", due)
 	}
 	c.advance(4 * time.Minute)
-	if due := NextDue(p, StateRunning, lastActive, u, c.now()); !c.now().Before(due.At) {
+	if due := NextDue(p, Running, lastActive, u, c.now()); !c.now().Before(due.At) {
 		t.Fatalf("pause due at %s before its time (now %s)", due.At, c.now())
 	}
 	// Use moves the deadline.
 	lastActive = c.now()
-	if due := NextDue(p, StateRunning, lastActive, u, c.now()); !due.At.Equal(c.now().Add(5 * time.Minute)) {
+	if due := NextDue(p, Running, lastActive, u, c.now()); !due.At.Equal(c.now().Add(5 * time.Minute)) {
 		t.Fatalf("after use: due %+v, want pause 5m from now", due)
 	}
 	// Once paused, hibernation counts from the same last use.
 	c.advance(5 * time.Minute)
-	due = NextDue(p, StatePaused, lastActive, Usage{RunningFor: 9 * time.Minute}, c.now())
+	due = NextDue(p, Paused, lastActive, Usage{RunningFor: 9 * time.Minute}, c.now())
 	if due.Action != ActionHibernate || !due.At.Equal(lastActive.Add(30*time.Minute)) {
 		t.Fatalf("paused: due %+v, want hibernate at last use +30m", due)
 	}
-	if due := NextDue(p, StateHibernated, lastActive, Usage{}, c.now()); due.Action != "" {
+	if due := NextDue(p, Resting, lastActive, Usage{}, c.now()); due.Action != "" {
 		t.Fatalf("hibernated: due %+v, want nothing", due)
 	}
 }
@@ -50,15 +50,15 @@ func TestNextDueWalksThroughTheIdlePolicy(t *testing.T) {
 func TestNextDueWithoutPauseGoesStraightToHibernate(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	p := Policy{PauseAfter: dur(0), HibernateAfter: dur(time.Hour)}
-	if due := NextDue(p, StateRunning, now, Usage{RunningSince: now}, now); due.Action != ActionHibernate {
+	if due := NextDue(p, Running, now, Usage{RunningSince: now}, now); due.Action != ActionHibernate {
 		t.Fatalf("due %+v, want hibernate", due)
 	}
 	// A pause later than hibernation would never happen first.
 	p = Policy{PauseAfter: dur(2 * time.Hour), HibernateAfter: dur(time.Hour)}
-	if due := NextDue(p, StateRunning, now, Usage{RunningSince: now}, now); due.Action != ActionHibernate {
+	if due := NextDue(p, Running, now, Usage{RunningSince: now}, now); due.Action != ActionHibernate {
 		t.Fatalf("due %+v, want hibernate", due)
 	}
-	if due := NextDue(Policy{}, StateRunning, now, Usage{RunningSince: now}, now); due.Action != "" {
+	if due := NextDue(Policy{}, Running, now, Usage{RunningSince: now}, now); due.Action != "" {
 		t.Fatalf("empty policy: due %+v, want nothing", due)
 	}
 }
@@ -68,18 +68,18 @@ func TestTTLCountsOnlyRunningTime(t *testing.T) {
 	p := Policy{TTL: dur(time.Hour), PauseAfter: dur(0), HibernateAfter: dur(0)}
 	// 40 minutes ran before a pause; it has been running again for 10.
 	u := Usage{RunningFor: 40 * time.Minute, RunningSince: c.now().Add(-10 * time.Minute)}
-	due := NextDue(p, StateRunning, c.now(), u, c.now())
+	due := NextDue(p, Running, c.now(), u, c.now())
 	if due.Action != ActionDestroy || !due.At.Equal(c.now().Add(10*time.Minute)) {
 		t.Fatalf("due %+v, want destroy in 10m", due)
 	}
 	// Paused or hibernated time does not count.
 	c.advance(3 * time.Hour)
-	if due := NextDue(p, StatePaused, c.now(), Usage{RunningFor: 50 * time.Minute}, c.now()); due.Action != "" {
+	if due := NextDue(p, Paused, c.now(), Usage{RunningFor: 50 * time.Minute}, c.now()); due.Action != "" {
 		t.Fatalf("paused: due %+v, want nothing", due)
 	}
 	// An earlier TTL wins over a later pause.
 	p.PauseAfter = dur(time.Hour)
-	if due := NextDue(p, StateRunning, c.now(), u, c.now()); due.Action != ActionDestroy {
+	if due := NextDue(p, Running, c.now(), u, c.now()); due.Action != ActionDestroy {
 		t.Fatalf("due %+v, want destroy first", due)
 	}
 }
@@ -112,40 +112,10 @@ func TestUsageRan(t *testing.T) {
 	}
 }
 
-func TestEngineCompatibility(t *testing.T) {
-	here := EngineInfo{Version: "v1", Flags: []string{"--a"}, CPUFeatures: []string{"sse", "avx"}}
-	if err := (EngineInfo{Version: "v1", Flags: []string{"--a"}, CPUFeatures: []string{"avx"}}).Compatible(here); err != nil {
-		t.Fatalf("subset of features: %v", err)
-	}
-	for name, e := range map[string]EngineInfo{
-		"version": {Version: "v0", Flags: []string{"--a"}},
-		"flags":   {Version: "v1", Flags: []string{"--b"}},
-		"cpu":     {Version: "v1", Flags: []string{"--a"}, CPUFeatures: []string{"avx512f"}},
-	} {
-		err := e.Compatible(here)
-		if !errors.Is(err, errdefs.ErrConflict) || errdefs.Hint(err) == "" {
-			t.Errorf("%s mismatch: %v, want conflict with a hint", name, err)
-		}
-	}
-}
-
-func TestForkChildNames(t *testing.T) {
-	names, err := ForkParams{Name: "kid", Count: 3}.childNames()
-	if err != nil || len(names) != 3 || names[0] != "kid-1" || names[2] != "kid-3" {
-		t.Fatalf("names %v, %v", names, err)
-	}
-	for _, p := range []ForkParams{{Name: "kid", Count: -1}, {Name: "kid", Count: MaxForkCount + 1}, {Name: "Bad_Name"}} {
-		if _, err := p.childNames(); !errors.Is(err, errdefs.ErrInvalid) {
-			t.Errorf("%+v: %v, want invalid", p, err)
-		}
-	}
-}
-
 // TestPolicyFloor: a sandbox's own ttl, max_age, pause_after or
 // hibernate_after shorter than the daemon's floor is refused with a hint
 // that names the floor; 0 (never) and the floor itself are taken.
 func TestPolicyFloor(t *testing.T) {
-	s := &Service{cfg: Config{MinTTL: time.Minute}}
 	for _, tc := range []struct {
 		p    Policy
 		want bool // accepted
@@ -161,7 +131,7 @@ func TestPolicyFloor(t *testing.T) {
 		{Policy{PauseAfter: dur(0), HibernateAfter: dur(0)}, true},
 		{Policy{PauseAfter: dur(time.Minute), HibernateAfter: dur(5 * time.Minute)}, true},
 	} {
-		err := s.validatePolicy(tc.p)
+		err := tc.p.ValidateOwn(time.Minute)
 		if tc.want != (err == nil) {
 			t.Errorf("%+v: %v", policyDurations(tc.p), err)
 		}
@@ -180,4 +150,34 @@ func policyDurations(p Policy) map[string]string {
 		}
 	}
 	return out
+}
+
+// Retention keeps the newest KeepLast manual checkpoints and none older
+// than MaxAge; a policy with neither bounds nothing.
+func TestRetention(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	keep := 2
+	if (Policy{}).Retains() || (Policy{KeepLast: new(0), MaxAge: dur(0)}).Retains() {
+		t.Fatal("a policy without keep_last or max_age retains")
+	}
+	for _, tc := range []struct {
+		p    Policy
+		rank int
+		age  time.Duration
+		drop bool
+	}{
+		{Policy{KeepLast: &keep}, 1, 24 * time.Hour, false},
+		{Policy{KeepLast: &keep}, 2, time.Second, true},
+		{Policy{MaxAge: dur(time.Hour)}, 5, time.Hour, false},
+		{Policy{MaxAge: dur(time.Hour)}, 0, time.Hour + time.Second, true},
+		{Policy{KeepLast: &keep, MaxAge: dur(time.Hour)}, 0, 2 * time.Hour, true},
+		{Policy{KeepLast: &keep, MaxAge: dur(time.Hour)}, 1, time.Minute, false},
+	} {
+		if !tc.p.Retains() {
+			t.Errorf("%+v: retains nothing", policyDurations(tc.p))
+		}
+		if got := tc.p.Drops(tc.rank, now.Add(-tc.age), now); got != tc.drop {
+			t.Errorf("%+v keep_last %v: rank %d, age %s: drops %v, want %v", policyDurations(tc.p), tc.p.KeepLast != nil, tc.rank, tc.age, got, tc.drop)
+		}
+	}
 }
