@@ -52,7 +52,7 @@ func (s *Service) Logs(ctx context.Context, ref, runID, stream string, from int6
 	}
 	r := &runoutput.Reader{Dir: filepath.Join(s.cfg.RunsDir, sb.ID), RunID: run.ID, Stream: stream, Off: from, Size: size, Dropped: dropped, Stopped: stopped}
 	if o != nil {
-		r.Live = o
+		r.Live = o.c
 	}
 	return r.Copy(ctx, follow, w)
 }

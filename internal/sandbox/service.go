@@ -115,6 +115,9 @@ type Service struct {
 	// outputs holds the output of runs being collected, by run id; it
 	// has its own lock.
 	outputs collectors
+	// collect runs the collectors of runs' output (collect.go,
+	// internal/runoutput); each has its own lock.
+	collect runCollectors
 	// slotTaken marks network slots handed out to live sandboxes.
 	slotTaken map[int]string
 	// active is when each sandbox was last used, for the idle policy.
@@ -213,6 +216,7 @@ func NewService(cfg Config) (*Service, error) {
 		views:        peers.NewViews(cfg.Volumes, cfg.Logger),
 	}
 	s.space = runoutput.NewSpace(ctx, cfg.RunsDir, cfg.Output, prunableRuns{s}, cfg.Now, cfg.Logger)
+	s.collect = runoutput.NewCollectors(ctx, cfg.RunsDir, cfg.Output.PerStream, s.space, cfg.Now, cfg.Logger)
 	if _, ok := cfg.Runtime.(HostnameSetter); ok && cfg.Warm.Dir != "" {
 		s.warm = newWarmPools(cfg.Warm)
 		if err := s.warm.load(); err != nil {
@@ -228,6 +232,7 @@ func NewService(cfg Config) (*Service, error) {
 func (s *Service) Close() {
 	s.cancel()
 	s.wg.Wait()
+	s.collect.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	s.drainWarm(ctx)
