@@ -128,7 +128,7 @@ type Service struct {
 	// WebSocket or a long download through an exposed port).
 	held map[string]int
 	// followers are the clients following each sandbox's runs
-	// (followers.go); it has its own lock.
+	// (logs.go); it has its own lock.
 	followers runFollowers
 	// transfers are the file transfers under way in each sandbox
 	// (transfers.go).

@@ -11,7 +11,7 @@ import (
 )
 
 // File transfers: a `den cp` streams a file or a tree through den-init
-// for as long as it takes. Like a follower (followers.go), a transfer
+// for as long as it takes. Like a follower (logs.go), a transfer
 // counts as use, so the idle policy leaves the sandbox running meanwhile,
 // and a sandbox put to sleep on request ends every transfer first, with
 // an error saying so, so that no client waits on a frozen den-init. A
