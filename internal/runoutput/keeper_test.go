@@ -11,12 +11,6 @@ import (
 	"testing"
 )
 
-// Streams, as the API names them.
-const (
-	StreamStdout = "stdout"
-	StreamStderr = "stderr"
-)
-
 // plenty is room that never runs out.
 type plenty struct{}
 
@@ -126,7 +120,7 @@ func TestKeeperKeepsHeadAndTail(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			k, err := OpenKeeper(dir, "r1", StreamStdout, tc.max)
+			k, err := OpenKeeper(dir, "r1", Stdout, tc.max)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -146,7 +140,7 @@ func TestKeeperKeepsHeadAndTail(t *testing.T) {
 func checkKept(t *testing.T, dir string, k *Keeper, src []byte) {
 	t.Helper()
 	total := int64(len(src))
-	pieces, err := scanPieces(dir, "r1", StreamStdout)
+	pieces, err := scanPieces(dir, "r1", Stdout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +160,7 @@ func checkKept(t *testing.T, dir string, k *Keeper, src []byte) {
 	if du := dirSize(dir); du != kept {
 		t.Errorf("directory holds %d bytes, pieces %d", du, kept)
 	}
-	got, dropped := expand(t, readLog(t, dir, StreamStdout, 0, total, total-kept), 0)
+	got, dropped := expand(t, readLog(t, dir, Stdout, 0, total, total-kept), 0)
 	if int64(len(got)) != total || dropped != total-kept {
 		t.Fatalf("reader saw %d bytes with %d dropped, want %d with %d", len(got), dropped, total, total-kept)
 	}
@@ -188,7 +182,7 @@ func checkKept(t *testing.T, dir string, k *Keeper, src []byte) {
 		if off < 0 || off > total {
 			continue
 		}
-		part, _ := expand(t, readLog(t, dir, StreamStdout, off, total, total-kept), off)
+		part, _ := expand(t, readLog(t, dir, Stdout, off, total, total-kept), off)
 		if part != got[off:] {
 			t.Errorf("reading from %d differs from reading from 0", off)
 		}
@@ -200,7 +194,7 @@ func TestKeeperResumesFromItsFiles(t *testing.T) {
 	src := source(77_777)
 	const max = 8192
 	for i, cut := range []int{0, 100, 4096, 4097, 9000, 30_000, 77_777} {
-		k, err := OpenKeeper(dir, "r1", StreamStdout, max)
+		k, err := OpenKeeper(dir, "r1", Stdout, max)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +207,7 @@ func TestKeeperResumesFromItsFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	k, err := OpenKeeper(dir, "r1", StreamStdout, max)
+	k, err := OpenKeeper(dir, "r1", Stdout, max)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +218,7 @@ func TestKeeperDropsWhatHasNoRoom(t *testing.T) {
 	dir := t.TempDir()
 	const max = 1 << 20
 	src := source(30_000)
-	k, err := OpenKeeper(dir, "r1", StreamStdout, max)
+	k, err := OpenKeeper(dir, "r1", Stdout, max)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,22 +230,22 @@ func TestKeeperDropsWhatHasNoRoom(t *testing.T) {
 		t.Fatalf("kept %d dropped %d cut %q, want 10000, 10000, reserve", k.Kept(), k.Dropped(), k.cut)
 	}
 	k.Close()
-	if k, err = OpenKeeper(dir, "r1", StreamStdout, max); err != nil || k.end != 20_000 {
+	if k, err = OpenKeeper(dir, "r1", Stdout, max); err != nil || k.end != 20_000 {
 		t.Fatalf("reopened at %d (%v), want 20000", k.end, err)
 	}
 	// Room again: output is kept from where it resumes.
 	r.left = 1 << 30
 	writeAll(t, k, src[20_000:], []int{1000}, r)
-	got := readLog(t, dir, StreamStdout, 0, 30_000, 10_000)
-	want := string(src[:10_000]) + string(markerFor(StreamStdout, 10_000, 20_000)) + string(src[20_000:])
+	got := readLog(t, dir, Stdout, 0, 30_000, 10_000)
+	want := string(src[:10_000]) + string(markerFor(Stdout, 10_000, 20_000)) + string(src[20_000:])
 	if got != want {
 		t.Errorf("log is %d bytes, want %d: %.200q", len(got), len(want), got[9990:])
 	}
 	// A dropped end shows as a marker to a reader of the ended run.
 	k.end += 500
 	k.Sync()
-	got = readLog(t, dir, StreamStdout, 29_990, 30_500, 10_500)
-	if want := string(src[29_990:]) + string(markerFor(StreamStdout, 30_000, 30_500)); got != want {
+	got = readLog(t, dir, Stdout, 29_990, 30_500, 10_500)
+	if want := string(src[29_990:]) + string(markerFor(Stdout, 30_000, 30_500)); got != want {
 		t.Errorf("end of log = %q, want %q", got, want)
 	}
 }
@@ -259,14 +253,14 @@ func TestKeeperDropsWhatHasNoRoom(t *testing.T) {
 func TestLogReaderErrors(t *testing.T) {
 	dir := t.TempDir()
 	// A record with kept output but no files: gone from this host.
-	r := &Reader{Dir: dir, RunID: "r1", Stream: StreamStdout, Size: 10}
+	r := &Reader{Dir: dir, RunID: "r1", Stream: Stdout, Size: 10}
 	if err := r.Copy(context.Background(), false, &bytes.Buffer{}); err == nil {
 		t.Error("reading output that is gone: no error")
 	}
 	// Pruned output (all dropped) reads as one marker.
 	var out bytes.Buffer
-	r = &Reader{Dir: dir, RunID: "r1", Stream: StreamStderr, Size: 10, Dropped: 10}
-	if err := r.Copy(context.Background(), false, &out); err != nil || out.String() != string(markerFor(StreamStderr, 0, 10)) {
+	r = &Reader{Dir: dir, RunID: "r1", Stream: Stderr, Size: 10, Dropped: 10}
+	if err := r.Copy(context.Background(), false, &out); err != nil || out.String() != string(markerFor(Stderr, 0, 10)) {
 		t.Errorf("pruned output reads %q, %v", out.String(), err)
 	}
 }
@@ -278,7 +272,7 @@ func TestScanPiecesIgnoresOtherFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ps, err := scanPieces(dir, "r1", StreamStdout)
+	ps, err := scanPieces(dir, "r1", Stdout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +283,7 @@ func TestScanPiecesIgnoresOtherFiles(t *testing.T) {
 
 func TestRemoveRunOutputFreesAllPieces(t *testing.T) {
 	dir := t.TempDir()
-	k, _ := OpenKeeper(dir, "r1", StreamStdout, 4096)
+	k, _ := OpenKeeper(dir, "r1", Stdout, 4096)
 	writeAll(t, k, source(20_000), []int{300}, plenty{})
 	k.Close()
 	os.WriteFile(filepath.Join(dir, "r2.stdout"), []byte("other"), 0o600)
@@ -313,7 +307,7 @@ func FuzzKeeper(f *testing.F) {
 			return
 		}
 		dir := t.TempDir()
-		k, err := OpenKeeper(dir, "r1", StreamStdout, int64(max))
+		k, err := OpenKeeper(dir, "r1", Stdout, int64(max))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,7 +331,7 @@ func FuzzKeeper(f *testing.F) {
 				if err := k.Close(); err != nil {
 					t.Fatal(err)
 				}
-				if k, err = OpenKeeper(dir, "r1", StreamStdout, int64(max)); err != nil {
+				if k, err = OpenKeeper(dir, "r1", Stdout, int64(max)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -348,7 +342,7 @@ func FuzzKeeper(f *testing.F) {
 		if k.end != int64(total) || k.Kept() > int64(max) {
 			t.Fatalf("end %d kept %d, want end %d and at most %d kept", k.end, k.Kept(), total, max)
 		}
-		got, dropped := expand(t, readLog(t, dir, StreamStdout, 0, int64(total), k.Dropped()), 0)
+		got, dropped := expand(t, readLog(t, dir, Stdout, 0, int64(total), k.Dropped()), 0)
 		if len(got) != total || dropped != k.Dropped() {
 			t.Fatalf("reader saw %d bytes, %d dropped; want %d, %d", len(got), dropped, total, k.Dropped())
 		}

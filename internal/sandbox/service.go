@@ -120,12 +120,15 @@ type Service struct {
 	// outputs holds the output of runs being collected, by run id; it
 	// has its own lock.
 	outputs collectors
+	// collect runs the collectors of runs' output (collect.go,
+	// internal/runoutput); each has its own lock.
+	collect runCollectors
 	// slotTaken marks network slots handed out to live sandboxes.
 	slotTaken map[int]string
 	// pinned counts the verbs working with each checkpoint right now.
 	pinned map[string]int
 	// followers are the clients following each sandbox's runs
-	// (followers.go); it has its own lock.
+	// (logs.go); it has its own lock.
 	followers runFollowers
 	// transfers are the file transfers under way in each sandbox
 	// (internal/transfer); it has its own lock.
@@ -217,6 +220,7 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	s.transfers = transfer.NewRegistry(s.activity.Hold)
 	s.space = runoutput.NewSpace(ctx, cfg.RunsDir, cfg.Output, prunableRuns{s}, cfg.Now, cfg.Logger)
+	s.collect = runoutput.NewCollectors(ctx, cfg.RunsDir, cfg.Output.PerStream, s.space, cfg.Now, cfg.Logger)
 	if _, ok := cfg.Runtime.(HostnameSetter); ok && cfg.Warm.Dir != "" {
 		wc := cfg.Warm
 		wc.MemoryBytes, wc.Init = DefaultMemory, cfg.Init
@@ -234,6 +238,7 @@ func NewService(cfg Config) (*Service, error) {
 func (s *Service) Close() {
 	s.cancel()
 	s.wg.Wait()
+	s.collect.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	if s.warm != nil {

@@ -255,7 +255,7 @@ func (s *Service) runStep(ctx context.Context, sb *Sandbox, step string) (*Run, 
 	}
 	if o != nil {
 		select {
-		case <-o.finished:
+		case <-o.c.Finished():
 		case <-ctx.Done():
 			g.Signal(context.WithoutCancel(ctx), run.GuestID, syscall.SIGKILL)
 			return nil, ctx.Err()
