@@ -95,6 +95,9 @@ if [ "$boot" = 1 ]; then
 	echo "== install and start"
 	make install-files >/dev/null || die "make install-files failed"
 	echo 'DEN_METRICS_LISTEN=127.0.0.1:9464' >>/etc/den/dend.env
+	# qemu emulates the CPU 10-30x slower: a boot beside three running
+	# sandboxes took den-init past the 15 s default to answer.
+	echo 'DEN_BOOT_TIMEOUT=2m' >>/etc/den/dend.env
 	systemctl is-enabled dend >/dev/null && ok "dend is enabled at boot" || bad "make install-files did not enable dend"
 	systemctl start dend || die "systemctl start dend failed"
 	dend_up || die "dend did not come up"

@@ -62,6 +62,7 @@ func main() {
 		{&cfg.MinTTL, "min-ttl", "the shortest ttl, max_age, pause-after or hibernate-after a sandbox's own policy may set, so a slip cannot destroy work at once nor sleep after every call"},
 		{&cfg.CheckpointMaxAge, "checkpoint-max-age", "remove manual checkpoints older than this (0: keep)"},
 		{&cfg.IdleInterval, "idle-interval", "how often the idle policy runs"},
+		{&cfg.BootTimeout, "boot-timeout", "how long den-init may take to answer after a boot, wake or restore before the verb fails; raise it on a slow host (an emulated CPU)"},
 		{&cfg.AuditRetention, "audit-retention", "remove audit log entries older than this, hourly (0: keep them all)"},
 		{&cfg.NodeLease, "node-lease", "in a fleet: how long a heartbeat keeps this node's lease; other nodes declare it lost after (default 15s)"},
 	}

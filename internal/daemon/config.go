@@ -58,6 +58,7 @@ type Config struct {
 	DNSUpstreams  string        // name servers den's resolver asks for allowed names, "ADDR[:PORT],..."; default: the host's
 	AllowPrivate  string        // private ranges every owner's rules may name, "CIDR,..."; default: none
 	StopGrace     time.Duration // SIGTERM→SIGKILL on stop
+	BootTimeout   time.Duration // how long den-init may take to answer after a boot or restore
 	Node          string        // this host's name, and its node's in a fleet
 	PeerURL       string        // in a fleet: where other nodes reach this one; default from Listen
 	NodeLease     time.Duration // in a fleet: how long a heartbeat keeps this node's lease; 0: cluster.DefaultLease
@@ -156,6 +157,7 @@ func Default() Config {
 		EphemeralTTL:   time.Hour,
 		MinTTL:         time.Minute,
 		IdleInterval:   time.Second,
+		BootTimeout:    15 * time.Second,
 
 		Blobs: Blobs{Grace: DefaultBlobsGrace, GCInterval: DefaultBlobsGCInterval, Parallel: DefaultBlobsParallel},
 
@@ -266,6 +268,9 @@ func (c *Config) Validate() error {
 	}
 	if c.IdleInterval <= 0 {
 		return bad("idle-interval", "%s is not a positive duration", c.IdleInterval)
+	}
+	if c.BootTimeout <= 0 {
+		return bad("boot-timeout", "%s is not a positive duration", c.BootTimeout)
 	}
 	switch {
 	case c.RunOutputMax < runoutput.MinPerStream:

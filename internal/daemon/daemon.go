@@ -187,6 +187,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Output:        cfg.OutputLimits(),
 		CheckpointDir: filepath.Join(cfg.DataDir, "checkpoints"),
 		StopGrace:     cfg.StopGrace,
+		BootTimeout:   cfg.BootTimeout,
 		Policy:        cfg.Policy(),
 		EphemeralTTL:  cfg.EphemeralTTL,
 		Disk:          disk,

@@ -30,6 +30,7 @@ func TestFleetConfig(t *testing.T) {
 		{"peer with a path", func(c *Config) { c.PeerURL = "http://10.0.0.5:7070/den" }, "config peer-url"},
 		{"peer ftp", func(c *Config) { c.PeerURL = "ftp://10.0.0.5" }, "config peer-url"},
 		{"lease too short", func(c *Config) { c.NodeLease = 10 * time.Millisecond }, "config node-lease"},
+		{"no boot timeout", func(c *Config) { c.BootTimeout = 0 }, "config boot-timeout"},
 	} {
 		c := ok
 		tc.mod(&c)

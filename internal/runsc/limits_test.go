@@ -152,9 +152,9 @@ func TestLiveLimits(t *testing.T) {
 	lim := sandbox.Limits{CPUs: 2, MemoryBytes: 512 << 20, PIDs: 128}
 	g.setLimits(t, inst.ID, c, lim)
 
-	// About 100 MB held, within 512 MiB.
+	// About 100 MB held, within 512 MiB, in 1 MiB steps (see hog).
 	holder, err := c.Start(ctx, guest.ProcSpec{Argv: []string{"awk",
-		`BEGIN { while (i < 100000) a[i++] = sprintf("%65536s", ""); system("touch /tmp/held; sleep 1000") }`}})
+		`BEGIN { s = "x"; while (length(s) < 1048576) s = s s; while (i < 100) a[i++] = s; system("touch /tmp/held; sleep 1000") }`}})
 	if err != nil {
 		t.Fatal(err)
 	}
