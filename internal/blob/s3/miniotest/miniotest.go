@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -158,17 +159,35 @@ func (s *Server) serve(ctx context.Context, bin string) error {
 	}
 }
 
-// ready asks MinIO's readiness probe.
+// ready asks MinIO's readiness probe, then whether it checks credentials
+// yet: the probe answers before the IAM subsystem is up, and a request
+// then gets XMinioIAMNotInitialized instead of its answer (seen under load
+// as a test's "unknown key" being told to try again).
 func ready(ctx context.Context, endpoint string) bool {
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(cctx, http.MethodGet, "http://"+endpoint+"/minio/health/ready", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	get := func(path string, auth string) (int, string, bool) {
+		req, _ := http.NewRequestWithContext(cctx, http.MethodGet, "http://"+endpoint+path, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+			req.Header.Set("X-Amz-Date", time.Now().UTC().Format("20060102T150405Z"))
+			req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, "", false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return resp.StatusCode, string(b), true
+	}
+	if code, _, ok := get("/minio/health/ready", ""); !ok || code != http.StatusOK {
 		return false
 	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	// A key MinIO must look up: refused once IAM is up, "try again" before.
+	code, body, ok := get("/", "AWS4-HMAC-SHA256 Credential=nosuchkey/"+time.Now().UTC().Format("20060102")+
+		"/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=00")
+	return ok && code != http.StatusServiceUnavailable && !strings.Contains(body, "NotInitialized")
 }
 
 func (s *Server) logTail() string {
