@@ -252,16 +252,21 @@ func (d *dend) wipe() {
 	if d.t.Failed() {
 		// Errors first: an "internal error" answer's cause is logged
 		// only, and may be long before the tail.
-		var errs []string
+		// Every "request failed" (the cause of an "internal error"
+		// answer) is kept, however many other errors came after it.
+		var failed, errs []string
 		for _, l := range strings.Split(d.logs(), "\n") {
-			if strings.Contains(l, "level=ERROR") {
+			switch {
+			case strings.Contains(l, `level=ERROR msg="request failed"`):
+				failed = append(failed, l)
+			case strings.Contains(l, "level=ERROR"):
 				errs = append(errs, l)
 			}
 		}
 		if len(errs) > 20 {
 			errs = errs[len(errs)-20:]
 		}
-		d.t.Logf("dend log errors:\n%s\ndend log:\n%s", strings.Join(errs, "\n"), tail(d.logs(), 6000))
+		d.t.Logf("dend log errors:\n%s\ndend log:\n%s", strings.Join(append(failed, errs...), "\n"), tail(d.logs(), 6000))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
