@@ -21,7 +21,7 @@ func (s *Store) PutImage(ctx context.Context, im *sandbox.Image) error {
 	}
 	err = s.tx(ctx, func(tx pgx.Tx) error { return putImageRow(ctx, tx, rec) })
 	if err != nil {
-		return fmt.Errorf("recording image %q: %w", rec.Name, err)
+		return s.fail(err, "recording image %q", rec.Name)
 	}
 	*im = *rec
 	return nil

@@ -139,4 +139,10 @@ func TestServerGone(t *testing.T) {
 	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), `creating sandbox "api"`) {
 		t.Fatalf("CreateSandbox with the server gone = %v, want unavailable saying what was being done", err)
 	}
+	// A create that builds its image records it first: a 500 in a
+	// PostgreSQL restart, once, before this was classified too.
+	err = st.PutImage(ctx, &sandbox.Image{Name: "busybox", Source: "builtin", Version: 1})
+	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), `recording image "busybox"`) {
+		t.Fatalf("PutImage with the server gone = %v, want unavailable saying what was being done", err)
+	}
 }
