@@ -132,12 +132,12 @@ func (n *Node) giveAway(ctx context.Context, sb *sandbox.Sandbox, p MoveParams) 
 		}
 		// The target took it, then failed to wake it: it is the
 		// target's now, in error there with the reason.
-		n.svc.LetGo(context.WithoutCancel(ctx), &from, ck)
+		n.letGo(context.WithoutCancel(ctx), &from, ck)
 		return errMovedBroken{fmt.Errorf("sandbox %q moved to node %s, which could not wake it: %w", sb.Name, p.To, err)}
 	}
 	n.log.Info("sandbox handed over", "sandbox", sb.Name, "to", p.To, "upload", uploaded.Sub(start).Round(time.Millisecond),
 		"adopt", time.Since(uploaded).Round(time.Millisecond))
-	n.svc.LetGo(ctx, &from, ck)
+	n.letGo(ctx, &from, ck)
 	return nil
 }
 
@@ -224,7 +224,57 @@ func (n *Node) Adopt(ctx context.Context, id, from string, cold bool) (*sandbox.
 			return errdefs.Conflict("sandbox %q is not being handed over by node %s (node %s, %s, pending %q)", sb.Name, from, sb.Node, sb.State, sb.Pending)
 		}
 		adopted = sb
-		return n.svc.AdoptLocked(ctx, sb, from, cold)
+		return n.adoptLocked(ctx, sb, from, cold)
 	})
 	return adopted, err
+}
+
+// letGo frees what this node kept of a sandbox another node took over:
+// its network slot, its files and its checkpoint's copy (uploaded).
+func (n *Node) letGo(ctx context.Context, sb *sandbox.Sandbox, ck *sandbox.Checkpoint) {
+	if err := n.svc.FreeLocal(ctx, sb); err != nil {
+		n.log.Error("removing the files of a sandbox that moved", "sandbox", sb.Name, "err", err)
+	}
+	n.svc.DropCheckpointFiles(ctx, ck)
+	// Its other checkpoints' copies go too, once uploaded (those still
+	// waiting go when the upload is done: see upload.go).
+	cks, err := n.store.ListCheckpoints(ctx, sb.ID)
+	if err != nil {
+		n.log.Error("listing the checkpoints of a sandbox that moved", "sandbox", sb.Name, "err", err)
+	}
+	for _, c := range cks {
+		if c.Location == sandbox.LocationUploaded && !n.svc.Pinned(c.ID) {
+			n.svc.DropCheckpointFiles(ctx, c)
+		}
+	}
+	n.log.Info("sandbox moved away", "sandbox", sb.Name, "id", sb.ID)
+}
+
+// adoptTimeout bounds waking a sandbox taken over in a move, its
+// checkpoint downloaded if need be, once it is this node's.
+const adoptTimeout = 10 * time.Minute
+
+// adoptLocked takes over sb, which node from hands over (hibernated,
+// PendingMove) and whose record the caller holds under its lifecycle
+// lock (WithRecord), and wakes it here: with its processes, or cold
+// from its checkpoint's files alone.
+func (n *Node) adoptLocked(ctx context.Context, sb *sandbox.Sandbox, from string, cold bool) error {
+	slot, err := n.svc.AllocSlot(ctx, sb.ID)
+	if err != nil {
+		return err
+	}
+	// From its record's write on, the sandbox is this node's: it wakes
+	// here to the end, whatever becomes of the node that handed it over
+	// and of its request, which may end with that node's dend.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), adoptTimeout)
+	defer cancel()
+	sb.Node, sb.Slot, sb.Pending = n.self, slot, ""
+	if err := n.svc.Record(ctx, sb, "moved", fmt.Sprintf("moved from node %s", from)); err != nil {
+		n.svc.ReleaseSlot(slot)
+		return err
+	}
+	if !cold {
+		return n.svc.WakeLocked(ctx, sb, "woken after moving from node "+from)
+	}
+	return n.svc.WakeColdLocked(ctx, sb, "booted cold from its files after moving from node "+from)
 }
