@@ -5178,6 +5178,8 @@ export interface operations {
                 parents_by_root?: boolean;
                 /** @description a user extended attribute to set on the file, as NAME=VALUE (NAME in user.*, at most 255 bytes; VALUE UTF-8 text, at most 8 KiB; at most 64); the file keeps those of the file it replaces */
                 xattr?: string[];
+                /** @description a prefix in user.* (such as user.e2b.): the attributes of the file replaced whose names start with it are not kept, so this write's xattr parameters replace them */
+                xattrs_drop?: string;
             };
             header?: {
                 /**
