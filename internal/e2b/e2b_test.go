@@ -18,6 +18,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/client"
+	pb "github.com/den-dev/den/internal/e2b/envdpb/filesystem"
 	"github.com/den-dev/den/internal/inproc"
 )
 
@@ -205,18 +206,22 @@ func TestEntryInfo(t *testing.T) {
 	mt := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	tests := []struct {
 		fi                 api.FileInfo
+		linkType           string
 		perms, owner, link string
+		typ                pb.FileType
 	}{
-		{api.FileInfo{Name: "f", Path: "/h/f", Type: "file", Mode: 0o644, Owner: "user", Group: "user"}, "-rw-r--r--", "user", ""},
-		{api.FileInfo{Name: "d", Path: "/h/d", Type: "dir", Mode: 0o755, UID: 1234}, "drwxr-xr-x", "1234", ""},
-		{api.FileInfo{Name: "l", Path: "/h/x/l", Type: "symlink", Mode: 0o777, Target: "../f"}, "Lrwxrwxrwx", "0", "/h/f"},
-		{api.FileInfo{Name: "s", Path: "/usr/bin/s", Type: "file", Mode: 0o4755}, "urwxr-xr-x", "0", ""},
-		{api.FileInfo{Name: "m", Path: "/h/m", Type: "file", Mode: 0o600, Owner: "user", Xattrs: map[string]string{"user.e2b.k": "v"}}, "-rw-------", "user", ""},
+		{api.FileInfo{Name: "f", Path: "/h/f", Type: "file", Mode: 0o644, Owner: "user", Group: "user"}, "", "-rw-r--r--", "user", "", pb.FileType_FILE_TYPE_FILE},
+		{api.FileInfo{Name: "d", Path: "/h/d", Type: "dir", Mode: 0o755, UID: 1234}, "", "drwxr-xr-x", "1234", "", pb.FileType_FILE_TYPE_DIRECTORY},
+		{api.FileInfo{Name: "l", Path: "/h/x/l", Type: "symlink", Mode: 0o777, Target: "../f"}, "file", "Lrwxrwxrwx", "0", "/h/f", pb.FileType_FILE_TYPE_FILE},
+		{api.FileInfo{Name: "ld", Path: "/h/ld", Type: "symlink", Mode: 0o777, Target: "/h/d/"}, "dir", "Lrwxrwxrwx", "0", "/h/d", pb.FileType_FILE_TYPE_DIRECTORY},
+		{api.FileInfo{Name: "dangling", Path: "/h/dangling", Type: "symlink", Mode: 0o777, Target: "gone"}, "", "Lrwxrwxrwx", "0", "/h/gone", pb.FileType_FILE_TYPE_UNSPECIFIED},
+		{api.FileInfo{Name: "s", Path: "/usr/bin/s", Type: "file", Mode: 0o4755}, "", "urwxr-xr-x", "0", "", pb.FileType_FILE_TYPE_FILE},
+		{api.FileInfo{Name: "m", Path: "/h/m", Type: "file", Mode: 0o600, Owner: "user", Xattrs: map[string]string{"user.e2b.k": "v"}}, "", "-rw-------", "user", "", pb.FileType_FILE_TYPE_FILE},
 	}
 	for _, tt := range tests {
 		tt.fi.ModTime = mt
-		e := entryInfo(&tt.fi)
-		if e.Permissions != tt.perms || e.Owner != tt.owner || e.GetSymlinkTarget() != tt.link || e.Mode != tt.fi.Mode&0o777 || !e.ModifiedTime.AsTime().Equal(mt) ||
+		e := entryInfo(&tt.fi, tt.linkType)
+		if e.Type != tt.typ || e.Permissions != tt.perms || e.Owner != tt.owner || e.GetSymlinkTarget() != tt.link || e.Mode != tt.fi.Mode&0o777 || !e.ModifiedTime.AsTime().Equal(mt) ||
 			len(e.Metadata) != len(tt.fi.Xattrs) || e.Metadata["k"] != tt.fi.Xattrs["user.e2b.k"] {
 			t.Errorf("%s: %+v", tt.fi.Path, e)
 		}

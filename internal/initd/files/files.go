@@ -107,7 +107,8 @@ func fileInfo(p string, fi fs.FileInfo, names *ownerNames) guest.FileInfo {
 		Mode:    uint32(fi.Mode().Perm()),
 		ModTime: fi.ModTime().UTC(),
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if st != nil {
 		out.Mode = st.Mode & 0o7777
 		out.UID, out.GID = st.Uid, st.Gid
 		out.Owner, out.Group = names.name(st.Uid, st.Gid)
@@ -122,6 +123,12 @@ func fileInfo(p string, fi fs.FileInfo, names *ownerNames) guest.FileInfo {
 	case fi.IsDir():
 		out.Type = "dir"
 		out.Xattrs = readXattrs(p)
+		if out.Size == 0 && st != nil {
+			// A directory made in gVisor's memory-backed overlay says 0
+			// bytes; it holds a block of the file system, as ext4's and
+			// E2B's directories say.
+			out.Size = int64(st.Blksize)
+		}
 	case fi.Mode()&fs.ModeSymlink != 0:
 		out.Type = "symlink"
 		out.Target, _ = os.Readlink(p)
