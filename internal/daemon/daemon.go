@@ -287,7 +287,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// So does the E2B door, for both of E2B's planes.
 	// Its sandboxes' tokens are derived from the ports key, which outlives
 	// dend, so they keep working across restarts.
-	e2bDoor := e2b.New(e2b.Config{API: self, IsLocal: httpapi.IsLocal, MinTTL: cfg.MinTTL, Key: portsKey, Domain: cfg.E2BDomain,
+	e2bDoor := e2b.New(e2b.Config{API: self, IsLocal: httpapi.IsLocal, MinTimeout: cfg.E2BMinTimeout, Key: portsKey, Domain: cfg.E2BDomain,
 		Logger: log.With("component", "e2b")})
 	gate, err := newGate(cfg, fl, svc, tokens, st, log)
 	if err != nil {

@@ -22,7 +22,7 @@ func newKeyedDoor(t *testing.T) (*Door, *fakeAPI) {
 	self := inproc.New()
 	self.Serve(den, den)
 	t.Cleanup(func() { self.Close() })
-	return New(Config{API: self, MinTTL: time.Minute, Key: []byte("0123456789abcdef0123456789abcdef")}), den
+	return New(Config{API: self, MinTimeout: time.Minute, Key: []byte("0123456789abcdef0123456789abcdef")}), den
 }
 
 func TestSandboxTokens(t *testing.T) {

@@ -163,7 +163,7 @@ func TestNetworkPolicy(t *testing.T) {
 }
 
 func TestTimeoutPolicy(t *testing.T) {
-	d := &Door{cfg: Config{MinTTL: time.Minute}}
+	d := &Door{cfg: Config{MinTimeout: time.Minute}}
 	kill := d.timeoutPolicy(false, 0, 300*time.Second)
 	if *kill.TTL != "5m" || *kill.PauseAfter != "0" || *kill.HibernateAfter != "0" {
 		t.Errorf("kill: %+v", kill)
@@ -199,6 +199,23 @@ func TestTimeoutPolicy(t *testing.T) {
 	}
 	if p := d.retimePolicy(running("0", "5m", "1h"), 10*time.Second, false); p == nil || *p.HibernateAfter != "1m" {
 		t.Errorf("setTimeout under dend's floor in pause mode: %+v", p)
+	}
+
+	// The floor is the door's, refused with its value in the words; by
+	// default a second, so E2B's setTimeout(5000) means five seconds.
+	five := int64(5)
+	if _, err := d.seconds(&five, 0); err == nil || !strings.Contains(err.Error(), "shorter than 1m0s") || !strings.Contains(wireError(err).Hint, "--e2b-min-timeout") {
+		t.Errorf("a timeout under the door's floor: %v", err)
+	}
+	byDefault := &Door{}
+	if got, err := byDefault.seconds(&five, 0); err != nil || got != 5*time.Second {
+		t.Errorf("a 5s timeout by default: %v %v", got, err)
+	}
+	if p := byDefault.timeoutPolicy(false, 0, 5*time.Second); *p.TTL != "5s" {
+		t.Errorf("a 5s timeout by default: ttl %s", *p.TTL)
+	}
+	if p := byDefault.timeoutPolicy(false, 0, 0); *p.TTL != "1s" {
+		t.Errorf("a timeout of 0 takes the floor: ttl %s", *p.TTL)
 	}
 }
 
@@ -292,7 +309,7 @@ func TestControlPlane(t *testing.T) {
 	self := inproc.New()
 	self.Serve(den, den)
 	t.Cleanup(func() { self.Close() })
-	d := New(Config{API: self, MinTTL: time.Minute})
+	d := New(Config{API: self})
 	call := func(method, path, body string) (int, map[string]any) {
 		r := httptest.NewRequest(method, path, strings.NewReader(body))
 		r.Header.Set(headerAPIKey, E2BKey(token))

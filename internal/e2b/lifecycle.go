@@ -31,9 +31,15 @@ func (d *Door) timeoutPolicy(autoPause bool, ran, timeout time.Duration) *api.Po
 	return &api.Policy{PauseAfter: &zero, HibernateAfter: &zero, TTL: ptr(api.FormatDuration(d.ttl(ran + timeout)))}
 }
 
-// ttl is a TTL or hibernate_after dend accepts: no shorter than its
-// floor.
-func (d *Door) ttl(v time.Duration) time.Duration { return max(v, d.cfg.MinTTL, time.Second) }
+// ttl is a TTL or hibernate_after dend accepts: no shorter than the
+// door's floor (a timeout of 0 takes it).
+func (d *Door) ttl(v time.Duration) time.Duration { return max(v, d.minTimeout()) }
+
+// minTimeout is the shortest timeout the door gives a sandbox: its admin's
+// choice (dend --e2b-min-timeout), and never under a second. The door
+// sends it with every call it makes to dend's API, whose own floor
+// (--min-ttl) is for policies set by hand.
+func (d *Door) minTimeout() time.Duration { return max(d.cfg.MinTimeout, time.Second) }
 
 // retimePolicy is the change that gives sb timeout more from now, or nil
 // for none: with extendOnly, a timeout that would end it sooner than it
