@@ -4,9 +4,11 @@ import (
 	"context"
 	"path/filepath"
 	"time"
+
+	"github.com/den-dev/den/internal/netpolicy"
 )
 
-// Verbs the layers above the core (internal/fleet) use and nothing in
+// Verbs the layers above the core (internal/fleet, internal/owners) use and nothing in
 // the core needs: they run the core's own steps, so that what sits above
 // never reaches into the Service's state.
 
@@ -112,3 +114,11 @@ func (s *Service) DropCheckpointFiles(ctx context.Context, ck *Checkpoint) {
 func (s *Service) CollectFreed(ctx context.Context, ids ...string) {
 	s.collectFreed(ctx, ids...)
 }
+
+// LockOwner holds owner's admission lock until unlock is called: no verb
+// of owner is admitted meanwhile, e.g. while its record is rewritten.
+func (s *Service) LockOwner(owner string) (unlock func()) { return s.admission.Lock(owner) }
+
+// Reach is what network rules may name here, whatever the tenant asks:
+// Reach.Check says whether a policy stays within an owner's grants.
+func (s *Service) Reach() netpolicy.Reach { return s.cfg.Reach }

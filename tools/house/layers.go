@@ -85,8 +85,9 @@ var layers = map[string]layer{
 	"internal/metrics": adapters,
 
 	// What sits above the core and uses its verbs: the fleet (blob
-	// store, moves, node loss, the lease fence).
-	"internal/fleet": above,
+	// store, moves, node loss, the lease fence), owners' quotas and grants.
+	"internal/fleet":  above,
+	"internal/owners": above,
 
 	// The front doors: each translates its protocol to the Service's verbs.
 	"internal/httpapi":           doors,
