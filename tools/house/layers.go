@@ -67,6 +67,7 @@ var layers = map[string]layer{
 	"internal/transfer":  capabilities,
 	"internal/warm":      capabilities,
 	"internal/idle":      capabilities,
+	"internal/memimage":  capabilities,
 
 	// The domain.
 	"internal/sandbox": coreLayer,
