@@ -68,6 +68,7 @@ var layers = map[string]layer{
 	"internal/warm":      capabilities,
 	"internal/idle":      capabilities,
 	"internal/memimage":  capabilities,
+	"internal/exitwatch": capabilities,
 
 	// The domain.
 	"internal/sandbox": coreLayer,
