@@ -12,6 +12,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/events"
+	"github.com/den-dev/den/internal/exitwatch"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/netpolicy"
@@ -112,7 +113,7 @@ type Service struct {
 	teardowns map[string]chan struct{}
 	// supervised holds the watches over running instances' engines
 	// (supervise.go); it has its own lock.
-	supervised supervision
+	supervised exitwatch.Watches
 	// nextRetention is when checkpoints are next checked for age.
 	nextRetention time.Time
 	// guests caches one den-init client per instance id.

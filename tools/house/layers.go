@@ -67,6 +67,8 @@ var layers = map[string]layer{
 	"internal/transfer":  capabilities,
 	"internal/warm":      capabilities,
 	"internal/idle":      capabilities,
+	"internal/memimage":  capabilities,
+	"internal/exitwatch": capabilities,
 
 	// The domain.
 	"internal/sandbox": coreLayer,
