@@ -88,6 +88,10 @@ var layers = map[string]layer{
 	// store, moves, node loss, the lease fence).
 	"internal/fleet": above,
 
+	// Verbs composed of the core's own steps: rebase and the setup it
+	// uses.
+	"internal/rebase": above,
+
 	// The front doors: each translates its protocol to the Service's verbs.
 	"internal/httpapi":           doors,
 	"internal/httpapi/httpx":     doors,
