@@ -18,8 +18,8 @@ import (
 // ImageAt names an image version as IMAGE@VERSION.
 func ImageAt(name string, version int) string { return fmt.Sprintf("%s@%d", name, max(version, 1)) }
 
-// ImageVersion returns the record of image name at version; version 0
-// is its newest here.
+// ImageVersion returns version of image name (0: the newest), whose
+// root filesystem is on this host; ErrNotFound names what is missing.
 func (s *Service) ImageVersion(ctx context.Context, name string, version int) (*Image, error) {
 	return s.cfg.Images.Version(ctx, name, version)
 }
