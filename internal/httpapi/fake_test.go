@@ -23,6 +23,7 @@ import (
 	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/peers"
+	"github.com/den-dev/den/internal/rebase"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/usage"
 )
@@ -365,7 +366,7 @@ func (f *fakeSandboxes) Restore(ctx context.Context, ref, ckpt string) (*sandbox
 	return sb, nil
 }
 
-func (f *fakeSandboxes) SetSetup(ctx context.Context, ref string, c sandbox.SetupChange) (*sandbox.Sandbox, error) {
+func (f *fakeSandboxes) SetSetup(ctx context.Context, ref string, c rebase.SetupChange) (*sandbox.Sandbox, error) {
 	if err := f.enter("SetSetup", ref, c); err != nil {
 		return nil, err
 	}
@@ -379,13 +380,13 @@ func (f *fakeSandboxes) SetSetup(ctx context.Context, ref string, c sandbox.Setu
 	return sb, nil
 }
 
-func (f *fakeSandboxes) Rebase(ctx context.Context, ref string, p sandbox.RebaseParams) (*sandbox.RebaseResult, error) {
+func (f *fakeSandboxes) Rebase(ctx context.Context, ref string, p rebase.Params) (*rebase.Result, error) {
 	if err := f.enter("Rebase", ref, p); err != nil {
 		return nil, err
 	}
 	sb := f.withState(sandbox.StateRunning)
 	sb.Generation++
-	return &sandbox.RebaseResult{Sandbox: sb, Checkpoint: &sandbox.Checkpoint{ID: "ck9"}, From: "debian@1", To: "debian@2",
+	return &rebase.Result{Sandbox: sb, Checkpoint: &sandbox.Checkpoint{ID: "ck9"}, From: "debian@1", To: "debian@2",
 		Kept: []string{"/root"}, Steps: []sandbox.StepResult{{Step: 1, Command: "true", RunID: "run1"}}}, nil
 }
 
@@ -685,6 +686,7 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 	e := &env{t: t, calls: c, sbx: newFakeSandboxes(c), img: newFakeImages(c), logBuf: &syncBuffer{}}
 	cfg := Config{
 		Sandboxes: e.sbx,
+		Rebase:    e.sbx,
 		Images:    e.img,
 		Fleet:     e.sbx,
 		Logger:    slog.New(slog.NewJSONHandler(e.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),

@@ -89,10 +89,6 @@ type SandboxService interface {
 	RemoveCheckpoint(ctx context.Context, ref, ckpt string) error
 	// Restore rewinds a sandbox in place to one of its checkpoints.
 	Restore(ctx context.Context, ref, ckpt string) (*sandbox.Sandbox, error)
-	// SetSetup changes the setup steps and kept paths of a sandbox;
-	// Rebase gives it a new root from an image version, keeping those.
-	SetSetup(ctx context.Context, ref string, c sandbox.SetupChange) (*sandbox.Sandbox, error)
-	Rebase(ctx context.Context, ref string, p sandbox.RebaseParams) (*sandbox.RebaseResult, error)
 	// Fork makes children of a sandbox and returns them.
 	Fork(ctx context.Context, ref string, p sandbox.ForkParams) ([]*sandbox.Sandbox, error)
 	// RecoverSandbox brings a sandbox in error back.
@@ -153,6 +149,8 @@ type Config struct {
 	Secrets SecretService
 	// Owners serves /v1/owners (quotas and grants). nil: 503.
 	Owners OwnerService
+	// Rebase serves a sandbox's setup and rebase routes. nil: 503.
+	Rebase RebaseService
 	// PortsKey signs URLs to exposed ports (see internal/httpapi/portproxy); 32 random
 	// bytes. nil: no URLs are signed (503) and none is accepted.
 	PortsKey []byte
@@ -229,6 +227,7 @@ type server struct {
 	audit        audit.Log
 	secrets      SecretService
 	owners       OwnerService
+	rebase       RebaseService
 	requests     RequestStore
 	// ports serves exposed ports: their routes, the proxy, and who may
 	// reach them without a token.
@@ -272,6 +271,7 @@ func New(cfg Config) http.Handler {
 		metrics:      cfg.Metrics,
 		ssh:          cfg.SSH,
 		owners:       cfg.Owners,
+		rebase:       cfg.Rebase,
 		requests:     cfg.Requests,
 	}
 	if s.log == nil {

@@ -265,15 +265,6 @@ type Secrets interface {
 	Reveal(ctx context.Context, name string) ([]byte, error)
 }
 
-// PathCopier copies one path of a root filesystem into another on the
-// host, as a rebase carries a sandbox's kept paths from its old root (a
-// checkpoint's read-only snapshot) to its new one. CopyPath replaces p
-// under toRoot with p from fromRoot, or reports false, changing nothing,
-// when fromRoot has no p. It follows no symlink on the way to p.
-type PathCopier interface {
-	CopyPath(ctx context.Context, fromRoot, toRoot, p string) (bool, error)
-}
-
 // Images finds base images, building a built-in one on first use.
 type Images interface {
 	// Ensure returns the newest version of image name.

@@ -31,11 +31,8 @@ type Config struct {
 	Runtime Runtime
 	Network Network
 	// Reach is what network rules may name, whatever the tenant asks.
-	Reach  netpolicy.Reach
-	Images Images
-	// Copier carries kept paths over in a rebase; nil: rebase is
-	// unavailable.
-	Copier  PathCopier
+	Reach   netpolicy.Reach
+	Images  Images
 	Secrets Secrets // nil: no secrets can be granted
 	// Sealer seals the memory images of sandboxes ever granted secrets;
 	// nil: they are saved in plaintext like any other.
@@ -301,7 +298,7 @@ func (s *Service) List(ctx context.Context) ([]*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.fillLatest(ctx, sbs...); err != nil {
+	if err := s.FillLatest(ctx, sbs...); err != nil {
 		return nil, fmt.Errorf("reading the newest image versions: %w", err)
 	}
 	return sbs, nil

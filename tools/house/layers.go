@@ -91,6 +91,10 @@ var layers = map[string]layer{
 	"internal/fleet":  above,
 	"internal/owners": above,
 
+	// Verbs composed of the core's own steps: rebase and the setup it
+	// uses.
+	"internal/rebase": above,
+
 	// The front doors: each translates its protocol to the Service's verbs.
 	"internal/httpapi":           doors,
 	"internal/httpapi/httpx":     doors,
