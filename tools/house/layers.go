@@ -87,6 +87,8 @@ var layers = map[string]layer{
 	// What sits above the core and uses its verbs: the fleet (blob
 	// store, moves, node loss, the lease fence).
 	"internal/fleet": above,
+	// Peers' verbs: adding, refreshing and removing a sandbox's views.
+	"internal/peering": above,
 
 	// The front doors: each translates its protocol to the Service's verbs.
 	"internal/httpapi":           doors,
