@@ -22,6 +22,7 @@ import (
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/netpolicy"
+	"github.com/den-dev/den/internal/peering"
 	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/rebase"
 	"github.com/den-dev/den/internal/sandbox"
@@ -464,7 +465,7 @@ func (f *fakeSandboxes) Peers(ctx context.Context, ref string) ([]peers.Peer, er
 	return f.sandboxes[0].Spec.Peers, nil
 }
 
-func (f *fakeSandboxes) AddPeer(ctx context.Context, ref string, p sandbox.PeerParams) (*sandbox.Sandbox, *peers.Peer, error) {
+func (f *fakeSandboxes) AddPeer(ctx context.Context, ref string, p peering.Params) (*sandbox.Sandbox, *peers.Peer, error) {
 	if err := f.enter("AddPeer", ref, p); err != nil {
 		return nil, nil, err
 	}
@@ -472,7 +473,7 @@ func (f *fakeSandboxes) AddPeer(ctx context.Context, ref string, p sandbox.PeerP
 	return f.sandboxes[0], &peer, nil
 }
 
-func (f *fakeSandboxes) RefreshPeer(ctx context.Context, ref, peer string, p sandbox.PeerParams) (*sandbox.Sandbox, *peers.Peer, error) {
+func (f *fakeSandboxes) RefreshPeer(ctx context.Context, ref, peer string, p peering.Params) (*sandbox.Sandbox, *peers.Peer, error) {
 	if err := f.enter("RefreshPeer", ref, peer, p); err != nil {
 		return nil, nil, err
 	}
@@ -689,6 +690,7 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 		Rebase:    e.sbx,
 		Images:    e.img,
 		Fleet:     e.sbx,
+		Peers:     e.sbx,
 		Logger:    slog.New(slog.NewJSONHandler(e.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, f := range configure {

@@ -23,7 +23,6 @@ import (
 	"github.com/den-dev/den/internal/httpapi/portproxy"
 	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/netpolicy"
-	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/usage"
 )
@@ -105,13 +104,6 @@ type SandboxService interface {
 	Resources(ctx context.Context, sb *sandbox.Sandbox) (sandbox.ResourceUsage, sandbox.DiskQuota)
 	// SetNetwork replaces what a sandbox may reach, at once.
 	SetNetwork(ctx context.Context, ref string, p netpolicy.Policy) (*sandbox.Sandbox, error)
-	// Peers lists a sandbox's read-only views of others; AddPeer,
-	// RefreshPeer and RemovePeer change them (p says whose sandboxes the
-	// caller may read).
-	Peers(ctx context.Context, ref string) ([]peers.Peer, error)
-	AddPeer(ctx context.Context, ref string, p sandbox.PeerParams) (*sandbox.Sandbox, *peers.Peer, error)
-	RefreshPeer(ctx context.Context, ref, peer string, p sandbox.PeerParams) (*sandbox.Sandbox, *peers.Peer, error)
-	RemovePeer(ctx context.Context, ref, peer string, restart bool) (*sandbox.Sandbox, error)
 	// Exposed ports: exposing, unexposing, revoking links, the proxy's
 	// target.
 	portproxy.Sandboxes
@@ -151,6 +143,9 @@ type Config struct {
 	Owners OwnerService
 	// Rebase serves a sandbox's setup and rebase routes. nil: 503.
 	Rebase RebaseService
+	// Peers serves /v1/sandboxes/{name}/peers, sandboxes' read-only
+	// views of others. nil: 503.
+	Peers PeerService
 	// PortsKey signs URLs to exposed ports (see internal/httpapi/portproxy); 32 random
 	// bytes. nil: no URLs are signed (503) and none is accepted.
 	PortsKey []byte
@@ -228,6 +223,7 @@ type server struct {
 	secrets      SecretService
 	owners       OwnerService
 	rebase       RebaseService
+	peers        PeerService
 	requests     RequestStore
 	// ports serves exposed ports: their routes, the proxy, and who may
 	// reach them without a token.
@@ -272,6 +268,7 @@ func New(cfg Config) http.Handler {
 		ssh:          cfg.SSH,
 		owners:       cfg.Owners,
 		rebase:       cfg.Rebase,
+		peers:        cfg.Peers,
 		requests:     cfg.Requests,
 	}
 	if s.log == nil {

@@ -78,6 +78,29 @@ func (s *Service) Record(ctx context.Context, sb *Sandbox, evType, msg string) e
 	return s.record(ctx, sb, evType, msg)
 }
 
+// StopLocked ends sb's instance gracefully (at once when in error), why
+// going into its history; its files stay. The caller holds sb's
+// lifecycle lock (WithSandbox).
+func (s *Service) StopLocked(ctx context.Context, sb *Sandbox, why string) error {
+	return s.stopLocked(ctx, sb, why)
+}
+
+// StartLocked boots stopped sb as a new generation; the caller holds its
+// lifecycle lock (WithSandbox).
+func (s *Service) StartLocked(ctx context.Context, sb *Sandbox) error {
+	return s.startLocked(ctx, sb)
+}
+
+// SyncFiles flushes what running sb's processes wrote to its files, as
+// a checkpoint does first; the caller holds its lifecycle lock.
+func (s *Service) SyncFiles(ctx context.Context, sb *Sandbox) error {
+	return s.guestFor(sb).Sync(ctx)
+}
+
+// Elsewhere is the error for a verb on sb when another node of the
+// fleet runs it; nil when this node does.
+func (s *Service) Elsewhere(sb *Sandbox) error { return s.elsewhere(sb) }
+
 // Require returns a conflict error, with a hint saying what to do first,
 // unless sb is in one of the allowed states; action is the verb as the
 // user typed it.
@@ -139,6 +162,16 @@ func (s *Service) RestoreLocked(ctx context.Context, sb *Sandbox, ck *Checkpoint
 // Description names ck in a message: its id, its name, and whether it
 // holds files only.
 func (ck *Checkpoint) Description() string { return describe(ck) }
+
+// EnsureLocal makes ck's files and memory image be on this host, from
+// the blob store if need be.
+func (s *Service) EnsureLocal(ctx context.Context, ck *Checkpoint) error {
+	return s.ensureLocal(ctx, ck)
+}
+
+// NewID returns n random characters from [a-z2-7], as the ids the core
+// gives sandboxes and checkpoints.
+func NewID(n int) string { return newID(n) }
 
 // Pin keeps checkpoint id from garbage collection until unpin is called.
 func (s *Service) Pin(id string) (unpin func()) { return s.pin(id) }

@@ -383,6 +383,15 @@ func (s *Service) instance(sb *Sandbox, netns, bootToken string) Instance {
 	}
 }
 
+// viewMounts are the views sb's instances mount.
+func (s *Service) viewMounts(sb *Sandbox) []ViewMount {
+	var ms []ViewMount
+	for _, p := range sb.Spec.Peers {
+		ms = append(ms, ViewMount{Source: s.cfg.Volumes.Path(p.View), Destination: p.At})
+	}
+	return ms
+}
+
 // restoreFrom says how bootFrom brings a checkpoint back.
 type restoreFrom struct {
 	cold bool // its files only, booted without its processes

@@ -129,9 +129,15 @@ type Instance struct {
 	// Init is the version of den-init to run ("": the one from before
 	// versions were kept).
 	Init string
-	// Views are other sandboxes' files, mounted read-only (peers.go);
-	// their mount points are part of what a restore checks.
+	// Views are other sandboxes' files, mounted read-only (package
+	// peers); their mount points are part of what a restore checks.
 	Views []ViewMount
+}
+
+// ViewMount is a read-only view mounted into an instance.
+type ViewMount struct {
+	Source      string // host path of the view
+	Destination string // mount point inside
 }
 
 // InstanceState is what the engine says about an instance.

@@ -95,6 +95,9 @@ var layers = map[string]layer{
 	// uses.
 	"internal/rebase": above,
 
+	// Peers' verbs: adding, refreshing and removing a sandbox's views.
+	"internal/peering": above,
+
 	// The front doors: each translates its protocol to the Service's verbs.
 	"internal/httpapi":           doors,
 	"internal/httpapi/httpx":     doors,
