@@ -163,6 +163,22 @@ try {
   let procs = await sbx.commands.list();
   assert.ok(!procs.some((p) => p.args.join(" ").includes("sleep 1000")), `a reboot runs nothing from before: ${JSON.stringify(procs)}`);
 
+  step("lifecycle onTimeout pause without memory: stopped at its timeout, its files kept; connect boots it afresh");
+  const cold = await Sandbox.create({ metadata: { suite: `features-cold-${process.pid}` }, timeoutMs: 2_000, lifecycle: { onTimeout: { action: "pause", keepMemory: false } } });
+  try {
+    await cold.files.write("kept.txt", "on disk");
+    // A process of its own, not a command the door follows: an attached
+    // command is use, and would keep the sandbox from its timeout.
+    await cold.commands.run("setsid sleep 1000 >/dev/null 2>&1 < /dev/null &");
+    await waitUntil(30_000, "the timeout to stop it", async () => (await cold.getInfo()).state === "paused");
+    await Sandbox.connect(cold.sandboxId, { timeoutMs: 60_000 });
+    assert.equal(await cold.files.read("kept.txt"), "on disk", "its files survive the timeout");
+    const ps = await cold.commands.run("pgrep -x sleep || echo none");
+    assert.equal(ps.stdout, "none\n", "a stop keeps no process");
+  } finally {
+    await cold.kill();
+  }
+
   step("connect with onResume reboot: boots one paused without memory, refuses one paused with it");
   assert.equal(await sbx.pause({ keepMemory: false }), true);
   const rebooted = await Sandbox.connect(sbx.sandboxId, { onResume: "reboot" });

@@ -183,11 +183,11 @@ func (d *Door) create(w http.ResponseWriter, r *http.Request, c *client.Client, 
 	if err != nil {
 		return err
 	}
-	autoPause := req.AutoPause != nil && *req.AutoPause
+	action := timeoutAction(req.AutoPause, req.AutoPauseMemory)
 	// A sandbox killed at its timeout keeps nothing, as E2B's.
 	create := api.CreateSandboxRequest{
 		Image: image, Env: req.EnvVars, Labels: req.Metadata, Network: network,
-		Policy: d.timeoutPolicy(autoPause, 0, timeout), Ephemeral: !autoPause,
+		Policy: d.timeoutPolicy(action, 0, timeout), Ephemeral: action == killAtTimeout,
 	}
 	create.Name = newName()
 	sb, err := c.CreateSandbox(r.Context(), create)

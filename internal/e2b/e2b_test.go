@@ -164,20 +164,20 @@ func TestNetworkPolicy(t *testing.T) {
 
 func TestTimeoutPolicy(t *testing.T) {
 	d := &Door{cfg: Config{MinTimeout: time.Minute}}
-	kill := d.timeoutPolicy(false, 0, 300*time.Second)
+	kill := d.timeoutPolicy(killAtTimeout, 0, 300*time.Second)
 	if *kill.TTL != "5m" || *kill.PauseAfter != "0" || *kill.HibernateAfter != "0" {
 		t.Errorf("kill: %+v", kill)
 	}
-	if short := d.timeoutPolicy(false, 0, 10*time.Second); *short.TTL != "1m" {
+	if short := d.timeoutPolicy(killAtTimeout, 0, 10*time.Second); *short.TTL != "1m" {
 		t.Errorf("a timeout under dend's floor: ttl %s", *short.TTL)
 	}
-	pause := d.timeoutPolicy(true, 0, 90*time.Second)
+	pause := d.timeoutPolicy(pauseAtTimeout, 0, 90*time.Second)
 	if *pause.TTL != "0" || *pause.HibernateAfter != "1m30s" || *pause.PauseAfter != "0" {
 		t.Errorf("pause: %+v", pause)
 	}
 	// dend refuses a hibernate_after under its floor: E2B's timeout is
 	// rounded up to it, as the TTL is.
-	if short := d.timeoutPolicy(true, 0, 10*time.Second); *short.HibernateAfter != "1m" {
+	if short := d.timeoutPolicy(pauseAtTimeout, 0, 10*time.Second); *short.HibernateAfter != "1m" {
 		t.Errorf("an auto-pause timeout under dend's floor: hibernate_after %s", *short.HibernateAfter)
 	}
 
@@ -201,6 +201,26 @@ func TestTimeoutPolicy(t *testing.T) {
 		t.Errorf("setTimeout under dend's floor in pause mode: %+v", p)
 	}
 
+	// Pause without memory stops the sandbox at its timeout, its files kept.
+	no, yes := false, true
+	if a := timeoutAction(&yes, &no); a != stopAtTimeout {
+		t.Errorf("autoPause without memory: %v", a)
+	}
+	if timeoutAction(&yes, nil) != pauseAtTimeout || timeoutAction(nil, &no) != killAtTimeout {
+		t.Errorf("autoPause alone pauses, none kills")
+	}
+	stop := d.timeoutPolicy(stopAtTimeout, 0, 90*time.Second)
+	if *stop.StopAfter != "1m30s" || *stop.HibernateAfter != "0" || *stop.TTL != "0" || *stop.PauseAfter != "0" {
+		t.Errorf("stop: %+v", stop)
+	}
+	stopping := &api.Sandbox{Policy: api.Policy{TTL: new("0"), HibernateAfter: new("0"), StopAfter: new("5m")}}
+	if p := d.retimePolicy(stopping, 10*time.Minute, false); p == nil || p.StopAfter == nil || *p.StopAfter != "10m" || p.HibernateAfter != nil {
+		t.Errorf("setTimeout in stop mode: %+v", p)
+	}
+	if p := d.retimePolicy(stopping, 2*time.Minute, true); p != nil {
+		t.Errorf("connect never shortens a stop: %+v", p)
+	}
+
 	// The floor is the door's, refused with its value in the words; by
 	// default a second, so E2B's setTimeout(5000) means five seconds.
 	five := int64(5)
@@ -211,10 +231,10 @@ func TestTimeoutPolicy(t *testing.T) {
 	if got, err := byDefault.seconds(&five, 0); err != nil || got != 5*time.Second {
 		t.Errorf("a 5s timeout by default: %v %v", got, err)
 	}
-	if p := byDefault.timeoutPolicy(false, 0, 5*time.Second); *p.TTL != "5s" {
+	if p := byDefault.timeoutPolicy(killAtTimeout, 0, 5*time.Second); *p.TTL != "5s" {
 		t.Errorf("a 5s timeout by default: ttl %s", *p.TTL)
 	}
-	if p := byDefault.timeoutPolicy(false, 0, 0); *p.TTL != "1s" {
+	if p := byDefault.timeoutPolicy(killAtTimeout, 0, 0); *p.TTL != "1s" {
 		t.Errorf("a timeout of 0 takes the floor: ttl %s", *p.TTL)
 	}
 }

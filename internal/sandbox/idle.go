@@ -213,6 +213,14 @@ func (s *Service) applyDue(ctx context.Context, id string) error {
 		}
 		s.publishAbout(sb, StreamPolicyAction, "hibernated by the idle policy: "+why)
 		return nil
+	case idle.ActionStop:
+		defer unlock()
+		why := fmt.Sprintf("idle for %s: stopped by its idle policy, its files kept", idleFor)
+		if err := s.stopLocked(ctx, sb, why); err != nil {
+			return err
+		}
+		s.publishAbout(sb, StreamPolicyAction, "stopped by the idle policy: "+why)
+		return nil
 	case idle.ActionDestroy:
 		unlock()
 		if err := s.expire(ctx, sb); err != nil {
