@@ -16,6 +16,10 @@ type Policy struct {
 	// HibernateAfter saves it to disk and frees its RAM once it has been
 	// idle this long.
 	HibernateAfter *string `json:"hibernate_after,omitempty"`
+	// StopAfter stops a running sandbox once it has been idle this long:
+	// its processes end, its files stay, and a start boots it afresh
+	// (E2B's pause without memory on timeout).
+	StopAfter *string `json:"stop_after,omitempty"`
 	// TTL destroys it once it has run this long in total; paused and
 	// hibernated time does not count.
 	TTL *string `json:"ttl,omitempty"`
@@ -31,13 +35,14 @@ type Policy struct {
 const (
 	ActionPause     = "pause"
 	ActionHibernate = "hibernate"
+	ActionStop      = "stop"
 	ActionDestroy   = "destroy"
 )
 
 // NextAction is the next step a sandbox's idle policy will take, unless
 // the sandbox is used before then.
 type NextAction struct {
-	Action string    `json:"action"` // pause, hibernate or destroy
+	Action string    `json:"action"` // pause, hibernate, stop or destroy
 	At     time.Time `json:"at"`
 }
 

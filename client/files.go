@@ -65,6 +65,9 @@ type WriteOptions struct {
 	// Xattrs are user extended attributes (user.*, by full name) to set
 	// on the file; it keeps those of the file it replaces.
 	Xattrs map[string]string
+	// DropXattrs, a prefix in user.*, leaves out the attributes of the
+	// file replaced whose names start with it.
+	DropXattrs string
 }
 
 // WriteFileWith is WriteFile with more say over the file: its owner and
@@ -85,6 +88,9 @@ func (c *Client) WriteFileWith(ctx context.Context, name, path string, r io.Read
 	}
 	for name, v := range o.Xattrs {
 		q.Add("xattr", name+"="+v)
+	}
+	if o.DropXattrs != "" {
+		q.Set("xattrs_drop", o.DropXattrs)
 	}
 	return c.upload(ctx, http.MethodPut, sandboxPath(name, "files", "content"), q, "application/octet-stream", r)
 }

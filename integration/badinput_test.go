@@ -17,18 +17,22 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/client"
+	"github.com/den-dev/den/internal/inproc"
 	denns "github.com/den-dev/den/internal/netns"
 )
 
 // raw sends a request straight to dend's socket, as a hand-written client
-// would, and returns the status and decoded error.
-func raw(t *testing.T, d *dend, method, path, body string) (int, api.Error) {
+// would, with headers (pairs), and returns the status and decoded error.
+func raw(t *testing.T, d *dend, method, path, body string, header ...string) (int, api.Error) {
 	t.Helper()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", d.socket)
 	}}}
 	req, _ := http.NewRequest(method, "http://den"+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +120,15 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		status := e2bCall(t, "http://"+addr, "POST", "/v2/sandboxes", key, `{"templateID":"busybox","metadata":`+labels(65)+`}`, &e)
 		if status != http.StatusBadRequest || e.Code != http.StatusBadRequest || !strings.Contains(e.Message, "more than the 64") {
 			t.Fatalf("65 metadata keys: %d %+v, want 400 saying the bound", status, e)
+		}
+	})
+
+	// The floor a door sends in process (E2B's timeouts) is dropped from
+	// a caller's request: only dend's own doors lower --min-ttl.
+	t.Run("timeout floor from a caller", func(t *testing.T) {
+		status, e := raw(t, d, "PATCH", "/v1/sandboxes/ok/policy", `{"ttl":"2s"}`, inproc.TimeoutFloorHeader, "1s")
+		if status != http.StatusBadRequest || !strings.Contains(e.Hint, "--min-ttl") {
+			t.Fatalf("a ttl of 2s with the door's header: %d %+v, want 400 naming --min-ttl", status, e)
 		}
 	})
 

@@ -42,15 +42,16 @@ that needs it running) restores it where it was.`
 // policyFlags are the idle-policy flags `den create` and `den policy`
 // share. Only the flags given on the command line are sent.
 type policyFlags struct {
-	pauseAfter, hibernateAfter, ttl, maxAge time.Duration
-	background                              bool
-	keep                                    int
+	pauseAfter, hibernateAfter, stopAfter, ttl, maxAge time.Duration
+	background                                         bool
+	keep                                               int
 }
 
 func (p *policyFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.DurationVar(&p.pauseAfter, "pause-after", 0, "pause it in RAM after this long idle, e.g. 5m; 0 never")
 	f.DurationVar(&p.hibernateAfter, "hibernate-after", 0, "hibernate it to disk after this long idle, e.g. 1h; 0 never")
+	f.DurationVar(&p.stopAfter, "stop-after", 0, "stop it (processes end, files stay) after this long idle, e.g. 30m; 0 never")
 	f.DurationVar(&p.ttl, "ttl", 0, "destroy it after this much running time (paused and hibernated time does not count); 0 never")
 	f.BoolVar(&p.background, "background-active", false, "count processes still running in it as activity, not only calls to it")
 	f.IntVar(&p.keep, "keep", 0, "keep only the newest N manual checkpoints; 0 keeps all")
@@ -69,6 +70,7 @@ func (p *policyFlags) changed(cmd *cobra.Command) *api.Policy {
 	}
 	dur("pause-after", p.pauseAfter, &out.PauseAfter)
 	dur("hibernate-after", p.hibernateAfter, &out.HibernateAfter)
+	dur("stop-after", p.stopAfter, &out.StopAfter)
 	dur("ttl", p.ttl, &out.TTL)
 	dur("max-age", p.maxAge, &out.MaxAge)
 	if cmd.Flags().Changed("background-active") {
@@ -150,6 +152,7 @@ func renderPolicy(w io.Writer, sb *api.Sandbox, now time.Time) error {
 	}
 	t := newTable(w, "pause after", dur(p.PauseAfter, "never"))
 	t.row("hibernate after", dur(p.HibernateAfter, "never"))
+	t.row("stop after", dur(p.StopAfter, "never"))
 	t.row("ttl", dur(p.TTL, "none"))
 	t.row("background active", background)
 	t.row("keep last", keep)

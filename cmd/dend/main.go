@@ -60,6 +60,7 @@ func main() {
 		{&cfg.TTL, "ttl", "destroy a sandbox after this much running time (0: never)"},
 		{&cfg.EphemeralTTL, "ephemeral-ttl", "TTL of an ephemeral sandbox created without one"},
 		{&cfg.MinTTL, "min-ttl", "the shortest ttl, max_age, pause-after or hibernate-after a sandbox's own policy may set, so a slip cannot destroy work at once nor sleep after every call"},
+		{&cfg.E2BMinTimeout, "e2b-min-timeout", "the shortest timeout E2B's API gives a sandbox (at least 1s); a shorter one is refused, saying so. E2B's timeouts are lifetimes asked for on purpose, so --min-ttl does not apply to them"},
 		{&cfg.CheckpointMaxAge, "checkpoint-max-age", "remove manual checkpoints older than this (0: keep)"},
 		{&cfg.IdleInterval, "idle-interval", "how often the idle policy runs"},
 		{&cfg.BootTimeout, "boot-timeout", "how long den-init may take to answer after a boot, wake or restore before the verb fails; raise it on a slow host (an emulated CPU)"},

@@ -61,10 +61,13 @@ try {
   assert.deepEqual((await sbx.files.getInfo("meta/tagged.txt")).metadata, md);
   let r = await sbx.commands.run(`python3 -c "import os; print(os.getxattr('meta/tagged.txt', 'user.e2b.owner').decode())"`);
   assert.equal(r.stdout, "alice\n", "metadata is the file's user.e2b.* attributes, seen inside");
-  await sbx.commands.run(`python3 -c "import os; os.setxattr('meta/tagged.txt', 'user.e2b.inside', b'yes')"`);
+  await sbx.commands.run(`python3 -c "import os; os.setxattr('meta/tagged.txt', 'user.e2b.inside', b'yes'); os.setxattr('meta/tagged.txt', 'user.mine', b'kept')"`);
   await sbx.files.write("meta/tagged.txt", "rewritten");
   let ls = await sbx.files.list("meta");
-  assert.deepEqual(ls.map((x) => [x.name, x.metadata]), [["tagged.txt", { ...md, inside: "yes" }]], "a rewrite keeps the metadata");
+  assert.deepEqual(ls.map((x) => [x.name, x.metadata]), [["tagged.txt", undefined]], "a rewrite without metadata clears the file's, as E2B's does");
+  r = await sbx.commands.run(`python3 -c "import os; print(os.getxattr('meta/tagged.txt', 'user.mine').decode())"`);
+  assert.equal(r.stdout, "kept\n", "attributes outside user.e2b. stay");
+  await sbx.files.write("meta/tagged.txt", "rewritten", { metadata: { Owner: "alice" } });
   const mv = await sbx.files.rename("meta/tagged.txt", "meta/renamed.txt");
   assert.equal(mv.metadata.owner, "alice");
   const batch = await sbx.files.write([{ path: "meta/a.txt", data: "a" }, { path: "meta/b.txt", data: "b" }], { metadata: { batch: "7" } });
@@ -88,6 +91,9 @@ try {
   // once it was, or a loaded host could send the event after the removal.
   await waitUntil(5000, `an entry for w/sub/new.txt in ${JSON.stringify(seen)}`, () =>
     seen.some((ev) => ev.name === "sub/new.txt" && ev.entry?.size === 5 && ev.entry.path === "/home/user/w/sub/new.txt" && ev.entry.metadata?.k === "v"));
+  await sbx.files.write("w/sub/new.txt", "67890");
+  await waitUntil(5000, `a write of w/sub/new.txt in ${JSON.stringify(seen)}`, () => seen.some((ev) => ev.name === "sub/new.txt" && ev.type === "write"));
+  assert.ok(!seen.some((ev) => ev.name.includes(".den-write")), `a write shows only the file's own name: ${JSON.stringify(seen)}`);
   await sbx.commands.run("rm w/sub/new.txt");
   await waitUntil(5000, "the removal", () => seen.some((ev) => ev.name === "sub/new.txt" && ev.type === "remove"));
   assert.ok(seen.filter((ev) => ev.type === "remove").every((ev) => ev.entry === undefined), "a removed file has no entry");
@@ -153,9 +159,25 @@ try {
   assert.equal(await sbx.isRunning(), false);
   await Sandbox.connect(sbx.sandboxId);
   assert.equal(await sbx.files.read("cold.txt"), "kept on disk", "the old handle's token works after the reboot");
-  assert.deepEqual((await sbx.files.getInfo("meta/renamed.txt")).metadata, { ...md, inside: "yes" }, "metadata survives a reboot");
+  assert.deepEqual((await sbx.files.getInfo("meta/renamed.txt")).metadata, { owner: "alice" }, "metadata survives a reboot");
   let procs = await sbx.commands.list();
   assert.ok(!procs.some((p) => p.args.join(" ").includes("sleep 1000")), `a reboot runs nothing from before: ${JSON.stringify(procs)}`);
+
+  step("lifecycle onTimeout pause without memory: stopped at its timeout, its files kept; connect boots it afresh");
+  const cold = await Sandbox.create({ metadata: { suite: `features-cold-${process.pid}` }, timeoutMs: 2_000, lifecycle: { onTimeout: { action: "pause", keepMemory: false } } });
+  try {
+    await cold.files.write("kept.txt", "on disk");
+    // A process of its own, not a command the door follows: an attached
+    // command is use, and would keep the sandbox from its timeout.
+    await cold.commands.run("setsid sleep 1000 >/dev/null 2>&1 < /dev/null &");
+    await waitUntil(30_000, "the timeout to stop it", async () => (await cold.getInfo()).state === "paused");
+    await Sandbox.connect(cold.sandboxId, { timeoutMs: 60_000 });
+    assert.equal(await cold.files.read("kept.txt"), "on disk", "its files survive the timeout");
+    const ps = await cold.commands.run("pgrep -x sleep || echo none");
+    assert.equal(ps.stdout, "none\n", "a stop keeps no process");
+  } finally {
+    await cold.kill();
+  }
 
   step("connect with onResume reboot: boots one paused without memory, refuses one paused with it");
   assert.equal(await sbx.pause({ keepMemory: false }), true);

@@ -101,6 +101,7 @@ type Config struct {
 	TTL              time.Duration // destroy after this much running time
 	EphemeralTTL     time.Duration // TTL of an ephemeral sandbox that sets none
 	MinTTL           time.Duration // the shortest ttl, max_age, pause_after or hibernate_after a sandbox's own policy may set
+	E2BMinTimeout    time.Duration // the shortest timeout E2B's API gives a sandbox
 	BackgroundActive bool          // detached commands still running count as use
 	KeepCheckpoints  int           // manual checkpoints kept per sandbox; 0 keeps all
 	CheckpointMaxAge time.Duration // manual checkpoints older than this go; 0 keeps all
@@ -156,6 +157,7 @@ func Default() Config {
 		HibernateAfter: time.Hour,
 		EphemeralTTL:   time.Hour,
 		MinTTL:         time.Minute,
+		E2BMinTimeout:  time.Second,
 		IdleInterval:   time.Second,
 		BootTimeout:    15 * time.Second,
 
@@ -271,6 +273,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BootTimeout <= 0 {
 		return bad("boot-timeout", "%s is not a positive duration", c.BootTimeout)
+	}
+	if c.E2BMinTimeout < time.Second {
+		return bad("e2b-min-timeout", "%s is under a second, the shortest E2B timeout den gives", c.E2BMinTimeout)
 	}
 	switch {
 	case c.RunOutputMax < runoutput.MinPerStream:

@@ -33,6 +33,9 @@ import (
 	"github.com/den-dev/den/internal/mcpserver"
 	"github.com/den-dev/den/internal/metrics"
 	"github.com/den-dev/den/internal/netns"
+	"github.com/den-dev/den/internal/owners"
+	"github.com/den-dev/den/internal/peering"
+	"github.com/den-dev/den/internal/rebase"
 	"github.com/den-dev/den/internal/runsc"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/secret"
@@ -177,7 +180,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	scfg := sandbox.Config{
 		Store: st, Volumes: pool, Runtime: rt, Network: network, Images: images, Secrets: secrets, Init: initVersion,
 		ResolvConf:    string(network.ResolvConf()),
-		Copier:        storage.PathCopier{},
 		Sealer:        sealer,
 		Reach:         network.Reach(opened),
 		Dial:          func(addr netip.AddrPort, token string) sandbox.Guest { return guest.New(addr, token) },
@@ -287,16 +289,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// So does the E2B door, for both of E2B's planes.
 	// Its sandboxes' tokens are derived from the ports key, which outlives
 	// dend, so they keep working across restarts.
-	e2bDoor := e2b.New(e2b.Config{API: self, IsLocal: httpapi.IsLocal, MinTTL: cfg.MinTTL, Key: portsKey, Domain: cfg.E2BDomain,
+	e2bDoor := e2b.New(e2b.Config{API: self, IsLocal: httpapi.IsLocal, MinTimeout: cfg.E2BMinTimeout, Key: portsKey, Domain: cfg.E2BDomain,
 		Logger: log.With("component", "e2b")})
 	gate, err := newGate(cfg, fl, svc, tokens, st, log)
 	if err != nil {
 		return err
 	}
+	peerVerbs := peering.New(peering.Config{Sandboxes: svc, Volumes: pool, Logger: log})
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
-		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: svc, Requests: st,
+		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: owners.New(owners.Config{Sandboxes: svc, Store: st, Records: st}), Requests: st,
 		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(blobs), Warm: svc, UI: ui.Handler(),
-		Events: svc, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate),
+		Events: svc, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate), Rebase: rebase.New(rebase.Config{Sandboxes: svc, Copier: storage.PathCopier{}, Logger: log}), Peers: peerVerbs,
 		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log), Fleet: fleetService})
 	self.Serve(httpapi.Local(handler), handler)
 	if err := startSSH(ctx, cfg, gate, log); err != nil {

@@ -186,6 +186,10 @@ func badSignature(format string, args ...any) error {
 	return e
 }
 
+// errSignatureExpired is what envd answers a signed URL past its
+// expiration.
+const errSignatureExpired = "signature is already expired"
+
 // checkSignature checks r's signature against sandbox id's envd token,
 // then its expiration: a signed URL does one thing, to one path, as one
 // user, until it expires.
@@ -207,7 +211,9 @@ func (d *Door) checkSignature(r *http.Request, id string, now time.Time) error {
 			return badSignature("malformed signed URL: %s=%q is not a Unix time", paramExpiration, exp)
 		}
 		if at := time.Unix(n, 0); !now.Before(at) {
-			return badSignature("signed URL expired at %s", at.UTC().Format(time.RFC3339))
+			// envd's words, hint and all: E2B's SDK tests compare the
+			// body, {"code":401,"message":"signature is already expired"}.
+			return &client.Error{API: &api.Error{Code: api.CodeUnauthorized, Message: errSignatureExpired}}
 		}
 	}
 	return nil

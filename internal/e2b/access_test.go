@@ -22,7 +22,7 @@ func newKeyedDoor(t *testing.T) (*Door, *fakeAPI) {
 	self := inproc.New()
 	self.Serve(den, den)
 	t.Cleanup(func() { self.Close() })
-	return New(Config{API: self, MinTTL: time.Minute, Key: []byte("0123456789abcdef0123456789abcdef")}), den
+	return New(Config{API: self, MinTimeout: time.Minute, Key: []byte("0123456789abcdef0123456789abcdef")}), den
 }
 
 func TestSandboxTokens(t *testing.T) {
@@ -112,7 +112,7 @@ func TestCheckSignature(t *testing.T) {
 		"read signed, write":  {post, "sb1", "does not match"},
 		"another sandbox":     {r, "sb2", "does not match"},
 		"another token":       {signed("GET", "a.txt", "", d.sandboxToken(envdTokenPrefix, "sb2"), now.Unix()+100), "sb1", "does not match"},
-		"expired":             {signed("GET", "a.txt", "", tok, now.Unix()), "sb1", "expired"},
+		"expired":             {signed("GET", "a.txt", "", tok, now.Unix()), "sb1", errSignatureExpired},
 		"malformed":           {tamper(r, paramSignature, "v2_abc"), "sb1", "unsupported signature"},
 		"expiration only":     {tamper(r, paramSignature, ""), "sb1", "malformed"},
 		"expiration not time": {signed("GET", "a.txt", "", tok, 0), "sb1", ""},
@@ -126,6 +126,14 @@ func TestCheckSignature(t *testing.T) {
 		case err != nil && wireError(err).Code != api.CodeUnauthorized:
 			t.Errorf("%s: class %s, want unauthorized", name, wireError(err).Code)
 		}
+	}
+
+	// An expired URL's answer is envd's, byte for byte: E2B's own SDK
+	// tests compare it.
+	w := httptest.NewRecorder()
+	d.writeError(w, signed("GET", "a.txt", "", tok, now.Unix()-10), d.checkSignature(signed("GET", "a.txt", "", tok, now.Unix()-10), "sb1", now))
+	if body := strings.TrimSpace(w.Body.String()); w.Code != http.StatusUnauthorized || body != `{"code":401,"message":"signature is already expired"}` {
+		t.Errorf("an expired URL: %d %s", w.Code, body)
 	}
 }
 

@@ -175,7 +175,7 @@ func (d *Door) create(w http.ResponseWriter, r *http.Request, c *client.Client, 
 	if err != nil {
 		return err
 	}
-	timeout, err := seconds(req.Timeout, defaultTimeout)
+	timeout, err := d.seconds(req.Timeout, defaultTimeout)
 	if err != nil {
 		return err
 	}
@@ -183,11 +183,11 @@ func (d *Door) create(w http.ResponseWriter, r *http.Request, c *client.Client, 
 	if err != nil {
 		return err
 	}
-	autoPause := req.AutoPause != nil && *req.AutoPause
+	action := timeoutAction(req.AutoPause, req.AutoPauseMemory)
 	// A sandbox killed at its timeout keeps nothing, as E2B's.
 	create := api.CreateSandboxRequest{
 		Image: image, Env: req.EnvVars, Labels: req.Metadata, Network: network,
-		Policy: d.timeoutPolicy(autoPause, 0, timeout), Ephemeral: !autoPause,
+		Policy: d.timeoutPolicy(action, 0, timeout), Ephemeral: action == killAtTimeout,
 	}
 	create.Name = newName()
 	sb, err := c.CreateSandbox(r.Context(), create)
@@ -229,7 +229,7 @@ func (d *Door) setTimeout(w http.ResponseWriter, r *http.Request, c *client.Clie
 	if req.Timeout == nil {
 		return invalid("no timeout given: send {\"timeout\": SECONDS}")
 	}
-	timeout, err := seconds(req.Timeout, 0)
+	timeout, err := d.seconds(req.Timeout, 0)
 	if err != nil {
 		return err
 	}
@@ -243,7 +243,7 @@ func (d *Door) refresh(w http.ResponseWriter, r *http.Request, c *client.Client,
 	if err := decodeBody(r, &req, true); err != nil {
 		return err
 	}
-	timeout, err := seconds(req.Duration, 60*time.Second)
+	timeout, err := d.seconds(req.Duration, 60*time.Second)
 	if err != nil {
 		return err
 	}
@@ -303,7 +303,7 @@ func (d *Door) connect(w http.ResponseWriter, r *http.Request, c *client.Client,
 	if err := decodeBody(r, &req, true); err != nil {
 		return err
 	}
-	timeout, err := seconds(req.Timeout, defaultTimeout)
+	timeout, err := d.seconds(req.Timeout, defaultTimeout)
 	if err != nil {
 		return err
 	}
@@ -376,7 +376,7 @@ func (d *Door) fork(w http.ResponseWriter, r *http.Request, c *client.Client, to
 	if err := decodeBody(r, &req, true); err != nil {
 		return err
 	}
-	timeout, err := seconds(req.Timeout, forkTimeout)
+	timeout, err := d.seconds(req.Timeout, forkTimeout)
 	if err != nil {
 		return err
 	}
@@ -499,14 +499,19 @@ func decodeBody(r *http.Request, v any, optional bool) error {
 }
 
 // seconds reads a timeout in whole seconds; absent is def.
-func seconds(v *int64, def time.Duration) (time.Duration, error) {
+func (d *Door) seconds(v *int64, def time.Duration) (time.Duration, error) {
 	if v == nil {
 		return def, nil
 	}
 	if *v < 0 || *v > math.MaxInt64/int64(time.Second) {
 		return 0, invalid("invalid timeout %d: give a number of seconds, 0 or more", *v)
 	}
-	return time.Duration(*v) * time.Second, nil
+	t := time.Duration(*v) * time.Second
+	if floor := d.minTimeout(); t > 0 && t < floor {
+		return 0, invalidHint(fmt.Sprintf("ask for %s or more; the operator sets this floor with `dend --e2b-min-timeout`", floor),
+			"invalid timeout %s: shorter than %s, the shortest this dend gives E2B's sandboxes", t, floor)
+	}
+	return t, nil
 }
 
 // templateImage is the den image behind an E2B template: base (the

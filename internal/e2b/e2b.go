@@ -60,10 +60,12 @@ type Config struct {
 	// IsLocal tells a request that came in on dend's unix socket, which
 	// acts as root without a key.
 	IsLocal func(*http.Request) bool
-	// MinTTL is the shortest TTL or hibernate_after dend lets a sandbox's
-	// policy set: E2B timeouts that would end or pause a sandbox sooner
-	// are rounded up to it.
-	MinTTL time.Duration
+	// MinTimeout is the shortest E2B timeout the door accepts (dend
+	// --e2b-min-timeout; at least a second): a shorter one is refused
+	// with the floor in the message. E2B's timeouts are lifetimes asked
+	// for on purpose, so dend's --min-ttl, a guard against slips in
+	// policies set by hand, does not apply to them.
+	MinTimeout time.Duration
 	// Key is dend's secret the sandboxes' access tokens are derived from
 	// (access.go); it must outlive dend, or the tokens die with it.
 	Key []byte
@@ -93,7 +95,9 @@ type Door struct {
 
 // New returns the door.
 func New(cfg Config) *Door {
-	d := &Door{cfg: cfg, log: cfg.Logger, root: cfg.API.RootTransport(), tokens: cfg.API.TokenTransport()}
+	d := &Door{cfg: cfg, log: cfg.Logger}
+	d.root = floored{cfg.API.RootTransport(), d.minTimeout()}
+	d.tokens = floored{cfg.API.TokenTransport(), d.minTimeout()}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
@@ -222,4 +226,17 @@ const userAgent = "den-e2b"
 // cancellation, for work that must finish after the caller left.
 func detach(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), d)
+}
+
+// floored sends every call the door makes with its timeout floor
+// (inproc.TimeoutFloorHeader), which dend's API believes only in process.
+type floored struct {
+	rt    http.RoundTripper
+	floor time.Duration
+}
+
+func (f floored) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(inproc.TimeoutFloorHeader, f.floor.String())
+	return f.rt.RoundTrip(r)
 }

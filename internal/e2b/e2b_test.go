@@ -18,6 +18,7 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/client"
+	pb "github.com/den-dev/den/internal/e2b/envdpb/filesystem"
 	"github.com/den-dev/den/internal/inproc"
 )
 
@@ -162,21 +163,21 @@ func TestNetworkPolicy(t *testing.T) {
 }
 
 func TestTimeoutPolicy(t *testing.T) {
-	d := &Door{cfg: Config{MinTTL: time.Minute}}
-	kill := d.timeoutPolicy(false, 0, 300*time.Second)
+	d := &Door{cfg: Config{MinTimeout: time.Minute}}
+	kill := d.timeoutPolicy(killAtTimeout, 0, 300*time.Second)
 	if *kill.TTL != "5m" || *kill.PauseAfter != "0" || *kill.HibernateAfter != "0" {
 		t.Errorf("kill: %+v", kill)
 	}
-	if short := d.timeoutPolicy(false, 0, 10*time.Second); *short.TTL != "1m" {
+	if short := d.timeoutPolicy(killAtTimeout, 0, 10*time.Second); *short.TTL != "1m" {
 		t.Errorf("a timeout under dend's floor: ttl %s", *short.TTL)
 	}
-	pause := d.timeoutPolicy(true, 0, 90*time.Second)
+	pause := d.timeoutPolicy(pauseAtTimeout, 0, 90*time.Second)
 	if *pause.TTL != "0" || *pause.HibernateAfter != "1m30s" || *pause.PauseAfter != "0" {
 		t.Errorf("pause: %+v", pause)
 	}
 	// dend refuses a hibernate_after under its floor: E2B's timeout is
 	// rounded up to it, as the TTL is.
-	if short := d.timeoutPolicy(true, 0, 10*time.Second); *short.HibernateAfter != "1m" {
+	if short := d.timeoutPolicy(pauseAtTimeout, 0, 10*time.Second); *short.HibernateAfter != "1m" {
 		t.Errorf("an auto-pause timeout under dend's floor: hibernate_after %s", *short.HibernateAfter)
 	}
 
@@ -199,24 +200,65 @@ func TestTimeoutPolicy(t *testing.T) {
 	if p := d.retimePolicy(running("0", "5m", "1h"), 10*time.Second, false); p == nil || *p.HibernateAfter != "1m" {
 		t.Errorf("setTimeout under dend's floor in pause mode: %+v", p)
 	}
+
+	// Pause without memory stops the sandbox at its timeout, its files kept.
+	no, yes := false, true
+	if a := timeoutAction(&yes, &no); a != stopAtTimeout {
+		t.Errorf("autoPause without memory: %v", a)
+	}
+	if timeoutAction(&yes, nil) != pauseAtTimeout || timeoutAction(nil, &no) != killAtTimeout {
+		t.Errorf("autoPause alone pauses, none kills")
+	}
+	stop := d.timeoutPolicy(stopAtTimeout, 0, 90*time.Second)
+	if *stop.StopAfter != "1m30s" || *stop.HibernateAfter != "0" || *stop.TTL != "0" || *stop.PauseAfter != "0" {
+		t.Errorf("stop: %+v", stop)
+	}
+	stopping := &api.Sandbox{Policy: api.Policy{TTL: new("0"), HibernateAfter: new("0"), StopAfter: new("5m")}}
+	if p := d.retimePolicy(stopping, 10*time.Minute, false); p == nil || p.StopAfter == nil || *p.StopAfter != "10m" || p.HibernateAfter != nil {
+		t.Errorf("setTimeout in stop mode: %+v", p)
+	}
+	if p := d.retimePolicy(stopping, 2*time.Minute, true); p != nil {
+		t.Errorf("connect never shortens a stop: %+v", p)
+	}
+
+	// The floor is the door's, refused with its value in the words; by
+	// default a second, so E2B's setTimeout(5000) means five seconds.
+	five := int64(5)
+	if _, err := d.seconds(&five, 0); err == nil || !strings.Contains(err.Error(), "shorter than 1m0s") || !strings.Contains(wireError(err).Hint, "--e2b-min-timeout") {
+		t.Errorf("a timeout under the door's floor: %v", err)
+	}
+	byDefault := &Door{}
+	if got, err := byDefault.seconds(&five, 0); err != nil || got != 5*time.Second {
+		t.Errorf("a 5s timeout by default: %v %v", got, err)
+	}
+	if p := byDefault.timeoutPolicy(killAtTimeout, 0, 5*time.Second); *p.TTL != "5s" {
+		t.Errorf("a 5s timeout by default: ttl %s", *p.TTL)
+	}
+	if p := byDefault.timeoutPolicy(killAtTimeout, 0, 0); *p.TTL != "1s" {
+		t.Errorf("a timeout of 0 takes the floor: ttl %s", *p.TTL)
+	}
 }
 
 func TestEntryInfo(t *testing.T) {
 	mt := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	tests := []struct {
 		fi                 api.FileInfo
+		linkType           string
 		perms, owner, link string
+		typ                pb.FileType
 	}{
-		{api.FileInfo{Name: "f", Path: "/h/f", Type: "file", Mode: 0o644, Owner: "user", Group: "user"}, "-rw-r--r--", "user", ""},
-		{api.FileInfo{Name: "d", Path: "/h/d", Type: "dir", Mode: 0o755, UID: 1234}, "drwxr-xr-x", "1234", ""},
-		{api.FileInfo{Name: "l", Path: "/h/x/l", Type: "symlink", Mode: 0o777, Target: "../f"}, "Lrwxrwxrwx", "0", "/h/f"},
-		{api.FileInfo{Name: "s", Path: "/usr/bin/s", Type: "file", Mode: 0o4755}, "urwxr-xr-x", "0", ""},
-		{api.FileInfo{Name: "m", Path: "/h/m", Type: "file", Mode: 0o600, Owner: "user", Xattrs: map[string]string{"user.e2b.k": "v"}}, "-rw-------", "user", ""},
+		{api.FileInfo{Name: "f", Path: "/h/f", Type: "file", Mode: 0o644, Owner: "user", Group: "user"}, "", "-rw-r--r--", "user", "", pb.FileType_FILE_TYPE_FILE},
+		{api.FileInfo{Name: "d", Path: "/h/d", Type: "dir", Mode: 0o755, UID: 1234}, "", "drwxr-xr-x", "1234", "", pb.FileType_FILE_TYPE_DIRECTORY},
+		{api.FileInfo{Name: "l", Path: "/h/x/l", Type: "symlink", Mode: 0o777, Target: "../f"}, "file", "Lrwxrwxrwx", "0", "/h/f", pb.FileType_FILE_TYPE_FILE},
+		{api.FileInfo{Name: "ld", Path: "/h/ld", Type: "symlink", Mode: 0o777, Target: "/h/d/"}, "dir", "Lrwxrwxrwx", "0", "/h/d", pb.FileType_FILE_TYPE_DIRECTORY},
+		{api.FileInfo{Name: "dangling", Path: "/h/dangling", Type: "symlink", Mode: 0o777, Target: "gone"}, "", "Lrwxrwxrwx", "0", "/h/gone", pb.FileType_FILE_TYPE_UNSPECIFIED},
+		{api.FileInfo{Name: "s", Path: "/usr/bin/s", Type: "file", Mode: 0o4755}, "", "urwxr-xr-x", "0", "", pb.FileType_FILE_TYPE_FILE},
+		{api.FileInfo{Name: "m", Path: "/h/m", Type: "file", Mode: 0o600, Owner: "user", Xattrs: map[string]string{"user.e2b.k": "v"}}, "", "-rw-------", "user", "", pb.FileType_FILE_TYPE_FILE},
 	}
 	for _, tt := range tests {
 		tt.fi.ModTime = mt
-		e := entryInfo(&tt.fi)
-		if e.Permissions != tt.perms || e.Owner != tt.owner || e.GetSymlinkTarget() != tt.link || e.Mode != tt.fi.Mode&0o777 || !e.ModifiedTime.AsTime().Equal(mt) ||
+		e := entryInfo(&tt.fi, tt.linkType)
+		if e.Type != tt.typ || e.Permissions != tt.perms || e.Owner != tt.owner || e.GetSymlinkTarget() != tt.link || e.Mode != tt.fi.Mode&0o777 || !e.ModifiedTime.AsTime().Equal(mt) ||
 			len(e.Metadata) != len(tt.fi.Xattrs) || e.Metadata["k"] != tt.fi.Xattrs["user.e2b.k"] {
 			t.Errorf("%s: %+v", tt.fi.Path, e)
 		}
@@ -287,7 +329,7 @@ func TestControlPlane(t *testing.T) {
 	self := inproc.New()
 	self.Serve(den, den)
 	t.Cleanup(func() { self.Close() })
-	d := New(Config{API: self, MinTTL: time.Minute})
+	d := New(Config{API: self})
 	call := func(method, path, body string) (int, map[string]any) {
 		r := httptest.NewRequest(method, path, strings.NewReader(body))
 		r.Header.Set(headerAPIKey, E2BKey(token))

@@ -223,7 +223,10 @@ func partFileName(part *multipart.Part) string {
 func (d *Door) writeFile(r *http.Request, t *target, name string, body io.Reader) (writeInfo, error) {
 	p := t.abs(name)
 	metadata := uploadMetadata(r.Header)
-	err := t.files().WriteFileWith(r.Context(), t.sb.ID, p, body, client.WriteOptions{User: t.userOf(), Parents: true, ParentsByRoot: true, Xattrs: xattrsOf(metadata)})
+	err := t.files().WriteFileWith(r.Context(), t.sb.ID, p, body, client.WriteOptions{User: t.userOf(), Parents: true, ParentsByRoot: true,
+		// E2B replaces a file's metadata with each write's: none given
+		// clears what the file had.
+		Xattrs: xattrsOf(metadata), DropXattrs: metadataXattrPrefix})
 	if err != nil {
 		return writeInfo{}, err
 	}

@@ -38,7 +38,7 @@ func (f *filesystem) Stat(ctx context.Context, req *connect.Request[pb.StatReque
 	if err != nil {
 		return nil, fsError(err)
 	}
-	return connect.NewResponse(&pb.StatResponse{Entry: entryInfo(fi)}), nil
+	return connect.NewResponse(&pb.StatResponse{Entry: entryInfo(fi, t.linkType(ctx, fi))}), nil
 }
 
 // ListDir lists a directory down to depth levels, in the order of a walk
@@ -66,8 +66,8 @@ func (f *filesystem) ListDir(ctx context.Context, req *connect.Request[pb.ListDi
 			return err
 		}
 		for i := range files {
-			e := entryInfo(&files[i])
-			if e.Type == pb.FileType_FILE_TYPE_UNSPECIFIED {
+			e := entryInfo(&files[i], t.linkType(ctx, &files[i]))
+			if files[i].Type == "other" {
 				continue
 			}
 			out.Entries = append(out.Entries, e)
@@ -105,7 +105,7 @@ func (f *filesystem) MakeDir(ctx context.Context, req *connect.Request[pb.MakeDi
 	if err != nil {
 		return nil, fsError(err)
 	}
-	return connect.NewResponse(&pb.MakeDirResponse{Entry: entryInfo(fi)}), nil
+	return connect.NewResponse(&pb.MakeDirResponse{Entry: entryInfo(fi, "")}), nil
 }
 
 // Move renames source to destination, making the destination's missing
@@ -126,7 +126,7 @@ func (f *filesystem) Move(ctx context.Context, req *connect.Request[pb.MoveReque
 	if err != nil {
 		return nil, fsError(err)
 	}
-	return connect.NewResponse(&pb.MoveResponse{Entry: entryInfo(fi)}), nil
+	return connect.NewResponse(&pb.MoveResponse{Entry: entryInfo(fi, t.linkType(ctx, fi))}), nil
 }
 
 // Remove removes a file or a whole tree; a path that is not there is no
@@ -209,7 +209,7 @@ func fsEvent(ctx context.Context, t *target, dir string, ev api.WatchEvent, incl
 	fe := &pb.FilesystemEvent{Name: ev.Name, Type: typ}
 	if includeEntry && typ != pb.EventType_EVENT_TYPE_REMOVE && typ != pb.EventType_EVENT_TYPE_RENAME {
 		if fi, err := t.files().Stat(ctx, t.sb.ID, path.Join(dir, ev.Name)); err == nil {
-			fe.Entry = entryInfo(fi)
+			fe.Entry = entryInfo(fi, t.linkType(ctx, fi))
 		}
 	}
 	return fe
@@ -233,8 +233,39 @@ func fsError(err error) error {
 	return rpcError(err)
 }
 
-// entryInfo is E2B's description of a file.
-func entryInfo(fi *api.FileInfo) *pb.EntryInfo {
+// maxLinks bounds the symbolic links linkType follows, as Linux's 40.
+const maxLinks = 40
+
+// linkType is the type ("file", "dir", ...) of what the symbolic link fi
+// leads to, through links; "" for a link that leads nowhere, and for
+// what is not a link.
+func (t *target) linkType(ctx context.Context, fi *api.FileInfo) string {
+	for range maxLinks {
+		if fi.Type != "symlink" {
+			return fi.Type
+		}
+		next, err := t.files().Stat(ctx, t.sb.ID, linkTarget(fi))
+		if err != nil {
+			return ""
+		}
+		fi = next
+	}
+	return ""
+}
+
+// linkTarget is the absolute path the symbolic link fi names.
+func linkTarget(fi *api.FileInfo) string {
+	if path.IsAbs(fi.Target) {
+		return path.Clean(fi.Target)
+	}
+	return path.Join(path.Dir(fi.Path), fi.Target)
+}
+
+// entryInfo is E2B's description of a file. A symbolic link has the type
+// of what it leads to (linkType: "file" or "dir", else unspecified), as
+// envd gives it, with its target in SymlinkTarget: SDKs before 2.45 know
+// no symlink type and fail on it.
+func entryInfo(fi *api.FileInfo, linkType string) *pb.EntryInfo {
 	mode := fs.FileMode(fi.Mode & 0o777)
 	if fi.Mode&0o4000 != 0 {
 		mode |= fs.ModeSetuid
@@ -257,13 +288,14 @@ func entryInfo(fi *api.FileInfo) *pb.EntryInfo {
 		e.Type = pb.FileType_FILE_TYPE_DIRECTORY
 		mode |= fs.ModeDir
 	case "symlink":
-		e.Type = pb.FileType_FILE_TYPE_SYMLINK
-		mode |= fs.ModeSymlink
-		target := fi.Target
-		if !path.IsAbs(target) {
-			target = path.Join(path.Dir(fi.Path), target)
+		switch linkType {
+		case "file":
+			e.Type = pb.FileType_FILE_TYPE_FILE
+		case "dir":
+			e.Type = pb.FileType_FILE_TYPE_DIRECTORY
 		}
-		e.SymlinkTarget = ptr(target)
+		mode |= fs.ModeSymlink
+		e.SymlinkTarget = ptr(linkTarget(fi))
 	}
 	e.Permissions = mode.String()
 	if e.Owner == "" {

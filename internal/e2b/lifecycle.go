@@ -17,23 +17,59 @@ import (
 //   - pause: hibernate_after = the timeout, ttl 0: once nothing used the
 //     sandbox for that long, den saves it to disk with its memory, and
 //     connect brings it back. Idle, not wall-clock time: a sandbox
-//     running an attached command is not paused under it.
+//     running an attached command is not paused under it;
+//   - pause without memory (lifecycle keepMemory: false): stop_after =
+//     the timeout: den stops it, its files kept, and connect boots it
+//     afresh.
 //
-// A sandbox is in kill mode when its ttl is set.
+// A sandbox is in kill mode when its ttl is set, in stop mode when its
+// stop_after is.
+
+// atTimeout is what an E2B sandbox's timeout does to it.
+type atTimeout int
+
+const (
+	killAtTimeout  atTimeout = iota // destroyed
+	pauseAtTimeout                  // hibernated with its memory
+	stopAtTimeout                   // stopped, its files kept
+)
+
+// timeoutAction is what create's autoPause and autoPauseMemory ask for.
+func timeoutAction(autoPause, autoPauseMemory *bool) atTimeout {
+	switch {
+	case autoPause == nil || !*autoPause:
+		return killAtTimeout
+	case autoPauseMemory != nil && !*autoPauseMemory:
+		return stopAtTimeout
+	}
+	return pauseAtTimeout
+}
 
 // timeoutPolicy is the idle policy for a sandbox that has run for ran and
 // has timeout more to live.
-func (d *Door) timeoutPolicy(autoPause bool, ran, timeout time.Duration) *api.Policy {
+func (d *Door) timeoutPolicy(action atTimeout, ran, timeout time.Duration) *api.Policy {
 	zero := "0"
-	if autoPause {
-		return &api.Policy{PauseAfter: &zero, HibernateAfter: ptr(api.FormatDuration(d.ttl(timeout))), TTL: &zero}
+	p := &api.Policy{PauseAfter: &zero, HibernateAfter: &zero, StopAfter: &zero, TTL: &zero}
+	switch action {
+	case pauseAtTimeout:
+		p.HibernateAfter = ptr(api.FormatDuration(d.ttl(timeout)))
+	case stopAtTimeout:
+		p.StopAfter = ptr(api.FormatDuration(d.ttl(timeout)))
+	default:
+		p.TTL = ptr(api.FormatDuration(d.ttl(ran + timeout)))
 	}
-	return &api.Policy{PauseAfter: &zero, HibernateAfter: &zero, TTL: ptr(api.FormatDuration(d.ttl(ran + timeout)))}
+	return p
 }
 
-// ttl is a TTL or hibernate_after dend accepts: no shorter than its
-// floor.
-func (d *Door) ttl(v time.Duration) time.Duration { return max(v, d.cfg.MinTTL, time.Second) }
+// ttl is a TTL or hibernate_after dend accepts: no shorter than the
+// door's floor (a timeout of 0 takes it).
+func (d *Door) ttl(v time.Duration) time.Duration { return max(v, d.minTimeout()) }
+
+// minTimeout is the shortest timeout the door gives a sandbox: its admin's
+// choice (dend --e2b-min-timeout), and never under a second. The door
+// sends it with every call it makes to dend's API, whose own floor
+// (--min-ttl) is for policies set by hand.
+func (d *Door) minTimeout() time.Duration { return max(d.cfg.MinTimeout, time.Second) }
 
 // retimePolicy is the change that gives sb timeout more from now, or nil
 // for none: with extendOnly, a timeout that would end it sooner than it
@@ -48,11 +84,21 @@ func (d *Door) retimePolicy(sb *api.Sandbox, timeout time.Duration, extendOnly b
 		return &api.Policy{TTL: ptr(api.FormatDuration(d.ttl(want)))}
 	}
 	want := d.ttl(timeout)
+	if stopMode(sb) {
+		if extendOnly && want <= durOf(deref(sb.Policy.StopAfter)) {
+			return nil
+		}
+		return &api.Policy{StopAfter: ptr(api.FormatDuration(want))}
+	}
 	if extendOnly && want <= durOf(deref(sb.Policy.HibernateAfter)) {
 		return nil
 	}
 	return &api.Policy{HibernateAfter: ptr(api.FormatDuration(want))}
 }
+
+// stopMode reports whether sb is stopped at its timeout, its memory not
+// kept (its stop_after is set).
+func stopMode(sb *api.Sandbox) bool { return durOf(deref(sb.Policy.StopAfter)) > 0 }
 
 // killMode reports whether sb is killed at its timeout (its TTL is set),
 // rather than paused.

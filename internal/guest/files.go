@@ -105,6 +105,9 @@ func (c *Client) WriteFile(ctx context.Context, path string, r io.Reader, o Writ
 	for name, v := range o.Xattrs {
 		q.Add("xattr", name+"="+v)
 	}
+	if o.DropXattrs != "" {
+		q.Set("xattrs_drop", o.DropXattrs)
+	}
 	resp, err := c.do(ctx, http.MethodPut, c.filesRoute(ctx, "/content"), q, nonNil(r), "application/octet-stream")
 	if err != nil {
 		return asErr(ctx, err)

@@ -69,6 +69,10 @@ type WriteOptions struct {
 	// Xattrs are user attributes (user.*) to set on the file, over
 	// those of the file it replaces, which it keeps.
 	Xattrs map[string]string
+	// DropXattrs, when set, is a prefix (user.…): the attributes of the
+	// file replaced whose names start with it are not kept, as E2B's
+	// metadata (user.e2b.*) is replaced by each write's.
+	DropXattrs string
 }
 
 // MoveRequest is the body of POST /v1/files/move.

@@ -39,3 +39,19 @@ func ValidateXattr(name, value string) error {
 	}
 	return nil
 }
+
+// ValidateXattrPrefix checks the prefix of the attributes a write leaves
+// out of those of the file it replaces (WriteOptions.DropXattrs); empty
+// is none.
+func ValidateXattrPrefix(prefix string) error {
+	switch {
+	case prefix == "":
+		return nil
+	case !strings.HasPrefix(prefix, XattrPrefix):
+		return errdefs.WithHint(errdefs.Invalid("invalid xattrs_drop %q", prefix),
+			"den drops user attributes only: give a prefix such as user.e2b.")
+	case len(prefix) > MaxXattrNameBytes || strings.ContainsRune(prefix, 0):
+		return errdefs.Invalid("invalid xattrs_drop %q: at most %d bytes, no NUL", prefix, MaxXattrNameBytes)
+	}
+	return nil
+}

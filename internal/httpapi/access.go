@@ -14,6 +14,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/httpapi/portproxy"
+	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/inproc"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -67,6 +68,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			// a caller's claim is dropped here, before a node of the
 			// fleet, which believes the node that forwards it, sees it.
 			r.Header.Del(inproc.OwnOriginHeader)
+			r.Header.Del(inproc.TimeoutFloorHeader)
 		}
 		// A request another node forwarded from its socket is as local
 		// as one on this socket: the fleet's key vouches for it.
@@ -81,6 +83,14 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		ctx := httpx.WithInfo(r.Context(), info)
+		if v := r.Header.Get(inproc.TimeoutFloorHeader); v != "" {
+			floor, err := time.ParseDuration(v)
+			if err != nil || floor <= 0 {
+				httpx.WriteError(s.log, w, r, errdefs.Invalid("bad %s %q: a door sends a positive duration", inproc.TimeoutFloorHeader, v))
+				return
+			}
+			ctx = idle.WithFloor(ctx, floor)
+		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

@@ -69,6 +69,7 @@ func fromPolicy(p idle.Policy) api.Policy {
 	out := api.Policy{
 		PauseAfter:       dur(p.PauseAfter),
 		HibernateAfter:   dur(p.HibernateAfter),
+		StopAfter:        dur(p.StopAfter),
 		TTL:              dur(p.TTL),
 		BackgroundActive: new(false),
 		KeepLast:         new(0),
@@ -95,6 +96,7 @@ func toPolicy(req api.Policy, prefix string) (idle.Policy, error) {
 	}{
 		{"pause_after", req.PauseAfter, &p.PauseAfter},
 		{"hibernate_after", req.HibernateAfter, &p.HibernateAfter},
+		{"stop_after", req.StopAfter, &p.StopAfter},
 		{"ttl", req.TTL, &p.TTL},
 		{"max_age", req.MaxAge, &p.MaxAge},
 	} {

@@ -22,7 +22,9 @@ import (
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/netpolicy"
+	"github.com/den-dev/den/internal/peering"
 	"github.com/den-dev/den/internal/peers"
+	"github.com/den-dev/den/internal/rebase"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/usage"
 )
@@ -365,7 +367,7 @@ func (f *fakeSandboxes) Restore(ctx context.Context, ref, ckpt string) (*sandbox
 	return sb, nil
 }
 
-func (f *fakeSandboxes) SetSetup(ctx context.Context, ref string, c sandbox.SetupChange) (*sandbox.Sandbox, error) {
+func (f *fakeSandboxes) SetSetup(ctx context.Context, ref string, c rebase.SetupChange) (*sandbox.Sandbox, error) {
 	if err := f.enter("SetSetup", ref, c); err != nil {
 		return nil, err
 	}
@@ -379,13 +381,13 @@ func (f *fakeSandboxes) SetSetup(ctx context.Context, ref string, c sandbox.Setu
 	return sb, nil
 }
 
-func (f *fakeSandboxes) Rebase(ctx context.Context, ref string, p sandbox.RebaseParams) (*sandbox.RebaseResult, error) {
+func (f *fakeSandboxes) Rebase(ctx context.Context, ref string, p rebase.Params) (*rebase.Result, error) {
 	if err := f.enter("Rebase", ref, p); err != nil {
 		return nil, err
 	}
 	sb := f.withState(sandbox.StateRunning)
 	sb.Generation++
-	return &sandbox.RebaseResult{Sandbox: sb, Checkpoint: &sandbox.Checkpoint{ID: "ck9"}, From: "debian@1", To: "debian@2",
+	return &rebase.Result{Sandbox: sb, Checkpoint: &sandbox.Checkpoint{ID: "ck9"}, From: "debian@1", To: "debian@2",
 		Kept: []string{"/root"}, Steps: []sandbox.StepResult{{Step: 1, Command: "true", RunID: "run1"}}}, nil
 }
 
@@ -463,7 +465,7 @@ func (f *fakeSandboxes) Peers(ctx context.Context, ref string) ([]peers.Peer, er
 	return f.sandboxes[0].Spec.Peers, nil
 }
 
-func (f *fakeSandboxes) AddPeer(ctx context.Context, ref string, p sandbox.PeerParams) (*sandbox.Sandbox, *peers.Peer, error) {
+func (f *fakeSandboxes) AddPeer(ctx context.Context, ref string, p peering.Params) (*sandbox.Sandbox, *peers.Peer, error) {
 	if err := f.enter("AddPeer", ref, p); err != nil {
 		return nil, nil, err
 	}
@@ -471,7 +473,7 @@ func (f *fakeSandboxes) AddPeer(ctx context.Context, ref string, p sandbox.PeerP
 	return f.sandboxes[0], &peer, nil
 }
 
-func (f *fakeSandboxes) RefreshPeer(ctx context.Context, ref, peer string, p sandbox.PeerParams) (*sandbox.Sandbox, *peers.Peer, error) {
+func (f *fakeSandboxes) RefreshPeer(ctx context.Context, ref, peer string, p peering.Params) (*sandbox.Sandbox, *peers.Peer, error) {
 	if err := f.enter("RefreshPeer", ref, peer, p); err != nil {
 		return nil, nil, err
 	}
@@ -685,8 +687,10 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 	e := &env{t: t, calls: c, sbx: newFakeSandboxes(c), img: newFakeImages(c), logBuf: &syncBuffer{}}
 	cfg := Config{
 		Sandboxes: e.sbx,
+		Rebase:    e.sbx,
 		Images:    e.img,
 		Fleet:     e.sbx,
+		Peers:     e.sbx,
 		Logger:    slog.New(slog.NewJSONHandler(e.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, f := range configure {

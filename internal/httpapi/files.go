@@ -92,11 +92,15 @@ func (s *server) writeFile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	drop := r.URL.Query().Get("xattrs_drop")
+	if err := guest.ValidateXattrPrefix(drop); err != nil {
+		return err
+	}
 	ctx, fsys, err := s.filesOf(r)
 	if err != nil {
 		return err
 	}
-	o := guest.WriteOptions{Mode: mode, User: r.URL.Query().Get("user"), Parents: parents, ParentsByRoot: byRoot, Xattrs: xattrs}
+	o := guest.WriteOptions{Mode: mode, User: r.URL.Query().Get("user"), Parents: parents, ParentsByRoot: byRoot, Xattrs: xattrs, DropXattrs: drop}
 	if err := fsys.WriteFile(ctx, p, r.Body, o); err != nil {
 		return err
 	}

@@ -11,17 +11,17 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/netpolicy"
+	"github.com/den-dev/den/internal/owners"
 	"github.com/den-dev/den/internal/quota"
-	"github.com/den-dev/den/internal/sandbox"
 )
 
-// OwnerService keeps owners' quotas and grants. *sandbox.Service
+// OwnerService keeps owners' quotas and grants. *owners.Service
 // implements it.
 type OwnerService interface {
-	Owner(ctx context.Context, id string) (*sandbox.OwnerStatus, error)
+	Owner(ctx context.Context, id string) (*owners.Status, error)
 	// Owners lists those with a record or a sandbox, and others.
-	Owners(ctx context.Context, others ...string) ([]*sandbox.OwnerStatus, error)
-	SetOwner(ctx context.Context, id string, c sandbox.OwnerChange) (*sandbox.OwnerStatus, error)
+	Owners(ctx context.Context, others ...string) ([]*owners.Status, error)
+	SetOwner(ctx context.Context, id string, c owners.Change) (*owners.Status, error)
 	// ResetOwner gives an owner dend's default quota and no grants again.
 	ResetOwner(ctx context.Context, id string) error
 }
@@ -45,7 +45,7 @@ func (s *server) listOwners(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return httpx.WriteJSON(w, http.StatusOK, api.OwnerList{Owners: mapSlice(list, func(o *sandbox.OwnerStatus) api.Owner { return toOwner(o, tokens[o.ID]) })})
+	return httpx.WriteJSON(w, http.StatusOK, api.OwnerList{Owners: mapSlice(list, func(o *owners.Status) api.Owner { return toOwner(o, tokens[o.ID]) })})
 }
 
 func (s *server) getOwner(w http.ResponseWriter, r *http.Request) error {
@@ -101,8 +101,8 @@ func (s *server) resetOwner(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func ownerChange(req api.SetOwnerRequest) (sandbox.OwnerChange, error) {
-	c := sandbox.OwnerChange{Sandboxes: req.Sandboxes, CPUs: req.CPUs, Checkpoints: req.Checkpoints}
+func ownerChange(req api.SetOwnerRequest) (owners.Change, error) {
+	c := owners.Change{Sandboxes: req.Sandboxes, CPUs: req.CPUs, Checkpoints: req.Checkpoints}
 	for _, f := range []struct {
 		name string
 		v    *string
@@ -128,7 +128,7 @@ func ownerChange(req api.SetOwnerRequest) (sandbox.OwnerChange, error) {
 		}
 		c.AllowPrivate = &grants
 	}
-	if c == (sandbox.OwnerChange{}) {
+	if c == (owners.Change{}) {
 		return c, errdefs.WithHint(errdefs.Invalid("nothing to change"),
 			"give at least one of sandboxes, memory, cpus, disk, checkpoints, allow_private")
 	}
@@ -215,7 +215,7 @@ func toQuota(q quota.Quota) api.Quota {
 	return api.Quota{Sandboxes: q.Sandboxes, MemoryBytes: q.MemoryBytes, CPUs: q.CPUs, DiskBytes: q.DiskBytes, Checkpoints: q.Checkpoints}
 }
 
-func toOwner(o *sandbox.OwnerStatus, tokens []string) api.Owner {
+func toOwner(o *owners.Status, tokens []string) api.Owner {
 	out := api.Owner{
 		ID: o.ID, Tokens: tokens, Default: o.Default, Quota: toQuota(o.Quota),
 		Use:          toQuota(quota.Quota(o.Use)),

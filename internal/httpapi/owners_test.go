@@ -16,34 +16,34 @@ import (
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/httpapi/httpx"
+	"github.com/den-dev/den/internal/owners"
 	"github.com/den-dev/den/internal/quota"
-	"github.com/den-dev/den/internal/sandbox"
 )
 
 // fakeOwners keeps owner records in memory, recording the changes.
 type fakeOwners struct {
 	calls *calls
 	mu    sync.Mutex
-	recs  map[string]*sandbox.OwnerStatus
+	recs  map[string]*owners.Status
 }
 
 func newFakeOwners(c *calls) *fakeOwners {
-	return &fakeOwners{calls: c, recs: map[string]*sandbox.OwnerStatus{}}
+	return &fakeOwners{calls: c, recs: map[string]*owners.Status{}}
 }
 
 var defaultQuota = quota.Quota{Sandboxes: 50, Checkpoints: 500}
 
-func (f *fakeOwners) Owner(ctx context.Context, id string) (*sandbox.OwnerStatus, error) {
+func (f *fakeOwners) Owner(ctx context.Context, id string) (*owners.Status, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if o, ok := f.recs[id]; ok {
 		c := *o
 		return &c, nil
 	}
-	return &sandbox.OwnerStatus{Owner: quota.Owner{ID: id, Quota: defaultQuota}, Default: true, Use: quota.Use{Sandboxes: 1}}, nil
+	return &owners.Status{Owner: quota.Owner{ID: id, Quota: defaultQuota}, Default: true, Use: quota.Use{Sandboxes: 1}}, nil
 }
 
-func (f *fakeOwners) Owners(ctx context.Context, others ...string) ([]*sandbox.OwnerStatus, error) {
+func (f *fakeOwners) Owners(ctx context.Context, others ...string) ([]*owners.Status, error) {
 	f.mu.Lock()
 	ids := slices.Clone(others)
 	for id := range f.recs {
@@ -53,7 +53,7 @@ func (f *fakeOwners) Owners(ctx context.Context, others ...string) ([]*sandbox.O
 	}
 	f.mu.Unlock()
 	sort.Strings(ids)
-	var out []*sandbox.OwnerStatus
+	var out []*owners.Status
 	for _, id := range ids {
 		o, _ := f.Owner(ctx, id)
 		out = append(out, o)
@@ -61,7 +61,7 @@ func (f *fakeOwners) Owners(ctx context.Context, others ...string) ([]*sandbox.O
 	return out, nil
 }
 
-func (f *fakeOwners) SetOwner(ctx context.Context, id string, c sandbox.OwnerChange) (*sandbox.OwnerStatus, error) {
+func (f *fakeOwners) SetOwner(ctx context.Context, id string, c owners.Change) (*owners.Status, error) {
 	f.calls.add("SetOwner", id)
 	o, _ := f.Owner(ctx, id)
 	o.Default = false

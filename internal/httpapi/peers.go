@@ -1,13 +1,28 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/httpapi/httpx"
+	"github.com/den-dev/den/internal/peering"
 	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/sandbox"
 )
+
+// PeerService keeps sandboxes' read-only views of others.
+// *peering.Service implements it.
+type PeerService interface {
+	// Peers lists a sandbox's views; AddPeer, RefreshPeer and RemovePeer
+	// change them (p says whose sandboxes the caller may read).
+	Peers(ctx context.Context, ref string) ([]peers.Peer, error)
+	AddPeer(ctx context.Context, ref string, p peering.Params) (*sandbox.Sandbox, *peers.Peer, error)
+	RefreshPeer(ctx context.Context, ref, peer string, p peering.Params) (*sandbox.Sandbox, *peers.Peer, error)
+	RemovePeer(ctx context.Context, ref, peer string, restart bool) (*sandbox.Sandbox, error)
+}
+
+var _ PeerService = (*peering.Service)(nil)
 
 // Peers: read-only views a sandbox has of other sandboxes' files. The
 // sandbox in the path is scoped like any other; the one viewed is looked
@@ -15,7 +30,10 @@ import (
 // word for word as one that does not exist.
 
 func (s *server) listPeers(w http.ResponseWriter, r *http.Request) error {
-	ps, err := s.sandboxes.Peers(r.Context(), r.PathValue("name"))
+	if s.peers == nil {
+		return httpx.NotEnabled("peers")
+	}
+	ps, err := s.peers.Peers(r.Context(), r.PathValue("name"))
 	if err != nil {
 		return err
 	}
@@ -23,13 +41,16 @@ func (s *server) listPeers(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) addPeer(w http.ResponseWriter, r *http.Request) error {
+	if s.peers == nil {
+		return httpx.NotEnabled("peers")
+	}
 	var req api.AddPeerRequest
 	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	p := peerReader(r)
 	p.Other, p.Checkpoint, p.At, p.Restart = req.Sandbox, req.Checkpoint, req.At, req.Restart
-	_, peer, err := s.sandboxes.AddPeer(r.Context(), r.PathValue("name"), p)
+	_, peer, err := s.peers.AddPeer(r.Context(), r.PathValue("name"), p)
 	if err != nil {
 		return err
 	}
@@ -37,13 +58,16 @@ func (s *server) addPeer(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) refreshPeer(w http.ResponseWriter, r *http.Request) error {
+	if s.peers == nil {
+		return httpx.NotEnabled("peers")
+	}
 	var req api.RefreshPeerRequest
 	if err := httpx.DecodeOptionalJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
 	p := peerReader(r)
 	p.Checkpoint, p.Restart = req.Checkpoint, req.Restart
-	_, peer, err := s.sandboxes.RefreshPeer(r.Context(), r.PathValue("name"), r.PathValue("peer"), p)
+	_, peer, err := s.peers.RefreshPeer(r.Context(), r.PathValue("name"), r.PathValue("peer"), p)
 	if err != nil {
 		return err
 	}
@@ -51,11 +75,14 @@ func (s *server) refreshPeer(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) removePeer(w http.ResponseWriter, r *http.Request) error {
+	if s.peers == nil {
+		return httpx.NotEnabled("peers")
+	}
 	restart, err := httpx.QueryBool(r, "restart")
 	if err != nil {
 		return err
 	}
-	if _, err := s.sandboxes.RemovePeer(r.Context(), r.PathValue("name"), r.PathValue("peer"), restart); err != nil {
+	if _, err := s.peers.RemovePeer(r.Context(), r.PathValue("name"), r.PathValue("peer"), restart); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -64,15 +91,15 @@ func (s *server) removePeer(w http.ResponseWriter, r *http.Request) error {
 
 // peerReader says whose sandboxes the caller may take views of: an
 // admin's, every one; an owner token's, its owner's.
-func peerReader(r *http.Request) sandbox.PeerParams {
+func peerReader(r *http.Request) peering.Params {
 	p := httpx.PrincipalOf(r)
 	if p.Scope.Admin() {
-		return sandbox.PeerParams{AnyOwner: true}
+		return peering.Params{AnyOwner: true}
 	}
 	if !p.Scope.Owned() {
-		return sandbox.PeerParams{} // reads no sandbox
+		return peering.Params{} // reads no sandbox
 	}
-	return sandbox.PeerParams{Reader: p.Owner}
+	return peering.Params{Reader: p.Owner}
 }
 
 func toPeer(p peers.Peer) api.Peer {

@@ -1,20 +1,34 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/httpapi/httpx"
+	"github.com/den-dev/den/internal/rebase"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
+// RebaseService changes what a sandbox's rebases keep and run, and
+// rebases it. *rebase.Service implements it.
+type RebaseService interface {
+	// SetSetup changes the setup steps and kept paths of a sandbox;
+	// Rebase gives it a new root from an image version, keeping those.
+	SetSetup(ctx context.Context, ref string, c rebase.SetupChange) (*sandbox.Sandbox, error)
+	Rebase(ctx context.Context, ref string, p rebase.Params) (*rebase.Result, error)
+}
+
 // setSetup changes the setup steps and kept paths a rebase uses.
 func (s *server) setSetup(w http.ResponseWriter, r *http.Request) error {
+	if s.rebase == nil {
+		return httpx.NotEnabled("rebase")
+	}
 	var req api.SetupRequest
 	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
-	sb, err := s.sandboxes.SetSetup(r.Context(), r.PathValue("name"), sandbox.SetupChange{Steps: req.Steps, Keep: req.Keep})
+	sb, err := s.rebase.SetSetup(r.Context(), r.PathValue("name"), rebase.SetupChange{Steps: req.Steps, Keep: req.Keep})
 	if err != nil {
 		return err
 	}
@@ -25,11 +39,14 @@ func (s *server) setSetup(w http.ResponseWriter, r *http.Request) error {
 // answers with what was done; a failed setup step is an error that names
 // it, the sandbox rolled back.
 func (s *server) rebaseSandbox(w http.ResponseWriter, r *http.Request) error {
+	if s.rebase == nil {
+		return httpx.NotEnabled("rebase")
+	}
 	var req api.RebaseRequest
 	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
-	res, err := s.sandboxes.Rebase(r.Context(), r.PathValue("name"), sandbox.RebaseParams{Image: req.Image})
+	res, err := s.rebase.Rebase(r.Context(), r.PathValue("name"), rebase.Params{Image: req.Image})
 	if err != nil {
 		return err
 	}

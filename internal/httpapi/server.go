@@ -23,7 +23,6 @@ import (
 	"github.com/den-dev/den/internal/httpapi/portproxy"
 	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/netpolicy"
-	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/usage"
 )
@@ -89,10 +88,6 @@ type SandboxService interface {
 	RemoveCheckpoint(ctx context.Context, ref, ckpt string) error
 	// Restore rewinds a sandbox in place to one of its checkpoints.
 	Restore(ctx context.Context, ref, ckpt string) (*sandbox.Sandbox, error)
-	// SetSetup changes the setup steps and kept paths of a sandbox;
-	// Rebase gives it a new root from an image version, keeping those.
-	SetSetup(ctx context.Context, ref string, c sandbox.SetupChange) (*sandbox.Sandbox, error)
-	Rebase(ctx context.Context, ref string, p sandbox.RebaseParams) (*sandbox.RebaseResult, error)
 	// Fork makes children of a sandbox and returns them.
 	Fork(ctx context.Context, ref string, p sandbox.ForkParams) ([]*sandbox.Sandbox, error)
 	// RecoverSandbox brings a sandbox in error back.
@@ -109,13 +104,6 @@ type SandboxService interface {
 	Resources(ctx context.Context, sb *sandbox.Sandbox) (sandbox.ResourceUsage, sandbox.DiskQuota)
 	// SetNetwork replaces what a sandbox may reach, at once.
 	SetNetwork(ctx context.Context, ref string, p netpolicy.Policy) (*sandbox.Sandbox, error)
-	// Peers lists a sandbox's read-only views of others; AddPeer,
-	// RefreshPeer and RemovePeer change them (p says whose sandboxes the
-	// caller may read).
-	Peers(ctx context.Context, ref string) ([]peers.Peer, error)
-	AddPeer(ctx context.Context, ref string, p sandbox.PeerParams) (*sandbox.Sandbox, *peers.Peer, error)
-	RefreshPeer(ctx context.Context, ref, peer string, p sandbox.PeerParams) (*sandbox.Sandbox, *peers.Peer, error)
-	RemovePeer(ctx context.Context, ref, peer string, restart bool) (*sandbox.Sandbox, error)
 	// Exposed ports: exposing, unexposing, revoking links, the proxy's
 	// target.
 	portproxy.Sandboxes
@@ -153,6 +141,11 @@ type Config struct {
 	Secrets SecretService
 	// Owners serves /v1/owners (quotas and grants). nil: 503.
 	Owners OwnerService
+	// Rebase serves a sandbox's setup and rebase routes. nil: 503.
+	Rebase RebaseService
+	// Peers serves /v1/sandboxes/{name}/peers, sandboxes' read-only
+	// views of others. nil: 503.
+	Peers PeerService
 	// PortsKey signs URLs to exposed ports (see internal/httpapi/portproxy); 32 random
 	// bytes. nil: no URLs are signed (503) and none is accepted.
 	PortsKey []byte
@@ -229,6 +222,8 @@ type server struct {
 	audit        audit.Log
 	secrets      SecretService
 	owners       OwnerService
+	rebase       RebaseService
+	peers        PeerService
 	requests     RequestStore
 	// ports serves exposed ports: their routes, the proxy, and who may
 	// reach them without a token.
@@ -272,6 +267,8 @@ func New(cfg Config) http.Handler {
 		metrics:      cfg.Metrics,
 		ssh:          cfg.SSH,
 		owners:       cfg.Owners,
+		rebase:       cfg.Rebase,
+		peers:        cfg.Peers,
 		requests:     cfg.Requests,
 	}
 	if s.log == nil {

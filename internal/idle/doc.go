@@ -2,9 +2,10 @@
 // calling it: the idle policy (Policy: pause, hibernate, destroy at the
 // end of a TTL of running time, and checkpoint retention) and its rules
 // (NextDue, Usage), the activity that postpones it (Activity: when each
-// sandbox was last used, and the open requests holding it in use), and
+// sandbox was last used, and the open requests holding it in use),
 // whether den-init must check its limits while the host watches them
-// (LimitChecks).
+// (LimitChecks), and which running sandboxes the host watches
+// (LimitWatches).
 //
 // It never imports internal/sandbox and changes no sandbox: it knows
 // sandboxes by id and reads only what the core hands it (a Phase, times,

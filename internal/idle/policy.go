@@ -12,6 +12,9 @@ import (
 type Policy struct {
 	PauseAfter     *time.Duration `json:"pause_after,omitempty"`
 	HibernateAfter *time.Duration `json:"hibernate_after,omitempty"`
+	// StopAfter stops a running sandbox unused this long: its processes
+	// end, its files stay, and a start boots it afresh.
+	StopAfter *time.Duration `json:"stop_after,omitempty"`
 	// TTL is how long the sandbox may run in total before it is destroyed;
 	// paused and hibernated time does not count.
 	TTL *time.Duration `json:"ttl,omitempty"`
@@ -30,6 +33,9 @@ func (p Policy) Merge(def Policy) Policy {
 	}
 	if p.HibernateAfter == nil {
 		p.HibernateAfter = def.HibernateAfter
+	}
+	if p.StopAfter == nil {
+		p.StopAfter = def.StopAfter
 	}
 	if p.TTL == nil {
 		p.TTL = def.TTL
@@ -84,7 +90,7 @@ type namedDuration struct {
 }
 
 func (p Policy) durations() []namedDuration {
-	return []namedDuration{{"pause_after", p.PauseAfter}, {"hibernate_after", p.HibernateAfter}, {"ttl", p.TTL}, {"max_age", p.MaxAge}}
+	return []namedDuration{{"pause_after", p.PauseAfter}, {"hibernate_after", p.HibernateAfter}, {"stop_after", p.StopAfter}, {"ttl", p.TTL}, {"max_age", p.MaxAge}}
 }
 
 // Length is a policy's duration d: 0 (never) when unset.
@@ -131,7 +137,7 @@ func (u Usage) Ran(now time.Time) time.Duration {
 
 // Due is the next step the idle policy will take for a sandbox.
 type Due struct {
-	Action string // "pause", "hibernate", "destroy", or "" for none
+	Action string // "pause", "hibernate", "stop", "destroy", or "" for none
 	At     time.Time
 }
 
@@ -139,6 +145,7 @@ type Due struct {
 const (
 	ActionPause     = "pause"
 	ActionHibernate = "hibernate"
+	ActionStop      = "stop"
 	ActionDestroy   = "destroy"
 )
 
@@ -176,6 +183,9 @@ func NextDue(p Policy, ph Phase, lastActive time.Time, u Usage, now time.Time) D
 			consider(ActionPause, lastActive.Add(pause))
 		} else if hib > 0 {
 			consider(ActionHibernate, lastActive.Add(hib))
+		}
+		if stop := Length(p.StopAfter); stop > 0 {
+			consider(ActionStop, lastActive.Add(stop))
 		}
 	case Paused:
 		if hib > 0 {

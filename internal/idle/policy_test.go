@@ -63,6 +63,26 @@ func TestNextDueWithoutPauseGoesStraightToHibernate(t *testing.T) {
 	}
 }
 
+// stop_after ends a running sandbox's processes once it is idle, when
+// that comes before any other step; a paused one is left to hibernate.
+func TestNextDueStopsARunningSandbox(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	p := Policy{PauseAfter: dur(0), HibernateAfter: dur(0), StopAfter: dur(5 * time.Second)}
+	if due := NextDue(p, Running, now, Usage{RunningSince: now}, now); due.Action != ActionStop || !due.At.Equal(now.Add(5*time.Second)) {
+		t.Fatalf("due %+v, want stop at +5s", due)
+	}
+	p = Policy{PauseAfter: dur(time.Minute), StopAfter: dur(time.Hour)}
+	if due := NextDue(p, Running, now, Usage{RunningSince: now}, now); due.Action != ActionPause {
+		t.Fatalf("a pause before the stop: due %+v, want pause", due)
+	}
+	if due := NextDue(Policy{StopAfter: dur(time.Minute)}, Paused, now, Usage{}, now); due.Action != "" {
+		t.Fatalf("paused: due %+v, want nothing (only a running sandbox stops)", due)
+	}
+	if err := (Policy{StopAfter: dur(time.Second)}).ValidateOwn(time.Minute); err == nil || !strings.Contains(err.Error(), "stop_after") {
+		t.Fatalf("a stop_after under the floor: %v", err)
+	}
+}
+
 func TestTTLCountsOnlyRunningTime(t *testing.T) {
 	c := &clock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
 	p := Policy{TTL: dur(time.Hour), PauseAfter: dur(0), HibernateAfter: dur(0)}

@@ -79,6 +79,13 @@ const (
 // sent), and never passes it on to the application.
 const OwnOriginHeader = "Den-Own-Origin"
 
+// TimeoutFloorHeader is set by a door whose protocol's timeouts are
+// lifetimes asked for on purpose (E2B's): the idle policy a request sets
+// may go down to this duration, the floor the door's admin chose, instead
+// of dend's --min-ttl. dend believes it only from a door in process, or
+// from another node of its fleet (which dropped any a caller sent).
+const TimeoutFloorHeader = "Den-Timeout-Floor"
+
 // inProcessKey marks the context of a request that came in process.
 type inProcessKey struct{}
 

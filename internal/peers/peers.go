@@ -21,9 +21,10 @@
 // The view's bytes are not part of NAME's checkpoints.
 //
 // This package never imports internal/sandbox and keeps no state of its
-// own: the views a sandbox has live in its spec, and the core changes
-// them under the sandbox's lock, checks its state, and records them. It
-// knows sandboxes only by id and name.
+// own: the views a sandbox has live in its spec, and internal/peering
+// (the verbs, above the core) changes them under the sandbox's lock,
+// checks its state, and records them through the core. It knows
+// sandboxes only by id and name.
 package peers
 
 import (

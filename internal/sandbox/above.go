@@ -4,10 +4,13 @@ import (
 	"context"
 	"path/filepath"
 	"time"
+
+	"github.com/den-dev/den/internal/netpolicy"
+	"github.com/den-dev/den/internal/quota"
 )
 
-// Verbs the layers above the core (internal/fleet) use and nothing in
-// the core needs: they run the core's own steps, so that what sits above
+// Verbs the layers above the core (internal/fleet, internal/owners,
+// internal/rebase) use and nothing in the core needs: they run the core's own steps, so that what sits above
 // never reaches into the Service's state.
 
 // Go runs f in the background under the Service's lifetime: its ctx ends
@@ -75,6 +78,101 @@ func (s *Service) Record(ctx context.Context, sb *Sandbox, evType, msg string) e
 	return s.record(ctx, sb, evType, msg)
 }
 
+// StopLocked ends sb's instance gracefully (at once when in error), why
+// going into its history; its files stay. The caller holds sb's
+// lifecycle lock (WithSandbox).
+func (s *Service) StopLocked(ctx context.Context, sb *Sandbox, why string) error {
+	return s.stopLocked(ctx, sb, why)
+}
+
+// StartLocked boots stopped sb as a new generation; the caller holds its
+// lifecycle lock (WithSandbox).
+func (s *Service) StartLocked(ctx context.Context, sb *Sandbox) error {
+	return s.startLocked(ctx, sb)
+}
+
+// SyncFiles flushes what running sb's processes wrote to its files, as
+// a checkpoint does first; the caller holds its lifecycle lock.
+func (s *Service) SyncFiles(ctx context.Context, sb *Sandbox) error {
+	return s.guestFor(sb).Sync(ctx)
+}
+
+// Elsewhere is the error for a verb on sb when another node of the
+// fleet runs it; nil when this node does.
+func (s *Service) Elsewhere(sb *Sandbox) error { return s.elsewhere(sb) }
+
+// Require returns a conflict error, with a hint saying what to do first,
+// unless sb is in one of the allowed states; action is the verb as the
+// user typed it.
+func Require(sb *Sandbox, action string, allowed ...State) error {
+	return require(sb, action, allowed...)
+}
+
+// TransitionLocked moves sb to state to through the one transition table,
+// persisting it with an event of type evType saying msg; the caller holds
+// sb's lifecycle lock.
+func (s *Service) TransitionLocked(ctx context.Context, sb *Sandbox, to State, evType, msg string) error {
+	return s.transition(ctx, sb, to, evType, msg)
+}
+
+// ResumeLocked brings sb, paused or hibernated, back to running, whose
+// lifecycle lock the caller holds; why is the event's message. A running
+// sandbox is left as it is.
+func (s *Service) ResumeLocked(ctx context.Context, sb *Sandbox, why string) error {
+	return s.resumeLocked(ctx, sb, why)
+}
+
+// Touch counts now as a use of sandbox id, for its idle policy.
+func (s *Service) Touch(id string) { s.touch(id) }
+
+// FetchImage downloads image name's root filesystem from the blob store
+// when another node of the fleet uploaded it and this host lacks it.
+func (s *Service) FetchImage(ctx context.Context, name string) error { return s.fetchImage(ctx, name) }
+
+// AdmitCheckpoint admits one more checkpoint of sb, as the Checkpoint
+// verb does, and holds it against its owner's quota until release is
+// called.
+func (s *Service) AdmitCheckpoint(ctx context.Context, sb *Sandbox) (release func(), err error) {
+	if err := s.admitCheckpoint(ctx, sb); err != nil {
+		return nil, err
+	}
+	return s.reserve(ctx, sb.Owner, quota.Use{Checkpoints: 1}, nil)
+}
+
+// CheckpointFilesLocked takes a manual, files-only checkpoint of sb,
+// running, named name ("" for none), and leaves it running; it counts
+// as a use. The caller holds sb's lifecycle lock, has admitted the
+// checkpoint (AdmitCheckpoint), and records it (sb.Head, Record).
+func (s *Service) CheckpointFilesLocked(ctx context.Context, sb *Sandbox, name string) (*Checkpoint, error) {
+	s.touch(sb.ID)
+	return s.takeCheckpoint(ctx, sb, capture{kind: CheckpointManual, name: name, leaveRunning: true})
+}
+
+// CheckpointOf finds sb's checkpoint ref, an id or a name.
+func (s *Service) CheckpointOf(ctx context.Context, sb *Sandbox, ref string) (*Checkpoint, error) {
+	return s.findCheckpoint(ctx, sb, ref)
+}
+
+// RestoreLocked boots sb cold from ck's files as its next generation,
+// whose lifecycle lock the caller holds; why is the event's message.
+func (s *Service) RestoreLocked(ctx context.Context, sb *Sandbox, ck *Checkpoint, why string) error {
+	return s.rewind(ctx, sb, ck, true, EventRestored, why)
+}
+
+// Description names ck in a message: its id, its name, and whether it
+// holds files only.
+func (ck *Checkpoint) Description() string { return describe(ck) }
+
+// EnsureLocal makes ck's files and memory image be on this host, from
+// the blob store if need be.
+func (s *Service) EnsureLocal(ctx context.Context, ck *Checkpoint) error {
+	return s.ensureLocal(ctx, ck)
+}
+
+// NewID returns n random characters from [a-z2-7], as the ids the core
+// gives sandboxes and checkpoints.
+func NewID(n int) string { return newID(n) }
+
 // Pin keeps checkpoint id from garbage collection until unpin is called.
 func (s *Service) Pin(id string) (unpin func()) { return s.pin(id) }
 
@@ -112,3 +210,11 @@ func (s *Service) DropCheckpointFiles(ctx context.Context, ck *Checkpoint) {
 func (s *Service) CollectFreed(ctx context.Context, ids ...string) {
 	s.collectFreed(ctx, ids...)
 }
+
+// LockOwner holds owner's admission lock until unlock is called: no verb
+// of owner is admitted meanwhile, e.g. while its record is rewritten.
+func (s *Service) LockOwner(owner string) (unlock func()) { return s.admission.Lock(owner) }
+
+// Reach is what network rules may name here, whatever the tenant asks:
+// Reach.Check says whether a policy stays within an owner's grants.
+func (s *Service) Reach() netpolicy.Reach { return s.cfg.Reach }

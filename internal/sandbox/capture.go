@@ -5,19 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/memimage"
 	"github.com/den-dev/den/internal/peers"
 )
 
@@ -37,8 +33,6 @@ type capture struct {
 	// stops once its memory is saved (hibernate).
 	leaveRunning bool
 }
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // volumeFlusher is Volumes that can write a writable volume's dirty data
 // out ahead of a snapshot of it, so that the snapshot has little left to
@@ -185,8 +179,9 @@ func (s *Service) newCheckpoint(sb *Sandbox, c capture) *Checkpoint {
 // after which it counts as complete.
 func (s *Service) seal(ctx context.Context, ck *Checkpoint, synced func() error) error {
 	if ck.Memory {
-		var err error
-		if ck.Manifest.Files, ck.Manifest.MemoryBytes, err = sumImage(s.memDir(ck.ID)); err != nil {
+		files, total, err := memimage.Sum(s.memDir(ck.ID))
+		ck.Manifest.Files, ck.Manifest.MemoryBytes = fromMemimage(files), total
+		if err != nil {
 			return err
 		}
 	}
@@ -236,100 +231,13 @@ func (s *Service) syncImage(ck *Checkpoint) (wait func() error) {
 	if !ck.Memory {
 		return func() error { return nil }
 	}
-	done := make(chan struct{})
-	var err error
-	go func() {
-		defer close(done)
-		err = syncTree(s.memDir(ck.ID))
-	}()
-	return func() error {
-		<-done
-		return err
-	}
-}
-
-// syncTree fsyncs the regular files in dir, dir, and dir's parent, which
-// holds dir's entry.
-func syncTree(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("writing the memory image to disk: %w", err)
-	}
-	paths := []string{}
-	for _, e := range ents {
-		if e.Type().IsRegular() {
-			paths = append(paths, filepath.Join(dir, e.Name()))
-		}
-	}
-	for _, p := range append(paths, dir, filepath.Dir(dir)) {
-		f, err := os.Open(p)
-		if err == nil {
-			err = f.Sync()
-			f.Close()
-		}
-		if err != nil {
-			return fmt.Errorf("writing the memory image to disk: %w", err)
-		}
-	}
-	return nil
-}
-
-// writeBehindEvery is how often writeBehind starts writing out what the
-// engine wrote since.
-const writeBehindEvery = 20 * time.Millisecond
-
-// writeBehind starts writing the files the engine writes into dir out to
-// disk while it writes them, until the returned function is called, so
-// that the sync that makes a memory image durable (syncImage) finds
-// little left to write. The page cache would otherwise hold a large
-// image whole until that sync: the kernel starts writing only far above
-// an image's size. It only starts writes and waits for none; errors are
-// left to the sync.
-func writeBehind(dir string) (stop func()) {
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		files := map[string]*os.File{}
-		defer func() {
-			for _, f := range files {
-				f.Close()
-			}
-		}()
-		tick := time.NewTicker(writeBehindEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-			ents, _ := os.ReadDir(dir)
-			for _, e := range ents {
-				if !e.Type().IsRegular() {
-					continue
-				}
-				f := files[e.Name()]
-				if f == nil {
-					var err error
-					if f, err = os.Open(filepath.Join(dir, e.Name())); err != nil {
-						continue
-					}
-					files[e.Name()] = f
-				}
-				_ = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-stopped
-	}
+	return memimage.StartSync(s.memDir(ck.ID))
 }
 
 // imageStateFile is the file of a memory image the engine writes its
-// kernel state to; it is there and non-empty once the image is whole.
-const imageStateFile = "checkpoint.img"
+// kernel state to; it is there and non-empty once the image is whole
+// (memimage keeps the image's layout).
+const imageStateFile = memimage.StateFile
 
 // measure records the size of a new checkpoint's files in the background:
 // adding them up takes longer than taking the snapshot.
@@ -358,7 +266,7 @@ func (s *Service) saveMemory(ctx context.Context, sb *Sandbox, ck *Checkpoint, l
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return fmt.Errorf("creating memory image directory: %w", err)
 	}
-	defer writeBehind(dir)()
+	defer memimage.WriteBehind(dir)()
 	if s.sealsMemory(sb) {
 		if err := s.checkpointSealed(ctx, sb, ck, dir, leaveRunning); err != nil {
 			return err
@@ -371,57 +279,45 @@ func (s *Service) saveMemory(ctx context.Context, sb *Sandbox, ck *Checkpoint, l
 	return nil
 }
 
-// sumImage lists a memory image's files with their checksums.
-func sumImage(dir string) ([]ImageFile, int64, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, 0, fmt.Errorf("reading memory image: %w", err)
-	}
-	var files []ImageFile
-	var total int64
-	for _, e := range ents {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		sum, n, err := crcFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			return nil, 0, err
-		}
-		files = append(files, ImageFile{Name: e.Name(), Size: n, CRC32C: sum})
-		total += n
-	}
-	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
-	return files, total, nil
-}
-
-func crcFile(path string) (uint32, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, 0, fmt.Errorf("reading memory image: %w", err)
-	}
-	defer f.Close()
-	h := crc32.New(castagnoli)
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return 0, 0, fmt.Errorf("reading memory image: %w", err)
-	}
-	return h.Sum32(), n, nil
-}
-
 // verifyImage checks a memory image against its manifest before it is
 // restored: a damaged image must fail here, not inside the engine.
 func (s *Service) verifyImage(ck *Checkpoint) error {
-	files, _, err := sumImage(s.memDir(ck.ID))
+	ok, err := memimage.Matches(s.memDir(ck.ID), toMemimage(ck.Manifest.Files))
 	if err != nil {
 		return errdefs.WithHint(errdefs.Unavailable("memory image of checkpoint %s is unreadable: %v", ck.ID, err), recoverHint)
 	}
-	if fmt.Sprint(files) != fmt.Sprint(ck.Manifest.Files) {
+	if !ok {
 		return errdefs.WithHint(errdefs.Unavailable("memory image of checkpoint %s does not match its manifest (damaged on disk)", ck.ID), recoverHint)
 	}
 	return nil
 }
 
 const recoverHint = "`den recover NAME --cold` boots the checkpoint's files without its processes, or `--rollback` goes to an earlier checkpoint"
+
+// fromMemimage is a memory image's files as a manifest records them.
+func fromMemimage(files []memimage.File) []ImageFile {
+	if files == nil {
+		return nil
+	}
+	out := make([]ImageFile, len(files))
+	for i, f := range files {
+		out[i] = ImageFile(f)
+	}
+	return out
+}
+
+// toMemimage is the memory image's files a manifest records, to be
+// checked against the image.
+func toMemimage(files []ImageFile) []memimage.File {
+	if files == nil {
+		return nil
+	}
+	out := make([]memimage.File, len(files))
+	for i, f := range files {
+		out[i] = memimage.File(f)
+	}
+	return out
+}
 
 // restorable says whether ck's memory image can be restored here; it
 // checks the manifest only, so a refusal changes nothing.
@@ -485,6 +381,15 @@ func (s *Service) instance(sb *Sandbox, netns, bootToken string) Instance {
 		Init:        sb.Init,
 		Views:       s.viewMounts(sb),
 	}
+}
+
+// viewMounts are the views sb's instances mount.
+func (s *Service) viewMounts(sb *Sandbox) []ViewMount {
+	var ms []ViewMount
+	for _, p := range sb.Spec.Peers {
+		ms = append(ms, ViewMount{Source: s.cfg.Volumes.Path(p.View), Destination: p.At})
+	}
+	return ms
 }
 
 // restoreFrom says how bootFrom brings a checkpoint back.

@@ -61,7 +61,7 @@ func phaseOf(st State) idle.Phase {
 // SetPolicy changes a sandbox's idle policy and retention; fields p leaves
 // unset keep their value. It applies at once, to a running sandbox too.
 func (s *Service) SetPolicy(ctx context.Context, ref string, p idle.Policy) (*Sandbox, error) {
-	if err := p.ValidateOwn(s.cfg.MinTTL); err != nil {
+	if err := p.ValidateOwn(idle.Floor(ctx, s.cfg.MinTTL)); err != nil {
 		return nil, err
 	}
 	sb, unlock, err := s.lockSandbox(ctx, ref)
@@ -212,6 +212,14 @@ func (s *Service) applyDue(ctx context.Context, id string) error {
 			return err
 		}
 		s.publishAbout(sb, StreamPolicyAction, "hibernated by the idle policy: "+why)
+		return nil
+	case idle.ActionStop:
+		defer unlock()
+		why := fmt.Sprintf("idle for %s: stopped by its idle policy, its files kept", idleFor)
+		if err := s.stopLocked(ctx, sb, why); err != nil {
+			return err
+		}
+		s.publishAbout(sb, StreamPolicyAction, "stopped by the idle policy: "+why)
 		return nil
 	case idle.ActionDestroy:
 		unlock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/grant"
+	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/netpolicy"
 )
 
@@ -25,7 +26,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 	if err := ValidateName("sandbox", p.Name); err != nil {
 		return nil, err
 	}
-	if err := p.Policy.ValidateOwn(s.cfg.MinTTL); err != nil {
+	if err := p.Policy.ValidateOwn(idle.Floor(ctx, s.cfg.MinTTL)); err != nil {
 		return nil, err
 	}
 	// Here, not only in Spec.Validate: a create from a checkpoint takes

@@ -9,8 +9,9 @@ import (
 
 // Watching limits from the host: while a running sandbox is quiet, dend
 // watches its host cgroups, which wakes nothing, and turns den-init's
-// limit checks off; idle.LimitChecks decides when, and says why. Here the
-// watches start and stop as sandboxes come and go.
+// limit checks off; idle.LimitChecks decides when, and says why, and
+// idle.LimitWatches starts and stops the watches as sandboxes come and
+// go. Here a watch is started, from the engine, for a running sandbox.
 
 // HostWatcher is an optional capability of the Runtime: it watches an
 // instance from the host, without waking it.
@@ -36,14 +37,6 @@ type HostWatch interface {
 	Stop()
 }
 
-// hostWatch is dend's watch over one running instance.
-type hostWatch struct {
-	instance string
-	limit    int64 // the memory limit it was started for
-	host     HostWatch
-	checks   *idle.LimitChecks
-}
-
 // RunLimitWatch looks at every running sandbox every interval until
 // Close, when the engine can watch from the host.
 func (s *Service) RunLimitWatch(interval time.Duration) {
@@ -54,16 +47,12 @@ func (s *Service) RunLimitWatch(interval time.Duration) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		watches := make(map[string]*hostWatch) // by sandbox id
-		defer func() {
-			for _, w := range watches {
-				w.host.Stop()
-			}
-		}()
+		var watches idle.LimitWatches
+		defer watches.StopAll()
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
-			s.watchLimits(s.ctx, hw, watches, interval)
+			s.watchLimits(s.ctx, hw, &watches, interval)
 			select {
 			case <-s.ctx.Done():
 				return
@@ -75,45 +64,29 @@ func (s *Service) RunLimitWatch(interval time.Duration) {
 
 // watchLimits starts and stops watches as sandboxes come and go, and
 // decides for each whether den-init must check.
-func (s *Service) watchLimits(ctx context.Context, hw HostWatcher, watches map[string]*hostWatch, interval time.Duration) {
+func (s *Service) watchLimits(ctx context.Context, hw HostWatcher, watches *idle.LimitWatches, interval time.Duration) {
 	sbs, err := s.localSandboxes(ctx)
 	if err != nil {
 		s.log.Warn("watching limits: listing sandboxes", "err", err)
 		return
 	}
-	running := make(map[string]bool)
+	var running []idle.Watched
+	byID := make(map[string]*Sandbox)
 	for _, sb := range sbs {
 		if sb.State != StateRunning || sb.Pending != "" {
 			continue
 		}
-		running[sb.ID] = true
-		w := watches[sb.ID]
-		if w != nil && (w.instance != sb.InstanceID() || w.limit != sb.Spec.MemoryBytes) {
-			// A new instance, or new limits: den-init checks again
-			// (SetLimits), against a new threshold.
-			w.host.Stop()
-			w = nil
-		}
-		if w == nil {
-			if w = s.startWatch(ctx, hw, sb); w == nil {
-				delete(watches, sb.ID)
-				continue
-			}
-			watches[sb.ID] = w
-		}
-		w.checks.Decide(ctx, interval)
+		running = append(running, idle.Watched{ID: sb.ID, Instance: sb.InstanceID(), Limit: sb.Spec.MemoryBytes})
+		byID[sb.ID] = sb
 	}
-	for id, w := range watches {
-		if !running[id] {
-			w.host.Stop()
-			delete(watches, id)
-		}
-	}
+	watches.Look(ctx, running, func(w idle.Watched) *idle.LimitWatch {
+		return s.startWatch(ctx, hw, byID[w.ID])
+	}, interval)
 }
 
 // startWatch watches sb's instance, or returns nil when it cannot (its
 // den-init then keeps checking).
-func (s *Service) startWatch(ctx context.Context, hw HostWatcher, sb *Sandbox) *hostWatch {
+func (s *Service) startWatch(ctx context.Context, hw HostWatcher, sb *Sandbox) *idle.LimitWatch {
 	g, ok := s.guestFor(sb).(idle.LimitChecker)
 	if !ok {
 		return nil
@@ -127,11 +100,11 @@ func (s *Service) startWatch(ctx context.Context, hw HostWatcher, sb *Sandbox) *
 		s.log.Debug("watching limits: den-init keeps checking", "sandbox", sb.Name, "err", err)
 		return nil
 	}
-	w := &hostWatch{instance: sb.InstanceID(), limit: sb.Spec.MemoryBytes, host: host, checks: idle.NewLimitChecks(threshold, g, host)}
+	w := &idle.LimitWatch{Stop: host.Stop, Checks: idle.NewLimitChecks(threshold, g, host)}
 	if crossed := host.Crossed(); crossed != nil {
 		go func() {
 			for range crossed { // until Stop
-				w.checks.Decide(ctx, 0)
+				w.Checks.Decide(ctx, 0)
 			}
 		}()
 	}

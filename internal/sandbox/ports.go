@@ -129,9 +129,15 @@ type Instance struct {
 	// Init is the version of den-init to run ("": the one from before
 	// versions were kept).
 	Init string
-	// Views are other sandboxes' files, mounted read-only (peers.go);
-	// their mount points are part of what a restore checks.
+	// Views are other sandboxes' files, mounted read-only (package
+	// peers); their mount points are part of what a restore checks.
 	Views []ViewMount
+}
+
+// ViewMount is a read-only view mounted into an instance.
+type ViewMount struct {
+	Source      string // host path of the view
+	Destination string // mount point inside
 }
 
 // InstanceState is what the engine says about an instance.
@@ -263,15 +269,6 @@ type Secrets interface {
 	// Reveal returns the named secret's value; ErrNotFound when there is
 	// no such secret.
 	Reveal(ctx context.Context, name string) ([]byte, error)
-}
-
-// PathCopier copies one path of a root filesystem into another on the
-// host, as a rebase carries a sandbox's kept paths from its old root (a
-// checkpoint's read-only snapshot) to its new one. CopyPath replaces p
-// under toRoot with p from fromRoot, or reports false, changing nothing,
-// when fromRoot has no p. It follows no symlink on the way to p.
-type PathCopier interface {
-	CopyPath(ctx context.Context, fromRoot, toRoot, p string) (bool, error)
 }
 
 // Images finds base images, building a built-in one on first use.

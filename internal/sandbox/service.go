@@ -12,6 +12,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/events"
+	"github.com/den-dev/den/internal/exitwatch"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/netpolicy"
@@ -30,11 +31,8 @@ type Config struct {
 	Runtime Runtime
 	Network Network
 	// Reach is what network rules may name, whatever the tenant asks.
-	Reach  netpolicy.Reach
-	Images Images
-	// Copier carries kept paths over in a rebase; nil: rebase is
-	// unavailable.
-	Copier  PathCopier
+	Reach   netpolicy.Reach
+	Images  Images
 	Secrets Secrets // nil: no secrets can be granted
 	// Sealer seals the memory images of sandboxes ever granted secrets;
 	// nil: they are saved in plaintext like any other.
@@ -112,7 +110,7 @@ type Service struct {
 	teardowns map[string]chan struct{}
 	// supervised holds the watches over running instances' engines
 	// (supervise.go); it has its own lock.
-	supervised supervision
+	supervised exitwatch.Watches
 	// nextRetention is when checkpoints are next checked for age.
 	nextRetention time.Time
 	// guests caches one den-init client per instance id.
@@ -300,7 +298,7 @@ func (s *Service) List(ctx context.Context) ([]*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.fillLatest(ctx, sbs...); err != nil {
+	if err := s.FillLatest(ctx, sbs...); err != nil {
 		return nil, fmt.Errorf("reading the newest image versions: %w", err)
 	}
 	return sbs, nil

@@ -109,42 +109,6 @@ func (s *Spec) KeptPaths() []string {
 	return out
 }
 
-// SetupChange changes a sandbox's setup steps and kept paths; a nil list
-// is left as it is, an empty one cleared.
-type SetupChange struct {
-	Steps *[]string
-	Keep  *[]string
-}
-
-// SetSetup changes the setup steps and kept paths a sandbox's next rebase
-// uses. Nothing runs now.
-func (s *Service) SetSetup(ctx context.Context, ref string, c SetupChange) (*Sandbox, error) {
-	sb, unlock, err := s.lockSandbox(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	steps, keep := sb.Spec.Setup, sb.Spec.Keep
-	if c.Steps != nil {
-		steps = *c.Steps
-	}
-	if c.Keep != nil {
-		keep = *c.Keep
-	}
-	if err := ValidateSetup(steps, keep); err != nil {
-		return nil, err
-	}
-	if err := require(sb, "change the setup of", StateRunning, StatePaused, StateStopped, StateHibernated, StateError); err != nil {
-		return nil, err
-	}
-	sb.Spec.Setup, sb.Spec.Keep = slices.Clone(steps), slices.Clone(keep)
-	msg := fmt.Sprintf("setup: %d steps, keeps %s", len(steps), strings.Join(sb.Spec.KeptPaths(), " "))
-	if err := s.record(ctx, sb, EventSetup, msg); err != nil {
-		return nil, err
-	}
-	return sb, nil
-}
-
 // StepResult is how one setup step ended.
 type StepResult struct {
 	Step     int // from 1

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 )
 
 // An instance's engine can die without den asking (the host's OOM killer,
@@ -29,54 +28,10 @@ type engineWatcher interface {
 	WatchExit(ctx context.Context, id string) (<-chan EngineExit, error)
 }
 
-// supervision holds the watches over instances' engines, by instance id,
-// so that den ends an instance's watch before it ends the instance itself
-// (a removal, a stop, a hibernation): an exit den caused is no death to
-// report, and reporting it would fail the calls still reading from the
-// instance with "its engine exited unexpectedly".
-type supervision struct {
-	mu      sync.Mutex
-	watches map[string]*engineWatch
-}
-
-type engineWatch struct{ cancel context.CancelFunc }
-
-// add records a watch of inst, ending any earlier one, and returns what
-// forgets it.
-func (v *supervision) add(inst string, cancel context.CancelFunc) func() {
-	w := &engineWatch{cancel: cancel}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.watches == nil {
-		v.watches = make(map[string]*engineWatch)
-	}
-	if prev := v.watches[inst]; prev != nil {
-		prev.cancel()
-	}
-	v.watches[inst] = w
-	return func() {
-		v.mu.Lock()
-		defer v.mu.Unlock()
-		if v.watches[inst] == w {
-			delete(v.watches, inst)
-		}
-	}
-}
-
-// end ends the watch of inst, if any, without a report.
-func (v *supervision) end(inst string) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if w := v.watches[inst]; w != nil {
-		w.cancel()
-		delete(v.watches, inst)
-	}
-}
-
 // unsupervise ends the watch over instance inst: den is about to end it.
 // Called before the engine is told, so that its exit is never taken for
 // a death.
-func (s *Service) unsupervise(inst string) { s.supervised.end(inst) }
+func (s *Service) unsupervise(inst string) { s.supervised.End(inst) }
 
 // supervise watches sb's current instance until it ends: by itself, which
 // engineDied settles, or by den's own doing, which unsupervise announces
@@ -89,7 +44,7 @@ func (s *Service) supervise(sb *Sandbox) {
 	}
 	id, inst := sb.ID, sb.InstanceID()
 	ctx, cancel := context.WithCancel(s.ctx)
-	forget := s.supervised.add(inst, cancel)
+	forget := s.supervised.Add(inst, cancel)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

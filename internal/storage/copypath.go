@@ -17,7 +17,7 @@ import (
 
 // PathCopier copies one path of a root filesystem into another, as a
 // rebase carries a sandbox's kept paths from its old root to its new one.
-// It implements sandbox.PathCopier.
+// It implements rebase.Copier.
 type PathCopier struct{}
 
 // CopyPath replaces p (an absolute path inside the sandbox) under toRoot

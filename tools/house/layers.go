@@ -67,6 +67,8 @@ var layers = map[string]layer{
 	"internal/transfer":  capabilities,
 	"internal/warm":      capabilities,
 	"internal/idle":      capabilities,
+	"internal/memimage":  capabilities,
+	"internal/exitwatch": capabilities,
 
 	// The domain.
 	"internal/sandbox": coreLayer,
@@ -85,8 +87,16 @@ var layers = map[string]layer{
 	"internal/metrics": adapters,
 
 	// What sits above the core and uses its verbs: the fleet (blob
-	// store, moves, node loss, the lease fence).
-	"internal/fleet": above,
+	// store, moves, node loss, the lease fence), owners' quotas and grants.
+	"internal/fleet":  above,
+	"internal/owners": above,
+
+	// Verbs composed of the core's own steps: rebase and the setup it
+	// uses.
+	"internal/rebase": above,
+
+	// Peers' verbs: adding, refreshing and removing a sandbox's views.
+	"internal/peering": above,
 
 	// The front doors: each translates its protocol to the Service's verbs.
 	"internal/httpapi":           doors,

@@ -107,7 +107,8 @@ func fileInfo(p string, fi fs.FileInfo, names *ownerNames) guest.FileInfo {
 		Mode:    uint32(fi.Mode().Perm()),
 		ModTime: fi.ModTime().UTC(),
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if st != nil {
 		out.Mode = st.Mode & 0o7777
 		out.UID, out.GID = st.Uid, st.Gid
 		out.Owner, out.Group = names.name(st.Uid, st.Gid)
@@ -122,6 +123,12 @@ func fileInfo(p string, fi fs.FileInfo, names *ownerNames) guest.FileInfo {
 	case fi.IsDir():
 		out.Type = "dir"
 		out.Xattrs = readXattrs(p)
+		if out.Size == 0 && st != nil {
+			// A directory made in gVisor's memory-backed overlay says 0
+			// bytes; it holds a block of the file system, as ext4's and
+			// E2B's directories say.
+			out.Size = int64(st.Blksize)
+		}
 	case fi.Mode()&fs.ModeSymlink != 0:
 		out.Type = "symlink"
 		out.Target, _ = os.Readlink(p)
@@ -247,6 +254,10 @@ func (s *Server) Write(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	drop := r.URL.Query().Get("xattrs_drop")
+	if err := guest.ValidateXattrPrefix(drop); err != nil {
+		return err
+	}
 	target := p
 	if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		// Write to what the link names, as a shell redirection would.
@@ -288,7 +299,7 @@ func (s *Server) Write(w http.ResponseWriter, r *http.Request) error {
 		return errdefs.WithHint(errdefs.NotFound("directory %q does not exist", filepath.Dir(p)),
 			"create it first (mkdir with parents), or write with parents")
 	}
-	if err := writeAtomic(target, mode, old, owner, xattrs, httpio.Body(r.Body)); err != nil {
+	if err := writeAtomic(target, mode, old, owner, xattrs, drop, httpio.Body(r.Body)); err != nil {
 		var rerr *httpio.ReadError
 		if errors.As(err, &rerr) {
 			return errdefs.Unavailable("upload broke off: %v", rerr.Err)
@@ -302,13 +313,26 @@ func (s *Server) Write(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// The names of the temporary files a write fills before it renames them
+// over their target: a target that did not exist gets tmpNewPrefix. A
+// watch hides them and tells the rename as a write of the target (its
+// creation first, when it is new), as a write in place would show it.
+const (
+	tmpPrefix    = ".den-write-"
+	tmpNewPrefix = ".den-write-new-"
+)
+
 // writeAtomic puts r's content at target with mode, owned by owner when
 // set, else keeping the owner of the file it replaces (old), with the
-// user attributes of the file replaced and xattrs, and returns once it
-// is on stable storage.
-func writeAtomic(target string, mode os.FileMode, old *syscall.Stat_t, owner *users.Account, xattrs map[string]string, r io.Reader) (err error) {
+// user attributes of the file replaced (but those named drop…) and
+// xattrs, and returns once it is on stable storage.
+func writeAtomic(target string, mode os.FileMode, old *syscall.Stat_t, owner *users.Account, xattrs map[string]string, drop string, r io.Reader) (err error) {
 	dir := filepath.Dir(target)
-	tmp, err := os.CreateTemp(dir, ".den-write-*")
+	pattern := tmpPrefix + "*"
+	if old == nil {
+		pattern = tmpNewPrefix + "*"
+	}
+	tmp, err := os.CreateTemp(dir, pattern)
 	if err != nil {
 		return err
 	}
@@ -338,7 +362,7 @@ func writeAtomic(target string, mode os.FileMode, old *syscall.Stat_t, owner *us
 	if old != nil {
 		replaced = target
 	}
-	if err := setXattrs(tmp, replaced, xattrs); err != nil {
+	if err := setXattrs(tmp, replaced, drop, xattrs); err != nil {
 		return err
 	}
 	if err := tmp.Sync(); err != nil {

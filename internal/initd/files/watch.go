@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -45,7 +46,7 @@ func (s *Server) Watch(w http.ResponseWriter, r *http.Request) error {
 	}
 	in := os.NewFile(uintptr(fd), "inotify") // non-blocking: Close ends a Read
 	defer in.Close()
-	wt := &watcher{fd: fd, root: root, dirs: map[int32]string{}}
+	wt := &watcher{fd: fd, root: root, dirs: map[int32]string{}, writes: map[uint32]bool{}}
 	if err := wt.add(root); err != nil {
 		return fsError(root, err)
 	}
@@ -80,7 +81,7 @@ func (s *Server) Watch(w http.ResponseWriter, r *http.Request) error {
 				name = string(b[:clen(b)])
 			}
 			off += unix.SizeofInotifyEvent + int(ev.Len)
-			out, done := wt.event(ev.Wd, ev.Mask, name, recursive)
+			out, done := wt.event(ev.Wd, ev.Mask, ev.Cookie, name, recursive)
 			for _, e := range out {
 				if err := enc.Encode(e); err != nil {
 					return nil
@@ -103,7 +104,15 @@ type watcher struct {
 	fd   int
 	root string
 	dirs map[int32]string // watch descriptor → directory path
+	// writes holds the renames of den's writes under way: the inotify
+	// cookie of a temporary file moved away, and whether its target is
+	// new. Its move to the target's name ends it.
+	writes map[uint32]bool
 }
+
+// maxWrites bounds writes: a cookie whose other half never came (the
+// queue overflowed) is forgotten when there are more.
+const maxWrites = 64
 
 // add watches dir. Done as a user (see users.RunAs), it needs read
 // permission on dir, as Linux asks for a watch; gVisor does not check it,
@@ -152,12 +161,23 @@ func (wt *watcher) addTree(dir string) error {
 
 // event turns one inotify event into what the watch reports; done when
 // the watched directory itself went away.
-func (wt *watcher) event(wd int32, mask uint32, name string, recursive bool) (out []guest.WatchEvent, done bool) {
+func (wt *watcher) event(wd int32, mask, cookie uint32, name string, recursive bool) (out []guest.WatchEvent, done bool) {
 	if mask&unix.IN_Q_OVERFLOW != 0 {
 		return []guest.WatchEvent{{Op: guest.WatchOverflow}}, false
 	}
 	dir, ok := wt.dirs[wd]
 	if !ok {
+		return nil, false
+	}
+	if strings.HasPrefix(name, tmpPrefix) {
+		// A write's temporary file: never told. Its rename onto the
+		// target is told as that file's write, below.
+		if mask&unix.IN_MOVED_FROM != 0 {
+			if len(wt.writes) >= maxWrites {
+				clear(wt.writes)
+			}
+			wt.writes[cookie] = strings.HasPrefix(name, tmpNewPrefix)
+		}
 		return nil, false
 	}
 	if mask&unix.IN_IGNORED != 0 {
@@ -177,6 +197,13 @@ func (wt *watcher) event(wd int32, mask uint32, name string, recursive bool) (ou
 	}
 	if name == "" && mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0 {
 		return nil, false // a subdirectory: its parent tells
+	}
+	if isNew, ok := wt.writes[cookie]; ok && cookie != 0 && mask&unix.IN_MOVED_TO != 0 {
+		delete(wt.writes, cookie)
+		if isNew {
+			out = append(out, guest.WatchEvent{Name: rel, Op: guest.WatchCreate})
+		}
+		return append(out, guest.WatchEvent{Name: rel, Op: guest.WatchWrite}), false
 	}
 	for _, m := range []struct {
 		bits uint32

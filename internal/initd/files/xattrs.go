@@ -108,13 +108,14 @@ func queryXattrs(r *http.Request) (map[string]string, error) {
 }
 
 // setXattrs gives the open file f the user attributes of the file it
-// replaces (old, "" for none), then attrs. A file system without
-// attributes fails with ENOTSUP only when attrs asked for some.
-func setXattrs(f *os.File, old string, attrs map[string]string) error {
+// replaces (old, "" for none) but those whose names start with drop
+// (when set), then attrs. A file system without attributes fails with
+// ENOTSUP only when attrs asked for some.
+func setXattrs(f *os.File, old, drop string, attrs map[string]string) error {
 	fd := int(f.Fd())
 	if old != "" {
 		for name, v := range readXattrs(old) {
-			if _, given := attrs[name]; given {
+			if _, given := attrs[name]; given || (drop != "" && strings.HasPrefix(name, drop)) {
 				continue
 			}
 			if err := unix.Fsetxattr(fd, name, []byte(v), 0); err != nil && !errors.Is(err, unix.ENOTSUP) {

@@ -151,6 +151,7 @@ class Policy:
     __schema__ = "Policy"
     pause_after: Optional[str] = None
     hibernate_after: Optional[str] = None
+    stop_after: Optional[str] = None
     ttl: Optional[str] = None
     background_active: Optional[bool] = None
     keep_last: Optional[int] = None

@@ -10,8 +10,9 @@ import den
 def counter(client, sb):
     """Start a process that keeps a count in memory and writes it on
     request, so a test can tell a process that lived on from a new one."""
+    # Renamed into place: a read never sees the file truncated and empty.
     client.write_file(sb.name, "/root/count.sh",
-                      "n=0; while :; do n=$((n+1)); echo $n > /tmp/n; sleep 0.05; done\n")
+                      "n=0; while :; do n=$((n+1)); echo $n > /tmp/n.new; mv /tmp/n.new /tmp/n; sleep 0.05; done\n")
     return client.exec_detached(sb.name, ["sh", "/root/count.sh"])
 
 

@@ -2437,14 +2437,16 @@ export interface components {
          * @description Idle policy and checkpoint retention. In a request an absent field
          *     takes dend's default (create) or keeps its value (PATCH); in a
          *     Sandbox every field is set, to the value in effect. In a request,
-         *     pause_after, hibernate_after, ttl and max_age are "0" or at least
-         *     dend's --min-ttl (default 1m).
+         *     pause_after, hibernate_after, stop_after, ttl and max_age are "0" or
+         *     at least dend's --min-ttl (default 1m).
          */
         Policy: {
             /** @description freeze it in RAM after this long idle */
             pause_after?: components["schemas"]["PolicyDuration"];
             /** @description save it to disk and free its RAM after this long idle */
             hibernate_after?: components["schemas"]["PolicyDuration"];
+            /** @description stop it after this long idle, running; its processes end, its files stay, and a start boots it afresh */
+            stop_after?: components["schemas"]["PolicyDuration"];
             /** @description destroy it once it has run this long in total (paused and hibernated time does not count) */
             ttl?: components["schemas"]["PolicyDuration"];
             /** @description processes still running count as activity */
@@ -2553,7 +2555,7 @@ export interface components {
         };
         NextAction: {
             /** @enum {string} */
-            action: "pause" | "hibernate" | "destroy";
+            action: "pause" | "hibernate" | "stop" | "destroy";
             /**
              * Format: date-time
              * @description when
@@ -5178,6 +5180,8 @@ export interface operations {
                 parents_by_root?: boolean;
                 /** @description a user extended attribute to set on the file, as NAME=VALUE (NAME in user.*, at most 255 bytes; VALUE UTF-8 text, at most 8 KiB; at most 64); the file keeps those of the file it replaces */
                 xattr?: string[];
+                /** @description a prefix in user.* (such as user.e2b.): the attributes of the file replaced whose names start with it are not kept, so this write's xattr parameters replace them */
+                xattrs_drop?: string;
             };
             header?: {
                 /**

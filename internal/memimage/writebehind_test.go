@@ -1,4 +1,4 @@
-package sandbox
+package memimage
 
 import (
 	"os"
@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// writeBehind follows the files that appear in the image directory, and
+// WriteBehind follows the files that appear in the image directory, and
 // once stopped holds none of them open; a directory not there yet is no
 // error.
 func TestWriteBehind(t *testing.T) {
@@ -20,7 +20,7 @@ func TestWriteBehind(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "image")
 	before := fds()
-	stop := writeBehind(dir)
+	stop := WriteBehind(dir)
 	time.Sleep(2 * writeBehindEvery)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)

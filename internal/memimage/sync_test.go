@@ -1,4 +1,4 @@
-package sandbox
+package memimage
 
 import (
 	"os"
@@ -8,9 +8,9 @@ import (
 
 // An image that cannot be synced fails the checkpoint before it is
 // recorded; one that can is synced with its directory.
-func TestSyncTree(t *testing.T) {
+func TestSync(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ck")
-	if err := syncTree(dir); err == nil {
+	if err := Sync(dir); err == nil {
 		t.Fatal("syncing a missing image succeeded")
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -24,7 +24,7 @@ func TestSyncTree(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "not-a-file"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := syncTree(dir); err != nil {
+	if err := Sync(dir); err != nil {
 		t.Fatalf("syncing an image: %v", err)
 	}
 }
