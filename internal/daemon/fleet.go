@@ -69,6 +69,8 @@ func newFleet(ctx context.Context, cfg Config, fs fleetStore, st sandbox.Store, 
 // sandbox service svc and the blob store blobs (nil: none).
 func (f *fleetNode) attach(svc *sandbox.Service, st sandbox.Store, blobs *fleet.Blobs, log *slog.Logger) {
 	f.node = fleet.New(fleet.Config{Service: svc, Store: st, Peers: f.peers, Blobs: blobs, Node: f.cfg.Node, Logger: log})
+	// A recovery asked here of a lost node's sandbox takes it over.
+	svc.UseTakeOver(f.node)
 }
 
 // join registers this dend in the fleet and starts keeping its lease.

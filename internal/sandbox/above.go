@@ -218,3 +218,6 @@ func (s *Service) LockOwner(owner string) (unlock func()) { return s.admission.L
 // Reach is what network rules may name here, whatever the tenant asks:
 // Reach.Check says whether a policy stays within an owner's grants.
 func (s *Service) Reach() netpolicy.Reach { return s.cfg.Reach }
+
+// Now is the Service's clock.
+func (s *Service) Now() time.Time { return s.cfg.Now() }

@@ -52,21 +52,21 @@ func (s *Service) RecoverSandbox(ctx context.Context, ref string, p RecoverParam
 	return sb, nil
 }
 
-// lockRecovering locks the sandbox a recovery is for, taking it over
-// first when it was on a node since lost (nodelost.go).
+// lockRecovering locks the sandbox a recovery is for, having the fleet take it
+// over first (TakeOver) when it was on a node since lost (nodelost.go).
 func (s *Service) lockRecovering(ctx context.Context, ref string, p RecoverParams) (*Sandbox, func(), bool, error) {
 	sb, err := s.Get(ctx, ref)
 	if err != nil {
 		return nil, nil, false, err
 	}
-	if sb.Node == s.cfg.Node || s.cfg.Fleet == nil {
+	if sb.Node == s.cfg.Node || s.cfg.Fleet == nil || s.takeOver == nil {
 		sb, unlock, err := s.lockSandbox(ctx, ref)
 		return sb, unlock, false, err
 	}
 	if !s.cfg.Fleet.Lost(ctx, sb.Node) {
 		// Sent here while its node was lost, and another node took it
 		// over meanwhile.
-		return nil, nil, false, takenBy(sb)
+		return nil, nil, false, TakenBy(sb)
 	}
 	lost := sb.Node
 	l := s.lock(sb.ID)
@@ -75,9 +75,9 @@ func (s *Service) lockRecovering(ctx context.Context, ref string, p RecoverParam
 	switch {
 	case err != nil:
 	case sb.Node == lost:
-		err = s.takeOver(ctx, sb, p)
+		err = s.takeOver.TakeOver(ctx, sb, p)
 	default:
-		err = takenBy(sb) // while this one waited
+		err = TakenBy(sb) // while this one waited
 	}
 	if err != nil {
 		l.Unlock()

@@ -153,6 +153,10 @@ type Service struct {
 	// nil: none, and checkpoints live on this host only. Set once, before
 	// Recover (UseBlobStore).
 	blobs BlobStore
+	// takeOver takes over the sandboxes of lost nodes (nodelost.go);
+	// nil outside a fleet. Set once, before verbs are served
+	// (UseTakeOver).
+	takeOver TakeOver
 	// activity is when each sandbox was last used and what holds it in
 	// use, for the idle policy (idle.go, internal/idle); it has its own
 	// lock.
