@@ -54,7 +54,7 @@ func newFleet(ctx context.Context, cfg Config, fs fleetStore, st sandbox.Store, 
 		return nil, err
 	}
 	// The fence logs as the sandbox service does.
-	fence := fleet.NewFence(log)
+	fence := fleet.NewFence(cfg.Node, log)
 	log = log.With("component", "fleet")
 	f := &fleetNode{cfg: cfg, records: fs, log: log, info: nodeInfo(cfg, st, runscVersion),
 		forwarder: cluster.NewForwarder(cfg.Node, fs, key, log), fence: fence}

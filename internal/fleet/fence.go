@@ -2,10 +2,13 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -13,7 +16,7 @@ import (
 // processes when the node's lease may have run out (internal/initd
 // fence.go), before any other node may take it over (internal/cluster
 // fence.go). This node passes each renewal of its lease on to every
-// sandbox it runs; the Service gives the same deadline (Fence.Until) to
+// sandbox it runs; the Service gives the same deadline (Fence.Fence) to
 // each instance it boots, wakes, claims or thaws. Only sandboxes
 // recorded on this node are told: one another node took over is never
 // thawed here.
@@ -21,10 +24,15 @@ import (
 // fencePushes is how many den-inits are told at once.
 const fencePushes = 8
 
+// fenceCallTimeout bounds one word to a den-init: a late word would let
+// its sandbox run past the deadline by as much.
+const fenceCallTimeout = time.Second
+
 // Fence is until when this node surely holds its lease, passed on to
 // its sandboxes. It is the Service's sandbox.Lease.
 type Fence struct {
-	log *slog.Logger
+	node string // this node's name
+	log  *slog.Logger
 
 	mu    sync.Mutex
 	until time.Time     // zero: not told (not joined yet)
@@ -33,9 +41,9 @@ type Fence struct {
 
 var _ sandbox.Lease = (*Fence)(nil)
 
-// NewFence returns a Fence that knows no deadline yet.
-func NewFence(log *slog.Logger) *Fence {
-	return &Fence{log: log}
+// NewFence returns the Fence of node, which knows no deadline yet.
+func NewFence(node string, log *slog.Logger) *Fence {
+	return &Fence{node: node, log: log}
 }
 
 // Until is until when this node's sandboxes may run; zero when it was
@@ -44,6 +52,42 @@ func (f *Fence) Until() time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.until
+}
+
+// fencer is a den-init that can be fenced (guest.Client).
+type fencer interface {
+	Fence(ctx context.Context, d time.Duration) (guest.FenceStatus, error)
+}
+
+// Fence tells sb's den-init, through g, until when sb may run (see
+// sandbox.Lease). Past that time it fences sb at once and says this node
+// cannot act for it.
+func (f *Fence) Fence(ctx context.Context, sb *sandbox.Sandbox, g sandbox.Guest) error {
+	until := f.Until()
+	if until.IsZero() {
+		return nil
+	}
+	fg, ok := g.(fencer)
+	if !ok {
+		return nil
+	}
+	left := time.Until(until)
+	ctx, cancel := context.WithTimeout(ctx, fenceCallTimeout)
+	defer cancel()
+	st, err := fg.Fence(ctx, left)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		f.log.Debug("a den-init from before fencing runs this sandbox: it is not stopped if this node loses its lease", "sandbox", sb.Name)
+		return nil
+	case err != nil:
+		return err
+	case left <= 0:
+		return errdefs.WithHint(errdefs.Unavailable("this node (%s) cannot renew its lease in the fleet, so sandbox %q may not run here: it is stopped", f.node, sb.Name),
+			"it runs again when this node's dend renews its lease; `den node ls` shows the nodes")
+	case st.Thawed:
+		f.log.Info("sandbox runs again: this node holds its lease again", "sandbox", sb.Name)
+	}
+	return nil
 }
 
 // LeaseRenewed is told, at the join and at each renewal of this node's

@@ -8,7 +8,7 @@ import (
 )
 
 func TestFenceKeepsTheNewestDeadline(t *testing.T) {
-	f := NewFence(slog.New(slog.DiscardHandler))
+	f := NewFence("node-a", slog.New(slog.DiscardHandler))
 	if !f.Until().IsZero() {
 		t.Fatalf("a fence never told has deadline %v, want none", f.Until())
 	}

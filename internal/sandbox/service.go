@@ -78,8 +78,8 @@ type Config struct {
 	// Fleet is the rest of the fleet, as the core asks it whether a
 	// node was lost (move.go); nil outside a fleet.
 	Fleet Fleet
-	// Lease is until when this node's sandboxes may run (fence.go); nil
-	// outside a fleet.
+	// Lease is this node's lease in the fleet, which fences its sandboxes
+	// (fence.go); nil outside a fleet.
 	Lease Lease
 	// Warm configures the warm pools (internal/warm); a zero value keeps
 	// none.
