@@ -270,3 +270,9 @@ func (bs *Blobs) CollectBlobs(ctx context.Context) (sandbox.BlobCollection, erro
 		"missing_manifests", st.MissingManifests, "took", time.Since(start).Round(time.Millisecond))
 	return st, nil
 }
+
+// hasVolume says whether read-only volume key is on this host, whole.
+func (bs *Blobs) hasVolume(ctx context.Context, key string) bool {
+	v, err := bs.volumes.Stat(ctx, key)
+	return err == nil && v.ReadOnly
+}

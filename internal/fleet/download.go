@@ -16,7 +16,7 @@ import (
 // hasLocalCopy says whether ck's files, and memory image if it has one,
 // are on this host.
 func (bs *Blobs) hasLocalCopy(ctx context.Context, ck *sandbox.Checkpoint) bool {
-	if !bs.svc.HasVolume(ctx, ck.VolumeKey()) {
+	if !bs.hasVolume(ctx, ck.VolumeKey()) {
 		return false
 	}
 	if !ck.Memory {
@@ -72,7 +72,7 @@ func (bs *Blobs) pullFiles(ctx context.Context, ck *sandbox.Checkpoint) error {
 	if len(layers) == 0 || ck.Blobs.Format != bs.offsite.Format() {
 		return errdefs.Unavailable("its files were uploaded as %q, which this host's storage cannot receive", ck.Blobs.Format)
 	}
-	if bs.svc.HasVolume(ctx, ck.VolumeKey()) {
+	if bs.hasVolume(ctx, ck.VolumeKey()) {
 		return nil
 	}
 	start := len(layers) - 1
@@ -118,7 +118,7 @@ func (bs *Blobs) pullFiles(ctx context.Context, ck *sandbox.Checkpoint) error {
 // volume is always the one it names, an image version's only while that
 // version's record names the stream uploaded.
 func (bs *Blobs) layerHere(ctx context.Context, l sandbox.BlobLayer) bool {
-	if !bs.svc.HasVolume(ctx, l.Volume) {
+	if !bs.hasVolume(ctx, l.Volume) {
 		return false
 	}
 	name, version, ok := sandbox.ParseImageVolumeKey(l.Volume)

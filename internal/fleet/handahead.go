@@ -68,7 +68,7 @@ func (n *Node) sendAhead(ctx context.Context, sb *sandbox.Sandbox, ck *sandbox.C
 // base of the uploaded chain too), or "" to send them whole.
 func (n *Node) aheadBase(ctx context.Context, ck *sandbox.Checkpoint) string {
 	im, err := n.store.GetImage(ctx, ck.Manifest.Spec.Image)
-	if err != nil || !n.svc.HasVolume(ctx, im.VolumeKey()) {
+	if err != nil || !n.blobs.hasVolume(ctx, im.VolumeKey()) {
 		return ""
 	}
 	return im.VolumeKey()
@@ -136,10 +136,10 @@ func (n *Node) receiveMemory(ck *sandbox.Checkpoint, r io.Reader, whole func() e
 }
 
 func (n *Node) receiveFiles(ctx context.Context, ck *sandbox.Checkpoint, base string, r io.Reader, whole func() error) error {
-	if n.svc.HasVolume(ctx, ck.VolumeKey()) {
+	if n.blobs.hasVolume(ctx, ck.VolumeKey()) {
 		return nil // here already
 	}
-	if base != "" && !n.svc.HasVolume(ctx, base) {
+	if base != "" && !n.blobs.hasVolume(ctx, base) {
 		return errdefs.Conflict("the files of checkpoint %s come as a diff from %s, which this node does not have", ck.ID, base)
 	}
 	return n.blobs.offsite.ReceiveVolume(ctx, ck.VolumeKey(), r, whole)

@@ -118,7 +118,7 @@ func (bs *Blobs) parentBase(ctx context.Context, ck *sandbox.Checkpoint, depth i
 	}
 	unpin := bs.svc.Pin(ck.Parent)
 	p, err := bs.store.GetCheckpoint(ctx, "", ck.Parent)
-	if err != nil || !bs.svc.HasVolume(ctx, p.VolumeKey()) {
+	if err != nil || !bs.hasVolume(ctx, p.VolumeKey()) {
 		unpin()
 		return "", nil, none
 	}
@@ -144,7 +144,7 @@ func (bs *Blobs) uploadImage(ctx context.Context, name string) (*sandbox.Image, 
 	if err != nil {
 		return nil, err
 	}
-	if !bs.svc.HasVolume(ctx, im.VolumeKey()) {
+	if !bs.hasVolume(ctx, im.VolumeKey()) {
 		return nil, errdefs.NotFound("image %q is not on this host", name)
 	}
 	if im.Location == sandbox.LocationUploaded && im.Blobs.Format == bs.offsite.Format() {

@@ -184,9 +184,6 @@ func (s *Service) MemoryDir(ckID string) string { return s.memDir(ckID) }
 // manifest.
 func (s *Service) VerifyImage(ck *Checkpoint) error { return s.verifyImage(ck) }
 
-// HasVolume says whether read-only volume key is on this host, whole.
-func (s *Service) HasVolume(ctx context.Context, key string) bool { return s.hasVolume(ctx, key) }
-
 // Hint says what to do first so that action can go on, for a sandbox in
 // state st.
 func (st State) Hint(action string) string { return hintFor(st, action) }

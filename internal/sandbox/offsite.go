@@ -79,9 +79,3 @@ func (s *Service) shareImage(im *Image) {
 		s.blobs.ShareImage(im)
 	}
 }
-
-// hasVolume says whether read-only volume key is here, whole.
-func (s *Service) hasVolume(ctx context.Context, key string) bool {
-	v, err := s.cfg.Volumes.Stat(ctx, key)
-	return err == nil && v.ReadOnly
-}
