@@ -40,7 +40,7 @@ func (n *Node) NodeLost(ctx context.Context, node string) []*sandbox.Sandbox {
 // node, from its last upload, or only its own node's dend coming back.
 func (n *Node) LostNodeHint(ctx context.Context, sb *sandbox.Sandbox) string {
 	if n.blobs != nil {
-		if last := n.svc.LastUploaded(ctx, sb); last != nil {
+		if last := n.lastUploaded(ctx, sb); last != nil {
 			return fmt.Sprintf("`den recover %s --rollback` brings it back on another node from checkpoint %s, its last upload", sb.Name, last.ID)
 		}
 	}
@@ -57,7 +57,7 @@ func (n *Node) markNodeLost(ctx context.Context, sb *sandbox.Sandbox) bool {
 	}
 	node := sb.Node
 	why := fmt.Sprintf("node %s was lost (its lease ran out at %s)", node, n.svc.Now().UTC().Format(time.RFC3339))
-	last := n.svc.LastUploaded(ctx, sb)
+	last := n.lastUploaded(ctx, sb)
 	if last == nil {
 		why += "; nothing of it was uploaded: it comes back when node " + node + "'s dend does"
 	} else {
@@ -71,15 +71,23 @@ func (n *Node) markNodeLost(ctx context.Context, sb *sandbox.Sandbox) bool {
 	return last != nil
 }
 
-// TakeOver makes a sandbox of a lost node this node's, to recover it
-// here; the caller holds its lifecycle lock on this node. Of two nodes
-// taking it at once, the record's version lets one.
+// TakeOver makes a sandbox of a lost node this node's and brings it back
+// here as p asks; the caller holds its lifecycle lock on this node.
 func (n *Node) TakeOver(ctx context.Context, sb *sandbox.Sandbox, p sandbox.RecoverParams) error {
+	if err := n.takeOver(ctx, sb, p); err != nil {
+		return err
+	}
+	return n.recoverTakenOver(ctx, sb, p)
+}
+
+// takeOver makes a sandbox of a lost node this node's, to recover it
+// here. Of two nodes taking it at once, the record's version lets one.
+func (n *Node) takeOver(ctx context.Context, sb *sandbox.Sandbox, p sandbox.RecoverParams) error {
 	if p.Mode == sandbox.RecoverRetry {
 		return errdefs.WithHint(errdefs.Conflict("sandbox %q was on node %s, which is lost: its instance cannot be retried", sb.Name, sb.Node),
 			fmt.Sprintf("`den recover %s --rollback` restores its last uploaded checkpoint here; `--cold` boots that checkpoint's files", sb.Name))
 	}
-	if n.blobs == nil || n.svc.LastUploaded(ctx, sb) == nil {
+	if n.blobs == nil || n.lastUploaded(ctx, sb) == nil {
 		return errdefs.WithHint(errdefs.Conflict("sandbox %q was on node %s, which is lost, and nothing of it was uploaded to the blob store", sb.Name, sb.Node),
 			"it comes back when that node's dend does")
 	}
@@ -101,6 +109,37 @@ func (n *Node) TakeOver(ctx context.Context, sb *sandbox.Sandbox, p sandbox.Reco
 			return sandbox.TakenBy(cur)
 		}
 		return fmt.Errorf("taking sandbox %q over from node %s: %w", sb.Name, from, err)
+	}
+	return nil
+}
+
+// recoverTakenOver brings back here a sandbox taken over from a lost
+// node: from the checkpoint named, or its last uploaded one.
+func (n *Node) recoverTakenOver(ctx context.Context, sb *sandbox.Sandbox, p sandbox.RecoverParams) error {
+	ck := n.lastUploaded(ctx, sb)
+	if p.Checkpoint != "" {
+		var err error
+		if ck, err = n.svc.CheckpointOf(ctx, sb, p.Checkpoint); err != nil {
+			return err
+		}
+		if ck.Location != sandbox.LocationUploaded {
+			return errdefs.WithHint(errdefs.Conflict("checkpoint %s of sandbox %q was never uploaded: its bytes were on the lost node", ck.ID, sb.Name),
+				fmt.Sprintf("roll back to an uploaded one (`den checkpoints %s` shows where each is)", sb.Name))
+		}
+	}
+	return n.svc.RecoverLocked(ctx, sb, ck, p.Mode == sandbox.RecoverCold, "recovered ("+p.Mode+") from lost node's last upload")
+}
+
+// lastUploaded is sb's newest checkpoint in the blob store, or nil.
+func (n *Node) lastUploaded(ctx context.Context, sb *sandbox.Sandbox) *sandbox.Checkpoint {
+	cks, err := n.store.ListCheckpoints(ctx, sb.ID)
+	if err != nil {
+		return nil
+	}
+	for i := len(cks) - 1; i >= 0; i-- {
+		if cks[i].Location == sandbox.LocationUploaded {
+			return cks[i]
+		}
 	}
 	return nil
 }

@@ -159,6 +159,14 @@ func (s *Service) RestoreLocked(ctx context.Context, sb *Sandbox, ck *Checkpoint
 	return s.rewind(ctx, sb, ck, true, EventRestored, why)
 }
 
+// RecoverLocked boots sb from ck as its next generation, as a recovery
+// does: cold from its files alone, or with its processes once ck is
+// found restorable here; why is the event's message. The caller holds
+// sb's lifecycle lock.
+func (s *Service) RecoverLocked(ctx context.Context, sb *Sandbox, ck *Checkpoint, cold bool, why string) error {
+	return s.recoverFrom(ctx, sb, ck, cold, why)
+}
+
 // Description names ck in a message: its id, its name, and whether it
 // holds files only.
 func (ck *Checkpoint) Description() string { return describe(ck) }

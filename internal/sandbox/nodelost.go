@@ -35,9 +35,10 @@ import (
 // Node is it; nil outside a fleet.
 type TakeOver interface {
 	// TakeOver makes sb, recorded on a node declared lost, this node's,
-	// to recover it here as p asks; the caller holds sb's lifecycle lock
-	// on this node. Of two nodes taking it at once, the record's version
-	// lets one; the other is told TakenBy.
+	// and brings it back here as p asks, from an uploaded checkpoint; the
+	// caller holds sb's lifecycle lock on this node. Of two nodes taking
+	// it at once, the record's version lets one; the other is told
+	// TakenBy.
 	TakeOver(ctx context.Context, sb *Sandbox, p RecoverParams) error
 }
 
@@ -56,20 +57,6 @@ const pendingNodeLost = "node-lost:"
 func (s *Service) MarkLost(ctx context.Context, sb *Sandbox, why string) error {
 	sb.Pending = pendingNodeLost + string(sb.State)
 	return s.transition(ctx, sb, StateError, EventLost, why)
-}
-
-// LastUploaded is sb's newest checkpoint in the blob store, or nil.
-func (s *Service) LastUploaded(ctx context.Context, sb *Sandbox) *Checkpoint {
-	cks, err := s.cfg.Store.ListCheckpoints(ctx, sb.ID)
-	if err != nil {
-		return nil
-	}
-	for i := len(cks) - 1; i >= 0; i-- {
-		if cks[i].Location == LocationUploaded {
-			return cks[i]
-		}
-	}
-	return nil
 }
 
 // lastUploads names, of cks (oldest first), each sandbox's newest

@@ -21,13 +21,17 @@ func (s *Service) RecoverSandbox(ctx context.Context, ref string, p RecoverParam
 	if p.Checkpoint != "" && p.Mode != RecoverRollback {
 		return nil, errdefs.WithHint(errdefs.Invalid("a checkpoint is only chosen when rolling back"), "use --rollback --checkpoint CKPT")
 	}
-	sb, unlock, takenOver, err := s.lockRecovering(ctx, ref, p)
+	sb, unlock, lost, err := s.lockRecovering(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if takenOver {
-		return sb, s.recoverTakenOver(ctx, sb, p)
+	if lost {
+		// The fleet takes it over and brings it back here.
+		if err := s.takeOver.TakeOver(ctx, sb, p); err != nil {
+			return nil, err
+		}
+		return sb, nil
 	}
 	if err := require(sb, "recover", StateError); err != nil {
 		return nil, errdefs.WithHint(err, "only a sandbox in error needs recovering")
@@ -40,21 +44,28 @@ func (s *Service) RecoverSandbox(ctx context.Context, ref string, p RecoverParam
 	if err != nil {
 		return nil, err
 	}
-	cold := p.Mode == RecoverCold
-	if !cold {
-		if err := s.restorable(ck, sb); err != nil {
-			return nil, err
-		}
-	}
-	if err := s.rewind(ctx, sb, ck, cold, EventRestored, "recovered ("+p.Mode+")"); err != nil {
+	if err := s.recoverFrom(ctx, sb, ck, p.Mode == RecoverCold, "recovered ("+p.Mode+")"); err != nil {
 		return nil, err
 	}
 	return sb, nil
 }
 
-// lockRecovering locks the sandbox a recovery is for, having the fleet take it
-// over first (TakeOver) when it was on a node since lost (nodelost.go).
-func (s *Service) lockRecovering(ctx context.Context, ref string, p RecoverParams) (*Sandbox, func(), bool, error) {
+// recoverFrom boots sb from ck as its next generation: cold from its
+// files alone, or with its processes once ck is found restorable here;
+// why is the event's message. The caller holds sb's lifecycle lock.
+func (s *Service) recoverFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, cold bool, why string) error {
+	if !cold {
+		if err := s.restorable(ck, sb); err != nil {
+			return err
+		}
+	}
+	return s.rewind(ctx, sb, ck, cold, EventRestored, why)
+}
+
+// lockRecovering locks the sandbox a recovery is for. It reports whether
+// that sandbox is recorded on a node since lost, for the fleet to take
+// it over (TakeOver, nodelost.go).
+func (s *Service) lockRecovering(ctx context.Context, ref string) (*Sandbox, func(), bool, error) {
 	sb, err := s.Get(ctx, ref)
 	if err != nil {
 		return nil, nil, false, err
@@ -72,11 +83,7 @@ func (s *Service) lockRecovering(ctx context.Context, ref string, p RecoverParam
 	l := s.lock(sb.ID)
 	l.Lock()
 	sb, err = s.cfg.Store.GetSandbox(ctx, sb.ID)
-	switch {
-	case err != nil:
-	case sb.Node == lost:
-		err = s.takeOver.TakeOver(ctx, sb, p)
-	default:
+	if err == nil && sb.Node != lost {
 		err = TakenBy(sb) // while this one waited
 	}
 	if err != nil {
@@ -84,29 +91,6 @@ func (s *Service) lockRecovering(ctx context.Context, ref string, p RecoverParam
 		return nil, nil, false, err
 	}
 	return sb, l.Unlock, true, nil
-}
-
-// recoverTakenOver brings back here a sandbox taken over from a lost
-// node: from the checkpoint named, or its last uploaded one.
-func (s *Service) recoverTakenOver(ctx context.Context, sb *Sandbox, p RecoverParams) error {
-	ck := s.LastUploaded(ctx, sb)
-	if p.Checkpoint != "" {
-		var err error
-		if ck, err = s.findCheckpoint(ctx, sb, p.Checkpoint); err != nil {
-			return err
-		}
-		if ck.Location != LocationUploaded {
-			return errdefs.WithHint(errdefs.Conflict("checkpoint %s of sandbox %q was never uploaded: its bytes were on the lost node", ck.ID, sb.Name),
-				fmt.Sprintf("roll back to an uploaded one (`den checkpoints %s` shows where each is)", sb.Name))
-		}
-	}
-	cold := p.Mode == RecoverCold
-	if !cold {
-		if err := s.restorable(ck, sb); err != nil {
-			return err
-		}
-	}
-	return s.rewind(ctx, sb, ck, cold, EventRestored, "recovered ("+p.Mode+") from lost node's last upload")
 }
 
 // recoverTarget is the checkpoint a recovery boots from.
