@@ -14,7 +14,7 @@ import (
 // naming its last uploaded state (markNodeLost); another node then takes
 // it over with `den recover` (TakeOver, which the core asks), or the lost
 // node's dend comes back first and takes it back as it was
-// (internal/sandbox nodelost.go).
+// (internal/sandbox fleet.go).
 
 var _ sandbox.TakeOver = (*Node)(nil)
 

@@ -22,7 +22,7 @@ type Checkpoint struct {
 	Manifest   Manifest
 	CreatedAt  time.Time
 	// Location says whether its bytes are only on the host that made
-	// it, or also in the blob store (see offsite.go).
+	// it, or also in the blob store (see fleet.go).
 	Location string
 	// Blobs is where its bytes are in the blob store once uploaded.
 	Blobs Blobs

@@ -64,7 +64,7 @@ func (s *Service) recoverFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, 
 
 // lockRecovering locks the sandbox a recovery is for. It reports whether
 // that sandbox is recorded on a node since lost, for the fleet to take
-// it over (TakeOver, nodelost.go).
+// it over (TakeOver, fleet.go).
 func (s *Service) lockRecovering(ctx context.Context, ref string) (*Sandbox, func(), bool, error) {
 	sb, err := s.Get(ctx, ref)
 	if err != nil {

@@ -45,7 +45,7 @@ func (s *Service) hostLimits(ctx context.Context, sb *Sandbox) error {
 
 // rekeyAndLimit gives the den-init g reaches sb's token and limits, in
 // one call where den-init takes both (doing is what it was about, for
-// errors), and, in a fleet, until when it may run (fence.go).
+// errors), and, in a fleet, until when it may run (fleet.go).
 func (s *Service) rekeyAndLimit(ctx context.Context, sb *Sandbox, g Guest, doing string) error {
 	l := s.guestLimits(sb)
 	set, err := g.Rekey(ctx, sb.Token, &l)

@@ -236,7 +236,7 @@ type Image struct {
 	User      string
 	CreatedAt time.Time
 	// Location and Blobs say whether its root filesystem is in the blob
-	// store too, as a checkpoint's do (see offsite.go). A rebuilt image
+	// store too, as a checkpoint's do (see fleet.go). A rebuilt image
 	// starts local again.
 	Location string
 	Blobs    Blobs

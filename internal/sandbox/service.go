@@ -76,10 +76,10 @@ type Config struct {
 	// (admission.go).
 	Quotas quota.Quotas
 	// Fleet is the rest of the fleet, as the core asks it whether a
-	// node was lost (move.go); nil outside a fleet.
+	// node was lost (fleet.go); nil outside a fleet.
 	Fleet Fleet
 	// Lease is this node's lease in the fleet, which fences its sandboxes
-	// (fence.go); nil outside a fleet.
+	// (fleet.go); nil outside a fleet.
 	Lease Lease
 	// Warm configures the warm pools (internal/warm); a zero value keeps
 	// none.
@@ -149,11 +149,11 @@ type Service struct {
 	// metrics keeps recent samples of running sandboxes (metrics.go,
 	// internal/usage); it has its own lock.
 	metrics sampleLog
-	// blobs is the blob store checkpoints are uploaded to (offsite.go);
+	// blobs is the blob store checkpoints are uploaded to (fleet.go);
 	// nil: none, and checkpoints live on this host only. Set once, before
 	// Recover (UseBlobStore).
 	blobs BlobStore
-	// takeOver takes over the sandboxes of lost nodes (nodelost.go);
+	// takeOver takes over the sandboxes of lost nodes (fleet.go);
 	// nil outside a fleet. Set once, before verbs are served
 	// (UseTakeOver).
 	takeOver TakeOver

@@ -24,7 +24,7 @@ const (
 // row's targets cannot be reached from it directly. Error to error is a
 // recovery (or a restore) that failed again: a new reason. Error to
 // paused or hibernated is a node of a fleet, declared lost, that comes
-// back and takes back its sandbox as it was (nodelost.go).
+// back and takes back its sandbox as it was (fleet.go).
 var transitions = map[State][]State{
 	StateCreating:   {StateRunning, StateStopped, StateError, StateDestroyed},
 	StateRunning:    {StateRunning, StatePaused, StateHibernated, StateStopped, StateError, StateDestroyed},
