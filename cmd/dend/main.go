@@ -110,6 +110,7 @@ func main() {
 	parseMCP := mcpFlags(fs, &cfg)
 	parseSSH := sshFlags(fs, &cfg)
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	plainUsage(fs)
 	fs.Parse(os.Args[1:])
 	if *showVersion {
 		fmt.Println("dend", version.Version)
@@ -174,6 +175,14 @@ func main() {
 		}
 		fatal(err)
 	}
+}
+
+// plainUsage quotes commands in fs's usage texts with ' rather than `:
+// the flag package takes a back-quoted word for the flag's value
+// placeholder (-warm den image warm IMAGE N), where the value's type is
+// the right one.
+func plainUsage(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) { f.Usage = strings.ReplaceAll(f.Usage, "`", "'") })
 }
 
 // parseSize reads a size flag like 64M or 1G; 0 is zero.
