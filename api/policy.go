@@ -26,6 +26,9 @@ type Policy struct {
 	// BackgroundActive counts processes still running in the sandbox as
 	// activity, not only API calls and attached commands.
 	BackgroundActive *bool `json:"background_active,omitempty"`
+	// WakeOnBoot wakes the sandbox as soon as dend is back after a host
+	// shutdown that hibernated it, rather than on its next use.
+	WakeOnBoot *bool `json:"wake_on_boot,omitempty"`
 	// KeepLast and MaxAge bound the manual checkpoints kept; 0 keeps all.
 	KeepLast *int    `json:"keep_last,omitempty"`
 	MaxAge   *string `json:"max_age,omitempty"`

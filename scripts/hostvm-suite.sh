@@ -10,9 +10,12 @@
 # wake, checkpoint, fork, `systemctl restart dend` keeping the sandboxes,
 # `den rm -f` without an engine death or a runsc cgroup error in the
 # journal, and `systemctl stop dend` ending cleanly. Then it starts dend
-# again with sandboxes running and asks for a reboot (exit 100).
-# Boot 2: dend stopped at the power-off with success, not "exit-code",
-# came back at boot, and the sandboxes are there to start and wake.
+# again with sandboxes running (one counting, one with --wake-on-boot) and
+# asks for a reboot (exit 100).
+# Boot 2: dend hibernated the running sandboxes at the shutdown and
+# stopped with success, not "exit-code", came back at boot, woke the one
+# with --wake-on-boot by itself, and the counting process of the other
+# goes on from where it was when a call wakes it.
 #
 # Every check prints "ok:" or "FAIL:"; the script exits non-zero if any
 # failed, with dend's journal. qemu emulates the CPU (10-30x slower than
@@ -98,6 +101,12 @@ if [ "$boot" = 1 ]; then
 	# qemu emulates the CPU 10-30x slower: a boot beside three running
 	# sandboxes took den-init past the 15 s default to answer.
 	echo 'DEN_BOOT_TIMEOUT=2m' >>/etc/den/dend.env
+	# And hibernating at shutdown takes as much longer: the bound and the
+	# unit's stop timeout above it are raised alike.
+	echo 'DEN_SHUTDOWN_TIMEOUT=4m' >>/etc/den/dend.env
+	mkdir -p /etc/systemd/system/dend.service.d
+	printf '[Service]\nTimeoutStopSec=5m\n' >/etc/systemd/system/dend.service.d/slow-host.conf
+	systemctl daemon-reload
 	systemctl is-enabled dend >/dev/null && ok "dend is enabled at boot" || bad "make install-files did not enable dend"
 	systemctl start dend || die "systemctl start dend failed"
 	dend_up || die "dend did not come up"
@@ -110,7 +119,7 @@ if [ "$boot" = 1 ]; then
 	den exec -d f -- sh -c 'while true; do date; sleep 1; done' >/dev/null || bad "exec -d in f"
 	den create a --image busybox --memory 256M >/dev/null || die "den create a failed"
 	[ "$(den exec a -- echo hello)" = hello ] && ok "exec in a" || bad "exec in a"
-	den exec -d a -- sh -c 'i=0; while true; do i=$((i+1)); echo $i > /root/n; sleep 1; done' >/dev/null || bad "exec -d in a"
+	den exec -d a -- sh -c 'echo $$ > /root/pid; i=0; while true; do i=$((i+1)); echo $i > /root/n; sleep 1; done' >/dev/null || bad "exec -d in a"
 	[ -d /sys/fs/cgroup/den ] && ok "den's cgroup is /sys/fs/cgroup/den" || bad "no /sys/fs/cgroup/den"
 
 	echo "== idle watching: den-init of a quiet sandbox does not check its limits"
@@ -215,6 +224,11 @@ if [ "$boot" = 1 ]; then
 	dend_up
 	den create h --image busybox >/dev/null && den exec h -- sh -c 'echo kept > /root/f && sync' && den hibernate h >/dev/null || bad "a hibernated h"
 	[ "$(state a)" = running ] || bad "a is $(state a) before the power-off"
+	den policy q --wake-on-boot >/dev/null || bad "den policy q --wake-on-boot"
+	# a's counter is a process counting in its own memory: after the boot
+	# the same process must go on from at least this count.
+	den exec a -- sh -c 'cat /root/n /root/pid' >/root/hostvm-a-before || bad "reading a's count"
+	echo "(a before the power-off: count and counter pid $(tr '\n' ' ' </root/hostvm-a-before))"
 	journalctl --flush >/dev/null 2>&1
 	echo "$failed" >/root/hostvm-suite-failed # counted on after the reboot
 	exit 100 # run-in-vm reboots and runs this again with HOSTVM_BOOT=2
@@ -235,8 +249,24 @@ else
 fi
 dend_up || die "dend did not start at boot"
 systemctl is-active dend >/dev/null && ok "dend started at boot" || bad "dend is not active"
-[ "$(state a)" = stopped ] && ok "a's lost instance is recorded stopped" || bad "a is $(state a) after the reboot, want stopped"
-den start a >/dev/null && [ -n "$(den exec a -- cat /root/n)" ] && ok "den start a boots it again with its files" || bad "den start a"
+if grep -q "sandboxes hibernated at shutdown" <<<"$prev"; then
+	ok "dend hibernated at the shutdown: $(grep -m1 'sandboxes hibernated at shutdown' <<<"$prev")"
+else
+	bad "no hibernation at the shutdown in the last boot's journal"
+fi
+grep "could not hibernate" <<<"$prev" && bad "a sandbox could not hibernate at the shutdown"
+waitfor 600 "q to wake by itself (--wake-on-boot)" sh -c '[ "$(den ls 2>/dev/null | awk '"'"'$1 == "q" { print $2 }'"'"')" = running ]' &&
+	ok "q, with --wake-on-boot, woke with dend"
+[ "$(state a)" = hibernated ] && ok "a was hibernated at the shutdown" || bad "a is $(state a) after the reboot, want hibernated"
+[ "$(state w)" = hibernated ] && ok "w waits hibernated for its next use" || bad "w is $(state w) after the reboot, want hibernated"
+read -r n_before pid_before < <(tr '\n' ' ' </root/hostvm-a-before)
+after=$(den exec a -- sh -c 'sleep 2; cat /root/n; kill -0 '"$pid_before"' && echo alive')
+n_after=$(head -1 <<<"$after")
+if [ "$(tail -1 <<<"$after")" = alive ] && [ -n "$n_after" ] && [ "$n_after" -gt "$n_before" ]; then
+	ok "a's counting process (pid $pid_before) went on across the reboot ($n_before then $n_after)"
+else
+	bad "a's counter across the reboot: $n_before (pid $pid_before) before, after: $(tr '\n' ' ' <<<"$after")"
+fi
 [ "$(den exec h -- cat /root/f)" = kept ] && ok "hibernated h wakes after the reboot" || bad "h does not wake after the reboot"
 den rm -f a h q w >/dev/null || bad "den rm -f a h q w"
 systemctl stop dend

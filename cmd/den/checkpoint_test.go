@@ -69,7 +69,7 @@ func TestRenderCheckpointsLoop(t *testing.T) {
 func TestRenderPolicy(t *testing.T) {
 	sb := &api.Sandbox{
 		Policy: api.Policy{PauseAfter: new("5m"), HibernateAfter: new("0"), StopAfter: new("30m"), TTL: new("2h"),
-			BackgroundActive: new(true), KeepLast: new(0), MaxAge: new("168h")},
+			BackgroundActive: new(true), WakeOnBoot: new(true), KeepLast: new(0), MaxAge: new("168h")},
 		RunningFor: "1h2m3s",
 		Next:       &api.NextAction{Action: api.ActionPause, At: now.Add(4 * time.Minute)},
 	}
@@ -83,6 +83,7 @@ func TestRenderPolicy(t *testing.T) {
 		"stop after          30m\n" +
 		"ttl                 2h\n" +
 		"background active   yes\n" +
+		"wake on boot        yes\n" +
 		"keep last           all\n" +
 		"max age             168h\n" +
 		"running for         1h2m3s\n" +
@@ -250,6 +251,7 @@ func TestPolicyFlags(t *testing.T) {
 	}{
 		{[]string{"policy", "web", "--hibernate-after", "15m"}, `PATCH /v1/sandboxes/web/policy {"hibernate_after":"15m"}`},
 		{[]string{"policy", "web", "--stop-after", "30m"}, `PATCH /v1/sandboxes/web/policy {"stop_after":"30m"}`},
+		{[]string{"policy", "web", "--wake-on-boot"}, `PATCH /v1/sandboxes/web/policy {"wake_on_boot":true}`},
 		{[]string{"policy", "web", "--pause-after", "0", "--background-active=false", "--keep", "0"},
 			`PATCH /v1/sandboxes/web/policy {"pause_after":"0","background_active":false,"keep_last":0}`},
 		{[]string{"policy", "web", "--ttl", "90m", "--max-age", "168h", "--background-active"},

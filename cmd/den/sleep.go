@@ -43,7 +43,7 @@ that needs it running) restores it where it was.`
 // share. Only the flags given on the command line are sent.
 type policyFlags struct {
 	pauseAfter, hibernateAfter, stopAfter, ttl, maxAge time.Duration
-	background                                         bool
+	background, wakeOnBoot                             bool
 	keep                                               int
 }
 
@@ -54,6 +54,7 @@ func (p *policyFlags) register(cmd *cobra.Command) {
 	f.DurationVar(&p.stopAfter, "stop-after", 0, "stop it (processes end, files stay) after this long idle, e.g. 30m; 0 never")
 	f.DurationVar(&p.ttl, "ttl", 0, "destroy it after this much running time (paused and hibernated time does not count); 0 never")
 	f.BoolVar(&p.background, "background-active", false, "count processes still running in it as activity, not only calls to it")
+	f.BoolVar(&p.wakeOnBoot, "wake-on-boot", false, "wake it as soon as dend is back when a host shutdown hibernated it, not on its next use")
 	f.IntVar(&p.keep, "keep", 0, "keep only the newest N manual checkpoints; 0 keeps all")
 	f.DurationVar(&p.maxAge, "max-age", 0, "delete manual checkpoints older than this, e.g. 168h; 0 keeps them")
 }
@@ -76,6 +77,9 @@ func (p *policyFlags) changed(cmd *cobra.Command) *api.Policy {
 	if cmd.Flags().Changed("background-active") {
 		out.BackgroundActive, set = new(p.background), true
 	}
+	if cmd.Flags().Changed("wake-on-boot") {
+		out.WakeOnBoot, set = new(p.wakeOnBoot), true
+	}
 	if cmd.Flags().Changed("keep") {
 		out.KeepLast, set = new(p.keep), true
 	}
@@ -97,11 +101,16 @@ in) and what it does next. A duration of 0 turns a step off.
 
 A sandbox is idle when nothing calls it: no exec, attached command, file
 transfer or other API call. With --background-active, processes still running
-in it also count as activity.`,
+in it also count as activity.
+
+When the host shuts down, dend hibernates its running and paused sandboxes
+(see dend --on-stop). They wake on their next use, or as soon as dend is back
+with --wake-on-boot.`,
 		Example: `  den policy web
   den policy web --pause-after 5m --hibernate-after 1h
   den policy web --hibernate-after 0          # never hibernate
   den policy web --background-active=true
+  den policy web --wake-on-boot               # back with the host after a reboot
   den policy web --keep 10 --max-age 168h`,
 		Args: args("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -142,9 +151,11 @@ func renderPolicy(w io.Writer, sb *api.Sandbox, now time.Time) error {
 	if p.KeepLast != nil && *p.KeepLast > 0 {
 		keep = strconv.Itoa(*p.KeepLast)
 	}
-	background := "no"
-	if p.BackgroundActive != nil && *p.BackgroundActive {
-		background = "yes"
+	yes := func(b *bool) string {
+		if b != nil && *b {
+			return "yes"
+		}
+		return "no"
 	}
 	next := "nothing"
 	if sb.Next != nil {
@@ -154,7 +165,8 @@ func renderPolicy(w io.Writer, sb *api.Sandbox, now time.Time) error {
 	t.row("hibernate after", dur(p.HibernateAfter, "never"))
 	t.row("stop after", dur(p.StopAfter, "never"))
 	t.row("ttl", dur(p.TTL, "none"))
-	t.row("background active", background)
+	t.row("background active", yes(p.BackgroundActive))
+	t.row("wake on boot", yes(p.WakeOnBoot))
 	t.row("keep last", keep)
 	t.row("max age", dur(p.MaxAge, "none"))
 	t.row("running for", dur(&sb.RunningFor, "0s"))

@@ -49,6 +49,7 @@ func main() {
 	fs.StringVar(&cfg.Warm, "warm", env("DEN_WARM", ""), "instances of each image this node keeps booted ahead of demand, IMAGE=N,... e.g. busybox=4 (`den image warm IMAGE N` overrides it per image)")
 	fs.StringVar(&cfg.Node, "node", env("DEN_NODE", cfg.Node), "this dend's node name in a fleet (dends sharing one --store postgres://...); default: the host's name")
 	fs.StringVar(&cfg.PeerURL, "peer-url", env("DEN_PEER_URL", ""), "in a fleet: the URL other nodes reach this dend's --listen at (default: http://LISTEN, with the host's name for 0.0.0.0)")
+	fs.StringVar(&cfg.OnStop, "on-stop", env("DEN_ON_STOP", cfg.OnStop), "what a stop does to running and paused sandboxes: auto (hibernate them when the host is shutting down, as systemd says; leave them running on a restart), hibernate (always) or leave (never: they keep running for the next dend, and a reboot ends their processes). Not in a fleet, whose nodes are drained before a reboot")
 	fs.StringVar(&cfg.RecoverLost, "recover-lost", env("DEN_RECOVER_LOST", "off"), "in a fleet: what the node that declares another lost does with its sandboxes that were uploaded: off (they wait in error for `den recover`), rollback (brought back on the fleet's nodes from their last upload, processes and all) or cold (from its files alone)")
 	durations := []struct {
 		v          *time.Duration
@@ -63,6 +64,7 @@ func main() {
 		{&cfg.E2BMinTimeout, "e2b-min-timeout", "the shortest timeout E2B's API gives a sandbox (at least 1s); a shorter one is refused, saying so. E2B's timeouts are lifetimes asked for on purpose, so --min-ttl does not apply to them"},
 		{&cfg.CheckpointMaxAge, "checkpoint-max-age", "remove manual checkpoints older than this (0: keep)"},
 		{&cfg.IdleInterval, "idle-interval", "how often the idle policy runs"},
+		{&cfg.ShutdownTimeout, "shutdown-timeout", "how long a stop may spend hibernating sandboxes (see --on-stop); those not hibernated by then are left as they are, and logged"},
 		{&cfg.BootTimeout, "boot-timeout", "how long den-init may take to answer after a boot, wake or restore before the verb fails; raise it on a slow host (an emulated CPU)"},
 		{&cfg.AuditRetention, "audit-retention", "remove audit log entries older than this, hourly (0: keep them all)"},
 		{&cfg.NodeLease, "node-lease", "in a fleet: how long a heartbeat keeps this node's lease; other nodes declare it lost after (default 15s)"},
@@ -108,6 +110,7 @@ func main() {
 	parseMCP := mcpFlags(fs, &cfg)
 	parseSSH := sshFlags(fs, &cfg)
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	plainUsage(fs)
 	fs.Parse(os.Args[1:])
 	if *showVersion {
 		fmt.Println("dend", version.Version)
@@ -172,6 +175,14 @@ func main() {
 		}
 		fatal(err)
 	}
+}
+
+// plainUsage quotes commands in fs's usage texts with ' rather than `:
+// the flag package takes a back-quoted word for the flag's value
+// placeholder (-warm den image warm IMAGE N), where the value's type is
+// the right one.
+func plainUsage(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) { f.Usage = strings.ReplaceAll(f.Usage, "`", "'") })
 }
 
 // parseSize reads a size flag like 64M or 1G; 0 is zero.

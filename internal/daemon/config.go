@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,9 +60,17 @@ type Config struct {
 	AllowPrivate  string        // private ranges every owner's rules may name, "CIDR,..."; default: none
 	StopGrace     time.Duration // SIGTERM→SIGKILL on stop
 	BootTimeout   time.Duration // how long den-init may take to answer after a boot or restore
-	Node          string        // this host's name, and its node's in a fleet
-	PeerURL       string        // in a fleet: where other nodes reach this one; default from Listen
-	NodeLease     time.Duration // in a fleet: how long a heartbeat keeps this node's lease; 0: cluster.DefaultLease
+	// OnStop is what a stop does to the running and paused sandboxes:
+	// OnStopAuto hibernates them when the host is shutting down (systemd
+	// says so) and leaves them running otherwise (a restart), OnStopHibernate
+	// always, OnStopLeave never.
+	OnStop string
+	// ShutdownTimeout bounds the hibernations of a stop; what is not
+	// hibernated by then is left as it is, and logged.
+	ShutdownTimeout time.Duration
+	Node            string        // this host's name, and its node's in a fleet
+	PeerURL         string        // in a fleet: where other nodes reach this one; default from Listen
+	NodeLease       time.Duration // in a fleet: how long a heartbeat keeps this node's lease; 0: cluster.DefaultLease
 	// RecoverLost is, in a fleet, how the node that declares another lost
 	// brings that node's sandboxes back on the fleet's nodes: "rollback"
 	// (their last uploaded checkpoint, processes and all), "cold" (its
@@ -161,11 +170,26 @@ func Default() Config {
 		IdleInterval:   time.Second,
 		BootTimeout:    15 * time.Second,
 
+		OnStop:          OnStopAuto,
+		ShutdownTimeout: DefaultShutdownTimeout,
+
 		Blobs: Blobs{Grace: DefaultBlobsGrace, GCInterval: DefaultBlobsGCInterval, Parallel: DefaultBlobsParallel},
 
 		MCP: mcpserver.DefaultLimits(),
 	}
 }
+
+// What a stop does to running and paused sandboxes (Config.OnStop).
+const (
+	OnStopAuto      = "auto"
+	OnStopHibernate = "hibernate"
+	OnStopLeave     = "leave"
+)
+
+// DefaultShutdownTimeout is how long a stop may spend hibernating
+// sandboxes: under the unit's TimeoutStopSec (90s), so systemd never
+// kills dend in the middle of one.
+const DefaultShutdownTimeout = 60 * time.Second
 
 // Validate names the first bad field.
 func (c *Config) Validate() error {
@@ -273,6 +297,12 @@ func (c *Config) Validate() error {
 	}
 	if c.BootTimeout <= 0 {
 		return bad("boot-timeout", "%s is not a positive duration", c.BootTimeout)
+	}
+	if !slices.Contains([]string{OnStopAuto, OnStopHibernate, OnStopLeave}, c.OnStop) {
+		return bad("on-stop", "%q is not auto, hibernate or leave", c.OnStop)
+	}
+	if c.ShutdownTimeout <= 0 {
+		return bad("shutdown-timeout", "%s is not a positive duration", c.ShutdownTimeout)
 	}
 	if c.E2BMinTimeout < time.Second {
 		return bad("e2b-min-timeout", "%s is under a second, the shortest E2B timeout den gives", c.E2BMinTimeout)

@@ -39,6 +39,7 @@ import (
 	"github.com/den-dev/den/internal/runsc"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/secret"
+	"github.com/den-dev/den/internal/shutdown"
 	"github.com/den-dev/den/internal/storage"
 	"github.com/den-dev/den/internal/storage/btrfs"
 	copydriver "github.com/den-dev/den/internal/storage/copy"
@@ -259,6 +260,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		claim.Joined(fl.member.Self().Epoch)
 		fl.fence.Lift(ctx, svc, cmp.Or(cfg.NodeLease, cluster.DefaultLease))
 	}
+	down := shutdownHost(cfg, svc, log)
+	wakeAtBoot(ctx, down, log)
 	svc.RunIdle(cfg.IdleInterval)
 	svc.RunWarm()
 	svc.RunLimitWatch(time.Second)
@@ -311,6 +314,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err // the store's claim was lost
 	}
+	if fl != nil {
+		// The node's lease ended with ctx: hibernating now would race the
+		// nodes that take its sandboxes over. A fleet's node is drained
+		// before a reboot (`den node drain`).
+		log.Info("dend stopped; its sandboxes stay as they are (in a fleet, drain a node before its host reboots)")
+		return nil
+	}
+	sleepAtStop(cfg, down, shutdown.HostStopping, log)
 	return nil
 }
 
@@ -432,7 +443,7 @@ func serve(ctx context.Context, cfg Config, handler, metricsHandler http.Handler
 			log.Error("listener failed", "err", err)
 		}
 	}
-	log.Info("dend shutting down; sandboxes keep running")
+	log.Info("dend shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, srv := range servers {

@@ -61,7 +61,7 @@ func TestSandboxNewFields(t *testing.T) {
 	}
 	wantPolicy := map[string]any{
 		"pause_after": "1m30s", "hibernate_after": "1h", "stop_after": "0", "ttl": "0",
-		"background_active": false, "keep_last": 3.0, "max_age": "0",
+		"background_active": false, "wake_on_boot": false, "keep_last": 3.0, "max_age": "0",
 	}
 	if p, _ := got["policy"].(map[string]any); !equalJSON(p, wantPolicy) {
 		t.Errorf("policy = %v, want %v", got["policy"], wantPolicy)

@@ -72,11 +72,15 @@ func fromPolicy(p idle.Policy) api.Policy {
 		StopAfter:        dur(p.StopAfter),
 		TTL:              dur(p.TTL),
 		BackgroundActive: new(false),
+		WakeOnBoot:       new(false),
 		KeepLast:         new(0),
 		MaxAge:           dur(p.MaxAge),
 	}
 	if p.BackgroundActive != nil {
 		*out.BackgroundActive = *p.BackgroundActive
+	}
+	if p.WakeOnBoot != nil {
+		*out.WakeOnBoot = *p.WakeOnBoot
 	}
 	if p.KeepLast != nil {
 		*out.KeepLast = *p.KeepLast
@@ -88,7 +92,7 @@ func fromPolicy(p idle.Policy) api.Policy {
 // here, absent fields stay nil, and the service validates the values.
 // prefix goes before field names in errors ("policy." in a create).
 func toPolicy(req api.Policy, prefix string) (idle.Policy, error) {
-	p := idle.Policy{BackgroundActive: req.BackgroundActive, KeepLast: req.KeepLast}
+	p := idle.Policy{BackgroundActive: req.BackgroundActive, WakeOnBoot: req.WakeOnBoot, KeepLast: req.KeepLast}
 	for _, f := range []struct {
 		name string
 		in   *string

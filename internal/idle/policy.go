@@ -21,6 +21,10 @@ type Policy struct {
 	// BackgroundActive makes processes still running in the sandbox count
 	// as activity, not only API calls and attached commands.
 	BackgroundActive *bool `json:"background_active,omitempty"`
+	// WakeOnBoot wakes the sandbox when dend starts after the host shut
+	// down, if the shutdown hibernated it; otherwise it wakes on its next
+	// use.
+	WakeOnBoot *bool `json:"wake_on_boot,omitempty"`
 	// KeepLast and MaxAge bound the manual checkpoints kept; 0 is no bound.
 	KeepLast *int           `json:"keep_last,omitempty"`
 	MaxAge   *time.Duration `json:"max_age,omitempty"`
@@ -42,6 +46,9 @@ func (p Policy) Merge(def Policy) Policy {
 	}
 	if p.BackgroundActive == nil {
 		p.BackgroundActive = def.BackgroundActive
+	}
+	if p.WakeOnBoot == nil {
+		p.WakeOnBoot = def.WakeOnBoot
 	}
 	if p.KeepLast == nil {
 		p.KeepLast = def.KeepLast

@@ -98,6 +98,9 @@ var layers = map[string]layer{
 	// Peers' verbs: adding, refreshing and removing a sandbox's views.
 	"internal/peering": above,
 
+	// A host's shutdown as a hibernation, and the wake at boot after it.
+	"internal/shutdown": above,
+
 	// The front doors: each translates its protocol to the Service's verbs.
 	"internal/httpapi":           doors,
 	"internal/httpapi/httpx":     doors,

@@ -239,14 +239,15 @@ class Client(ExecVerbs, FileVerbs):
     def set_policy(self, sandbox: str, policy: Union[Policy, dict, None] = None, *,
                    pause_after: Optional[Duration] = None, hibernate_after: Optional[Duration] = None,
                    stop_after: Optional[Duration] = None, ttl: Optional[Duration] = None, background_active: Optional[bool] = None,
-                   keep_last: Optional[int] = None, max_age: Optional[Duration] = None) -> Sandbox:
+                   wake_on_boot: Optional[bool] = None, keep_last: Optional[int] = None, max_age: Optional[Duration] = None) -> Sandbox:
         """Change a sandbox's idle policy (`den policy NAME --...`): only
         what is given changes. Durations are Go duration strings ("15m")
         or seconds; 0 turns a step off. Returns the sandbox with the policy
         in effect."""
         body = to_wire(policy) if policy is not None else {}
         given = {"pause_after": _duration(pause_after), "hibernate_after": _duration(hibernate_after),
-                 "stop_after": _duration(stop_after), "ttl": _duration(ttl), "background_active": background_active, "keep_last": keep_last,
+                 "stop_after": _duration(stop_after), "ttl": _duration(ttl), "background_active": background_active,
+                 "wake_on_boot": wake_on_boot, "keep_last": keep_last,
                  "max_age": _duration(max_age)}
         body.update({k: v for k, v in given.items() if v is not None})
         return self._sandbox_call("PATCH", sandbox, "policy", body=body)

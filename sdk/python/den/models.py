@@ -154,6 +154,7 @@ class Policy:
     stop_after: Optional[str] = None
     ttl: Optional[str] = None
     background_active: Optional[bool] = None
+    wake_on_boot: Optional[bool] = None
     keep_last: Optional[int] = None
     max_age: Optional[str] = None
 

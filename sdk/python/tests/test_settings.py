@@ -45,6 +45,9 @@ def test_idle_policy(client, sb):
     # Only what is given changes.
     again = client.set_policy(sb.name, den.Policy(background_active=True))
     assert again.policy.pause_after == "5m" and again.policy.background_active is True
+    assert again.policy.wake_on_boot is False
+    woken = client.set_policy(sb.name, wake_on_boot=True)
+    assert woken.policy.wake_on_boot is True and woken.policy.background_active is True
     with pytest.raises(den.Invalid) as e:
         client.set_policy(sb.name, pause_after="soon")
     assert e.value.hint or "duration" in e.value.message

@@ -2451,6 +2451,8 @@ export interface components {
             ttl?: components["schemas"]["PolicyDuration"];
             /** @description processes still running count as activity */
             background_active?: boolean;
+            /** @description wake it as soon as dend is back after a host shutdown that hibernated it, not on its next use */
+            wake_on_boot?: boolean;
             /** @description keep at most this many manual checkpoints; 0 keeps all */
             keep_last?: number;
             /** @description delete manual checkpoints older than this; "0" keeps them */
