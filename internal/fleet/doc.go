@@ -4,12 +4,14 @@
 // one node of several (Node, Fence), passes the node's lease on to its
 // sandboxes' den-inits, moves sandboxes to other nodes through the blob
 // store and adopts those they hand over (sending a checkpoint ahead,
-// straight to the target, while it uploads), records the sandboxes of a
-// node declared lost, and says what brings them back.
+// straight to the target, while it uploads), fences its sandboxes by
+// its lease, records the sandboxes of a node declared lost, says what
+// brings them back, and takes one over when a recovery is asked here.
 //
 // It sits above the sandbox core: it imports internal/sandbox and uses
 // only the Service's exported verbs, and the core calls it only through
-// the small interfaces it declares (sandbox.Lease, sandbox.BlobStore).
+// the small interfaces it declares (sandbox.Lease, sandbox.BlobStore,
+// sandbox.TakeOver).
 // internal/daemon makes Blobs only with a blob store (--blobs), and
 // Node and Fence only in a fleet; a single-host dend makes none of them.
 // It must never be imported by internal/sandbox, never change a
