@@ -49,6 +49,7 @@ func New(connect Connect, opts Options) *mcp.Server {
 	s.execTools(srv)
 	s.fileTools(srv)
 	s.stateTools(srv)
+	s.portTools(srv)
 	s.settingTools(srv)
 	s.peerTools(srv)
 	s.historyTools(srv)

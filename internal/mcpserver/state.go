@@ -149,7 +149,10 @@ func (s *server) stateTools(srv *mcp.Server) {
 		}
 		return out, nil
 	})
+}
 
+// portTools serve a sandbox's ports through den, and stop serving them.
+func (s *server) portTools(srv *mcp.Server) {
 	add(s, srv, &mcp.Tool{
 		Name:        "port_expose",
 		Title:       "Expose a port",
