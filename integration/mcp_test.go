@@ -49,10 +49,14 @@ func node(t *testing.T, timeout time.Duration, env []string, args ...string) str
 }
 
 // The official MCP TypeScript SDK drives every tool through `den mcp`
-// over stdio, as Claude Desktop or Cursor would start it.
+// over stdio, as Claude Desktop or Cursor would start it, with an owner
+// token to a remote dend.
 func TestMCPStdio(t *testing.T) {
-	d := startDend(t)
-	out := node(t, 5*time.Minute, []string{"MODE=stdio", "DEN=" + filepath.Join(binDir, "den"), "DEN_SOCKET=" + d.socket, "NAME=agent"},
+	addr := freeAddr(t)
+	d := startDend(t, "--listen", addr)
+	owner := strings.TrimSpace(d.mustDen("", "token", "create", "agent", "--scope", "owner"))
+	out := node(t, 8*time.Minute, []string{"MODE=stdio", "DEN=" + filepath.Join(binDir, "den"),
+		"DEN_HOST=http://" + addr, "DEN_TOKEN=" + owner, "NAME=agent"},
 		"mcp_scenario.mjs")
 	if strings.TrimSpace(out) != "ok" {
 		t.Fatalf("scenario output: %q", out)
@@ -63,7 +67,8 @@ func TestMCPStdio(t *testing.T) {
 		t.Error("the scenario's sandbox is still there")
 	}
 	audit := d.mustDen("", "audit", "--json")
-	for _, want := range []string{"/v1/sandboxes/agent/fork", "/v1/sandboxes/agent/restore"} {
+	for _, want := range []string{"/v1/sandboxes/agent/fork", "/v1/sandboxes/agent/restore", "/v1/sandboxes/agent/network",
+		"/v1/sandboxes/agent/rebase", "/v1/sandboxes/agent-kid/peers"} {
 		if !strings.Contains(audit, want) {
 			t.Errorf("audit log has no %s", want)
 		}
@@ -80,7 +85,7 @@ func TestMCPHTTP(t *testing.T) {
 	bob := strings.TrimSpace(d.mustDen("", "token", "create", "bob", "--scope", "owner"))
 	url := "http://" + addr + "/mcp"
 
-	out := node(t, 5*time.Minute, []string{"MODE=http", "MCP_URL=" + url, "MCP_TOKEN=" + alice, "NAME=agent"}, "mcp_scenario.mjs")
+	out := node(t, 8*time.Minute, []string{"MODE=http", "MCP_URL=" + url, "MCP_TOKEN=" + alice, "NAME=agent"}, "mcp_scenario.mjs")
 	if strings.TrimSpace(out) != "ok" {
 		t.Fatalf("scenario output: %q", out)
 	}
@@ -95,14 +100,55 @@ func TestMCPHTTP(t *testing.T) {
 	if strings.Contains(toolText(list), "bobs") {
 		t.Errorf("alice sees bob's sandbox: %s", toolText(list))
 	}
-	for _, tool := range []string{"sandbox_get", "sandbox_remove", "sandbox_pause"} {
+	for _, tool := range []string{"sandbox_get", "sandbox_remove", "sandbox_pause", "sandbox_stop",
+		"network_get", "limits_get", "idle_policy_get", "peer_list", "checkpoint_list", "run_list", "sandbox_events",
+		"sandbox_rebase", "sandbox_setup"} {
 		res := callTool(t, ctx, asAlice, tool, map[string]any{"name": "bobs"})
 		if !res.IsError || !strings.Contains(toolText(res), "not found") {
 			t.Errorf("alice's %s of bob's sandbox: %s", tool, toolText(res))
 		}
 	}
-	if sb, err := d.c.GetSandbox(ctx, "bobs"); err != nil || sb.State != "running" {
-		t.Errorf("bob's sandbox after alice's attempts: %+v, %v", sb, err)
+	for tool, args := range map[string]map[string]any{
+		"network_set":       {"name": "bobs", "mode": "open"},
+		"limits_set":        {"name": "bobs", "memory": "512M"},
+		"idle_policy_set":   {"name": "bobs", "stop_after": "1m"},
+		"checkpoint_delete": {"name": "bobs", "checkpoint": "x"},
+		"peer_add":          {"name": "bobs", "other": "bobs", "restart": true},
+	} {
+		res := callTool(t, ctx, asAlice, tool, args)
+		if !res.IsError || !strings.Contains(toolText(res), "not found") {
+			t.Errorf("alice's %s of bob's sandbox: %s", tool, toolText(res))
+		}
+	}
+	// Nor can alice give her own sandbox a view of bob's.
+	if res := callTool(t, ctx, asAlice, "sandbox_create", map[string]any{"name": "alices", "image": "busybox", "memory": "256M"}); res.IsError {
+		t.Fatalf("alice's create: %s", toolText(res))
+	}
+	res := callTool(t, ctx, asAlice, "peer_add", map[string]any{"name": "alices", "other": "bobs", "restart": true})
+	if !res.IsError || !strings.Contains(toolText(res), "not found") {
+		t.Errorf("alice's view of bob's sandbox: %s", toolText(res))
+	}
+	// A read-only companion of bob's token reads through the new tools
+	// and changes nothing.
+	viewer := strings.TrimSpace(d.mustDen("", "token", "create", "bob-viewer", "--scope", "owner:read", "--for", "bob"))
+	asViewer := mcpSession(t, ctx, url, viewer)
+	if res := callTool(t, ctx, asViewer, "network_get", map[string]any{"name": "bobs"}); res.IsError || !strings.Contains(toolText(res), `"mode":"none"`) {
+		t.Errorf("bob's viewer's network_get: %s", toolText(res))
+	}
+	for tool, args := range map[string]map[string]any{
+		"network_set":     {"name": "bobs", "mode": "open"},
+		"limits_set":      {"name": "bobs", "memory": "512M"},
+		"idle_policy_set": {"name": "bobs", "stop_after": "1m"},
+		"sandbox_stop":    {"name": "bobs"},
+	} {
+		res := callTool(t, ctx, asViewer, tool, args)
+		if !res.IsError || !strings.Contains(toolText(res), "read-only") {
+			t.Errorf("bob's viewer's %s: %s", tool, toolText(res))
+		}
+	}
+	sb, err := d.c.GetSandbox(ctx, "bobs")
+	if err != nil || sb.State != "running" || sb.Network.Mode != "none" || sb.MemoryBytes != 256<<20 || *sb.Policy.StopAfter == "1m" {
+		t.Errorf("bob's sandbox after alice's and the viewer's attempts: %+v, %v", sb, err)
 	}
 
 	// A message too large for /mcp is refused whole, and changes nothing.
@@ -156,7 +202,7 @@ func TestMCPInspector(t *testing.T) {
 	var tools struct {
 		Tools []struct{ Name string } `json:"tools"`
 	}
-	if err := json.Unmarshal([]byte(inspect("--method", "tools/list")), &tools); err != nil || len(tools.Tools) != 17 {
+	if err := json.Unmarshal([]byte(inspect("--method", "tools/list")), &tools); err != nil || len(tools.Tools) != 36 {
 		t.Fatalf("tools/list: %d tools, %v", len(tools.Tools), err)
 	}
 	got := inspect("--method", "tools/call", "--tool-name", "sandbox_get", "--tool-arg", "name=seen")

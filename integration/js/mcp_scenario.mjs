@@ -3,7 +3,7 @@
 // (dend's /mcp). Every step asserts; the first failure exits non-zero
 // with what was wrong. integration/mcp_test.go runs it.
 //
-//   MODE=stdio DEN=bin/den DEN_SOCKET=... NAME=sb node mcp_scenario.mjs
+//   MODE=stdio DEN=bin/den DEN_HOST=http://127.0.0.1:7070 DEN_TOKEN=den_... NAME=sb node mcp_scenario.mjs
 //   MODE=http MCP_URL=http://127.0.0.1:7070/mcp MCP_TOKEN=den_... NAME=sb node mcp_scenario.mjs
 import assert from "node:assert/strict";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -19,7 +19,9 @@ function transport() {
     return new StdioClientTransport({
       command: env.DEN,
       args: ["mcp"],
-      env: { PATH: env.PATH, DEN_SOCKET: env.DEN_SOCKET },
+      env: env.DEN_HOST
+        ? { PATH: env.PATH, DEN_HOST: env.DEN_HOST, DEN_TOKEN: env.DEN_TOKEN }
+        : { PATH: env.PATH, DEN_SOCKET: env.DEN_SOCKET },
       stderr: "inherit",
     });
   }
@@ -64,11 +66,34 @@ for (const t of [
   "file_read", "file_write", "file_list",
   "sandbox_pause", "sandbox_resume", "sandbox_hibernate",
   "checkpoint_create", "sandbox_restore", "sandbox_fork", "port_expose",
+  "sandbox_start", "sandbox_stop", "port_unexpose",
+  "network_get", "network_set", "limits_get", "limits_set", "idle_policy_get", "idle_policy_set",
+  "peer_list", "peer_add", "peer_refresh", "peer_remove",
+  "checkpoint_list", "checkpoint_delete", "run_list", "sandbox_events", "sandbox_setup", "sandbox_rebase",
 ]) {
   assert.ok(byName[t], `no tool ${t}; have ${Object.keys(byName)}`);
   assert.ok(byName[t].description.length > 20, `${t} has no real description`);
+  assert.ok(byName[t].outputSchema, `${t} has no output schema`);
+  assert.equal(byName[t].inputSchema.type, "object", `${t} has no input schema`);
 }
-assert.equal(tools.length, 17);
+assert.equal(tools.length, 36);
+for (const t of ["network_get", "limits_get", "idle_policy_get", "peer_list", "checkpoint_list", "run_list", "sandbox_events"]) {
+  assert.equal(byName[t].annotations.readOnlyHint, true, `${t} is not read-only`);
+}
+for (const t of ["network_set", "limits_set", "idle_policy_set", "peer_add", "peer_refresh", "peer_remove",
+  "checkpoint_delete", "sandbox_rebase", "sandbox_stop", "sandbox_start", "port_unexpose", "sandbox_setup"]) {
+  assert.notEqual(byName[t].annotations.readOnlyHint, true, `${t} says it is read-only`);
+}
+for (const t of ["peer_remove", "checkpoint_delete", "sandbox_rebase", "sandbox_stop", "port_unexpose"]) {
+  assert.equal(byName[t].annotations.destructiveHint, true, `${t} is not marked destructive`);
+}
+assert.equal(byName.network_set.annotations.destructiveHint, false);
+assert.equal(byName.idle_policy_set.annotations.idempotentHint, true);
+assert.equal(byName.limits_set.inputSchema.properties.pids.type, "integer");
+assert.equal(byName.sandbox_events.inputSchema.properties.wait_seconds.type, "number");
+assert.match(byName.sandbox_events.description, /returns once/);
+assert.deepEqual(byName.peer_add.inputSchema.required, ["name", "other"]);
+assert.ok(byName.checkpoint_list.outputSchema.properties.roots, "checkpoint_list has no roots");
 assert.equal(byName.sandbox_list.annotations.readOnlyHint, true);
 assert.equal(byName.file_read.annotations.readOnlyHint, true);
 assert.equal(byName.sandbox_remove.annotations.destructiveHint, true);
@@ -122,6 +147,7 @@ assert.equal(out.status, "exited");
 assert.equal(out.exit_code, 0);
 assert.equal(out.stdout, "done\n");
 r = await call("sandbox_exec", { name, command: "echo started; sleep 300", background: true });
+const killedID = r.run_id;
 out = await call("run_kill", { name, run_id: r.run_id, signal: "KILL" });
 out = await call("run_output", { name, run_id: r.run_id, wait_seconds: 10 });
 assert.equal(out.status, "killed");
@@ -202,12 +228,161 @@ assert.match(port.path, /^\/v1\/sandboxes\/.+\/ports\/8080\/proxy\//);
 if (env.MODE === "http") {
   assert.ok(port.url.startsWith(new URL(env.MCP_URL).origin), `url ${port.url}`);
 }
+const unexposed = await call("port_unexpose", { name, port: 8080 });
+assert.equal(unexposed.unexposed, 8080);
+assert.deepEqual((await call("sandbox_get", { name })).ports ?? [], []);
+
+step("network policy");
+let net = await call("network_get", { name });
+assert.equal(net.mode, "none");
+net = await call("network_set", { name, allow: ["203.0.113.7:443"] });
+assert.equal(net.mode, "allow");
+assert.deepEqual(net.allow, ["203.0.113.7:443"]);
+assert.deepEqual((await call("network_get", { name })).allow, ["203.0.113.7:443"]);
+msg = await refused("network_set", { name, mode: "open", allow: ["203.0.113.7:443"] });
+assert.match(msg, /allow alone/);
+msg = await refused("network_set", { name, allow: ["127.0.0.1:22"] });
+assert.match(msg, /127\.0\.0\.1|loopback/);
+net = await call("network_set", { name, mode: "none" });
+assert.equal(net.mode, "none");
+assert.equal((await call("network_get", { name })).mode, "none");
+
+step("limits");
+let lim = await call("limits_get", { name });
+assert.equal(lim.memory, "256MiB");
+assert.ok(lim.usage && lim.usage.memory, `no usage: ${JSON.stringify(lim)}`);
+lim = await call("limits_set", { name, memory: "320M", pids: 300 });
+assert.equal(lim.memory, "320MiB");
+assert.equal(lim.pids, 300);
+lim = await call("limits_get", { name });
+assert.equal(lim.memory, "320MiB");
+assert.equal(lim.pids, 300);
+msg = await refused("limits_set", { name });
+assert.match(msg, /no limit given/);
+msg = await refused("limits_set", { name, memory: "lots" });
+assert.match(msg, /lots/);
+
+step("idle policy");
+let pol = await call("idle_policy_get", { name });
+assert.ok(pol.pause_after && pol.stop_after && pol.running_for, `policy: ${JSON.stringify(pol)}`);
+pol = await call("idle_policy_set", { name, pause_after: "10m", stop_after: "2h", keep_last: 5 });
+assert.equal(pol.pause_after, "10m");
+assert.equal(pol.stop_after, "2h");
+assert.equal(pol.keep_last, 5);
+assert.match(pol.next, /^pause at /);
+pol = await call("idle_policy_get", { name });
+assert.equal(pol.stop_after, "2h");
+assert.equal(pol.pause_after, "10m");
+msg = await refused("idle_policy_set", { name, stop_after: "soon" });
+assert.match(msg, /soon/);
+
+step("run history");
+const runs = await call("run_list", { name, limit: 100 });
+const killedRun = runs.runs.find((x) => x.run_id === killedID);
+assert.ok(killedRun, `run ${killedID} not in the history`);
+assert.equal(killedRun.status, "killed");
+assert.equal(killedRun.background, true);
+assert.ok(runs.runs.some((x) => x.status === "exited" && x.exit_code === 3), "the exit 3 run is not listed");
+assert.equal((await call("run_list", { name, limit: 1 })).runs.length, 1);
+
+step("checkpoints as a tree");
+const after = await call("checkpoint_create", { name, label: "after", files_only: true });
+let tree = await call("checkpoint_list", { name });
+const node = (id) => tree.checkpoints.find((c) => c.id === id);
+assert.equal(tree.head, after.id);
+assert.equal(node(after.id).parent, ck.id, "the checkpoint after a restore descends from the restored one");
+assert.ok(node(ck.id).children.includes(after.id), `children of before: ${JSON.stringify(node(ck.id))}`);
+assert.ok(tree.roots.length >= 1 && tree.roots.every((id) => node(id)), `roots ${tree.roots}`);
+const del = await call("checkpoint_delete", { name, checkpoint: "after" });
+assert.equal(del.deleted, "after");
+tree = await call("checkpoint_list", { name });
+assert.ok(!node(after.id), "the deleted checkpoint is still listed");
+assert.ok(node(ck.id), "the restored checkpoint is gone");
+msg = await refused("checkpoint_delete", { name, checkpoint: "no-such-checkpoint" });
+assert.match(msg, /no-such-checkpoint/);
+
+step("peers");
+const kid = `${name}-kid`;
+msg = await refused("peer_add", { name: kid, other: name });
+assert.match(msg, /restart/);
+let peer = await call("peer_add", { name: kid, other: name, restart: true });
+assert.equal(peer.sandbox, name);
+assert.equal(peer.at, `/peers/${name}`);
+r = await call("sandbox_exec", { name: kid, command: `cat /peers/${name}/root/notes.txt` });
+assert.equal(r.stdout, "first\n");
+let peers = await call("peer_list", { name: kid });
+assert.equal(peers.peers.length, 1);
+assert.equal(peers.peers[0].id, peer.id);
+await call("file_write", { name, path: "/root/notes.txt", content: "third\n" });
+const refreshed = await call("peer_refresh", { name: kid, peer: name, restart: true });
+assert.ok(refreshed.taken_at > peer.taken_at, `taken_at ${refreshed.taken_at} after ${peer.taken_at}`);
+r = await call("sandbox_exec", { name: kid, command: `cat /peers/${name}/root/notes.txt` });
+assert.equal(r.stdout, "third\n");
+peers = await call("peer_list", { name: kid });
+assert.deepEqual(peers.peers.map((p) => p.id), [refreshed.id], "a refresh names the view anew");
+const gone = await call("peer_remove", { name: kid, peer: refreshed.id, restart: true });
+assert.equal(gone.removed, refreshed.id);
+assert.deepEqual((await call("peer_list", { name: kid })).peers, []);
+
+step("stop and start");
+sb = await call("sandbox_stop", { name: kid });
+assert.equal(sb.state, "stopped");
+sb = await call("sandbox_start", { name: kid });
+assert.equal(sb.state, "running");
+
+step("events: a bounded read with a cursor");
+let evs = await call("sandbox_events", { name });
+assert.ok(evs.events.length >= 3, `events: ${JSON.stringify(evs)}`);
+assert.ok(evs.cursor, "no cursor");
+assert.ok(evs.events.every((e) => e.sandbox === name || e.type === "gap"), "another sandbox's event");
+assert.ok(evs.events.some((e) => e.type === "run.ended" && e.exit_code === 3), "no run.ended of the exit 3 run");
+assert.ok(evs.events.some((e) => e.type === "hibernated" || e.to === "hibernated"), "no hibernation event");
+for (const t of ["network", "limits", "policy", "checkpoint", "restored"]) {
+  assert.ok(evs.events.some((e) => e.type === t), `no ${t} event in ${evs.events.map((e) => e.type)}`);
+}
+const two = await call("sandbox_events", { name, limit: 2 });
+assert.deepEqual(two.events.map((e) => e.id), evs.events.slice(-2).map((e) => e.id), "limit keeps the newest");
+const page = await call("sandbox_events", { name, after: evs.events[0].id, limit: 1 });
+assert.equal(page.events.length, 1);
+assert.equal(page.events[0].id, evs.events[1].id);
+assert.equal(page.more, true);
+assert.equal(page.cursor, evs.events[1].id);
+const none = await call("sandbox_events", { name, after: evs.cursor });
+assert.deepEqual(none.events, []);
+assert.equal(none.cursor, evs.cursor);
+const waiting = call("sandbox_events", { name, after: evs.cursor, wait_seconds: 30 });
+await call("sandbox_exec", { name, command: "true" });
+const next = await waiting;
+assert.ok(next.events.length >= 1, "waiting saw no event");
+assert.equal(next.events[0].type, "run.started");
+assert.notEqual(next.cursor, evs.cursor);
+msg = await refused("sandbox_events", { name, limit: 5000 });
+assert.match(msg, /1000/);
+
+step("setup and rebase");
+const setup = await call("sandbox_setup", { name, steps: ["echo set up > /root/setup.txt"] });
+assert.deepEqual(setup.steps, ["echo set up > /root/setup.txt"]);
+assert.ok(setup.keep.includes("/root"), `keep ${setup.keep}`);
+assert.deepEqual((await call("sandbox_setup", { name })).steps, setup.steps);
+await call("file_write", { name, path: "/etc/dropped.txt", content: "x" });
+const rb = await call("sandbox_rebase", { name });
+assert.ok(rb.checkpoint, "no undo checkpoint");
+assert.match(rb.to, /^busybox@\d+$/);
+assert.equal(rb.steps.length, 1);
+assert.equal(rb.steps[0].exit_code, 0);
+assert.equal(rb.sandbox.state, "running");
+f = await call("file_read", { name, path: "/root/setup.txt" });
+assert.equal(f.content, "set up\n");
+f = await call("file_read", { name, path: "/root/notes.txt" });
+assert.equal(f.content, "third\n");
+msg = await refused("file_read", { name, path: "/etc/dropped.txt" });
+assert.match(msg, /not|no such/i);
 
 step("remove");
 await call("sandbox_remove", { name: `${name}-kid` });
 await call("sandbox_remove", { name });
-const after = await call("sandbox_list", {});
-assert.ok(!after.sandboxes.some((s) => s.name === name), "removed sandbox still listed");
+const left = await call("sandbox_list", {});
+assert.ok(!left.sandboxes.some((s) => s.name === name), "removed sandbox still listed");
 
 await client.close();
 console.log("ok");

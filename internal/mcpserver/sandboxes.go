@@ -44,10 +44,16 @@ func sandboxOf(sb *api.Sandbox) Sandbox {
 	for _, p := range sb.Ports {
 		out.Ports = append(out.Ports, p.Port)
 	}
-	if sb.Next != nil {
-		out.Next = fmt.Sprintf("%s at %s", sb.Next.Action, sb.Next.At.Format(time.RFC3339))
-	}
+	out.Next = nextOf(sb)
 	return out
+}
+
+// nextOf says what a sandbox's idle policy does next, and when.
+func nextOf(sb *api.Sandbox) string {
+	if sb.Next == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s at %s", sb.Next.Action, sb.Next.At.Format(time.RFC3339))
 }
 
 // SandboxRef names a sandbox.

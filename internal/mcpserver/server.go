@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/den-dev/den/client"
@@ -48,6 +49,11 @@ func New(connect Connect, opts Options) *mcp.Server {
 	s.execTools(srv)
 	s.fileTools(srv)
 	s.stateTools(srv)
+	s.portTools(srv)
+	s.settingTools(srv)
+	s.peerTools(srv)
+	s.historyTools(srv)
+	s.rebaseTools(srv)
 	return srv
 }
 
@@ -55,15 +61,21 @@ const instructions = `den gives you durable Linux sandboxes (gVisor): files, ins
 running processes survive between calls, pauses and hibernation. Create one with
 sandbox_create (or use one listed by sandbox_list), run commands with sandbox_exec,
 read and write files with file_read, file_write and file_list. Long commands: pass
-background=true and read their output with run_output. Sleeping sandboxes wake by
-themselves when a tool needs them. Take a checkpoint before a risky change and
-sandbox_restore it if the change goes wrong; sandbox_fork copies a sandbox, running
-processes included. Errors carry a hint saying how to correct the call.`
+background=true and read their output with run_output; run_list lists them. Sleeping
+sandboxes wake by themselves when a tool needs them. Take a checkpoint before a risky
+change and sandbox_restore it if the change goes wrong (checkpoint_list shows the tree);
+sandbox_fork copies a sandbox, running processes included. network_set, limits_set and
+idle_policy_set change what a sandbox may reach, use and how long it stays awake;
+peer_add lets one sandbox read another's files; sandbox_events tells what happened.
+Errors carry a hint saying how to correct the call.`
 
 // add registers a tool whose handler runs f on the caller's client. A
 // failure is a tool error the model sees, with den's message and hint.
 func add[In, Out any](s *server, srv *mcp.Server, t *mcp.Tool,
 	f func(ctx context.Context, c *client.Client, req *mcp.CallToolRequest, in In) (Out, error)) {
+	if t.InputSchema == nil {
+		t.InputSchema = inputSchema[In](t.Name)
+	}
 	mcp.AddTool(srv, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
 		var zero Out
 		c, err := s.connect(ctx, req)
@@ -76,6 +88,23 @@ func add[In, Out any](s *server, srv *mcp.Server, t *mcp.Tool,
 		}
 		return nil, out, nil
 	})
+}
+
+// inputSchema is In's JSON schema, as the SDK would infer it, but for the
+// optional arguments that are pointers so that absent differs from zero
+// (limits_set's pids: 0 lifts the limit): those are typed as their value,
+// not also as null. A model leaves them out rather than sending null.
+func inputSchema[In any](tool string) *jsonschema.Schema {
+	s, err := jsonschema.For[In](&jsonschema.ForOptions{})
+	if err != nil {
+		panic(fmt.Sprintf("the arguments of tool %s: %v", tool, err)) // a programming error, found at start
+	}
+	for _, p := range s.Properties {
+		if len(p.Types) == 2 && p.Types[0] == "null" {
+			p.Type, p.Types = p.Types[1], nil
+		}
+	}
+	return s
 }
 
 // toolError is err as a model should read it: den's message, then the

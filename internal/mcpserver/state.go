@@ -59,6 +59,18 @@ type PortInput struct {
 	ExpiresMinutes int `json:"expires_minutes,omitempty" jsonschema:"how long a private port's link works (default 60)"`
 }
 
+// UnexposeInput is port_unexpose's arguments.
+type UnexposeInput struct {
+	Name string `json:"name" jsonschema:"the sandbox's name"`
+	Port int    `json:"port" jsonschema:"the exposed port"`
+}
+
+// Unexposed is port_unexpose's result.
+type Unexposed struct {
+	Name      string `json:"name"`
+	Unexposed int    `json:"unexposed" jsonschema:"the port no longer reachable through den; its links stop working"`
+}
+
 // Exposed is port_expose's result.
 type Exposed struct {
 	Port    int       `json:"port"`
@@ -70,14 +82,7 @@ type Exposed struct {
 
 func (s *server) stateTools(srv *mcp.Server) {
 	sleepVerb := func(name, title, desc string, f func(*client.Client) func(context.Context, string) (*api.Sandbox, error)) {
-		add(s, srv, &mcp.Tool{Name: name, Title: title, Description: desc, Annotations: changes(false, true)},
-			func(ctx context.Context, c *client.Client, _ *mcp.CallToolRequest, in SandboxRef) (Sandbox, error) {
-				sb, err := f(c)(ctx, in.Name)
-				if err != nil {
-					return Sandbox{}, err
-				}
-				return sandboxOf(sb), nil
-			})
+		s.stateVerb(srv, &mcp.Tool{Name: name, Title: title, Description: desc, Annotations: changes(false, true)}, f)
 	}
 	sleepVerb("sandbox_pause", "Pause a sandbox",
 		"Freeze a sandbox in RAM: its processes stop using CPU and carry on when it resumes. Any tool that uses it wakes it.",
@@ -88,6 +93,16 @@ func (s *server) stateTools(srv *mcp.Server) {
 	sleepVerb("sandbox_hibernate", "Hibernate a sandbox",
 		"Save a sandbox's memory and processes to disk and free its RAM; it wakes with everything as it was when a tool uses it.",
 		func(c *client.Client) func(context.Context, string) (*api.Sandbox, error) { return c.Hibernate })
+	s.stateVerb(srv, &mcp.Tool{
+		Name: "sandbox_stop", Title: "Stop a sandbox",
+		Description: "Stop a sandbox: its processes end, its files stay. sandbox_start boots it again, afresh from its files.",
+		Annotations: changes(true, true),
+	}, func(c *client.Client) func(context.Context, string) (*api.Sandbox, error) { return c.StopSandbox })
+	s.stateVerb(srv, &mcp.Tool{
+		Name: "sandbox_start", Title: "Start a sandbox",
+		Description: "Boot a stopped sandbox afresh from its files.",
+		Annotations: changes(false, true),
+	}, func(c *client.Client) func(context.Context, string) (*api.Sandbox, error) { return c.StartSandbox })
 
 	add(s, srv, &mcp.Tool{
 		Name:        "checkpoint_create",
@@ -134,7 +149,10 @@ func (s *server) stateTools(srv *mcp.Server) {
 		}
 		return out, nil
 	})
+}
 
+// portTools serve a sandbox's ports through den, and stop serving them.
+func (s *server) portTools(srv *mcp.Server) {
 	add(s, srv, &mcp.Tool{
 		Name:        "port_expose",
 		Title:       "Expose a port",
@@ -165,5 +183,40 @@ func (s *server) stateTools(srv *mcp.Server) {
 			out.Expires = u.ExpiresAt
 		}
 		return out, nil
+	})
+
+	add(s, srv, &mcp.Tool{
+		Name:        "port_unexpose",
+		Title:       "Stop exposing a port",
+		Description: "Stop serving a sandbox's port through den: its URL and every link to it stop working. The server inside keeps running.",
+		Annotations: changes(true, true),
+	}, func(ctx context.Context, c *client.Client, _ *mcp.CallToolRequest, in UnexposeInput) (Unexposed, error) {
+		if in.Port < 1 || in.Port > 65535 {
+			return Unexposed{}, invalid("port %d: give a TCP port from 1 to 65535", in.Port)
+		}
+		if err := c.UnexposePort(ctx, in.Name, uint16(in.Port)); err != nil {
+			return Unexposed{}, err
+		}
+		return Unexposed{Name: in.Name, Unexposed: in.Port}, nil
+	})
+}
+
+// stateVerb registers a tool that moves a sandbox to another state and
+// answers it as it then is.
+func (s *server) stateVerb(srv *mcp.Server, t *mcp.Tool, f func(*client.Client) func(context.Context, string) (*api.Sandbox, error)) {
+	sandboxTool(s, srv, t, f, sandboxOf)
+}
+
+// sandboxTool registers a tool that makes one call on the sandbox it
+// names and answers what view shows of the sandbox the call returned.
+func sandboxTool[Out any](s *server, srv *mcp.Server, t *mcp.Tool,
+	call func(*client.Client) func(context.Context, string) (*api.Sandbox, error), view func(*api.Sandbox) Out) {
+	add(s, srv, t, func(ctx context.Context, c *client.Client, _ *mcp.CallToolRequest, in SandboxRef) (Out, error) {
+		sb, err := call(c)(ctx, in.Name)
+		if err != nil {
+			var zero Out
+			return zero, err
+		}
+		return view(sb), nil
 	})
 }
