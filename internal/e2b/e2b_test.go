@@ -328,13 +328,7 @@ func TestControlPlane(t *testing.T) {
 	den := newFakeAPI()
 	d := doorOver(t, den, Config{})
 	call := func(method, path, body string) (int, map[string]any) {
-		r := httptest.NewRequest(method, path, strings.NewReader(body))
-		r.Header.Set(headerAPIKey, E2BKey(token))
-		w := httptest.NewRecorder()
-		d.ServeHTTP(w, r)
-		var out map[string]any
-		json.Unmarshal(w.Body.Bytes(), &out)
-		return w.Code, out
+		return controlCall[map[string]any](d, method, path, body)
 	}
 
 	status, out := call("POST", "/v2/sandboxes", `{"templateID":"base","timeout":120,"metadata":{"k":"v"},"envVars":{"A":"1"}}`)
@@ -408,6 +402,18 @@ func TestControlPlane(t *testing.T) {
 	if w.Code != 401 || !strings.Contains(w.Body.String(), `"code":401`) {
 		t.Errorf("without a key: %d %s", w.Code, w.Body)
 	}
+}
+
+// controlCall makes a control plane call to d with the test's key, and
+// reads its answer as a T.
+func controlCall[T any](d *Door, method, path, body string) (int, T) {
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	r.Header.Set(headerAPIKey, E2BKey(token))
+	w := httptest.NewRecorder()
+	d.ServeHTTP(w, r)
+	var out T
+	json.Unmarshal(w.Body.Bytes(), &out)
+	return w.Code, out
 }
 
 // doorOver is a door of cfg over den as dend's API.

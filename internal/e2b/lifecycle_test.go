@@ -15,13 +15,7 @@ func TestAutoResumeCreate(t *testing.T) {
 	den := newFakeAPI()
 	d := doorOver(t, den, Config{})
 	call := func(body string) (int, map[string]any) {
-		r := httptest.NewRequest("POST", "/v2/sandboxes", strings.NewReader(body))
-		r.Header.Set(headerAPIKey, E2BKey(token))
-		w := httptest.NewRecorder()
-		d.ServeHTTP(w, r)
-		var out map[string]any
-		json.Unmarshal(w.Body.Bytes(), &out)
-		return w.Code, out
+		return controlCall[map[string]any](d, "POST", "/v2/sandboxes", body)
 	}
 	for _, c := range []struct {
 		body string

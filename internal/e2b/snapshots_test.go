@@ -3,7 +3,6 @@ package e2b
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -41,15 +40,7 @@ func fakeCheckpoints(w http.ResponseWriter, r *http.Request, body []byte) bool {
 func TestSnapshots(t *testing.T) {
 	den := newFakeAPI()
 	d := doorOver(t, den, Config{})
-	call := func(method, path, body string) (int, any) {
-		r := httptest.NewRequest(method, path, strings.NewReader(body))
-		r.Header.Set(headerAPIKey, E2BKey(token))
-		w := httptest.NewRecorder()
-		d.ServeHTTP(w, r)
-		var out any
-		json.Unmarshal(w.Body.Bytes(), &out)
-		return w.Code, out
-	}
+	call := func(method, path, body string) (int, any) { return controlCall[any](d, method, path, body) }
 	want := func(what string, status int, out any, wantStatus int, wantJSON string) {
 		t.Helper()
 		var w any
