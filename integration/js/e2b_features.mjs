@@ -3,7 +3,8 @@
 // envd version (file metadata, entries in watch events, watches on
 // network mounts), pause without memory and connect that reboots, the
 // envd RPCs the JS SDK itself never calls (Process.StreamInput, the
-// polling watchers), and more bad input through the SDK's own calls:
+// polling watchers), lifecycle autoResume, snapshots (den checkpoints)
+// and the template list, and more bad input through the SDK's own calls:
 // other owners', unknown sandboxes, expired keys, oversized metadata.
 // integration/e2b_test.go runs it after the scenario, on the same dend.
 //
@@ -193,6 +194,67 @@ try {
   procs = await sbx.commands.list();
   assert.ok(procs.some((p) => p.pid === warm.pid), "onResume restore keeps the processes");
   await sbx.commands.kill(warm.pid);
+
+  step("lifecycle autoResume: a sandbox paused at its timeout wakes on traffic to its port, and on an envd call");
+  const auto = await Sandbox.create({ metadata: { suite: `features-auto-${process.pid}` }, timeoutMs: 2_000, lifecycle: { onTimeout: "pause", autoResume: true } });
+  try {
+    let info = await auto.getInfo();
+    assert.deepEqual(info.lifecycle, { onTimeout: "pause", autoResume: true });
+    assert.deepEqual(info.metadata, { suite: `features-auto-${process.pid}` }, "the label behind autoResume is not E2B metadata");
+    await auto.files.write("site/hi.txt", "hi\n");
+    // Its own process, not a command the door follows, which is use.
+    await auto.commands.run("cd site && setsid python3 -m http.server 8000 --bind 0.0.0.0 >/dev/null 2>&1 < /dev/null &");
+    const port = () => fetch(`${env.E2B_SANDBOX_URL}/hi.txt`, {
+      headers: { "E2b-Sandbox-Id": auto.sandboxId, "E2b-Sandbox-Port": "8000", "e2b-traffic-access-token": auto.trafficAccessToken },
+    });
+    await waitUntil(30_000, "the server to listen", async () => (await port()).status === 200);
+    await waitUntil(30_000, "the timeout to pause it", async () => (await auto.getInfo()).state === "paused");
+    res = await port();
+    assert.equal(res.status, 200, "a request to its port wakes it");
+    assert.equal(await res.text(), "hi\n");
+    assert.equal((await auto.getInfo()).state, "running");
+    await waitUntil(30_000, "the timeout to pause it again", async () => (await auto.getInfo()).state === "paused");
+    assert.equal(await auto.files.read("site/hi.txt"), "hi\n", "an envd call wakes it");
+    assert.equal((await auto.getInfo()).state, "running");
+  } finally {
+    await auto.kill();
+  }
+  res = await fetch(`${env.E2B_API_URL}/v2/sandboxes`, {
+    method: "POST", headers: { "X-API-KEY": env.E2B_API_KEY, "Content-Type": "application/json" },
+    body: JSON.stringify({ templateID: "base", autoPause: true, autoPauseMemory: false, autoResume: { enabled: true } }),
+  });
+  got = await res.json();
+  assert.deepEqual([res.status, got.code], [400, 400], `autoResume without memory, past the SDK's own check: ${JSON.stringify(got)}`);
+  assert.match(got.message, /keepMemory: false/);
+
+  step("snapshots: den checkpoints; sandboxes made from one, listed, deleted; another owner's not found");
+  await sbx.files.write("snap/data.txt", "snapshot content");
+  const snapName = `snap-${process.pid}`;
+  const snap = await sbx.createSnapshot({ name: snapName });
+  assert.ok(snap.snapshotId.startsWith(`${sbx.sandboxId}:`), `a snapshot id names its sandbox: ${snap.snapshotId}`);
+  assert.deepEqual(snap.names, [snapName]);
+  const copy = await Sandbox.create(snap.snapshotId, { metadata: { suite: `features-copy-${process.pid}` }, timeoutMs: 120_000 });
+  try {
+    assert.equal(await copy.files.read("snap/data.txt"), "snapshot content");
+    await copy.files.write("snap/data.txt", "changed in the copy");
+    assert.equal(await sbx.files.read("snap/data.txt"), "snapshot content", "a sandbox from a snapshot has files of its own");
+    await rejects(Sandbox.create(snap.snapshotId, { apiKey: other }), SandboxError, "a sandbox from another owner's snapshot");
+  } finally {
+    await copy.kill();
+  }
+  for (const [what, list] of [["all", Sandbox.listSnapshots()], ["the sandbox's", sbx.listSnapshots()], ["by name", Sandbox.listSnapshots({ name: snapName })]]) {
+    const items = await list.nextItems();
+    assert.ok(items.some((x) => x.snapshotId === snap.snapshotId && x.names[0] === snapName), `${what}: ${JSON.stringify(items)}`);
+  }
+  assert.deepEqual(await Sandbox.listSnapshots({ name: `${snapName}-does-not-exist` }).nextItems(), []);
+  assert.deepEqual(await Sandbox.listSnapshots({ apiKey: other }).nextItems(), [], "another owner lists none of them");
+  assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId, { apiKey: other }), false, "another owner's snapshot is not found");
+  assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true);
+  assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false, "deleted once");
+  res = await fetch(`${env.E2B_API_URL}/templates`, { headers: { "X-API-KEY": env.E2B_API_KEY } });
+  got = await res.json();
+  assert.equal(res.status, 200);
+  assert.ok(got.some((t) => t.templateID === "base" && t.aliases.includes("e2b-base")), `den's images as templates: ${JSON.stringify(got)}`);
 
   step("bad input through the SDK: others' and unknown sandboxes, expired keys; nothing changes");
   const id = sbx.sandboxId;

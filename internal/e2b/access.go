@@ -93,7 +93,8 @@ func (d *Door) envdCaller(r *http.Request, id string) (*client.Client, *api.Sand
 		return nil, nil, err
 	}
 	sb, err := c.LookupSandbox(r.Context(), id)
-	return c, sb, running(sb, err)
+	sb, err = d.ready(r.Context(), c, sb, err)
+	return c, sb, err
 }
 
 // running passes a running sandbox; one not found, not the caller's or
@@ -110,24 +111,29 @@ func running(sb *api.Sandbox, err error) error {
 
 // asSandbox returns a client acting for the owner of sandbox id, under
 // name in the audit log; root's for a sandbox an admin made, which has no
-// owner. The sandbox must be running.
+// owner. The sandbox must be running, or wake on traffic (ready).
 func (d *Door) asSandbox(ctx context.Context, id, name string) (*client.Client, *api.Sandbox, error) {
 	root, err := inproc.Client(d.root, "", "", userAgent)
 	if err != nil {
 		return nil, nil, err
 	}
 	sb, err := root.LookupSandbox(ctx, id)
-	if err := running(sb, err); err != nil {
-		return nil, nil, err
+	if err != nil {
+		return nil, nil, running(sb, err)
 	}
 	if sb.ID != id {
 		return nil, nil, errNotRunning // a name, not the id the token is for
 	}
-	if sb.Owner == "" {
-		return root, sb, nil
+	c := root
+	if sb.Owner != "" {
+		if c, err = inproc.Client(actAs{rt: d.root, owner: sb.Owner, name: name}, "", "", userAgent); err != nil {
+			return nil, nil, err
+		}
 	}
-	c, err := inproc.Client(actAs{rt: d.root, owner: sb.Owner, name: name}, "", "", userAgent)
-	return c, sb, err
+	if sb, err = d.ready(ctx, c, sb, nil); err != nil {
+		return nil, nil, err
+	}
+	return c, sb, nil
 }
 
 // actAs carries requests to the API's root end acting for one owner.

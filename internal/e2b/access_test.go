@@ -19,10 +19,7 @@ import (
 func newKeyedDoor(t *testing.T) (*Door, *fakeAPI) {
 	t.Helper()
 	den := newFakeAPI()
-	self := inproc.New()
-	self.Serve(den, den)
-	t.Cleanup(func() { self.Close() })
-	return New(Config{API: self, MinTimeout: time.Minute, Key: []byte("0123456789abcdef0123456789abcdef")}), den
+	return doorOver(t, den, Config{MinTimeout: time.Minute, Key: []byte("0123456789abcdef0123456789abcdef")}), den
 }
 
 func TestSandboxTokens(t *testing.T) {

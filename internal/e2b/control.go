@@ -27,6 +27,7 @@ import (
 //	POST /[v2/]sandboxes/{id}/connect     connect       .../resume or .../start, then the timeout
 //	GET  /sandboxes/{id}/metrics          metrics       GET .../{id}/metrics
 //	POST /sandboxes/{id}/fork             fork          POST .../fork, then each child's timeout
+//	snapshots and templates               (snapshots.go)
 
 // maxBody bounds a control plane request body.
 const maxBody = 1 << 20
@@ -55,6 +56,11 @@ func (d *Door) controlRoutes() http.Handler {
 		"POST /sandboxes/{id}/resume":     d.connect,
 		"GET /sandboxes/{id}/metrics":     d.metrics,
 		"POST /sandboxes/{id}/fork":       d.fork,
+		"POST /sandboxes/{id}/snapshots":  d.createSnapshot,
+		"GET /snapshots":                  d.listSnapshots,
+		"DELETE /templates/{id}":          d.deleteTemplate,
+		"GET /templates":                  d.listTemplates,
+		"GET /templates/aliases/{alias}":  d.templateAlias,
 	} {
 		mux.Handle(pattern, d.controlCall(h))
 	}
@@ -171,7 +177,7 @@ func (d *Door) create(w http.ResponseWriter, r *http.Request, c *client.Client, 
 	if len(req.IAM) > 0 && string(req.IAM) != "null" && string(req.IAM) != "{}" {
 		return invalid("den does not issue workload identity tokens (iam)")
 	}
-	image, err := templateImage(req.TemplateID)
+	image, from, err := templateSource(req.TemplateID, req.EnvVars)
 	if err != nil {
 		return err
 	}
@@ -184,9 +190,13 @@ func (d *Door) create(w http.ResponseWriter, r *http.Request, c *client.Client, 
 		return err
 	}
 	action := timeoutAction(req.AutoPause, req.AutoPauseMemory)
+	labels, err := autoResumeLabel(req.AutoResume != nil && req.AutoResume.Enabled, action, req.Metadata)
+	if err != nil {
+		return err
+	}
 	// A sandbox killed at its timeout keeps nothing, as E2B's.
 	create := api.CreateSandboxRequest{
-		Image: image, Env: req.EnvVars, Labels: req.Metadata, Network: network,
+		Image: image, From: from, Env: req.EnvVars, Labels: labels, Network: network,
 		Policy: d.timeoutPolicy(action, 0, timeout), Ephemeral: action == killAtTimeout,
 	}
 	create.Name = newName()
@@ -526,6 +536,20 @@ func templateImage(template string) (string, error) {
 	return template, nil
 }
 
+// templateSource is what a sandbox of template is made from: a den
+// image, or a snapshot (snapshots.go), which carries its env vars.
+func templateSource(template string, env map[string]string) (image, from string, err error) {
+	if !isSnapshot(template) {
+		image, err = templateImage(template)
+		return image, "", err
+	}
+	if len(env) > 0 {
+		return "", "", invalidHint("leave envs out, or set them in the sandbox the snapshot is taken of",
+			"a sandbox created from snapshot %s has its env vars from it", template)
+	}
+	return "", template, nil
+}
+
 // templateOf is the E2B template a den image stands for.
 func templateOf(image string) string {
 	if image == "e2b-base" {
@@ -616,12 +640,9 @@ func detail(sb *api.Sandbox, now time.Time) detailJSON {
 	}
 	out := detailJSON{
 		SandboxID: sb.ID, TemplateID: templateOf(sb.Image), Alias: templateOf(sb.Image), ClientID: "den",
-		Metadata: sb.Labels, StartedAt: sb.CreatedAt, EndAt: endAt(sb, now), State: stateOf(sb),
+		Metadata: e2bMetadata(sb), StartedAt: sb.CreatedAt, EndAt: endAt(sb, now), State: stateOf(sb),
 		CPUCount: cpuCount(sb.CPUs), MemoryMB: sb.MemoryBytes >> 20, DiskSizeMB: sb.DiskBytes >> 20,
-		EnvdVersion: envdVersion, VolumeMounts: []any{}, Lifecycle: lifecycleJSON{OnTimeout: mode},
-	}
-	if out.Metadata == nil {
-		out.Metadata = map[string]string{}
+		EnvdVersion: envdVersion, VolumeMounts: []any{}, Lifecycle: lifecycleJSON{OnTimeout: mode, AutoResume: autoResumes(sb)},
 	}
 	switch sb.Network.Mode {
 	case api.NetworkOpen:

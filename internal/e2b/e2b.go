@@ -129,7 +129,7 @@ func (d *Door) Claims(r *http.Request) bool {
 		return true
 	}
 	p := r.URL.Path
-	for _, prefix := range []string{"/sandboxes", "/v2/sandboxes"} {
+	for _, prefix := range []string{"/sandboxes", "/v2/sandboxes", "/snapshots", "/templates"} {
 		if p == prefix || strings.HasPrefix(p, prefix+"/") {
 			return true
 		}

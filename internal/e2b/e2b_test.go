@@ -326,18 +326,9 @@ func TestPartFileName(t *testing.T) {
 // The control plane asks den's API for the right things, as the caller.
 func TestControlPlane(t *testing.T) {
 	den := newFakeAPI()
-	self := inproc.New()
-	self.Serve(den, den)
-	t.Cleanup(func() { self.Close() })
-	d := New(Config{API: self})
+	d := doorOver(t, den, Config{})
 	call := func(method, path, body string) (int, map[string]any) {
-		r := httptest.NewRequest(method, path, strings.NewReader(body))
-		r.Header.Set(headerAPIKey, E2BKey(token))
-		w := httptest.NewRecorder()
-		d.ServeHTTP(w, r)
-		var out map[string]any
-		json.Unmarshal(w.Body.Bytes(), &out)
-		return w.Code, out
+		return controlCall[map[string]any](d, method, path, body)
 	}
 
 	status, out := call("POST", "/v2/sandboxes", `{"templateID":"base","timeout":120,"metadata":{"k":"v"},"envVars":{"A":"1"}}`)
@@ -413,11 +404,36 @@ func TestControlPlane(t *testing.T) {
 	}
 }
 
+// controlCall makes a control plane call to d with the test's key, and
+// reads its answer as a T.
+func controlCall[T any](d *Door, method, path, body string) (int, T) {
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	r.Header.Set(headerAPIKey, E2BKey(token))
+	w := httptest.NewRecorder()
+	d.ServeHTTP(w, r)
+	var out T
+	json.Unmarshal(w.Body.Bytes(), &out)
+	return w.Code, out
+}
+
+// doorOver is a door of cfg over den as dend's API.
+func doorOver(t *testing.T, den *fakeAPI, cfg Config) *Door {
+	t.Helper()
+	self := inproc.New()
+	self.Serve(den, den)
+	t.Cleanup(func() { self.Close() })
+	cfg.API = self
+	return New(cfg)
+}
+
 // fakeAPI answers den's API for one sandbox, sb1, and records calls.
 type fakeAPI struct {
-	mu    sync.Mutex
-	log   []fakeCall
-	state string
+	mu     sync.Mutex
+	log    []fakeCall
+	state  string
+	labels map[string]string
+	// wakes has resume leave the sandbox running.
+	wakes bool
 }
 
 type fakeCall struct {
@@ -433,7 +449,10 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.log = append(f.log, fakeCall{route: r.Method + " " + r.URL.Path, path: r.URL.Path, query: r.URL.RawQuery, body: string(b), auth: r.Header.Get("Authorization"),
 		actAs: r.Header.Get(inproc.ActAsOwnerHeader), ownOrigin: r.Header.Get(inproc.OwnOriginHeader)})
-	state := f.state
+	if f.wakes && strings.HasSuffix(r.URL.Path, "/resume") {
+		f.state = api.StateRunning
+	}
+	state, labels := f.state, f.labels
 	f.mu.Unlock()
 	if strings.HasPrefix(r.URL.Path, "/v1/sandboxes/nope") {
 		w.WriteHeader(404)
@@ -441,8 +460,11 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ttl, zero := "10m", "0"
-	sb := api.Sandbox{ID: "sb1", Name: "e2b-x", Image: "e2b-base", State: state, RunningFor: "10m", Owner: "alice",
+	sb := api.Sandbox{ID: "sb1", Name: "e2b-x", Image: "e2b-base", State: state, RunningFor: "10m", Owner: "alice", Labels: labels,
 		Policy: api.Policy{TTL: &ttl, HibernateAfter: &zero, PauseAfter: &zero}}
+	if fakeCheckpoints(w, r, b) {
+		return
+	}
 	switch {
 	case r.Method == "DELETE":
 		w.WriteHeader(204)

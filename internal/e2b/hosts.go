@@ -36,7 +36,8 @@ import (
 //   - anyone, to a port den exposes as public (`den port expose --public`).
 //
 // Anything else is refused 403, the same whether the sandbox exists or
-// not. A sandbox that is not running is 502, as on the envd plane.
+// not. A sandbox that is not running is 502, as on the envd plane,
+// unless it was made with autoResume: traffic wakes it (lifecycle.go).
 
 // hostTarget reads the sandbox id and port a request's host names under
 // the door's domain; ok is false for any other host.
@@ -162,7 +163,7 @@ func (d *Door) portCaller(r *http.Request, id string, port uint16) (c *client.Cl
 		c, err = inproc.Client(d.tokens, "http://dend", token, userAgent)
 		if err == nil {
 			sb, err = c.LookupSandbox(ctx, id)
-			err = running(sb, err)
+			sb, err = d.ready(ctx, c, sb, err)
 		}
 		if err != nil {
 			return nil, nil, nil, ""
@@ -189,7 +190,7 @@ func (d *Door) publicPort(r *http.Request, id string, port uint16) (*client.Clie
 	if err != nil || sb.ID != id || !slices.ContainsFunc(sb.Ports, func(p api.ExposedPort) bool { return p.Port == port && p.Public }) {
 		return nil, nil, nil, missing
 	}
-	if running(sb, nil) != nil {
+	if sb, err = d.ready(r.Context(), root, sb, nil); err != nil {
 		return nil, nil, nil, ""
 	}
 	return nil, d.tokens, sb, ""

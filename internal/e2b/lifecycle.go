@@ -1,9 +1,12 @@
 package e2b
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/client"
 )
 
 // An E2B sandbox lives until its timeout, then is killed, or, with
@@ -128,4 +131,71 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// Auto-resume (lifecycle autoResume): a paused sandbox that traffic
+// wakes, as E2B's proxy wakes one. den's API wakes a sleeping sandbox on
+// any use already; the door, which answers 502 for a sandbox that is not
+// running, as E2B's proxy does, lets a request through to one made with
+// autoResume and wakes it first: an envd call (commands, files,
+// /health) or a request to one of its ports. The choice lives on the
+// sandbox as the den label below, which E2B's metadata does not show.
+const labelAutoResume = "e2b.autoResume"
+
+// autoResumeLabel checks create's autoResume against the action at the
+// timeout, and returns the labels the sandbox is made with.
+func autoResumeLabel(enabled bool, action atTimeout, metadata map[string]string) (map[string]string, error) {
+	if _, ok := metadata[labelAutoResume]; ok {
+		return nil, invalid("metadata key %q is den's own: it records lifecycle.autoResume; use another key", labelAutoResume)
+	}
+	if !enabled {
+		return metadata, nil
+	}
+	switch action {
+	case killAtTimeout:
+		return nil, invalidHint("set lifecycle.onTimeout to 'pause' with it",
+			"autoResume can only be true when onTimeout is 'pause': a killed sandbox has nothing to wake")
+	case stopAtTimeout:
+		return nil, invalidHint("keep the memory (drop keepMemory: false), or leave autoResume out and resume with connect()",
+			"autoResume cannot be true with keepMemory: false: a sandbox paused without its memory boots afresh, and only connect() does that")
+	}
+	labels := make(map[string]string, len(metadata)+1)
+	for k, v := range metadata {
+		labels[k] = v
+	}
+	labels[labelAutoResume] = "true"
+	return labels, nil
+}
+
+// autoResumes reports whether traffic wakes sb.
+func autoResumes(sb *api.Sandbox) bool { return sb.Labels[labelAutoResume] == "true" }
+
+// e2bMetadata is sb's E2B metadata: its labels but the door's own.
+func e2bMetadata(sb *api.Sandbox) map[string]string {
+	out := make(map[string]string, len(sb.Labels))
+	for k, v := range sb.Labels {
+		if k != labelAutoResume {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// ready passes sb, which lookup err came with, when it runs; a sandbox
+// made with autoResume that sleeps is woken first, as the caller of c.
+// Any other sandbox not running, unknown or not the caller's is
+// errNotRunning.
+func (d *Door) ready(ctx context.Context, c *client.Client, sb *api.Sandbox, err error) (*api.Sandbox, error) {
+	if err != nil || !autoResumes(sb) || (sb.State != api.StatePaused && sb.State != api.StateHibernated) {
+		return sb, running(sb, err)
+	}
+	woke, werr := c.Resume(ctx, sb.ID)
+	if werr == nil {
+		return woke, running(woke, nil)
+	}
+	// Another request may have woken it first.
+	if now, err := c.LookupSandbox(ctx, sb.ID); err == nil && running(now, nil) == nil {
+		return now, nil
+	}
+	return nil, fmt.Errorf("waking sandbox %s on traffic (autoResume): %w", sb.ID, werr)
 }

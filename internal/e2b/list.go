@@ -80,7 +80,7 @@ func (d *Door) answerList(w http.ResponseWriter, r *http.Request, c *client.Clie
 }
 
 func parseList(v url.Values, defaultStates []string) (listQuery, error) {
-	q := listQuery{states: defaultStates, limit: defaultPage}
+	q := listQuery{states: defaultStates}
 	if states := splitAll(v["state"]); len(states) > 0 {
 		for _, s := range states {
 			if s != stateRunning && s != statePaused {
@@ -126,21 +126,30 @@ func parseList(v url.Values, defaultStates []string) (listQuery, error) {
 	default:
 		return q, invalid("invalid order %q: use asc or desc", o)
 	}
+	var err error
+	q.limit, q.after, err = parsePage(v)
+	return q, err
+}
+
+// parsePage reads the size of a page and where it starts, as the SDK's
+// paginators send them: limit and nextToken.
+func parsePage(v url.Values) (limit int, after *cursor, err error) {
+	limit = defaultPage
 	if s := v.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > maxPage {
-			return q, invalid("invalid limit %q: give a number from 1 to %d", s, maxPage)
+			return 0, nil, invalid("invalid limit %q: give a number from 1 to %d", s, maxPage)
 		}
-		q.limit = n
+		limit = n
 	}
 	if s := v.Get("nextToken"); s != "" {
 		cur, ok := parseCursor(s)
 		if !ok {
-			return q, invalid("invalid nextToken %q: pass on the X-Next-Token of the page before", s)
+			return 0, nil, invalid("invalid nextToken %q: pass on the X-Next-Token of the page before", s)
 		}
-		q.after = &cur
+		after = &cur
 	}
-	return q, nil
+	return limit, after, nil
 }
 
 // splitAll splits comma-separated values, as the SDK sends arrays.
@@ -165,30 +174,37 @@ func (q listQuery) apply(sbs []api.Sandbox) (page []api.Sandbox, next *cursor) {
 			kept = append(kept, sb)
 		}
 	}
-	slices.SortFunc(kept, func(a, b api.Sandbox) int {
-		c := cursorOf(&a).compare(cursorOf(&b))
-		if !q.asc {
+	return pageOf(kept, cursorOf, q.asc, q.after, q.limit)
+}
+
+// pageOf orders items by their cursors (newest first unless asc) and
+// returns the limit of them after the cursor after; next is where the
+// next page starts, nil when this is the last.
+func pageOf[T any](items []T, at func(*T) cursor, asc bool, after *cursor, limit int) (page []T, next *cursor) {
+	slices.SortFunc(items, func(a, b T) int {
+		c := at(&a).compare(at(&b))
+		if !asc {
 			c = -c
 		}
 		return c
 	})
 	start := 0
-	if q.after != nil {
-		start = len(kept)
-		for i := range kept {
-			c := cursorOf(&kept[i]).compare(*q.after)
-			if q.asc && c > 0 || !q.asc && c < 0 {
+	if after != nil {
+		start = len(items)
+		for i := range items {
+			c := at(&items[i]).compare(*after)
+			if asc && c > 0 || !asc && c < 0 {
 				start = i
 				break
 			}
 		}
 	}
-	kept = kept[start:]
-	if len(kept) > q.limit {
-		last := cursorOf(&kept[q.limit-1])
-		return kept[:q.limit], &last
+	items = items[start:]
+	if len(items) > limit {
+		last := at(&items[limit-1])
+		return items[:limit], &last
 	}
-	return kept, nil
+	return items, nil
 }
 
 func (q listQuery) matches(sb *api.Sandbox) bool {
