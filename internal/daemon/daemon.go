@@ -19,6 +19,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/auth"
+	"github.com/den-dev/den/internal/checkpointgc"
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/e2b"
 	"github.com/den-dev/den/internal/errdefs"
@@ -212,6 +213,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := prom.Watch(svc); err != nil {
 		return err
 	}
+	// Checkpoints nothing needs go at each idle tick and as removals
+	// free them.
+	gc := checkpointgc.New(checkpointgc.Config{Sandboxes: svc, Store: st, Volumes: pool, CheckpointDir: scfg.CheckpointDir, Node: cfg.Node, Logger: log})
+	svc.UseCollector(gc)
 	// With a blob store, checkpoints and images are kept there too.
 	var blobs *fleet.Blobs
 	if off != nil {
@@ -230,7 +235,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			// the store's claim was lost: another dend may own this node.
 			cctx, cancel := context.WithTimeout(context.Background(), finalCollectTimeout)
 			defer cancel()
-			svc.CollectGarbage(cctx)
+			gc.Collect(cctx)
 		}
 	}()
 	if err := svc.Recover(ctx); err != nil {

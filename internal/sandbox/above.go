@@ -218,3 +218,28 @@ func (s *Service) LockOwner(owner string) (unlock func()) { return s.admission.L
 // Reach is what network rules may name here, whatever the tenant asks:
 // Reach.Check says whether a policy stays within an owner's grants.
 func (s *Service) Reach() netpolicy.Reach { return s.cfg.Reach }
+
+// What checkpoint collection (internal/checkpointgc) uses: the core keeps
+// the pins and the records; the collector decides what goes.
+
+// Needs maps each checkpoint a live sandbox depends on (sleeps in, or
+// was created or forked from) to those sandboxes' names.
+func (s *Service) Needs(ctx context.Context) (map[string][]string, error) { return s.needs(ctx) }
+
+// Pinned reports whether a verb is working with checkpoint id right now
+// (Pin): a collection leaves it.
+func (s *Service) Pinned(id string) bool { return s.isPinned(id) }
+
+// Movable reports whether this node's sandboxes can move to another: a
+// fleet with a blob store.
+func (s *Service) Movable() bool { return s.movable() }
+
+// DeleteCheckpointLocked removes ck, a checkpoint of owner, whose
+// lifecycle lock the caller holds (WithRecord): its record and its files
+// here, moving owner's head back to ck's parent when it was ck.
+func (s *Service) DeleteCheckpointLocked(ctx context.Context, owner *Sandbox, ck *Checkpoint) error {
+	return s.deleteCheckpoint(ctx, owner, ck)
+}
+
+// Now is the Service's clock.
+func (s *Service) Now() time.Time { return s.cfg.Now() }

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -70,39 +69,6 @@ func (s *Service) LastUploaded(ctx context.Context, sb *Sandbox) *Checkpoint {
 		}
 	}
 	return nil
-}
-
-// lastUploads names, of cks (oldest first), each sandbox's newest
-// uploaded checkpoint. In a fleet with a blob store garbage collection
-// keeps it, whatever its kind, until a newer one is uploaded: it is what
-// another node brings the sandbox back from when this one is lost, and a
-// sandbox that moved woke from one (a hibernation's) that nothing else
-// needs once it runs.
-func (s *Service) lastUploads(cks []*Checkpoint) map[string]bool {
-	if !s.movable() {
-		return nil
-	}
-	newest := map[string]string{}
-	for _, ck := range cks {
-		if ck.Location == LocationUploaded {
-			newest[ck.SandboxID] = ck.ID
-		}
-	}
-	kept := make(map[string]bool, len(newest))
-	for _, id := range newest {
-		kept[id] = true
-	}
-	return kept
-}
-
-// hasAnyLocal reports whether anything of ck's copy is on this host: its
-// file snapshot or its memory image.
-func (s *Service) hasAnyLocal(ck *Checkpoint) bool {
-	if _, err := os.Stat(s.cfg.Volumes.Path(ck.VolumeKey())); err == nil {
-		return true
-	}
-	_, err := os.Stat(s.memDir(ck.ID))
-	return err == nil
 }
 
 // lostState is the state a sandbox was in when its node was lost.

@@ -153,6 +153,10 @@ type Service struct {
 	// nil: none, and checkpoints live on this host only. Set once, before
 	// Recover (UseBlobStore).
 	blobs BlobStore
+	// gc removes the checkpoints nothing needs (checkpoints.go,
+	// internal/checkpointgc); nil: none are collected. Set once, before
+	// Recover (UseCollector).
+	gc Collector
 	// activity is when each sandbox was last used and what holds it in
 	// use, for the idle policy (idle.go, internal/idle); it has its own
 	// lock.

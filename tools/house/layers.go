@@ -98,6 +98,9 @@ var layers = map[string]layer{
 	// Peers' verbs: adding, refreshing and removing a sandbox's views.
 	"internal/peering": above,
 
+	// Checkpoint collection: what goes once nothing needs it.
+	"internal/checkpointgc": above,
+
 	// The front doors: each translates its protocol to the Service's verbs.
 	"internal/httpapi":           doors,
 	"internal/httpapi/httpx":     doors,
