@@ -45,6 +45,7 @@ import (
 	copydriver "github.com/den-dev/den/internal/storage/copy"
 	"github.com/den-dev/den/internal/ui"
 	"github.com/den-dev/den/internal/version"
+	"github.com/den-dev/den/internal/warming"
 )
 
 // Run starts dend and serves until ctx ends. On return the API is closed;
@@ -303,7 +304,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	peerVerbs := peering.New(peering.Config{Sandboxes: svc, Volumes: pool, Logger: log})
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: owners.New(owners.Config{Sandboxes: svc, Store: st, Records: st}), Requests: st,
-		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(blobs), Warm: svc, UI: ui.Handler(),
+		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(blobs), Warm: warming.New(warming.Config{Sandboxes: svc, Images: st}), UI: ui.Handler(),
 		Events: svc, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate), Rebase: rebase.New(rebase.Config{Sandboxes: svc, Copier: storage.PathCopier{}, Logger: log}), Peers: peerVerbs,
 		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log), Fleet: fleetService})
 	self.Serve(httpapi.Local(handler), handler)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/quota"
+	"github.com/den-dev/den/internal/warm"
 )
 
 // Verbs the layers above the core (internal/fleet, internal/owners,
@@ -243,3 +244,16 @@ func (s *Service) DeleteCheckpointLocked(ctx context.Context, owner *Sandbox, ck
 
 // Now is the Service's clock.
 func (s *Service) Now() time.Time { return s.cfg.Now() }
+
+// What the warm pools' admin verbs (internal/warming) use.
+
+// Pools are this node's warm pools (internal/warm); nil when it keeps
+// none.
+func (s *Service) Pools() *warm.Pools { return s.warm }
+
+// FreeSlots counts the network slots no sandbox or warm instance holds.
+func (s *Service) FreeSlots() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.Network.Slots() - len(s.slotTaken)
+}
