@@ -19,6 +19,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/auth"
+	"github.com/den-dev/den/internal/checkpointgc"
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/e2b"
 	"github.com/den-dev/den/internal/errdefs"
@@ -45,6 +46,7 @@ import (
 	copydriver "github.com/den-dev/den/internal/storage/copy"
 	"github.com/den-dev/den/internal/ui"
 	"github.com/den-dev/den/internal/version"
+	"github.com/den-dev/den/internal/warming"
 )
 
 // Run starts dend and serves until ctx ends. On return the API is closed;
@@ -213,6 +215,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := prom.Watch(svc); err != nil {
 		return err
 	}
+	// Checkpoints nothing needs go at each idle tick and as removals
+	// free them.
+	gc := checkpointgc.New(checkpointgc.Config{Sandboxes: svc, Store: st, Volumes: pool, CheckpointDir: scfg.CheckpointDir, Node: cfg.Node, Logger: log})
+	svc.UseCollector(gc)
 	// With a blob store, checkpoints and images are kept there too.
 	var blobs *fleet.Blobs
 	if off != nil {
@@ -231,7 +237,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			// the store's claim was lost: another dend may own this node.
 			cctx, cancel := context.WithTimeout(context.Background(), finalCollectTimeout)
 			defer cancel()
-			svc.CollectGarbage(cctx)
+			gc.Collect(cctx)
 		}
 	}()
 	if err := svc.Recover(ctx); err != nil {
@@ -301,7 +307,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	peerVerbs := peering.New(peering.Config{Sandboxes: svc, Volumes: pool, Logger: log})
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: owners.New(owners.Config{Sandboxes: svc, Store: st, Records: st}), Requests: st,
-		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(blobs), Warm: svc, UI: ui.Handler(),
+		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(blobs), Warm: warming.New(warming.Config{Sandboxes: svc, Images: st}), UI: ui.Handler(),
 		Events: svc, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate), Rebase: rebase.New(rebase.Config{Sandboxes: svc, Copier: storage.PathCopier{}, Logger: log}), Peers: peerVerbs,
 		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log), Fleet: fleetService})
 	self.Serve(httpapi.Local(handler), handler)

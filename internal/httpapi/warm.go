@@ -9,7 +9,7 @@ import (
 	"github.com/den-dev/den/internal/warm"
 )
 
-// WarmService keeps this node's warm pools. *sandbox.Service implements
+// WarmService keeps this node's warm pools. *warming.Service implements
 // it.
 type WarmService interface {
 	SetWarm(ctx context.Context, image string, count int, memoryBytes int64) (warm.Pool, error)

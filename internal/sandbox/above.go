@@ -7,6 +7,7 @@ import (
 
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/quota"
+	"github.com/den-dev/den/internal/warm"
 )
 
 // Verbs the layers above the core (internal/fleet, internal/owners,
@@ -224,5 +225,40 @@ func (s *Service) LockOwner(owner string) (unlock func()) { return s.admission.L
 // Reach.Check says whether a policy stays within an owner's grants.
 func (s *Service) Reach() netpolicy.Reach { return s.cfg.Reach }
 
+// What checkpoint collection (internal/checkpointgc) uses: the core keeps
+// the pins and the records; the collector decides what goes.
+
+// Needs maps each checkpoint a live sandbox depends on (sleeps in, or
+// was created or forked from) to those sandboxes' names.
+func (s *Service) Needs(ctx context.Context) (map[string][]string, error) { return s.needs(ctx) }
+
+// Pinned reports whether a verb is working with checkpoint id right now
+// (Pin): a collection leaves it.
+func (s *Service) Pinned(id string) bool { return s.isPinned(id) }
+
+// Movable reports whether this node's sandboxes can move to another: a
+// fleet with a blob store.
+func (s *Service) Movable() bool { return s.movable() }
+
+// DeleteCheckpointLocked removes ck, a checkpoint of owner, whose
+// lifecycle lock the caller holds (WithRecord): its record and its files
+// here, moving owner's head back to ck's parent when it was ck.
+func (s *Service) DeleteCheckpointLocked(ctx context.Context, owner *Sandbox, ck *Checkpoint) error {
+	return s.deleteCheckpoint(ctx, owner, ck)
+}
+
 // Now is the Service's clock.
 func (s *Service) Now() time.Time { return s.cfg.Now() }
+
+// What the warm pools' admin verbs (internal/warming) use.
+
+// Pools are this node's warm pools (internal/warm); nil when it keeps
+// none.
+func (s *Service) Pools() *warm.Pools { return s.warm }
+
+// FreeSlots counts the network slots no sandbox or warm instance holds.
+func (s *Service) FreeSlots() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.Network.Slots() - len(s.slotTaken)
+}

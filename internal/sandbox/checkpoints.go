@@ -278,3 +278,54 @@ func (s *Service) retain(ctx context.Context, sb *Sandbox) {
 		}
 	}
 }
+
+// Checkpoint collection is internal/checkpointgc's: the idle policy's
+// tick asks it to remove the checkpoints nothing needs any more, and a
+// removal that lets go of some asks it to remove those at once. A verb
+// working with a checkpoint pins it meanwhile, so that none is taken
+// from under it.
+
+// Collector removes the checkpoints nothing needs any more
+// (internal/checkpointgc's Collector is it); without one, they go only
+// by retention or by hand.
+type Collector interface {
+	// Collect removes every checkpoint of this node nothing needs.
+	Collect(ctx context.Context)
+	// Freed removes, at once, those of checkpoints ids that nothing
+	// needs any more and a collection would take.
+	Freed(ctx context.Context, ids ...string)
+}
+
+// UseCollector makes c remove the checkpoints nothing needs: after each
+// of the idle policy's ticks, and when a removal frees some. Call it
+// once, before Recover.
+func (s *Service) UseCollector(c Collector) { s.gc = c }
+
+// collectFreed asks the collector to remove those of ids nothing needs
+// any more, now that what needed them has let go.
+func (s *Service) collectFreed(ctx context.Context, ids ...string) {
+	if s.gc != nil {
+		s.gc.Freed(ctx, ids...)
+	}
+}
+
+// pin keeps a checkpoint from garbage collection while a verb works with
+// it; unpin releases it.
+func (s *Service) pin(id string) func() {
+	s.mu.Lock()
+	s.pinned[id]++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		if s.pinned[id]--; s.pinned[id] <= 0 {
+			delete(s.pinned, id)
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *Service) isPinned(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pinned[id] > 0
+}

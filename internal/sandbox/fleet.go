@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/den-dev/den/internal/errdefs"
@@ -177,10 +176,6 @@ func (s *Service) FreeLocal(ctx context.Context, sb *Sandbox) error {
 	return nil
 }
 
-// Pinned reports whether something keeps checkpoint id from garbage
-// collection (Pin).
-func (s *Service) Pinned(id string) bool { return s.isPinned(id) }
-
 // WakeLocked wakes sb, hibernated, whose lifecycle lock the caller holds,
 // as a new generation from the checkpoint it sleeps in, with its
 // processes; why is the event's message. A failure leaves it in error
@@ -254,39 +249,6 @@ const pendingNodeLost = "node-lost:"
 func (s *Service) MarkLost(ctx context.Context, sb *Sandbox, why string) error {
 	sb.Pending = pendingNodeLost + string(sb.State)
 	return s.transition(ctx, sb, StateError, EventLost, why)
-}
-
-// lastUploads names, of cks (oldest first), each sandbox's newest
-// uploaded checkpoint. In a fleet with a blob store garbage collection
-// keeps it, whatever its kind, until a newer one is uploaded: it is what
-// another node brings the sandbox back from when this one is lost, and a
-// sandbox that moved woke from one (a hibernation's) that nothing else
-// needs once it runs.
-func (s *Service) lastUploads(cks []*Checkpoint) map[string]bool {
-	if !s.movable() {
-		return nil
-	}
-	newest := map[string]string{}
-	for _, ck := range cks {
-		if ck.Location == LocationUploaded {
-			newest[ck.SandboxID] = ck.ID
-		}
-	}
-	kept := make(map[string]bool, len(newest))
-	for _, id := range newest {
-		kept[id] = true
-	}
-	return kept
-}
-
-// hasAnyLocal reports whether anything of ck's copy is on this host: its
-// file snapshot or its memory image.
-func (s *Service) hasAnyLocal(ck *Checkpoint) bool {
-	if _, err := os.Stat(s.cfg.Volumes.Path(ck.VolumeKey())); err == nil {
-		return true
-	}
-	_, err := os.Stat(s.memDir(ck.ID))
-	return err == nil
 }
 
 // lostState is the state a sandbox was in when its node was lost.

@@ -111,7 +111,7 @@ func (s *Service) leftRunning(ctx context.Context, sb *Sandbox) bool {
 }
 
 // Tick applies the idle policy to every sandbox whose next step is due,
-// then removes checkpoints nothing needs any more. dend calls it every
+// then has its Collector remove checkpoints nothing needs any more. dend calls it every
 // second; tests call it with their own clock.
 func (s *Service) Tick(ctx context.Context) {
 	sbs, err := s.localSandboxes(ctx)
@@ -131,7 +131,9 @@ func (s *Service) Tick(ctx context.Context) {
 		}
 	}
 	s.expireCheckpoints(ctx, sbs, now)
-	s.collectGarbage(ctx)
+	if s.gc != nil {
+		s.gc.Collect(ctx)
+	}
 }
 
 // expireCheckpoints applies retention by age to every sandbox that has a

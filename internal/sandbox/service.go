@@ -157,6 +157,10 @@ type Service struct {
 	// nil outside a fleet. Set once, before verbs are served
 	// (UseTakeOver).
 	takeOver TakeOver
+	// gc removes the checkpoints nothing needs (checkpoints.go,
+	// internal/checkpointgc); nil: none are collected. Set once, before
+	// Recover (UseCollector).
+	gc Collector
 	// activity is when each sandbox was last used and what holds it in
 	// use, for the idle policy (idle.go, internal/idle); it has its own
 	// lock.

@@ -18,7 +18,7 @@ import (
 // pools own their state; what they need of the core is here: booting a
 // pool instance as a create would make it, tearing one down, and telling
 // an image's current build (warmHost). Claiming one for a create is in
-// warmclaim.go.
+// warmclaim.go; the admin's verbs on the pools are internal/warming's.
 //
 // A claim makes a ready instance the new sandbox's first generation: it
 // takes the sandbox's id, name, host name, den-init token, limits,
@@ -67,76 +67,6 @@ func (s *Service) takeWarm(spec Spec, im *Image) *warm.Instance {
 		return nil
 	}
 	return s.warm.Take(spec.Image, spec.MemoryBytes, imageStamp(im))
-}
-
-// warmEnabled says whether this dend keeps warm pools at all.
-func (s *Service) warmEnabled() error {
-	if s.warm == nil {
-		return errdefs.WithHint(errdefs.Unavailable("this dend keeps no warm pools"), "dend keeps them when it has a data directory and its engine can rename instances")
-	}
-	return nil
-}
-
-// SetWarm sets how many instances of image this node keeps booted ahead
-// of demand, for sandboxes of memoryBytes (0: the default size). count 0
-// empties the pool. Bad input changes nothing.
-func (s *Service) SetWarm(ctx context.Context, image string, count int, memoryBytes int64) (warm.Pool, error) {
-	if err := s.warmEnabled(); err != nil {
-		return warm.Pool{}, err
-	}
-	if err := ValidateName("image", image); err != nil {
-		return warm.Pool{}, err
-	}
-	if count < 0 || count > warm.MaxInstances {
-		return warm.Pool{}, errdefs.WithHint(errdefs.Invalid("invalid warm count %d", count),
-			fmt.Sprintf("use a number from 0 (no pool) to %d", warm.MaxInstances))
-	}
-	if memoryBytes == 0 {
-		memoryBytes = DefaultMemory
-	}
-	if memoryBytes < MinMemory {
-		return warm.Pool{}, errdefs.WithHint(errdefs.Invalid("invalid memory %s: below the %s minimum", size(memoryBytes), size(MinMemory)),
-			"use the memory size the sandboxes it serves are created with, like 512M or 1G")
-	}
-	if count > 0 {
-		if _, err := s.cfg.Store.GetImage(ctx, image); err != nil {
-			if errors.Is(err, errdefs.ErrNotFound) {
-				return warm.Pool{}, errdefs.WithHint(errdefs.NotFound("image %q not found", image),
-					"list images with `den image ls`; build, import or pull it first (`den image build busybox` for a built-in one)")
-			}
-			return warm.Pool{}, err
-		}
-		if err := s.warmFits(image, count); err != nil {
-			return warm.Pool{}, err
-		}
-	}
-	return s.warm.Set(warm.Target{Image: image, Count: count, MemoryBytes: memoryBytes})
-}
-
-// warmFits refuses a count the host cannot hold: more instances than its
-// memory above the reserve (the pools tell), or than free network slots.
-func (s *Service) warmFits(image string, count int) error {
-	more, err := s.warm.Fits(image, count)
-	if err != nil || more <= 0 {
-		return err
-	}
-	s.mu.Lock()
-	free := s.cfg.Network.Slots() - len(s.slotTaken)
-	s.mu.Unlock()
-	if more > free {
-		return errdefs.WithHint(errdefs.Invalid("%d more warm instances of %s need as many sandbox addresses, but %d are free", more, image, free),
-			"ask for fewer, or give dend a wider --subnet")
-	}
-	return nil
-}
-
-// WarmPools lists this node's pools: every image with a target or with
-// instances still up.
-func (s *Service) WarmPools(ctx context.Context) []warm.Pool {
-	if s.warm == nil {
-		return nil
-	}
-	return s.warm.List()
 }
 
 // WarmHealth sums up the pools beside the host's memory.

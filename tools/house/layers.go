@@ -101,6 +101,12 @@ var layers = map[string]layer{
 	// A host's shutdown as a hibernation, and the wake at boot after it.
 	"internal/shutdown": above,
 
+	// Checkpoint collection: what goes once nothing needs it.
+	"internal/checkpointgc": above,
+
+	// The warm pools' admin verbs: setting a pool's target, listing them.
+	"internal/warming": above,
+
 	// The front doors: each translates its protocol to the Service's verbs.
 	"internal/httpapi":           doors,
 	"internal/httpapi/httpx":     doors,
