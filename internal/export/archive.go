@@ -170,6 +170,17 @@ type Archive struct {
 	in     *bufio.Reader
 	pr     *io.PipeReader
 	opened chan error
+	// waited says openErr holds what opening the seal ended with.
+	waited  bool
+	openErr error
+}
+
+// wait waits for the seal to be opened to its end, or to fail.
+func (a *Archive) wait() error {
+	if !a.waited {
+		a.openErr, a.waited = <-a.opened, true
+	}
+	return a.openErr
 }
 
 // Open starts reading an archive sealed under key from r and reads its
@@ -261,7 +272,7 @@ func (a *Archive) Finish() error {
 		a.Close()
 		return explain(err)
 	}
-	if err := <-a.opened; err != nil {
+	if err := a.wait(); err != nil {
 		return explain(err)
 	}
 	return nil
@@ -298,4 +309,16 @@ func cmpErr(err, otherwise error) error {
 		return err
 	}
 	return otherwise
+}
+
+// abandon gives up reading the archive after cause, met by what read
+// it; when the archive itself was damaged or cut, that is the error to
+// tell, not what its reader made of the bytes before the damage.
+func (a *Archive) abandon(cause error) error {
+	a.Close()
+	var bad *imagecrypt.DamagedError
+	if err := a.wait(); errors.As(err, &bad) {
+		return explain(err)
+	}
+	return cause
 }
