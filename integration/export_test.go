@@ -65,6 +65,9 @@ func TestExportImport(t *testing.T) {
 	if !res.Memory || res.Sandbox.State != "hibernated" || res.From != "agent" {
 		t.Fatalf("imported %+v, want hibernated with memory, from agent", res)
 	}
+	if after := dst.leftovers(); len(after) <= len(before) {
+		t.Fatalf("an import made no volume or memory image that leftovers sees: %v", after)
+	}
 	if got := dst.count("moved"); got < atExport {
 		t.Fatalf("count %d after import, %d at export: the counter started over", got, atExport)
 	} else {
@@ -106,8 +109,9 @@ func TestExportImport(t *testing.T) {
 		t.Fatal(err)
 	}
 	src.create("keyed", func(r *api.CreateSandboxRequest) { r.Secrets = []api.SecretGrant{{Name: "API_TOKEN"}} })
-	if _, err := src.c.Export(ctx, "keyed", client.ExportOptions{}); err == nil || !strings.Contains(err.Error(), "--fs-only") {
-		t.Fatalf("memory export of a sandbox with secrets: %v, want it refused suggesting --fs-only", err)
+	if _, err := src.c.Export(ctx, "keyed", client.ExportOptions{}); err == nil || !strings.Contains(err.Error(), "granted secrets") ||
+		!strings.Contains(client.Hint(err), "--fs-only") {
+		t.Fatalf("memory export of a sandbox with secrets: %v (hint %q), want it refused suggesting --fs-only", err, client.Hint(err))
 	}
 	keyed, keyedKey := src.export("keyed", client.ExportOptions{FSOnly: true})
 	if bytes.Contains(keyed, []byte("not-exported")) {

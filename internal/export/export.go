@@ -92,8 +92,8 @@ func (s *Service) Prepare(ctx context.Context, ref string, fsOnly bool) (*Export
 	if err != nil {
 		return nil, err
 	}
-	if !fsOnly && (sb.Spec.SecretsGranted || len(sb.Spec.Secrets) > 0 || len(sb.Spec.Peers) > 0) {
-		return nil, errdefs.WithHint(errdefs.Conflict("the memory of sandbox %q cannot be exported: it was granted secrets (its memory images are sealed under this den's key) or has views of other sandboxes", sb.Name),
+	if why := memoryStays(sb); !fsOnly && why != "" {
+		return nil, errdefs.WithHint(errdefs.Conflict("the memory of sandbox %q cannot be exported: %s", sb.Name, why),
 			fmt.Sprintf("export its files alone: `den export %s --fs-only`", sb.Name))
 	}
 	label := fmt.Sprintf("export-%s-%s", s.now().UTC().Format("20060102-150405"), sandbox.NewID(4))
@@ -129,6 +129,17 @@ func (s *Service) Prepare(ctx context.Context, ref string, fsOnly bool) (*Export
 		x.hdr.ImageDigest = im.Digest
 	}
 	return x, nil
+}
+
+// memoryStays says why sb's memory may not leave this den, or "".
+func memoryStays(sb *sandbox.Sandbox) string {
+	switch {
+	case sb.Spec.SecretsGranted || len(sb.Spec.Secrets) > 0:
+		return "it was granted secrets, and its memory images are sealed under this den's key, which stays here"
+	case len(sb.Spec.Peers) > 0:
+		return "it has views of other sandboxes, which stay on this den"
+	}
+	return ""
 }
 
 // lockedPoint is the checkpoint of sb, not running, an export writes:
