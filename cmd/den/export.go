@@ -43,11 +43,10 @@ The summary goes to stderr (as JSON with --json); the archive to stdout or -o.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o := client.ExportOptions{FSOnly: fsOnly}
 			if keyFile != "" {
-				b, err := os.ReadFile(keyFile)
-				if err != nil {
-					return fmt.Errorf("reading the key: %w", err)
+				var err error
+				if o.Key, err = readKey(keyFile); err != nil {
+					return err
 				}
-				o.Key = strings.TrimSpace(string(b))
 			}
 			if output == "" && isTerminal(a.stdout) {
 				return usagef("e.g. den export "+args[0]+" > "+args[0]+".den, or -o "+args[0]+".den", "the archive is binary: redirect stdout or give -o FILE")
@@ -72,6 +71,15 @@ The summary goes to stderr (as JSON with --json); the archive to stdout or -o.`,
 	f.StringVar(&keyFile, "key-file", "", "seal it with the key in this file (64 hex digits) instead of a fresh one")
 	f.StringVarP(&output, "output", "o", "", "write the archive to FILE (default: stdout)")
 	return cmd
+}
+
+// readKey reads an archive key from file: its text, trimmed.
+func readKey(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("reading the archive key: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // writeArchive copies the archive to stdout, or to file, whole or not at
@@ -150,11 +158,10 @@ is refused and leaves nothing behind.`,
 			case key != "" && keyFile != "":
 				return usagef("give one of them", "--key and --key-file both given")
 			case keyFile != "":
-				b, err := os.ReadFile(keyFile)
-				if err != nil {
-					return fmt.Errorf("reading the key: %w", err)
+				var err error
+				if key, err = readKey(keyFile); err != nil {
+					return err
 				}
-				key = strings.TrimSpace(string(b))
 			case key == "":
 				return usagef("e.g. den import "+args[0]+" --key KEY (the key `den export` printed)", "missing --key or --key-file")
 			}
