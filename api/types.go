@@ -351,6 +351,34 @@ type Rebase struct {
 	DurationMS int64       `json:"duration_ms"`
 }
 
+// Headers and the media type of an agent's archive (`den export`,
+// `den import`). The key is 64 hex digits: an export given none makes a
+// fresh one and answers it in HeaderArchiveKey; an import needs it.
+const (
+	HeaderArchiveKey     = "Den-Archive-Key"
+	HeaderArchiveMemory  = "Den-Archive-Memory"  // "true" when it holds the processes
+	HeaderArchiveSecrets = "Den-Archive-Secrets" // the secrets it needs, by name, comma-separated
+	ArchiveContentType   = "application/vnd.den.agent"
+)
+
+// Import is what an import of an agent's archive made.
+type Import struct {
+	Sandbox Sandbox `json:"sandbox"`
+	// From is the name the agent had where it was exported.
+	From string `json:"from"`
+	// Memory says it came with its processes: it is hibernated and
+	// wakes on first use; else it is stopped and boots on start.
+	Memory bool `json:"memory"`
+	// Secrets are the secrets it is granted, by name: set on this den.
+	Secrets     []string `json:"secrets,omitempty"`
+	Image       string   `json:"image"`
+	ImageDigest string   `json:"image_digest,omitempty"`
+	// ImageNote says this den lacks its image: its files are whole, but
+	// a rebase needs the image.
+	ImageNote  string    `json:"image_note,omitempty"`
+	ExportedAt time.Time `json:"exported_at"`
+}
+
 // SetupStep is a setup step that ran.
 type SetupStep struct {
 	Step       int    `json:"step"` // from 1

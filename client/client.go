@@ -203,6 +203,7 @@ type request struct {
 	query       url.Values
 	body        io.Reader
 	contentType string
+	header      http.Header // more headers to send
 }
 
 // url returns the full URL of path (already escaped, starting with /)
@@ -238,6 +239,9 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 		return nil, fmt.Errorf("building request %s %s: %w", r.method, r.path, err)
 	}
 	c.header(req.Header)
+	for k, v := range r.header {
+		req.Header[k] = v
+	}
 	if r.contentType != "" {
 		req.Header.Set("Content-Type", r.contentType)
 	}

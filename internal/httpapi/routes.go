@@ -47,6 +47,8 @@ func (s *server) routes() []route {
 		{"PUT", "/v1/sandboxes/{name}/secrets", s.setSecrets},
 		{"PUT", "/v1/sandboxes/{name}/setup", s.setSetup},
 		{"POST", "/v1/sandboxes/{name}/rebase", s.rebaseSandbox},
+		{"POST", "/v1/sandboxes/{name}/export", s.exportSandbox},
+		{"POST", "/v1/sandboxes/import", s.importSandbox},
 		{"PUT", "/v1/sandboxes/{name}/ports/{port}", s.ports.Expose},
 		{"DELETE", "/v1/sandboxes/{name}/ports/{port}", s.ports.Unexpose},
 		{"GET", portproxy.URLPattern, s.ports.URL},

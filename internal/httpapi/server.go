@@ -7,6 +7,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
@@ -143,6 +144,12 @@ type Config struct {
 	Owners OwnerService
 	// Rebase serves a sandbox's setup and rebase routes. nil: 503.
 	Rebase RebaseService
+	// Export serves a sandbox's export and the import of an archive.
+	// nil: 503.
+	Export ExportService
+	// MaxArchiveBytes bounds an archive an import reads (0:
+	// DefaultMaxArchiveBytes).
+	MaxArchiveBytes int64
 	// Peers serves /v1/sandboxes/{name}/peers, sandboxes' read-only
 	// views of others. nil: 503.
 	Peers PeerService
@@ -223,8 +230,11 @@ type server struct {
 	secrets      SecretService
 	owners       OwnerService
 	rebase       RebaseService
-	peers        PeerService
-	requests     RequestStore
+	export       ExportService
+	// maxArchiveBytes bounds an archive an import reads.
+	maxArchiveBytes int64
+	peers           PeerService
+	requests        RequestStore
 	// ports serves exposed ports: their routes, the proxy, and who may
 	// reach them without a token.
 	ports *portproxy.Proxy
@@ -249,27 +259,29 @@ type server struct {
 // bearer token is required.
 func New(cfg Config) http.Handler {
 	s := &server{
-		sandboxes:    cfg.Sandboxes,
-		images:       cfg.Images,
-		log:          cfg.Logger,
-		health:       cfg.Health,
-		maxJSONBytes: cfg.MaxJSONBytes,
-		tokens:       cfg.Tokens,
-		sshKeys:      cfg.SSHKeys,
-		audit:        cfg.Audit,
-		secrets:      cfg.Secrets,
-		cluster:      cfg.Cluster,
-		fleet:        cfg.Fleet,
-		nodes:        cfg.Nodes,
-		warm:         cfg.Warm,
-		events:       cfg.Events,
-		stopping:     cfg.Stopping,
-		metrics:      cfg.Metrics,
-		ssh:          cfg.SSH,
-		owners:       cfg.Owners,
-		rebase:       cfg.Rebase,
-		peers:        cfg.Peers,
-		requests:     cfg.Requests,
+		sandboxes:       cfg.Sandboxes,
+		images:          cfg.Images,
+		log:             cfg.Logger,
+		health:          cfg.Health,
+		maxJSONBytes:    cfg.MaxJSONBytes,
+		tokens:          cfg.Tokens,
+		sshKeys:         cfg.SSHKeys,
+		audit:           cfg.Audit,
+		secrets:         cfg.Secrets,
+		cluster:         cfg.Cluster,
+		fleet:           cfg.Fleet,
+		nodes:           cfg.Nodes,
+		warm:            cfg.Warm,
+		events:          cfg.Events,
+		stopping:        cfg.Stopping,
+		metrics:         cfg.Metrics,
+		ssh:             cfg.SSH,
+		owners:          cfg.Owners,
+		rebase:          cfg.Rebase,
+		export:          cfg.Export,
+		maxArchiveBytes: cmp.Or(cfg.MaxArchiveBytes, DefaultMaxArchiveBytes),
+		peers:           cfg.Peers,
+		requests:        cfg.Requests,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

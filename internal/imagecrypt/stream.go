@@ -95,8 +95,19 @@ func (h *header) encode() {
 
 // errCorrupt is what every malformed or altered file gives.
 func errCorrupt(format string, a ...any) error {
-	return errdefs.Unavailable("sealed memory image is damaged or was altered: "+format, a...)
+	return &DamagedError{Detail: fmt.Sprintf(format, a...)}
 }
+
+// DamagedError is a sealed file that is malformed, cut short or altered;
+// Detail says where, for callers that name what the file was.
+type DamagedError struct{ Detail string }
+
+func (e *DamagedError) Error() string {
+	return "sealed memory image is damaged or was altered: " + e.Detail
+}
+
+// Is makes a DamagedError an errdefs.ErrUnavailable.
+func (e *DamagedError) Is(target error) bool { return target == errdefs.ErrUnavailable }
 
 // parseHeader reads a sealed file's header.
 func parseHeader(b []byte) (header, error) {

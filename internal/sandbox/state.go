@@ -26,7 +26,7 @@ const (
 // paused or hibernated is a node of a fleet, declared lost, that comes
 // back and takes back its sandbox as it was (fleet.go).
 var transitions = map[State][]State{
-	StateCreating:   {StateRunning, StateStopped, StateError, StateDestroyed},
+	StateCreating:   {StateRunning, StateStopped, StateHibernated, StateError, StateDestroyed}, // hibernated: imported with its processes
 	StateRunning:    {StateRunning, StatePaused, StateHibernated, StateStopped, StateError, StateDestroyed},
 	StatePaused:     {StateRunning, StateHibernated, StateStopped, StateError, StateDestroyed},
 	StateHibernated: {StateRunning, StateStopped, StateError, StateDestroyed},

@@ -95,6 +95,10 @@ var layers = map[string]layer{
 	// uses.
 	"internal/rebase": above,
 
+	// An agent's record and newest checkpoint as a sealed archive, and
+	// the import that makes it again on another dend.
+	"internal/export": above,
+
 	// Peers' verbs: adding, refreshing and removing a sandbox's views.
 	"internal/peering": above,
 
