@@ -139,29 +139,6 @@ func TestListFiltersAndPages(t *testing.T) {
 	}
 }
 
-func TestNetworkPolicy(t *testing.T) {
-	yes, no := true, false
-	tests := []struct {
-		internet *bool
-		n        *networkJSON
-		want     *api.NetworkPolicy
-		bad      bool
-	}{
-		{nil, nil, nil, false},
-		{&yes, nil, &api.NetworkPolicy{Mode: api.NetworkOpen}, false},
-		{&no, nil, &api.NetworkPolicy{Mode: api.NetworkNone}, false},
-		{&no, &networkJSON{AllowOut: []string{"pypi.org:443"}}, &api.NetworkPolicy{Mode: api.NetworkAllow, Allow: []string{"pypi.org:443"}}, false},
-		{nil, &networkJSON{DenyOut: []string{"1.2.3.4"}}, nil, true},
-		{nil, &networkJSON{EgressProxy: json.RawMessage(`{"address":"p:1"}`)}, nil, true},
-	}
-	for i, tt := range tests {
-		got, err := networkPolicy(tt.internet, tt.n)
-		if (err != nil) != tt.bad || !jsonEqual(got, tt.want) {
-			t.Errorf("%d: %+v %v, want %+v (error %v)", i, got, err, tt.want, tt.bad)
-		}
-	}
-}
-
 func TestTimeoutPolicy(t *testing.T) {
 	d := &Door{cfg: Config{MinTimeout: time.Minute}}
 	kill := d.timeoutPolicy(killAtTimeout, 0, 300*time.Second)
