@@ -17,7 +17,9 @@ func TestEgressPolicy(t *testing.T) {
 	yes, no := true, false
 	open := &api.NetworkPolicy{Mode: api.NetworkOpen}
 	none := &api.NetworkPolicy{Mode: api.NetworkNone}
-	allow := func(rules ...string) *api.NetworkPolicy { return &api.NetworkPolicy{Mode: api.NetworkAllow, Allow: rules} }
+	allow := func(rules ...string) *api.NetworkPolicy {
+		return &api.NetworkPolicy{Mode: api.NetworkAllow, Allow: rules}
+	}
 	tests := []struct {
 		name     string
 		internet *bool
