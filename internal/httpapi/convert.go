@@ -141,6 +141,7 @@ func toRun(r *sandbox.Run) api.Run {
 		Argv:       r.Argv,
 		Cwd:        r.Cwd,
 		EnvNames:   r.EnvNames,
+		Labels:     r.Labels,
 		User:       r.User,
 		TTY:        r.TTY,
 		Detached:   r.Detached,
@@ -280,6 +281,7 @@ func toExecParams(req api.ExecRequest) (sandbox.ExecParams, error) {
 		Cols:      req.Cols,
 		Timeout:   time.Duration(req.Timeout),
 		Detach:    req.Detach,
+		Labels:    req.Labels,
 	}, nil
 }
 
