@@ -127,6 +127,7 @@ try {
 
   step("Process.StreamInput: one client stream feeds a process's stdin");
   const cat = await sbx.commands.run("cat; echo end", { background: true, stdin: true, timeoutMs: 0 });
+  // envelope is one Connect streaming message of JSON.
   const envelope = (obj) => {
     const json = new TextEncoder().encode(JSON.stringify(obj));
     const b = new Uint8Array(5 + json.length);
@@ -229,19 +230,12 @@ try {
   step("process tags: Start with a tag, list shows it, Connect, SendInput, CloseStdin and SendSignal find by it");
   // The SDK reads tags (commands.list) but starts and selects by pid:
   // the tagged calls are envd's RPCs, as a Go or Python client makes them.
-  const frame = (obj) => {
-    const json = new TextEncoder().encode(JSON.stringify(obj));
-    const b = new Uint8Array(5 + json.length);
-    new DataView(b.buffer).setUint32(1, json.length);
-    b.set(json, 5);
-    return b;
-  };
   // firstEvent opens a server stream and returns its first message, then
   // drops the stream (the process outlives it, as envd's does).
   const firstEvent = async (method, body) => {
     const ac = new AbortController();
     const res = await fetch(`${env.E2B_SANDBOX_URL}/${method}`, {
-      method: "POST", signal: ac.signal, body: frame(body),
+      method: "POST", signal: ac.signal, body: envelope(body),
       headers: { "Content-Type": "application/connect+json", "E2b-Sandbox-Id": sbx.sandboxId, "X-Access-Token": sbx.envdAccessToken },
     });
     assert.equal(res.status, 200, `${method}`);

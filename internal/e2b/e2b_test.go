@@ -301,13 +301,15 @@ func TestPartFileName(t *testing.T) {
 }
 
 // The control plane asks den's API for the right things, as the caller.
-func TestControlPlane(t *testing.T) {
+// controlDoor is a door over a fakeAPI, and a call to its control plane
+// with the key of token: the status and the JSON answered.
+func controlDoor(t *testing.T) (*Door, *fakeAPI, func(method, path, body string) (int, map[string]any)) {
 	den := newFakeAPI()
 	self := inproc.New()
 	self.Serve(den, den)
 	t.Cleanup(func() { self.Close() })
 	d := New(Config{API: self})
-	call := func(method, path, body string) (int, map[string]any) {
+	return d, den, func(method, path, body string) (int, map[string]any) {
 		r := httptest.NewRequest(method, path, strings.NewReader(body))
 		r.Header.Set(headerAPIKey, E2BKey(token))
 		w := httptest.NewRecorder()
@@ -316,6 +318,10 @@ func TestControlPlane(t *testing.T) {
 		json.Unmarshal(w.Body.Bytes(), &out)
 		return w.Code, out
 	}
+}
+
+func TestControlPlane(t *testing.T) {
+	d, den, call := controlDoor(t)
 
 	status, out := call("POST", "/v2/sandboxes", `{"templateID":"base","timeout":120,"metadata":{"k":"v"},"envVars":{"A":"1"}}`)
 	if status != 201 || out["sandboxID"] != "sb1" || out["envdAccessToken"] != token || out["envdVersion"] != envdVersion {

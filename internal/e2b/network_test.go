@@ -3,12 +3,10 @@ package e2b
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/den-dev/den/api"
-	"github.com/den-dev/den/internal/inproc"
 )
 
 // E2B's egress lists, on create and on update, as den's policies, and
@@ -70,20 +68,8 @@ func TestEgressPolicy(t *testing.T) {
 // PUT /sandboxes/{id}/network is den's PUT .../network; bad input never
 // reaches den.
 func TestUpdateNetwork(t *testing.T) {
-	den := newFakeAPI()
-	self := inproc.New()
-	self.Serve(den, den)
-	t.Cleanup(func() { self.Close() })
-	d := New(Config{API: self})
-	call := func(path, body string) (int, map[string]any) {
-		r := httptest.NewRequest(http.MethodPut, path, strings.NewReader(body))
-		r.Header.Set(headerAPIKey, E2BKey(token))
-		w := httptest.NewRecorder()
-		d.ServeHTTP(w, r)
-		var out map[string]any
-		json.Unmarshal(w.Body.Bytes(), &out)
-		return w.Code, out
-	}
+	_, den, control := controlDoor(t)
+	call := func(path, body string) (int, map[string]any) { return control(http.MethodPut, path, body) }
 	for _, tt := range []struct{ body, want string }{
 		{`{"allowOut":["10.0.0.0/8","pypi.org:443"],"denyOut":["0.0.0.0/0"]}`, `{"mode":"allow","allow":["10.0.0.0/8","pypi.org:443"]}`},
 		{`{"denyOut":["0.0.0.0/0"]}`, `{"mode":"none"}`},
