@@ -182,6 +182,9 @@ type ExecRequest struct {
 	Cols    uint16            `json:"cols,omitempty"`
 	Timeout Duration          `json:"timeout,omitempty"` // 0: none; the whole process tree is killed when it passes
 	Detach  bool              `json:"detach,omitempty"`
+	// Labels tag the run (at most 64; keys of 1-63 bytes, values of at
+	// most 255), e.g. E2B's process tag as "tag".
+	Labels map[string]string `json:"labels,omitempty"`
 	// OutputMax is the most of each output stream dend keeps, e.g. "1M":
 	// the head and the tail, the middle dropped. Default and most: dend's
 	// --run-output-max.
@@ -204,21 +207,22 @@ type Run struct {
 	Generation int64  `json:"generation"`
 	// PID is the process's id inside the sandbox; it stays the same
 	// across pause, hibernation and restore. 0 when unknown.
-	PID        int        `json:"pid,omitempty"`
-	Argv       []string   `json:"argv"`
-	Cwd        string     `json:"cwd,omitempty"`
-	EnvNames   []string   `json:"env_names,omitempty"`
-	User       string     `json:"user,omitempty"`
-	TTY        bool       `json:"tty,omitempty"`
-	Detached   bool       `json:"detached,omitempty"`
-	Status     string     `json:"status"`
-	ExitCode   *int       `json:"exit_code,omitempty"`
-	Signal     string     `json:"signal,omitempty"`
-	LimitHit   string     `json:"limit_hit,omitempty"` // memory (killed: out of memory) or pids
-	StartedAt  time.Time  `json:"started_at"`
-	EndedAt    *time.Time `json:"ended_at,omitempty"`
-	StdoutSize int64      `json:"stdout_bytes"`
-	StderrSize int64      `json:"stderr_bytes"`
+	PID        int               `json:"pid,omitempty"`
+	Argv       []string          `json:"argv"`
+	Cwd        string            `json:"cwd,omitempty"`
+	EnvNames   []string          `json:"env_names,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	User       string            `json:"user,omitempty"`
+	TTY        bool              `json:"tty,omitempty"`
+	Detached   bool              `json:"detached,omitempty"`
+	Status     string            `json:"status"`
+	ExitCode   *int              `json:"exit_code,omitempty"`
+	Signal     string            `json:"signal,omitempty"`
+	LimitHit   string            `json:"limit_hit,omitempty"` // memory (killed: out of memory) or pids
+	StartedAt  time.Time         `json:"started_at"`
+	EndedAt    *time.Time        `json:"ended_at,omitempty"`
+	StdoutSize int64             `json:"stdout_bytes"`
+	StderrSize int64             `json:"stderr_bytes"`
 	// StdoutDropped and StderrDropped are how many of those bytes dend
 	// did not keep; logs show a marker line in their place. Offsets count
 	// them: stdout_bytes is always the offset the stream reached.

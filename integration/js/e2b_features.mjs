@@ -1,7 +1,9 @@
 // Drives, with the official e2b SDK unmodified, what an agent written for
 // E2B reaches beyond e2b_scenario.mjs: the features the SDK unlocks by
 // envd version (file metadata, entries in watch events, watches on
-// network mounts), pause without memory and connect that reboots, the
+// network mounts), pause without memory and connect that reboots, egress
+// rules changed on a running sandbox (read back, never tried: no traffic
+// leaves), process tags, the
 // envd RPCs the JS SDK itself never calls (Process.StreamInput, the
 // polling watchers), lifecycle autoResume, snapshots (den checkpoints)
 // and the template list, and more bad input through the SDK's own calls:
@@ -13,7 +15,7 @@
 //
 // It kills the sandbox it made, and prints "ok".
 import assert from "node:assert/strict";
-import { Sandbox, SandboxError, SandboxNotFoundError, AuthenticationError, InvalidArgumentError, FileNotFoundError, CommandExitError } from "e2b";
+import { ALL_TRAFFIC, Sandbox, SandboxError, SandboxNotFoundError, AuthenticationError, InvalidArgumentError, FileNotFoundError, CommandExitError } from "e2b";
 
 const env = process.env;
 const other = env.OTHER_KEY;
@@ -126,6 +128,7 @@ try {
 
   step("Process.StreamInput: one client stream feeds a process's stdin");
   const cat = await sbx.commands.run("cat; echo end", { background: true, stdin: true, timeoutMs: 0 });
+  // envelope is one Connect streaming message of JSON.
   const envelope = (obj) => {
     const json = new TextEncoder().encode(JSON.stringify(obj));
     const b = new Uint8Array(5 + json.length);
@@ -255,6 +258,93 @@ try {
   got = await res.json();
   assert.equal(res.status, 200);
   assert.ok(got.some((t) => t.templateID === "base" && t.aliases.includes("e2b-base")), `den's images as templates: ${JSON.stringify(got)}`);
+  step("updateNetwork: E2B's egress lists become den's policy at once, read back by getInfo and den's API");
+  // Documentation ranges and names only, and never any traffic: the
+  // rules are read back, not tried.
+  const denSandbox = async () => {
+    const res = await fetch(`${env.E2B_API_URL}/v1/sandboxes/${sbx.sandboxId}`, { headers: { Authorization: `Bearer ${env.E2B_API_KEY}` } });
+    assert.equal(res.status, 200);
+    return res.json();
+  };
+  let net = await sbx.getInfo();
+  assert.deepEqual([net.allowInternetAccess, net.network?.denyOut, net.network?.allowOut], [false, [ALL_TRAFFIC], undefined], `den's default: nothing out: ${JSON.stringify(net)}`);
+  await sbx.updateNetwork({ allowOut: ["198.51.100.0/24", "pypi.org"], denyOut: [ALL_TRAFFIC] });
+  net = await sbx.getInfo();
+  assert.deepEqual([net.network?.allowOut, net.network?.denyOut], [["198.51.100.0/24", "pypi.org"], [ALL_TRAFFIC]], `the allow list: ${JSON.stringify(net.network)}`);
+  assert.deepEqual((await denSandbox()).network, { mode: "allow", allow: ["198.51.100.0/24", "pypi.org"] }, "den's own policy is the allow list");
+  for (const [what, update, reason] of [
+    ["a deny list with the rest let out", { denyOut: ["203.0.113.9"] }, /not what it may not/],
+    ["an egress proxy", { allowOut: ["198.51.100.7"], denyOut: [ALL_TRAFFIC], egressProxy: { address: "127.0.0.1:1080" } }, /egressProxy/],
+    ["request transforms", { allowOut: ["pypi.org"], rules: { "pypi.org": [{ transform: { headers: { "X-A": "1" } } }] } }, /network rules/],
+  ]) {
+    const err = await rejects(sbx.updateNetwork(update), SandboxError, `updateNetwork with ${what}`);
+    assert.match(err.message, reason, `den's reason for ${what}: ${err.message}`);
+    assert.match(err.message, /README, section E2B/, `the refusal of ${what} says where to read more: ${err.message}`);
+  }
+  assert.deepEqual((await denSandbox()).network, { mode: "allow", allow: ["198.51.100.0/24", "pypi.org"] }, "a refused update changes nothing");
+  await sbx.updateNetwork({ allowInternetAccess: false });
+  net = await sbx.getInfo();
+  assert.deepEqual([net.allowInternetAccess, net.network?.allowOut], [false, undefined], `no internet again: ${JSON.stringify(net)}`);
+  assert.equal((await denSandbox()).network.mode, "none");
+  await rejects(Sandbox.updateNetwork("nosuchsandbox", { denyOut: [ALL_TRAFFIC] }), SandboxNotFoundError, "updateNetwork of an unknown sandbox");
+
+  step("process tags: Start with a tag, list shows it, Connect, SendInput, CloseStdin and SendSignal find by it");
+  // The SDK reads tags (commands.list) but starts and selects by pid:
+  // the tagged calls are envd's RPCs, as a Go or Python client makes them.
+  // firstEvent opens a server stream and returns its first message, then
+  // drops the stream (the process outlives it, as envd's does).
+  const firstEvent = async (method, body) => {
+    const ac = new AbortController();
+    const res = await fetch(`${env.E2B_SANDBOX_URL}/${method}`, {
+      method: "POST", signal: ac.signal, body: envelope(body),
+      headers: { "Content-Type": "application/connect+json", "E2b-Sandbox-Id": sbx.sandboxId, "X-Access-Token": sbx.envdAccessToken },
+    });
+    assert.equal(res.status, 200, `${method}`);
+    const reader = res.body.getReader();
+    let buf = new Uint8Array(0);
+    for (;;) {
+      const { value, done } = await reader.read();
+      assert.ok(!done, `${method} ended before its first message`);
+      const next = new Uint8Array(buf.length + value.length);
+      next.set(buf);
+      next.set(value, buf.length);
+      buf = next;
+      if (buf.length < 5) continue;
+      const n = new DataView(buf.buffer).getUint32(1);
+      if (buf.length < 5 + n) continue;
+      ac.abort();
+      return { flags: buf[0], msg: JSON.parse(new TextDecoder().decode(buf.subarray(5, 5 + n))) };
+    }
+  };
+  const started = async (tag, cmd) => {
+    const first = await firstEvent("process.Process/Start", { process: { cmd: "/bin/bash", args: ["-l", "-c", cmd] }, tag, stdin: true });
+    const pid = first.msg.event?.start?.pid;
+    assert.ok(pid > 0, `Start with tag ${tag}: ${JSON.stringify(first)}`);
+    return pid;
+  };
+  const webPid = await started("web", "sleep 600");
+  const readerPid = await started("reader", "cat > tagged.out");
+  procs = await sbx.commands.list();
+  assert.deepEqual(procs.filter((p) => p.tag).map((p) => [p.pid, p.tag]).sort(), [[readerPid, "reader"], [webPid, "web"]].sort(),
+    `commands.list shows the tags: ${JSON.stringify(procs)}`);
+  const connected = await firstEvent("process.Process/Connect", { process: { tag: "web" } });
+  assert.equal(connected.msg.event?.start?.pid, webPid, `Connect by tag: ${JSON.stringify(connected)}`);
+  res = await rpc("process.Process/SendInput", { process: { tag: "reader" }, input: { stdin: btoa("by tag\n") } });
+  assert.equal(res.status, 200, `SendInput by tag: ${await res.text()}`);
+  res = await rpc("process.Process/CloseStdin", { process: { tag: "reader" } });
+  assert.equal(res.status, 200, `CloseStdin by tag: ${await res.text()}`);
+  await waitUntil(10_000, "the tagged reader to end", async () => !(await sbx.commands.list()).some((p) => p.pid === readerPid));
+  assert.equal(await sbx.files.read("tagged.out"), "by tag\n");
+  const runsRes = await fetch(`${env.E2B_API_URL}/v1/sandboxes/${sbx.sandboxId}/runs`, { headers: { Authorization: `Bearer ${env.E2B_API_KEY}` } });
+  const denRuns = (await runsRes.json()).runs;
+  assert.equal(denRuns.find((r) => r.pid === webPid)?.labels?.tag, "web", "den's run record carries the tag as its label");
+  res = await rpc("process.Process/SendSignal", { process: { tag: "web" }, signal: "SIGNAL_SIGKILL" });
+  assert.equal(res.status, 200, `SendSignal by tag: ${await res.text()}`);
+  await waitUntil(10_000, "the tagged process to die", async () => !(await sbx.commands.list()).some((p) => p.pid === webPid));
+  res = await rpc("process.Process/SendSignal", { process: { tag: "web" }, signal: "SIGNAL_SIGKILL" });
+  got = await res.json();
+  assert.deepEqual([res.status, got.code], [404, "not_found"], `a tag no running process carries: ${JSON.stringify(got)}`);
+  assert.match(got.message, /no running process tagged "web"/);
 
   step("bad input through the SDK: others' and unknown sandboxes, expired keys; nothing changes");
   const id = sbx.sandboxId;
@@ -263,6 +353,7 @@ try {
     ["setTimeout", (o) => Sandbox.setTimeout(id, 1000, o)],
     ["getMetrics", (o) => Sandbox.getMetrics(id, o)],
     ["fork", (o) => Sandbox.fork(id, o)],
+    ["updateNetwork", (o) => Sandbox.updateNetwork(id, { denyOut: [ALL_TRAFFIC] }, o)],
   ]) {
     await rejects(call({ apiKey: other }), SandboxNotFoundError, `another owner's ${what}`);
   }

@@ -28,6 +28,7 @@ import (
 //	GET  /sandboxes/{id}/metrics          metrics       GET .../{id}/metrics
 //	POST /sandboxes/{id}/fork             fork          POST .../fork, then each child's timeout
 //	snapshots and templates               (snapshots.go)
+//	PUT  /sandboxes/{id}/network          egress rules  PUT .../network
 
 // maxBody bounds a control plane request body.
 const maxBody = 1 << 20
@@ -61,6 +62,7 @@ func (d *Door) controlRoutes() http.Handler {
 		"DELETE /templates/{id}":          d.deleteTemplate,
 		"GET /templates":                  d.listTemplates,
 		"GET /templates/aliases/{alias}":  d.templateAlias,
+		"PUT /sandboxes/{id}/network":     d.updateNetwork,
 	} {
 		mux.Handle(pattern, d.controlCall(h))
 	}
@@ -117,6 +119,7 @@ type detailJSON struct {
 	VolumeMounts        []any             `json:"volumeMounts"`
 	Domain              *string           `json:"domain"`
 	Lifecycle           lifecycleJSON     `json:"lifecycle"`
+	Network             networkInfoJSON   `json:"network"`
 	AllowInternetAccess *bool             `json:"allowInternetAccess,omitempty"`
 }
 
@@ -141,17 +144,6 @@ type newSandboxJSON struct {
 	MCP                 json.RawMessage         `json:"mcp"`
 	IAM                 json.RawMessage         `json:"iam"`
 	VolumeMounts        []json.RawMessage       `json:"volumeMounts"`
-}
-
-// networkJSON is E2B's egress configuration; den takes allowOut.
-type networkJSON struct {
-	AllowOut           []string        `json:"allowOut"`
-	DenyOut            []string        `json:"denyOut"`
-	Rules              json.RawMessage `json:"rules"`
-	EgressProxy        json.RawMessage `json:"egressProxy"`
-	AllowPublicTraffic *bool           `json:"allowPublicTraffic"`
-	MaskRequestHost    *string         `json:"maskRequestHost"`
-	HTTPSPorts         []int           `json:"httpsPorts"`
 }
 
 // timeoutJSON is the body of timeout, connect and refreshes.
@@ -185,7 +177,7 @@ func (d *Door) create(w http.ResponseWriter, r *http.Request, c *client.Client, 
 	if err != nil {
 		return err
 	}
-	network, err := networkPolicy(req.AllowInternetAccess, req.Network)
+	network, err := createNetwork(req.AllowInternetAccess, req.Network)
 	if err != nil {
 		return err
 	}
@@ -558,37 +550,6 @@ func templateOf(image string) string {
 	return image
 }
 
-// networkPolicy is den's network policy for E2B's internet access and
-// egress options: absent leaves den's default (nothing reached).
-func networkPolicy(internet *bool, n *networkJSON) (*api.NetworkPolicy, error) {
-	if n != nil {
-		switch {
-		case len(n.DenyOut) > 0:
-			return nil, invalidHint("list what it may reach in allowOut instead", "den's network policy names what a sandbox may reach, not what it may not (denyOut)")
-		case len(n.Rules) > 0 && string(n.Rules) != "null" && string(n.Rules) != "{}":
-			return nil, invalid("den does not rewrite a sandbox's requests (network rules)")
-		case len(n.EgressProxy) > 0 && string(n.EgressProxy) != "null":
-			return nil, invalid("den does not route a sandbox's traffic through a proxy (egressProxy)")
-		case n.AllowPublicTraffic != nil && *n.AllowPublicTraffic:
-			return nil, invalidHint("leave allowPublicTraffic out and send sandbox.trafficAccessToken as e2b-traffic-access-token, "+
-				"or open one port to everyone with `den port expose NAME PORT --public`",
-				"den serves a sandbox's ports only to callers with its traffic access token or a den token (allowPublicTraffic)")
-		case n.MaskRequestHost != nil:
-			return nil, invalid("den does not rewrite the Host of requests to a sandbox (maskRequestHost)")
-		}
-		if len(n.AllowOut) > 0 {
-			return &api.NetworkPolicy{Mode: api.NetworkAllow, Allow: n.AllowOut}, nil
-		}
-	}
-	switch {
-	case internet == nil:
-		return nil, nil
-	case *internet:
-		return &api.NetworkPolicy{Mode: api.NetworkOpen}, nil
-	}
-	return &api.NetworkPolicy{Mode: api.NetworkNone}, nil
-}
-
 // newName is the den name of a sandbox E2B creates; E2B knows it by its
 // den id.
 func newName() string {
@@ -644,12 +605,7 @@ func detail(sb *api.Sandbox, now time.Time) detailJSON {
 		CPUCount: cpuCount(sb.CPUs), MemoryMB: sb.MemoryBytes >> 20, DiskSizeMB: sb.DiskBytes >> 20,
 		EnvdVersion: envdVersion, VolumeMounts: []any{}, Lifecycle: lifecycleJSON{OnTimeout: mode, AutoResume: autoResumes(sb)},
 	}
-	switch sb.Network.Mode {
-	case api.NetworkOpen:
-		out.AllowInternetAccess = ptr(true)
-	case api.NetworkNone:
-		out.AllowInternetAccess = ptr(false)
-	}
+	out.Network, out.AllowInternetAccess = networkInfo(sb.Network)
 	return out
 }
 

@@ -139,29 +139,6 @@ func TestListFiltersAndPages(t *testing.T) {
 	}
 }
 
-func TestNetworkPolicy(t *testing.T) {
-	yes, no := true, false
-	tests := []struct {
-		internet *bool
-		n        *networkJSON
-		want     *api.NetworkPolicy
-		bad      bool
-	}{
-		{nil, nil, nil, false},
-		{&yes, nil, &api.NetworkPolicy{Mode: api.NetworkOpen}, false},
-		{&no, nil, &api.NetworkPolicy{Mode: api.NetworkNone}, false},
-		{&no, &networkJSON{AllowOut: []string{"pypi.org:443"}}, &api.NetworkPolicy{Mode: api.NetworkAllow, Allow: []string{"pypi.org:443"}}, false},
-		{nil, &networkJSON{DenyOut: []string{"1.2.3.4"}}, nil, true},
-		{nil, &networkJSON{EgressProxy: json.RawMessage(`{"address":"p:1"}`)}, nil, true},
-	}
-	for i, tt := range tests {
-		got, err := networkPolicy(tt.internet, tt.n)
-		if (err != nil) != tt.bad || !jsonEqual(got, tt.want) {
-			t.Errorf("%d: %+v %v, want %+v (error %v)", i, got, err, tt.want, tt.bad)
-		}
-	}
-}
-
 func TestTimeoutPolicy(t *testing.T) {
 	d := &Door{cfg: Config{MinTimeout: time.Minute}}
 	kill := d.timeoutPolicy(killAtTimeout, 0, 300*time.Second)
@@ -324,12 +301,18 @@ func TestPartFileName(t *testing.T) {
 }
 
 // The control plane asks den's API for the right things, as the caller.
-func TestControlPlane(t *testing.T) {
+// controlDoor is a door over a fakeAPI, and a call to its control plane
+// with the key of token: the status and the JSON answered.
+func controlDoor(t *testing.T) (*Door, *fakeAPI, func(method, path, body string) (int, map[string]any)) {
 	den := newFakeAPI()
 	d := doorOver(t, den, Config{})
-	call := func(method, path, body string) (int, map[string]any) {
+	return d, den, func(method, path, body string) (int, map[string]any) {
 		return controlCall[map[string]any](d, method, path, body)
 	}
+}
+
+func TestControlPlane(t *testing.T) {
+	d, den, call := controlDoor(t)
 
 	status, out := call("POST", "/v2/sandboxes", `{"templateID":"base","timeout":120,"metadata":{"k":"v"},"envVars":{"A":"1"}}`)
 	if status != 201 || out["sandboxID"] != "sb1" || out["envdAccessToken"] != token || out["envdVersion"] != envdVersion {

@@ -23,7 +23,8 @@ import (
 )
 
 // process.Process over den's runs. A process is a run, named by its pid
-// inside the sandbox, which pause, hibernation and restore keep:
+// inside the sandbox, which pause, hibernation and restore keep, or by
+// its tag, which Start gives the run as its label "tag":
 //
 //	Start          an attached exec (with stdin: a detached one, whose
 //	               output is followed), the Connect deadline as its timeout
@@ -59,6 +60,9 @@ func (p *processes) Start(ctx context.Context, req *connect.Request[pb.StartRequ
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("no command: set process.cmd"))
 	}
 	er := api.ExecRequest{Argv: append([]string{cfg.GetCmd()}, cfg.GetArgs()...), Env: cfg.GetEnvs(), User: t.user, Cwd: cfg.GetCwd()}
+	if tag := req.Msg.GetTag(); tag != "" {
+		er.Labels = map[string]string{tagLabel: tag}
+	}
 	if er.Cwd == "" {
 		er.Cwd = "~" // the user's home, from the sandbox's passwd
 	} else {
@@ -136,7 +140,11 @@ func (p *processes) List(ctx context.Context, req *connect.Request[pb.ListReques
 		case run.Cwd != "":
 			cfg.Cwd = ptr(run.Cwd)
 		}
-		out.Processes = append(out.Processes, &pb.ProcessInfo{Pid: uint32(run.PID), Config: cfg})
+		info := &pb.ProcessInfo{Pid: uint32(run.PID), Config: cfg}
+		if tag, ok := run.Labels[tagLabel]; ok {
+			info.Tag = &tag
+		}
+		out.Processes = append(out.Processes, info)
 	}
 	return connect.NewResponse(out), nil
 }
@@ -272,23 +280,31 @@ func (p *processes) running(ctx context.Context, t *target) ([]api.Run, error) {
 	return out, nil
 }
 
-// find is the running run sel names.
+// tagLabel is the label of a run that holds its E2B process tag.
+const tagLabel = "tag"
+
+// find is the running run sel names: by pid, or by tag (the newest of
+// those that carry it; den lists running runs newest first).
 func (p *processes) find(ctx context.Context, t *target, sel *pb.ProcessSelector) (*api.Run, error) {
-	if sel.GetTag() != "" {
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("no process tagged %q: den names processes by pid only", sel.GetTag()))
-	}
-	pid := int(sel.GetPid())
-	if pid == 0 {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("no process: give its pid"))
+	_, byTag := sel.GetSelector().(*pb.ProcessSelector_Tag)
+	pid, tag := int(sel.GetPid()), sel.GetTag()
+	switch {
+	case byTag && tag == "":
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("an empty tag: give the tag the process was started with, or its pid"))
+	case !byTag && pid == 0:
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("no process: give its pid or its tag"))
 	}
 	runs, err := p.running(ctx, t)
 	if err != nil {
 		return nil, err
 	}
 	for i := range runs {
-		if runs[i].PID == pid {
+		if byTag && runs[i].Labels[tagLabel] == tag || !byTag && runs[i].PID == pid {
 			return &runs[i], nil
 		}
+	}
+	if byTag {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("no running process tagged %q", tag))
 	}
 	return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("no running process with pid %d", pid))
 }

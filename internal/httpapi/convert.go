@@ -145,6 +145,7 @@ func toRun(r *sandbox.Run) api.Run {
 		Argv:       r.Argv,
 		Cwd:        r.Cwd,
 		EnvNames:   r.EnvNames,
+		Labels:     r.Labels,
 		User:       r.User,
 		TTY:        r.TTY,
 		Detached:   r.Detached,
@@ -284,6 +285,7 @@ func toExecParams(req api.ExecRequest) (sandbox.ExecParams, error) {
 		Cols:      req.Cols,
 		Timeout:   time.Duration(req.Timeout),
 		Detach:    req.Detach,
+		Labels:    req.Labels,
 	}, nil
 }
 

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -100,6 +101,7 @@ func (r *Run) clone() *Run {
 	c := *r
 	c.Argv = append([]string(nil), r.Argv...)
 	c.EnvNames = append([]string(nil), r.EnvNames...)
+	c.Labels = maps.Clone(r.Labels)
 	if r.ExitCode != nil {
 		v := *r.ExitCode
 		c.ExitCode = &v

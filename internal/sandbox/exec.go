@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -74,7 +75,7 @@ func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (_ *Run, e
 	run, err := s.startRun(sb.ID, g, spec, func(st guest.ProcStatus) (*Run, error) {
 		run := &Run{
 			ID: newID(12), SandboxID: sb.ID, Generation: sb.Generation, GuestID: st.ID, PID: st.PID,
-			Argv: p.Argv, Cwd: cwd, EnvNames: envNames, User: user, TTY: p.TTY,
+			Argv: p.Argv, Cwd: cwd, EnvNames: envNames, Labels: maps.Clone(p.Labels), User: user, TTY: p.TTY,
 			Detached: p.Detach, Status: RunRunning, StartedAt: st.StartedAt.UTC(), OutputMax: outMax,
 		}
 		return s.recordStarted(ctx, run)

@@ -66,6 +66,9 @@ type ExecParams struct {
 	Cols    uint16
 	Timeout time.Duration
 	Detach  bool
+	// Labels tag the run, as a sandbox's labels tag it, with the same
+	// bounds (ValidateLabels).
+	Labels map[string]string
 	// OutputMax is the most bytes kept of each output stream (head and
 	// tail); 0 is dend's cap, and more than dend's cap is refused.
 	OutputMax int64
@@ -98,6 +101,9 @@ func (p *ExecParams) Validate() error {
 	if p.OutputMax < 0 || p.OutputMax > 0 && p.OutputMax < runoutput.MinPerStream {
 		return errdefs.WithHint(errdefs.Invalid("invalid output cap %d bytes", p.OutputMax),
 			fmt.Sprintf("use a size of at least %s, e.g. 1M, or leave it out for dend's cap", size(runoutput.MinPerStream)))
+	}
+	if err := ValidateLabels(p.Labels); err != nil {
+		return err
 	}
 	for _, k := range sortedKeys(p.Env) {
 		if !envKeyRE.MatchString(k) {

@@ -192,10 +192,13 @@ type Run struct {
 	// PID is the process's id inside the sandbox (0 when unknown): it
 	// stays the same across pause, hibernation and restore, which bring
 	// the same processes back.
-	PID        int
-	Argv       []string
-	Cwd        string
-	EnvNames   []string
+	PID      int
+	Argv     []string
+	Cwd      string
+	EnvNames []string
+	// Labels are what the caller tagged the run with (E2B's process
+	// tag is the label "tag"); nil when none.
+	Labels     map[string]string
 	User       string
 	TTY        bool
 	Detached   bool

@@ -33,7 +33,7 @@ const (
 	EventCols = `sandbox_id, seq, time, type, from_state, to_state, generation, message`
 	RunCols   = `id, sandbox_id, generation, guest_id, argv, cwd, env_names, "user", tty, detached,
 	status, exit_code, signal, started_at, ended_at, stdout_size, stderr_size, limit_hit,
-	stdout_dropped, stderr_dropped, output_max, output_cut, pid`
+	stdout_dropped, stderr_dropped, output_max, output_cut, pid, labels`
 	CheckpointCols = `id, sandbox_id, name, kind, parent, memory, generation, manifest, created_at, location, blobs`
 	ImageCols      = `name, source, ref, digest, size_bytes, env, cwd, "user", created_at, location, blobs, version`
 	OwnerCols      = `id, sandboxes, memory_bytes, cpus, disk_bytes, checkpoints, allow_private, updated_at`
@@ -156,20 +156,27 @@ func RunValues(r *sandbox.Run) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding env names of run %q: %w", r.ID, err)
 	}
+	labels, err := json.Marshal(r.Labels)
+	if err != nil {
+		return nil, fmt.Errorf("encoding labels of run %q: %w", r.ID, err)
+	}
+	if r.Labels == nil {
+		labels = []byte("{}")
+	}
 	return []any{r.Generation, r.GuestID, string(argv), r.Cwd, string(envNames), r.User, r.TTY, r.Detached,
 		string(r.Status), r.ExitCode, r.Signal, FormatTime(r.StartedAt), FormatNullTime(r.EndedAt), r.StdoutSize, r.StderrSize, r.LimitHit,
-		r.StdoutDropped, r.StderrDropped, r.OutputMax, r.OutputCut, r.PID}, nil
+		r.StdoutDropped, r.StderrDropped, r.OutputMax, r.OutputCut, r.PID, string(labels)}, nil
 }
 
 // ScanRun reads a row of RunCols.
 func ScanRun(row Scanner) (*sandbox.Run, error) {
 	var r sandbox.Run
-	var argv, envNames []byte
+	var argv, envNames, labels []byte
 	var started string
 	var ended *string
 	err := row.Scan(&r.ID, &r.SandboxID, &r.Generation, &r.GuestID, &argv, &r.Cwd, &envNames, &r.User,
 		&r.TTY, &r.Detached, &r.Status, &r.ExitCode, &r.Signal, &started, &ended, &r.StdoutSize, &r.StderrSize, &r.LimitHit,
-		&r.StdoutDropped, &r.StderrDropped, &r.OutputMax, &r.OutputCut, &r.PID)
+		&r.StdoutDropped, &r.StderrDropped, &r.OutputMax, &r.OutputCut, &r.PID, &labels)
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +185,12 @@ func ScanRun(row Scanner) (*sandbox.Run, error) {
 	}
 	if err := json.Unmarshal(envNames, &r.EnvNames); err != nil {
 		return nil, fmt.Errorf("decoding env names of run %q: %w", r.ID, err)
+	}
+	if err := json.Unmarshal(labels, &r.Labels); err != nil {
+		return nil, fmt.Errorf("decoding labels of run %q: %w", r.ID, err)
+	}
+	if len(r.Labels) == 0 {
+		r.Labels = nil
 	}
 	if r.StartedAt, err = ParseTime(started); err != nil {
 		return nil, err

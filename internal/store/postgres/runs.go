@@ -38,7 +38,7 @@ func insertRunRow(ctx context.Context, tx pgx.Tx, r *sandbox.Run) error {
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO runs (`+store.RunCols+`) VALUES (`+placeholders(1, 23)+`)`,
+	_, err = tx.Exec(ctx, `INSERT INTO runs (`+store.RunCols+`) VALUES (`+placeholders(1, 24)+`)`,
 		append([]any{r.ID, r.SandboxID}, args...)...)
 	if _, ok := uniqueViolation(err); ok {
 		return errdefs.Conflict("run id %q is already taken", r.ID)
@@ -56,8 +56,8 @@ func (s *Store) UpdateRun(ctx context.Context, r *sandbox.Run) error {
 		return execOne(ctx, tx, store.RunNotFound(r.ID), `UPDATE runs SET
 			generation = $1, guest_id = $2, argv = $3, cwd = $4, env_names = $5, "user" = $6, tty = $7, detached = $8,
 			status = $9, exit_code = $10, signal = $11, started_at = $12, ended_at = $13, stdout_size = $14, stderr_size = $15,
-			limit_hit = $16, stdout_dropped = $17, stderr_dropped = $18, output_max = $19, output_cut = $20, pid = $21
-			WHERE id = $22 AND sandbox_id = $23`,
+			limit_hit = $16, stdout_dropped = $17, stderr_dropped = $18, output_max = $19, output_cut = $20, pid = $21, labels = $22
+			WHERE id = $23 AND sandbox_id = $24`,
 			append(args, r.ID, r.SandboxID)...)
 	})
 	return s.fail(err, "updating run %q", r.ID)

@@ -31,7 +31,7 @@ func (s *Store) CreateRun(ctx context.Context, r *sandbox.Run) error {
 			return sandbox.NotFound(rec.SandboxID)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO runs (`+store.RunCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			append([]any{rec.ID, rec.SandboxID}, args...)...)
 		if isUniqueViolation(err) {
 			return errdefs.Conflict("run id %q is already taken", rec.ID)
@@ -55,7 +55,7 @@ func (s *Store) UpdateRun(ctx context.Context, r *sandbox.Run) error {
 		return execOne(ctx, tx, store.RunNotFound(r.ID), `UPDATE runs SET
 			generation = ?, guest_id = ?, argv = ?, cwd = ?, env_names = ?, user = ?, tty = ?, detached = ?,
 			status = ?, exit_code = ?, signal = ?, started_at = ?, ended_at = ?, stdout_size = ?, stderr_size = ?,
-			limit_hit = ?, stdout_dropped = ?, stderr_dropped = ?, output_max = ?, output_cut = ?, pid = ?
+			limit_hit = ?, stdout_dropped = ?, stderr_dropped = ?, output_max = ?, output_cut = ?, pid = ?, labels = ?
 			WHERE id = ? AND sandbox_id = ?`,
 			append(args, r.ID, r.SandboxID)...)
 	})

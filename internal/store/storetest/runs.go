@@ -103,6 +103,11 @@ func testRunRoundTrip(t *testing.T, st sandbox.Store) {
 			r.ExitCode = ptr(-1)
 			return r
 		}()},
+		{"Labels", func() *sandbox.Run {
+			r := newRun("r-labels", "sb-1", 4)
+			r.Labels = map[string]string{"tag": "web server", "team": "ü"}
+			return r
+		}()},
 		{"NilAndEmptyLists", func() *sandbox.Run {
 			r := newRun("r-bare", "sb-1", 5)
 			r.Argv, r.EnvNames, r.Cwd, r.User = []string{}, nil, "", ""

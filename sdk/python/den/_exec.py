@@ -55,10 +55,10 @@ def argv_of(argv: Argv) -> list:
 
 
 def exec_request(argv: Argv, *, env=None, cwd=None, user=None, timeout=None, output_max=None,
-                 tty=False, rows=None, cols=None, stdin=False, detach=False) -> dict:
+                 tty=False, rows=None, cols=None, stdin=False, detach=False, labels=None) -> dict:
     """The JSON ExecRequest; absent values are left out for dend to fill."""
     req = {"argv": argv_of(argv), "env": env, "cwd": cwd, "user": user, "timeout": timeout,
-           "output_max": output_max, "rows": rows, "cols": cols}
+           "output_max": output_max, "rows": rows, "cols": cols, "labels": labels or None}
     req = {k: v for k, v in req.items() if v is not None}
     if tty:
         req["tty"] = True
@@ -257,7 +257,8 @@ class ExecVerbs:
     def exec_stream(self, sandbox: str, argv: Argv, *, stdin: bool = False, env: Optional[dict] = None,
                     cwd: Optional[str] = None, user: Optional[str] = None, timeout: Union[str, float, None] = None,
                     output_max: Optional[str] = None, tty: bool = False, rows: Optional[int] = None,
-                    cols: Optional[int] = None, on_start: Optional[Callable[[Run], Any]] = None) -> ExecStream:
+                    cols: Optional[int] = None, on_start: Optional[Callable[[Run], Any]] = None,
+                    labels: Optional[dict] = None) -> ExecStream:
         """Run a command in a sandbox (`den exec`), attached: returns an
         :class:`ExecStream` to iterate over its output and send it stdin
         and signals. With ``stdin=True`` the command's stdin stays open
@@ -265,7 +266,7 @@ class ExecVerbs:
         :meth:`exec`.
         """
         req = exec_request(argv, env=env, cwd=cwd, user=user, timeout=timeout, output_max=output_max,
-                           tty=tty, rows=rows, cols=cols, stdin=stdin)
+                           tty=tty, rows=rows, cols=cols, stdin=stdin, labels=labels)
         sock, reader = self._t.upgrade(self._path(sandbox, "exec", "ws"))
         ws = WebSocket(sock, reader)
         stream = ExecStream(ws, sandbox, on_start)
@@ -279,7 +280,7 @@ class ExecVerbs:
              stderr: Optional[Sink] = None, env: Optional[dict] = None, cwd: Optional[str] = None,
              user: Optional[str] = None, timeout: Union[str, float, None] = None, output_max: Optional[str] = None,
              tty: bool = False, rows: Optional[int] = None, cols: Optional[int] = None,
-             on_start: Optional[Callable[[Run], Any]] = None) -> ExecResult:
+             on_start: Optional[Callable[[Run], Any]] = None, labels: Optional[dict] = None) -> ExecResult:
         """Run a command in a sandbox (`den exec`) and wait for it to end.
 
         argv is a list of arguments, or a str run as a shell line
@@ -290,6 +291,7 @@ class ExecVerbs:
         command and its children when it passes (status ``timed_out``).
         output_max ("1M") bounds how much of each stream dend keeps.
         on_start is called with the run record once the command started.
+        labels tag the run; its record carries them.
 
         Returns an :class:`~den.models.ExecResult`: the final run
         (``exit_code``, ``status``) and the captured output. A command that
@@ -298,7 +300,7 @@ class ExecVerbs:
         """
         stream = self.exec_stream(sandbox, argv, stdin=stdin is not None, env=env, cwd=cwd, user=user,
                                   timeout=timeout, output_max=output_max, tty=tty, rows=rows, cols=cols,
-                                  on_start=on_start)
+                                  on_start=on_start, labels=labels)
         with stream:
             if stdin is not None:
                 stream.feed_stdin(stdin)
@@ -306,11 +308,12 @@ class ExecVerbs:
 
     def exec_detached(self, sandbox: str, argv: Argv, *, env: Optional[dict] = None, cwd: Optional[str] = None,
                       user: Optional[str] = None, timeout: Union[str, float, None] = None,
-                      output_max: Optional[str] = None) -> Run:
+                      output_max: Optional[str] = None, labels: Optional[dict] = None) -> Run:
         """Run a command in the background (`den exec -d`) and return its
         run record at once. Read its output with :meth:`logs` and its end
         with :meth:`get_run`."""
-        req = exec_request(argv, env=env, cwd=cwd, user=user, timeout=timeout, output_max=output_max, detach=True)
+        req = exec_request(argv, env=env, cwd=cwd, user=user, timeout=timeout, output_max=output_max, detach=True,
+                           labels=labels)
         return from_dict(Run, self._t.call("POST", self._path(sandbox, "exec"), body=req))
 
     def runs(self, sandbox: str, limit: int = 0) -> list:

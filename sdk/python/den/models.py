@@ -357,6 +357,7 @@ class Run:
     argv: list[str] = field(default_factory=list)
     cwd: str = ""
     env_names: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
     user: str = ""
     tty: bool = False
     detached: bool = False

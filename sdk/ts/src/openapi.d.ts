@@ -2210,6 +2210,10 @@ export interface components {
             cols?: number;
             timeout?: components["schemas"]["Duration"];
             detach?: boolean;
+            /** @description tags for the run, shown in its record (at most 64; keys of 1-63 bytes, values of at most 255), e.g. E2B's process tag as tag */
+            labels?: {
+                [key: string]: string;
+            };
             /**
              * @description most of each output stream dend keeps (head and tail, the middle dropped), at least 64K; default and most: dend's --run-output-max
              * @example 1M
@@ -2227,6 +2231,10 @@ export interface components {
             argv: string[];
             cwd?: string;
             env_names?: string[];
+            /** @description the labels the run was started with */
+            labels?: {
+                [key: string]: string;
+            };
             user?: string;
             tty?: boolean;
             detached?: boolean;
