@@ -125,7 +125,6 @@ func testIllegalTransition(t *testing.T, st sandbox.Store) {
 		to   sandbox.State
 	}{
 		{"CreatingToPaused", nil, paused},
-		{"CreatingToHibernated", nil, hibernated},
 		{"RunningToCreating", []sandbox.State{running}, creating},
 		{"StoppedToPaused", []sandbox.State{running, stopped}, paused},
 		{"StoppedToHibernated", []sandbox.State{running, stopped}, hibernated},
