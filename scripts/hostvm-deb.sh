@@ -17,9 +17,8 @@ set -uo pipefail
 # run-in-vm runs a copy of this script from the checkout's root, /root/den.
 [ -f Makefile ] || cd "$(dirname "$0")/.." || exit 1
 
-failed=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
+# ok, bad, waitfor
+. scripts/hostvm-lib.sh
 journal() { journalctl -u dend --no-pager -o short-iso | tail -80; }
 finish() {
 	if [ "$failed" -gt 0 ]; then
@@ -35,20 +34,11 @@ die() {
 	bad "$*"
 	finish
 }
-# waitfor TRIES WHAT CMD...: run CMD every second until it succeeds.
-waitfor() {
-	local n=$1 what=$2
-	shift 2
-	for _ in $(seq "$n"); do
-		"$@" >/dev/null 2>&1 && return 0
-		sleep 1
-	done
-	bad "$what (gave up after ${n}s)"
-	return 1
-}
 
+shopt -s nullglob
 debs=(dist/den_*_amd64.deb)
-[ ${#debs[@]} -eq 1 ] && [ -f "${debs[0]}" ] || die "want one dist/den_*_amd64.deb, found ${debs[*]}: run make dist first"
+shopt -u nullglob
+[ ${#debs[@]} -eq 1 ] && [ -f "${debs[0]}" ] || die "want one dist/den_*_amd64.deb, found ${#debs[@]}: run make dist first (once)"
 deb=$PWD/${debs[0]}
 # Nothing of a build from source may stand in for the package's files.
 rm -rf /usr/local/lib/den

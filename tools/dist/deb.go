@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -67,7 +68,7 @@ fi
 
 // writeDeb builds the Debian package of files at dst with nfpm, writing
 // its maintainer scripts into dir.
-func writeDeb(dst string, o options, list []file, dir string) (err error) {
+func writeDeb(dst string, o options, list []file, dir string) error {
 	scripts, err := writeScripts(dir)
 	if err != nil {
 		return err
@@ -108,23 +109,12 @@ func writeDeb(dst string, o options, list []file, dir string) (err error) {
 	if err := info.Validate(); err != nil {
 		return fmt.Errorf("checking the package's description: %w", err)
 	}
-	out, err := os.Create(dst + ".tmp")
-	if err != nil {
-		return fmt.Errorf("creating the package: %w", err)
-	}
-	defer func() {
-		out.Close()
-		if err != nil {
-			os.Remove(dst + ".tmp")
+	return writeFile(dst, func(out io.Writer) error {
+		if err := deb.Default.Package(info, out); err != nil {
+			return fmt.Errorf("building the Debian package: %w", err)
 		}
-	}()
-	if err := deb.Default.Package(info, out); err != nil {
-		return fmt.Errorf("building the Debian package: %w", err)
-	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("writing the Debian package: %w", err)
-	}
-	return os.Rename(dst+".tmp", dst)
+		return nil
+	})
 }
 
 func writeScripts(dir string) (nfpm.Scripts, error) {

@@ -20,11 +20,40 @@ import (
 // tree `make install` makes, to copy onto / (dend.env only where there
 // is none). Owners are root and times are date, so a build of one
 // commit packs the same bytes.
-func writeTarball(dst string, date time.Time, files []file) (err error) {
+func writeTarball(dst string, date time.Time, files []file) error {
 	top := strings.TrimSuffix(filepath.Base(dst), ".tar.gz")
+	return writeFile(dst, func(out io.Writer) error {
+		zw := gzip.NewWriter(out)
+		zw.ModTime = date
+		tw := tar.NewWriter(zw)
+		dirs := map[string]bool{}
+		for _, f := range files {
+			for _, d := range parents(top + f.dst) {
+				if !dirs[d] {
+					dirs[d] = true
+					hdr := &tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: date, Format: tar.FormatPAX}
+					if err := tw.WriteHeader(hdr); err != nil {
+						return fmt.Errorf("packing %s: %w", d, err)
+					}
+				}
+			}
+			if err := addFile(tw, top+f.dst, f, date); err != nil {
+				return err
+			}
+		}
+		if err := tw.Close(); err != nil {
+			return fmt.Errorf("closing the tarball: %w", err)
+		}
+		return zw.Close()
+	})
+}
+
+// writeFile writes dst whole or not at all: write fills a temporary file
+// beside it, renamed to dst once written.
+func writeFile(dst string, write func(io.Writer) error) (err error) {
 	out, err := os.Create(dst + ".tmp")
 	if err != nil {
-		return fmt.Errorf("creating the tarball: %w", err)
+		return fmt.Errorf("creating %s: %w", filepath.Base(dst), err)
 	}
 	defer func() {
 		out.Close()
@@ -32,32 +61,11 @@ func writeTarball(dst string, date time.Time, files []file) (err error) {
 			os.Remove(dst + ".tmp")
 		}
 	}()
-	zw := gzip.NewWriter(out)
-	zw.ModTime = date
-	tw := tar.NewWriter(zw)
-	dirs := map[string]bool{}
-	for _, f := range files {
-		for _, d := range parents(top + f.dst) {
-			if !dirs[d] {
-				dirs[d] = true
-				hdr := &tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: date, Format: tar.FormatPAX}
-				if err := tw.WriteHeader(hdr); err != nil {
-					return fmt.Errorf("packing %s: %w", d, err)
-				}
-			}
-		}
-		if err := addFile(tw, top+f.dst, f, date); err != nil {
-			return err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return fmt.Errorf("closing the tarball: %w", err)
-	}
-	if err := zw.Close(); err != nil {
-		return fmt.Errorf("closing the tarball: %w", err)
+	if err := write(out); err != nil {
+		return err
 	}
 	if err := out.Close(); err != nil {
-		return fmt.Errorf("closing the tarball: %w", err)
+		return fmt.Errorf("writing %s: %w", filepath.Base(dst), err)
 	}
 	return os.Rename(dst+".tmp", dst)
 }
