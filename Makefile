@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X github.com/den-dev/den/internal/version.Version=$(VERSION)
 GO_TEST_FLAGS ?=
 DEND_FLAGS ?=
 
-.PHONY: all setup build binaries run test unit integration test-hostvm bench faults fuzz vet house clean install install-files
+.PHONY: all setup build binaries run test unit integration test-hostvm bench faults fuzz vet house clean install install-files dist
 
 # Where `make install` puts things; DESTDIR stages them elsewhere.
 PREFIX ?= /usr/local
@@ -51,9 +51,11 @@ test: build
 	go vet ./...
 	go run -C tools/house . -check -dir $(CURDIR)
 	DEN_BIN=$(CURDIR)/bin go test -count=1 -timeout 45m $(GO_TEST_FLAGS) ./...
+	go test -C tools/dist -count=1 ./...
 
 unit:
 	go test -count=1 -short $$(go list ./... | grep -v /integration)
+	go test -C tools/dist -count=1 ./...
 
 integration: build
 	./scripts/test-setup.sh
@@ -136,9 +138,22 @@ install-files:
 		echo "then: systemctl daemon-reload && systemctl enable --now dend"; \
 	fi
 
+# A release in DIST (README: From a release): the static binaries, the
+# pinned runsc, the unit, completions and man pages in
+# den_VERSION_linux_amd64.tar.gz, laid out as `make install` lays them
+# out; den_VERSION_amd64.deb, made by tools/dist with nfpm, which
+# installs them under /usr; and SHA256SUMS. Files' times and the man
+# pages' dates are the commit's, so one commit builds the same release.
+DIST ?= dist
+dist: build
+	rm -f $(DIST)/den_* $(DIST)/SHA256SUMS
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null) go run -C tools/dist . \
+		-bin $(abspath $(BIN)) -repo $(CURDIR) -out $(abspath $(DIST)) -version $(VERSION)
+
 vet:
 	go vet ./...
+	go vet -C tools/dist ./...
 	go run -C tools/house . -check -dir $(CURDIR)
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -24,9 +24,8 @@ set -uo pipefail
 # run-in-vm runs a copy of this script from the checkout's root, /root/den.
 [ -f Makefile ] || cd "$(dirname "$0")/.." || exit 1
 
-failed=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
+# ok, bad, waitfor
+. scripts/hostvm-lib.sh
 journal() { journalctl -u dend --no-pager -o short-iso "$@" | tail -80; }
 die() {
 	echo "FAIL: $*"
@@ -44,17 +43,6 @@ finish() {
 	fi
 	echo "HOSTVM-SUITE: all checks passed"
 	exit 0
-}
-# waitfor TRIES WHAT CMD...: run CMD every second until it succeeds.
-waitfor() {
-	local n=$1 what=$2
-	shift 2
-	for _ in $(seq "$n"); do
-		"$@" >/dev/null 2>&1 && return 0
-		sleep 1
-	done
-	bad "$what (gave up after ${n}s)"
-	return 1
 }
 dend_up() { waitfor 600 "dend to answer" den ls; }
 metrics() { curl -fsS http://127.0.0.1:9464/metrics; }

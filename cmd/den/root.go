@@ -182,7 +182,7 @@ TCP with --host and a token from DEN_TOKEN.`,
 		a.setupCommand(), a.rebaseCommand(), a.exportCommand(), a.importCommand(),
 		a.execCommand(), a.shellCommand(), a.cpCommand(),
 		a.runsCommand(), a.logsCommand(), a.topCommand(), a.eventsCommand(),
-		a.imageCommand(), a.tokenCommand(), a.sshKeyCommand(), a.ownerCommand(), a.nodeCommand(), a.auditCommand(), a.secretCommand(), a.mcpCommand(), a.adminCommand(), a.versionCommand(), a.completionCommand(root),
+		a.imageCommand(), a.tokenCommand(), a.sshKeyCommand(), a.ownerCommand(), a.nodeCommand(), a.auditCommand(), a.secretCommand(), a.mcpCommand(), a.adminCommand(), a.versionCommand(), a.completionCommand(root), a.manCommand(root),
 	)
 	return root
 }
