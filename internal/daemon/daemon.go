@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/internal/atomicfile"
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/checkpointgc"
@@ -129,7 +130,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	}()
 	resolvConf := filepath.Join(cfg.DataDir, "resolv.conf")
-	if err := writeFileAtomic(resolvConf, network.ResolvConf(), 0o644); err != nil {
+	if err := atomicfile.Write(resolvConf, network.ResolvConf(), 0o644); err != nil {
 		return fmt.Errorf("writing the sandboxes' resolv.conf: %w", err)
 	}
 	rt, err := runsc.New(ctx, runsc.Config{
@@ -507,28 +508,6 @@ func loadToken(cfg Config) (string, error) {
 		return "", fmt.Errorf("writing token: %w", err)
 	}
 	return tok, nil
-}
-
-// writeFileAtomic replaces path with data, so a sandbox booting meanwhile
-// mounts either the old file or the new one, never half of one.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // drainer serves /v1/nodes.

@@ -18,12 +18,12 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/den-dev/den/internal/atomicfile"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
 )
@@ -156,14 +156,10 @@ func (h *Host) remember(ids []string) error {
 	if err != nil {
 		return err
 	}
-	tmp := h.cfg.File + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	if err := atomicfile.Write(h.cfg.File, b, 0o600); err != nil {
 		return fmt.Errorf("recording the sandboxes hibernated at shutdown: %w", err)
 	}
-	if err := os.Rename(tmp, h.cfg.File); err != nil {
-		return fmt.Errorf("recording the sandboxes hibernated at shutdown: %w", err)
-	}
-	return syncDir(filepath.Dir(h.cfg.File))
+	return nil
 }
 
 // read returns File's record; an empty one when there is none.
@@ -223,13 +219,4 @@ var errSkip = errors.New("not to wake")
 
 func wakeOnBoot(sb *sandbox.Sandbox) bool {
 	return sb.Policy.WakeOnBoot != nil && *sb.Policy.WakeOnBoot
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

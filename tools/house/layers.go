@@ -31,6 +31,7 @@ var layers = map[string]layer{
 	"client":                         base,
 	"internal/errdefs":               base,
 	"internal/fspath":                base,
+	"internal/atomicfile":            base,
 	"internal/keyfile":               base,
 	"internal/version":               base,
 	"internal/testproc":              base,
