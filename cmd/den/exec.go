@@ -26,7 +26,7 @@ const (
 
 type execFlags struct {
 	detach, stdin, tty bool
-	env                []string
+	env, labels        []string
 	workdir, user      string
 	timeout            time.Duration
 	outputMax          string
@@ -48,7 +48,8 @@ Every run is recorded: see it later with den runs and den logs.`,
   den exec web -w /srv -e DEBUG=1 -- python3 app.py
   echo 'print(6*7)' | den exec -i web -- python3
   den exec -d web -- sh -c 'make > build.log'
-  den exec web --timeout 30s -- ./flaky-test`,
+  den exec web --timeout 30s -- ./flaky-test
+  den exec -d web --label job=nightly -- ./build.sh`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if dash := cmd.ArgsLenAtDash(); dash > 1 {
 				return usagef("write den's flags before -- and the command after it: den exec NAME [flags] -- CMD",
@@ -61,9 +62,14 @@ Every run is recorded: see it later with den runs and den logs.`,
 			if err != nil {
 				return err
 			}
+			labels, err := parseKeyValues("--label", fl.labels, nil)
+			if err != nil {
+				return err
+			}
 			req := api.ExecRequest{
 				Argv:    args[1:],
 				Env:     env,
+				Labels:  labels,
 				Cwd:     fl.workdir,
 				User:    fl.user,
 				TTY:     fl.tty,
@@ -86,6 +92,7 @@ Every run is recorded: see it later with den runs and den logs.`,
 	f.BoolVarP(&fl.stdin, "interactive", "i", false, "send den's stdin to the command")
 	f.BoolVarP(&fl.tty, "tty", "t", false, "give the command a terminal")
 	f.StringArrayVarP(&fl.env, "env", "e", nil, "environment variable K=V (K alone takes it from here); repeatable")
+	f.StringArrayVar(&fl.labels, "label", nil, "label the run K=V, shown by den runs; repeatable")
 	f.StringVarP(&fl.workdir, "workdir", "w", "", "working directory inside the sandbox (absolute)")
 	f.StringVarP(&fl.user, "user", "u", "", "user to run as: name, uid or uid:gid (default root)")
 	f.DurationVar(&fl.timeout, "timeout", 0, "kill the command and its children after this long, e.g. 30s (default none)")

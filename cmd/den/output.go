@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,7 +172,13 @@ func renderSandboxes(w io.Writer, sbs []api.Sandbox, now time.Time) error {
 const maxCommandWidth = 60
 
 func renderRuns(w io.Writer, runs []api.Run, now time.Time, trunc bool) error {
-	t := newTable(w, "RUN", "STATUS", "EXIT", "STARTED", "DURATION", "COMMAND")
+	labeled := slices.ContainsFunc(runs, func(r api.Run) bool { return len(r.Labels) > 0 })
+	header := []string{"RUN", "STATUS", "EXIT", "STARTED", "DURATION", "COMMAND"}
+	if labeled {
+		// Before COMMAND, which is the widest and may be cut.
+		header = slices.Insert(header, 5, "LABELS")
+	}
+	t := newTable(w, header...)
 	for _, r := range runs {
 		end := now
 		if r.EndedAt != nil {
@@ -181,9 +188,25 @@ func renderRuns(w io.Writer, runs []api.Run, now time.Time, trunc bool) error {
 		if trunc && len(cmd) > maxCommandWidth {
 			cmd = cmd[:maxCommandWidth-3] + "..."
 		}
-		t.row(r.ID, r.Status, runExit(r), ago(r.StartedAt, now), shortDuration(end.Sub(r.StartedAt)), cmd)
+		cells := []string{r.ID, r.Status, runExit(r), ago(r.StartedAt, now), shortDuration(end.Sub(r.StartedAt)), cmd}
+		if labeled {
+			cells = slices.Insert(cells, 5, labelList(r.Labels))
+		}
+		t.row(cells...)
 	}
 	return t.flush()
+}
+
+// labelList is a LABELS cell: K=V pairs by key, comma-separated, or "-".
+func labelList(labels map[string]string) string {
+	if len(labels) == 0 {
+		return "-"
+	}
+	pairs := make([]string, 0, len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		pairs = append(pairs, k+"="+labels[k])
+	}
+	return strings.Join(pairs, ",")
 }
 
 // runExit is the EXIT column: the code, the signal, or "-" while running.

@@ -66,6 +66,21 @@ func TestRenderRuns(t *testing.T) {
 	if got := buf.String(); got != want {
 		t.Errorf("table:\n%s\nwant:\n%s", got, want)
 	}
+
+	// A run with labels brings the LABELS column, keys in order.
+	runs[1].Labels = map[string]string{"tag": "web", "job": "nightly"}
+	buf.Reset()
+	if err := renderRuns(&buf, runs[:3], now, true); err != nil {
+		t.Fatal(err)
+	}
+	want = "" +
+		"RUN   STATUS    EXIT      STARTED              DURATION   LABELS                COMMAND\n" +
+		"r3    running   -         5 seconds ago        5s         -                     sleep 100\n" +
+		"r2    killed    SIGKILL   About a minute ago   1.5s       job=nightly,tag=web   sh -c 'echo '\\''hi there'\\'' && sleep 10'\n" +
+		"r1    exited    0         10 seconds ago       12ms       -                     true\n"
+	if got := buf.String(); got != want {
+		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
 }
 
 func TestRenderImages(t *testing.T) {

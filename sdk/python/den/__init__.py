@@ -15,6 +15,7 @@ the API underneath.
 import logging as _logging
 
 from .client import DEFAULT_SOCKET, Client
+from ._archive import Export
 from ._events import EventStream
 from ._exec import ExecStream
 from ._stream import BodyReader, LogReader
@@ -40,6 +41,7 @@ from .models import (
     ExposedPort,
     FileInfo,
     Health,
+    Import,
     NetworkPolicy,
     NextAction,
     Owner,
@@ -72,7 +74,7 @@ __version__ = "0.1.0"
 _logging.getLogger("den").addHandler(_logging.NullHandler())
 
 __all__ = [
-    "Client", "DEFAULT_SOCKET", "EventStream", "ExecStream", "BodyReader", "LogReader",
+    "Client", "DEFAULT_SOCKET", "EventStream", "Export", "Import", "ExecStream", "BodyReader", "LogReader",
     "DenError", "Invalid", "Unauthorized", "Forbidden", "QuotaExceeded", "NotFound", "Conflict", "TooLarge",
     "Unavailable", "Internal", "OutcomeUnknown", "FollowError",
     "Checkpoint", "DiskHealth", "Event", "ExecResult", "ExposedPort", "FileInfo", "Health", "NetworkPolicy",

@@ -34,7 +34,7 @@ _PASSING = (
     "read_archive", "write_archive",
     "checkpoints", "get_checkpoint", "remove_checkpoint", "fork",
     "unexpose_port", "port_url", "revoke_port_urls",
-    "add_peer", "peers", "refresh_peer", "remove_peer",
+    "add_peer", "peers", "refresh_peer", "remove_peer", "export",
 )
 
 

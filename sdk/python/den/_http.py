@@ -233,17 +233,17 @@ class Transport(Reconnect):
         return resp
 
     def send(self, method: str, path: str, *, query: Optional[dict] = None, body: Any = None,
-             content_type: Optional[str] = None) -> Response:
+             content_type: Optional[str] = None, headers: Optional[dict] = None) -> Response:
         """Perform a request and return its answer when its status is 2xx
         (the caller reads it and calls :meth:`release`); other statuses
         raise the :class:`~den.errors.DenError` of dend's error body.
 
         body is bytes (sent again as it is if the connection drops) or a
         stream: a binary file object or an iterable of bytes, sent chunked
-        as it is read.
+        as it is read. headers are added to the request's own.
         """
         target = self.url(path, query)
-        headers = self.headers()
+        headers = {**self.headers(), **(headers or {})}
         if content_type:
             headers["Content-Type"] = content_type
         key = None

@@ -22,6 +22,7 @@ import secrets as _secrets
 from typing import Any, Callable, Iterator, Optional, Union
 
 from . import errors
+from ._archive import ArchiveVerbs
 from ._bound import install as _install_bound
 from ._events import EventStream
 from ._exec import ExecVerbs
@@ -65,7 +66,7 @@ def _grant(g: Union[SecretGrant, dict, str]) -> dict:
     return to_wire(g)
 
 
-class Client(ExecVerbs, FileVerbs):
+class Client(ExecVerbs, FileVerbs, ArchiveVerbs):
     """Calls dend. Safe for use from several threads.
 
     Args:

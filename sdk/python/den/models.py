@@ -38,6 +38,7 @@ __all__ = [
     "StreamEvent",
     "SetupStep",
     "Rebase",
+    "Import",
     "Peer",
     "WarmPool",
     "SSHKey",
@@ -298,6 +299,25 @@ class Rebase:
     kept: list[str] = field(default_factory=list)
     steps: list[SetupStep] = field(default_factory=list)
     duration_ms: int = 0
+
+
+@dataclass
+class Import:
+    """What an import made: the sandbox (hibernated with its processes when
+    ``memory``, else stopped with its files), its name where it was
+    exported, the secrets it is granted by name, its image, and
+    ``image_note`` when this dend lacks that image (its files are whole,
+    but a rebase needs the image)."""
+
+    __schema__ = "Import"
+    sandbox: Optional[Sandbox] = None
+    from_: str = field(default="", metadata={"json": "from"})
+    memory: bool = False
+    secrets: list[str] = field(default_factory=list)
+    image: str = ""
+    image_digest: str = ""
+    image_note: str = ""
+    exported_at: Optional[datetime.datetime] = None
 
 
 @dataclass

@@ -21,7 +21,7 @@ import { Transport, type TransportOptions } from "./transport.js";
 import type {
   AddPeerRequest, Checkpoint, CreateSandboxRequest, Event, ExecRequest, FileInfo, Health, Image, LimitsRequest, WarmPool,
   MkdirRequest, NetworkPolicy, Peer, Policy, PortURL, Process, Rebase, RefreshPeerRequest, RequestStatus, Run, Sandbox,
-  SecretGrant, SetupRequest, SSHKey,
+  SecretGrant, SetupRequest, SSHKey, Import,
 } from "./types.js";
 
 export * from "./errors.js";
@@ -29,6 +29,20 @@ export type * from "./types.js";
 export type { ExecIO, ExecResult } from "./exec.js";
 export { EventStream, type EventsOptions } from "./events.js";
 export type { TransportOptions as ClientOptions } from "./transport.js";
+
+/** An agent's archive as exportSandbox downloads it. */
+export interface Export {
+  /** The sealed bytes, streamed: nothing in them can be read, changed or imported without key. */
+  archive: Readable;
+  /** The key it is sealed with: the one given, or the fresh one dend made. importSandbox needs it. */
+  key: string;
+  /** True when it holds the processes, not only the files. */
+  memory: boolean;
+  /** The secrets it needs on the dend it goes to, by name. */
+  secrets: string[];
+}
+
+const archiveKey = "Den-Archive-Key";
 
 const sb = (name: string, ...rest: string[]) =>
   ["/v1/sandboxes", encodeURIComponent(name), ...rest.map(encodeURIComponent)].join("/");
@@ -154,6 +168,50 @@ export class Client {
   /** Changes the setup steps and kept paths a rebase uses; a list left out stays, an empty one is cleared. Nothing runs now. */
   setSetup(name: string, req: SetupRequest): Promise<Sandbox> {
     return this.t.json("PUT", sb(name, "setup"), { json: req });
+  }
+
+  // Export and import: an agent that moves between dens.
+
+  /**
+   * Writes a sandbox's record and newest checkpoint as a sealed archive
+   * (`den export`): its files and, unless fs_only, its memory and
+   * processes. A running or paused sandbox is checkpointed first. key
+   * seals it (64 hex digits; default: a fresh one, in the answer). The
+   * memory of a sandbox ever granted secrets is a conflict: export it
+   * fs_only. Read the archive to its end, e.g. with
+   * `pipeline(x.archive, createWriteStream("agent.den"))`.
+   */
+  async exportSandbox(name: string, opts: { fs_only?: boolean; key?: string; signal?: AbortSignal } = {}): Promise<Export> {
+    const res = await this.t.send("POST", sb(name, "export"), {
+      query: { fs_only: opts.fs_only || undefined },
+      headers: opts.key ? { [archiveKey]: opts.key } : undefined,
+      signal: opts.signal,
+    });
+    const { Readable } = await import("node:stream");
+    return {
+      archive: Readable.fromWeb(res.body as never),
+      key: res.headers.get(archiveKey) || opts.key || "",
+      memory: res.headers.get("Den-Archive-Memory") === "true",
+      secrets: (res.headers.get("Den-Archive-Secrets") ?? "").split(",").filter((s) => s),
+    };
+  }
+  /**
+   * Makes a sandbox of the caller from an archive exportSandbox wrote
+   * (`den import`): bytes or a stream (`createReadStream("agent.den")`),
+   * sent as it is read, with the key it was sealed with; opts.name is its
+   * name here (default: its name in the archive). One exported with
+   * memory comes back hibernated and wakes with its processes on first
+   * use; one with files only, stopped. The wrong key or a damaged archive
+   * is invalid, a secret not set here a conflict naming it: either leaves
+   * nothing.
+   */
+  importSandbox(archive: Uint8Array | AsyncIterable<Uint8Array>, key: string, opts: { name?: string } = {}): Promise<Import> {
+    return this.t.json("POST", "/v1/sandboxes/import", {
+      query: { name: opts.name },
+      headers: { [archiveKey]: key },
+      body: archive,
+      contentType: "application/vnd.den.agent",
+    });
   }
 
   // Peers: read-only views of other sandboxes' files.

@@ -882,6 +882,68 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{name}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Write a sandbox's record and newest checkpoint as a sealed archive
+         * @description A POST because it may take a checkpoint: a running or paused
+         *     sandbox is checkpointed first (files only with fs_only, else with
+         *     memory, refused with 409 naming the processes that hold secrets,
+         *     as a checkpoint is); a hibernated one exports the checkpoint it
+         *     sleeps in; a stopped one, a files-only checkpoint of its files.
+         *     The archive holds the record (image by digest, limits, env,
+         *     network and idle policy, setup steps, kept paths, labels, the
+         *     names of its secrets, never their values) and the checkpoint's
+         *     files and memory image, encrypted and authenticated as one stream
+         *     under the key. The memory of a sandbox ever granted secrets is
+         *     not exported (409; use fs_only). A failure once the bytes have
+         *     begun cuts the response short, which an import refuses.
+         */
+        post: operations["exportSandbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a sandbox of the caller from an archive an export wrote
+         * @description The body is the archive, streamed (at most 256 GiB). Its record is
+         *     checked as a create is (name, limits and quota, network within
+         *     the caller's grants, setup steps, labels); every secret it is
+         *     granted must be set on this dend, or 409 names those that are not.
+         *     One exported with memory becomes a hibernated sandbox that wakes
+         *     with its processes on first use; one exported with files only, a
+         *     stopped sandbox. A damaged, cut or altered archive, or the wrong
+         *     key, is refused (400) and leaves nothing: no record, volume or
+         *     memory image.
+         */
+        post: operations["importSandbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{name}/restore": {
         parameters: {
             query?: never;
@@ -2676,6 +2738,21 @@ export interface components {
         RebaseRequest: {
             /** @description IMAGE or IMAGE@VERSION; absent, the sandbox's own image; no version, the newest */
             image?: string;
+        };
+        Import: {
+            sandbox: components["schemas"]["Sandbox"];
+            /** @description its name where it was exported */
+            from: string;
+            /** @description true: hibernated, it wakes with its processes on first use; false: stopped, it boots on start */
+            memory: boolean;
+            /** @description the secrets it is granted, by name */
+            secrets?: string[];
+            image: string;
+            image_digest?: string;
+            /** @description set when this dend lacks its image: its files are whole, but a rebase needs the image */
+            image_note?: string;
+            /** Format: date-time */
+            exported_at: string;
         };
         Rebase: {
             sandbox: components["schemas"]["Sandbox"];
@@ -4669,6 +4746,95 @@ export interface operations {
             };
             400: components["responses"]["Invalid"];
             404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    exportSandbox: {
+        parameters: {
+            query?: {
+                /** @description its files only, without its memory and processes */
+                fs_only?: boolean;
+            };
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description the key to seal the archive with, 64 hex digits; without it dend makes a fresh one and answers it in this header */
+                "Den-Archive-Key"?: string;
+            };
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the sealed archive */
+            200: {
+                headers: {
+                    /** @description the fresh key it is sealed with, when the request gave none */
+                    "Den-Archive-Key"?: string;
+                    /** @description true when it holds the processes */
+                    "Den-Archive-Memory"?: string;
+                    /** @description the secrets it needs, by name, comma-separated */
+                    "Den-Archive-Secrets"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/vnd.den.agent": string;
+                };
+            };
+            400: components["responses"]["Invalid"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    importSandbox: {
+        parameters: {
+            query?: {
+                /** @description the sandbox's name here (default: its name in the archive) */
+                name?: string;
+            };
+            header: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description the key the archive was sealed with, 64 hex digits */
+                "Den-Archive-Key": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/vnd.den.agent": string;
+            };
+        };
+        responses: {
+            /** @description the sandbox made */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Import"];
+                };
+            };
+            400: components["responses"]["Invalid"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
             500: components["responses"]["Internal"];

@@ -23,6 +23,8 @@ export interface RequestOptions {
   /** A raw body; a stream cannot be sent again after a dropped connection. */
   body?: Uint8Array | string | AsyncIterable<Uint8Array>;
   contentType?: string;
+  /** Headers of the request's own, besides den's. */
+  headers?: Record<string, string>;
   signal?: AbortSignal;
 }
 
@@ -88,7 +90,7 @@ export class Transport {
   }
 
   private once(method: string, path: string, opts: RequestOptions, key: string): Promise<Response> {
-    const extra: Record<string, string> = {};
+    const extra: Record<string, string> = { ...opts.headers };
     let body: RequestOptions["body"] | undefined = opts.body;
     if (opts.json !== undefined) {
       body = JSON.stringify(opts.json);

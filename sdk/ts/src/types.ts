@@ -30,3 +30,4 @@ export type Peer = S["Peer"];
 export type AddPeerRequest = S["AddPeerRequest"];
 export type RefreshPeerRequest = S["RefreshPeerRequest"];
 export type SSHKey = S["SSHKey"];
+export type Import = S["Import"];

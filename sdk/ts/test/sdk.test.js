@@ -3,6 +3,10 @@
 // starts dend and runs these with `npm test`.
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
+import { createReadStream, createWriteStream, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pipeline } from "node:stream/promises";
 import { after, before, describe, test } from "node:test";
 
 import { Client, DenError, isInvalid, isNotFound } from "../dist/index.js";
@@ -225,6 +229,52 @@ describe("den TypeScript SDK", () => {
       await assert.rejects(den.setSetup(n, { keep: ["relative/path"] }), (e) => isInvalid(e));
     } finally {
       await den.removeSandbox(n, { force: true }).catch(() => {});
+    }
+  });
+
+  test("export and import: the archive makes the agent again under a new name", { timeout: 120_000 }, async () => {
+    const copy = `${name}-imported`;
+    const dir = mkdtempSync(join(tmpdir(), "den-ts-export-"));
+    try {
+      await sh(name, "mkdir -p /work && echo travels > /work/note");
+      const x = await den.exportSandbox(name);
+      assert.match(x.key, /^[0-9a-f]{64}$/);
+      assert.equal(x.memory, true);
+      assert.deepEqual(x.secrets, []);
+      const file = join(dir, "agent.den");
+      await pipeline(x.archive, createWriteStream(file));
+      const sealed = readFileSync(file);
+      assert.ok(sealed.length > 0 && !sealed.includes("travels"), "the archive is sealed");
+
+      await assert.rejects(den.importSandbox(createReadStream(file), randomBytes(32).toString("hex"), { name: copy }),
+        (e) => isInvalid(e) && e.status === 400);
+      await assert.rejects(den.importSandbox(sealed.subarray(0, sealed.length >> 1), x.key, { name: copy }), (e) => isInvalid(e));
+      await assert.rejects(den.getSandbox(copy), (e) => isNotFound(e), "a refused import leaves nothing");
+
+      const res = await den.importSandbox(createReadStream(file), x.key, { name: copy });
+      assert.equal(res.from, name);
+      assert.equal(res.memory, true);
+      assert.equal(res.sandbox.name, copy);
+      assert.equal(res.sandbox.state, "hibernated");
+      assert.equal((await sh(copy, "cat /work/note")).stdout, "travels\n");
+
+      const key = randomBytes(32).toString("hex");
+      const fsOnly = await den.exportSandbox(name, { fs_only: true, key });
+      assert.equal(fsOnly.key, key);
+      assert.equal(fsOnly.memory, false);
+      const parts = [];
+      for await (const p of fsOnly.archive) parts.push(p);
+      await den.removeSandbox(copy, { force: true });
+      const again = await den.importSandbox(Buffer.concat(parts), key, { name: copy });
+      assert.equal(again.memory, false);
+      assert.equal(again.sandbox.state, "stopped");
+      await den.startSandbox(copy);
+      assert.equal((await sh(copy, "cat /work/note")).stdout, "travels\n");
+
+      await assert.rejects(den.exportSandbox("no-such"), (e) => isNotFound(e));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      await den.removeSandbox(copy, { force: true }).catch(() => {});
     }
   });
 
