@@ -110,22 +110,13 @@ type Images struct {
 	Images []Image `json:"images"`
 }
 
-// Quota is an owner's limits or use; 0 in a limit is none.
-type Quota struct {
-	Sandboxes   int     `json:"sandboxes"`
-	MemoryBytes int64   `json:"memory_bytes"`
-	CPUs        float64 `json:"cpus"`
-	DiskBytes   int64   `json:"disk_bytes"`
-	Checkpoints int     `json:"checkpoints"`
-}
-
 // OwnQuota is quota_get's result.
 type OwnQuota struct {
-	Owner        string   `json:"owner" jsonschema:"your owner identity"`
-	Default      bool     `json:"default" jsonschema:"the quota is den's default: no admin set yours"`
-	Quota        Quota    `json:"quota" jsonschema:"the most you may hold; 0: no limit"`
-	Use          Quota    `json:"use" jsonschema:"what you hold now"`
-	AllowPrivate []string `json:"allow_private" jsonschema:"private ranges your network rules may name beyond den's own"`
+	Owner        string    `json:"owner" jsonschema:"your owner identity"`
+	Default      bool      `json:"default" jsonschema:"the quota is den's default: no admin set yours"`
+	Quota        api.Quota `json:"quota" jsonschema:"the most you may hold; 0: no limit"`
+	Use          api.Quota `json:"use" jsonschema:"what you hold now"`
+	AllowPrivate []string  `json:"allow_private" jsonschema:"private ranges your network rules may name beyond den's own"`
 }
 
 const (
@@ -224,7 +215,7 @@ func (s *server) observeTools(srv *mcp.Server) {
 		if allow == nil {
 			allow = []string{}
 		}
-		return OwnQuota{Owner: o.ID, Default: o.Default, Quota: quotaOf(o.Quota), Use: quotaOf(o.Use), AllowPrivate: allow}, nil
+		return OwnQuota{Owner: o.ID, Default: o.Default, Quota: o.Quota, Use: o.Use, AllowPrivate: allow}, nil
 	})
 }
 
@@ -272,8 +263,4 @@ func imageOf(img *api.Image) Image {
 			SizeBytes: o.SizeBytes, CreatedAt: o.CreatedAt})
 	}
 	return out
-}
-
-func quotaOf(q api.Quota) Quota {
-	return Quota{Sandboxes: q.Sandboxes, MemoryBytes: q.MemoryBytes, CPUs: q.CPUs, DiskBytes: q.DiskBytes, Checkpoints: q.Checkpoints}
 }

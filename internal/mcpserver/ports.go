@@ -74,13 +74,14 @@ func (s *server) portTools(srv *mcp.Server) {
 		if err != nil {
 			return Exposed{}, err
 		}
-		if in.ExpiresMinutes < 0 {
-			return Exposed{}, invalid("expires_minutes is %d: give a positive number, or leave it out", in.ExpiresMinutes)
+		expires, err := linkExpiry(in.ExpiresMinutes)
+		if err != nil {
+			return Exposed{}, err
 		}
 		if _, err := c.ExposePort(ctx, in.Name, port, in.Public); err != nil {
 			return Exposed{}, err
 		}
-		l, err := signLink(ctx, c, in.Name, port, in.ExpiresMinutes)
+		l, err := signLink(ctx, c, in.Name, port, expires)
 		if err != nil {
 			return Exposed{}, err
 		}
@@ -102,10 +103,11 @@ func (s *server) portTools(srv *mcp.Server) {
 		if err != nil {
 			return Link{}, err
 		}
-		if in.ExpiresMinutes < 0 {
-			return Link{}, invalid("expires_minutes is %d: give a positive number, or leave it out", in.ExpiresMinutes)
+		expires, err := linkExpiry(in.ExpiresMinutes)
+		if err != nil {
+			return Link{}, err
 		}
-		return signLink(ctx, c, in.Name, port, in.ExpiresMinutes)
+		return signLink(ctx, c, in.Name, port, expires)
 	})
 
 	add(s, srv, &mcp.Tool{
@@ -150,13 +152,20 @@ func portArg(p int) (uint16, error) {
 	return uint16(p), nil
 }
 
-// signLink asks den for a link to an exposed port that works for
-// minutes (0: an hour).
-func signLink(ctx context.Context, c *client.Client, name string, port uint16, minutes int) (Link, error) {
-	expires := time.Duration(minutes) * time.Minute
-	if expires == 0 {
-		expires = time.Hour
+// linkExpiry is how long a link asked for with expires_minutes works
+// (0: an hour).
+func linkExpiry(minutes int) (time.Duration, error) {
+	switch {
+	case minutes < 0:
+		return 0, invalid("expires_minutes is %d: give a positive number, or leave it out", minutes)
+	case minutes == 0:
+		return time.Hour, nil
 	}
+	return time.Duration(minutes) * time.Minute, nil
+}
+
+// signLink asks den for a link to an exposed port that works for expires.
+func signLink(ctx context.Context, c *client.Client, name string, port uint16, expires time.Duration) (Link, error) {
 	u, err := c.PortURL(ctx, name, port, expires)
 	if err != nil {
 		return Link{}, err
