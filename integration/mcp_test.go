@@ -102,7 +102,7 @@ func TestMCPHTTP(t *testing.T) {
 	}
 	for _, tool := range []string{"sandbox_get", "sandbox_remove", "sandbox_pause", "sandbox_stop",
 		"network_get", "limits_get", "idle_policy_get", "peer_list", "checkpoint_list", "run_list", "sandbox_events",
-		"sandbox_rebase", "sandbox_setup"} {
+		"sandbox_rebase", "sandbox_setup", "sandbox_recover", "sandbox_metrics", "process_list", "sandbox_history"} {
 		res := callTool(t, ctx, asAlice, tool, map[string]any{"name": "bobs"})
 		if !res.IsError || !strings.Contains(toolText(res), "not found") {
 			t.Errorf("alice's %s of bob's sandbox: %s", tool, toolText(res))
@@ -114,6 +114,13 @@ func TestMCPHTTP(t *testing.T) {
 		"idle_policy_set":   {"name": "bobs", "stop_after": "1m"},
 		"checkpoint_delete": {"name": "bobs", "checkpoint": "x"},
 		"peer_add":          {"name": "bobs", "other": "bobs", "restart": true},
+		"file_stat":         {"name": "bobs", "path": "/root"},
+		"file_mkdir":        {"name": "bobs", "path": "/root/x"},
+		"file_move":         {"name": "bobs", "from": "/root", "to": "/x"},
+		"file_remove":       {"name": "bobs", "path": "/root", "recursive": true},
+		"run_stdin":         {"name": "bobs", "run_id": "x", "close": true},
+		"port_link":         {"name": "bobs", "port": 8080},
+		"port_links_revoke": {"name": "bobs", "port": 8080},
 	} {
 		res := callTool(t, ctx, asAlice, tool, args)
 		if !res.IsError || !strings.Contains(toolText(res), "not found") {
@@ -136,15 +143,48 @@ func TestMCPHTTP(t *testing.T) {
 		t.Errorf("bob's viewer's network_get: %s", toolText(res))
 	}
 	for tool, args := range map[string]map[string]any{
-		"network_set":     {"name": "bobs", "mode": "open"},
-		"limits_set":      {"name": "bobs", "memory": "512M"},
-		"idle_policy_set": {"name": "bobs", "stop_after": "1m"},
-		"sandbox_stop":    {"name": "bobs"},
+		"network_set":       {"name": "bobs", "mode": "open"},
+		"limits_set":        {"name": "bobs", "memory": "512M"},
+		"idle_policy_set":   {"name": "bobs", "stop_after": "1m"},
+		"sandbox_stop":      {"name": "bobs"},
+		"sandbox_recover":   {"name": "bobs"},
+		"file_mkdir":        {"name": "bobs", "path": "/root/x"},
+		"file_move":         {"name": "bobs", "from": "/root", "to": "/x"},
+		"file_remove":       {"name": "bobs", "path": "/root", "recursive": true},
+		"run_stdin":         {"name": "bobs", "run_id": "x", "close": true},
+		"port_links_revoke": {"name": "bobs", "port": 8080},
 	} {
 		res := callTool(t, ctx, asViewer, tool, args)
 		if !res.IsError || !strings.Contains(toolText(res), "read-only") {
 			t.Errorf("bob's viewer's %s: %s", tool, toolText(res))
 		}
+	}
+	// The viewer reads through the new read-only tools, and its quota is
+	// bob's.
+	for tool, args := range map[string]map[string]any{
+		"file_stat":       {"name": "bobs", "path": "/root"},
+		"process_list":    {"name": "bobs"},
+		"sandbox_history": {"name": "bobs"},
+		"sandbox_metrics": {"name": "bobs"},
+		"image_list":      {},
+		"quota_get":       {},
+	} {
+		if res := callTool(t, ctx, asViewer, tool, args); res.IsError {
+			t.Errorf("bob's viewer's %s: %s", tool, toolText(res))
+		}
+	}
+	var quota struct {
+		Use struct {
+			Sandboxes   int   `json:"sandboxes"`
+			MemoryBytes int64 `json:"memory_bytes"`
+		} `json:"use"`
+	}
+	res = callTool(t, ctx, asViewer, "quota_get", map[string]any{})
+	if err := json.Unmarshal([]byte(toolText(res)), &quota); err != nil || quota.Use.Sandboxes != 1 || quota.Use.MemoryBytes != 256<<20 {
+		t.Errorf("bob's viewer's quota_get: %s", toolText(res))
+	}
+	if out, _, code := d.sh("bobs", "ls -d /root"); code != 0 {
+		t.Errorf("bob's /root after the attempts: %s", out)
 	}
 	sb, err := d.c.GetSandbox(ctx, "bobs")
 	if err != nil || sb.State != "running" || sb.Network.Mode != "none" || sb.MemoryBytes != 256<<20 || *sb.Policy.StopAfter == "1m" {
@@ -202,7 +242,7 @@ func TestMCPInspector(t *testing.T) {
 	var tools struct {
 		Tools []struct{ Name string } `json:"tools"`
 	}
-	if err := json.Unmarshal([]byte(inspect("--method", "tools/list")), &tools); err != nil || len(tools.Tools) != 36 {
+	if err := json.Unmarshal([]byte(inspect("--method", "tools/list")), &tools); err != nil || len(tools.Tools) != 50 {
 		t.Fatalf("tools/list: %d tools, %v", len(tools.Tools), err)
 	}
 	got := inspect("--method", "tools/call", "--tool-name", "sandbox_get", "--tool-arg", "name=seen")

@@ -70,24 +70,36 @@ for (const t of [
   "network_get", "network_set", "limits_get", "limits_set", "idle_policy_get", "idle_policy_set",
   "peer_list", "peer_add", "peer_refresh", "peer_remove",
   "checkpoint_list", "checkpoint_delete", "run_list", "sandbox_events", "sandbox_setup", "sandbox_rebase",
+  "sandbox_recover", "sandbox_metrics", "process_list", "run_stdin", "file_stat", "file_mkdir", "file_move", "file_remove",
+  "port_link", "port_links_revoke", "image_list", "image_get", "quota_get", "sandbox_history",
 ]) {
   assert.ok(byName[t], `no tool ${t}; have ${Object.keys(byName)}`);
   assert.ok(byName[t].description.length > 20, `${t} has no real description`);
   assert.ok(byName[t].outputSchema, `${t} has no output schema`);
   assert.equal(byName[t].inputSchema.type, "object", `${t} has no input schema`);
 }
-assert.equal(tools.length, 36);
-for (const t of ["network_get", "limits_get", "idle_policy_get", "peer_list", "checkpoint_list", "run_list", "sandbox_events"]) {
+assert.equal(tools.length, 50);
+for (const t of ["network_get", "limits_get", "idle_policy_get", "peer_list", "checkpoint_list", "run_list", "sandbox_events",
+  "sandbox_metrics", "process_list", "file_stat", "image_list", "image_get", "quota_get", "sandbox_history"]) {
   assert.equal(byName[t].annotations.readOnlyHint, true, `${t} is not read-only`);
 }
 for (const t of ["network_set", "limits_set", "idle_policy_set", "peer_add", "peer_refresh", "peer_remove",
-  "checkpoint_delete", "sandbox_rebase", "sandbox_stop", "sandbox_start", "port_unexpose", "sandbox_setup"]) {
+  "checkpoint_delete", "sandbox_rebase", "sandbox_stop", "sandbox_start", "port_unexpose", "sandbox_setup",
+  "sandbox_recover", "run_stdin", "file_mkdir", "file_move", "file_remove", "port_link", "port_links_revoke"]) {
   assert.notEqual(byName[t].annotations.readOnlyHint, true, `${t} says it is read-only`);
 }
-for (const t of ["peer_remove", "checkpoint_delete", "sandbox_rebase", "sandbox_stop", "port_unexpose"]) {
+for (const t of ["peer_remove", "checkpoint_delete", "sandbox_rebase", "sandbox_stop", "port_unexpose",
+  "sandbox_recover", "file_move", "file_remove", "port_links_revoke"]) {
   assert.equal(byName[t].annotations.destructiveHint, true, `${t} is not marked destructive`);
 }
 assert.equal(byName.network_set.annotations.destructiveHint, false);
+assert.equal(byName.file_mkdir.annotations.destructiveHint, false);
+assert.equal(byName.run_stdin.annotations.destructiveHint, false);
+assert.equal(byName.sandbox_metrics.inputSchema.properties.minutes.type, "integer");
+assert.equal(byName.file_remove.inputSchema.properties.recursive.type, "boolean");
+assert.equal(byName.idle_policy_set.inputSchema.properties.wake_on_boot.type, "boolean");
+assert.deepEqual(byName.image_get.inputSchema.required, ["image"]);
+assert.ok(byName.quota_get.outputSchema.properties.use, "quota_get has no use");
 assert.equal(byName.idle_policy_set.annotations.idempotentHint, true);
 assert.equal(byName.limits_set.inputSchema.properties.pids.type, "integer");
 assert.equal(byName.sandbox_events.inputSchema.properties.wait_seconds.type, "number");
@@ -148,9 +160,30 @@ assert.equal(out.exit_code, 0);
 assert.equal(out.stdout, "done\n");
 r = await call("sandbox_exec", { name, command: "echo started; sleep 300", background: true });
 const killedID = r.run_id;
+step("processes");
+let procs = await call("process_list", { name });
+assert.ok(procs.processes.some((p) => p.command === "sleep 300" && p.rss_bytes > 0), `processes: ${JSON.stringify(procs)}`);
+assert.ok(procs.processes.every((p) => p.pid !== 1), "den-init is listed");
 out = await call("run_kill", { name, run_id: r.run_id, signal: "KILL" });
 out = await call("run_output", { name, run_id: r.run_id, wait_seconds: 10 });
 assert.equal(out.status, "killed");
+procs = await call("process_list", { name });
+assert.ok(!procs.processes.some((p) => p.command === "sleep 300"), "the killed command is still listed");
+
+step("stdin of a background run");
+r = await call("sandbox_exec", { name, argv: ["cat"], stdin: "one\n", background: true, stdin_open: true });
+const sent = await call("run_stdin", { name, run_id: r.run_id, text: "two\n" });
+assert.equal(sent.bytes, 4);
+out = await call("run_output", { name, run_id: r.run_id, wait_seconds: 1 });
+assert.equal(out.status, "running", "cat ended before its input was closed");
+await call("run_stdin", { name, run_id: r.run_id, close: true });
+out = await call("run_output", { name, run_id: r.run_id, wait_seconds: 20 });
+assert.equal(out.status, "exited");
+assert.equal(out.stdout, "one\ntwo\n");
+let msg = await refused("sandbox_exec", { name, argv: ["cat"], stdin: "x", background: true });
+assert.match(msg, /stdin_open/);
+msg = await refused("run_stdin", { name, run_id: r.run_id });
+assert.match(msg, /nothing to send/);
 
 step("files");
 let w = await call("file_write", { name, path: "/root/notes.txt", content: "first\n" });
@@ -171,8 +204,36 @@ f = await call("file_read", { name, path: "/root/notes.txt", max_bytes: 3 });
 assert.equal(f.content, "fir");
 assert.equal(f.truncated, true);
 
+step("file operations");
+let st = await call("file_stat", { name, path: "/root/notes.txt" });
+assert.equal(st.type, "file");
+assert.equal(st.size, 6);
+assert.equal(st.mode, "644");
+assert.equal(st.uid, 0);
+assert.equal(st.owner, "root");
+await call("file_mkdir", { name, path: "/root/a/b", parents: true, mode: "700" });
+st = await call("file_stat", { name, path: "/root/a/b" });
+assert.equal(st.type, "dir");
+assert.equal(st.mode, "700");
+msg = await refused("file_mkdir", { name, path: "/root/x/y" });
+assert.match(msg, /x/);
+msg = await refused("file_mkdir", { name, path: "/root/z", mode: "999" });
+assert.match(msg, /octal/);
+const moved = await call("file_move", { name, from: "/root/a/b", to: "/root/c" });
+assert.equal(moved.path, "/root/c");
+assert.equal((await call("file_stat", { name, path: "/root/c" })).type, "dir");
+msg = await refused("file_stat", { name, path: "/root/a/b" });
+assert.match(msg, /not|no such/i);
+await call("file_write", { name, path: "/root/c/inside.txt", content: "in" });
+msg = await refused("file_remove", { name, path: "/root/c" });
+assert.match(msg, /empty|recursive/i);
+await call("file_remove", { name, path: "/root/c", recursive: true });
+await call("file_remove", { name, path: "/root/a" });
+const after_rm = await call("file_list", { name, path: "/root" });
+assert.ok(!after_rm.entries.some((e) => e.name === "a" || e.name === "c"), `listing: ${JSON.stringify(after_rm.entries)}`);
+
 step("bad input: tool errors with den's message and hint");
-let msg = await refused("sandbox_exec", { name: "no-such-sandbox", command: "true" });
+msg = await refused("sandbox_exec", { name: "no-such-sandbox", command: "true" });
 assert.match(msg, /no-such-sandbox/);
 assert.match(msg, /hint: /);
 msg = await refused("sandbox_exec", { name });
@@ -228,6 +289,38 @@ assert.match(port.path, /^\/v1\/sandboxes\/.+\/ports\/8080\/proxy\//);
 if (env.MODE === "http") {
   assert.ok(port.url.startsWith(new URL(env.MCP_URL).origin), `url ${port.url}`);
 }
+await call("file_mkdir", { name, path: "/www" });
+await call("file_write", { name, path: "/www/index.html", content: "served\n" });
+await call("sandbox_exec", { name, argv: ["busybox", "httpd", "-f", "-p", "8080", "-h", "/www"], background: true });
+const base = env.MODE === "http" ? new URL(env.MCP_URL).origin : env.DEN_HOST;
+const get = async (link) => {
+  const res = await fetch(link.url || base + link.path, { redirect: "follow" });
+  return { status: res.status, body: await res.text() };
+};
+let got;
+for (let i = 0; i < 50; i++) {
+  got = await get(port);
+  if (got.status === 200) break;
+  await new Promise((ok) => setTimeout(ok, 200));
+}
+assert.equal(got.status, 200, `the exposed port through its link: ${JSON.stringify(got)}`);
+assert.equal(got.body, "served\n");
+const link = await call("port_link", { name, port: 8080, expires_minutes: 5 });
+assert.notEqual(link.path, port.path);
+const left5 = Date.parse(link.expires) - Date.now();
+assert.ok(left5 > 3 * 60e3 && left5 <= 5 * 60e3 + 5e3, `expires ${link.expires}`);
+assert.equal((await get(link)).status, 200);
+const revoked = await call("port_links_revoke", { name, port: 8080 });
+assert.equal(revoked.revoked, true);
+for (const old of [port, link]) {
+  got = await get(old);
+  assert.ok(got.status >= 400, `a revoked link still works: ${JSON.stringify(got)}`);
+}
+await new Promise((ok) => setTimeout(ok, 1100)); // a new link's time is after the revocation's second
+const fresh = await call("port_link", { name, port: 8080 });
+assert.equal((await get(fresh)).status, 200, "a link made after the revocation does not work");
+msg = await refused("port_link", { name, port: 9090 });
+assert.match(msg, /9090|expose/);
 const unexposed = await call("port_unexpose", { name, port: 8080 });
 assert.equal(unexposed.unexposed, 8080);
 assert.deepEqual((await call("sandbox_get", { name })).ports ?? [], []);
@@ -262,10 +355,21 @@ assert.match(msg, /no limit given/);
 msg = await refused("limits_set", { name, memory: "lots" });
 assert.match(msg, /lots/);
 
+step("metrics");
+const metrics = await call("sandbox_metrics", { name, minutes: 60 });
+assert.ok(metrics.samples.length >= 1, `no samples: ${JSON.stringify(metrics)}`);
+const last = metrics.samples[metrics.samples.length - 1];
+assert.ok(last.memory_bytes > 0, `sample: ${JSON.stringify(last)}`);
+assert.ok([256, 320].map((m) => m * 1024 * 1024).includes(last.memory_limit_bytes), `sample: ${JSON.stringify(last)}`);
+msg = await refused("sandbox_metrics", { name, minutes: 61 });
+assert.match(msg, /60/);
+
 step("idle policy");
 let pol = await call("idle_policy_get", { name });
 assert.ok(pol.pause_after && pol.stop_after && pol.running_for, `policy: ${JSON.stringify(pol)}`);
-pol = await call("idle_policy_set", { name, pause_after: "10m", stop_after: "2h", keep_last: 5 });
+assert.equal(pol.wake_on_boot, false);
+pol = await call("idle_policy_set", { name, pause_after: "10m", stop_after: "2h", keep_last: 5, wake_on_boot: true });
+assert.equal(pol.wake_on_boot, true);
 assert.equal(pol.pause_after, "10m");
 assert.equal(pol.stop_after, "2h");
 assert.equal(pol.keep_last, 5);
@@ -273,6 +377,7 @@ assert.match(pol.next, /^pause at /);
 pol = await call("idle_policy_get", { name });
 assert.equal(pol.stop_after, "2h");
 assert.equal(pol.pause_after, "10m");
+assert.equal(pol.wake_on_boot, true);
 msg = await refused("idle_policy_set", { name, stop_after: "soon" });
 assert.match(msg, /soon/);
 
@@ -354,10 +459,47 @@ const waiting = call("sandbox_events", { name, after: evs.cursor, wait_seconds: 
 await call("sandbox_exec", { name, command: "true" });
 const next = await waiting;
 assert.ok(next.events.length >= 1, "waiting saw no event");
-assert.equal(next.events[0].type, "run.started");
+assert.equal(next.events[0].type, "run.started", JSON.stringify(next.events));
 assert.notEqual(next.cursor, evs.cursor);
 msg = await refused("sandbox_events", { name, limit: 5000 });
 assert.match(msg, /1000/);
+
+step("permanent history");
+const hist = await call("sandbox_history", { name, limit: 1000 });
+const htypes = hist.events.map((e) => e.type);
+for (const t of ["created", "checkpoint", "restored", "network", "limits", "policy"]) {
+  assert.ok(htypes.includes(t), `no ${t} in the history: ${htypes}`);
+}
+assert.equal(hist.events[0].type, "created");
+assert.ok(hist.events.some((e) => e.type === "hibernated" || e.to === "hibernated"), "no hibernation in the history");
+assert.ok(!htypes.includes("run.started"), "commands are in the permanent history");
+assert.equal(hist.total, hist.events.length);
+const hist2 = await call("sandbox_history", { name, limit: 2 });
+assert.deepEqual(hist2.events.map((e) => e.seq), hist.events.slice(-2).map((e) => e.seq), "limit keeps the newest");
+assert.equal(hist2.total, hist.total);
+
+step("recover refuses a sandbox not in error");
+msg = await refused("sandbox_recover", { name });
+assert.match(msg, /error|running/);
+msg = await refused("sandbox_recover", { name, mode: "later" });
+assert.match(msg, /retry, cold or rollback/);
+msg = await refused("sandbox_recover", { name, checkpoint: "before" });
+assert.match(msg, /rollback/);
+
+step("images and quota");
+const imgs = await call("image_list", {});
+const bb = imgs.images.find((i) => i.name === "busybox");
+assert.ok(bb && bb.version >= 1 && bb.size_bytes > 0, `images: ${JSON.stringify(imgs)}`);
+const img = await call("image_get", { image: "busybox" });
+assert.equal(img.name, "busybox");
+assert.equal(img.version, bb.version);
+msg = await refused("image_get", { image: "no-such-image" });
+assert.match(msg, /no-such-image/);
+const quota = await call("quota_get", {});
+assert.ok(quota.owner, "no owner");
+assert.ok(quota.use.sandboxes >= 2, `use: ${JSON.stringify(quota.use)}`);
+assert.ok(quota.use.memory_bytes >= 2 * 256 * 1024 * 1024, `use: ${JSON.stringify(quota.use)}`);
+assert.ok(quota.quota.sandboxes === 0 || quota.quota.sandboxes >= quota.use.sandboxes, `quota: ${JSON.stringify(quota.quota)}`);
 
 step("setup and rebase");
 const setup = await call("sandbox_setup", { name, steps: ["echo set up > /root/setup.txt"] });

@@ -26,6 +26,22 @@ type ExecInput struct {
 	Timeout float64           `json:"timeout_seconds,omitempty" jsonschema:"kill the command and everything it started after this many seconds (default: none for background runs, 600 otherwise)"`
 	// Background runs return at once with the run's id.
 	Background bool `json:"background,omitempty" jsonschema:"start the command and return its run id at once; read its output with run_output"`
+	StdinOpen  bool `json:"stdin_open,omitempty" jsonschema:"with background: keep its standard input open (after stdin, if given) for run_stdin to write to"`
+}
+
+// StdinInput is run_stdin's arguments.
+type StdinInput struct {
+	Name  string `json:"name" jsonschema:"the sandbox's name"`
+	RunID string `json:"run_id" jsonschema:"a run started with background and stdin_open"`
+	Text  string `json:"text,omitempty" jsonschema:"text written to its standard input as it is (add the newline a line needs)"`
+	Close bool   `json:"close,omitempty" jsonschema:"close its standard input after text: the command reads end of file"`
+}
+
+// StdinSent is run_stdin's result.
+type StdinSent struct {
+	RunID  string `json:"run_id"`
+	Bytes  int    `json:"bytes"`
+	Closed bool   `json:"closed"`
 }
 
 // RunResult is what a command did: its output's tails, and how it ended.
@@ -82,6 +98,22 @@ func (s *server) execTools(srv *mcp.Server) {
 	}, s.output)
 
 	add(s, srv, &mcp.Tool{
+		Name:  "run_stdin",
+		Title: "Write to a command's input",
+		Description: "Write text to the standard input of a command started with sandbox_exec background=true and stdin_open=true; " +
+			"with close, close it so the command reads end of file. Read what it answers with run_output.",
+		Annotations: changes(false, false),
+	}, func(ctx context.Context, c *client.Client, _ *mcp.CallToolRequest, in StdinInput) (StdinSent, error) {
+		if in.Text == "" && !in.Close {
+			return StdinSent{}, invalid("nothing to send: give text, or close=true to close its input")
+		}
+		if err := c.SendStdin(ctx, in.Name, in.RunID, strings.NewReader(in.Text), in.Close); err != nil {
+			return StdinSent{}, err
+		}
+		return StdinSent{RunID: in.RunID, Bytes: len(in.Text), Closed: in.Close}, nil
+	})
+
+	add(s, srv, &mcp.Tool{
 		Name:        "run_kill",
 		Title:       "Stop a command",
 		Description: "Send a signal (TERM by default) to a running command and everything it started.",
@@ -117,15 +149,10 @@ func (s *server) exec(ctx context.Context, c *client.Client, req *mcp.CallToolRe
 	}
 	er := api.ExecRequest{Argv: argv, Cwd: in.Cwd, Env: in.Env, User: in.User, Timeout: api.Duration(timeout)}
 	if in.Background {
-		if in.Stdin != "" {
-			return RunResult{}, invalid("stdin with background: a background command has no input; write it to a file and redirect it")
-		}
-		er.Detach = true
-		run, err := c.ExecDetached(ctx, in.Name, er)
-		if err != nil {
-			return RunResult{}, err
-		}
-		return RunResult{RunID: run.ID, Status: run.Status, Stdout: "", Stderr: ""}, nil
+		return s.background(ctx, c, in, er)
+	}
+	if in.StdinOpen {
+		return RunResult{}, invalid("stdin_open without background: a command run to its end reads only stdin; add background=true to write to it later with run_stdin")
 	}
 
 	stdout, stderr := newTail(s.opts.OutputMax), newTail(s.opts.OutputMax)
@@ -141,6 +168,25 @@ func (s *server) exec(ctx context.Context, c *client.Client, req *mcp.CallToolRe
 		return RunResult{}, err
 	}
 	return resultOf(run, stdout, stderr), nil
+}
+
+// background starts a detached run and answers its id at once, having
+// given it stdin when asked.
+func (s *server) background(ctx context.Context, c *client.Client, in ExecInput, er api.ExecRequest) (RunResult, error) {
+	if in.Stdin != "" && !in.StdinOpen {
+		return RunResult{}, invalid("stdin with background: add stdin_open=true to give it input (then run_stdin writes more), or write it to a file and redirect it")
+	}
+	er.Detach, er.Stdin = true, in.StdinOpen
+	run, err := c.ExecDetached(ctx, in.Name, er)
+	if err != nil {
+		return RunResult{}, err
+	}
+	if in.Stdin != "" {
+		if err := c.SendStdin(ctx, in.Name, run.ID, strings.NewReader(in.Stdin), false); err != nil {
+			return RunResult{}, fmt.Errorf("giving run %s its stdin: %w", run.ID, err)
+		}
+	}
+	return RunResult{RunID: run.ID, Status: run.Status, Stdout: "", Stderr: ""}, nil
 }
 
 // progress tells the client, when it asked for progress, how much output

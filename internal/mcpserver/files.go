@@ -126,13 +126,9 @@ func (s *server) fileTools(srv *mcp.Server) {
 		default:
 			return Written{}, invalid("encoding %q: give utf-8 or base64", in.Encoding)
 		}
-		var mode fs.FileMode
-		if in.Mode != "" {
-			m, err := strconv.ParseUint(in.Mode, 8, 32)
-			if err != nil || m > 0o7777 {
-				return Written{}, invalid("mode %q: give permission bits in octal, such as 644 or 755", in.Mode)
-			}
-			mode = fs.FileMode(m)
+		mode, err := octalMode(in.Mode)
+		if err != nil {
+			return Written{}, err
 		}
 		if err := c.WriteFile(ctx, in.Name, in.Path, mode, strings.NewReader(string(data))); err != nil {
 			return Written{}, err
@@ -159,4 +155,17 @@ func (s *server) fileTools(srv *mcp.Server) {
 		}
 		return out, nil
 	})
+}
+
+// octalMode is permission bits written in octal, such as 755; "" is 0,
+// den's default.
+func octalMode(s string) (fs.FileMode, error) {
+	if s == "" {
+		return 0, nil
+	}
+	m, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || m > 0o7777 {
+		return 0, invalid("mode %q: give permission bits in octal, such as 644 or 755", s)
+	}
+	return fs.FileMode(m), nil
 }

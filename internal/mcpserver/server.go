@@ -48,12 +48,14 @@ func New(connect Connect, opts Options) *mcp.Server {
 	s.sandboxTools(srv)
 	s.execTools(srv)
 	s.fileTools(srv)
+	s.fileOpTools(srv)
 	s.stateTools(srv)
 	s.portTools(srv)
 	s.settingTools(srv)
 	s.peerTools(srv)
 	s.historyTools(srv)
 	s.rebaseTools(srv)
+	s.observeTools(srv)
 	return srv
 }
 
@@ -64,9 +66,12 @@ read and write files with file_read, file_write and file_list. Long commands: pa
 background=true and read their output with run_output; run_list lists them. Sleeping
 sandboxes wake by themselves when a tool needs them. Take a checkpoint before a risky
 change and sandbox_restore it if the change goes wrong (checkpoint_list shows the tree);
-sandbox_fork copies a sandbox, running processes included. network_set, limits_set and
+sandbox_fork copies a sandbox, running processes included; sandbox_recover brings one in
+error back. network_set, limits_set and
 idle_policy_set change what a sandbox may reach, use and how long it stays awake;
-peer_add lets one sandbox read another's files; sandbox_events tells what happened.
+peer_add lets one sandbox read another's files; sandbox_events tells what happened,
+sandbox_history what happened since it was made, process_list and sandbox_metrics what
+runs and what it uses; quota_get shows what you may still create.
 Errors carry a hint saying how to correct the call.`
 
 // add registers a tool whose handler runs f on the caller's client. A

@@ -35,7 +35,7 @@ func TestToolsAreAnnotatedAndTyped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reads := map[string]bool{"run_output": true, "file_read": true, "sandbox_events": true}
+	reads := map[string]bool{"run_output": true, "file_read": true, "file_stat": true, "sandbox_events": true, "sandbox_history": true, "sandbox_metrics": true}
 	for _, tool := range res.Tools {
 		t.Run(tool.Name, func(t *testing.T) {
 			a := tool.Annotations
@@ -67,7 +67,7 @@ func TestToolsAreAnnotatedAndTyped(t *testing.T) {
 			t.Errorf("limits_set's arguments: %s", b)
 		}
 	}
-	if len(res.Tools) != 36 {
+	if len(res.Tools) != 50 {
 		t.Errorf("%d tools", len(res.Tools))
 	}
 }

@@ -60,6 +60,7 @@ type IdlePolicy struct {
 	StopAfter        string `json:"stop_after" jsonschema:"stop it after this long idle: its processes end, its files stay"`
 	TTL              string `json:"ttl" jsonschema:"remove it once it has run this long in all (paused and hibernated time not counted)"`
 	BackgroundActive bool   `json:"background_active" jsonschema:"processes still running count as use, not only calls"`
+	WakeOnBoot       bool   `json:"wake_on_boot" jsonschema:"woken as soon as den is back after a host shutdown hibernated it, not on its next use"`
 	KeepLast         int    `json:"keep_last" jsonschema:"the most manual checkpoints kept; 0: all"`
 	MaxAge           string `json:"max_age" jsonschema:"manual checkpoints older than this are removed; 0: none are"`
 	RunningFor       string `json:"running_for" jsonschema:"how long it has run in all, against the ttl"`
@@ -75,6 +76,7 @@ type IdlePolicyInput struct {
 	StopAfter        *string `json:"stop_after,omitempty" jsonschema:"a duration such as 2h; 0 never stops"`
 	TTL              *string `json:"ttl,omitempty" jsonschema:"a duration such as 24h; 0 keeps it until removed"`
 	BackgroundActive *bool   `json:"background_active,omitempty" jsonschema:"count processes still running as use"`
+	WakeOnBoot       *bool   `json:"wake_on_boot,omitempty" jsonschema:"wake it as soon as den is back after a host shutdown hibernated it"`
 	KeepLast         *int    `json:"keep_last,omitempty" jsonschema:"keep at most this many manual checkpoints; 0 keeps all"`
 	MaxAge           *string `json:"max_age,omitempty" jsonschema:"remove manual checkpoints older than this, such as 168h; 0 keeps them"`
 }
@@ -107,6 +109,7 @@ func idlePolicyOf(sb *api.Sandbox) IdlePolicy {
 		Name: sb.Name, PauseAfter: str(p.PauseAfter), HibernateAfter: str(p.HibernateAfter), StopAfter: str(p.StopAfter),
 		TTL: str(p.TTL), MaxAge: str(p.MaxAge), RunningFor: sb.RunningFor,
 		BackgroundActive: p.BackgroundActive != nil && *p.BackgroundActive,
+		WakeOnBoot:       p.WakeOnBoot != nil && *p.WakeOnBoot,
 	}
 	if p.KeepLast != nil {
 		out.KeepLast = *p.KeepLast
@@ -183,13 +186,13 @@ func (s *server) settingTools(srv *mcp.Server) {
 		Name:  "idle_policy_set",
 		Title: "Change a sandbox's idle policy",
 		Description: "Change when an idle sandbox is paused, hibernated, stopped (stop_after: its processes end, files stay) or removed (ttl), " +
-			"and how many checkpoints it keeps. What is left out keeps its value; a duration of 0 turns that step off.",
+			"whether it wakes when den is back after a host shutdown, and how many checkpoints it keeps. What is left out keeps its value; a duration of 0 turns that step off.",
 		Annotations: changes(false, true),
 	}, func(ctx context.Context, c *client.Client, _ *mcp.CallToolRequest, in IdlePolicyInput) (IdlePolicy, error) {
 		p := api.Policy{PauseAfter: in.PauseAfter, HibernateAfter: in.HibernateAfter, StopAfter: in.StopAfter, TTL: in.TTL,
-			BackgroundActive: in.BackgroundActive, KeepLast: in.KeepLast, MaxAge: in.MaxAge}
+			BackgroundActive: in.BackgroundActive, WakeOnBoot: in.WakeOnBoot, KeepLast: in.KeepLast, MaxAge: in.MaxAge}
 		if p == (api.Policy{}) {
-			return IdlePolicy{}, invalid("nothing to change: give pause_after, hibernate_after, stop_after, ttl, background_active, keep_last or max_age")
+			return IdlePolicy{}, invalid("nothing to change: give pause_after, hibernate_after, stop_after, ttl, background_active, wake_on_boot, keep_last or max_age")
 		}
 		sb, err := c.SetPolicy(ctx, in.Name, p)
 		if err != nil {

@@ -50,34 +50,11 @@ type Forked struct {
 	Sandboxes []Sandbox `json:"sandboxes"`
 }
 
-// PortInput is port_expose's arguments.
-type PortInput struct {
-	Name   string `json:"name" jsonschema:"the sandbox's name"`
-	Port   int    `json:"port" jsonschema:"the TCP port a server listens on inside the sandbox"`
-	Public bool   `json:"public,omitempty" jsonschema:"reachable by anyone who can reach den, with no token (default: only through a signed link that expires)"`
-	// ExpiresMinutes sizes the signed link of a private port.
-	ExpiresMinutes int `json:"expires_minutes,omitempty" jsonschema:"how long a private port's link works (default 60)"`
-}
-
-// UnexposeInput is port_unexpose's arguments.
-type UnexposeInput struct {
-	Name string `json:"name" jsonschema:"the sandbox's name"`
-	Port int    `json:"port" jsonschema:"the exposed port"`
-}
-
-// Unexposed is port_unexpose's result.
-type Unexposed struct {
-	Name      string `json:"name"`
-	Unexposed int    `json:"unexposed" jsonschema:"the port no longer reachable through den; its links stop working"`
-}
-
-// Exposed is port_expose's result.
-type Exposed struct {
-	Port    int       `json:"port"`
-	Public  bool      `json:"public"`
-	URL     string    `json:"url,omitempty" jsonschema:"open it in a browser or with curl"`
-	Path    string    `json:"path" jsonschema:"the URL's path under dend's own address"`
-	Expires time.Time `json:"expires,omitzero"`
+// RecoverInput is sandbox_recover's arguments.
+type RecoverInput struct {
+	Name       string `json:"name" jsonschema:"the sandbox's name; it must be in state error"`
+	Mode       string `json:"mode,omitempty" jsonschema:"retry (default): restore the checkpoint that failed again; cold: boot afresh from its files, losing its processes; rollback: restore an earlier checkpoint"`
+	Checkpoint string `json:"checkpoint,omitempty" jsonschema:"with rollback: the checkpoint to go back to (default: the newest before the one that failed)"`
 }
 
 func (s *server) stateTools(srv *mcp.Server) {
@@ -103,6 +80,28 @@ func (s *server) stateTools(srv *mcp.Server) {
 		Description: "Boot a stopped sandbox afresh from its files.",
 		Annotations: changes(false, true),
 	}, func(c *client.Client) func(context.Context, string) (*api.Sandbox, error) { return c.StartSandbox })
+
+	add(s, srv, &mcp.Tool{
+		Name:  "sandbox_recover",
+		Title: "Recover a sandbox in error",
+		Description: "Bring a sandbox in state error back to running: retry its checkpoint, boot it cold from its files (its processes are lost), " +
+			"or roll it back to an earlier checkpoint (what changed since is lost).",
+		Annotations: changes(true, false),
+	}, func(ctx context.Context, c *client.Client, _ *mcp.CallToolRequest, in RecoverInput) (Sandbox, error) {
+		switch in.Mode {
+		case "", api.RecoverRetry, api.RecoverCold, api.RecoverRollback:
+		default:
+			return Sandbox{}, invalid("mode %q: give retry, cold or rollback", in.Mode)
+		}
+		if in.Checkpoint != "" && in.Mode != api.RecoverRollback {
+			return Sandbox{}, invalid("checkpoint with mode %q: a checkpoint is only for mode rollback", in.Mode)
+		}
+		sb, err := c.Recover(ctx, in.Name, client.RecoverOptions{Mode: in.Mode, Checkpoint: in.Checkpoint})
+		if err != nil {
+			return Sandbox{}, err
+		}
+		return sandboxOf(sb), nil
+	})
 
 	add(s, srv, &mcp.Tool{
 		Name:        "checkpoint_create",
@@ -148,56 +147,6 @@ func (s *server) stateTools(srv *mcp.Server) {
 			out.Sandboxes = append(out.Sandboxes, sandboxOf(&sbs[i]))
 		}
 		return out, nil
-	})
-}
-
-// portTools serve a sandbox's ports through den, and stop serving them.
-func (s *server) portTools(srv *mcp.Server) {
-	add(s, srv, &mcp.Tool{
-		Name:        "port_expose",
-		Title:       "Expose a port",
-		Description: "Make a server listening on a port inside a sandbox reachable over HTTP through den, and return its URL.",
-		Annotations: changes(false, true),
-	}, func(ctx context.Context, c *client.Client, _ *mcp.CallToolRequest, in PortInput) (Exposed, error) {
-		if in.Port < 1 || in.Port > 65535 {
-			return Exposed{}, invalid("port %d: give a TCP port from 1 to 65535", in.Port)
-		}
-		if in.ExpiresMinutes < 0 {
-			return Exposed{}, invalid("expires_minutes is %d: give a positive number, or leave it out", in.ExpiresMinutes)
-		}
-		port := uint16(in.Port)
-		if _, err := c.ExposePort(ctx, in.Name, port, in.Public); err != nil {
-			return Exposed{}, err
-		}
-		out := Exposed{Port: in.Port, Public: in.Public}
-		expires := time.Duration(in.ExpiresMinutes) * time.Minute
-		if expires == 0 {
-			expires = time.Hour
-		}
-		u, err := c.PortURL(ctx, in.Name, port, expires)
-		if err != nil {
-			return Exposed{}, err
-		}
-		out.URL, out.Path = u.URL, u.Path
-		if !in.Public {
-			out.Expires = u.ExpiresAt
-		}
-		return out, nil
-	})
-
-	add(s, srv, &mcp.Tool{
-		Name:        "port_unexpose",
-		Title:       "Stop exposing a port",
-		Description: "Stop serving a sandbox's port through den: its URL and every link to it stop working. The server inside keeps running.",
-		Annotations: changes(true, true),
-	}, func(ctx context.Context, c *client.Client, _ *mcp.CallToolRequest, in UnexposeInput) (Unexposed, error) {
-		if in.Port < 1 || in.Port > 65535 {
-			return Unexposed{}, invalid("port %d: give a TCP port from 1 to 65535", in.Port)
-		}
-		if err := c.UnexposePort(ctx, in.Name, uint16(in.Port)); err != nil {
-			return Unexposed{}, err
-		}
-		return Unexposed{Name: in.Name, Unexposed: in.Port}, nil
 	})
 }
 
