@@ -34,7 +34,7 @@ type FileContent struct {
 // WriteInput is file_write's arguments.
 type WriteInput struct {
 	Name     string `json:"name" jsonschema:"the sandbox's name"`
-	Path     string `json:"path" jsonschema:"absolute path of the file inside the sandbox; missing directories are made"`
+	Path     string `json:"path" jsonschema:"absolute path of the file inside the sandbox; its directory must exist (file_mkdir makes one)"`
 	Content  string `json:"content"`
 	Encoding string `json:"encoding,omitempty" jsonschema:"utf-8 (default) or base64"`
 	Mode     string `json:"mode,omitempty" jsonschema:"permission bits in octal such as 755 (default 644 for a new file)"`
