@@ -50,7 +50,7 @@ test: build
 	./scripts/test-setup.sh
 	go vet ./...
 	go run -C tools/house . -check -dir $(CURDIR)
-	DEN_BIN=$(CURDIR)/bin go test -count=1 -timeout 45m $(GO_TEST_FLAGS) ./...
+	DEN_BIN=$(CURDIR)/bin go test -count=1 -timeout 60m $(GO_TEST_FLAGS) ./...
 	go test -C tools/dist -count=1 ./...
 
 unit:
@@ -59,7 +59,7 @@ unit:
 
 integration: build
 	./scripts/test-setup.sh
-	DEN_BIN=$(CURDIR)/bin go test -count=1 -timeout 45m -v ./integration/
+	DEN_BIN=$(CURDIR)/bin go test -count=1 -timeout 60m -v ./integration/
 
 # den on the host most users run, systemd and cgroup v2 (this machine has
 # cgroup v1 and no systemd): HOSTVM boots Debian 12 under qemu and runs
