@@ -75,6 +75,8 @@ if den create x >/tmp/create.log 2>&1; then
 else
 	cat /tmp/create.log
 	bad "den create x"
+	echo "--- dend's journal around the create"
+	journalctl -u dend --no-pager -o short-iso | grep -v 'Scheduled restart' | tail -60
 fi
 [ "$(den exec x -- echo hello 2>&1)" = hello ] && ok "den exec x -- echo hello" || bad "den exec x: $(den exec x -- echo hello 2>&1)"
 
@@ -88,7 +90,13 @@ else
 	bad "apt install --reinstall"
 fi
 grep -qx '# kept by the package' /etc/den/dend.env && ok "the edited dend.env is kept" || bad "the reinstall overwrote /etc/den/dend.env"
-waitfor 600 "dend to answer after the reinstall" den ls && ok "dend answers after the reinstall"
+if waitfor 600 "dend to answer after the reinstall" den ls; then
+	ok "dend answers after the reinstall"
+else
+	echo "--- dend's journal after the reinstall (first lines), and the cgroups"
+	journalctl -u dend --no-pager -o short-iso --since "-12min" | grep -v 'Scheduled restart' | head -40
+	ls -d /sys/fs/cgroup/system.slice /sys/fs/cgroup/system.slice/dend.service /sys/fs/cgroup/den 2>&1
+fi
 [ "$(den exec x -- echo again 2>&1)" = again ] && ok "sandbox x runs on after the reinstall" || bad "sandbox x after the reinstall: $(den exec x -- echo again 2>&1)"
 
 if apt-get remove -y -q den >/tmp/apt-remove.log 2>&1; then
