@@ -161,7 +161,14 @@ assert.equal(out.stdout, "done\n");
 r = await call("sandbox_exec", { name, command: "echo started; sleep 300", background: true });
 const killedID = r.run_id;
 step("processes");
-let procs = await call("process_list", { name });
+// The run is started in the background: its shell may not have forked
+// sleep yet when the first listing is taken, so list until it has.
+let procs;
+for (let i = 0; i < 50; i++) {
+  procs = await call("process_list", { name });
+  if (procs.processes.some((p) => p.command === "sleep 300")) break;
+  await new Promise((res) => setTimeout(res, 200));
+}
 assert.ok(procs.processes.some((p) => p.command === "sleep 300" && p.rss_bytes > 0), `processes: ${JSON.stringify(procs)}`);
 assert.ok(procs.processes.every((p) => p.pid !== 1), "den-init is listed");
 out = await call("run_kill", { name, run_id: r.run_id, signal: "KILL" });
