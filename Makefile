@@ -100,6 +100,7 @@ fuzz:
 	go test -run=NONE -fuzz='^FuzzParseKey$$' -fuzztime=$(FUZZTIME) ./internal/auth/
 	go test -run=NONE -fuzz='^FuzzPasswdHome$$' -fuzztime=$(FUZZTIME) ./internal/sshgate/
 	go test -run=NONE -fuzz='^FuzzParseRule$$' -fuzztime=$(FUZZTIME) ./internal/netpolicy/
+	go test -run=NONE -fuzz='^FuzzRealign$$' -fuzztime=$(FUZZTIME) ./internal/storage/btrfs/
 	go test -run=NONE -fuzz='^FuzzDecodeSecrets$$' -fuzztime=$(FUZZTIME) ./internal/guest/
 	go test -run=NONE -fuzz='^FuzzMasker$$' -fuzztime=$(FUZZTIME) ./internal/sandbox/
 	go test -run=NONE -fuzz='^FuzzOpen$$' -fuzztime=$(FUZZTIME) ./internal/imagecrypt/

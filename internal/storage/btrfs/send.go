@@ -38,10 +38,30 @@ func (d *Driver) Send(ctx context.Context, key, base string, w io.Writer) (bool,
 		args = append(args, "-p", b.Path)
 	}
 	args = append(args, info.Path)
-	if err := runBtrfs(ctx, nil, w, args...); err != nil {
+	if err := sendRealigned(ctx, w, args); err != nil {
 		return false, fmt.Errorf("sending %q: %w", key, err)
 	}
 	return base != "", nil
+}
+
+// sendRealigned runs `btrfs send` with args, its stream passing to w
+// through realign (realign.go), so that equal files make equal bytes.
+func sendRealigned(ctx context.Context, w io.Writer, args []string) error {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := realign(w, pr)
+		// A failed write to w ends btrfs send too.
+		pr.CloseWithError(err)
+		done <- err
+	}()
+	err := runBtrfs(ctx, nil, pw, args...)
+	pw.CloseWithError(err)
+	// realign's error is the cause unless it only passes on btrfs's.
+	if rerr := <-done; rerr != nil && (err == nil || !errors.Is(rerr, err)) {
+		return rerr
+	}
+	return err
 }
 
 // sendable finds a read-only volume.
