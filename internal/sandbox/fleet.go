@@ -11,7 +11,7 @@ import (
 
 // The core's side of the fleet (internal/fleet, which sits above it and
 // which the core never imports): what it asks of the rest of the fleet
-// (Fleet, Lease, BlobStore, TakeOver), each nil outside a fleet, and the
+// (Fleet, Lease, BlobStore), each nil outside a fleet, and the
 // steps the fleet runs on a sandbox under its lifecycle lock to move it,
 // to record it lost and to take it back.
 
@@ -220,23 +220,8 @@ func (s *Service) WakeColdLocked(ctx context.Context, sb *Sandbox, why string) e
 // removes them (Recover, rejoin.go). Declaring a node lost, saying what
 // brings its sandboxes back and taking one over are the fleet's
 // (internal/fleet nodelost.go); the core records a sandbox lost
-// (MarkLost), asks the fleet to take one over when a recovery is asked
-// of this node (TakeOver), and takes one back (reclaim).
-
-// TakeOver takes over the sandboxes of lost nodes. internal/fleet's
-// Node is it; nil outside a fleet.
-type TakeOver interface {
-	// TakeOver makes sb, recorded on a node declared lost, this node's,
-	// and brings it back here as p asks, from an uploaded checkpoint; the
-	// caller holds sb's lifecycle lock on this node. Of two nodes taking
-	// it at once, the record's version lets one; the other is told
-	// TakenBy.
-	TakeOver(ctx context.Context, sb *Sandbox, p RecoverParams) error
-}
-
-// UseTakeOver makes t take over the sandboxes of lost nodes that a
-// recovery asks of this node. Call it once, before serving verbs.
-func (s *Service) UseTakeOver(t TakeOver) { s.takeOver = t }
+// (MarkLost) and takes one back (reclaim); a recovery asked of this node
+// has the fleet take one over (internal/recovery's TakeOver).
 
 // pendingNodeLost prefixes the Pending of a sandbox whose node was lost.
 const pendingNodeLost = "node-lost:"

@@ -153,10 +153,6 @@ type Service struct {
 	// nil: none, and checkpoints live on this host only. Set once, before
 	// Recover (UseBlobStore).
 	blobs BlobStore
-	// takeOver takes over the sandboxes of lost nodes (fleet.go);
-	// nil outside a fleet. Set once, before verbs are served
-	// (UseTakeOver).
-	takeOver TakeOver
 	// gc removes the checkpoints nothing needs (checkpoints.go,
 	// internal/checkpointgc); nil: none are collected. Set once, before
 	// Recover (UseCollector).
