@@ -222,7 +222,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	gc := checkpointgc.New(checkpointgc.Config{Sandboxes: svc, Store: st, Volumes: pool, CheckpointDir: scfg.CheckpointDir, Node: cfg.Node, Logger: log})
 	svc.UseCollector(gc)
 	// `den recover`, and settling the records and the host below.
-	recov := recovery.New(recovery.Config{Sandboxes: svc, Store: st, Node: cfg.Node, Fleet: movers, Logger: log})
+	recov := recovery.New(recovery.Config{Sandboxes: svc, Store: st, Runtime: rt, Network: network, Volumes: pool,
+		Node: cfg.Node, Fleet: movers, Logger: log})
 	// With a blob store, checkpoints and images are kept there too.
 	var blobs *fleet.Blobs
 	if off != nil {
@@ -244,7 +245,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			gc.Collect(cctx)
 		}
 	}()
-	if err := svc.Recover(ctx); err != nil {
+	if err := recov.Recover(ctx); err != nil {
 		return err
 	}
 	sealed, err := svc.SealedKeys(ctx)
