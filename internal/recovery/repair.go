@@ -39,13 +39,10 @@ func (r *Service) RecoverSandbox(ctx context.Context, ref string, p sandbox.Reco
 	}
 	var out *sandbox.Sandbox
 	err := r.withRecovering(ctx, ref, func(sb *sandbox.Sandbox, lost bool) error {
+		out = sb // what comes back, unless err says why not
 		if lost {
 			// The fleet takes it over and brings it back here.
-			if err := r.takeOver.TakeOver(ctx, sb, p); err != nil {
-				return err
-			}
-			out = sb
-			return nil
+			return r.takeOver.TakeOver(ctx, sb, p)
 		}
 		if err := sandbox.Require(sb, "recover", sandbox.StateError); err != nil {
 			return errdefs.WithHint(err, "only a sandbox in error needs recovering")
@@ -58,11 +55,7 @@ func (r *Service) RecoverSandbox(ctx context.Context, ref string, p sandbox.Reco
 		if err != nil {
 			return err
 		}
-		if err := r.svc.RecoverLocked(ctx, sb, ck, p.Mode == sandbox.RecoverCold, "recovered ("+p.Mode+")"); err != nil {
-			return err
-		}
-		out = sb
-		return nil
+		return r.svc.RecoverLocked(ctx, sb, ck, p.Mode == sandbox.RecoverCold, "recovered ("+p.Mode+")")
 	})
 	if err != nil {
 		return nil, err
