@@ -38,6 +38,7 @@ import (
 	"github.com/den-dev/den/internal/owners"
 	"github.com/den-dev/den/internal/peering"
 	"github.com/den-dev/den/internal/rebase"
+	"github.com/den-dev/den/internal/recovery"
 	"github.com/den-dev/den/internal/runsc"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/secret"
@@ -220,6 +221,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// free them.
 	gc := checkpointgc.New(checkpointgc.Config{Sandboxes: svc, Store: st, Volumes: pool, CheckpointDir: scfg.CheckpointDir, Node: cfg.Node, Logger: log})
 	svc.UseCollector(gc)
+	// `den recover`, and settling the records and the host below.
+	recov := recovery.New(recovery.Config{Sandboxes: svc, Store: st, Runtime: rt, Network: network, Volumes: pool,
+		Node: cfg.Node, Fleet: movers, Logger: log})
 	// With a blob store, checkpoints and images are kept there too.
 	var blobs *fleet.Blobs
 	if off != nil {
@@ -227,7 +231,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	var fleetService fleetapi.Fleet // nil, not a nil *fleet.Node, outside a fleet
 	if fl != nil {
-		fl.attach(svc, st, blobs, log)
+		fl.attach(svc, st, blobs, recov, log)
 		fleetService = fl.node
 	}
 	defer func() {
@@ -241,7 +245,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			gc.Collect(cctx)
 		}
 	}()
-	if err := svc.Recover(ctx); err != nil {
+	if err := recov.Recover(ctx); err != nil {
 		return err
 	}
 	sealed, err := svc.SealedKeys(ctx)
@@ -310,7 +314,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: owners.New(owners.Config{Sandboxes: svc, Store: st, Records: st}), Requests: st,
 		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(blobs), Warm: warming.New(warming.Config{Sandboxes: svc, Images: st}), UI: ui.Handler(),
-		Events: svc, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate), Rebase: rebase.New(rebase.Config{Sandboxes: svc, Copier: storage.PathCopier{}, Logger: log}), Peers: peerVerbs, Export: exports,
+		Events: svc, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate), Rebase: rebase.New(rebase.Config{Sandboxes: svc, Copier: storage.PathCopier{}, Logger: log}), Peers: peerVerbs, Export: exports, Recover: recov,
 		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log), Fleet: fleetService})
 	self.Serve(httpapi.Local(handler), handler)
 	if err := startSSH(ctx, cfg, gate, log); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/fleet"
+	"github.com/den-dev/den/internal/recovery"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/version"
 )
@@ -39,6 +40,9 @@ type fleetNode struct {
 	// node is what it does with the others for sandboxes; made with the
 	// sandbox service (attach).
 	node *fleet.Node
+	// recovery recovers the sandboxes of a lost node brought back here
+	// (recoverLost); set with node (attach).
+	recovery *recovery.Service
 	// portsKey signs URLs to exposed ports on every node alike, so a
 	// link works through any of them: it comes from the fleet's key.
 	portsKey []byte
@@ -67,10 +71,11 @@ func newFleet(ctx context.Context, cfg Config, fs fleetStore, st sandbox.Store, 
 
 // attach makes this node's part in the fleet for sandboxes, from the
 // sandbox service svc and the blob store blobs (nil: none).
-func (f *fleetNode) attach(svc *sandbox.Service, st sandbox.Store, blobs *fleet.Blobs, log *slog.Logger) {
+func (f *fleetNode) attach(svc *sandbox.Service, st sandbox.Store, blobs *fleet.Blobs, recov *recovery.Service, log *slog.Logger) {
 	f.node = fleet.New(fleet.Config{Service: svc, Store: st, Peers: f.peers, Blobs: blobs, Node: f.cfg.Node, Logger: log})
 	// A recovery asked here of a lost node's sandbox takes it over.
-	svc.UseTakeOver(f.node)
+	recov.UseTakeOver(f.node)
+	f.recovery = recov
 }
 
 // join registers this dend in the fleet and starts keeping its lease.
@@ -95,7 +100,7 @@ func (f *fleetNode) join(ctx context.Context, svc *sandbox.Service, stop context
 			for _, n := range lost {
 				back := f.node.NodeLost(tick, n.Name)
 				if f.cfg.RecoverLost != "" && len(back) > 0 {
-					go f.recoverLost(ctx, svc, n.Name, back) // outlives the heartbeat's tick
+					go f.recoverLost(ctx, n.Name, back) // outlives the heartbeat's tick
 				}
 			}
 		},

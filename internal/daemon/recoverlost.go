@@ -14,7 +14,7 @@ import (
 // of lost node that this node just recorded in error (--recover-lost):
 // each from its last upload, with its processes or cold. One that cannot
 // come back stays in error, with the reason, for `den recover`.
-func (f *fleetNode) recoverLost(ctx context.Context, svc *sandbox.Service, lost string, sbs []*sandbox.Sandbox) {
+func (f *fleetNode) recoverLost(ctx context.Context, lost string, sbs []*sandbox.Sandbox) {
 	mode := f.cfg.RecoverLost
 	f.log.Info("bringing back the sandboxes of a lost node", "node", lost, "sandboxes", len(sbs), "mode", mode)
 	for _, sb := range sbs {
@@ -28,7 +28,7 @@ func (f *fleetNode) recoverLost(ctx context.Context, svc *sandbox.Service, lost 
 		}
 		to, err := f.forwarder.Place(ctx, want)
 		if err == nil {
-			err = f.recoverOn(ctx, svc, to, sb.ID, mode)
+			err = f.recoverOn(ctx, to, sb.ID, mode)
 		}
 		if to == "" {
 			to = f.cfg.Node
@@ -43,9 +43,9 @@ func (f *fleetNode) recoverLost(ctx context.Context, svc *sandbox.Service, lost 
 }
 
 // recoverOn recovers sandbox id on node ("" is this one).
-func (f *fleetNode) recoverOn(ctx context.Context, svc *sandbox.Service, node, id, mode string) error {
+func (f *fleetNode) recoverOn(ctx context.Context, node, id, mode string) error {
 	if node == "" {
-		_, err := svc.RecoverSandbox(ctx, id, sandbox.RecoverParams{Mode: mode})
+		_, err := f.recovery.RecoverSandbox(ctx, id, sandbox.RecoverParams{Mode: mode})
 		return err
 	}
 	return f.forwarder.Call(ctx, node, http.MethodPost, "/v1/sandboxes/"+url.PathEscape(id)+"/recover", api.RecoverRequest{Mode: mode}, nil)

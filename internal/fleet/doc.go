@@ -10,8 +10,8 @@
 //
 // It sits above the sandbox core: it imports internal/sandbox and uses
 // only the Service's exported verbs, and the core calls it only through
-// the small interfaces it declares (sandbox.Lease, sandbox.BlobStore,
-// sandbox.TakeOver).
+// the small interfaces it declares (sandbox.Lease, sandbox.BlobStore);
+// internal/recovery asks it to take a sandbox over (recovery.TakeOver).
 // internal/daemon makes Blobs only with a blob store (--blobs), and
 // Node and Fence only in a fleet; a single-host dend makes none of them.
 // It must never be imported by internal/sandbox, never change a

@@ -6,17 +6,18 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/recovery"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
 // When a node of the fleet is lost (its lease ran out), the node that
 // declares it lost records each of its sandboxes in error, saying so and
 // naming its last uploaded state (markNodeLost); another node then takes
-// it over with `den recover` (TakeOver, which the core asks), or the lost
+// it over with `den recover` (TakeOver, which internal/recovery asks), or the lost
 // node's dend comes back first and takes it back as it was
 // (internal/sandbox fleet.go).
 
-var _ sandbox.TakeOver = (*Node)(nil)
+var _ recovery.TakeOver = (*Node)(nil)
 
 // NodeLost records in error every sandbox on node, which was just
 // declared lost, with what can bring it back, and returns those that

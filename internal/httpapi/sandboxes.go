@@ -151,12 +151,21 @@ func (s *server) hibernateSandbox(w http.ResponseWriter, r *http.Request) error 
 	return s.answerSandbox(w, r, s.sandboxes.Hibernate)
 }
 
+// RecoverService brings a sandbox in error back. *recovery.Service
+// implements it.
+type RecoverService interface {
+	RecoverSandbox(ctx context.Context, ref string, p sandbox.RecoverParams) (*sandbox.Sandbox, error)
+}
+
 func (s *server) recoverSandbox(w http.ResponseWriter, r *http.Request) error {
+	if s.recovery == nil {
+		return httpx.NotEnabled("recoveries")
+	}
 	var req api.RecoverRequest
 	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
-	sb, err := s.sandboxes.RecoverSandbox(r.Context(), r.PathValue("name"),
+	sb, err := s.recovery.RecoverSandbox(r.Context(), r.PathValue("name"),
 		sandbox.RecoverParams{Mode: req.Mode, Checkpoint: req.Checkpoint})
 	if err != nil {
 		return err

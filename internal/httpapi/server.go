@@ -91,8 +91,6 @@ type SandboxService interface {
 	Restore(ctx context.Context, ref, ckpt string) (*sandbox.Sandbox, error)
 	// Fork makes children of a sandbox and returns them.
 	Fork(ctx context.Context, ref string, p sandbox.ForkParams) ([]*sandbox.Sandbox, error)
-	// RecoverSandbox brings a sandbox in error back.
-	RecoverSandbox(ctx context.Context, ref string, p sandbox.RecoverParams) (*sandbox.Sandbox, error)
 	// SetSecrets replaces the secrets granted to a sandbox's commands.
 	SetSecrets(ctx context.Context, ref string, grants []grant.Grant) (*sandbox.Sandbox, error)
 	// Processes lists a sandbox's processes, waking it if it sleeps.
@@ -144,6 +142,8 @@ type Config struct {
 	Owners OwnerService
 	// Rebase serves a sandbox's setup and rebase routes. nil: 503.
 	Rebase RebaseService
+	// Recover serves a sandbox's recover route. nil: 503.
+	Recover RecoverService
 	// Export serves a sandbox's export and the import of an archive.
 	// nil: 503.
 	Export ExportService
@@ -230,6 +230,7 @@ type server struct {
 	secrets      SecretService
 	owners       OwnerService
 	rebase       RebaseService
+	recovery     RecoverService
 	export       ExportService
 	// maxArchiveBytes bounds an archive an import reads.
 	maxArchiveBytes int64
@@ -278,6 +279,7 @@ func New(cfg Config) http.Handler {
 		ssh:             cfg.SSH,
 		owners:          cfg.Owners,
 		rebase:          cfg.Rebase,
+		recovery:        cfg.Recover,
 		export:          cfg.Export,
 		maxArchiveBytes: cmp.Or(cfg.MaxArchiveBytes, DefaultMaxArchiveBytes),
 		peers:           cfg.Peers,

@@ -152,7 +152,7 @@ func (s *Service) rebaseLocked(ctx context.Context, sb *sandbox.Sandbox, name st
 	from := sandbox.ImageAt(sb.Spec.Image, sb.Spec.ImageVersion)
 	// Pending from here on: a dend that dies in the middle of what
 	// follows tells, when it starts, what the rebase left and which
-	// checkpoint undoes it (the core's recoverRebase).
+	// checkpoint undoes it (internal/recovery's recoverRebase).
 	sb.Pending, sb.Checkpoint = sandbox.PendingRebase, ck.ID
 	if err := s.svc.Record(ctx, sb, sandbox.EventCheckpoint, "checkpoint "+ck.Description()+" before a rebase"); err != nil {
 		return nil, err

@@ -165,7 +165,12 @@ func (s *Service) RestoreLocked(ctx context.Context, sb *Sandbox, ck *Checkpoint
 // found restorable here; why is the event's message. The caller holds
 // sb's lifecycle lock.
 func (s *Service) RecoverLocked(ctx context.Context, sb *Sandbox, ck *Checkpoint, cold bool, why string) error {
-	return s.recoverFrom(ctx, sb, ck, cold, why)
+	if !cold {
+		if err := s.restorable(ck, sb); err != nil {
+			return err
+		}
+	}
+	return s.rewind(ctx, sb, ck, cold, EventRestored, why)
 }
 
 // Description names ck in a message: its id, its name, and whether it

@@ -298,7 +298,7 @@ type Collector interface {
 
 // UseCollector makes c remove the checkpoints nothing needs: after each
 // of the idle policy's ticks, and when a removal frees some. Call it
-// once, before Recover.
+// once, before recovery (internal/recovery's Recover).
 func (s *Service) UseCollector(c Collector) { s.gc = c }
 
 // collectFreed asks the collector to remove those of ids nothing needs

@@ -2,11 +2,14 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/runoutput"
 )
@@ -230,6 +233,65 @@ func (s *Service) wakeRuns(ctx context.Context, sb *Sandbox, g Guest) error {
 		o.run.Generation = sb.Generation
 		o.mu.Unlock()
 		s.collect.Unpark(o.c, g)
+	}
+	return nil
+}
+
+// resumeRuns restarts collection for a reattached sandbox's open runs,
+// from the host copies' sizes.
+func (s *Service) resumeRuns(ctx context.Context, sb *Sandbox) error {
+	runs, err := s.cfg.Store.RunningRuns(ctx)
+	if err != nil {
+		return err
+	}
+	g := s.guestFor(sb)
+	for _, r := range runs {
+		if r.SandboxID != sb.ID {
+			continue
+		}
+		if r.Generation != sb.Generation {
+			if err := s.markLost(ctx, r); err != nil {
+				return err
+			}
+			continue
+		}
+		s.resume(sb.ID, r, g)
+	}
+	return nil
+}
+
+// loseRuns marks every open run of a sandbox as lost.
+func (s *Service) loseRuns(ctx context.Context, sb *Sandbox) error {
+	runs, err := s.cfg.Store.RunningRuns(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		if r.SandboxID == sb.ID {
+			if err := s.markLost(ctx, r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Service) markLost(ctx context.Context, r *Run) error {
+	now := s.cfg.Now().UTC()
+	r.Status, r.EndedAt = RunLost, &now
+	dir := filepath.Join(s.cfg.RunsDir, r.SandboxID)
+	for _, st := range []struct {
+		name          string
+		size, dropped *int64
+	}{{StreamStdout, &r.StdoutSize, &r.StdoutDropped}, {StreamStderr, &r.StderrSize, &r.StderrDropped}} {
+		end, kept, err := runoutput.Extent(dir, r.ID, st.name)
+		if err != nil {
+			return fmt.Errorf("marking run %s lost: %w", r.ID, err)
+		}
+		*st.size, *st.dropped = end, end-kept
+	}
+	if err := s.cfg.Store.UpdateRun(ctx, r); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return fmt.Errorf("marking run %s lost: %w", r.ID, err)
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 
 // The core's side of the fleet (internal/fleet, which sits above it and
 // which the core never imports): what it asks of the rest of the fleet
-// (Fleet, Lease, BlobStore, TakeOver), each nil outside a fleet, and the
+// (Fleet, Lease, BlobStore), each nil outside a fleet, and the
 // steps the fleet runs on a sandbox under its lifecycle lock to move it,
 // to record it lost and to take it back.
 
@@ -87,7 +87,8 @@ type BlobStore interface {
 }
 
 // UseBlobStore makes b the blob store checkpoints and images are kept
-// in. Call it once, before Recover; without it there is none.
+// in. Call it once, before recovery (internal/recovery's Recover);
+// without it there is none.
 func (s *Service) UseBlobStore(b BlobStore) { s.blobs = b }
 
 // queueUpload uploads checkpoint id in the background, when there is a
@@ -211,61 +212,36 @@ func (s *Service) WakeColdLocked(ctx context.Context, sb *Sandbox, why string) e
 //     checkpoint's files alone): one write of its record makes it that
 //     node's, and the first of two racing nodes wins; or
 //   - the lost node's dend comes back first and takes it back as it was
-//     (recoverPending), its instance never having stopped if only dend
-//     had.
+//     (internal/recovery, when dend starts), its instance never having
+//     stopped if only dend had.
 //
 // A node never acts for a sandbox recorded on another (elsewhere), so a
 // node that comes back after its sandboxes were taken over finds their
 // instances, networks and files owned by no record of its own, and
-// removes them (Recover, rejoin.go). Declaring a node lost, saying what
-// brings its sandboxes back and taking one over are the fleet's
-// (internal/fleet nodelost.go); the core records a sandbox lost
-// (MarkLost), asks the fleet to take one over when a recovery is asked
-// of this node (TakeOver), and takes one back (reclaim).
-
-// TakeOver takes over the sandboxes of lost nodes. internal/fleet's
-// Node is it; nil outside a fleet.
-type TakeOver interface {
-	// TakeOver makes sb, recorded on a node declared lost, this node's,
-	// and brings it back here as p asks, from an uploaded checkpoint; the
-	// caller holds sb's lifecycle lock on this node. Of two nodes taking
-	// it at once, the record's version lets one; the other is told
-	// TakenBy.
-	TakeOver(ctx context.Context, sb *Sandbox, p RecoverParams) error
-}
-
-// UseTakeOver makes t take over the sandboxes of lost nodes that a
-// recovery asks of this node. Call it once, before serving verbs.
-func (s *Service) UseTakeOver(t TakeOver) { s.takeOver = t }
+// removes them (internal/recovery leftovers.go). Declaring a node lost,
+// saying what brings its sandboxes back and taking one over are the
+// fleet's (internal/fleet nodelost.go); the core records a sandbox lost
+// (MarkLost); internal/recovery takes one back (reclaim) and, for a
+// recovery asked of this node, has the fleet take one over (TakeOver).
 
 // pendingNodeLost prefixes the Pending of a sandbox whose node was lost.
 const pendingNodeLost = "node-lost:"
 
 // MarkLost records sb, on a node just declared lost, in error, why
 // saying so; the state it was in is kept in Pending, for its node to
-// take it back as it was should it come back first (reclaim). The caller
-// holds sb's lifecycle lock or, for a sandbox of another node, knows no
-// node acts for it.
+// take it back as it was should it come back first (internal/recovery's
+// reclaim). The caller holds sb's lifecycle lock or, for a sandbox of
+// another node, knows no node acts for it.
 func (s *Service) MarkLost(ctx context.Context, sb *Sandbox, why string) error {
 	sb.Pending = pendingNodeLost + string(sb.State)
 	return s.transition(ctx, sb, StateError, EventLost, why)
 }
 
-// lostState is the state a sandbox was in when its node was lost.
-func lostState(pending string) (State, bool) {
+// LostState is the state a sandbox was in when its node was lost, when
+// its Pending says it was (MarkLost).
+func LostState(pending string) (State, bool) {
 	st, ok := strings.CutPrefix(pending, pendingNodeLost)
 	return State(st), ok && State(st).Valid()
-}
-
-// reclaim settles, on its own node come back, a sandbox recorded in
-// error when the node was lost and that no other node took over: it is
-// as it was, and recoverOne settles it from there.
-func (s *Service) reclaim(ctx context.Context, sb *Sandbox, prev State) (bool, error) {
-	sb.Pending = ""
-	if err := s.transition(ctx, sb, prev, EventAttached, "this node came back before another took the sandbox over"); err != nil {
-		return false, err
-	}
-	return s.recoverOne(ctx, sb)
 }
 
 // TakenBy is the answer to a recovery another node won: sb is its

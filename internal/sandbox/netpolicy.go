@@ -76,3 +76,49 @@ func (s *Service) checkReach(ctx context.Context, owner string, p netpolicy.Poli
 	}
 	return s.cfg.Reach.Check(p, granted)
 }
+
+// hostSandboxes is a Network that can name the sandboxes it has anything
+// of on this host (a namespace, a link or firewall rules), and those
+// whose links hold the addresses of a slot.
+type hostSandboxes interface {
+	Sandboxes(ctx context.Context) ([]string, error)
+	SlotHolders(ctx context.Context, slot int) ([]string, error)
+}
+
+// clearSlot removes the network of every sandbox that holds sb's slot's
+// addresses and that no record of this node owns: a leftover, since this
+// node gives a slot to one sandbox at a time. It reports whether it
+// removed any, for the attach to be tried again. Those found when dend
+// starts go then (internal/recovery leftovers.go).
+func (s *Service) clearSlot(ctx context.Context, sb *Sandbox) bool {
+	n, ok := s.cfg.Network.(hostSandboxes)
+	if !ok {
+		return false
+	}
+	holders, err := n.SlotHolders(ctx, sb.Slot)
+	if err != nil {
+		s.log.Error("finding what holds a sandbox's address", "sandbox", sb.Name, "slot", sb.Slot, "err", err)
+		return false
+	}
+	cleared := false
+	for _, id := range holders {
+		if id == sb.ID {
+			continue
+		}
+		if other, err := s.cfg.Store.GetSandbox(ctx, id); err == nil && other.Node == s.cfg.Node && other.State != StateDestroyed {
+			s.log.Error("two sandboxes of this node have one address slot", "sandbox", sb.Name, "other", other.Name, "slot", sb.Slot)
+			continue
+		} else if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			s.log.Error("finding the record of a sandbox that holds another's address", "sandbox_id", id, "err", err)
+			continue
+		}
+		s.log.Warn("removing the leftover network of a sandbox that is not this node's, which holds the address of the slot given to another",
+			"leftover", id, "sandbox", sb.Name, "slot", sb.Slot)
+		if err := s.cfg.Network.Detach(ctx, id); err != nil {
+			s.log.Error("removing a leftover network", "sandbox_id", id, "err", err)
+			continue
+		}
+		cleared = true
+	}
+	return cleared
+}

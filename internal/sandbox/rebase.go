@@ -12,8 +12,8 @@ import (
 // keeps what is its own (see internal/rebase, which composes the verb
 // from the core's steps). What the core keeps of it: the steps a rebase
 // takes under the sandbox's lifecycle lock that reach the engine and the
-// volumes, and, when dend starts, settling a sandbox whose rebase it was
-// in the middle of (recoverRebase, from Recover).
+// volumes. Settling, when dend starts, a sandbox whose rebase it was in
+// the middle of is internal/recovery's (recoverRebase).
 
 // ImageAt names an image version as IMAGE@VERSION.
 func ImageAt(name string, version int) string { return fmt.Sprintf("%s@%d", name, max(version, 1)) }
@@ -73,46 +73,6 @@ func (s *Service) BootLocked(ctx context.Context, sb *Sandbox) error { return s.
 // holds sb's lifecycle lock.
 func (s *Service) RunSetupLocked(ctx context.Context, sb *Sandbox) ([]StepResult, error) {
 	return s.runSetup(ctx, sb)
-}
-
-// recoverRebase settles, when dend starts, a sandbox whose rebase dend
-// was in the middle of. st is its instance's state, ck (or ckErr) the
-// checkpoint the rebase took first. Before the rebase booted a new
-// generation the sandbox is as it was: it carries on, or, its instance
-// gone, waits stopped with its files. After, its new root is half made:
-// it waits in error, and restoring the checkpoint undoes the rebase.
-func (s *Service) recoverRebase(ctx context.Context, sb *Sandbox, st InstanceState, ck *Checkpoint, ckErr error) (bool, error) {
-	undo := fmt.Sprintf("checkpoint %s", sb.Checkpoint)
-	if ckErr == nil {
-		ref := ck.ID
-		if ck.Name != "" {
-			ref = ck.Name
-		}
-		undo = fmt.Sprintf("`den restore %s %s` goes back to checkpoint %s, taken before it", sb.Name, ref, describe(ck))
-	}
-	sb.Pending = ""
-	if ckErr == nil && sb.Generation == ck.Generation {
-		sb.Checkpoint = ""
-		alive := st == InstanceRunning || st == InstancePaused
-		if sb.State == StateRunning && alive && s.pingable(ctx, sb, "") {
-			if err := s.record(ctx, sb, EventFailed, "a rebase was interrupted by a dend restart before it changed anything; still running"); err != nil {
-				return false, err
-			}
-			return s.reattach(ctx, sb, st)
-		}
-		why := fmt.Sprintf("a rebase was interrupted by a dend restart before it changed its root; its files are as they were: `den start %s` boots them, or %s", sb.Name, undo)
-		if sb.State == StateStopped {
-			return false, s.record(ctx, sb, EventFailed, why)
-		}
-		return false, s.lose(ctx, sb, why)
-	}
-	s.halt(ctx, sb, 0)
-	to := ImageAt(sb.Spec.Image, sb.Spec.ImageVersion)
-	if ckErr == nil {
-		sb.Spec.Image, sb.Spec.ImageVersion, sb.Spec.Base = ck.Manifest.Spec.Image, ck.Manifest.Spec.ImageVersion, ck.Manifest.Spec.Base
-	}
-	return false, s.transition(ctx, sb, StateError, EventFailed,
-		fmt.Sprintf("a rebase to %s was interrupted by a dend restart, its new root half made; %s", to, undo))
 }
 
 // FillLatest sets ImageLatest on each sandbox from the image records.

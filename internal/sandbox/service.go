@@ -151,15 +151,11 @@ type Service struct {
 	metrics sampleLog
 	// blobs is the blob store checkpoints are uploaded to (fleet.go);
 	// nil: none, and checkpoints live on this host only. Set once, before
-	// Recover (UseBlobStore).
+	// recovery (UseBlobStore).
 	blobs BlobStore
-	// takeOver takes over the sandboxes of lost nodes (fleet.go);
-	// nil outside a fleet. Set once, before verbs are served
-	// (UseTakeOver).
-	takeOver TakeOver
 	// gc removes the checkpoints nothing needs (checkpoints.go,
 	// internal/checkpointgc); nil: none are collected. Set once, before
-	// Recover (UseCollector).
+	// recovery (UseCollector).
 	gc Collector
 	// activity is when each sandbox was last used and what holds it in
 	// use, for the idle policy (idle.go, internal/idle); it has its own
@@ -176,8 +172,9 @@ type Service struct {
 	views *peers.Views
 }
 
-// NewService checks cfg and returns a Service. Call Recover before serving
-// so sandboxes left by an earlier dend are found again.
+// NewService checks cfg and returns a Service. Recover it
+// (internal/recovery) before serving so sandboxes left by an earlier
+// dend are found again.
 func NewService(cfg Config) (*Service, error) {
 	if cfg.Store == nil || cfg.Volumes == nil || cfg.Runtime == nil || cfg.Network == nil ||
 		cfg.Images == nil || cfg.Dial == nil || cfg.RunsDir == "" || cfg.CheckpointDir == "" {
@@ -239,8 +236,8 @@ func NewService(cfg Config) (*Service, error) {
 }
 
 // Close stops collecting output and empties the warm pools. Sandboxes and
-// their commands keep running: a later dend picks them up again in
-// Recover.
+// their commands keep running: a later dend picks them up again when it
+// starts (internal/recovery).
 func (s *Service) Close() {
 	s.cancel()
 	s.wg.Wait()

@@ -106,6 +106,10 @@ var layers = map[string]layer{
 	// A host's shutdown as a hibernation, and the wake at boot after it.
 	"internal/shutdown": above,
 
+	// Recovery: `den recover`, and settling the records and the host
+	// when dend starts.
+	"internal/recovery": above,
+
 	// Checkpoint collection: what goes once nothing needs it.
 	"internal/checkpointgc": above,
 
