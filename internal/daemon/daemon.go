@@ -202,7 +202,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Fleet:         movers,
 		Lease:         lease,
 	}
-	if scfg.Warm, err = cfg.warmConfig(); err != nil {
+	wcfg, err := cfg.warmConfig()
+	if err != nil {
 		return err
 	}
 	// Lifecycle verbs report their latency to the metrics from the
@@ -211,6 +212,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	scfg.Observer = prom
 	svc, err := sandbox.NewService(scfg)
 	if err != nil {
+		return err
+	}
+	if err := useWarm(svc, scfg, wcfg); err != nil {
 		return err
 	}
 	if err := prom.Watch(svc); err != nil {

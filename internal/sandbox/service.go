@@ -81,9 +81,6 @@ type Config struct {
 	// Lease is this node's lease in the fleet, which fences its sandboxes
 	// (fleet.go); nil outside a fleet.
 	Lease Lease
-	// Warm configures the warm pools (internal/warm); a zero value keeps
-	// none.
-	Warm warm.Config
 	// Observer hears how long lifecycle verbs take (observe.go); nil:
 	// nobody.
 	Observer VerbObserver
@@ -170,8 +167,11 @@ type Service struct {
 	events eventStream
 	// warm are this node's warm pools (warm.go, internal/warm); nil
 	// without any; they have their own lock. They are per node by
-	// design: no other node sees their instances.
-	warm *warm.Pools
+	// design: no other node sees their instances. Set once, before
+	// Recover (UseWarm), with warmInstances, which boots and removes
+	// their instances on the host (internal/warming).
+	warm          *warm.Pools
+	warmInstances WarmInstances
 	// views are the snapshots peers' views are (package peers).
 	views *peers.Views
 }
@@ -227,14 +227,6 @@ func NewService(cfg Config) (*Service, error) {
 	s.transfers = transfer.NewRegistry(s.activity.Hold)
 	s.space = runoutput.NewSpace(ctx, cfg.RunsDir, cfg.Output, prunableRuns{s}, cfg.Now, cfg.Logger)
 	s.collect = runoutput.NewCollectors(ctx, cfg.RunsDir, cfg.Output.PerStream, s.space, cfg.Now, cfg.Logger)
-	if _, ok := cfg.Runtime.(HostnameSetter); ok && cfg.Warm.Dir != "" {
-		wc := cfg.Warm
-		wc.MemoryBytes, wc.Init = DefaultMemory, cfg.Init
-		s.warm = warm.New(wc, warmHost{s}, cfg.Logger)
-		if err := s.warm.Load(); err != nil {
-			return nil, fmt.Errorf("sandbox service: %w", err)
-		}
-	}
 	return s, nil
 }
 
