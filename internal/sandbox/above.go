@@ -319,3 +319,8 @@ func (s *Service) DialGuest(sb *Sandbox, token string) Guest { return s.dialWith
 
 // CloseGuest closes a client DialGuest returned.
 func CloseGuest(g Guest) { closeGuest(g) }
+
+// GuestFor is a client of den-init in sb's current instance, as the
+// core's verbs use it (internal/sampling counts processes and turns limit
+// checks on and off with it).
+func (s *Service) GuestFor(sb *Sandbox) Guest { return s.guestFor(sb) }

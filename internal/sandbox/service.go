@@ -20,7 +20,6 @@ import (
 	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/runoutput"
 	"github.com/den-dev/den/internal/transfer"
-	"github.com/den-dev/den/internal/usage"
 	"github.com/den-dev/den/internal/warm"
 )
 
@@ -143,9 +142,6 @@ type Service struct {
 	disk capLedger
 	// admission checks owners' quotas (admission.go); it has its own lock.
 	admission admitter
-	// metrics keeps recent samples of running sandboxes (metrics.go,
-	// internal/usage); it has its own lock.
-	metrics sampleLog
 	// blobs is the blob store checkpoints are uploaded to (fleet.go);
 	// nil: none, and checkpoints live on this host only. Set once, before
 	// Recover (UseBlobStore).
@@ -221,7 +217,6 @@ func NewService(cfg Config) (*Service, error) {
 		admission:    quota.NewAdmission(cfg.Quotas),
 		events:       events.NewHub(),
 		activity:     idle.NewActivity(cfg.Now),
-		metrics:      usage.NewLog(),
 		views:        peers.NewViews(cfg.Volumes, cfg.Logger),
 	}
 	s.transfers = transfer.NewRegistry(s.activity.Hold)
