@@ -40,6 +40,7 @@ import (
 	"github.com/den-dev/den/internal/rebase"
 	"github.com/den-dev/den/internal/recovery"
 	"github.com/den-dev/den/internal/runsc"
+	"github.com/den-dev/den/internal/sampling"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/secret"
 	"github.com/den-dev/den/internal/shutdown"
@@ -203,7 +204,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Fleet:         movers,
 		Lease:         lease,
 	}
-	if scfg.Warm, err = cfg.warmConfig(); err != nil {
+	wcfg, err := cfg.warmConfig()
+	if err != nil {
 		return err
 	}
 	// Lifecycle verbs report their latency to the metrics from the
@@ -214,7 +216,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := prom.Watch(svc); err != nil {
+	if err := useWarm(svc, scfg, wcfg); err != nil {
+		return err
+	}
+	// What each running sandbox used, sampled from the host.
+	sampler := sampling.New(sampling.Config{Sandboxes: svc, Engine: scfg.Runtime, Volumes: scfg.Volumes, Network: scfg.Network, Logger: log})
+	if err := prom.Watch(promSource{svc, sampler}); err != nil {
 		return err
 	}
 	// Checkpoints nothing needs go at each idle tick and as removals
@@ -275,8 +282,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	wakeAtBoot(ctx, down, log)
 	svc.RunIdle(cfg.IdleInterval)
 	svc.RunWarm()
-	svc.RunLimitWatch(time.Second)
-	svc.RunMetrics(metricsInterval, metricsWindow)
+	sampling.WatchLimits(svc, scfg.Runtime, time.Second, log)
+	sampler.Run(metricsInterval, metricsWindow)
 	go audit.Retain(ctx, st, cfg.AuditRetention, time.Hour, log)
 	// Requests still in progress were the last dend's: nobody will answer
 	// them now, so a client asking learns they may or may not have run.
@@ -313,7 +320,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	exports := exporter(svc, pool, log)
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
 		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: owners.New(owners.Config{Sandboxes: svc, Store: st, Records: st}), Requests: st,
-		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(blobs), Warm: warming.New(warming.Config{Sandboxes: svc, Images: st}), UI: ui.Handler(),
+		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(blobs), Warm: warming.New(warming.Config{Sandboxes: svc, Images: st}), Samples: sampler, UI: ui.Handler(),
 		Events: svc, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate), Rebase: rebase.New(rebase.Config{Sandboxes: svc, Copier: storage.PathCopier{}, Logger: log}), Peers: peerVerbs, Export: exports, Recover: recov,
 		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log), Fleet: fleetService})
 	self.Serve(httpapi.Local(handler), handler)
@@ -356,6 +363,15 @@ const (
 	metricsInterval = 5 * time.Second
 	metricsWindow   = time.Hour
 )
+
+// promSource is what the metrics read at each scrape: the sampler's
+// newest readings, the core's pool and warm pools.
+type promSource struct {
+	*sandbox.Service
+	*sampling.Sampler
+}
+
+var _ metrics.Source = promSource{}
 
 // pool is what dend needs of a storage driver.
 type pool interface {

@@ -12,6 +12,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/warm"
+	"github.com/den-dev/den/internal/warming"
 )
 
 // WarmDefaults reads --warm, "IMAGE=N,...": how many instances of each
@@ -38,7 +39,7 @@ func (c *Config) WarmDefaults() (map[string]int, error) {
 	return out, nil
 }
 
-// warmConfig is the sandbox service's warm-pool configuration.
+// warmConfig is the warm pools' configuration.
 func (c *Config) warmConfig() (warm.Config, error) {
 	defaults, err := c.WarmDefaults()
 	if err != nil {
@@ -95,4 +96,17 @@ func warmHealth(h *warm.Health) *api.WarmHealth {
 		MemoryTotalBytes: h.Memory.TotalBytes, MemoryAvailableBytes: h.Memory.AvailableBytes,
 		ReserveBytes: h.ReserveBytes, Pressure: h.Pressure,
 	}
+}
+
+// useWarm gives svc this node's warm pools, configured by wc, and what
+// boots their instances (internal/warming); none when the engine cannot
+// name instances or there is no data directory.
+func useWarm(svc *sandbox.Service, scfg sandbox.Config, wc warm.Config) error {
+	instances, err := warming.NewInstances(warming.InstancesConfig{Core: svc, Images: scfg.Store, Versions: scfg.Images,
+		Volumes: scfg.Volumes, Engine: scfg.Runtime, Warm: wc, Init: scfg.Init, Logger: scfg.Logger})
+	if err != nil || instances == nil {
+		return err
+	}
+	svc.UseWarm(instances.Pools(), instances)
+	return nil
 }

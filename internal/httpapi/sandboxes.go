@@ -117,6 +117,9 @@ func (s *server) listEvents(w http.ResponseWriter, r *http.Request) error {
 // sandboxMetrics answers the samples of a sandbox, from and to RFC 3339
 // times when given.
 func (s *server) sandboxMetrics(w http.ResponseWriter, r *http.Request) error {
+	if s.samples == nil {
+		return httpx.NotEnabled("metrics")
+	}
 	var bounds [2]time.Time
 	for i, name := range []string{"from", "to"} {
 		if v := r.URL.Query().Get(name); v != "" {
@@ -127,7 +130,7 @@ func (s *server) sandboxMetrics(w http.ResponseWriter, r *http.Request) error {
 			bounds[i] = t
 		}
 	}
-	smps, err := s.sandboxes.Metrics(r.Context(), r.PathValue("name"), bounds[0], bounds[1])
+	smps, err := s.samples.Metrics(r.Context(), r.PathValue("name"), bounds[0], bounds[1])
 	if err != nil {
 		return err
 	}

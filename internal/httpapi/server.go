@@ -31,6 +31,12 @@ import (
 // DefaultMaxJSONBytes bounds a JSON request body when Config leaves it 0.
 const DefaultMaxJSONBytes = 1 << 20
 
+// SampleService keeps what each running sandbox used (internal/sampling).
+type SampleService interface {
+	// Metrics is the sandbox's samples from from to to (zero: open).
+	Metrics(ctx context.Context, ref string, from, to time.Time) ([]usage.Sample, error)
+}
+
 // SandboxService carries out every sandbox verb. *sandbox.Service
 // implements it. ref is a sandbox name or id; runID a run id.
 type SandboxService interface {
@@ -44,8 +50,6 @@ type SandboxService interface {
 	Stop(ctx context.Context, ref string) (*sandbox.Sandbox, error)
 	Remove(ctx context.Context, ref string, force bool) error
 	Events(ctx context.Context, ref string) ([]sandbox.Event, error)
-	// Metrics is the sandbox's samples from from to to (zero: open).
-	Metrics(ctx context.Context, ref string, from, to time.Time) ([]usage.Sample, error)
 	// Address is the sandbox's private address, or "".
 	Address(sb *sandbox.Sandbox) string
 
@@ -144,6 +148,9 @@ type Config struct {
 	Rebase RebaseService
 	// Recover serves a sandbox's recover route. nil: 503.
 	Recover RecoverService
+	// Samples serves a sandbox's metrics route (internal/sampling). nil:
+	// 503.
+	Samples SampleService
 	// Export serves a sandbox's export and the import of an archive.
 	// nil: 503.
 	Export ExportService
@@ -231,6 +238,7 @@ type server struct {
 	owners       OwnerService
 	rebase       RebaseService
 	recovery     RecoverService
+	samples      SampleService
 	export       ExportService
 	// maxArchiveBytes bounds an archive an import reads.
 	maxArchiveBytes int64
@@ -280,6 +288,7 @@ func New(cfg Config) http.Handler {
 		owners:          cfg.Owners,
 		rebase:          cfg.Rebase,
 		recovery:        cfg.Recover,
+		samples:         cfg.Samples,
 		export:          cfg.Export,
 		maxArchiveBytes: cmp.Or(cfg.MaxArchiveBytes, DefaultMaxArchiveBytes),
 		peers:           cfg.Peers,

@@ -28,7 +28,8 @@ import (
 	"github.com/den-dev/den/internal/warm"
 )
 
-// Source is what the metrics are read from; *sandbox.Service is one.
+// Source is what the metrics are read from: the sampler's readings
+// (internal/sampling) beside the core's pool and warm pools.
 type Source interface {
 	// Usage is this node's sandboxes with their newest readings.
 	Usage(ctx context.Context) ([]sandbox.SandboxUsage, error)

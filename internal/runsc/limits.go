@@ -30,7 +30,7 @@ import (
 //     processes use, which den-init counts (see internal/initd). Its
 //     checks wake the sandbox, so while the sandbox is quiet dend watches
 //     the host cgroup instead (WatchHost) and turns them off
-//     (internal/sandbox limitwatch.go).
+//     (internal/sampling's WatchLimits).
 //   - Processes: gVisor's own pids cgroup inside the sandbox, which makes
 //     fork and clone fail with EAGAIN at the limit; den-init sets it
 //     (guest.Limits). The host's pids cgroup is a backstop, as every

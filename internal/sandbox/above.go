@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"time"
 
@@ -267,3 +268,64 @@ func (s *Service) FreeSlots() int {
 	defer s.mu.Unlock()
 	return s.cfg.Network.Slots() - len(s.slotTaken)
 }
+
+// What booting and removing the warm pools' instances (internal/warming)
+// uses: an instance is made as a create makes one, under a stand-in
+// record that is never stored.
+
+// CheckReserve refuses doing (e.g. "boot a warm instance") while the
+// host's disk is below its reserve.
+func (s *Service) CheckReserve(doing string) error { return s.checkReserve(doing) }
+
+// NewToken returns a new den-init token.
+func NewToken() string { return newToken() }
+
+// DiskCap is the disk cap a sandbox gets that asked for asked bytes (0:
+// the default).
+func (s *Service) DiskCap(asked int64) int64 { return s.diskCap(asked) }
+
+// AllocFreeSlot hands id the lowest free network slot, never taking one
+// back from the warm pools (AllocSlot does); ReleaseSlot gives it back.
+func (s *Service) AllocFreeSlot(id string) (int, error) { return s.allocSlot(id) }
+
+// BootStandIn boots sb, a stand-in record that is never stored, from
+// im's files as a create would: its own root snapshot capped at
+// sb.Spec.DiskBytes, its namespace, the engine up and den-init answering
+// to token. On failure the caller removes what was made (Halt).
+func (s *Service) BootStandIn(ctx context.Context, sb *Sandbox, im *Image, token string) error {
+	if _, err := s.cfg.Volumes.Snapshot(ctx, im.VolumeKey(), sb.VolumeKey(), false); err != nil {
+		return fmt.Errorf("making its root filesystem: %w", err)
+	}
+	if err := s.capDisk(ctx, sb); err != nil {
+		return err
+	}
+	att, err := s.attach(ctx, sb)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Runtime.Start(ctx, s.instance(sb, att.Netns, token)); err != nil {
+		return err
+	}
+	g := s.dialWith(sb, token)
+	defer closeGuest(g)
+	return s.whenListening(ctx, sb, func(ctx context.Context) error {
+		_, err := g.Ping(ctx)
+		return err
+	})
+}
+
+// Halt ends sb's instance at once: the engine's sandbox and its
+// namespace go; its files stay. Errors are logged.
+func (s *Service) Halt(ctx context.Context, sb *Sandbox) { s.halt(ctx, sb, 0) }
+
+// DialGuest returns a client of den-init in sb's instance, answering to
+// token; CloseGuest closes it.
+func (s *Service) DialGuest(sb *Sandbox, token string) Guest { return s.dialWith(sb, token) }
+
+// CloseGuest closes a client DialGuest returned.
+func CloseGuest(g Guest) { closeGuest(g) }
+
+// GuestFor is a client of den-init in sb's current instance, as the
+// core's verbs use it (internal/sampling counts processes and turns limit
+// checks on and off with it).
+func (s *Service) GuestFor(sb *Sandbox) Guest { return s.guestFor(sb) }

@@ -122,7 +122,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 		Generation: 1, Token: newToken(), Node: s.cfg.Node, Owner: p.Owner, CreatedAt: now, UpdatedAt: now,
 	}
 	// A warm instance of the image, if one fits, becomes the sandbox,
-	// with the id and address it was booted with (warmclaim.go).
+	// with the id and address it was booted with (warm.go).
 	wi := s.takeWarm(spec, im)
 	if wi != nil {
 		sb.ID, sb.Slot = wi.ID, wi.Slot
@@ -149,7 +149,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 		case wi != nil && gone:
 			s.warm.PutBack(wi) // untouched: still as it booted
 		case wi != nil:
-			s.tearDownWarm(context.WithoutCancel(ctx), wi) // its slot stays with the record
+			s.warmInstances.TearDown(context.WithoutCancel(ctx), wi) // its slot stays with the record
 		case gone:
 			s.releaseSlot(sb.Slot)
 		}

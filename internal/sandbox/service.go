@@ -20,7 +20,6 @@ import (
 	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/runoutput"
 	"github.com/den-dev/den/internal/transfer"
-	"github.com/den-dev/den/internal/usage"
 	"github.com/den-dev/den/internal/warm"
 )
 
@@ -81,9 +80,6 @@ type Config struct {
 	// Lease is this node's lease in the fleet, which fences its sandboxes
 	// (fleet.go); nil outside a fleet.
 	Lease Lease
-	// Warm configures the warm pools (internal/warm); a zero value keeps
-	// none.
-	Warm warm.Config
 	// Observer hears how long lifecycle verbs take (observe.go); nil:
 	// nobody.
 	Observer VerbObserver
@@ -146,9 +142,6 @@ type Service struct {
 	disk capLedger
 	// admission checks owners' quotas (admission.go); it has its own lock.
 	admission admitter
-	// metrics keeps recent samples of running sandboxes (metrics.go,
-	// internal/usage); it has its own lock.
-	metrics sampleLog
 	// blobs is the blob store checkpoints are uploaded to (fleet.go);
 	// nil: none, and checkpoints live on this host only. Set once, before
 	// recovery (UseBlobStore).
@@ -166,8 +159,11 @@ type Service struct {
 	events eventStream
 	// warm are this node's warm pools (warm.go, internal/warm); nil
 	// without any; they have their own lock. They are per node by
-	// design: no other node sees their instances.
-	warm *warm.Pools
+	// design: no other node sees their instances. Set once, before
+	// Recover (UseWarm), with warmInstances, which boots and removes
+	// their instances on the host (internal/warming).
+	warm          *warm.Pools
+	warmInstances WarmInstances
 	// views are the snapshots peers' views are (package peers).
 	views *peers.Views
 }
@@ -218,20 +214,11 @@ func NewService(cfg Config) (*Service, error) {
 		admission:    quota.NewAdmission(cfg.Quotas),
 		events:       events.NewHub(),
 		activity:     idle.NewActivity(cfg.Now),
-		metrics:      usage.NewLog(),
 		views:        peers.NewViews(cfg.Volumes, cfg.Logger),
 	}
 	s.transfers = transfer.NewRegistry(s.activity.Hold)
 	s.space = runoutput.NewSpace(ctx, cfg.RunsDir, cfg.Output, prunableRuns{s}, cfg.Now, cfg.Logger)
 	s.collect = runoutput.NewCollectors(ctx, cfg.RunsDir, cfg.Output.PerStream, s.space, cfg.Now, cfg.Logger)
-	if _, ok := cfg.Runtime.(HostnameSetter); ok && cfg.Warm.Dir != "" {
-		wc := cfg.Warm
-		wc.MemoryBytes, wc.Init = DefaultMemory, cfg.Init
-		s.warm = warm.New(wc, warmHost{s}, cfg.Logger)
-		if err := s.warm.Load(); err != nil {
-			return nil, fmt.Errorf("sandbox service: %w", err)
-		}
-	}
 	return s, nil
 }
 

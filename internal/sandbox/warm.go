@@ -4,21 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/warm"
 )
 
 // Warm pools (internal/warm) keep instances of an image booted ahead of
 // demand, so a create that fits one costs a claim instead of a boot. The
-// pools own their state; what they need of the core is here: booting a
-// pool instance as a create would make it, tearing one down, and telling
-// an image's current build (warmHost). Claiming one for a create is in
-// warmclaim.go; the admin's verbs on the pools are internal/warming's.
+// pools own their state; booting, handing over and removing their
+// instances on the host is internal/warming's (WarmInstances), and so
+// are the admin's verbs on them. What stays here is the claim as a step
+// of create: taking a ready instance and making it the sandbox.
 //
 // A claim makes a ready instance the new sandbox's first generation: it
 // takes the sandbox's id, name, host name, den-init token, limits,
@@ -27,6 +26,10 @@ import (
 // on its own, so its gVisor kernel's random state and boot_id are its
 // own, never shared with another; den-init renews its own identity when
 // claimed and refuses a claim once anything ran.
+
+// claimTimeout bounds the claim of a warm instance: one that does not
+// answer by then is given up for a cold boot.
+const claimTimeout = 3 * time.Second
 
 // HostnameSetter is a Runtime that can give a running instance a new
 // host name; warm pools need one.
@@ -45,18 +48,31 @@ type HostMemoryReader interface {
 	HostPSS(id string) (int64, error)
 }
 
-// warmSandbox is the stand-in record the lifecycle helpers work with
-// while the instance is the pool's; it is never stored.
-func warmSandbox(wi *warm.Instance) *Sandbox {
-	return &Sandbox{
-		ID: wi.ID, Name: "warm-" + wi.ID, Generation: 1, Slot: wi.Slot, Token: wi.Token, Init: wi.Init,
-		Spec: Spec{Image: wi.Image, CPUs: wi.CPUs, MemoryBytes: wi.MemoryBytes, DiskBytes: wi.DiskBytes, Network: netpolicy.Policy{Mode: netpolicy.ModeNone}},
-	}
+// WarmInstances is what create asks of the pools' instances on the host
+// (internal/warming fills it).
+type WarmInstances interface {
+	// HandOver gives warm instance wi's den-init to sb, recorded with
+	// wi's id and slot: sb's token and host name (den-init renews its
+	// boot identity and refuses if anything ran in it).
+	HandOver(ctx context.Context, sb *Sandbox, wi *warm.Instance) error
+	// TearDown removes what exists of wi on the host; its slot and note
+	// stay.
+	TearDown(ctx context.Context, wi *warm.Instance)
+	// Discard removes wi, which no pool or create holds, from the host,
+	// and gives back its slot and note.
+	Discard(ctx context.Context, wi *warm.Instance, why string)
 }
 
-// imageStamp tells builds of an image apart: a rebuilt or replaced image
+// UseWarm gives the Service this node's warm pools and what boots their
+// instances. Call it once, before Recover; without it the node keeps
+// none.
+func (s *Service) UseWarm(pools *warm.Pools, instances WarmInstances) {
+	s.warm, s.warmInstances = pools, instances
+}
+
+// Stamp tells builds of an image apart: a rebuilt or replaced image
 // makes the pool's instances of the old one stale.
-func imageStamp(im *Image) string {
+func (im *Image) Stamp() string {
 	return fmt.Sprintf("%s@%d", im.Digest, im.CreatedAt.UnixNano())
 }
 
@@ -66,7 +82,7 @@ func (s *Service) takeWarm(spec Spec, im *Image) *warm.Instance {
 	if s.warm == nil {
 		return nil
 	}
-	return s.warm.Take(spec.Image, spec.MemoryBytes, imageStamp(im))
+	return s.warm.Take(spec.Image, spec.MemoryBytes, im.Stamp())
 }
 
 // WarmHealth sums up the pools beside the host's memory.
@@ -90,147 +106,6 @@ func (s *Service) RunWarm() {
 	}()
 }
 
-// warmHost is what the pools ask of the core.
-type warmHost struct{ s *Service }
-
-var _ warm.Host = warmHost{}
-
-func (h warmHost) Stamp(ctx context.Context, image string) (string, error) {
-	im, err := h.s.cfg.Store.GetImage(ctx, image)
-	if errors.Is(err, errdefs.ErrNotFound) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	return imageStamp(im), nil
-}
-
-func (h warmHost) Boot(ctx context.Context, t warm.Target) (*warm.Instance, error) {
-	s := h.s
-	// As a create gets it: the newest version, downloaded or built here
-	// when another node of the fleet made it.
-	if err := s.fetchImage(ctx, t.Image); err != nil {
-		return nil, err
-	}
-	im, err := s.cfg.Images.Version(ctx, t.Image, 0)
-	if err != nil {
-		return nil, fmt.Errorf("preparing image %q: %w", t.Image, err)
-	}
-	if err := s.checkReserve("boot a warm instance"); err != nil {
-		return nil, err
-	}
-	t0 := time.Now()
-	wi, err := s.bootWarm(ctx, t, im)
-	if err != nil {
-		return nil, err
-	}
-	s.watchWarm(wi)
-	s.log.Debug("warm instance ready", "image", t.Image, "instance", wi.ID, "boot", time.Since(t0))
-	return wi, nil
-}
-
-func (h warmHost) Discard(ctx context.Context, wi *warm.Instance, why string) {
-	h.s.discardWarm(ctx, wi, why)
-}
-
-func (h warmHost) HostMemory(wi *warm.Instance) (int64, error) {
-	r, ok := h.s.cfg.Runtime.(HostMemoryReader)
-	if !ok {
-		return 0, errors.New("the engine cannot tell an instance's host memory")
-	}
-	return r.HostPSS(warmSandbox(wi).InstanceID())
-}
-
-// bootWarm makes one pool instance of im as a create would: its own
-// root snapshot, a namespace with no egress, runsc up and den-init
-// answering to the pool's token. On failure nothing is left.
-func (s *Service) bootWarm(ctx context.Context, t warm.Target, im *Image) (_ *warm.Instance, err error) {
-	wi := &warm.Instance{
-		ID: newID(12), Image: im.Name, Stamp: imageStamp(im), MemoryBytes: t.MemoryBytes, CPUs: DefaultCPUs,
-		DiskBytes: s.diskCap(0), Token: newToken(), Init: s.cfg.Init, BootedAt: s.cfg.Now().UTC(),
-	}
-	if wi.Slot, err = s.allocSlot(wi.ID); err != nil {
-		return nil, err
-	}
-	if err := s.warm.Note(wi); err != nil {
-		s.releaseSlot(wi.Slot)
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-			defer cancel()
-			s.discardWarm(cctx, wi, "boot failed")
-		}
-	}()
-	sb := warmSandbox(wi)
-	if _, err := s.cfg.Volumes.Snapshot(ctx, im.VolumeKey(), sb.VolumeKey(), false); err != nil {
-		return nil, fmt.Errorf("making its root filesystem: %w", err)
-	}
-	// The default cap, which most creates get: their claim skips it.
-	if err := s.capDisk(ctx, sb); err != nil {
-		return nil, err
-	}
-	att, err := s.attach(ctx, sb)
-	if err != nil {
-		return nil, err
-	}
-	// The boot token stays den-init's until the claim: a rekey would
-	// close the socket the host name helper comes through.
-	if err := s.cfg.Runtime.Start(ctx, s.instance(sb, att.Netns, wi.Token)); err != nil {
-		return nil, err
-	}
-	_, addr := s.cfg.Network.Addr(sb.Slot)
-	g := s.cfg.Dial(netip.AddrPortFrom(addr, guest.Port), wi.Token)
-	defer closeGuest(g)
-	if err := s.whenListening(ctx, sb, func(ctx context.Context) error {
-		_, err := g.Ping(ctx)
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	if err := s.cfg.Runtime.(HostnameSetter).StartHostnameHelper(ctx, sb.InstanceID()); err != nil {
-		// The claim names it the slow way.
-		s.log.Warn("a warm instance has no host name helper", "instance", wi.ID, "err", err)
-	}
-	return wi, nil
-}
-
-// discardWarm removes a pool instance no create holds, and its note.
-func (s *Service) discardWarm(ctx context.Context, wi *warm.Instance, why string) {
-	s.log.Debug("removing a warm instance", "instance", wi.ID, "image", wi.Image, "why", why)
-	s.tearDownWarm(ctx, wi)
-	s.releaseSlot(wi.Slot)
-	if err := s.warm.Forget(wi.ID); err != nil {
-		s.log.Error("removing a warm instance", "instance", wi.ID, "err", err)
-	}
-}
-
-// watchWarm drops wi from its pool if its engine exits while it waits.
-func (s *Service) watchWarm(wi *warm.Instance) {
-	ew, ok := s.cfg.Runtime.(engineWatcher)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithCancel(s.ctx)
-	exited, err := ew.WatchExit(ctx, warmSandbox(wi).InstanceID())
-	if err != nil {
-		cancel()
-		return
-	}
-	wi.Watched(cancel)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		select {
-		case <-ctx.Done():
-		case <-exited:
-			s.warm.Exited(context.WithoutCancel(ctx), wi)
-		}
-	}()
-}
-
 // allocSandboxSlot hands a sandbox a network slot, taking one back from
 // the warm pools when they hold the last ones: a sandbox comes before an
 // instance kept for one.
@@ -243,7 +118,7 @@ func (s *Service) allocSandboxSlot(ctx context.Context, id string) (int, error) 
 	if oldest == nil || !s.warm.Remove(oldest) {
 		return slot, err
 	}
-	s.discardWarm(context.WithoutCancel(ctx), oldest, "its address is needed by a sandbox")
+	s.warmInstances.Discard(context.WithoutCancel(ctx), oldest, "its address is needed by a sandbox")
 	return s.allocSlot(id)
 }
 
@@ -254,7 +129,7 @@ func (s *Service) clearWarmLeftovers(ctx context.Context) error {
 	if s.warm == nil {
 		return nil
 	}
-	return s.warm.ClearLeftovers(ctx, s.recorded, s.tearDownWarm)
+	return s.warm.ClearLeftovers(ctx, s.recorded, s.warmInstances.TearDown)
 }
 
 // recorded says whether a sandbox record has id.
@@ -266,14 +141,75 @@ func (s *Service) recorded(ctx context.Context, id string) (bool, error) {
 	return err == nil, err
 }
 
-// tearDownWarm removes what exists of wi on the host: its engine
-// instance, namespace and volume. Errors are logged: it must not stop
-// half-way.
-func (s *Service) tearDownWarm(ctx context.Context, wi *warm.Instance) {
-	wi.Unwatch()
-	sb := warmSandbox(wi)
-	s.halt(ctx, sb, 0)
-	if err := s.cfg.Volumes.Remove(ctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		s.log.Error("removing a warm instance's files", "instance", wi.ID, "err", err)
+// bootFromWarm makes sb, just recorded as creating with wi's id and
+// slot, run on warm instance wi; when the claim fails, wi is removed and
+// sb boots cold from im as any create does, so a failed claim costs
+// time, never a sandbox, and leaves nothing behind.
+func (s *Service) bootFromWarm(ctx context.Context, sb *Sandbox, wi *warm.Instance, im *Image) error {
+	t0 := time.Now()
+	// A sandbox record names the instance now: Recover settles it with
+	// the record, so the pool's note goes.
+	if err := s.warm.Forget(wi.ID); err != nil {
+		s.log.Warn("claiming a warm instance", "instance", wi.ID, "err", err)
 	}
+	err := s.claimWarm(ctx, sb, wi)
+	if err == nil {
+		s.touch(sb.ID)
+		s.log.Debug("created from a warm instance", "sandbox", sb.Name, "claim", time.Since(t0))
+		return s.transition(ctx, sb, StateRunning, EventStarted, "generation 1 claimed from the warm pool of image "+wi.Image)
+	}
+	s.log.Warn("claiming a warm instance failed; booting cold", "sandbox", sb.Name, "instance", wi.ID, "err", err)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	s.warmInstances.TearDown(cctx, wi)
+	cancel()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.createInstance(ctx, sb, im)
+}
+
+// claimWarm gives warm instance wi sb's identity, limits and policy:
+// host name and den-init token (HandOver), CPU share and limits, disk
+// cap and network policy.
+func (s *Service) claimWarm(ctx context.Context, sb *Sandbox, wi *warm.Instance) error {
+	wi.Unwatch() // the sandbox's own supervision takes over
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	sb.Init = wi.Init
+	inst := sb.InstanceID()
+	t0 := time.Now()
+	if err := s.warmInstances.HandOver(ctx, sb, wi); err != nil {
+		return err
+	}
+	t1 := time.Now()
+	defer func() {
+		s.log.Debug("claimed", "sandbox", sb.Name, "den_init", t1.Sub(t0), "rest", time.Since(t1))
+	}()
+	l := sb.Spec.Limits()
+	if l.CPUs != wi.CPUs {
+		if err := s.cfg.Runtime.Update(ctx, inst, l); err != nil {
+			return fmt.Errorf("setting the host's limits: %w", err)
+		}
+	}
+	if err := s.enforceLimits(ctx, sb, s.guestFor(sb)); err != nil {
+		return err
+	}
+	if err := s.fenceOne(ctx, sb, s.guestFor(sb)); err != nil {
+		return fmt.Errorf("telling den-init until when the sandbox may run: %w", err)
+	}
+	if sb.Spec.DiskBytes != wi.DiskBytes {
+		if err := s.capDisk(ctx, sb); err != nil {
+			return err
+		}
+	}
+	// The pool's namespace lets nothing out, as policy none: only
+	// another policy needs rules.
+	if sb.Spec.Network.Mode != netpolicy.ModeNone {
+		if err := s.cfg.Network.Enforce(ctx, sb.ID, sb.Slot, sb.Spec.Network); err != nil {
+			return fmt.Errorf("applying its network policy: %w", err)
+		}
+	}
+	s.secretStates.Set(sb.InstanceID(), grant.State{})
+	s.supervise(sb)
+	return nil
 }

@@ -5,7 +5,7 @@
 // per node by design: it is gone when dend restarts, and a sandbox's
 // samples go with the sandbox.
 //
-// It reads nothing itself: the sandbox service's sampler reads the
+// It reads nothing itself: internal/sampling's Sampler reads the
 // host's counters and hands each reading to a Log. It never imports
 // internal/sandbox: it knows sandboxes by id and their instances by the
 // instance id, and nothing of their states.

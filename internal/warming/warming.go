@@ -1,16 +1,20 @@
-// Package warming is the admin's verbs on this node's warm pools: setting
-// how many instances of an image are kept booted ahead of demand
-// (SetWarm) and listing the pools (WarmPools), as httpapi.WarmService
-// asks.
+// Package warming is this node's warm pools seen from above the sandbox
+// core: the admin's verbs on them, setting how many instances of an
+// image are kept booted ahead of demand (SetWarm) and listing the pools
+// (WarmPools), as httpapi.WarmService asks; and booting, handing over
+// and removing their instances on the host (Instances), which the pools
+// (warm.Host) and the core's create (sandbox.WarmInstances) call.
 //
 // It sits above the sandbox core: it imports internal/sandbox and uses
-// only the Service's exported primitives (Pools, FreeSlots) and the
-// records' images. The pools' state and decisions are internal/warm's;
-// booting a pool instance and claiming one for a create are the core's
-// (its warm.go and warmclaim.go), as they are steps of its boot and
-// create. It must never be imported by internal/sandbox, never boot,
-// claim or remove an instance itself, and never reach into the
-// Service's own state (its maps and locks).
+// only the Service's exported primitives (Pools, FreeSlots; for an
+// instance, the steps a create makes under a stand-in record never
+// stored: BootStandIn, Halt, AllocSlot, DialGuest, ...) and the records'
+// images. The pools' state and decisions are internal/warm's; claiming
+// an instance as a step of create (taking it, giving it the sandbox's
+// limits and policy, booting cold when the claim fails) is the core's.
+// It must never be imported by internal/sandbox, never store a sandbox
+// record, and never reach into the Service's own state (its maps and
+// locks).
 package warming
 
 import (

@@ -30,3 +30,10 @@ func TestWithoutPools(t *testing.T) {
 		t.Fatalf("WarmPools without pools: %v, want nil", p)
 	}
 }
+
+func TestNoInstancesWithoutDirOrNamingEngine(t *testing.T) {
+	w, err := NewInstances(InstancesConfig{})
+	if err != nil || w != nil {
+		t.Fatalf("NewInstances with no engine and no dir = %v, %v; want nil, nil", w, err)
+	}
+}

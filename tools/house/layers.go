@@ -113,8 +113,13 @@ var layers = map[string]layer{
 	// Checkpoint collection: what goes once nothing needs it.
 	"internal/checkpointgc": above,
 
-	// The warm pools' admin verbs: setting a pool's target, listing them.
+	// The warm pools' admin verbs: setting a pool's target, listing them;
+	// booting, handing over and removing their instances.
 	"internal/warming": above,
+
+	// Reading running sandboxes from the host: usage samples and limit
+	// watches.
+	"internal/sampling": above,
 
 	// The front doors: each translates its protocol to the Service's verbs.
 	"internal/httpapi":           doors,
