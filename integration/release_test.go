@@ -286,3 +286,56 @@ func skewSaid(t *testing.T, d *dend, den, tag string) {
 		t.Errorf("den %s against dend %s: stderr %q, want one line %q...", mine, tag, stderr.String(), want)
 	}
 }
+
+// An upgrade that brings another runsc cannot wake a hibernated sandbox
+// with its processes (memory images restore only under the runsc that
+// made them): dend says which at start, and why; the running sandbox
+// runs on; waking the hibernated one puts it in error with the reason,
+// and `recover --cold` brings its files back.
+func TestUpgradeToAnotherRunscSaysWhichCannotWake(t *testing.T) {
+	d := startDend(t)
+	ctx := ctxT(t, 5*time.Minute)
+	d.create("run")
+	counter := strings.TrimSpace(d.mustSh("run", `sh -c 'i=0; while :; do i=$((i+1)); echo $i >/tmp/count; sleep 0.2; done' >/dev/null 2>&1 & echo $!`))
+	d.create("hib")
+	d.mustSh("hib", `echo kept >/root/f`)
+	if _, err := d.c.Hibernate(ctx, "hib"); err != nil {
+		t.Fatal(err)
+	}
+	before := counting(t, d, counter, 0)
+
+	// The "new" runsc is the same program under another version stamp.
+	real, err := filepath.EvalSymlinks(filepath.Join(binDir, "runsc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(t.TempDir(), "runsc")
+	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'runsc version 0.0.0-another'; echo 'spec: 1.1.0'; exit 0; fi\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(other, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d.stop()
+	d.args = append(d.args, "--runsc", other)
+	d.start()
+	said := ""
+	for _, l := range strings.Split(d.logs(), "\n") {
+		if strings.Contains(l, "cannot wake with its processes") {
+			said += l + "\n"
+		}
+	}
+	if !strings.Contains(said, "sandbox=hib") || !strings.Contains(said, "0.0.0-another") || strings.Contains(said, "sandbox=run") {
+		t.Fatalf("dend's start after the runsc change said %q; want hib named, with both runsc versions, and run not", said)
+	}
+	wantState(t, d, "run", api.StateRunning)
+	counting(t, d, counter, before)
+	_, err = d.c.Resume(ctx, "hib")
+	if err == nil || !strings.Contains(err.Error(), "0.0.0-another") {
+		t.Fatalf("waking hib under another runsc: %v; want the versions named", err)
+	}
+	if _, err := d.c.Recover(ctx, "hib", client.RecoverOptions{Mode: api.RecoverCold}); err != nil {
+		t.Fatalf("den recover hib --cold: %v", err)
+	}
+	if got := d.mustSh("hib", `cat /root/f`); got != "kept\n" {
+		t.Fatalf("hib recovered cold: %q, want its file", got)
+	}
+}

@@ -252,6 +252,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := pruneInits(ctx, svc, initDir, log); err != nil {
 		log.Warn("removing den-init versions nothing needs", "err", err)
 	}
+	sayUnwakeable(ctx, svc, log)
 	if blobs != nil {
 		if err := blobs.Run(ctx, blobsRetry, cfg.Blobs.GCInterval); err != nil {
 			return err
@@ -399,6 +400,21 @@ func pruneInits(ctx context.Context, svc *sandbox.Service, dir string, log *slog
 		log.Info("removed den-init versions nothing needs", "versions", removed)
 	}
 	return err
+}
+
+// sayUnwakeable logs, once at start, each hibernated sandbox this dend
+// cannot wake with its processes, and why: an upgrade that brought
+// another runsc leaves them so.
+func sayUnwakeable(ctx context.Context, svc *sandbox.Service, log *slog.Logger) {
+	refused, err := svc.Unwakeable(ctx)
+	if err != nil {
+		log.Warn("checking which hibernated sandboxes can wake here", "err", err)
+		return
+	}
+	for name, why := range refused {
+		log.Warn("a hibernated sandbox cannot wake with its processes on this host: waking it puts it in error; `den recover NAME --cold` boots its files",
+			"sandbox", name, "reason", why)
+	}
 }
 
 func serve(ctx context.Context, cfg Config, handler, metricsHandler http.Handler, log *slog.Logger) error {
