@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X github.com/den-dev/den/internal/version.Version=$(VERSION)
 GO_TEST_FLAGS ?=
 DEND_FLAGS ?=
 
-.PHONY: all setup build binaries run test unit integration test-hostvm bench faults fuzz vet house clean install install-files dist
+.PHONY: all setup build binaries run test unit integration test-hostvm bench faults fuzz vet house clean install install-files dist dist-prev
 
 # Where `make install` puts things; DESTDIR stages them elsewhere.
 PREFIX ?= /usr/local
@@ -150,6 +150,13 @@ dist: build
 	rm -f $(DIST)/den_* $(DIST)/SHA256SUMS
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null) go run -C tools/dist . \
 		-bin $(abspath $(BIN)) -repo $(CURDIR) -out $(abspath $(DIST)) -version $(VERSION)
+
+# The previous release's package in dist/prev/, built from its tag by
+# its own Makefile (PREV=TAG names another), for the upgrade run in the
+# VM: `make dist dist-prev`, then
+# `../shared/hostvm/run-in-vm scripts/hostvm-upgrade.sh`.
+dist-prev:
+	PREV=$(PREV) ./scripts/dist-prev.sh
 
 vet:
 	go vet ./...

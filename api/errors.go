@@ -52,6 +52,16 @@ func (e *Error) Error() string {
 	return e.Message
 }
 
+// What dend answers a call it does not have, as every release has
+// answered it: 404 with a message beginning NoRouteMessage when nothing
+// is served at the path, 405 with one beginning NoMethodMessage when the
+// path is served for other methods. A client newer than dend meets them
+// for the calls added since dend's release.
+const (
+	NoRouteMessage  = "no route "
+	NoMethodMessage = "method "
+)
+
 // ErrorBody is the envelope of an error response.
 type ErrorBody struct {
 	Error *Error `json:"error"`

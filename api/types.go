@@ -446,6 +446,12 @@ type Progress struct {
 	Error   *Error `json:"error,omitempty"`
 }
 
+// VersionHeader names, on every answer of dend, the release of den it
+// runs (what `dend --version` prints): a client built from another
+// release can say so, and which of its calls that dend may not know.
+// dends of v0.1.0 do not send it; GET /v1/health names theirs.
+const VersionHeader = "Den-Version"
+
 // Health is the body of GET /v1/health.
 type Health struct {
 	Status       string `json:"status"` // "ok"

@@ -61,17 +61,20 @@ type Client struct {
 	// filesAs is the user file calls act as in the sandbox; "" is root
 	// (see FilesAs).
 	filesAs string
+	// version, when set, is told the release dend names (version.go).
+	version *versionWatch
 }
 
 type config struct {
-	socket       string
-	host         string
-	token        string
-	hc           *http.Client
-	ua           string
-	log          *slog.Logger
-	reconnectFor time.Duration
-	notice       func(string)
+	socket        string
+	host          string
+	token         string
+	hc            *http.Client
+	ua            string
+	log           *slog.Logger
+	reconnectFor  time.Duration
+	notice        func(string)
+	serverVersion func(string)
 }
 
 // Option configures a Client.
@@ -126,6 +129,9 @@ func New(opts ...Option) (*Client, error) {
 	c := &Client{token: cfg.token, ua: cfg.ua, log: cfg.log, reconnectFor: cfg.reconnectFor, notice: cfg.notice}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.serverVersion != nil {
+		c.version = &versionWatch{seen: cfg.serverVersion}
 	}
 	if cfg.host != "" {
 		u, err := parseHost(cfg.host)
@@ -266,6 +272,7 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 		}
 	}
 	c.log.Debug("dend request", "method", r.method, "path", r.path, "status", resp.StatusCode, "elapsed", time.Since(start))
+	c.heard(resp)
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
 		return nil, decodeError(resp)

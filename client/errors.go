@@ -98,8 +98,11 @@ func (e *Error) Unwrap() []error {
 
 // Is reports whether target is the class of e (ErrNotFound and so on).
 func (e *Error) Is(target error) bool {
-	if target == ErrOutcomeUnknown {
+	switch target {
+	case ErrOutcomeUnknown:
 		return e.unknown
+	case ErrUnknownCall:
+		return e.unknownCall()
 	}
 	c, ok := classByCode[e.API.Code]
 	return ok && c == target

@@ -87,6 +87,7 @@ func (c *Client) dialExec(ctx context.Context, name string) (*websocket.Conn, er
 	c.header(h)
 	u := c.url(scheme, sandboxPath(name, "exec", "ws"), nil)
 	conn, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: h})
+	c.heard(resp)
 	if err == nil {
 		return conn, nil
 	}

@@ -10,15 +10,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime"
-	"runtime/debug"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/den-dev/den/client"
-	denversion "github.com/den-dev/den/internal/version"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...";
@@ -44,6 +40,9 @@ type app struct {
 	// global flags
 	socket, host, token string
 	jsonOut, debug      bool
+
+	// skew is dend's release as its answers named it (version.go).
+	skew skew
 }
 
 // Errors that decide the exit status.
@@ -97,6 +96,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 	}
 	if isCobraUsageError(err) {
 		err = unknownCommand(err)
+	}
+	if errors.Is(err, client.ErrUnknownCall) {
+		err = a.unknownCall(ctx, err)
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
@@ -192,6 +194,7 @@ TCP with --host and a token from DEN_TOKEN.`,
 func (a *app) client() (*client.Client, error) {
 	opts := []client.Option{
 		client.WithUserAgent("den/" + clientVersion()),
+		client.WithServerVersion(a.heardServer),
 		// A change whose connection drops is asked after until dend
 		// answers; the user hears that it happened and how it ended
 		// (its failure, as den's error).
@@ -243,71 +246,5 @@ func atLeast(names ...string) cobra.PositionalArgs {
 			return usagef("usage: "+cmd.UseLine(), "missing %s", strings.Join(names[len(args):], " and "))
 		}
 		return nil
-	}
-}
-
-func clientVersion() string {
-	if version != "" {
-		return version
-	}
-	// What `make build` stamps on both den and dend.
-	if denversion.Version != "dev" {
-		return denversion.Version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
-
-func (a *app) versionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print den's version and dend's, warning when they differ",
-		Example: `  den version
-  den version --json`,
-		Args: args(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			cv := map[string]string{"version": clientVersion(), "go": runtime.Version()}
-			h, err := c.Health(cmd.Context())
-			mismatch := err == nil && h.Version != cv["version"]
-			if mismatch {
-				fmt.Fprintf(a.stderr, "den: warning: den is %s but dend is %s; install both from one build (`make install`) and restart dend\n", cv["version"], h.Version)
-			}
-			if a.jsonOut {
-				if err != nil {
-					return err
-				}
-				return printJSON(a.stdout, map[string]any{"client": cv, "server": h, "mismatch": mismatch})
-			}
-			fmt.Fprintf(a.stdout, "den:   %s (%s)\n", cv["version"], cv["go"])
-			if err != nil {
-				return err
-			}
-			details := []string{"status " + h.Status}
-			if h.RunscVersion != "" {
-				details = append(details, "runsc "+h.RunscVersion)
-			}
-			if h.Storage != "" {
-				details = append(details, "storage "+h.Storage)
-			}
-			fmt.Fprintf(a.stdout, "dend:  %s (%s)\n", h.Version, strings.Join(details, ", "))
-			switch b := h.Blobs; {
-			case b == nil:
-			case b.Reachable:
-				fmt.Fprintln(a.stdout, "blobs: reachable")
-			default:
-				since := ""
-				if b.Since != nil {
-					since = " for " + time.Since(*b.Since).Round(time.Second).String()
-				}
-				fmt.Fprintf(a.stdout, "blobs: CANNOT BE REACHED%s: %s\n       uploads wait and retry; moves, downloads and recover --rollback answer 503 until it answers\n", since, b.Error)
-			}
-			return nil
-		},
 	}
 }

@@ -263,6 +263,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := pruneInits(ctx, svc, initDir, log); err != nil {
 		log.Warn("removing den-init versions nothing needs", "err", err)
 	}
+	sayUnwakeable(ctx, svc, log)
 	if blobs != nil {
 		if err := blobs.Run(ctx, blobsRetry, cfg.Blobs.GCInterval); err != nil {
 			return err
@@ -318,7 +319,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	peerVerbs := peering.New(peering.Config{Sandboxes: svc, Volumes: pool, Logger: log})
 	exports := exporter(svc, pool, log)
-	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health,
+	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health, Version: version.Version,
 		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: owners.New(owners.Config{Sandboxes: svc, Store: st, Records: st}), Requests: st,
 		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(blobs), Warm: warming.New(warming.Config{Sandboxes: svc, Images: st}), Samples: sampler, UI: ui.Handler(),
 		Events: svc, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate), Rebase: rebase.New(rebase.Config{Sandboxes: svc, Copier: storage.PathCopier{}, Logger: log}), Peers: peerVerbs, Export: exports, Recover: recov,
@@ -419,6 +420,21 @@ func pruneInits(ctx context.Context, svc *sandbox.Service, dir string, log *slog
 		log.Info("removed den-init versions nothing needs", "versions", removed)
 	}
 	return err
+}
+
+// sayUnwakeable logs, once at start, each hibernated sandbox this dend
+// cannot wake with its processes, and why: an upgrade that brought
+// another runsc leaves them so.
+func sayUnwakeable(ctx context.Context, svc *sandbox.Service, log *slog.Logger) {
+	refused, err := svc.Unwakeable(ctx)
+	if err != nil {
+		log.Warn("checking which hibernated sandboxes can wake here", "err", err)
+		return
+	}
+	for name, why := range refused {
+		log.Warn("a hibernated sandbox cannot wake with its processes on this host: waking it puts it in error; `den recover NAME --cold` boots its files",
+			"sandbox", name, "reason", why)
+	}
 }
 
 func serve(ctx context.Context, cfg Config, handler, metricsHandler http.Handler, log *slog.Logger) error {

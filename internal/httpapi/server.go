@@ -125,6 +125,9 @@ type Config struct {
 	Logger    *slog.Logger
 	// Health reports on dend for GET /v1/health; nil answers {"status":"ok"}.
 	Health func(ctx context.Context) api.Health
+	// Version is the release of den this dend runs, named on every
+	// answer in api.VersionHeader; "" names none.
+	Version string
 	// MaxJSONBytes bounds JSON request bodies; 0 means DefaultMaxJSONBytes.
 	// Uploads (file content, archives, image imports) are streamed and
 	// not bounded by it.
@@ -317,7 +320,20 @@ func New(cfg Config) http.Handler {
 			cfg.MCP.ServeHTTP(w, r)
 		}))
 	}
-	return s.logRequests(s.recoverPanics(s.ports.RouteHosts(s.door(cfg.E2B, s.ui(cfg.UI, s.authenticate(s.auditCalls(s.fallback(mux))))))))
+	return namesVersion(cfg.Version, s.logRequests(s.recoverPanics(s.ports.RouteHosts(s.door(cfg.E2B, s.ui(cfg.UI, s.authenticate(s.auditCalls(s.fallback(mux)))))))))
+}
+
+// namesVersion sets api.VersionHeader to version on every answer of next,
+// refusals and unknown routes included: a client of another release
+// learns it from any call.
+func namesVersion(version string, next http.Handler) http.Handler {
+	if version == "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(api.VersionHeader, version)
+		next.ServeHTTP(w, r)
+	})
 }
 
 // ui sends requests for UIPath and below to h, the others on to next.
@@ -401,14 +417,14 @@ func (s *server) fallback(mux *http.ServeMux) http.Handler {
 			w.Header().Set("Allow", probe.header.Get("Allow"))
 			httpx.WriteJSONError(w, http.StatusMethodNotAllowed, &api.Error{
 				Code:    api.CodeInvalid,
-				Message: "method " + r.Method + " not allowed on " + r.URL.Path,
+				Message: api.NoMethodMessage + r.Method + " not allowed on " + r.URL.Path,
 				Hint:    "allowed: " + probe.header.Get("Allow"),
 			})
 			return
 		}
 		httpx.WriteJSONError(w, http.StatusNotFound, &api.Error{
 			Code:    api.CodeNotFound,
-			Message: "no route " + r.Method + " " + r.URL.Path,
+			Message: api.NoRouteMessage + r.Method + " " + r.URL.Path,
 			Hint:    "see GET /v1/openapi.yaml for the routes",
 		})
 	})

@@ -113,6 +113,24 @@ func TestUnknownRoute(t *testing.T) {
 	e.noCalls()
 }
 
+// Every answer names dend's release, an unknown route's and a refused
+// method's too: a client of another release tells from any call.
+func TestEveryAnswerNamesTheVersion(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Version = "v1.2.3" })
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/v1/health"}, {"GET", "/v1/no-such-call"}, {"PUT", "/v1/sandboxes"}, {"GET", "/v1/sandboxes/nobody"},
+	} {
+		resp, _ := e.do(c.method, c.path, nil)
+		if got := resp.Header.Get(api.VersionHeader); got != "v1.2.3" {
+			t.Errorf("%s %s (status %d): %s %q, want v1.2.3", c.method, c.path, resp.StatusCode, api.VersionHeader, got)
+		}
+	}
+	resp, _ := newEnv(t).do("GET", "/v1/health", nil)
+	if got, ok := resp.Header[api.VersionHeader]; ok {
+		t.Errorf("a dend with no version sent %s %q", api.VersionHeader, got)
+	}
+}
+
 func TestWrongMethod(t *testing.T) {
 	e := newEnv(t)
 	resp, body := e.do("PUT", "/v1/sandboxes", nil)
