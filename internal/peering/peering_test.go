@@ -54,6 +54,8 @@ func (v *views) Remove(_ context.Context, key string) error {
 	return nil
 }
 
+func (v *views) Path(key string) string { return "/pool/" + key }
+
 func (v *views) keys() []string {
 	v.mu.Lock()
 	defer v.mu.Unlock()

@@ -51,8 +51,12 @@ type Peer struct {
 	// shows OTHER's files as they were at TakenAt.
 	Checkpoint string    `json:"checkpoint,omitempty"`
 	TakenAt    time.Time `json:"taken_at"`
-	// View is the storage key of the read-only snapshot mounted at At.
+	// View is the storage key of the read-only snapshot mounted at At;
+	// "" for a live view.
 	View string `json:"view"`
+	// Live views show OTHER's files as they are, not a snapshot: a
+	// read-only mount of OTHER's root (place.go).
+	Live bool `json:"live,omitempty"`
 }
 
 // Max is the most views one sandbox may have.
@@ -158,6 +162,10 @@ func Plan(id string, peers, now []Peer, kept func(view string) bool, newID func(
 	from = make([]string, len(plan))
 	for i := range plan {
 		p := &plan[i]
+		if p.Live {
+			p.ID = newID() // shows OTHER itself, as it is: nothing to copy
+			continue
+		}
 		from[i] = p.View
 		if !kept(p.View) {
 			j := slices.IndexFunc(now, func(q Peer) bool { return q.At == p.At })

@@ -27,6 +27,9 @@ import (
 // Config is what the Service is built from.
 type Config struct {
 	Store   Store
+	// ViewsDir holds each sandbox's views directory, where its peers'
+	// views change while it runs (peers/place.go); "" for none.
+	ViewsDir string
 	Volumes Volumes
 	Runtime Runtime
 	Network Network
@@ -222,7 +225,7 @@ func NewService(cfg Config) (*Service, error) {
 		events:       events.NewHub(),
 		activity:     idle.NewActivity(cfg.Now),
 		metrics:      usage.NewLog(),
-		views:        peers.NewViews(cfg.Volumes, cfg.Logger),
+		views:        peers.NewViews(cfg.Volumes, cfg.ViewsDir, cfg.Logger),
 	}
 	s.transfers = transfer.NewRegistry(s.activity.Hold)
 	s.space = runoutput.NewSpace(ctx, cfg.RunsDir, cfg.Output, prunableRuns{s}, cfg.Now, cfg.Logger)

@@ -50,7 +50,8 @@ type HostMemoryReader interface {
 func warmSandbox(wi *warm.Instance) *Sandbox {
 	return &Sandbox{
 		ID: wi.ID, Name: "warm-" + wi.ID, Generation: 1, Slot: wi.Slot, Token: wi.Token, Init: wi.Init,
-		Spec: Spec{Image: wi.Image, CPUs: wi.CPUs, MemoryBytes: wi.MemoryBytes, DiskBytes: wi.DiskBytes, Network: netpolicy.Policy{Mode: netpolicy.ModeNone}},
+		Spec: Spec{Image: wi.Image, CPUs: wi.CPUs, MemoryBytes: wi.MemoryBytes, DiskBytes: wi.DiskBytes, Network: netpolicy.Policy{Mode: netpolicy.ModeNone},
+			LiveViews: true},
 	}
 }
 
@@ -178,6 +179,9 @@ func (s *Service) bootWarm(ctx context.Context, t warm.Target, im *Image) (_ *wa
 	}
 	// The boot token stays den-init's until the claim: a rekey would
 	// close the socket the host name helper comes through.
+	if err := s.placeViews(sb); err != nil {
+		return nil, err
+	}
 	if err := s.cfg.Runtime.Start(ctx, s.instance(sb, att.Netns, wi.Token)); err != nil {
 		return nil, err
 	}
