@@ -26,13 +26,13 @@ import (
 
 // Config is what the Service is built from.
 type Config struct {
-	Store   Store
+	Store Store
 	// ViewsDir holds each sandbox's views directory, where its peers'
 	// views change while it runs (peers/place.go); "" for none.
 	ViewsDir string
-	Volumes Volumes
-	Runtime Runtime
-	Network Network
+	Volumes  Volumes
+	Runtime  Runtime
+	Network  Network
 	// Reach is what network rules may name, whatever the tenant asks.
 	Reach   netpolicy.Reach
 	Images  Images
