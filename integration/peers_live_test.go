@@ -22,9 +22,16 @@ done`
 // process that was running before the view was added sees it, sees a
 // refresh and sees it go, with the same pid and no new generation; a
 // live view shows what the peer writes after the add; neither can be
-// written; and hibernating and waking the reader keeps them.
+// written; and hibernating and waking the reader keeps them. On both
+// storage pools: a copy pool's views are copies, placed the same way.
 func TestPeerLiveViews(t *testing.T) {
-	d := startDend(t)
+	for _, storage := range []string{"btrfs", "copy"} {
+		t.Run(storage, func(t *testing.T) { testPeerLiveViews(t, storage) })
+	}
+}
+
+func testPeerLiveViews(t *testing.T, storage string) {
+	d := startDend(t, "--storage", storage)
 	ctx := ctxT(t, 10*time.Minute)
 	d.create("coder")
 	d.create("reviewer")
