@@ -7,13 +7,17 @@
 //
 // A view is NAME's own read-only snapshot of OTHER's root filesystem (or
 // of one of OTHER's checkpoints), taken when the peer is added or
-// refreshed, and bind-mounted read-only into NAME at its mount point.
-// OTHER is only read: nothing of NAME is written into it or its record,
-// and OTHER's removal leaves NAME's view as it was.
+// refreshed, or, for a live view, OTHER's root itself; either is mounted
+// read-only into NAME at its mount point. OTHER is only read: nothing of
+// NAME is written into it or its record, and OTHER's removal leaves
+// NAME's snapshot views as they were.
 //
 // The engine fixes an instance's mounts when it boots, and restores a
-// memory image only with the mounts it was taken with. So a sandbox's
-// peers change only while it has no instance: when stopped, or, on
+// memory image only with the mounts it was taken with. So every sandbox
+// boots with one mount of den's own at Root, its views directory, where
+// den mounts and unmounts views on the host while it runs (place.go):
+// views under Root change while it runs or is paused. A view elsewhere
+// changes only while the sandbox has no instance: when stopped, or, on
 // request, by restarting it (its processes end, its files stay). The
 // peers are in the sandbox's spec, so a hibernated sandbox wakes with
 // the views it slept with, and checkpoints record them: a memory image
