@@ -193,8 +193,8 @@ func (s *Service) RefreshPeer(ctx context.Context, ref, peerRef string, p Params
 	}
 	var dropped string
 	msg := fmt.Sprintf("peer %s at %s refreshed", peers.Describe(peer), peer.At)
-	// The new view is mounted over the old one: a lookup sees one or
-	// the other, never an empty mount point.
+	// The new view replaces the old one in one step (Views.Mount): a
+	// lookup sees one or the other, never an empty mount point.
 	place := func(sb *sandbox.Sandbox) (func(), error) {
 		return func() { s.views.Mount(sb.ID, *old, s.source(*old)) }, s.views.Mount(sb.ID, peer, s.source(peer))
 	}

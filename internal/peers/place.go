@@ -67,22 +67,44 @@ func (v *Views) Source(p Peer, other string) string {
 	return v.vol.Path(p.View)
 }
 
+// moveMountBeneath is MOVE_MOUNT_BENEATH (Linux 6.5): move_mount puts
+// the new mount under the one at the target, so unmounting the top one
+// swaps them in one step.
+const moveMountBeneath = 0x200
+
 // Mount places the view p of sandbox, showing source, in the sandbox's
-// views directory: a read-only bind mount, no device files, no set-id.
-// A view already there is replaced.
+// views directory: a read-only bind mount, no device files, no set-id,
+// made read-only before it is attached. A view already there is replaced
+// in one step: the new mount goes beneath it, then the old one is
+// detached, so a lookup finds one or the other, never an empty mount
+// point. Kernels before 6.5 detach the old one first.
 func (v *Views) Mount(sandbox string, p Peer, source string) error {
 	dst := v.target(sandbox, p.At)
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return fmt.Errorf("making the mount point of the view at %s: %w", p.At, err)
 	}
-	v.unmount(dst)
-	if err := unix.Mount(source, dst, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("mounting the view at %s: %w", p.At, err)
+	fd, err := unix.OpenTree(unix.AT_FDCWD, source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("cloning the view at %s: %w", p.At, err)
 	}
-	ro := uintptr(unix.MS_REMOUNT | unix.MS_BIND | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV)
-	if err := unix.Mount("", dst, "", ro, ""); err != nil {
-		v.unmount(dst)
+	defer unix.Close(fd)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
 		return fmt.Errorf("making the view at %s read-only: %w", p.At, err)
+	}
+	if isMountPoint(dst) {
+		err := unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH|moveMountBeneath)
+		if err == nil {
+			if err := unix.Unmount(dst, unix.MNT_DETACH); err != nil { // the old view, now on top
+				return fmt.Errorf("detaching the old view at %s: %w", p.At, err)
+			}
+			return nil
+		}
+		v.log.Warn("replacing a view in one step failed; detaching the old one first", "dir", dst, "err", err)
+		v.unmount(dst)
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("mounting the view at %s: %w", p.At, err)
 	}
 	return nil
 }
