@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/client"
 )
 
 // watchScript runs in the reader for the whole test: one process, started
@@ -99,6 +100,24 @@ func testPeerLiveViews(t *testing.T, storage string) {
 	if g := sandboxAs(t, d.c, "reviewer").Generation; g != gen {
 		t.Errorf("reviewer's generation went from %d to %d on adds and a refresh: it was restarted", gen, g)
 	}
+
+	// A fork gets a copy of the snapshot view and a live view of its own.
+	kids, err := d.c.Fork(ctx, "reviewer", client.ForkOptions{Name: "reviewer-kid"})
+	if err != nil {
+		t.Fatalf("forking reviewer: %v", err)
+	}
+	if ps := peersAs(t, d.c, "reviewer-kid"); len(ps) != 2 || !ps[1].Live {
+		t.Errorf("fork's peers: %+v", ps)
+	}
+	d.mustSh("coder", `printf 'v3b\n' > /work/a.txt && sync`)
+	if got := d.mustSh("reviewer-kid", "cat /peers/coder/work/a.txt /peers/live/work/a.txt"); got != "v2\nv3b\n" {
+		t.Errorf("the fork's views show %q, want v2 and v3b", got)
+	}
+	d.mustBeReadOnly("reviewer-kid", "touch /peers/live/work/x")
+	if err := d.c.RemoveSandbox(ctx, kids[0].Name, true); err != nil {
+		t.Fatal(err)
+	}
+	waitSeen("v2\nv3b\n")
 
 	// Hibernated and woken, the reader still has both, with its process.
 	if _, err := d.c.Hibernate(ctx, "reviewer"); err != nil {
