@@ -4,8 +4,9 @@ import "time"
 
 // Peer is a read-only view a sandbox has of another sandbox's files: a
 // snapshot of them (or of one of its checkpoints) taken when the view was
-// added or last refreshed, mounted at At. The other sandbox never sees
-// it, and its removal leaves the view as it was.
+// added or last refreshed, or with Live the files as they are, mounted at
+// At. The other sandbox never sees it, and its removal leaves a snapshot
+// view as it was.
 type Peer struct {
 	// ID names the view, as does its mount point.
 	ID string `json:"id"`
@@ -18,6 +19,9 @@ type Peer struct {
 	// "" when it shows its files as they were at TakenAt.
 	Checkpoint string    `json:"checkpoint,omitempty"`
 	TakenAt    time.Time `json:"taken_at"`
+	// Live views show the other sandbox's files as they are, not a
+	// snapshot.
+	Live bool `json:"live,omitempty"`
 }
 
 // PeerList is the body of GET /v1/sandboxes/{name}/peers.
@@ -34,9 +38,13 @@ type AddPeerRequest struct {
 	Checkpoint string `json:"checkpoint,omitempty"`
 	// At is the mount point; default /peers/SANDBOX.
 	At string `json:"at,omitempty"`
-	// Restart lets dend restart a running or paused sandbox to mount the
-	// view (its processes end, its files stay); without it only a stopped
-	// sandbox's peers change.
+	// Live shows the other sandbox's files as they are, read-only,
+	// without a refresh, instead of a snapshot.
+	Live bool `json:"live,omitempty"`
+	// Restart has dend restart a running or paused sandbox to apply the
+	// change (its processes end, its files stay). A view under /peers
+	// needs none; one elsewhere only changes while the sandbox is
+	// stopped, or with Restart.
 	Restart bool `json:"restart,omitempty"`
 }
 

@@ -142,7 +142,7 @@ type bench struct {
 }
 
 // stepNames name the steps for -only, in the order they run.
-var stepNames = []string{"create", "warm", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "mcpflood", "ssh", "sftpflood", "python", "e2b", "store", "blobs", "move", "rebase", "metrics", "ui"}
+var stepNames = []string{"create", "warm", "idle", "big", "memory", "hibernated", "sealed", "ports", "network", "wake", "enginekill", "idlecpu", "throughput", "mcp", "mcpflood", "ssh", "sftpflood", "python", "e2b", "store", "blobs", "move", "rebase", "peers", "metrics", "ui"}
 
 func run(bin string, n, nBig int, only string, o options) error {
 	want := map[string]bool{}
@@ -212,6 +212,7 @@ func run(bin string, n, nBig int, only string, o options) error {
 		{"blobs", "blob store", b.blobStore},
 		{"move", "den move between nodes", b.moveSandboxes},
 		{"rebase", "den rebase", b.rebaseSandbox},
+		{"peers", "peer views: refresh and reads", b.peerViews},
 		{"metrics", "/metrics with 500 sandboxes", b.metricsScrape},
 		{"ui", "the dashboard's sandboxes page", b.dashboardList},
 	}

@@ -10,12 +10,13 @@ import (
 
 // AddPeer gives sandbox name a read-only view of another sandbox's files
 // (req.Sandbox), at req.At (default /peers/OTHER): a snapshot taken now,
-// or of req.Checkpoint. A running or paused sandbox's peers change only
-// with req.Restart, which restarts it (its processes end, its files
-// stay); a stopped one's at once. Another owner's sandbox is
+// of req.Checkpoint, or with req.Live the files as they are. A view under
+// /peers appears while the sandbox runs; elsewhere a running or paused
+// sandbox's peers change only with req.Restart, which restarts it (its
+// processes end, its files stay). Another owner's sandbox is
 // ErrNotFound, as one that does not exist.
 //
-//	p, err := c.AddPeer(ctx, "reviewer", api.AddPeerRequest{Sandbox: "coder", Restart: true})
+//	p, err := c.AddPeer(ctx, "reviewer", api.AddPeerRequest{Sandbox: "coder", Live: true})
 func (c *Client) AddPeer(ctx context.Context, name string, req api.AddPeerRequest) (*api.Peer, error) {
 	var p api.Peer
 	if err := c.do(ctx, http.MethodPost, sandboxPath(name, "peers"), nil, req, &p); err != nil {

@@ -281,6 +281,9 @@ func (d *dend) wipe() {
 	for _, id := range d.instances() {
 		exec.Command(filepath.Join(binDir, "runsc"), "--root="+d.runscRoot(), "delete", "--force", id).Run()
 	}
+	// Peers' views directories are host mounts that outlive dend, as
+	// its sandboxes do.
+	unmountUnder(d.t, d.runDir)
 	pool := filepath.Join(d.dataDir, "pool")
 	if isMounted(pool) {
 		if out, err := exec.Command("umount", pool).CombinedOutput(); err != nil {

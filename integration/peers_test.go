@@ -57,10 +57,12 @@ func TestPeerView(t *testing.T) {
 	d.mustSh("coder", `mkdir -p /work/src && printf 'v1\n' > /work/a.txt && head -c 100000 /dev/urandom > /work/src/blob && chmod 640 /work/src/blob`)
 	before := d.mustSh("coder", filesDigest)
 
-	// A running viewer needs --restart: refused without, nothing changed.
-	out, errs, code := d.denAs(nil, "", "peer", "add", "reviewer", "coder")
+	// A running viewer needs --restart for a view outside /peers
+	// (TestPeerLiveViews has those under it): refused without, nothing
+	// changed.
+	out, errs, code := d.denAs(nil, "", "peer", "add", "reviewer", "coder", "--at", "/review/now")
 	if code == 0 || !strings.Contains(errs, "--restart") {
-		t.Fatalf("peer add on a running sandbox without --restart: %d %q %q", code, out, errs)
+		t.Fatalf("peer add outside /peers on a running sandbox without --restart: %d %q %q", code, out, errs)
 	}
 	if ps, err := d.c.Peers(ctx, "reviewer"); err != nil || len(ps) != 0 {
 		t.Fatalf("peers after a refused add: %+v, %v", ps, err)
@@ -100,9 +102,9 @@ func TestPeerView(t *testing.T) {
 	if got := d.mustSh("coder", filesDigest); got != before {
 		t.Errorf("coder's files changed:\n%s\nwant\n%s", got, before)
 	}
-	// coder never sees its viewer.
-	if _, _, code := d.sh("coder", "ls /peers"); code == 0 {
-		t.Error("coder has a /peers directory")
+	// coder never sees its viewer: its own views directory is empty.
+	if got, errs, code := d.sh("coder", "ls -A /peers"); got != "" {
+		t.Errorf("coder's /peers holds %q (%d %q)", got, code, errs)
 	}
 	if ps, err := d.c.Peers(ctx, "coder"); err != nil || len(ps) != 0 {
 		t.Errorf("coder's peers: %+v, %v", ps, err)

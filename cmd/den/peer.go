@@ -17,24 +17,27 @@ func (a *app) peerCommand() *cobra.Command {
 		Short: "Give a sandbox a read-only view of another sandbox's files",
 		Long: `Give a sandbox (NAME) a read-only view of another sandbox's files (OTHER):
 a snapshot of them taken when the view is added or refreshed (or of one of
-OTHER's checkpoints), mounted read-only inside NAME at /peers/OTHER or --at.
-Writes there fail (read-only file system). OTHER is only read: it never sees
-NAME, and removing OTHER leaves NAME's view as it was. You can only view
-sandboxes you may read yourself.
+OTHER's checkpoints), or with --live OTHER's files as they are, mounted
+read-only inside NAME at /peers/OTHER or --at. Writes there fail (read-only
+file system). OTHER is only read: it never sees NAME, and removing OTHER
+leaves NAME's snapshot view as it was. You can only view sandboxes you may
+read yourself.
 
-A view is mounted when NAME boots: a stopped NAME's peers change at once; a
-running or paused NAME's only with --restart, which stops and boots it again
-(its processes end, its files stay); a hibernated NAME's not at all (resume
-it first). Hibernating and waking NAME keep its views; its checkpoints record
+A view under /peers appears, changes and goes while NAME runs or is paused:
+its processes keep running. A view elsewhere (--at) is mounted when NAME
+boots: a running or paused NAME's change only with --restart, which stops and
+boots it again (its processes end, its files stay). A hibernated NAME's views
+do not change (resume it first). Hibernating and waking NAME keep its views; its checkpoints record
 its peers but not the views' bytes, and a memory checkpoint restores only
 while NAME has views at the same mount points. Forks of NAME get their own
 copies of its views. At most 8 views per sandbox.`,
-		Example: `  den peer add reviewer coder --restart
+		Example: `  den peer add reviewer coder
   den exec reviewer -- ls /peers/coder
-  den peer refresh reviewer coder --restart
-  den peer add reviewer coder --checkpoint v1 --at /peers/coder-v1 --restart
+  den peer refresh reviewer coder
+  den peer add reviewer coder --live --at /peers/coder-live
+  den peer add reviewer coder --checkpoint v1 --at /peers/coder-v1
   den peer ls reviewer
-  den peer rm reviewer coder --restart`,
+  den peer rm reviewer coder`,
 		Args: subcommands("peer", "add, refresh, rm, ls"),
 		RunE: func(*cobra.Command, []string) error { return nil },
 	}
@@ -48,11 +51,13 @@ func (a *app) peerAddCommand() *cobra.Command {
 		Use:   "add NAME OTHER",
 		Short: "Give NAME a read-only view of OTHER's files",
 		Long: `Give NAME a read-only view of OTHER's files as they are now (OTHER is synced
-first if it runs), or of OTHER's checkpoint --checkpoint, at /peers/OTHER or
---at (an absolute path, without "..", not on another view's path nor on
-den's own mounts such as /proc or /.den).`,
-		Example: `  den peer add reviewer coder --restart
-  den peer add reviewer coder --checkpoint v1 --at /review/base`,
+first if it runs), of OTHER's checkpoint --checkpoint, or with --live of
+OTHER's files as they are at every read, without a refresh. It appears at
+/peers/OTHER or --at (an absolute path, without "..", not on another view's
+path nor on den's own mounts such as /proc or /.den).`,
+		Example: `  den peer add reviewer coder
+  den peer add reviewer coder --live --at /peers/coder-live
+  den peer add reviewer coder --checkpoint v1 --at /review/base --restart`,
 		Args: args("NAME", "OTHER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
@@ -64,12 +69,13 @@ den's own mounts such as /proc or /.den).`,
 			if err != nil {
 				return err
 			}
-			return a.printPeer(cmd, c, p, args[0], "added")
+			return a.printPeer(cmd, c, p, args[0], "added", req.Restart)
 		},
 	}
 	cmd.Flags().StringVar(&req.Checkpoint, "checkpoint", "", "show this checkpoint of OTHER (id or name) instead of its files now")
 	cmd.Flags().StringVar(&req.At, "at", "", "mount point inside NAME (default /peers/OTHER)")
-	cmd.Flags().BoolVar(&req.Restart, "restart", false, "restart a running or paused NAME to mount it (its processes end, its files stay)")
+	cmd.Flags().BoolVar(&req.Live, "live", false, "show OTHER's files as they are at every read, not a snapshot")
+	cmd.Flags().BoolVar(&req.Restart, "restart", false, "restart a running or paused NAME to apply it (its processes end, its files stay); only needed for a view outside /peers")
 	return cmd
 }
 
@@ -81,8 +87,8 @@ func (a *app) peerRefreshCommand() *cobra.Command {
 		Long: `Take view PEER of NAME again, showing OTHER's files as they are now, or its
 checkpoint --checkpoint. PEER is OTHER's name, the view's mount point, or
 its id (as ` + "`den peer ls`" + ` shows).`,
-		Example: `  den peer refresh reviewer coder --restart
-  den peer refresh reviewer /review/base --checkpoint v2`,
+		Example: `  den peer refresh reviewer coder
+  den peer refresh reviewer /review/base --checkpoint v2 --restart`,
 		Args: args("NAME", "PEER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
@@ -97,11 +103,11 @@ its id (as ` + "`den peer ls`" + ` shows).`,
 			if err != nil {
 				return err
 			}
-			return a.printPeer(cmd, c, p, args[0], "refreshed")
+			return a.printPeer(cmd, c, p, args[0], "refreshed", req.Restart)
 		},
 	}
 	cmd.Flags().StringVar(&req.Checkpoint, "checkpoint", "", "show this checkpoint of OTHER instead of its files now")
-	cmd.Flags().BoolVar(&req.Restart, "restart", false, "restart a running or paused NAME to mount it (its processes end, its files stay)")
+	cmd.Flags().BoolVar(&req.Restart, "restart", false, "restart a running or paused NAME to apply it (its processes end, its files stay); only needed for a view outside /peers")
 	return cmd
 }
 
@@ -113,7 +119,7 @@ func (a *app) peerRmCommand() *cobra.Command {
 		Short:   "Take a view away from NAME",
 		Long: `Take view PEER away from NAME and remove its snapshot. PEER is OTHER's name,
 the view's mount point, or its id.`,
-		Example: `  den peer rm reviewer coder --restart`,
+		Example: `  den peer rm reviewer coder`,
 		Args:    args("NAME", "PEER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
@@ -133,7 +139,7 @@ the view's mount point, or its id.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&restart, "restart", false, "restart a running or paused NAME to unmount it (its processes end, its files stay)")
+	cmd.Flags().BoolVar(&restart, "restart", false, "restart a running or paused NAME to unmount it (its processes end, its files stay); only needed for a view outside /peers")
 	return cmd
 }
 
@@ -164,6 +170,9 @@ func (a *app) peerLsCommand() *cobra.Command {
 			t := newTable(a.stdout, "ID", "SANDBOX", "AT", "SHOWS", "TAKEN")
 			for _, p := range ps {
 				shows := "files"
+				if p.Live {
+					shows = "files, live"
+				}
 				if p.Checkpoint != "" {
 					shows = "checkpoint " + p.Checkpoint
 				}
@@ -192,11 +201,14 @@ func peerRef(cmd *cobra.Command, c *client.Client, name, ref string) (string, er
 	return "", usagef("list its views with `den peer ls "+name+"`", "sandbox %s has no view at %s", name, ref)
 }
 
-func (a *app) printPeer(cmd *cobra.Command, c *client.Client, p *api.Peer, name, what string) error {
+func (a *app) printPeer(cmd *cobra.Command, c *client.Client, p *api.Peer, name, what string, restarted bool) error {
 	if a.jsonOut {
 		return printJSON(a.stdout, p)
 	}
 	shows := p.Sandbox + "'s files"
+	if p.Live {
+		shows += ", live"
+	}
 	if p.Checkpoint != "" {
 		shows = "checkpoint " + p.Checkpoint + " of " + p.Sandbox
 	}
@@ -205,10 +217,13 @@ func (a *app) printPeer(cmd *cobra.Command, c *client.Client, p *api.Peer, name,
 	if err != nil {
 		return err
 	}
-	if sb.State == "running" {
-		fmt.Fprintf(a.stdout, "%s runs with it as generation %d (restarted: its processes were ended)\n", name, sb.Generation)
-	} else {
+	switch {
+	case sb.State != "running" && sb.State != "paused":
 		fmt.Fprintf(a.stdout, "%s is %s; the view is mounted when it starts\n", name, sb.State)
+	case restarted:
+		fmt.Fprintf(a.stdout, "%s runs with it as generation %d (restarted: its processes were ended)\n", name, sb.Generation)
+	default:
+		fmt.Fprintf(a.stdout, "%s sees it now; its processes kept running\n", name)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	peerviews "github.com/den-dev/den/internal/peers"
 	"log/slog"
 	"net"
 	"net/http"
@@ -185,6 +186,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	scfg := sandbox.Config{
 		Store: st, Volumes: pool, Runtime: rt, Network: network, Images: images, Secrets: secrets, Init: initVersion,
+		ViewsDir:      filepath.Join(cfg.RunDir, "views"),
 		ResolvConf:    string(network.ResolvConf()),
 		Sealer:        sealer,
 		Reach:         network.Reach(opened),
@@ -212,6 +214,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// start; the figures read at each scrape come from the service.
 	prom := metrics.New(version.Version, rt.Version(), log.With("component", "metrics"))
 	scfg.Observer = prom
+	if err := peerviews.SetUp(scfg.ViewsDir); err != nil {
+		return err
+	}
 	svc, err := sandbox.NewService(scfg)
 	if err != nil {
 		return err
@@ -317,7 +322,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	peerVerbs := peering.New(peering.Config{Sandboxes: svc, Volumes: pool, Logger: log})
+	peerVerbs := peering.New(peering.Config{Sandboxes: svc, Volumes: pool, ViewsDir: scfg.ViewsDir, Logger: log})
 	exports := exporter(svc, pool, log)
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health, Version: version.Version,
 		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: owners.New(owners.Config{Sandboxes: svc, Store: st, Records: st}), Requests: st,

@@ -49,7 +49,7 @@ func (s *server) addPeer(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := peerReader(r)
-	p.Other, p.Checkpoint, p.At, p.Restart = req.Sandbox, req.Checkpoint, req.At, req.Restart
+	p.Other, p.Checkpoint, p.At, p.Live, p.Restart = req.Sandbox, req.Checkpoint, req.At, req.Live, req.Restart
 	_, peer, err := s.peers.AddPeer(r.Context(), r.PathValue("name"), p)
 	if err != nil {
 		return err
@@ -103,5 +103,5 @@ func peerReader(r *http.Request) peering.Params {
 }
 
 func toPeer(p peers.Peer) api.Peer {
-	return api.Peer{ID: p.ID, Sandbox: p.Sandbox, SandboxID: p.SandboxID, At: p.At, Checkpoint: p.Checkpoint, TakenAt: p.TakenAt}
+	return api.Peer{ID: p.ID, Sandbox: p.Sandbox, SandboxID: p.SandboxID, At: p.At, Checkpoint: p.Checkpoint, TakenAt: p.TakenAt, Live: p.Live}
 }

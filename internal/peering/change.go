@@ -10,9 +10,30 @@ import (
 	"github.com/den-dev/den/internal/sandbox"
 )
 
-// checkChange refuses, before anything is done, a change to sb's peers
-// its state does not allow.
-func (s *Service) checkChange(sb *sandbox.Sandbox, restart bool, action string) error {
+// checkLive refuses a live view of a checkpoint: a checkpoint does not
+// change.
+func checkLive(p Params) error {
+	if p.Live && p.Checkpoint != "" {
+		return errdefs.WithHint(errdefs.Invalid("a live view shows the sandbox's files as they are, not checkpoint %q", p.Checkpoint),
+			"drop --live to view the checkpoint, or drop --checkpoint to view the files live")
+	}
+	return nil
+}
+
+// liveHere says whether sb's view at at changes while sb runs: sb boots
+// with its views directory, and at is in it.
+func (s *Service) liveHere(sb *sandbox.Sandbox, at string) bool {
+	return sb.Spec.LiveViews && s.views.Dir(sb.ID) != "" && peers.Live(at)
+}
+
+// source is the host path view p shows.
+func (s *Service) source(p peers.Peer) string {
+	return s.views.Source(p, s.volumes.Path((&sandbox.Sandbox{ID: p.SandboxID}).VolumeKey()))
+}
+
+// checkChange refuses, before anything is done, a change to sb's view at
+// at its state does not allow.
+func (s *Service) checkChange(sb *sandbox.Sandbox, restart bool, at, action string) error {
 	if err := s.sandboxes.Elsewhere(sb); err != nil {
 		return err
 	}
@@ -20,11 +41,14 @@ func (s *Service) checkChange(sb *sandbox.Sandbox, restart bool, action string) 
 	case sandbox.StateStopped:
 		return nil
 	case sandbox.StateRunning, sandbox.StatePaused:
-		if restart {
+		if restart || s.liveHere(sb, at) {
 			return nil
 		}
-		return errdefs.WithHint(errdefs.Conflict("cannot %s sandbox %q while it is %s: a view is mounted when it boots", action, sb.Name, sb.State),
-			"pass --restart to restart it now (its processes end, its files stay), or stop it first with `den stop "+sb.Name+"`")
+		hint := "pass --restart to restart it now (its processes end, its files stay), or stop it first with `den stop " + sb.Name + "`"
+		if sb.Spec.LiveViews && s.views.Dir(sb.ID) != "" {
+			hint = "views under " + peers.Root + " change while it runs: use --at " + peers.Root + "/NAME; else " + hint
+		}
+		return errdefs.WithHint(errdefs.Conflict("cannot %s sandbox %q while it is %s: a view at %s is mounted when it boots", action, sb.Name, sb.State, at), hint)
 	case sandbox.StateHibernated:
 		return errdefs.WithHint(errdefs.Conflict("cannot %s sandbox %q while it is hibernated: its memory image needs the views it slept with", action, sb.Name),
 			"resume it first with `den resume "+sb.Name+"`, then use --restart, or stop it")
@@ -46,6 +70,9 @@ func (s *Service) takeView(ctx context.Context, sb *sandbox.Sandbox, otherID, ck
 		peer.Checkpoint = ""
 		if ckRef != "" {
 			return s.takeCheckpointView(ctx, other, ckRef, peer)
+		}
+		if peer.Live {
+			return sandbox.Require(other, "view live", sandbox.StateRunning, sandbox.StatePaused, sandbox.StateHibernated, sandbox.StateStopped, sandbox.StateError)
 		}
 		switch other.State {
 		case sandbox.StateRunning:
@@ -81,15 +108,17 @@ func (s *Service) takeCheckpointView(ctx context.Context, other *sandbox.Sandbox
 	return nil
 }
 
-// changePeers applies change to sandbox id's peers under its lock: a
-// stopped sandbox's record only, a running or paused one's by stopping
-// it, recording the change and booting it again when restart allows.
-// change returns the view it let go, which is removed once the new
-// record is written.
-func (s *Service) changePeers(ctx context.Context, id string, restart bool, msg string, change func(*sandbox.Sandbox) (string, error)) (*sandbox.Sandbox, error) {
+// changePeers applies change to sandbox id's view at at under its lock:
+// a stopped sandbox's record only; a running or paused one's by stopping
+// it, recording the change and booting it again when restart asks; else
+// live, by place, which changes the view in the sandbox's views
+// directory and returns how to undo that if the record cannot be
+// written. change returns the view it let go, which is removed once the
+// new record is written.
+func (s *Service) changePeers(ctx context.Context, id string, restart bool, at, msg string, change func(*sandbox.Sandbox) (string, error), place func(*sandbox.Sandbox) (func(), error)) (*sandbox.Sandbox, error) {
 	var changed *sandbox.Sandbox
 	err := s.sandboxes.WithSandbox(ctx, id, func(sb *sandbox.Sandbox) error {
-		if err := s.checkChange(sb, restart, "change the peers of"); err != nil {
+		if err := s.checkChange(sb, restart, at, "change the peers of"); err != nil {
 			return err
 		}
 		// Checked before the instance goes: a change that cannot be made
@@ -99,7 +128,8 @@ func (s *Service) changePeers(ctx context.Context, id string, restart bool, msg 
 		if _, err := change(&probe); err != nil {
 			return err
 		}
-		boot := sb.State != sandbox.StateStopped
+		running := sb.State != sandbox.StateStopped
+		boot := running && (restart || !s.liveHere(sb, at))
 		if boot {
 			if err := s.sandboxes.StopLocked(ctx, sb, "stopping to change its peers"); err != nil {
 				return err
@@ -109,7 +139,15 @@ func (s *Service) changePeers(ctx context.Context, id string, restart bool, msg 
 		if err != nil {
 			return err
 		}
+		undo := func() {}
+		if running && !boot {
+			if undo, err = place(sb); err != nil {
+				undo()
+				return err
+			}
+		}
 		if err := s.sandboxes.Record(ctx, sb, sandbox.EventPeers, msg); err != nil {
+			undo()
 			return err
 		}
 		if dropped != "" {

@@ -22,9 +22,13 @@ type Params struct {
 	Checkpoint string
 	// At is the mount point; default peers.Root/OTHER.
 	At string
-	// Restart lets den restart a running or paused sandbox to apply the
-	// change (its processes end, its files stay); without it only a
-	// stopped sandbox's peers change.
+	// Live shows OTHER's files as they are, read-only, instead of a
+	// snapshot of them.
+	Live bool
+	// Restart has den restart a running or paused sandbox to apply the
+	// change (its processes end, its files stay). A view under
+	// peers.Root of a sandbox made since views change live needs none;
+	// any other only changes while the sandbox is stopped, or with it.
 	Restart bool
 	// Reader is who reads OTHER: the owner identity of the caller ("":
 	// none, no sandbox is readable), or AnyOwner for admins, who may read
@@ -41,6 +45,9 @@ type Config struct {
 	// Volumes is the storage pool the views are snapshots in, the
 	// core's.
 	Volumes peers.Volumes
+	// ViewsDir holds the sandboxes' views directories, the core's
+	// (sandbox.Config.ViewsDir); "" when views change only at boot.
+	ViewsDir string
 	// Logger gets failures to remove a view.
 	Logger *slog.Logger
 	// Now is the clock; time.Now when nil.
@@ -51,6 +58,7 @@ type Config struct {
 // views a sandbox has are in its spec.
 type Service struct {
 	sandboxes *sandbox.Service
+	volumes   peers.Volumes
 	views     *peers.Views
 	now       func() time.Time
 }
@@ -60,7 +68,7 @@ func New(cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{sandboxes: cfg.Sandboxes, views: peers.NewViews(cfg.Volumes, cfg.Logger), now: cfg.Now}
+	return &Service{sandboxes: cfg.Sandboxes, volumes: cfg.Volumes, views: peers.NewViews(cfg.Volumes, cfg.ViewsDir, cfg.Logger), now: cfg.Now}
 }
 
 // Peers returns a sandbox's views.
@@ -111,7 +119,10 @@ func (s *Service) AddPeer(ctx context.Context, ref string, p Params) (*sandbox.S
 	if err := peers.ValidateMountPoint(p.At); err != nil {
 		return nil, nil, err
 	}
-	if err := s.checkChange(sb, p.Restart, "add a peer to"); err != nil {
+	if err := checkLive(p); err != nil {
+		return nil, nil, err
+	}
+	if err := s.checkChange(sb, p.Restart, p.At, "add a peer to"); err != nil {
 		return nil, nil, err
 	}
 	if err := peers.Addable(sb.Name, sb.Spec.Peers, p.At); err != nil {
@@ -120,19 +131,24 @@ func (s *Service) AddPeer(ctx context.Context, ref string, p Params) (*sandbox.S
 	// OTHER is read before sb is locked, and never while it is: two
 	// sandboxes peering with each other at once must not wait on each
 	// other.
-	peer := peers.Peer{ID: sandbox.NewID(8), SandboxID: other.ID, Sandbox: other.Name, At: p.At}
-	peer.View = peers.ViewKey(sb.ID, peer.ID)
+	peer := peers.Peer{ID: sandbox.NewID(8), SandboxID: other.ID, Sandbox: other.Name, At: p.At, Live: p.Live}
+	if !peer.Live {
+		peer.View = peers.ViewKey(sb.ID, peer.ID)
+	}
 	if err := s.takeView(ctx, sb, other.ID, p.Checkpoint, &peer); err != nil {
 		return nil, nil, err
 	}
 	msg := fmt.Sprintf("peer %s added at %s", peers.Describe(peer), peer.At)
-	sb, err = s.changePeers(ctx, sb.ID, p.Restart, msg, func(sb *sandbox.Sandbox) (string, error) {
+	place := func(sb *sandbox.Sandbox) (func(), error) {
+		return func() { s.views.Unmount(sb.ID, peer.At) }, s.views.Mount(sb.ID, peer, s.source(peer))
+	}
+	sb, err = s.changePeers(ctx, sb.ID, p.Restart, peer.At, msg, func(sb *sandbox.Sandbox) (string, error) {
 		if err := peers.Addable(sb.Name, sb.Spec.Peers, p.At); err != nil {
 			return "", err
 		}
 		sb.Spec.Peers = append(sb.Spec.Peers, peer)
 		return "", nil
-	})
+	}, place)
 	if err != nil {
 		s.views.Drop(context.WithoutCancel(ctx), peer.View)
 		return nil, nil, err
@@ -160,18 +176,29 @@ func (s *Service) RefreshPeer(ctx context.Context, ref, peerRef string, p Params
 		}
 		return nil, nil, err
 	}
-	if err := s.checkChange(sb, p.Restart, "refresh a peer of"); err != nil {
+	p.Live = old.Live
+	if err := checkLive(p); err != nil {
+		return nil, nil, err
+	}
+	if err := s.checkChange(sb, p.Restart, old.At, "refresh a peer of"); err != nil {
 		return nil, nil, err
 	}
 	peer := *old
 	peer.ID = sandbox.NewID(8)
-	peer.View = peers.ViewKey(sb.ID, peer.ID)
+	if !peer.Live {
+		peer.View = peers.ViewKey(sb.ID, peer.ID)
+	}
 	if err := s.takeView(ctx, sb, old.SandboxID, p.Checkpoint, &peer); err != nil {
 		return nil, nil, err
 	}
 	var dropped string
 	msg := fmt.Sprintf("peer %s at %s refreshed", peers.Describe(peer), peer.At)
-	sb, err = s.changePeers(ctx, sb.ID, p.Restart, msg, func(sb *sandbox.Sandbox) (string, error) {
+	// The new view replaces the old one in one step (Views.Mount): a
+	// lookup sees one or the other, never an empty mount point.
+	place := func(sb *sandbox.Sandbox) (func(), error) {
+		return func() { s.views.Mount(sb.ID, *old, s.source(*old)) }, s.views.Mount(sb.ID, peer, s.source(peer))
+	}
+	sb, err = s.changePeers(ctx, sb.ID, p.Restart, peer.At, msg, func(sb *sandbox.Sandbox) (string, error) {
 		i := slices.IndexFunc(sb.Spec.Peers, func(q peers.Peer) bool { return q.ID == old.ID })
 		if i < 0 {
 			return "", errdefs.Conflict("view %s of sandbox %q changed meanwhile", old.At, sb.Name)
@@ -179,7 +206,7 @@ func (s *Service) RefreshPeer(ctx context.Context, ref, peerRef string, p Params
 		dropped = sb.Spec.Peers[i].View
 		sb.Spec.Peers[i] = peer
 		return dropped, nil
-	})
+	}, place)
 	if err != nil {
 		s.views.Drop(context.WithoutCancel(ctx), peer.View)
 		return nil, nil, err
@@ -197,11 +224,15 @@ func (s *Service) RemovePeer(ctx context.Context, ref, peerRef string, restart b
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkChange(sb, restart, "remove a peer of"); err != nil {
+	if err := s.checkChange(sb, restart, old.At, "remove a peer of"); err != nil {
 		return nil, err
 	}
 	msg := fmt.Sprintf("peer %s at %s removed", peers.Describe(*old), old.At)
-	return s.changePeers(ctx, sb.ID, restart, msg, func(sb *sandbox.Sandbox) (string, error) {
+	place := func(sb *sandbox.Sandbox) (func(), error) {
+		s.views.Unmount(sb.ID, old.At)
+		return func() { s.views.Mount(sb.ID, *old, s.source(*old)) }, nil
+	}
+	return s.changePeers(ctx, sb.ID, restart, old.At, msg, func(sb *sandbox.Sandbox) (string, error) {
 		i := slices.IndexFunc(sb.Spec.Peers, func(q peers.Peer) bool { return q.ID == old.ID })
 		if i < 0 {
 			return "", errdefs.Conflict("view %s of sandbox %q was removed meanwhile", old.At, sb.Name)
@@ -209,5 +240,5 @@ func (s *Service) RemovePeer(ctx context.Context, ref, peerRef string, restart b
 		dropped := sb.Spec.Peers[i].View
 		sb.Spec.Peers = slices.Delete(sb.Spec.Peers, i, i+1)
 		return dropped, nil
-	})
+	}, place)
 }

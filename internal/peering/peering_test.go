@@ -54,6 +54,8 @@ func (v *views) Remove(_ context.Context, key string) error {
 	return nil
 }
 
+func (v *views) Path(key string) string { return "/pool/" + key }
+
 func (v *views) keys() []string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -67,7 +69,7 @@ func (v *views) keys() []string {
 
 var taken = time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 
-func newPeering(t *testing.T) (*peering.Service, *sqlite.Store, *views) {
+func newPeering(t *testing.T, viewsDir ...string) (*peering.Service, *sqlite.Store, *views) {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "den.db"), nil)
@@ -86,7 +88,7 @@ func newPeering(t *testing.T) (*peering.Service, *sqlite.Store, *views) {
 	t.Cleanup(svc.Close)
 	v := &views{from: map[string]string{}}
 	p := peering.New(peering.Config{Sandboxes: svc, Volumes: v, Logger: slog.New(slog.DiscardHandler),
-		Now: func() time.Time { return taken }})
+		Now: func() time.Time { return taken }, ViewsDir: strings.Join(viewsDir, "")})
 	return p, st, v
 }
 
@@ -183,6 +185,8 @@ func TestAddPeerRefuses(t *testing.T) {
 			"cannot add a peer to sandbox \"live\" while it is running", "pass --restart"},
 		{"hibernated", "asleep", peering.Params{Reader: "alice", Other: "coder", Restart: true}, errdefs.ErrConflict,
 			"while it is hibernated", "resume it first with `den resume asleep`"},
+		{"a live view of a checkpoint", "reviewer", peering.Params{Reader: "alice", Other: "coder", Live: true, Checkpoint: "v1"}, errdefs.ErrInvalid,
+			"a live view shows the sandbox's files as they are", "drop --live"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := p.AddPeer(t.Context(), tc.ref, tc.p)
@@ -193,6 +197,33 @@ func TestAddPeerRefuses(t *testing.T) {
 				t.Fatalf("hint %q, want one saying %q", hint, tc.hint)
 			}
 		})
+	}
+	if keys := v.keys(); len(keys) != 0 {
+		t.Fatalf("refused changes left views %v", keys)
+	}
+}
+
+// A sandbox that boots with its views directory takes views under /peers
+// while it runs; elsewhere it still needs --restart, and is told where
+// views need none. One made before views changed live is told as before.
+func TestRunningNeedsRestartOutsidePeers(t *testing.T) {
+	p, st, v := newPeering(t, t.TempDir())
+	addSandbox(t, st, "coder", "alice", sandbox.StateStopped, 1)
+	addSandbox(t, st, "old", "alice", sandbox.StateRunning, 2)
+	now := time.Now().UTC()
+	sb := &sandbox.Sandbox{ID: "id-new", Name: "new", Owner: "alice", State: sandbox.StateRunning, Slot: 3, Generation: 1,
+		Spec: sandbox.Spec{Image: "busybox", CPUs: 1, MemoryBytes: 256 << 20, LiveViews: true}, CreatedAt: now, UpdatedAt: now}
+	if err := st.CreateSandbox(t.Context(), sb, sandbox.Event{SandboxID: sb.ID, Time: now, Type: sandbox.EventCreated, To: sb.State}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ ref, at, hint string }{
+		{"new", "/review/coder", "views under /peers change while it runs"},
+		{"old", "/peers/coder", "pass --restart"},
+	} {
+		_, _, err := p.AddPeer(t.Context(), tc.ref, peering.Params{Reader: "alice", Other: "coder", At: tc.at})
+		if !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(errdefs.Hint(err), tc.hint) {
+			t.Errorf("adding at %s to %s: %v (hint %q), want a conflict hinting %q", tc.at, tc.ref, err, errdefs.Hint(err), tc.hint)
+		}
 	}
 	if keys := v.keys(); len(keys) != 0 {
 		t.Fatalf("refused changes left views %v", keys)

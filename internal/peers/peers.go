@@ -7,13 +7,17 @@
 //
 // A view is NAME's own read-only snapshot of OTHER's root filesystem (or
 // of one of OTHER's checkpoints), taken when the peer is added or
-// refreshed, and bind-mounted read-only into NAME at its mount point.
-// OTHER is only read: nothing of NAME is written into it or its record,
-// and OTHER's removal leaves NAME's view as it was.
+// refreshed, or, for a live view, OTHER's root itself; either is mounted
+// read-only into NAME at its mount point. OTHER is only read: nothing of
+// NAME is written into it or its record, and OTHER's removal leaves
+// NAME's snapshot views as they were.
 //
 // The engine fixes an instance's mounts when it boots, and restores a
-// memory image only with the mounts it was taken with. So a sandbox's
-// peers change only while it has no instance: when stopped, or, on
+// memory image only with the mounts it was taken with. So every sandbox
+// boots with one mount of den's own at Root, its views directory, where
+// den mounts and unmounts views on the host while it runs (place.go):
+// views under Root change while it runs or is paused. A view elsewhere
+// changes only while the sandbox has no instance: when stopped, or, on
 // request, by restarting it (its processes end, its files stay). The
 // peers are in the sandbox's spec, so a hibernated sandbox wakes with
 // the views it slept with, and checkpoints record them: a memory image
@@ -51,8 +55,12 @@ type Peer struct {
 	// shows OTHER's files as they were at TakenAt.
 	Checkpoint string    `json:"checkpoint,omitempty"`
 	TakenAt    time.Time `json:"taken_at"`
-	// View is the storage key of the read-only snapshot mounted at At.
+	// View is the storage key of the read-only snapshot mounted at At;
+	// "" for a live view.
 	View string `json:"view"`
+	// Live views show OTHER's files as they are, not a snapshot: a
+	// read-only mount of OTHER's root (place.go).
+	Live bool `json:"live,omitempty"`
 }
 
 // Max is the most views one sandbox may have.
@@ -158,6 +166,10 @@ func Plan(id string, peers, now []Peer, kept func(view string) bool, newID func(
 	from = make([]string, len(plan))
 	for i := range plan {
 		p := &plan[i]
+		if p.Live {
+			p.ID = newID() // shows OTHER itself, as it is: nothing to copy
+			continue
+		}
 		from[i] = p.View
 		if !kept(p.View) {
 			j := slices.IndexFunc(now, func(q Peer) bool { return q.At == p.At })

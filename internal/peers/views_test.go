@@ -40,10 +40,12 @@ func (p *pool) Remove(_ context.Context, key string) error {
 	return nil
 }
 
+func (p *pool) Path(key string) string { return "/pool/" + key }
+
 func TestViews(t *testing.T) {
 	var logs bytes.Buffer
 	p := &pool{vols: map[string]bool{"sb-other": true, "peers/src-a": true}, fail: errdefs.NotFound("gone")}
-	v := NewViews(p, slog.New(slog.NewTextHandler(&logs, nil)))
+	v := NewViews(p, "", slog.New(slog.NewTextHandler(&logs, nil)))
 	ctx := t.Context()
 
 	if err := v.Take(ctx, "sb-other", "peers/me-v1"); err != nil {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/den-dev/den/internal/peers"
 
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/sandbox"
@@ -163,6 +164,12 @@ func (r *Runtime) spec(inst sandbox.Instance) ociSpec {
 	spec.Mounts = append(spec.Mounts, ociMount{Destination: guest.SecretDir, Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "mode=1777", "size=8m"}})
 	if hostMounts && r.cfg.ResolvConf != "" {
 		spec.Mounts = append(spec.Mounts, ociMount{Destination: "/etc/resolv.conf", Type: "bind", Source: r.cfg.ResolvConf, Options: []string{"rbind", "ro"}})
+	}
+	if inst.ViewsDir != "" {
+		// den's own directory of views, which come and go while the
+		// instance runs (peers/place.go): mounts den makes in it on the
+		// host reach the gofer, which serves it with shared access.
+		spec.Mounts = append(spec.Mounts, ociMount{Destination: peers.Root, Type: "bind", Source: inst.ViewsDir, Options: []string{"rbind", "ro"}})
 	}
 	for _, v := range inst.Views {
 		// Other sandboxes' files, read-only twice over: the mount here,

@@ -303,6 +303,9 @@ func (s *Service) BootStandIn(ctx context.Context, sb *Sandbox, im *Image, token
 	if err != nil {
 		return err
 	}
+	if err := s.placeViews(sb); err != nil {
+		return err
+	}
 	if err := s.cfg.Runtime.Start(ctx, s.instance(sb, att.Netns, token)); err != nil {
 		return err
 	}

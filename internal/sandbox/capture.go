@@ -380,16 +380,48 @@ func (s *Service) instance(sb *Sandbox, netns, bootToken string) Instance {
 		MemoryBytes: sb.Spec.MemoryBytes,
 		Init:        sb.Init,
 		Views:       s.viewMounts(sb),
+		ViewsDir:    s.viewsDir(sb),
 	}
 }
 
-// viewMounts are the views sb's instances mount.
+// viewsDir is the host directory sb's instances mount at peers.Root, if
+// they do.
+func (s *Service) viewsDir(sb *Sandbox) string {
+	if !sb.Spec.LiveViews {
+		return ""
+	}
+	return s.views.Dir(sb.ID)
+}
+
+// viewMounts are the views sb's instances mount when they boot: those
+// its views directory does not hold.
 func (s *Service) viewMounts(sb *Sandbox) []ViewMount {
 	var ms []ViewMount
 	for _, p := range sb.Spec.Peers {
-		ms = append(ms, ViewMount{Source: s.cfg.Volumes.Path(p.View), Destination: p.At})
+		if s.viewsDir(sb) != "" && peers.Live(p.At) {
+			continue
+		}
+		ms = append(ms, ViewMount{Source: s.views.Source(p, s.otherRoot(p.SandboxID)), Destination: p.At})
 	}
 	return ms
+}
+
+// otherRoot is the host path of the root filesystem of sandbox id, which
+// a live view shows.
+func (s *Service) otherRoot(id string) string {
+	return s.cfg.Volumes.Path((&Sandbox{ID: id}).VolumeKey())
+}
+
+// placeViews mounts sb's views in its views directory before an
+// instance of it boots.
+func (s *Service) placeViews(sb *Sandbox) error {
+	if s.viewsDir(sb) == "" {
+		return nil
+	}
+	if err := s.views.Place(sb.ID, sb.Spec.Peers, s.otherRoot); err != nil {
+		return fmt.Errorf("placing the views of sandbox %q: %w", sb.Name, err)
+	}
+	return nil
 }
 
 // restoreFrom says how bootFrom brings a checkpoint back.
@@ -460,7 +492,9 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, how
 	// file's pages after it is removed, and frees them when it is closed.
 	// The restored den-init keeps the token it had; the boot token in the
 	// environment is never used.
-	err = s.cfg.Runtime.Restore(ctx, s.instance(sb, att.Netns, newToken()), image)
+	if err = s.placeViews(sb); err == nil {
+		err = s.cfg.Runtime.Restore(ctx, s.instance(sb, att.Netns, newToken()), image)
+	}
 	done()
 	if err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)

@@ -59,7 +59,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 		return s.createFromRef(ctx, p)
 	}
 	spec := Spec{Image: p.Image, CPUs: p.CPUs, MemoryBytes: p.MemoryBytes, Env: p.Env, Labels: p.Labels, Ephemeral: p.Ephemeral, Secrets: p.Secrets,
-		Setup: p.Setup, Keep: p.Keep}
+		Setup: p.Setup, Keep: p.Keep, LiveViews: true}
 	spec.Network = netpolicy.Policy{Mode: netpolicy.ModeNone}
 	if p.Network != nil {
 		spec.Network = *p.Network
@@ -259,6 +259,7 @@ func (s *Service) undoCreate(ctx context.Context, sb *Sandbox) {
 		s.log.Error("undoing create: removing volume", "sandbox", sb.Name, "err", err)
 	}
 	s.views.DropAll(ctx, sb.Spec.Peers)
+	s.views.Clear(sb.ID)
 	if s.undoRecord(ctx, sb) {
 		s.releaseSlot(sb.Slot)
 	}
@@ -302,6 +303,9 @@ func (s *Service) bootInstance(ctx context.Context, sb *Sandbox, att Attachment)
 	sb.Init = s.cfg.Init // a fresh boot runs the current den-init
 	t1 := time.Now()
 	bootToken := newToken()
+	if err := s.placeViews(sb); err != nil {
+		return err
+	}
 	if err := s.cfg.Runtime.Start(ctx, s.instance(sb, att.Netns, bootToken)); err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
@@ -518,6 +522,7 @@ func (s *Service) destroyLocked(cctx context.Context, sb *Sandbox, why string) e
 		return fmt.Errorf("removing files of sandbox %q: %w", sb.Name, err)
 	}
 	s.views.DropAll(cctx, sb.Spec.Peers)
+	s.views.Clear(sb.ID)
 	if err := os.RemoveAll(filepath.Join(s.cfg.RunsDir, sb.ID)); err != nil {
 		s.log.Error("removing run output", "sandbox", sb.Name, "err", err)
 	}

@@ -132,6 +132,9 @@ type Instance struct {
 	// Views are other sandboxes' files, mounted read-only (package
 	// peers); their mount points are part of what a restore checks.
 	Views []ViewMount
+	// ViewsDir is the host directory mounted read-only at peers.Root,
+	// where views come and go while the instance runs; "" for none.
+	ViewsDir string
 }
 
 // ViewMount is a read-only view mounted into an instance.

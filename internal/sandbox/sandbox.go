@@ -43,9 +43,14 @@ type Spec struct {
 	Ports          []expose.Port `json:"ports,omitempty"` // served through dend, by port number
 	// Peers are its read-only views of other sandboxes' files (package
 	// peers).
-	Peers  []peers.Peer      `json:"peers,omitempty"`
-	Env    map[string]string `json:"env,omitempty"`
-	Labels map[string]string `json:"labels,omitempty"`
+	Peers []peers.Peer `json:"peers,omitempty"`
+	// LiveViews says its instances boot with their views directory at
+	// peers.Root, so views there change while it runs. Set for
+	// sandboxes created since; older ones keep the mounts their memory
+	// images were taken with.
+	LiveViews bool              `json:"live_views,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
 	// Ephemeral sandboxes keep nothing when they are destroyed: no
 	// checkpoints, no run output, no record.
 	Ephemeral bool `json:"ephemeral,omitempty"`

@@ -25,10 +25,13 @@ import (
 
 // Config is what the Service is built from.
 type Config struct {
-	Store   Store
-	Volumes Volumes
-	Runtime Runtime
-	Network Network
+	Store Store
+	// ViewsDir holds each sandbox's views directory, where its peers'
+	// views change while it runs (peers/place.go); "" for none.
+	ViewsDir string
+	Volumes  Volumes
+	Runtime  Runtime
+	Network  Network
 	// Reach is what network rules may name, whatever the tenant asks.
 	Reach   netpolicy.Reach
 	Images  Images
@@ -214,7 +217,7 @@ func NewService(cfg Config) (*Service, error) {
 		admission:    quota.NewAdmission(cfg.Quotas),
 		events:       events.NewHub(),
 		activity:     idle.NewActivity(cfg.Now),
-		views:        peers.NewViews(cfg.Volumes, cfg.Logger),
+		views:        peers.NewViews(cfg.Volumes, cfg.ViewsDir, cfg.Logger),
 	}
 	s.transfers = transfer.NewRegistry(s.activity.Hold)
 	s.space = runoutput.NewSpace(ctx, cfg.RunsDir, cfg.Output, prunableRuns{s}, cfg.Now, cfg.Logger)

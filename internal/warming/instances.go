@@ -119,7 +119,8 @@ func (w *Instances) Pools() *warm.Pools { return w.pools }
 func standIn(wi *warm.Instance) *sandbox.Sandbox {
 	return &sandbox.Sandbox{
 		ID: wi.ID, Name: "warm-" + wi.ID, Generation: 1, Slot: wi.Slot, Token: wi.Token, Init: wi.Init,
-		Spec: sandbox.Spec{Image: wi.Image, CPUs: wi.CPUs, MemoryBytes: wi.MemoryBytes, DiskBytes: wi.DiskBytes, Network: netpolicy.Policy{Mode: netpolicy.ModeNone}},
+		Spec: sandbox.Spec{Image: wi.Image, CPUs: wi.CPUs, MemoryBytes: wi.MemoryBytes, DiskBytes: wi.DiskBytes, Network: netpolicy.Policy{Mode: netpolicy.ModeNone},
+			LiveViews: true},
 	}
 }
 

@@ -320,13 +320,15 @@ class Client(ExecVerbs, FileVerbs, ArchiveVerbs):
     # -- peers --------------------------------------------------------------
 
     def add_peer(self, sandbox: str, other: str, *, checkpoint: Optional[str] = None, at: Optional[str] = None,
-                 restart: bool = False) -> Peer:
+                 live: bool = False, restart: bool = False) -> Peer:
         """Give a sandbox a read-only view of another sandbox's files (`den
-        peer add`): a snapshot of other's files now, or of its checkpoint,
-        at at (default /peers/OTHER). A running or paused sandbox needs
-        restart (its processes end, its files stay); a stopped one's
-        changes at once. Another owner's sandbox is :class:`~den.NotFound`."""
-        body = {"sandbox": other, "checkpoint": checkpoint, "at": at, "restart": restart or None}
+        peer add`): a snapshot of other's files now, of its checkpoint, or
+        with live its files as they are at every read, at at (default
+        /peers/OTHER). A view under /peers appears while the sandbox runs;
+        one elsewhere needs restart on a running or paused sandbox (its
+        processes end, its files stay). Another owner's sandbox is
+        :class:`~den.NotFound`."""
+        body = {"sandbox": other, "checkpoint": checkpoint, "at": at, "live": live or None, "restart": restart or None}
         return from_dict(Peer, self._t.call("POST", self._path(sandbox, "peers"),
                                             body={k: v for k, v in body.items() if v is not None}))
 

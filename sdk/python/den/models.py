@@ -323,7 +323,8 @@ class Import:
 @dataclass
 class Peer:
     """A sandbox's read-only view of another sandbox's files, mounted at
-    ``at``: a snapshot taken at ``taken_at``, or of ``checkpoint``."""
+    ``at``: a snapshot taken at ``taken_at``, of ``checkpoint``, or with
+    ``live`` the files as they are."""
 
     __schema__ = "Peer"
     id: str = ""
@@ -332,6 +333,7 @@ class Peer:
     at: str = ""
     checkpoint: str = ""
     taken_at: Optional[datetime.datetime] = None
+    live: bool = False
 
 
 @dataclass

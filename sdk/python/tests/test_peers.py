@@ -13,9 +13,10 @@ def test_peer_view_is_readable_and_read_only(client, names):
     assert client.exec(coder.name, "mkdir -p /work && echo v1 > /work/a.txt").ok
     at = f"/peers/{coder.name}"
 
-    # A running viewer needs restart: refused without, nothing changed.
+    # A running viewer needs restart for a view outside /peers: refused
+    # without, nothing changed.
     with pytest.raises(den.Conflict) as e:
-        client.add_peer(reviewer.name, coder.name)
+        client.add_peer(reviewer.name, coder.name, at="/review/x")
     assert "restart" in str(e.value)
     assert client.peers(reviewer.name) == []
 
@@ -43,6 +44,28 @@ def test_peer_view_is_readable_and_read_only(client, names):
     client.remove_peer(reviewer.name, again.id, restart=True)
     assert client.peers(reviewer.name) == []
     assert not client.exec(reviewer.name, f"test -e {at}/work/a.txt").ok
+
+
+def test_live_view_without_restart(client, names):
+    coder = client.create(names("coder"), "busybox", memory="256M")
+    reviewer = client.create(names("rev"), "busybox", memory="256M")
+    assert client.exec(coder.name, "mkdir -p /work && echo v1 > /work/a.txt").ok
+    gen = client.get(reviewer.name).generation
+
+    p = client.add_peer(reviewer.name, coder.name, live=True)
+    assert p.live and p.at == f"/peers/{coder.name}"
+    assert [v.live for v in client.peers(reviewer.name)] == [True]
+    assert client.exec(reviewer.name, f"cat {p.at}/work/a.txt").stdout_text == "v1\n"
+    assert client.exec(coder.name, "echo v2 > /work/a.txt && sync").ok
+    assert client.exec(reviewer.name, f"cat {p.at}/work/a.txt").stdout_text == "v2\n", "live: no refresh needed"
+    w = client.exec(reviewer.name, f"echo x > {p.at}/work/a.txt")
+    assert not w.ok and "read-only" in w.stderr_text.lower(), w.stderr_text
+
+    client.remove_peer(reviewer.name, p.id)
+    assert not client.exec(reviewer.name, f"test -e {p.at}/work").ok
+    assert client.get(reviewer.name).generation == gen, "no change restarted the reader"
+    with pytest.raises(den.Invalid):
+        client.add_peer(reviewer.name, coder.name, live=True, checkpoint="v1")
 
 
 def test_peers_refuse_bad_input(client, sb):

@@ -218,9 +218,11 @@ export class Client {
 
   /**
    * Gives sandbox `name` a read-only view of req.sandbox's files (at
-   * req.at, default /peers/OTHER): a snapshot now, or of req.checkpoint. A
-   * running or paused sandbox needs req.restart (its processes end, its
-   * files stay). Another owner's sandbox is not_found.
+   * req.at, default /peers/OTHER): a snapshot now, of req.checkpoint, or
+   * with req.live its files as they are at every read. A view under /peers
+   * appears while the sandbox runs; one elsewhere needs req.restart on a
+   * running or paused sandbox (its processes end, its files stay).
+   * Another owner's sandbox is not_found.
    */
   addPeer(name: string, req: AddPeerRequest): Promise<Peer> {
     return this.t.json("POST", sb(name, "peers"), { json: req });

@@ -2703,6 +2703,8 @@ export interface components {
             checkpoint?: string;
             /** Format: date-time */
             taken_at: string;
+            /** @description it shows the other sandbox's files as they are, not a snapshot */
+            live?: boolean;
         };
         PeerList: {
             peers: components["schemas"]["Peer"][];
@@ -2714,7 +2716,12 @@ export interface components {
             checkpoint?: string;
             /** @description absolute mount point, without ..; default /peers/SANDBOX */
             at?: string;
-            /** @description restart a running or paused sandbox to mount the view (its processes end, its files stay) */
+            /**
+             * @description show the other sandbox's files as they are at every read, read-only, instead of a snapshot; not with checkpoint
+             * @default false
+             */
+            live?: boolean;
+            /** @description restart a running or paused sandbox to mount the view (its processes end, its files stay); only needed for a view outside /peers */
             restart?: boolean;
         };
         RefreshPeerRequest: {

@@ -286,7 +286,7 @@ describe("den TypeScript SDK", () => {
     try {
       await sh(coder, "mkdir -p /work && echo v1 > /work/a.txt");
       const at = `/peers/${coder}`;
-      await assert.rejects(den.addPeer(rev, { sandbox: coder }), (e) => e.code === "conflict" && /restart/.test(e.message));
+      await assert.rejects(den.addPeer(rev, { sandbox: coder, at: "/review/x" }), (e) => e.code === "conflict" && /restart/.test(e.message));
       assert.deepEqual(await den.peers(rev), []);
 
       const p = await den.addPeer(rev, { sandbox: coder, restart: true });
@@ -305,6 +305,14 @@ describe("den TypeScript SDK", () => {
       assert.equal(again.at, at);
       assert.equal((await sh(rev, `cat ${at}/work/a.txt`)).stdout, "v2\n");
       await den.removePeer(rev, again.id, { restart: true });
+      assert.deepEqual(await den.peers(rev), []);
+
+      // A live view, without restart: what coder writes next shows at once.
+      const live = await den.addPeer(rev, { sandbox: coder, live: true });
+      assert.equal(live.live, true);
+      await sh(coder, "echo v3 > /work/a.txt && sync");
+      assert.equal((await sh(rev, `cat ${at}/work/a.txt`)).stdout, "v3\n");
+      await den.removePeer(rev, live.id);
       assert.deepEqual(await den.peers(rev), []);
 
       await assert.rejects(den.peers("no-such"), (e) => isNotFound(e));
