@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/client"
 )
 
 func (a *app) serviceCommand() *cobra.Command {
@@ -154,42 +156,31 @@ func lastExit(ex *api.ServiceExit, now time.Time) string {
 }
 
 func (a *app) serviceRmCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:     "rm NAME SVC",
-		Aliases: []string{"remove"},
-		Short:   "Stop a service and remove it from the record",
-		Long:    `Stop service SVC (SIGTERM, then SIGKILL after 5 seconds) and remove it from NAME's record.`,
-		Example: `  den service rm web api`,
-		Args:    args("NAME", "SVC"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			if err := c.RemoveService(cmd.Context(), args[0], args[1]); err != nil {
-				return err
-			}
-			if !a.jsonOut {
-				fmt.Fprintln(a.stdout, args[1])
-			}
-			return nil
-		},
-	}
+	cmd := a.serviceVerb("rm NAME SVC", "Stop a service and remove it from the record",
+		`Stop service SVC (SIGTERM, then SIGKILL after 5 seconds) and remove it from NAME's record.`,
+		`  den service rm web api`, (*client.Client).RemoveService)
+	cmd.Aliases = []string{"remove"}
+	return cmd
 }
 
 func (a *app) serviceRestartCommand() *cobra.Command {
+	return a.serviceVerb("restart NAME SVC", "Stop a service's run and start it again at once",
+		`Stop service SVC's run (SIGTERM, then SIGKILL after 5 seconds) and start it again at once, whatever its policy, also when it had ended.`,
+		`  den service restart web api`, (*client.Client).RestartService)
+}
+
+// serviceVerb is a command that does verb to service SVC of NAME and
+// prints SVC.
+func (a *app) serviceVerb(use, short, long, example string, verb func(*client.Client, context.Context, string, string) error) *cobra.Command {
 	return &cobra.Command{
-		Use:     "restart NAME SVC",
-		Short:   "Stop a service's run and start it again at once",
-		Long:    `Stop service SVC's run (SIGTERM, then SIGKILL after 5 seconds) and start it again at once, whatever its policy, also when it had ended.`,
-		Example: `  den service restart web api`,
-		Args:    args("NAME", "SVC"),
+		Use: use, Short: short, Long: long, Example: example,
+		Args: args("NAME", "SVC"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			if err := c.RestartService(cmd.Context(), args[0], args[1]); err != nil {
+			if err := verb(c, cmd.Context(), args[0], args[1]); err != nil {
 				return err
 			}
 			if !a.jsonOut {
