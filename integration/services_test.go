@@ -97,6 +97,9 @@ func TestServices(t *testing.T) {
 	if out, errs, code := d.den("service", "ls", "svc"); code != 0 || !strings.Contains(out, "counter") || !strings.Contains(out, "running") {
 		t.Fatalf("den service ls: exit %d: %s %s", code, out, errs)
 	}
+	if out, errs, code := d.den("service", "logs", "svc", "counter"); code != 0 || !strings.HasPrefix(out, "hello den\ntick 1\n") {
+		t.Fatalf("den service logs: exit %d: %q %s", code, tail(out, 200), errs)
+	}
 
 	// Killed inside, `always` starts it again, as a new run.
 	d.mustSh("svc", "kill -9 "+strconv.Itoa(s.PID))
