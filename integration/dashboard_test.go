@@ -52,6 +52,9 @@ func TestDashboard(t *testing.T) {
 			t.Fatalf("creating %s: %v", c.name, err)
 		}
 	}
+	if _, err := asAlice.AddService(ctx, "web", api.ServiceSpec{Name: "tick", Argv: []string{"sleep", "100000"}}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := asAlice.ExposePort(ctx, "web", 8080, false); err != nil {
 		t.Fatal(err)
 	}

@@ -141,6 +141,10 @@ try {
   await page.click('#net-mode >> xpath=ancestor::form >> button[type=submit]');
   await page.waitForFunction(() => /allow \(1 rules\)/.test(document.querySelector('.sbhead .facts')?.textContent || ''));
 
+  step('the services tab shows the service den keeps running');
+  await page.goto(DEN_URL + '/ui/#/s/' + SANDBOX + '/services');
+  await page.waitForSelector('#services tr[data-service=tick] .pill.st-running');
+
   step('history shows the pause');
   await page.goto(DEN_URL + '/ui/#/s/' + SANDBOX + '/history');
   await page.waitForSelector('#history td .pill.st-paused');

@@ -69,6 +69,7 @@ for (const t of [
   "sandbox_start", "sandbox_stop", "port_unexpose",
   "network_get", "network_set", "limits_get", "limits_set", "idle_policy_get", "idle_policy_set",
   "peer_list", "peer_add", "peer_refresh", "peer_remove",
+  "service_list", "service_add", "service_restart", "service_remove",
   "checkpoint_list", "checkpoint_delete", "run_list", "sandbox_events", "sandbox_setup", "sandbox_rebase",
   "sandbox_recover", "sandbox_metrics", "process_list", "run_stdin", "file_stat", "file_mkdir", "file_move", "file_remove",
   "port_link", "port_links_revoke", "image_list", "image_get", "quota_get", "sandbox_history",
@@ -78,17 +79,18 @@ for (const t of [
   assert.ok(byName[t].outputSchema, `${t} has no output schema`);
   assert.equal(byName[t].inputSchema.type, "object", `${t} has no input schema`);
 }
-assert.equal(tools.length, 50);
-for (const t of ["network_get", "limits_get", "idle_policy_get", "peer_list", "checkpoint_list", "run_list", "sandbox_events",
+assert.equal(tools.length, 54);
+for (const t of ["network_get", "limits_get", "idle_policy_get", "peer_list", "service_list", "checkpoint_list", "run_list", "sandbox_events",
   "sandbox_metrics", "process_list", "file_stat", "image_list", "image_get", "quota_get", "sandbox_history"]) {
   assert.equal(byName[t].annotations.readOnlyHint, true, `${t} is not read-only`);
 }
 for (const t of ["network_set", "limits_set", "idle_policy_set", "peer_add", "peer_refresh", "peer_remove",
+  "service_add", "service_restart", "service_remove",
   "checkpoint_delete", "sandbox_rebase", "sandbox_stop", "sandbox_start", "port_unexpose", "sandbox_setup",
   "sandbox_recover", "run_stdin", "file_mkdir", "file_move", "file_remove", "port_link", "port_links_revoke"]) {
   assert.notEqual(byName[t].annotations.readOnlyHint, true, `${t} says it is read-only`);
 }
-for (const t of ["peer_remove", "checkpoint_delete", "sandbox_rebase", "sandbox_stop", "port_unexpose",
+for (const t of ["peer_remove", "service_remove", "checkpoint_delete", "sandbox_rebase", "sandbox_stop", "port_unexpose",
   "sandbox_recover", "file_move", "file_remove", "port_links_revoke"]) {
   assert.equal(byName[t].annotations.destructiveHint, true, `${t} is not marked destructive`);
 }
@@ -105,6 +107,7 @@ assert.equal(byName.limits_set.inputSchema.properties.pids.type, "integer");
 assert.equal(byName.sandbox_events.inputSchema.properties.wait_seconds.type, "number");
 assert.match(byName.sandbox_events.description, /returns once/);
 assert.deepEqual(byName.peer_add.inputSchema.required, ["name", "other"]);
+assert.deepEqual(byName.service_add.inputSchema.required, ["name", "service", "command"]);
 assert.ok(byName.checkpoint_list.outputSchema.properties.roots, "checkpoint_list has no roots");
 assert.equal(byName.sandbox_list.annotations.readOnlyHint, true);
 assert.equal(byName.file_read.annotations.readOnlyHint, true);
@@ -436,11 +439,33 @@ const gone = await call("peer_remove", { name: kid, peer: refreshed.id, restart:
 assert.equal(gone.removed, refreshed.id);
 assert.deepEqual((await call("peer_list", { name: kid })).peers, []);
 
+step("services");
+msg = await refused("service_add", { name: kid, service: "web", command: [] });
+assert.match(msg, /command/);
+let svc = await call("service_add", { name: kid, service: "web", command: ["sh", "-c", "echo svc up; exec sleep 100000"] });
+assert.equal(svc.restart, "always");
+const running = async (other) => {
+  for (let i = 0; i < 100; i++) {
+    const l = await call("service_list", { name: kid });
+    const s = l.services.find((x) => x.name === "web");
+    if (s && s.state === "running" && s.run_id && s.run_id !== other) return s;
+    await new Promise((ok) => setTimeout(ok, 200));
+  }
+  assert.fail("service web never ran");
+};
+svc = await running("");
+out = await call("run_output", { name: kid, run_id: svc.run_id, wait_seconds: 1 });
+assert.match(out.stdout, /svc up/);
+
 step("stop and start");
 sb = await call("sandbox_stop", { name: kid });
 assert.equal(sb.state, "stopped");
 sb = await call("sandbox_start", { name: kid });
 assert.equal(sb.state, "running");
+const cold = await running(svc.run_id); // a cold boot starts it again
+assert.notEqual(cold.run_id, svc.run_id);
+assert.equal((await call("service_remove", { name: kid, service: "web" })).done, "removed");
+assert.deepEqual((await call("service_list", { name: kid })).services, []);
 
 step("events: a bounded read with a cursor");
 let evs = await call("sandbox_events", { name });

@@ -52,6 +52,10 @@ type ProcStatus struct {
 	EndedAt    *time.Time `json:"ended_at,omitempty"`
 	StdoutSize int64      `json:"stdout_size"` // bytes written so far
 	StderrSize int64      `json:"stderr_size"`
+	// Acked is whether any output was acknowledged (and dropped): a
+	// stream can then no longer start at offset 0. A sandbox forked
+	// from a memory image has its parent's acknowledged.
+	Acked bool `json:"acked,omitempty"`
 	// LimitHit says which limit the process ran into (LimitMemory,
 	// LimitPIDs); "" when none.
 	LimitHit string `json:"limit_hit,omitempty"`

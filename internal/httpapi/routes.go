@@ -59,6 +59,11 @@ func (s *server) routes() []route {
 		{"POST", "/v1/sandboxes/{name}/peers/{peer}/refresh", s.refreshPeer},
 		{"DELETE", "/v1/sandboxes/{name}/peers/{peer}", s.removePeer},
 
+		{"GET", "/v1/sandboxes/{name}/services", s.listServices},
+		{"POST", "/v1/sandboxes/{name}/services", s.addService},
+		{"DELETE", "/v1/sandboxes/{name}/services/{svc}", s.removeService},
+		{"POST", "/v1/sandboxes/{name}/services/{svc}/restart", s.restartService},
+
 		{"POST", "/v1/sandboxes/{name}/checkpoints", s.createCheckpoint},
 		{"GET", "/v1/sandboxes/{name}/checkpoints", s.listCheckpoints},
 		{"GET", "/v1/sandboxes/{name}/checkpoints/{ckpt}", s.getCheckpoint},

@@ -135,6 +135,7 @@ func (p *proc) statusLocked() guest.ProcStatus {
 		StartedAt:  p.started,
 		StdoutSize: p.out[stdout].end(),
 		StderrSize: p.out[stderr].end(),
+		Acked:      p.out[stdout].start > 0 || p.out[stderr].start > 0,
 	}
 	if p.exited {
 		ended := p.ended

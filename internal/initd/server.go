@@ -138,6 +138,8 @@ type Server struct {
 	// hostname waits for a warm-pool instance's host name helper; nil
 	// without a HostnameSocket, or when it could not listen.
 	hostname *hostnameHelper
+	// services are the sandbox's services, kept running (supervisor.go).
+	services *supervisor
 	// fence stops the sandbox when its node's lease may have run out
 	// (fence.go).
 	fence *fence
@@ -165,6 +167,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.setToken(cfg.Token)
 	s.fence = newFence(cfg.Logger, s.freezeAll, s.thawAll)
+	s.services = newSupervisor(cfg.Logger, s.serviceHooksOf())
 	if s.reaper == nil {
 		r, err := NewReaper(cfg.Logger)
 		if err != nil {
@@ -206,6 +209,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // reaper, stops reaping. Processes keep running.
 func (s *Server) Close() error {
 	err := s.http.Close()
+	s.services.close()
 	s.hostname.close()
 	s.limits.close()
 	s.fence.close()
@@ -234,6 +238,7 @@ func (s *Server) Info() guest.Info {
 // exit, SIGKILL to whatever is left, then sync(2). No process can be
 // started afterwards; the server keeps serving.
 func (s *Server) Shutdown(ctx context.Context, grace time.Duration) {
+	s.services.close() // nothing starts again
 	s.mu.Lock()
 	s.stopping = true
 	procs := s.listLocked()

@@ -53,6 +53,7 @@ func New(connect Connect, opts Options) *mcp.Server {
 	s.portTools(srv)
 	s.settingTools(srv)
 	s.peerTools(srv)
+	s.serviceTools(srv)
 	s.historyTools(srv)
 	s.rebaseTools(srv)
 	s.observeTools(srv)

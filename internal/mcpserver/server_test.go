@@ -67,7 +67,7 @@ func TestToolsAreAnnotatedAndTyped(t *testing.T) {
 			t.Errorf("limits_set's arguments: %s", b)
 		}
 	}
-	if len(res.Tools) != 50 {
+	if len(res.Tools) != 54 {
 		t.Errorf("%d tools", len(res.Tools))
 	}
 }

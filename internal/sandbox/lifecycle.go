@@ -173,6 +173,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 		s.undoCreate(cctx, sb)
 		return nil, errdefs.WithHint(fmt.Errorf("creating sandbox %q: %w", p.Name, err), "nothing was created; fix the step and create it again")
 	}
+	s.bootServices(ctx, sb)
 	return sb, nil
 }
 
@@ -435,7 +436,11 @@ func (s *Service) startLocked(ctx context.Context, sb *Sandbox) error {
 		}
 		return fmt.Errorf("starting sandbox %q: %w", sb.Name, err)
 	}
-	return s.transition(ctx, sb, StateRunning, EventStarted, fmt.Sprintf("generation %d booted", sb.Generation))
+	if err := s.transition(ctx, sb, StateRunning, EventStarted, fmt.Sprintf("generation %d booted", sb.Generation)); err != nil {
+		return err
+	}
+	s.bootServices(ctx, sb)
+	return nil
 }
 
 // Stop ends the running instance gracefully; the files stay.

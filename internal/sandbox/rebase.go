@@ -72,7 +72,11 @@ func (s *Service) BootLocked(ctx context.Context, sb *Sandbox) error { return s.
 // and stops at the first that fails, returning a *SetupError; the caller
 // holds sb's lifecycle lock.
 func (s *Service) RunSetupLocked(ctx context.Context, sb *Sandbox) ([]StepResult, error) {
-	return s.runSetup(ctx, sb)
+	res, err := s.runSetup(ctx, sb)
+	if err == nil {
+		s.bootServices(ctx, sb) // its services start after its steps
+	}
+	return res, err
 }
 
 // FillLatest sets ImageLatest on each sandbox from the image records.

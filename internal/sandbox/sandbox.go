@@ -63,6 +63,9 @@ type Spec struct {
 	// Keep are the paths a rebase carries over to the new root besides
 	// DefaultKeep.
 	Keep []string `json:"keep,omitempty"`
+	// Services are the long-lived processes den-init keeps running, in
+	// the order they were added (services.go).
+	Services []ServiceSpec `json:"services,omitempty"`
 }
 
 // ImageConfig is the part of an image's configuration commands inherit.
@@ -161,6 +164,7 @@ const (
 	EventPeers      = "peers"    // a view of another sandbox was added, refreshed or removed
 	EventSetup      = "setup"    // its setup steps or kept paths changed
 	EventRebased    = "rebased"  // it was given a new root from an image version
+	EventServices   = "services" // a service was added or removed, or its services did not start
 )
 
 // Pending changes: the steps of a multi-step verb a restarted dend must

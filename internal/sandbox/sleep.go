@@ -141,6 +141,9 @@ func (s *Service) finishBoot(ctx context.Context, sb *Sandbox, ck *Checkpoint, c
 	if err := s.transition(ctx, sb, StateRunning, evType, fmt.Sprintf("%s; generation %d from checkpoint %s", why, sb.Generation, ck.ID)); err != nil {
 		return err
 	}
+	// A cold boot starts the services; a restored den-init keeps its
+	// own, told of any change since its checkpoint.
+	s.bootServices(ctx, sb)
 	if ck.Kind == CheckpointHibernate && !cold {
 		t2 := time.Now()
 		err := s.wakeRuns(ctx, sb, s.guestFor(sb))

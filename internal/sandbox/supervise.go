@@ -38,13 +38,14 @@ func (s *Service) unsupervise(inst string) { s.supervised.End(inst) }
 // first (and a later check tells apart, should the exit come first). It
 // returns at once; the watch runs under the service's lifetime.
 func (s *Service) supervise(sb *Sandbox) {
+	id, inst := sb.ID, sb.InstanceID()
+	ctx, cancel := context.WithCancel(s.ctx)
+	forget := s.supervised.Add(inst, cancel)
+	s.watchServices(ctx, sb) // ends with the watch
 	w, ok := s.cfg.Runtime.(engineWatcher)
 	if !ok {
 		return
 	}
-	id, inst := sb.ID, sb.InstanceID()
-	ctx, cancel := context.WithCancel(s.ctx)
-	forget := s.supervised.Add(inst, cancel)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

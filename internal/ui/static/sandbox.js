@@ -10,7 +10,7 @@ const every = 2000;
 
 const tabs = [
   ['overview', 'Overview'], ['terminal', 'Terminal'], ['runs', 'Runs'], ['files', 'Files'],
-  ['checkpoints', 'Checkpoints'], ['history', 'History'], ['network', 'Network'],
+  ['checkpoints', 'Checkpoints'], ['services', 'Services'], ['history', 'History'], ['network', 'Network'],
 ];
 
 export function sandboxPage(app, name, tab) {
@@ -75,7 +75,7 @@ export function sandboxPage(app, name, tab) {
     await refresh();
     if (stopped || !sb) return;
     const make = {overview: overviewTab, terminal: terminalTab, runs: runsTab, files: filesTab,
-      checkpoints: checkpointsTab, history: historyTab, network: networkTab}[tab] || overviewTab;
+      checkpoints: checkpointsTab, services: servicesTab, history: historyTab, network: networkTab}[tab] || overviewTab;
     tabCtl = make(app, sb, body, refresh);
     timer = setTimeout(poll, every);
   })();
@@ -234,6 +234,30 @@ function historyTab(app, sb, body) {
           h('td.num', e.generation), h('td.detail', e.message || ''))))));
     } catch (e) { toast('History: ' + (e.full || e)); }
     if (!stopped) timer = setTimeout(load, 5000);
+  };
+  load();
+  return {stop() { stopped = true; clearTimeout(timer); }};
+}
+
+// servicesTab lists the long-lived processes den keeps running in the
+// sandbox (`den service ls`), with their states, refreshed while open.
+function servicesTab(app, sb, body) {
+  let timer;
+  let stopped = false;
+  const exit = x => !x ? '–' : x.error ? 'could not start' : x.signal ? 'killed (' + x.signal + ')' : 'exit ' + x.code;
+  const load = async () => {
+    try {
+      const svcs = (await app.api.get(app.api.sb(sb.id, '/services'))).services;
+      fill(body, svcs.length ? h('table.list#services',
+        h('thead', h('tr', ['Service', 'State', 'PID', 'Restarts', 'Last exit', 'Policy', 'Command', 'Run'].map(t => h('th', t)))),
+        h('tbody', svcs.map(v => h('tr', {dataset: {service: v.name, state: v.state}},
+          h('td', v.name), h('td', pill(v.state)), h('td.num', v.pid || '–'), h('td.num', v.restarts),
+          h('td', {title: v.last_exit ? when(v.last_exit.at) + (v.last_exit.error ? ': ' + v.last_exit.error : '') : null}, exit(v.last_exit)),
+          h('td', v.restart), h('td', h('code', v.argv.join(' '))),
+          h('td', v.run_id ? h('code', v.run_id) : '–'))))) :
+        h('p.muted#services', 'No services. Add one with ', h('code', 'den service add ' + sb.name + ' SVC -- CMD...'), '.'));
+    } catch (e) { toast('Services: ' + (e.full || e)); }
+    if (!stopped) timer = setTimeout(load, 3000);
   };
   load();
   return {stop() { stopped = true; clearTimeout(timer); }};

@@ -46,6 +46,8 @@ from .models import (
     NextAction,
     Owner,
     Peer,
+    Service,
+    ServiceExit,
     Policy,
     PoolHealth,
     WarmHealth,
@@ -79,5 +81,5 @@ __all__ = [
     "Unavailable", "Internal", "OutcomeUnknown", "FollowError",
     "Checkpoint", "DiskHealth", "Event", "ExecResult", "ExposedPort", "FileInfo", "Health", "NetworkPolicy",
     "NextAction", "Owner", "Policy", "PoolHealth", "WarmHealth", "BlobsHealth", "PortURL", "Process", "Quota", "RequestStatus", "Run",
-    "Peer", "Rebase", "Sandbox", "Secret", "SecretGrant", "SetupStep", "SSHKey", "StreamEvent", "Usage", "WarmPool",
+    "Peer", "Rebase", "Sandbox", "Secret", "SecretGrant", "Service", "ServiceExit", "SetupStep", "SSHKey", "StreamEvent", "Usage", "WarmPool",
 ]

@@ -35,6 +35,7 @@ _PASSING = (
     "checkpoints", "get_checkpoint", "remove_checkpoint", "fork",
     "unexpose_port", "port_url", "revoke_port_urls",
     "add_peer", "peers", "refresh_peer", "remove_peer", "export",
+    "add_service", "services", "restart_service", "remove_service",
 )
 
 

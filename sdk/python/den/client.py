@@ -19,7 +19,7 @@ import contextlib
 import json
 import os
 import secrets as _secrets
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
 from . import errors
 from ._archive import ArchiveVerbs
@@ -44,6 +44,7 @@ from .models import (
     Sandbox,
     Secret,
     SecretGrant,
+    Service,
     SSHKey,
     WarmPool,
 )
@@ -351,6 +352,39 @@ class Client(ExecVerbs, FileVerbs, ArchiveVerbs):
         """Take a view away from a sandbox (`den peer rm`); restart as for
         :meth:`add_peer`."""
         self._t.call("DELETE", self._path(sandbox, "peers", escape(peer)), query={"restart": True} if restart else None)
+
+    # -- services -----------------------------------------------------------
+
+    def add_service(self, sandbox: str, name: str, argv: Sequence[str], *, user: Optional[str] = None,
+                    cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                    restart: Optional[str] = None, ready_port: Optional[int] = None,
+                    ready_cmd: Optional[str] = None) -> Service:
+        """Declare a service den keeps running (`den service add`): argv runs
+        at every boot and again by restart ("always", the default,
+        "on-failure" or "never"). A running sandbox starts it at once. A
+        name taken is :class:`~den.Conflict`; a bad name, command, policy
+        or ready port :class:`~den.Invalid`."""
+        body = {"name": name, "argv": list(argv), "user": user, "cwd": cwd,
+                "env": dict(env) if env is not None else None, "restart": restart,
+                "ready_port": ready_port, "ready_cmd": ready_cmd}
+        return from_dict(Service, self._t.call("POST", self._path(sandbox, "services"),
+                                               body={k: v for k, v in body.items() if v is not None}))
+
+    def services(self, sandbox: str) -> list:
+        """List a sandbox's services and their states (`den service ls`), in
+        the order they were added."""
+        data = self._t.call("GET", self._path(sandbox, "services"))
+        return [from_dict(Service, s) for s in data.get("services") or []]
+
+    def restart_service(self, sandbox: str, name: str) -> None:
+        """Stop a service's run and start it again at once (`den service
+        restart`), whatever its policy."""
+        self._t.call("POST", self._path(sandbox, "services", escape(name), "restart"))
+
+    def remove_service(self, sandbox: str, name: str) -> None:
+        """Stop a service (SIGTERM, SIGKILL after 5 seconds) and remove it
+        from the record (`den service rm`)."""
+        self._t.call("DELETE", self._path(sandbox, "services", escape(name)))
 
     # -- events -------------------------------------------------------------
 

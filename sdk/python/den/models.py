@@ -40,6 +40,8 @@ __all__ = [
     "Rebase",
     "Import",
     "Peer",
+    "Service",
+    "ServiceExit",
     "WarmPool",
     "SSHKey",
     "Run",
@@ -334,6 +336,43 @@ class Peer:
     checkpoint: str = ""
     taken_at: Optional[datetime.datetime] = None
     live: bool = False
+
+
+@dataclass
+class ServiceExit:
+    """How a service's last run ended: ``code`` (-1 when ``signal`` ended
+    it), or ``error`` when it could not be started."""
+
+    __schema__ = "ServiceExit"
+    code: int = 0
+    signal: str = ""
+    error: str = ""
+    at: Optional[datetime.datetime] = None
+
+
+@dataclass
+class Service:
+    """A long-lived process den-init keeps running in a sandbox, with its
+    state: starting, running, ready, backoff, exited, failed or stopping;
+    while the sandbox does not run, the sandbox's state. ``run_id`` is the
+    run of its current or last start (its output is that run's logs)."""
+
+    __schema__ = "Service"
+    name: str = ""
+    argv: list[str] = field(default_factory=list)
+    user: str = ""
+    cwd: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    restart: str = ""
+    ready_port: int = 0
+    ready_cmd: str = ""
+    state: str = ""
+    restarts: int = 0
+    run_id: str = ""
+    pid: int = 0
+    started_at: Optional[datetime.datetime] = None
+    last_exit: Optional[ServiceExit] = None
+    next_start: Optional[datetime.datetime] = None
 
 
 @dataclass

@@ -104,6 +104,7 @@ REQUESTS = [
     ("rebase", "RebaseRequest", {"sandbox"}, set(), {}),
     ("add_peer", "AddPeerRequest", {"sandbox"}, set(), {"other": "sandbox"}),
     ("refresh_peer", "RefreshPeerRequest", {"sandbox", "peer"}, set(), {}),
+    ("add_service", "ServiceSpec", {"sandbox"}, set(), {}),
     ("set_warm", "SetWarmRequest", {"image"}, set(), {}),
     ("add_ssh_key", "AddSSHKeyRequest", set(), set(), {}),
 ]
@@ -140,7 +141,7 @@ def test_readme_lists_every_verb():
 def test_readme_uses_the_cli_words():
     den_cli = need("DEN_TEST_CLI")
     shorts = {}
-    for group in ("", "port", "secret", "checkpoint", "owner", "peer", "image", "ssh-key"):
+    for group in ("", "port", "secret", "checkpoint", "owner", "peer", "image", "ssh-key", "service"):
         out = subprocess.run([den_cli] + ([group] if group else []) + ["--help"], capture_output=True, text=True,
                              check=True).stdout
         block = out.split("Available Commands:", 1)[1].split("\n\n", 1)[0]

@@ -21,6 +21,7 @@ import { Transport, type TransportOptions } from "./transport.js";
 import type {
   AddPeerRequest, Checkpoint, CreateSandboxRequest, Event, ExecRequest, FileInfo, Health, Image, LimitsRequest, WarmPool,
   MkdirRequest, NetworkPolicy, Peer, Policy, PortURL, Process, Rebase, RefreshPeerRequest, RequestStatus, Run, Sandbox,
+  Service, ServiceSpec,
   SecretGrant, SetupRequest, SSHKey, Import,
 } from "./types.js";
 
@@ -212,6 +213,29 @@ export class Client {
       body: archive,
       contentType: "application/vnd.den.agent",
     });
+  }
+
+  // Services: long-lived processes den keeps running in a sandbox.
+
+  /**
+   * Declares a service den-init keeps running (`den service add`): started
+   * at every boot, in the order added, and again by spec.restart ("always",
+   * the default, "on-failure", "never"). A running sandbox starts it at once.
+   */
+  addService(name: string, spec: ServiceSpec): Promise<Service> {
+    return this.t.json("POST", sb(name, "services"), { json: spec });
+  }
+  /** Lists a sandbox's services and their states (`den service ls`). */
+  async services(name: string): Promise<Service[]> {
+    return (await this.t.json<{ services: Service[] }>("GET", sb(name, "services"))).services;
+  }
+  /** Stops a service's run and starts it again at once (`den service restart`). */
+  async restartService(name: string, service: string): Promise<void> {
+    await this.t.send("POST", sb(name, "services", service, "restart"));
+  }
+  /** Stops a service (SIGTERM, SIGKILL after 5 s) and removes it (`den service rm`). */
+  async removeService(name: string, service: string): Promise<void> {
+    await this.t.send("DELETE", sb(name, "services", service));
   }
 
   // Peers: read-only views of other sandboxes' files.

@@ -684,6 +684,93 @@ export interface paths {
         patch: operations["proxyPortPatch"];
         trace?: never;
     };
+    "/v1/sandboxes/{name}/services": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List the sandbox's services and their states
+         * @description In the order they were added. While the sandbox does not run, each
+         *     service's state is the sandbox's (e.g. `stopped`); a sleeping
+         *     sandbox is not woken.
+         */
+        get: operations["listServices"];
+        put?: never;
+        /**
+         * Declare a service den keeps running
+         * @description The service is kept in the sandbox's record. den-init starts the
+         *     record's services at every boot (create, start, a cold recover or
+         *     move, a rebase after its setup steps), in the order they were
+         *     added, and starts each again by its restart policy with a backoff
+         *     (1s, doubling to 30s, reset once a run stayed up 10s). Each start
+         *     is a run labelled `service=NAME`. A running sandbox starts it at
+         *     once; a paused or hibernated one is woken; a stopped one starts it
+         *     at its next boot. Hibernation, checkpoints and forks keep running
+         *     services as they are. At most 32 per sandbox.
+         */
+        post: operations["addService"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{name}/services/{svc}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+                /** @description a service's name */
+                svc: components["parameters"]["ServiceName"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Stop a service and remove it from the record
+         * @description Its run gets SIGTERM, then SIGKILL after 5 seconds.
+         */
+        delete: operations["removeService"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{name}/services/{svc}/restart": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+                /** @description a service's name */
+                svc: components["parameters"]["ServiceName"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Stop a service's run and start it again at once
+         * @description Whatever its policy, and also when it had ended; a sleeping sandbox is woken.
+         */
+        post: operations["restartService"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{name}/peers": {
         parameters: {
             query?: never;
@@ -2706,6 +2793,68 @@ export interface components {
             /** @description it shows the other sandbox's files as they are, not a snapshot */
             live?: boolean;
         };
+        ServiceSpec: {
+            name: string;
+            argv: string[];
+            /** @description name, uid or uid:gid; default the image's user, else root */
+            user?: string;
+            /** @description absolute, or ~ for the user's home; default the image's, else / */
+            cwd?: string;
+            /** @description on top of the image's and the sandbox's */
+            env?: {
+                [key: string]: string;
+            };
+            /**
+             * @default always
+             * @enum {string}
+             */
+            restart: "always" | "on-failure" | "never";
+            /** @description ready once this port on 127.0.0.1 accepts */
+            ready_port?: number;
+            /** @description ready once this shell command exits 0; not with ready_port */
+            ready_cmd?: string;
+        };
+        ServiceExit: {
+            /** @description -1 when a signal ended it */
+            code: number;
+            /** @description e.g. KILL */
+            signal?: string;
+            /** @description why it could not be started */
+            error?: string;
+            /** Format: date-time */
+            at: string;
+        };
+        Service: {
+            name: string;
+            argv: string[];
+            user?: string;
+            cwd?: string;
+            env?: {
+                [key: string]: string;
+            };
+            /** @enum {string} */
+            restart: "always" | "on-failure" | "never";
+            ready_port?: number;
+            ready_cmd?: string;
+            /** @description starting, running, ready, backoff, exited, failed or stopping; while the sandbox does not run, the sandbox's state */
+            state: string;
+            /** @description starts after the first since the sandbox booted */
+            restarts: number;
+            /** @description the run of its current or last start: its output is that run's logs */
+            run_id?: string;
+            pid?: number;
+            /** Format: date-time */
+            started_at?: string;
+            last_exit?: components["schemas"]["ServiceExit"];
+            /**
+             * Format: date-time
+             * @description when a service in backoff starts again
+             */
+            next_start?: string;
+        };
+        ServiceList: {
+            services: components["schemas"]["Service"][];
+        };
         PeerList: {
             peers: components["schemas"]["Peer"][];
         };
@@ -3138,6 +3287,8 @@ export interface components {
         SandboxName: string;
         /** @description a checkpoint id, or its name among the sandbox's */
         CheckpointRef: string;
+        /** @description a service's name */
+        ServiceName: string;
         /** @description a view's id, or the name or id of the sandbox it shows when only one view shows it */
         PeerRef: string;
         /** @description a run id */
@@ -4396,6 +4547,131 @@ export interface operations {
                 };
                 content?: never;
             };
+        };
+    };
+    listServices: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description its services */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    addService: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ServiceSpec"];
+            };
+        };
+        responses: {
+            /** @description the service, with its state */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Service"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    removeService: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+                /** @description a service's name */
+                svc: components["parameters"]["ServiceName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    restartService: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+                /** @description a service's name */
+                svc: components["parameters"]["ServiceName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description restarted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listPeers: {

@@ -324,6 +324,29 @@ describe("den TypeScript SDK", () => {
     }
   });
 
+  test("services: den-init keeps one running and restarts it", async () => {
+    const svc = await den.addService(name, { name: "tick", argv: ["sh", "-c", "echo hi; exec sleep 100000"] });
+    assert.equal(svc.name, "tick");
+    assert.equal(svc.restart, "always");
+    const waitFor = async (cond) => {
+      for (let i = 0; i < 300; i++) {
+        const s = (await den.services(name)).find((x) => x.name === "tick");
+        if (cond(s)) return s;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.fail("the service never got there");
+    };
+    const first = await waitFor((s) => s.state === "running" && s.run_id);
+    await den.restartService(name, "tick");
+    const again = await waitFor((s) => s.restarts === 1 && s.state === "running" && s.run_id && s.run_id !== first.run_id);
+    assert.notEqual(again.pid, first.pid);
+    await assert.rejects(den.addService(name, { name: "tick", argv: ["true"] }), (e) => e.code === "conflict");
+    await assert.rejects(den.addService(name, { name: "Bad Name", argv: ["true"] }), (e) => isInvalid(e));
+    await den.removeService(name, "tick");
+    assert.deepEqual(await den.services(name), []);
+    await assert.rejects(den.removeService(name, "tick"), (e) => isNotFound(e));
+  });
+
   test("ssh keys: add, list by fingerprint, remove", async () => {
     const [key, fp] = sshKey("me@laptop");
     const kname = `${name}-key`;
