@@ -90,6 +90,7 @@ func (m *Manager) mmdebstrap(ctx context.Context, root, packages string, progres
 		}
 	}
 	cmd := exec.CommandContext(ctx, "mmdebstrap", m.mmdebstrapArgs(root, packages)...)
+	privateMounts(cmd)
 	// Let mmdebstrap clean up after itself before it is killed.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 30 * time.Second
@@ -122,6 +123,22 @@ func (m *Manager) mmdebstrap(ctx context.Context, root, packages string, progres
 			"check that the Debian mirror "+m.cfg.Mirror+" is reachable")
 	}
 	return nil
+}
+
+// privateMounts runs cmd, as root, in a mount namespace of its own whose
+// mounts propagate nowhere. mmdebstrap's unshare mode makes a namespace
+// but keeps the host's propagation: under systemd, where / is shared, its
+// unmount of the /sys it bound into the chroot unmounted the host's
+// /sys/fs/cgroup too, and neither runsc nor systemd could make a cgroup
+// after it. Go makes / private, recursively, in a namespace it unshares.
+func privateMounts(cmd *exec.Cmd) {
+	if os.Geteuid() != 0 {
+		return
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Unshareflags |= syscall.CLONE_NEWNS
 }
 
 // scanLinesCR splits on \n and on \r, which progress output uses.
