@@ -132,21 +132,30 @@ func writeMan(o options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	for _, page := range gen.man {
+	if err := placeMan(gen.man, o.man); err != nil {
+		return err
+	}
+	log.Info("wrote the man pages", "dir", o.man, "pages", len(gen.man))
+	return nil
+}
+
+// placeMan copies gzipped man pages (NAME.SECTION.gz) into dir/manSECTION,
+// where man looks for them under a MANDIR.
+func placeMan(pages []string, dir string) error {
+	for _, page := range pages {
 		name := filepath.Base(page)                                  // den.1.gz
 		section := filepath.Ext(strings.TrimSuffix(name, ".gz"))[1:] // 1
-		dir := filepath.Join(o.man, "man"+section)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("making %s: %w", dir, err)
+		sub := filepath.Join(dir, "man"+section)
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			return fmt.Errorf("making %s: %w", sub, err)
 		}
 		b, err := os.ReadFile(page)
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", page, err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(sub, name), b, 0o644); err != nil {
 			return fmt.Errorf("writing %s: %w", name, err)
 		}
 	}
-	log.Info("wrote the man pages", "dir", o.man, "pages", len(gen.man))
 	return nil
 }
