@@ -95,9 +95,17 @@ func TestDocBlocks(t *testing.T) {
 }
 
 // docFiles are the markdown files whose commands are run: the README,
-// then docs/ in name order.
+// then docs/ in name order; DEN_DOCS (README.md,docs/cli.md,...) runs
+// only those, while a page is being written.
 func docFiles(t *testing.T) []string {
 	t.Helper()
+	if only := os.Getenv("DEN_DOCS"); only != "" {
+		var files []string
+		for _, f := range strings.Split(only, ",") {
+			files = append(files, "../"+f)
+		}
+		return files
+	}
 	files, err := filepath.Glob("../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +160,7 @@ func TestDocsCommands(t *testing.T) {
 		d.clearDocState(t)
 	}
 	t.Logf("docs: %d blocks run, %d not run (each with its reason above)", ran, skipped)
-	if skipped >= ran {
+	if os.Getenv("DEN_DOCS") == "" && skipped >= ran {
 		t.Errorf("%d blocks are not run against %d run: the untested ones must stay a minority", skipped, ran)
 	}
 }
