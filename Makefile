@@ -76,7 +76,7 @@ test-hostvm: build
 bench: build
 	go run ./bench -bin $(CURDIR)/bin
 
-# The fault run (README: The fault run): random operations and faults,
+# The fault run (docs/testing.md: The fault run): random operations and faults,
 # then checks; long and random, so not part of `make test`.
 OPS ?= 200
 SEED ?= 0
@@ -154,7 +154,7 @@ install-files:
 		echo "then: systemctl daemon-reload && systemctl enable --now dend"; \
 	fi
 
-# A release in DIST (README: From a release): the static binaries, the
+# A release in DIST (docs/install.md: From a release): the static binaries, the
 # pinned runsc, the unit, completions and man pages in
 # den_VERSION_linux_amd64.tar.gz, laid out as `make install` lays them
 # out; den_VERSION_amd64.deb, made by tools/dist with nfpm, which
