@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X github.com/den-dev/den/internal/version.Version=$(VERSION)
 GO_TEST_FLAGS ?=
 DEND_FLAGS ?=
 
-.PHONY: all setup build binaries run test unit integration test-hostvm bench faults fuzz vet house clean install install-files dist dist-prev
+.PHONY: all setup build binaries run test unit integration test-hostvm bench faults fuzz vet house clean install install-files dist dist-prev man
 
 # Where `make install` puts things; DESTDIR stages them elsewhere.
 PREFIX ?= /usr/local
@@ -17,6 +17,7 @@ LIBDIR ?= $(PREFIX)/lib/den
 SYSCONFDIR ?= /etc
 UNITDIR ?= $(SYSCONFDIR)/systemd/system
 COMPLETIONDIR ?= $(PREFIX)/share
+MANDIR ?= $(PREFIX)/share/man
 BIN ?= bin
 
 all: build
@@ -75,7 +76,7 @@ test-hostvm: build
 bench: build
 	go run ./bench -bin $(CURDIR)/bin
 
-# The fault run (README: The fault run): random operations and faults,
+# The fault run (docs/testing.md: The fault run): random operations and faults,
 # then checks; long and random, so not part of `make test`.
 OPS ?= 200
 SEED ?= 0
@@ -108,10 +109,18 @@ fuzz:
 
 # dend and den in BINDIR, den-init and the pinned runsc in LIBDIR, a
 # systemd unit for dend with its settings in SYSCONFDIR/den/dend.env (kept
-# if it exists), and den's completions for bash, zsh and fish. Without
-# DESTDIR, on a host run by systemd, the unit is enabled so dend starts at
-# boot; nothing is started.
-install: build install-files
+# if it exists), den's completions for bash, zsh and fish, and the man
+# pages den(1), its verbs' and dend(8) in MANDIR. Without DESTDIR, on a
+# host run by systemd, the unit is enabled so dend starts at boot; nothing
+# is started.
+install: build man install-files
+
+# The man pages, gzipped as the release ships them, in BIN/man: den's from
+# its help (den generate-man) and dend(8) from dend --help, by tools/dist.
+man:
+	rm -rf $(BIN)/man
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null) go run -C tools/dist . \
+		-bin $(abspath $(BIN)) -version $(VERSION) -man $(abspath $(BIN))/man
 
 install-files:
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/den \
@@ -132,6 +141,13 @@ install-files:
 	$(BIN)/den completion bash > $(DESTDIR)$(COMPLETIONDIR)/bash-completion/completions/den
 	$(BIN)/den completion zsh > $(DESTDIR)$(COMPLETIONDIR)/zsh/site-functions/_den
 	$(BIN)/den completion fish > $(DESTDIR)$(COMPLETIONDIR)/fish/vendor_completions.d/den.fish
+	@if [ -d $(BIN)/man ]; then \
+		install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 && \
+		install -m 644 $(BIN)/man/man1/*.1.gz $(DESTDIR)$(MANDIR)/man1/ && \
+		install -m 644 $(BIN)/man/man8/*.8.gz $(DESTDIR)$(MANDIR)/man8/; \
+	else \
+		echo "no man pages in $(BIN)/man: \`make man\` writes them (make install does)"; \
+	fi
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
 		systemctl daemon-reload && systemctl enable dend.service && \
 		echo "dend is enabled at boot: \`systemctl start dend\` starts it now"; \
@@ -139,7 +155,7 @@ install-files:
 		echo "then: systemctl daemon-reload && systemctl enable --now dend"; \
 	fi
 
-# A release in DIST (README: From a release): the static binaries, the
+# A release in DIST (docs/install.md: From a release): the static binaries, the
 # pinned runsc, the unit, completions and man pages in
 # den_VERSION_linux_amd64.tar.gz, laid out as `make install` lays them
 # out; den_VERSION_amd64.deb, made by tools/dist with nfpm, which

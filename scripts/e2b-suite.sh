@@ -9,7 +9,7 @@
 #   scripts/e2b-suite.sh E2B_CHECKOUT [TAG] [VITEST ARGS...]
 #
 # E2B_CHECKOUT is a git clone of github.com/e2b-dev/E2B; TAG defaults to
-# e2b@2.45.0. The environment names the dend, as the README's E2B section
+# e2b@2.45.0. The environment names the dend, as docs/agents.md's E2B section
 # says: E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY (the token in E2B's
 # e2b_HEX shape, which SDKs up to 2.45 insist on), and E2B_DOMAIN. WORK
 # defaults to /tmp/den-e2b-suite.
@@ -20,7 +20,7 @@ tag=${2:-e2b@2.45.0}
 shift $(( $# >= 2 ? 2 : 1 ))
 work=${WORK:-/tmp/den-e2b-suite}
 for v in E2B_API_URL E2B_SANDBOX_URL E2B_API_KEY; do
-	[ -n "${!v:-}" ] || { echo "e2b-suite: set $v (see the README's E2B section)" >&2; exit 2; }
+	[ -n "${!v:-}" ] || { echo "e2b-suite: set $v (see docs/agents.md, E2B)" >&2; exit 2; }
 done
 
 dir="$work/${tag//[@\/]/-}"

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -21,6 +22,7 @@ type options struct {
 	version    string    // git describe's name of the build, as stamped in the binaries
 	date       time.Time // the commit's time: man pages' dates, files' times, snapshots' versions
 	maintainer string    // the package's Maintainer field
+	man        string    // when set, write only the man pages here (make install's)
 }
 
 func main() {
@@ -30,13 +32,18 @@ func main() {
 	flag.StringVar(&o.out, "out", "dist", "where the release is written")
 	flag.StringVar(&o.version, "version", "", "the release's version, as stamped in the binaries (git describe)")
 	flag.StringVar(&o.maintainer, "maintainer", "den developers <den-dev@users.noreply.github.com>", "the Debian package's Maintainer field")
+	flag.StringVar(&o.man, "man", "", "write only the man pages, gzipped, into `DIR`/man1 and DIR/man8 (what make install installs)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if err := o.fill(os.Getenv("SOURCE_DATE_EPOCH")); err != nil {
 		fmt.Fprintln(os.Stderr, "dist:", err)
 		os.Exit(2)
 	}
-	if err := run(o, log); err != nil {
+	build := run
+	if o.man != "" {
+		build = writeMan
+	}
+	if err := build(o, log); err != nil {
 		fmt.Fprintln(os.Stderr, "dist:", err)
 		os.Exit(1)
 	}
@@ -56,7 +63,10 @@ func (o *options) fill(epoch string) error {
 		}
 		o.date = time.Unix(n, 0).UTC()
 	}
-	for _, p := range []*string{&o.bin, &o.repo, &o.out} {
+	for _, p := range []*string{&o.bin, &o.repo, &o.out, &o.man} {
+		if *p == "" {
+			continue // -man unset: a whole release
+		}
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return fmt.Errorf("resolving %s: %w", *p, err)
@@ -107,5 +117,45 @@ func run(o options, log *slog.Logger) error {
 		return err
 	}
 	log.Info("wrote the sums", "path", sums)
+	return nil
+}
+
+// writeMan writes den's and dend's man pages, as the release ships them,
+// into o.man/manN, for `make install`.
+func writeMan(o options, log *slog.Logger) error {
+	work, err := os.MkdirTemp("", "den-man-")
+	if err != nil {
+		return fmt.Errorf("making a work directory: %w", err)
+	}
+	defer os.RemoveAll(work)
+	gen, err := generate(o, work)
+	if err != nil {
+		return err
+	}
+	if err := placeMan(gen.man, o.man); err != nil {
+		return err
+	}
+	log.Info("wrote the man pages", "dir", o.man, "pages", len(gen.man))
+	return nil
+}
+
+// placeMan copies gzipped man pages (NAME.SECTION.gz) into dir/manSECTION,
+// where man looks for them under a MANDIR.
+func placeMan(pages []string, dir string) error {
+	for _, page := range pages {
+		name := filepath.Base(page)                                  // den.1.gz
+		section := filepath.Ext(strings.TrimSuffix(name, ".gz"))[1:] // 1
+		sub := filepath.Join(dir, "man"+section)
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			return fmt.Errorf("making %s: %w", sub, err)
+		}
+		b, err := os.ReadFile(page)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", page, err)
+		}
+		if err := os.WriteFile(filepath.Join(sub, name), b, 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", name, err)
+		}
+	}
 	return nil
 }
