@@ -84,7 +84,7 @@ func main() {
 	fs.BoolVar(&cfg.BackgroundActive, "background-active", env("DEN_BACKGROUND_ACTIVE", "") != "", "detached commands still running count as use for the idle policy")
 	fs.StringVar(&cfg.DebianMirror, "debian-mirror", env("DEN_DEBIAN_MIRROR", ""), "Debian mirror for the debian image (default: the host's apt mirror)")
 	fs.BoolVar(&cfg.Debug, "debug", env("DEN_DEBUG", "") != "", "debug logs, including runsc's per instance")
-	fs.BoolVar(&cfg.NoCgroupPacer, "no-cgroup-pacer", env("DEN_NO_CGROUP_PACER", "") != "", "on a cgroup v1 host, let every boot, wake and fork wait for the RCU grace periods of runsc's cgroup moves instead of keeping the kernel's cgroup lock ready while runsc starts (see the README's host tuning)")
+	fs.BoolVar(&cfg.NoCgroupPacer, "no-cgroup-pacer", env("DEN_NO_CGROUP_PACER", "") != "", "on a cgroup v1 host, let every boot, wake and fork wait for the RCU grace periods of runsc's cgroup moves instead of keeping the kernel's cgroup lock ready while runsc starts (see docs/install.md, Host tuning)")
 	sizes := []struct {
 		v          *int64
 		name, help string

@@ -69,7 +69,7 @@ func (d *Door) controlRoutes() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := mux.Handler(r); pattern == "" {
 			writeJSON(w, http.StatusNotFound, errorBody{Code: http.StatusNotFound,
-				Message: fmt.Sprintf("%s %s is not part of the E2B API den serves\nhint: see den's README, section E2B, for what is", r.Method, r.URL.Path)})
+				Message: fmt.Sprintf("%s %s is not part of the E2B API den serves\nhint: see den's docs/agents.md, section E2B, for what is", r.Method, r.URL.Path)})
 			return
 		}
 		mux.ServeHTTP(w, r)

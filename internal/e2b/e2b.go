@@ -15,7 +15,7 @@
 // (internal/inproc), with the rights of the caller's den token: an E2B
 // sandbox is a den sandbox, checked, audited, put to sleep and woken by
 // den's machinery, and this package keeps no sandbox state of its own.
-// What maps to what is in README.md under "E2B".
+// What maps to what is in docs/agents.md under "E2B".
 package e2b
 
 import (

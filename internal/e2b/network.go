@@ -33,7 +33,7 @@ import (
 const allTraffic = "0.0.0.0/0"
 
 // notSupported is the hint of an E2B network option den refuses.
-const notSupported = "see den's README, section E2B (Not supported), for the network options den maps"
+const notSupported = "see den's docs/agents.md, section E2B (Not supported), for the network options den maps"
 
 // networkJSON is E2B's egress configuration: SandboxNetworkConfig on
 // create, SandboxNetworkUpdateConfig (which adds allow_internet_access)

@@ -47,7 +47,7 @@ func TestEgressPolicy(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := egressPolicy(tt.internet, tt.n, tt.update)
 			if tt.bad != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.bad) || !strings.Contains(message(wireError(err)), "README, section E2B") {
+				if err == nil || !strings.Contains(err.Error(), tt.bad) || !strings.Contains(message(wireError(err)), "docs/agents.md, section E2B") {
 					t.Errorf("got %+v %v, want a refusal saying %q and naming the README's section", got, err, tt.bad)
 				}
 				return

@@ -174,7 +174,7 @@ func busyboxApplets(ctx context.Context, bin string) ([]string, error) {
 // transfer to N seconds rather than each read; every other argument is
 // passed on unchanged. busybox's shell runs its own applets before
 // looking in PATH, so `sh -c 'wget -T ...'` still meets the crash: the
-// README says so.
+// docs say so (docs/cli.md, Images).
 const busyboxWget = `#!/bin/sh
 # den: wget of this busybox crashes on -T; see den's README (Images).
 t=

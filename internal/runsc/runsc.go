@@ -93,7 +93,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Runtime, error) {
 		rt.pace = newMovePacer(log, "/sys", "/proc/self/cgroup")
 	case graceWaits("/sys"):
 		log.Info("this host's cgroup v1 moves wait for RCU grace periods, which adds 10-25 ms to every boot, wake and fork; " +
-			"`echo 1 > /sys/kernel/rcu_expedited` (as root, for the whole host) takes that off (see the README's host tuning)")
+			"`echo 1 > /sys/kernel/rcu_expedited` (as root, for the whole host) takes that off (see docs/install.md, Host tuning)")
 	}
 	return rt, nil
 }
