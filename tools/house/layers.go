@@ -121,6 +121,9 @@ var layers = map[string]layer{
 	// watches.
 	"internal/sampling": above,
 
+	// The idle loop: applying sandboxes' idle policies, and changing them.
+	"internal/idling": above,
+
 	// The front doors: each translates its protocol to the Service's verbs.
 	"internal/httpapi":           doors,
 	"internal/httpapi/httpx":     doors,
