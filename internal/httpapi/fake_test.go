@@ -689,6 +689,7 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 		Sandboxes: e.sbx,
 		Rebase:    e.sbx,
 		Policies:  e.sbx,
+		Ports:     e.sbx,
 		Recover:   e.sbx,
 		Samples:   e.sbx,
 		Images:    e.img,

@@ -107,9 +107,6 @@ type SandboxService interface {
 	Resources(ctx context.Context, sb *sandbox.Sandbox) (sandbox.ResourceUsage, sandbox.DiskQuota)
 	// SetNetwork replaces what a sandbox may reach, at once.
 	SetNetwork(ctx context.Context, ref string, p netpolicy.Policy) (*sandbox.Sandbox, error)
-	// Exposed ports: exposing, unexposing, revoking links, the proxy's
-	// target.
-	portproxy.Sandboxes
 	// EffectivePolicy is sb's policy with dend's defaults filled in; Due
 	// is the next step it takes.
 	EffectivePolicy(sb *sandbox.Sandbox) idle.Policy
@@ -150,6 +147,9 @@ type Config struct {
 	// Policies changes sandboxes' idle policies (internal/idling). nil:
 	// 503.
 	Policies PolicyService
+	// Ports exposes sandboxes' ports and finds where a request to one
+	// goes (internal/exposing). Required.
+	Ports portproxy.Ports
 	// Recover serves a sandbox's recover route. nil: 503.
 	Recover RecoverService
 	// Samples serves a sandbox's metrics route (internal/sampling). nil:
@@ -307,7 +307,7 @@ func New(cfg Config) http.Handler {
 	if s.maxJSONBytes <= 0 {
 		s.maxJSONBytes = DefaultMaxJSONBytes
 	}
-	s.ports = portproxy.New(portproxy.Config{Sandboxes: s.sandboxes, ToSandbox: s.toSandbox, Key: cfg.PortsKey,
+	s.ports = portproxy.New(portproxy.Config{Sandboxes: s.sandboxes, Ports: cfg.Ports, ToSandbox: s.toSandbox, Key: cfg.PortsKey,
 		Domain: cfg.PortsDomain, MaxJSONBytes: s.maxJSONBytes, Logger: s.log})
 	s.fleetAPI = fleetapi.New(fleetapi.Config{Nodes: s.nodes, Fleet: s.fleet, Blobs: cfg.Blobs, Cluster: s.cluster,
 		ToSandbox: s.toSandbox, MaxJSONBytes: s.maxJSONBytes})

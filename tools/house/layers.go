@@ -124,6 +124,10 @@ var layers = map[string]layer{
 	// The idle loop: applying sandboxes' idle policies, and changing them.
 	"internal/idling": above,
 
+	// Exposed ports' verbs: exposing, unexposing, revoking links, where a
+	// request goes; reaching any port for the SSH gateway.
+	"internal/exposing": above,
+
 	// The front doors: each translates its protocol to the Service's verbs.
 	"internal/httpapi":           doors,
 	"internal/httpapi/httpx":     doors,
