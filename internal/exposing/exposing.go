@@ -65,15 +65,10 @@ func (p *Ports) ExposePort(ctx context.Context, ref string, port uint16, public 
 		if err != nil {
 			return err
 		}
-		if msg == "" {
-			exposed = sb
-			return nil
-		}
-		prev := sb.Spec.Ports
-		sb.Spec.Ports = ports
-		if err := p.svc.Record(ctx, sb, sandbox.EventPorts, msg); err != nil {
-			sb.Spec.Ports = prev
-			return err
+		if msg != "" {
+			if err := p.recordPorts(ctx, sb, ports, msg); err != nil {
+				return err
+			}
 		}
 		exposed = sb
 		return nil
@@ -111,10 +106,7 @@ func (p *Ports) changeExposed(ctx context.Context, ref string, port uint16, msg 
 		if _, ok := sb.Exposed(port); !ok {
 			return expose.NotExposed(sb.Name, port)
 		}
-		prev := sb.Spec.Ports
-		sb.Spec.Ports = change(slices.Clone(prev))
-		if err := p.svc.Record(ctx, sb, sandbox.EventPorts, msg); err != nil {
-			sb.Spec.Ports = prev
+		if err := p.recordPorts(ctx, sb, change(slices.Clone(sb.Spec.Ports)), msg); err != nil {
 			return err
 		}
 		changed = sb
@@ -124,6 +116,18 @@ func (p *Ports) changeExposed(ctx context.Context, ref string, port uint16, msg 
 		return nil, err
 	}
 	return changed, nil
+}
+
+// recordPorts gives sb ports and records it with msg; sb keeps its ports
+// if that fails. The caller holds sb's lifecycle lock.
+func (p *Ports) recordPorts(ctx context.Context, sb *sandbox.Sandbox, ports []expose.Port, msg string) error {
+	prev := sb.Spec.Ports
+	sb.Spec.Ports = ports
+	if err := p.svc.Record(ctx, sb, sandbox.EventPorts, msg); err != nil {
+		sb.Spec.Ports = prev
+		return err
+	}
+	return nil
 }
 
 // PortTarget returns where a request to an exposed port of the sandbox
