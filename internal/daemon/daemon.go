@@ -25,11 +25,13 @@ import (
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/e2b"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/exposing"
 	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/httpapi"
 	"github.com/den-dev/den/internal/httpapi/fleetapi"
 	"github.com/den-dev/den/internal/idempotency"
+	"github.com/den-dev/den/internal/idling"
 	"github.com/den-dev/den/internal/image"
 	"github.com/den-dev/den/internal/imagecrypt"
 	"github.com/den-dev/den/internal/inproc"
@@ -286,7 +288,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	down := shutdownHost(cfg, svc, log)
 	wakeAtBoot(ctx, down, log)
-	svc.RunIdle(cfg.IdleInterval)
+	idler := idling.New(idling.Config{Sandboxes: svc, Records: st, Collector: gc, Logger: log})
+	idler.Run(cfg.IdleInterval)
 	svc.RunWarm()
 	sampling.WatchLimits(svc, scfg.Runtime, time.Second, log)
 	sampler.Run(metricsInterval, metricsWindow)
@@ -318,7 +321,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// dend, so they keep working across restarts.
 	e2bDoor := e2b.New(e2b.Config{API: self, IsLocal: httpapi.IsLocal, MinTimeout: cfg.E2BMinTimeout, Key: portsKey, Domain: cfg.E2BDomain,
 		Logger: log.With("component", "e2b")})
-	gate, err := newGate(cfg, fl, svc, tokens, st, log)
+	ports := exposing.New(exposing.Config{Sandboxes: svc})
+	gate, err := newGate(cfg, fl, svc, ports, tokens, st, log)
 	if err != nil {
 		return err
 	}
@@ -327,7 +331,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health, Version: version.Version,
 		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: owners.New(owners.Config{Sandboxes: svc, Store: st, Records: st}), Requests: st,
 		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(blobs), Warm: warming.New(warming.Config{Sandboxes: svc, Images: st}), Samples: sampler, UI: ui.Handler(),
-		Events: svc, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate), Rebase: rebase.New(rebase.Config{Sandboxes: svc, Copier: storage.PathCopier{}, Logger: log}), Peers: peerVerbs, Export: exports, Recover: recov,
+		Events: svc, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate), Policies: idler, Ports: ports, Rebase: rebase.New(rebase.Config{Sandboxes: svc, Copier: storage.PathCopier{}, Logger: log}), Peers: peerVerbs, Export: exports, Recover: recov,
 		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log), Fleet: fleetService})
 	self.Serve(httpapi.Local(handler), handler)
 	if err := startSSH(ctx, cfg, gate, log); err != nil {

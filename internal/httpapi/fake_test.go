@@ -688,6 +688,8 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 	cfg := Config{
 		Sandboxes: e.sbx,
 		Rebase:    e.sbx,
+		Policies:  e.sbx,
+		Ports:     e.sbx,
 		Recover:   e.sbx,
 		Samples:   e.sbx,
 		Images:    e.img,

@@ -9,6 +9,7 @@ import (
 	"github.com/den-dev/den/internal/auth"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/httpapi/httpx"
+	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -176,9 +177,19 @@ func (s *server) recoverSandbox(w http.ResponseWriter, r *http.Request) error {
 	return httpx.WriteJSON(w, http.StatusOK, s.toSandbox(sb))
 }
 
+// PolicyService changes sandboxes' idle policies. *idling.Loop
+// implements it.
+type PolicyService interface {
+	// SetPolicy changes the fields of a sandbox's idle policy that p sets.
+	SetPolicy(ctx context.Context, ref string, p idle.Policy) (*sandbox.Sandbox, error)
+}
+
 // setPolicy changes only the fields the body carries: an absent field
 // keeps its value.
 func (s *server) setPolicy(w http.ResponseWriter, r *http.Request) error {
+	if s.policies == nil {
+		return httpx.NotEnabled("idle policies")
+	}
 	var req api.Policy
 	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
@@ -187,7 +198,7 @@ func (s *server) setPolicy(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sb, err := s.sandboxes.SetPolicy(r.Context(), r.PathValue("name"), p)
+	sb, err := s.policies.SetPolicy(r.Context(), r.PathValue("name"), p)
 	if err != nil {
 		return err
 	}

@@ -107,11 +107,6 @@ type SandboxService interface {
 	Resources(ctx context.Context, sb *sandbox.Sandbox) (sandbox.ResourceUsage, sandbox.DiskQuota)
 	// SetNetwork replaces what a sandbox may reach, at once.
 	SetNetwork(ctx context.Context, ref string, p netpolicy.Policy) (*sandbox.Sandbox, error)
-	// Exposed ports: exposing, unexposing, revoking links, the proxy's
-	// target.
-	portproxy.Sandboxes
-	// SetPolicy changes the fields of a sandbox's idle policy that p sets.
-	SetPolicy(ctx context.Context, ref string, p idle.Policy) (*sandbox.Sandbox, error)
 	// EffectivePolicy is sb's policy with dend's defaults filled in; Due
 	// is the next step it takes.
 	EffectivePolicy(sb *sandbox.Sandbox) idle.Policy
@@ -149,6 +144,12 @@ type Config struct {
 	Owners OwnerService
 	// Rebase serves a sandbox's setup and rebase routes. nil: 503.
 	Rebase RebaseService
+	// Policies changes sandboxes' idle policies (internal/idling). nil:
+	// 503.
+	Policies PolicyService
+	// Ports exposes sandboxes' ports and finds where a request to one
+	// goes (internal/exposing). Required.
+	Ports portproxy.Ports
 	// Recover serves a sandbox's recover route. nil: 503.
 	Recover RecoverService
 	// Samples serves a sandbox's metrics route (internal/sampling). nil:
@@ -240,6 +241,7 @@ type server struct {
 	secrets      SecretService
 	owners       OwnerService
 	rebase       RebaseService
+	policies     PolicyService
 	recovery     RecoverService
 	samples      SampleService
 	export       ExportService
@@ -290,6 +292,7 @@ func New(cfg Config) http.Handler {
 		ssh:             cfg.SSH,
 		owners:          cfg.Owners,
 		rebase:          cfg.Rebase,
+		policies:        cfg.Policies,
 		recovery:        cfg.Recover,
 		samples:         cfg.Samples,
 		export:          cfg.Export,
@@ -304,7 +307,7 @@ func New(cfg Config) http.Handler {
 	if s.maxJSONBytes <= 0 {
 		s.maxJSONBytes = DefaultMaxJSONBytes
 	}
-	s.ports = portproxy.New(portproxy.Config{Sandboxes: s.sandboxes, ToSandbox: s.toSandbox, Key: cfg.PortsKey,
+	s.ports = portproxy.New(portproxy.Config{Sandboxes: s.sandboxes, Ports: cfg.Ports, ToSandbox: s.toSandbox, Key: cfg.PortsKey,
 		Domain: cfg.PortsDomain, MaxJSONBytes: s.maxJSONBytes, Logger: s.log})
 	s.fleetAPI = fleetapi.New(fleetapi.Config{Nodes: s.nodes, Fleet: s.fleet, Blobs: cfg.Blobs, Cluster: s.cluster,
 		ToSandbox: s.toSandbox, MaxJSONBytes: s.maxJSONBytes})

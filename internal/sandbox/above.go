@@ -3,9 +3,11 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"time"
 
+	"github.com/den-dev/den/internal/expose"
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/warm"
@@ -230,6 +232,34 @@ func (s *Service) LockOwner(owner string) (unlock func()) { return s.admission.L
 // Reach is what network rules may name here, whatever the tenant asks:
 // Reach.Check says whether a policy stays within an owner's grants.
 func (s *Service) Reach() netpolicy.Reach { return s.cfg.Reach }
+
+// What the exposed ports' verbs (internal/exposing) and the port proxy
+// use.
+
+// Exposed returns the sandbox's exposed port, if port is one.
+func (sb *Sandbox) Exposed(port uint16) (expose.Port, bool) {
+	return expose.Find(sb.Spec.Ports, port)
+}
+
+// WithRunning runs f with sandbox ref running, its lifecycle lock held
+// shared so that it cannot stop meanwhile: a paused or hibernated one is
+// woken first, and the call counts as use. A sandbox in another state is
+// a conflict, action (e.g. "serve port 80 of") saying what was refused.
+func (s *Service) WithRunning(ctx context.Context, ref, action string, f func(sb *Sandbox) error) error {
+	sb, unlock, err := s.useSandbox(ctx, ref, action)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return f(sb)
+}
+
+// GuestAddr is the private address of sb, a sandbox of this node: the
+// guest end of its network slot.
+func (s *Service) GuestAddr(sb *Sandbox) netip.Addr {
+	_, addr := s.cfg.Network.Addr(sb.Slot)
+	return addr
+}
 
 // What checkpoint collection (internal/checkpointgc) uses: the core keeps
 // the pins and the records; the collector decides what goes.

@@ -279,25 +279,22 @@ func (s *Service) retain(ctx context.Context, sb *Sandbox) {
 	}
 }
 
-// Checkpoint collection is internal/checkpointgc's: the idle policy's
-// tick asks it to remove the checkpoints nothing needs any more, and a
-// removal that lets go of some asks it to remove those at once. A verb
-// working with a checkpoint pins it meanwhile, so that none is taken
-// from under it.
+// Checkpoint collection is internal/checkpointgc's: the idle loop's
+// tick (internal/idling) asks it to remove the checkpoints nothing needs
+// any more, and a removal that lets go of some asks it to remove those
+// at once. A verb working with a checkpoint pins it meanwhile, so that
+// none is taken from under it.
 
-// Collector removes the checkpoints nothing needs any more
+// Collector removes the checkpoints a removal lets go of
 // (internal/checkpointgc's Collector is it); without one, they go only
 // by retention or by hand.
 type Collector interface {
-	// Collect removes every checkpoint of this node nothing needs.
-	Collect(ctx context.Context)
 	// Freed removes, at once, those of checkpoints ids that nothing
 	// needs any more and a collection would take.
 	Freed(ctx context.Context, ids ...string)
 }
 
-// UseCollector makes c remove the checkpoints nothing needs: after each
-// of the idle policy's ticks, and when a removal frees some. Call it
+// UseCollector makes c remove the checkpoints a removal frees. Call it
 // once, before recovery (internal/recovery's Recover).
 func (s *Service) UseCollector(c Collector) { s.gc = c }
 

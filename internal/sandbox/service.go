@@ -110,8 +110,6 @@ type Service struct {
 	// supervised holds the watches over running instances' engines
 	// (supervise.go); it has its own lock.
 	supervised exitwatch.Watches
-	// nextRetention is when checkpoints are next checked for age.
-	nextRetention time.Time
 	// guests caches one den-init client per instance id.
 	guests map[string]Guest
 	// outputs holds the output of runs being collected, by run id; it

@@ -42,7 +42,7 @@ func (g *Gate) forward(ctx context.Context, l *login, nch ssh.NewChannel) {
 	}
 	port := uint16(d.Port)
 	detail := fmt.Sprintf("localhost:%d", port)
-	conn, err := g.cfg.Sandboxes.DialPort(ctx, l.sandbox.ID, port)
+	conn, err := g.cfg.Ports.DialPort(ctx, l.sandbox.ID, port)
 	g.recordFor(ctx, l, "forward", detail, err)
 	if err != nil {
 		_ = nch.Reject(ssh.ConnectionFailed, strings.TrimSuffix(message(err), "\n"))

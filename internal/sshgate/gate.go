@@ -56,6 +56,10 @@ type Sandboxes interface {
 	Signal(ctx context.Context, ref, runID, sig string) error
 
 	Files(ctx context.Context, ref string) (sandbox.Files, error)
+}
+
+// Ports reaches ports inside a sandbox, for `ssh -L` (*exposing.Ports).
+type Ports interface {
 	DialPort(ctx context.Context, ref string, port uint16) (io.ReadWriteCloser, error)
 }
 
@@ -80,6 +84,7 @@ type Relay interface {
 type Config struct {
 	HostKey   ssh.Signer
 	Sandboxes Sandboxes
+	Ports     Ports
 	Keys      Keys
 	Audit     audit.Log
 	Relay     Relay

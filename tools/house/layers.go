@@ -121,6 +121,13 @@ var layers = map[string]layer{
 	// watches.
 	"internal/sampling": above,
 
+	// The idle loop: applying sandboxes' idle policies, and changing them.
+	"internal/idling": above,
+
+	// Exposed ports' verbs: exposing, unexposing, revoking links, where a
+	// request goes; reaching any port for the SSH gateway.
+	"internal/exposing": above,
+
 	// The front doors: each translates its protocol to the Service's verbs.
 	"internal/httpapi":           doors,
 	"internal/httpapi/httpx":     doors,

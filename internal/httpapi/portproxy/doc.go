@@ -11,7 +11,7 @@
 // asks it, while authenticating, whether a request may come in without
 // a token. It never decides the scope rules of a token, keeps no state
 // of a sandbox's, and reaches a sandbox only through the Service's verbs
-// (Sandboxes).
+// (Sandboxes) and the exposed ports' (Ports).
 package portproxy
 
 import (
@@ -29,6 +29,13 @@ import (
 // *sandbox.Service implements it.
 type Sandboxes interface {
 	Get(ctx context.Context, ref string) (*sandbox.Sandbox, error)
+	// Hold keeps a sandbox in use until the returned func is called.
+	Hold(ctx context.Context, ref string) func()
+}
+
+// Ports is what the port routes ask of the exposed ports' verbs;
+// *exposing.Ports implements it.
+type Ports interface {
 	// ExposePort serves a port of the sandbox, or changes whether it is
 	// public; UnexposePort stops serving it.
 	ExposePort(ctx context.Context, ref string, port uint16, public bool) (*sandbox.Sandbox, error)
@@ -38,13 +45,13 @@ type Sandboxes interface {
 	// PortTarget is where a request to an exposed port goes, the sandbox
 	// woken first if it sleeps.
 	PortTarget(ctx context.Context, ref string, port uint16) (netip.AddrPort, error)
-	// Hold keeps a sandbox in use until the returned func is called.
-	Hold(ctx context.Context, ref string) func()
 }
 
-// Config is what the proxy needs. Sandboxes and ToSandbox are required.
+// Config is what the proxy needs. Sandboxes, Ports and ToSandbox are
+// required.
 type Config struct {
 	Sandboxes Sandboxes
+	Ports     Ports
 	// ToSandbox is the API's answer for a sandbox.
 	ToSandbox func(*sandbox.Sandbox) api.Sandbox
 	// Key signs URLs to exposed ports (see access.go); 32 random bytes.
@@ -61,6 +68,7 @@ type Config struct {
 // Proxy serves the exposed ports' routes.
 type Proxy struct {
 	sandboxes    Sandboxes
+	ports        Ports
 	toSandbox    func(*sandbox.Sandbox) api.Sandbox
 	key          []byte
 	domain       string
@@ -73,6 +81,7 @@ type Proxy struct {
 func New(cfg Config) *Proxy {
 	return &Proxy{
 		sandboxes:    cfg.Sandboxes,
+		ports:        cfg.Ports,
 		toSandbox:    cfg.ToSandbox,
 		key:          cfg.Key,
 		domain:       strings.Trim(strings.ToLower(cfg.Domain), "."),

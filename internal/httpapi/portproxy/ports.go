@@ -69,7 +69,7 @@ func (s *Proxy) Expose(w http.ResponseWriter, r *http.Request) error {
 	if err := httpx.DecodeOptionalJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
-	sb, err := s.sandboxes.ExposePort(r.Context(), r.PathValue("name"), port, req.Public)
+	sb, err := s.ports.ExposePort(r.Context(), r.PathValue("name"), port, req.Public)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (s *Proxy) Unexpose(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.sandboxes.UnexposePort(r.Context(), r.PathValue("name"), port); err != nil {
+	if _, err := s.ports.UnexposePort(r.Context(), r.PathValue("name"), port); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -95,7 +95,7 @@ func (s *Proxy) RevokeURLs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.sandboxes.RevokePortLinks(r.Context(), r.PathValue("name"), port); err != nil {
+	if _, err := s.ports.RevokePortLinks(r.Context(), r.PathValue("name"), port); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -176,7 +176,7 @@ func (s *Proxy) Serve(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	ref := r.PathValue("name")
-	target, err := s.sandboxes.PortTarget(r.Context(), ref, port)
+	target, err := s.ports.PortTarget(r.Context(), ref, port)
 	if err != nil {
 		return err
 	}

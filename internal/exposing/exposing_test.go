@@ -1,4 +1,4 @@
-package sandbox_test
+package exposing_test
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/expose"
+	"github.com/den-dev/den/internal/exposing"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/store/sqlite"
 )
@@ -30,7 +31,13 @@ func (addrs) Addr(slot int) (netip.Addr, netip.Addr) {
 	return netip.AddrFrom4([4]byte{10, 9, 0, byte(2 * slot)}), netip.AddrFrom4([4]byte{10, 9, 0, byte(2*slot + 1)})
 }
 
-func newExposeService(t *testing.T) (*sandbox.Service, *sqlite.Store) {
+// service is the core and the ports' verbs over it.
+type service struct {
+	*sandbox.Service
+	*exposing.Ports
+}
+
+func newExposeService(t *testing.T) (service, *sqlite.Store) {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "den.db"), nil)
@@ -47,7 +54,7 @@ func newExposeService(t *testing.T) (*sandbox.Service, *sqlite.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	return svc, st
+	return service{svc, exposing.New(exposing.Config{Sandboxes: svc})}, st
 }
 
 func addSandbox(t *testing.T, st *sqlite.Store, name string, state sandbox.State, slot int) {

@@ -1,4 +1,4 @@
-package sandbox
+package exposing
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/expose"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/sandbox"
 )
 
 // portDialer is a Guest that reaches ports on the sandbox's loopback.
@@ -26,16 +27,26 @@ type portDialer interface {
 // port gives nothing more. A server listening on the sandbox's loopback
 // only is reached too. A sleeping sandbox is woken, and the call counts
 // as use.
-func (s *Service) DialPort(ctx context.Context, ref string, port uint16) (io.ReadWriteCloser, error) {
+func (p *Ports) DialPort(ctx context.Context, ref string, port uint16) (io.ReadWriteCloser, error) {
 	if err := expose.Validate(port); err != nil {
 		return nil, err
 	}
-	sb, unlock, err := s.useSandbox(ctx, ref, fmt.Sprintf("reach port %d of", port))
+	var conn io.ReadWriteCloser
+	err := p.svc.WithRunning(ctx, ref, fmt.Sprintf("reach port %d of", port), func(sb *sandbox.Sandbox) error {
+		var err error
+		conn, err = p.dial(ctx, sb, port)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-	if d, ok := s.guestFor(sb).(portDialer); ok {
+	return conn, nil
+}
+
+// dial reaches port of running sb, whose lifecycle lock the caller holds
+// shared: through den-init, or at sb's private address for an older one.
+func (p *Ports) dial(ctx context.Context, sb *sandbox.Sandbox, port uint16) (io.ReadWriteCloser, error) {
+	if d, ok := p.svc.GuestFor(sb).(portDialer); ok {
 		conn, err := d.DialPort(ctx, port)
 		if err == nil {
 			return conn, nil
@@ -46,9 +57,8 @@ func (s *Service) DialPort(ctx context.Context, ref string, port uint16) (io.Rea
 	}
 	// An older den-init: the sandbox's private address reaches servers
 	// that listen on every address.
-	_, addr := s.cfg.Network.Addr(sb.Slot)
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(addr, port).String())
+	conn, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(p.svc.GuestAddr(sb), port).String())
 	if err != nil {
 		return nil, errdefs.Unavailable("reaching port %d of sandbox %q: %v", port, sb.Name, err)
 	}
