@@ -25,6 +25,7 @@ import (
 	"github.com/den-dev/den/internal/cluster"
 	"github.com/den-dev/den/internal/e2b"
 	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/events"
 	"github.com/den-dev/den/internal/exposing"
 	"github.com/den-dev/den/internal/fleet"
 	"github.com/den-dev/den/internal/guest"
@@ -186,6 +187,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	} else if portsKey, err = loadPortsKey(cfg.PortsKeyFile()); err != nil {
 		return err
 	}
+	// What happens to this node's sandboxes: the core publishes it, the
+	// API's GET /v1/events follows it.
+	hub := events.NewHub()
 	scfg := sandbox.Config{
 		Store: st, Volumes: pool, Runtime: rt, Network: network, Images: images, Secrets: secrets, Init: initVersion,
 		ViewsDir:      filepath.Join(cfg.RunDir, "views"),
@@ -207,6 +211,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Quotas:        cfg.quotas(st),
 		Fleet:         movers,
 		Lease:         lease,
+		Events:        hub,
 	}
 	wcfg, err := cfg.warmConfig()
 	if err != nil {
@@ -331,7 +336,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health, Version: version.Version,
 		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: owners.New(owners.Config{Sandboxes: svc, Store: st, Records: st}), Requests: st,
 		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(blobs), Warm: warming.New(warming.Config{Sandboxes: svc, Images: st}), Samples: sampler, UI: ui.Handler(),
-		Events: svc, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate), Policies: idler, Ports: ports, Rebase: rebase.New(rebase.Config{Sandboxes: svc, Copier: storage.PathCopier{}, Logger: log}), Peers: peerVerbs, Export: exports, Recover: recov,
+		Events: hub, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate), Policies: idler, Ports: ports, Rebase: rebase.New(rebase.Config{Sandboxes: svc, Copier: storage.PathCopier{}, Logger: log}), Peers: peerVerbs, Export: exports, Recover: recov,
 		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log), Fleet: fleetService})
 	self.Serve(httpapi.Local(handler), handler)
 	if err := startSSH(ctx, cfg, gate, log); err != nil {

@@ -14,14 +14,14 @@ import (
 )
 
 // EventStream is the stream of what happens to this node's sandboxes
-// (*sandbox.Service implements it; see internal/events).
+// (*events.Hub implements it; the core publishes to it).
 type EventStream interface {
-	// ParseEventCursor reads the id of the last event a follower saw;
-	// "" starts from now.
-	ParseEventCursor(id string) (events.Cursor, error)
-	// EventsAfter returns the events after cur, the cursor to ask from
-	// next, and a channel closed when there are more.
-	EventsAfter(cur events.Cursor) ([]events.Event, events.Cursor, <-chan struct{})
+	// ParseCursor reads the id of the last event a follower saw; ""
+	// starts from now.
+	ParseCursor(id string) (events.Cursor, error)
+	// After returns the events after cur, the cursor to ask from next,
+	// and a channel closed when there are more.
+	After(cur events.Cursor) ([]events.Event, events.Cursor, <-chan struct{})
 }
 
 // eventsKeepalive is how often a quiet stream sends a comment line, so
@@ -69,7 +69,7 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	if fe, ok := s.cluster.(FleetEvents); ok && !httpx.InfoOf(r).FromNode {
 		return s.streamFleetEvents(w, r, fe, q)
 	}
-	cur, err := s.events.ParseEventCursor(q.after)
+	cur, err := s.events.ParseCursor(q.after)
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	// stream is, even before anything happens (cluster/events.go).
 	tellPosition := httpx.InfoOf(r).FromNode
 	for {
-		evs, next, wake := s.events.EventsAfter(cur)
+		evs, next, wake := s.events.After(cur)
 		cur = next
 		for _, ev := range evs {
 			if ev.Type != events.Gap && (!p.Sees(ev.Owner) || (q.only != "" && ev.SandboxID != q.only)) {

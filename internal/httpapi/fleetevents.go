@@ -94,7 +94,7 @@ func (s *server) streamFleetEvents(w http.ResponseWriter, r *http.Request, fe Fl
 	default: // one node's id, as a dend on its own gives: taken for this node's
 		fs.pos[fs.self] = q.after
 	}
-	local, err := s.events.ParseEventCursor(fs.startOf(fs.self, fallback))
+	local, err := s.events.ParseCursor(fs.startOf(fs.self, fallback))
 	if err != nil {
 		return err
 	}
@@ -237,7 +237,7 @@ func (fs *fleetStream) send(ctx context.Context, it fleetItem) bool {
 func (fs *fleetStream) readLocal(ctx context.Context, cur events.Cursor) {
 	defer fs.wg.Done()
 	for {
-		evs, next, wake := fs.s.events.EventsAfter(cur)
+		evs, next, wake := fs.s.events.After(cur)
 		cur = next
 		for _, ev := range evs {
 			e := toStreamEvent(ev)

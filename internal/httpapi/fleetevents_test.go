@@ -22,14 +22,14 @@ import (
 // oneEventStream is this node's stream: one event, then nothing.
 type oneEventStream struct{ ev events.Event }
 
-func (s oneEventStream) ParseEventCursor(id string) (events.Cursor, error) {
+func (s oneEventStream) ParseCursor(id string) (events.Cursor, error) {
 	if id == "bad" {
 		return events.Cursor{}, errdefs.Invalid("event id %q is not one of den's (BOOT.SEQ)", id)
 	}
 	return events.Cursor{}, nil
 }
 
-func (s oneEventStream) EventsAfter(cur events.Cursor) ([]events.Event, events.Cursor, <-chan struct{}) {
+func (s oneEventStream) After(cur events.Cursor) ([]events.Event, events.Cursor, <-chan struct{}) {
 	return []events.Event{s.ev}, cur, make(chan struct{})
 }
 

@@ -86,6 +86,10 @@ type Config struct {
 	// Observer hears how long lifecycle verbs take (observe.go); nil:
 	// nobody.
 	Observer VerbObserver
+	// Events is the event stream of this node's sandboxes (stream.go,
+	// internal/events), which the doors follow; nil: one of the
+	// Service's own, that nobody follows.
+	Events EventStream
 }
 
 // Service carries out every verb on sandboxes. It serializes lifecycle
@@ -157,7 +161,7 @@ type Service struct {
 	activity activity
 	// events is the event stream of this node's sandboxes (stream.go,
 	// internal/events); it has its own lock.
-	events eventStream
+	events EventStream
 	// warm are this node's warm pools (warm.go, internal/warm); nil
 	// without any; they have their own lock. They are per node by
 	// design: no other node sees their instances. Set once, before
@@ -199,6 +203,9 @@ func NewService(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("sandbox service: %w", err)
 	}
 	cfg.Output.SetDefaults()
+	if cfg.Events == nil {
+		cfg.Events = events.NewHub()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{
 		cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
@@ -213,7 +220,7 @@ func NewService(cfg Config) (*Service, error) {
 		secretStates: grant.NewHolders(),
 		disk:         quota.NewLedger(cfg.Disk),
 		admission:    quota.NewAdmission(cfg.Quotas),
-		events:       events.NewHub(),
+		events:       cfg.Events,
 		activity:     idle.NewActivity(cfg.Now),
 		views:        peers.NewViews(cfg.Volumes, cfg.ViewsDir, cfg.Logger),
 	}

@@ -22,25 +22,11 @@ const (
 	StreamPolicyAction = "policy.action" // the idle policy paused, hibernated or destroyed a sandbox
 )
 
-// eventStream is the event stream of this node's sandboxes
-// (*events.Hub).
-type eventStream interface {
+// EventStream is the event stream of this node's sandboxes
+// (*events.Hub): the core publishes to it, and the doors follow it on
+// internal/events directly.
+type EventStream interface {
 	Publish(ev events.Event)
-	ParseCursor(id string) (events.Cursor, error)
-	After(c events.Cursor) ([]events.Event, events.Cursor, <-chan struct{})
-}
-
-// ParseEventCursor reads the id of the last event a follower saw; ""
-// starts from now. ErrInvalid for anything that is not an event id.
-func (s *Service) ParseEventCursor(id string) (events.Cursor, error) {
-	return s.events.ParseCursor(id)
-}
-
-// EventsAfter returns the events after cur, oldest first (a gap event
-// first when some may be missing), the cursor to ask from next, and a
-// channel closed when more events are published.
-func (s *Service) EventsAfter(cur events.Cursor) ([]events.Event, events.Cursor, <-chan struct{}) {
-	return s.events.After(cur)
 }
 
 // publishEvent streams a line of sb's history.
