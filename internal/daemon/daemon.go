@@ -43,6 +43,8 @@ import (
 	"github.com/den-dev/den/internal/peering"
 	"github.com/den-dev/den/internal/rebase"
 	"github.com/den-dev/den/internal/recovery"
+	"github.com/den-dev/den/internal/runlogs"
+	"github.com/den-dev/den/internal/runoutput"
 	"github.com/den-dev/den/internal/runsc"
 	"github.com/den-dev/den/internal/sampling"
 	"github.com/den-dev/den/internal/sandbox"
@@ -190,6 +192,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// What happens to this node's sandboxes: the core publishes it, the
 	// API's GET /v1/events follows it.
 	hub := events.NewHub()
+	// Clients following runs' output: runlogs registers them, the core
+	// ends their streams as a sandbox goes to sleep.
+	followers := &runoutput.Followers{}
 	scfg := sandbox.Config{
 		Store: st, Volumes: pool, Runtime: rt, Network: network, Images: images, Secrets: secrets, Init: initVersion,
 		ViewsDir:      filepath.Join(cfg.RunDir, "views"),
@@ -212,6 +217,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Fleet:         movers,
 		Lease:         lease,
 		Events:        hub,
+		Followers:     followers,
 	}
 	wcfg, err := cfg.warmConfig()
 	if err != nil {
@@ -327,7 +333,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	e2bDoor := e2b.New(e2b.Config{API: self, IsLocal: httpapi.IsLocal, MinTimeout: cfg.E2BMinTimeout, Key: portsKey, Domain: cfg.E2BDomain,
 		Logger: log.With("component", "e2b")})
 	ports := exposing.New(exposing.Config{Sandboxes: svc})
-	gate, err := newGate(cfg, fl, svc, ports, tokens, st, log)
+	logs := runlogs.New(runlogs.Config{Sandboxes: svc, Followers: followers})
+	gate, err := newGate(cfg, fl, svc, ports, logs, tokens, st, log)
 	if err != nil {
 		return err
 	}
@@ -335,7 +342,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	exports := exporter(svc, pool, log)
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health, Version: version.Version,
 		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: owners.New(owners.Config{Sandboxes: svc, Store: st, Records: st}), Requests: st,
-		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(blobs), Warm: warming.New(warming.Config{Sandboxes: svc, Images: st}), Samples: sampler, UI: ui.Handler(),
+		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(blobs), Warm: warming.New(warming.Config{Sandboxes: svc, Images: st}), Samples: sampler, Logs: logs, UI: ui.Handler(),
 		Events: hub, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate), Policies: idler, Ports: ports, Rebase: rebase.New(rebase.Config{Sandboxes: svc, Copier: storage.PathCopier{}, Logger: log}), Peers: peerVerbs, Export: exports, Recover: recov,
 		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log), Fleet: fleetService})
 	self.Serve(httpapi.Local(handler), handler)

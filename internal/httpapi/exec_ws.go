@@ -17,7 +17,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/httpapi/httpx"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/runlogs"
 )
 
 // Limits of the exec stream.
@@ -183,7 +183,7 @@ func (e *execSession) streamOutput(ctx context.Context, runID string) error {
 	}{{api.StreamStdout, api.FrameStdout}, {api.StreamStderr, api.FrameStderr}} {
 		g.Go(func() error {
 			w := &frameWriter{e: e, ctx: ctx, kind: out.kind}
-			return e.srv.sandboxes.Logs(ctx, e.ref, runID, out.stream, 0, sandbox.FollowWake, w)
+			return e.srv.logs.Logs(ctx, e.ref, runID, out.stream, 0, runlogs.FollowWake, w)
 		})
 	}
 	return g.Wait()

@@ -25,6 +25,7 @@ import (
 	"github.com/den-dev/den/internal/peering"
 	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/rebase"
+	"github.com/den-dev/den/internal/runlogs"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/usage"
 )
@@ -230,8 +231,8 @@ func (f *fakeSandboxes) Run(ctx context.Context, ref, runID string) (*sandbox.Ru
 	return f.final, nil
 }
 
-func (f *fakeSandboxes) Logs(ctx context.Context, ref, runID, stream string, from int64, how sandbox.Follow, w io.Writer) error {
-	follow := how != sandbox.FollowNo
+func (f *fakeSandboxes) Logs(ctx context.Context, ref, runID, stream string, from int64, how runlogs.Follow, w io.Writer) error {
+	follow := how != runlogs.FollowNo
 	if err := f.enter("Logs", ref, runID, stream, from, follow); err != nil {
 		return err
 	}
@@ -692,6 +693,7 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 		Ports:     e.sbx,
 		Recover:   e.sbx,
 		Samples:   e.sbx,
+		Logs:      e.sbx,
 		Images:    e.img,
 		Fleet:     e.sbx,
 		Peers:     e.sbx,

@@ -9,6 +9,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/httpapi/httpx"
+	"github.com/den-dev/den/internal/runlogs"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -80,13 +81,13 @@ func (s *server) runLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	how := sandbox.FollowNo
+	how := runlogs.FollowNo
 	if follow {
-		how = sandbox.FollowWake
+		how = runlogs.FollowWake
 		if wake, err := httpx.QueryBoolDefault(r, "wake", true); err != nil {
 			return err
 		} else if !wake {
-			how = sandbox.FollowWait
+			how = runlogs.FollowWait
 		}
 	}
 	ref, runID := r.PathValue("name"), r.PathValue("run")
@@ -100,7 +101,7 @@ func (s *server) runLogs(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Den-Log-Offset", strconv.FormatInt(from, 10))
 	fw := newFlushWriter(w)
 	if !follow {
-		return s.sandboxes.Logs(r.Context(), ref, runID, stream, from, how, fw)
+		return s.logs.Logs(r.Context(), ref, runID, stream, from, how, fw)
 	}
 	// A followed stream says how it ended in a trailer: "ended" once the
 	// run ended and all of its output was sent, else why it stopped. A
@@ -112,7 +113,7 @@ func (s *server) runLogs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	end := api.LogEnded
-	if err := s.sandboxes.Logs(r.Context(), ref, runID, stream, from, how, fw); err != nil {
+	if err := s.logs.Logs(r.Context(), ref, runID, stream, from, how, fw); err != nil {
 		if r.Context().Err() != nil {
 			return nil // the client left
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/den-dev/den/internal/httpapi/portproxy"
 	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/netpolicy"
+	"github.com/den-dev/den/internal/runlogs"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/usage"
 )
@@ -35,6 +36,15 @@ const DefaultMaxJSONBytes = 1 << 20
 type SampleService interface {
 	// Metrics is the sandbox's samples from from to to (zero: open).
 	Metrics(ctx context.Context, ref string, from, to time.Time) ([]usage.Sample, error)
+}
+
+// LogService writes runs' output (internal/runlogs).
+type LogService interface {
+	// Logs writes one output stream ("stdout" or "stderr") of a run to w
+	// from byte offset from. Without follow it returns at the current
+	// end; with follow, once the run ended and all its output was written
+	// (or ctx ends).
+	Logs(ctx context.Context, ref, runID, stream string, from int64, how runlogs.Follow, w io.Writer) error
 }
 
 // SandboxService carries out every sandbox verb. *sandbox.Service
@@ -60,11 +70,6 @@ type SandboxService interface {
 	// RunningRuns lists the runs still running, newest first.
 	RunningRuns(ctx context.Context, ref string) ([]*sandbox.Run, error)
 	Run(ctx context.Context, ref, runID string) (*sandbox.Run, error)
-	// Logs writes one output stream ("stdout" or "stderr") of a run to w
-	// from byte offset from. Without follow it returns at the current
-	// end; with follow, once the run ended and all its output was written
-	// (or ctx ends).
-	Logs(ctx context.Context, ref, runID, stream string, from int64, how sandbox.Follow, w io.Writer) error
 	// Stdin streams r to the run's stdin and closes it at EOF, unless
 	// keepOpen.
 	Stdin(ctx context.Context, ref, runID string, r io.Reader, keepOpen bool) error
@@ -155,6 +160,9 @@ type Config struct {
 	// Samples serves a sandbox's metrics route (internal/sampling). nil:
 	// 503.
 	Samples SampleService
+	// Logs serves runs' output: their logs route and an attached exec's
+	// streams (internal/runlogs); required with Sandboxes.
+	Logs LogService
 	// Export serves a sandbox's export and the import of an archive.
 	// nil: 503.
 	Export ExportService
@@ -244,6 +252,7 @@ type server struct {
 	policies     PolicyService
 	recovery     RecoverService
 	samples      SampleService
+	logs         LogService
 	export       ExportService
 	// maxArchiveBytes bounds an archive an import reads.
 	maxArchiveBytes int64
@@ -295,6 +304,7 @@ func New(cfg Config) http.Handler {
 		policies:        cfg.Policies,
 		recovery:        cfg.Recover,
 		samples:         cfg.Samples,
+		logs:            cfg.Logs,
 		export:          cfg.Export,
 		maxArchiveBytes: cmp.Or(cfg.MaxArchiveBytes, DefaultMaxArchiveBytes),
 		peers:           cfg.Peers,

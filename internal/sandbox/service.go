@@ -90,6 +90,10 @@ type Config struct {
 	// internal/events), which the doors follow; nil: one of the
 	// Service's own, that nobody follows.
 	Events EventStream
+	// Followers are the clients following runs' output (logs.go,
+	// internal/runlogs), whose streams the core ends as their sandbox
+	// goes to sleep; nil: none of its own, that nobody follows.
+	Followers Followers
 }
 
 // Service carries out every verb on sandboxes. It serializes lifecycle
@@ -126,9 +130,6 @@ type Service struct {
 	slotTaken map[int]string
 	// pinned counts the verbs working with each checkpoint right now.
 	pinned map[string]int
-	// followers are the clients following each sandbox's runs
-	// (logs.go); it has its own lock.
-	followers runFollowers
 	// transfers are the file transfers under way in each sandbox
 	// (internal/transfer); it has its own lock.
 	transfers *transfer.Registry
@@ -206,6 +207,9 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.Events == nil {
 		cfg.Events = events.NewHub()
 	}
+	if cfg.Followers == nil {
+		cfg.Followers = &runoutput.Followers{}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{
 		cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
@@ -215,7 +219,6 @@ func NewService(cfg Config) (*Service, error) {
 		outputs:      &runoutput.Collecting[*output]{},
 		slotTaken:    map[int]string{},
 		pinned:       map[string]int{},
-		followers:    &runoutput.Followers{},
 		staleLimits:  map[string]bool{},
 		secretStates: grant.NewHolders(),
 		disk:         quota.NewLedger(cfg.Disk),

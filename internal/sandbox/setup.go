@@ -231,7 +231,7 @@ func (s *Service) runStep(ctx context.Context, sb *Sandbox, step string) (*Run, 
 // outputTail is the last bytes of one stream of a finished run, or "".
 func (s *Service) outputTail(ctx context.Context, sb *Sandbox, run *Run, stream string, size int64) string {
 	var b bytes.Buffer
-	if err := s.Logs(ctx, sb.ID, run.ID, stream, max(0, size-setupOutputTail), FollowNo, &b); err != nil {
+	if err := s.copyOutput(ctx, sb.ID, run.ID, stream, max(0, size-setupOutputTail), &b); err != nil {
 		s.log.Warn("reading a failed setup step's output", "sandbox", sb.Name, "run", run.ID, "err", err)
 	}
 	return b.String()

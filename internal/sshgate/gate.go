@@ -38,6 +38,7 @@ import (
 
 	"github.com/den-dev/den/internal/audit"
 	"github.com/den-dev/den/internal/auth"
+	"github.com/den-dev/den/internal/runlogs"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -50,7 +51,6 @@ type Sandboxes interface {
 
 	Exec(ctx context.Context, ref string, p sandbox.ExecParams) (*sandbox.Run, error)
 	Run(ctx context.Context, ref, runID string) (*sandbox.Run, error)
-	Logs(ctx context.Context, ref, runID, stream string, from int64, how sandbox.Follow, w io.Writer) error
 	Stdin(ctx context.Context, ref, runID string, r io.Reader, keepOpen bool) error
 	Resize(ctx context.Context, ref, runID string, rows, cols uint16) error
 	Signal(ctx context.Context, ref, runID, sig string) error
@@ -61,6 +61,11 @@ type Sandboxes interface {
 // Ports reaches ports inside a sandbox, for `ssh -L` (*exposing.Ports).
 type Ports interface {
 	DialPort(ctx context.Context, ref string, port uint16) (io.ReadWriteCloser, error)
+}
+
+// Logs writes runs' output (internal/runlogs).
+type Logs interface {
+	Logs(ctx context.Context, ref, runID, stream string, from int64, how runlogs.Follow, w io.Writer) error
 }
 
 // Keys finds the principal a public key acts for.
@@ -85,6 +90,7 @@ type Config struct {
 	HostKey   ssh.Signer
 	Sandboxes Sandboxes
 	Ports     Ports
+	Logs      Logs
 	Keys      Keys
 	Audit     audit.Log
 	Relay     Relay
@@ -110,7 +116,7 @@ type Gate struct {
 
 // New returns a Gate. It serves nothing until Serve.
 func New(cfg Config) (*Gate, error) {
-	if cfg.HostKey == nil || cfg.Sandboxes == nil || cfg.Keys == nil || cfg.Audit == nil {
+	if cfg.HostKey == nil || cfg.Sandboxes == nil || cfg.Logs == nil || cfg.Keys == nil || cfg.Audit == nil {
 		return nil, errors.New("sshgate: a host key, the sandbox service, the key lookup and the audit log are all required")
 	}
 	cfg.Limits = cfg.Limits.withDefaults()

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/runlogs"
 	"github.com/den-dev/den/internal/sandbox"
 )
 
@@ -253,9 +254,9 @@ func (s *session) runCommand(ctx context.Context, argv []string, what, command s
 	}()
 
 	eg, egCtx := errgroup.WithContext(streamCtx)
-	eg.Go(func() error { return s.g.cfg.Sandboxes.Logs(egCtx, id, run.ID, "stdout", 0, sandbox.FollowWake, s.ch) })
+	eg.Go(func() error { return s.g.cfg.Logs.Logs(egCtx, id, run.ID, "stdout", 0, runlogs.FollowWake, s.ch) })
 	eg.Go(func() error {
-		return s.g.cfg.Sandboxes.Logs(egCtx, id, run.ID, "stderr", 0, sandbox.FollowWake, s.ch.Stderr())
+		return s.g.cfg.Logs.Logs(egCtx, id, run.ID, "stderr", 0, runlogs.FollowWake, s.ch.Stderr())
 	})
 	err = eg.Wait()
 	cancel()

@@ -128,6 +128,9 @@ var layers = map[string]layer{
 	// request goes; reaching any port for the SSH gateway.
 	"internal/exposing": above,
 
+	// Runs' output written to a client, up to its end or following it.
+	"internal/runlogs": above,
+
 	// The front doors: each translates its protocol to the Service's verbs.
 	"internal/httpapi":           doors,
 	"internal/httpapi/httpx":     doors,
