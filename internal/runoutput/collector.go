@@ -45,8 +45,7 @@ type Collected struct {
 
 // State is where a collected run has got to.
 type State struct {
-	StdoutSize, StderrSize       int64
-	StdoutDropped, StderrDropped int64
+	Sizes
 	// Cut is why output was last dropped (Cut*), "" while none was.
 	Cut string
 	// Done is set once the run ended: Lost when it went with its

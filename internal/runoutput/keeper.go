@@ -110,15 +110,29 @@ func streamExtent(pieces []piece) (end, kept int64) {
 	return end, kept
 }
 
-// Extent is how far a stream of a run got and how many of its bytes the
-// host keeps, from its pieces in dir.
-func Extent(dir, runID, stream string) (end, kept int64, err error) {
-	pieces, err := scanPieces(dir, runID, stream)
-	if err != nil {
-		return 0, 0, err
+// Sizes are how far each stream of a run got, and how many of those
+// bytes were dropped.
+type Sizes struct {
+	StdoutSize, StderrSize       int64
+	StdoutDropped, StderrDropped int64
+}
+
+// Extents are the Sizes of run runID's streams from their pieces in dir,
+// as the host keeps them: for a run no collector follows.
+func Extents(dir, runID string) (Sizes, error) {
+	var sz Sizes
+	for _, st := range []struct {
+		name          string
+		size, dropped *int64
+	}{{Stdout, &sz.StdoutSize, &sz.StdoutDropped}, {Stderr, &sz.StderrSize, &sz.StderrDropped}} {
+		pieces, err := scanPieces(dir, runID, st.name)
+		if err != nil {
+			return Sizes{}, err
+		}
+		end, kept := streamExtent(pieces)
+		*st.size, *st.dropped = end, end-kept
 	}
-	end, kept = streamExtent(pieces)
-	return end, kept, nil
+	return sz, nil
 }
 
 // markerFor is the line a reader gets in place of the dropped bytes

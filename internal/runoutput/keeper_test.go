@@ -353,3 +353,28 @@ func FuzzKeeper(f *testing.F) {
 		}
 	})
 }
+
+func TestExtentsOfARunNoCollectorFollows(t *testing.T) {
+	dir := t.TempDir()
+	const max = 8192
+	for stream, n := range map[string]int{Stdout: 20_000, Stderr: 100} {
+		k, err := OpenKeeper(dir, "r1", stream, max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeAll(t, k, source(n), []int{97}, plenty{})
+		if err := k.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sz, err := Extents(dir, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sz.StdoutSize != 20_000 || sz.StdoutDropped <= 0 || sz.StdoutDropped >= 20_000 || sz.StderrSize != 100 || sz.StderrDropped != 0 {
+		t.Fatalf("Extents = %+v, want stdout 20000 with its middle dropped, stderr 100 whole", sz)
+	}
+	if sz, err := Extents(dir, "r2"); err != nil || sz != (Sizes{}) {
+		t.Fatalf("Extents of a run with no output = %+v, %v", sz, err)
+	}
+}

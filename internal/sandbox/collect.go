@@ -72,8 +72,7 @@ func (o *output) snapshot() *Run {
 	r := o.run.clone()
 	o.mu.Unlock()
 	st := o.c.State()
-	r.StdoutSize, r.StdoutDropped = st.StdoutSize, st.StdoutDropped
-	r.StderrSize, r.StderrDropped = st.StderrSize, st.StderrDropped
+	r.setSizes(st.Sizes)
 	if st.Cut != "" {
 		r.OutputCut = st.Cut
 	}
@@ -98,6 +97,12 @@ func (o *output) snapshot() *Run {
 	end := st.EndedAt
 	r.EndedAt = &end
 	return r
+}
+
+// setSizes records how far r's streams got.
+func (r *Run) setSizes(sz runoutput.Sizes) {
+	r.StdoutSize, r.StdoutDropped = sz.StdoutSize, sz.StdoutDropped
+	r.StderrSize, r.StderrDropped = sz.StderrSize, sz.StderrDropped
 }
 
 func (r *Run) clone() *Run {
@@ -279,17 +284,11 @@ func (s *Service) loseRuns(ctx context.Context, sb *Sandbox) error {
 func (s *Service) markLost(ctx context.Context, r *Run) error {
 	now := s.cfg.Now().UTC()
 	r.Status, r.EndedAt = RunLost, &now
-	dir := filepath.Join(s.cfg.RunsDir, r.SandboxID)
-	for _, st := range []struct {
-		name          string
-		size, dropped *int64
-	}{{StreamStdout, &r.StdoutSize, &r.StdoutDropped}, {StreamStderr, &r.StderrSize, &r.StderrDropped}} {
-		end, kept, err := runoutput.Extent(dir, r.ID, st.name)
-		if err != nil {
-			return fmt.Errorf("marking run %s lost: %w", r.ID, err)
-		}
-		*st.size, *st.dropped = end, end-kept
+	sz, err := runoutput.Extents(filepath.Join(s.cfg.RunsDir, r.SandboxID), r.ID)
+	if err != nil {
+		return fmt.Errorf("marking run %s lost: %w", r.ID, err)
 	}
+	r.setSizes(sz)
 	if err := s.cfg.Store.UpdateRun(ctx, r); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return fmt.Errorf("marking run %s lost: %w", r.ID, err)
 	}
