@@ -90,7 +90,7 @@ type Config struct {
 	// internal/events), which the doors follow; nil: one of the
 	// Service's own, that nobody follows.
 	Events EventStream
-	// Followers are the clients following runs' output (logs.go,
+	// Followers are the clients following runs' output (collect.go,
 	// internal/runlogs), whose streams the core ends as their sandbox
 	// goes to sleep; nil: none of its own, that nobody follows.
 	Followers Followers
