@@ -104,32 +104,29 @@ func TestLogsWritesAStoredRunsOutput(t *testing.T) {
 	}
 }
 
-func TestFollowingWakesASleepingSandbox(t *testing.T) {
+// sleeping is a fake whose sandbox sleeps in state while its run goes
+// on, wake saying what a Resume makes of them, and a Service on it.
+func sleeping(t *testing.T, state sandbox.State, wake func(f *fakeSandboxes)) (*fakeSandboxes, *Service) {
 	f := newFake(t)
-	f.sb.State = sandbox.StatePaused
-	f.run.Status = sandbox.RunRunning
-	f.wake = func(f *fakeSandboxes) {
+	f.sb.State, f.run.Status, f.wake = state, sandbox.RunRunning, wake
+	return f, New(Config{Sandboxes: f, Followers: &runoutput.Followers{}})
+}
+
+func TestFollowingWakesASleepingSandbox(t *testing.T) {
+	f, s := sleeping(t, sandbox.StatePaused, func(f *fakeSandboxes) {
 		f.sb.State = sandbox.StateRunning
 		f.run.Status = sandbox.RunExited // it ended as the sandbox woke
-	}
-	s := New(Config{Sandboxes: f, Followers: &runoutput.Followers{}})
+	})
 	if err := s.Logs(context.Background(), "web", "r1", sandbox.StreamStdout, 0, FollowWake, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
-	if f.resumed != 1 {
-		t.Fatalf("%d resumes, want 1", f.resumed)
-	}
-	if f.held != 0 {
-		t.Fatalf("%d holds left after the follower went", f.held)
+	if f.resumed != 1 || f.held != 0 {
+		t.Fatalf("%d resumes, want 1; %d holds left after the follower went", f.resumed, f.held)
 	}
 }
 
 func TestFollowingARunNotCollectedAfterItsWake(t *testing.T) {
-	f := newFake(t)
-	f.sb.State = sandbox.StateHibernated
-	f.run.Status = sandbox.RunRunning
-	f.wake = func(f *fakeSandboxes) { f.sb.State = sandbox.StateRunning }
-	s := New(Config{Sandboxes: f, Followers: &runoutput.Followers{}})
+	f, s := sleeping(t, sandbox.StateHibernated, func(f *fakeSandboxes) { f.sb.State = sandbox.StateRunning })
 	err := s.Logs(context.Background(), "web", "r1", sandbox.StreamStdout, 0, FollowWake, &bytes.Buffer{})
 	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), `run r1 of sandbox "web" is not collected after its wake`) {
 		t.Fatalf("Logs = %v, want unavailable", err)
@@ -140,10 +137,7 @@ func TestFollowingARunNotCollectedAfterItsWake(t *testing.T) {
 }
 
 func TestFollowingWaitsForAnotherToWake(t *testing.T) {
-	f := newFake(t)
-	f.sb.State = sandbox.StatePaused
-	f.run.Status = sandbox.RunRunning
-	s := New(Config{Sandboxes: f, Followers: &runoutput.Followers{}})
+	f, s := sleeping(t, sandbox.StatePaused, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := s.Logs(ctx, "web", "r1", sandbox.StreamStdout, 0, FollowWait, &bytes.Buffer{}); !errors.Is(err, context.Canceled) {
