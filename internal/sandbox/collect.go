@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"path/filepath"
 	"sync"
@@ -346,17 +345,3 @@ func (s *Service) OutputReader(sandboxID string, run *Run, c *runoutput.Collecto
 // HoldUse counts sandbox id in use, for its idle policy, until release
 // is called, which counts as use: a follower holds its sandbox.
 func (s *Service) HoldUse(id string) (release func()) { return s.activity.Hold(id) }
-
-// copyOutput writes one stream of run runID of sandbox sandboxID to w,
-// from byte from up to its current end.
-func (s *Service) copyOutput(ctx context.Context, sandboxID, runID, stream string, from int64, w io.Writer) error {
-	run, c, err := s.RunOutput(ctx, sandboxID, runID)
-	if err != nil {
-		return err
-	}
-	r := s.OutputReader(sandboxID, run, c, stream, from)
-	if from > r.Size {
-		return errdefs.Invalid("offset %d is past the end of %s (%d bytes)", from, stream, r.Size)
-	}
-	return r.Copy(ctx, false, w)
-}

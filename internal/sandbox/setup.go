@@ -228,10 +228,11 @@ func (s *Service) runStep(ctx context.Context, sb *Sandbox, step string) (*Run, 
 	return s.cfg.Store.GetRun(ctx, sb.ID, run.ID)
 }
 
-// outputTail is the last bytes of one stream of a finished run, or "".
+// outputTail is the last bytes of one stream of a finished run, whose
+// collector is gone (waitRun), or "".
 func (s *Service) outputTail(ctx context.Context, sb *Sandbox, run *Run, stream string, size int64) string {
 	var b bytes.Buffer
-	if err := s.copyOutput(ctx, sb.ID, run.ID, stream, max(0, size-setupOutputTail), &b); err != nil {
+	if err := s.OutputReader(sb.ID, run, nil, stream, max(0, size-setupOutputTail)).Copy(ctx, false, &b); err != nil {
 		s.log.Warn("reading a failed setup step's output", "sandbox", sb.Name, "run", run.ID, "err", err)
 	}
 	return b.String()
