@@ -86,7 +86,7 @@ type Config struct {
 	// Observer hears how long lifecycle verbs take (observe.go); nil:
 	// nobody.
 	Observer VerbObserver
-	// Events is the event stream of this node's sandboxes (stream.go,
+	// Events is the event stream of this node's sandboxes (observe.go,
 	// internal/events), which the doors follow; nil: one of the
 	// Service's own, that nobody follows.
 	Events EventStream
@@ -160,7 +160,7 @@ type Service struct {
 	// use, for the idle policy (idle.go, internal/idle); it has its own
 	// lock.
 	activity activity
-	// events is the event stream of this node's sandboxes (stream.go,
+	// events is the event stream of this node's sandboxes (observe.go,
 	// internal/events); it has its own lock.
 	events EventStream
 	// warm are this node's warm pools (warm.go, internal/warm); nil
