@@ -162,9 +162,12 @@ func TestCollectorKeepsOutputAndEndsTheRun(t *testing.T) {
 			if got := readStream(t, cs, Stderr, st); got != "oops" {
 				t.Errorf("stderr = %q", got)
 			}
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			if !g.released {
+			// The release follows Finished (collect.go): wait for it.
+			released := func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.released }
+			for deadline := time.Now().Add(5 * time.Second); !released() && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if !released() {
 				t.Error("den-init's process was not released after the final record")
 			}
 		})
