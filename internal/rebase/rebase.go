@@ -216,7 +216,7 @@ func (s *Service) onto(ctx context.Context, sb *sandbox.Sandbox, ck *sandbox.Che
 	}
 	sb.Pending, sb.Checkpoint = "", ""
 	s.svc.Touch(sb.ID)
-	msg := fmt.Sprintf("rebased from %s to %s as generation %d; kept %s; %d setup steps ran; checkpoint %s undoes it",
+	msg := fmt.Sprintf("rebased from %s to %s as generation %d; kept %s; %d setup and harness steps ran; checkpoint %s undoes it",
 		res.From, res.To, sb.Generation, keptList(res.Kept), len(steps), ck.Description())
 	s.log.Debug("rebased", "sandbox", sb.Name, "files", t1.Sub(t0), "boot", t2.Sub(t1), "setup", time.Since(t2))
 	return s.svc.TransitionLocked(ctx, sb, sandbox.StateRunning, sandbox.EventRebased, msg)
