@@ -131,18 +131,8 @@ func (s *Service) harnessLabel(ctx context.Context, sb *sandbox.Sandbox) string 
 // harnessRollBack boots sb back from ck, its files and harness as they
 // were before the swap, and returns cause with what became of it.
 func (s *Service) harnessRollBack(ctx context.Context, sb *sandbox.Sandbox, ck *sandbox.Checkpoint, cause error) error {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	defer cancel()
-	sb.Spec.Harness = ck.Manifest.Spec.Harness.Clone()
-	why := fmt.Sprintf("harness swap failed (%v); rolled back to checkpoint %s", cause, ck.ID)
-	if err := s.svc.RestoreLocked(cctx, sb, ck, why); err != nil {
-		s.log.Error("rolling back a failed harness swap", "sandbox", sb.Name, "checkpoint", ck.ID, "err", err)
-		return errdefs.WithHint(fmt.Errorf("setting the harness of sandbox %q: %w; rolling back to checkpoint %s failed too: %v", sb.Name, cause, ck.ID, err),
-			fmt.Sprintf("`den restore %s %s` tries the rollback again", sb.Name, ck.ID))
-	}
-	return errdefs.WithHint(fmt.Errorf("setting the harness of sandbox %q: %w", sb.Name, cause),
-		fmt.Sprintf("nothing changed: the sandbox was booted again from checkpoint %s, its files and harness as they were (its processes ended, its services started again); "+
-			"fix the harness and set it again", ck.Description()))
+	return s.rollBack(ctx, sb, ck, "harness swap", fmt.Sprintf("setting the harness of sandbox %q", sb.Name), cause,
+		"its harness is the old one; fix the new harness and set it again")
 }
 
 // RemoveHarness stops the harness's services and removes it from sandbox
