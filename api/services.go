@@ -44,7 +44,8 @@ type Service struct {
 	ReadyPort int               `json:"ready_port,omitempty"`
 	ReadyCmd  string            `json:"ready_cmd,omitempty"`
 	State     string            `json:"state"`
-	Restarts  int               `json:"restarts"` // starts after the first, this boot
+	Harness   bool              `json:"harness,omitempty"` // the harness's, not the sandbox's own
+	Restarts  int               `json:"restarts"`          // starts after the first, this boot
 	// RunID is the run of its current (or last) start: `den logs` reads
 	// its output. PID is its process while it runs.
 	RunID     string       `json:"run_id,omitempty"`

@@ -71,6 +71,7 @@ type Sandbox struct {
 	// the defaults included.
 	Setup       []string          `json:"setup,omitempty"`
 	Keep        []string          `json:"keep,omitempty"`
+	Harness     *Harness          `json:"harness,omitempty"` // its agent program, apart from its environment
 	CPUs        float64           `json:"cpus"`
 	MemoryBytes int64             `json:"memory_bytes"`
 	PIDs        int               `json:"pids,omitempty"`       // process limit; 0: none
@@ -385,7 +386,8 @@ type Import struct {
 
 // SetupStep is a setup step that ran.
 type SetupStep struct {
-	Step       int    `json:"step"` // from 1
+	Step       int    `json:"step"`              // from 1
+	Harness    bool   `json:"harness,omitempty"` // a harness's step, numbered apart from the setup steps
 	Command    string `json:"command"`
 	Run        string `json:"run"` // its run id: `den logs NAME RUN`
 	ExitCode   int    `json:"exit_code"`

@@ -125,7 +125,17 @@ func renderRebase(w io.Writer, r *api.Rebase) {
 	if len(r.Kept) > 0 {
 		kept = strings.Join(r.Kept, " ")
 	}
-	fmt.Fprintf(w, "  kept %s; %d setup steps ran; undo with `den restore %s %s`\n", kept, len(r.Steps), r.Sandbox.Name, r.Checkpoint)
+	harness := 0
+	for _, st := range r.Steps {
+		if st.Harness {
+			harness++
+		}
+	}
+	ran := fmt.Sprintf("%d setup steps", len(r.Steps)-harness)
+	if harness > 0 {
+		ran += fmt.Sprintf(" and %d harness steps", harness)
+	}
+	fmt.Fprintf(w, "  kept %s; %s ran; undo with `den restore %s %s`\n", kept, ran, r.Sandbox.Name, r.Checkpoint)
 }
 
 func (a *app) setupCommand() *cobra.Command {

@@ -26,6 +26,7 @@ func (s *server) toSandbox(sb *sandbox.Sandbox) api.Sandbox {
 		ImageOutdated: sb.Outdated(),
 		Setup:         sb.Spec.Setup,
 		Keep:          sb.Spec.KeptPaths(),
+		Harness:       fromHarness(sb.Spec.Harness),
 		CPUs:          sb.Spec.CPUs,
 		MemoryBytes:   sb.Spec.MemoryBytes,
 		PIDs:          sb.Spec.PIDs,

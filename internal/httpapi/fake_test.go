@@ -392,6 +392,23 @@ func (f *fakeSandboxes) Rebase(ctx context.Context, ref string, p rebase.Params)
 		Kept: []string{"/root"}, Steps: []sandbox.StepResult{{Step: 1, Command: "true", RunID: "run1"}}}, nil
 }
 
+func (f *fakeSandboxes) SetHarness(ctx context.Context, ref string, h sandbox.Harness) (*rebase.HarnessResult, error) {
+	if err := f.enter("SetHarness", ref, h); err != nil {
+		return nil, err
+	}
+	sb := f.withState(sandbox.StateRunning)
+	sb.Spec.Harness = &h
+	return &rebase.HarnessResult{Sandbox: sb, Checkpoint: &sandbox.Checkpoint{ID: "ck8"},
+		Steps: []sandbox.StepResult{{Step: 1, Harness: true, Command: "true", RunID: "run2"}}}, nil
+}
+
+func (f *fakeSandboxes) RemoveHarness(ctx context.Context, ref string) (*sandbox.Sandbox, error) {
+	if err := f.enter("RemoveHarness", ref); err != nil {
+		return nil, err
+	}
+	return f.withState(sandbox.StateRunning), nil
+}
+
 func (f *fakeSandboxes) Fork(ctx context.Context, ref string, p sandbox.ForkParams) ([]*sandbox.Sandbox, error) {
 	if err := f.enter("Fork", ref, p); err != nil {
 		return nil, err

@@ -140,7 +140,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Node": api.Node{}, "NodeList": api.NodeList{}, "DrainResult": api.DrainResult{}, "DrainFailure": api.DrainFailure{}, "DrainMove": api.DrainMove{},
 		"MoveSandboxRequest": api.MoveSandboxRequest{}, "AdoptRequest": api.AdoptRequest{},
 		"Peer": api.Peer{}, "PeerList": api.PeerList{}, "AddPeerRequest": api.AddPeerRequest{}, "RefreshPeerRequest": api.RefreshPeerRequest{},
-		"ServiceSpec": api.ServiceSpec{}, "Service": api.Service{}, "ServiceList": api.ServiceList{}, "ServiceExit": api.ServiceExit{},
+		"Harness": api.Harness{}, "HarnessSet": api.HarnessSet{}, "ServiceSpec": api.ServiceSpec{}, "Service": api.Service{}, "ServiceList": api.ServiceList{}, "ServiceExit": api.ServiceExit{},
 	}
 	schemas := loadSpec(t).Components.Schemas
 	for name, v := range types {

@@ -17,6 +17,11 @@ type RebaseService interface {
 	// Rebase gives it a new root from an image version, keeping those.
 	SetSetup(ctx context.Context, ref string, c rebase.SetupChange) (*sandbox.Sandbox, error)
 	Rebase(ctx context.Context, ref string, p rebase.Params) (*rebase.Result, error)
+	// SetHarness gives a sandbox a harness, swapping the one it has on
+	// the sandbox as it is; RemoveHarness stops its services and drops
+	// it from the record.
+	SetHarness(ctx context.Context, ref string, h sandbox.Harness) (*rebase.HarnessResult, error)
+	RemoveHarness(ctx context.Context, ref string) (*sandbox.Sandbox, error)
 }
 
 // setSetup changes the setup steps and kept paths a rebase uses.
@@ -54,9 +59,6 @@ func (s *server) rebaseSandbox(w http.ResponseWriter, r *http.Request) error {
 		Sandbox: s.toSandbox(res.Sandbox), Checkpoint: res.Checkpoint.ID, From: res.From, To: res.To,
 		Kept: res.Kept, DurationMS: res.Duration.Milliseconds(),
 	}
-	for _, st := range res.Steps {
-		out.Steps = append(out.Steps, api.SetupStep{Step: st.Step, Command: st.Command, Run: st.RunID, ExitCode: st.ExitCode,
-			DurationMS: st.Duration.Milliseconds()})
-	}
+	out.Steps = mapSlice(res.Steps, fromStep)
 	return httpx.WriteJSON(w, http.StatusOK, out)
 }

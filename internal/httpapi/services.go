@@ -47,10 +47,7 @@ func (s *server) addService(w http.ResponseWriter, r *http.Request) error {
 	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
-	sp := sandbox.ServiceSpec{
-		Name: req.Name, Argv: req.Argv, User: req.User, Cwd: req.Cwd, Env: req.Env,
-		Restart: req.Restart, ReadyPort: req.ReadyPort, ReadyCmd: req.ReadyCmd,
-	}
+	sp := toServiceSpec(req)
 	if _, err := v.AddService(r.Context(), r.PathValue("name"), sp); err != nil {
 		return err
 	}
@@ -95,7 +92,7 @@ func ToService(st sandbox.ServiceState) api.Service {
 	out := api.Service{
 		Name: st.Name, Argv: st.Argv, User: st.User, Cwd: st.Cwd, Env: st.Env,
 		Restart: st.Restart, ReadyPort: st.ReadyPort, ReadyCmd: st.ReadyCmd,
-		State: st.State, Restarts: st.Restarts, RunID: st.RunID, PID: st.PID,
+		State: st.State, Harness: st.Harness, Restarts: st.Restarts, RunID: st.RunID, PID: st.PID,
 		StartedAt: st.StartedAt, NextStart: st.Next,
 	}
 	if ex := st.LastExit; ex != nil {

@@ -159,7 +159,8 @@ func (s *Service) rebaseLocked(ctx context.Context, sb *sandbox.Sandbox, name st
 	}
 	res := &Result{Checkpoint: ck, From: from, To: sandbox.ImageAt(im.Name, im.Version)}
 	if err := s.onto(ctx, sb, ck, im, res); err != nil {
-		return nil, s.rollBack(ctx, sb, ck, err)
+		return nil, s.rollBack(ctx, sb, ck, "rebase", fmt.Sprintf("rebasing sandbox %q", sb.Name), err,
+			fmt.Sprintf("fix the steps with `den setup %s --step ...` (or the harness's with `den harness set %s ...`), then rebase again", sb.Name, sb.Name))
 	}
 	return res, nil
 }
@@ -216,7 +217,7 @@ func (s *Service) onto(ctx context.Context, sb *sandbox.Sandbox, ck *sandbox.Che
 	}
 	sb.Pending, sb.Checkpoint = "", ""
 	s.svc.Touch(sb.ID)
-	msg := fmt.Sprintf("rebased from %s to %s as generation %d; kept %s; %d setup steps ran; checkpoint %s undoes it",
+	msg := fmt.Sprintf("rebased from %s to %s as generation %d; kept %s; %d setup and harness steps ran; checkpoint %s undoes it",
 		res.From, res.To, sb.Generation, keptList(res.Kept), len(steps), ck.Description())
 	s.log.Debug("rebased", "sandbox", sb.Name, "files", t1.Sub(t0), "boot", t2.Sub(t1), "setup", time.Since(t2))
 	return s.svc.TransitionLocked(ctx, sb, sandbox.StateRunning, sandbox.EventRebased, msg)
@@ -229,20 +230,23 @@ func keptList(paths []string) string {
 	return strings.Join(paths, " ")
 }
 
-// rollBack boots sb back from ck, its files as they were before the
-// rebase, and returns cause with what became of the sandbox. It runs to
-// the end even when ctx is done.
-func (s *Service) rollBack(ctx context.Context, sb *sandbox.Sandbox, ck *sandbox.Checkpoint, cause error) error {
+// rollBack boots sb back from ck, its files (and so its image and
+// harness) as they were before change ("rebase", "harness swap"), and
+// returns cause, wrapped as doing says ("rebasing sandbox \"web\""), with
+// what became of the sandbox and fix, how to try again. It runs to the
+// end even when ctx is done.
+func (s *Service) rollBack(ctx context.Context, sb *sandbox.Sandbox, ck *sandbox.Checkpoint, change, doing string, cause error, fix string) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	sb.Spec.Image, sb.Spec.ImageVersion, sb.Spec.Base = ck.Manifest.Spec.Image, ck.Manifest.Spec.ImageVersion, ck.Manifest.Spec.Base
-	why := fmt.Sprintf("rebase failed (%v); rolled back to checkpoint %s", cause, ck.ID)
+	sb.Spec.Harness = ck.Manifest.Spec.Harness.Clone()
+	why := fmt.Sprintf("%s failed (%v); rolled back to checkpoint %s", change, cause, ck.ID)
 	if err := s.svc.RestoreLocked(cctx, sb, ck, why); err != nil {
-		s.log.Error("rolling back a failed rebase", "sandbox", sb.Name, "checkpoint", ck.ID, "err", err)
-		return errdefs.WithHint(fmt.Errorf("rebasing sandbox %q: %w; rolling back to checkpoint %s failed too: %v", sb.Name, cause, ck.ID, err),
+		s.log.Error("rolling back a failed "+change, "sandbox", sb.Name, "checkpoint", ck.ID, "err", err)
+		return errdefs.WithHint(fmt.Errorf("%s: %w; rolling back to checkpoint %s failed too: %v", doing, cause, ck.ID, err),
 			fmt.Sprintf("`den restore %s %s` tries the rollback again", sb.Name, ck.ID))
 	}
-	return errdefs.WithHint(fmt.Errorf("rebasing sandbox %q: %w", sb.Name, cause),
-		fmt.Sprintf("nothing changed: the sandbox was booted again from checkpoint %s, its files as they were (its processes ended); "+
-			"fix the steps with `den setup %s --step ...`, then rebase again", ck.Description(), sb.Name))
+	return errdefs.WithHint(fmt.Errorf("%s: %w", doing, cause),
+		fmt.Sprintf("nothing changed: the sandbox was booted again from checkpoint %s, its files as they were "+
+			"(its processes ended, its services started again); %s", ck.Description(), fix))
 }

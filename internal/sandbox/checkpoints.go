@@ -233,9 +233,11 @@ func (s *Service) rewind(ctx context.Context, sb *Sandbox, ck *Checkpoint, cold 
 	sb.Token = newToken()
 	sb.Pending, sb.Checkpoint = PendingRestore, ck.ID
 	// Its files come from ck, and so what they were made from: restoring
-	// the checkpoint a rebase took undoes the rebase.
+	// the checkpoint a rebase took undoes the rebase, and the one a
+	// harness swap took brings the old harness back.
 	if ck.Manifest.Spec.Image != "" {
 		sb.Spec.Image, sb.Spec.ImageVersion, sb.Spec.Base = ck.Manifest.Spec.Image, ck.Manifest.Spec.ImageVersion, ck.Manifest.Spec.Base
+		sb.Spec.Harness = ck.Manifest.Spec.Harness.Clone()
 	}
 	if err := s.record(ctx, sb, "restoring", fmt.Sprintf("booting generation %d from checkpoint %s", sb.Generation, describe(ck))); err != nil {
 		return err

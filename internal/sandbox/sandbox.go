@@ -66,6 +66,9 @@ type Spec struct {
 	// Services are the long-lived processes den-init keeps running, in
 	// the order they were added (services.go).
 	Services []ServiceSpec `json:"services,omitempty"`
+	// Harness is the agent program, apart from its environment
+	// (harness.go); nil: none.
+	Harness *Harness `json:"harness,omitempty"`
 }
 
 // ImageConfig is the part of an image's configuration commands inherit.

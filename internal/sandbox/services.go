@@ -45,6 +45,7 @@ type ServiceSpec struct {
 type ServiceState struct {
 	ServiceSpec
 	State     string
+	Harness   bool // it is the harness's, not the sandbox's own
 	Restarts  int
 	RunID     string // dend's run of its current (or last) start, once recorded
 	PID       int
@@ -97,7 +98,7 @@ func (s *Service) AddService(ctx context.Context, ref string, sp ServiceSpec) (*
 			return nil, "", errdefs.WithHint(errdefs.Conflict("sandbox %q already has a service %q", sb.Name, sp.Name),
 				fmt.Sprintf("remove it first (`den service rm %s %s`), or pick another name", sb.Name, sp.Name))
 		}
-		if len(sb.Spec.Services) >= MaxServices {
+		if len(sb.Spec.AllServices()) >= MaxServices {
 			return nil, "", errdefs.Invalid("sandbox %q has %d services, the most it may have", sb.Name, MaxServices)
 		}
 		return append(slices.Clone(sb.Spec.Services), sp), fmt.Sprintf("service %s added", sp.Name), nil
@@ -110,6 +111,10 @@ func (s *Service) RemoveService(ctx context.Context, ref, name string) (*Sandbox
 	return s.changeServices(ctx, ref, func(sb *Sandbox) ([]ServiceSpec, string, error) {
 		if _, ok := sb.service(name); !ok {
 			return nil, "", noService(sb, name)
+		}
+		if sb.harnessService(name) {
+			return nil, "", errdefs.WithHint(errdefs.Conflict("service %q of sandbox %q is its harness's", name, sb.Name),
+				fmt.Sprintf("change the harness instead: `den harness set %s ...` or `den harness rm %s`", sb.Name, sb.Name))
 		}
 		return slices.DeleteFunc(slices.Clone(sb.Spec.Services), func(sp ServiceSpec) bool { return sp.Name == name }),
 			fmt.Sprintf("service %s removed", name), nil
@@ -137,16 +142,17 @@ func (s *Service) RestartService(ctx context.Context, ref, name string) error {
 	return nil
 }
 
-// Services lists a sandbox's services in the order they were added, with
-// their states; a sandbox that does not run is not woken.
+// Services lists a sandbox's services in the order they were added, then
+// its harness's, with their states; a sandbox that does not run is not woken.
 func (s *Service) Services(ctx context.Context, ref string) ([]ServiceState, error) {
 	sb, err := s.Get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ServiceState, len(sb.Spec.Services))
-	for i, sp := range sb.Spec.Services {
-		out[i] = ServiceState{ServiceSpec: sp, State: string(sb.State)}
+	all := sb.Spec.AllServices()
+	out := make([]ServiceState, len(all))
+	for i, sp := range all {
+		out[i] = ServiceState{ServiceSpec: sp, State: string(sb.State), Harness: i >= len(sb.Spec.Services)}
 	}
 	if sb.State != StateRunning || len(out) == 0 {
 		return out, nil
@@ -184,7 +190,7 @@ func noService(sb *Sandbox, name string) error {
 }
 
 func (sb *Sandbox) service(name string) (ServiceSpec, bool) {
-	for _, sp := range sb.Spec.Services {
+	for _, sp := range sb.Spec.AllServices() {
 		if sp.Name == name {
 			return sp, true
 		}
@@ -254,12 +260,13 @@ func (s *Service) pushServices(ctx context.Context, sb *Sandbox) error {
 	if err != nil {
 		return err
 	}
-	specs := make([]guest.ServiceSpec, len(sb.Spec.Services))
+	all := sb.Spec.AllServices()
+	specs := make([]guest.ServiceSpec, len(all))
 	base := sb.Spec.Base
 	if base == nil {
 		base = &ImageConfig{}
 	}
-	for i, sp := range sb.Spec.Services {
+	for i, sp := range all {
 		specs[i] = guest.ServiceSpec{
 			Name: sp.Name, Argv: sp.Argv, Env: mergeEnv(base.Env, sb.Spec.Env, sp.Env),
 			Cwd: firstNonEmpty(sp.Cwd, base.Cwd, "/"), User: firstNonEmpty(sp.User, base.User),
@@ -283,7 +290,7 @@ func (s *Service) pushServices(ctx context.Context, sb *Sandbox) error {
 // after its setup steps. A failure is logged and recorded as an event:
 // the sandbox runs, and `den service ls` shows what did not start.
 func (s *Service) bootServices(ctx context.Context, sb *Sandbox) {
-	if len(sb.Spec.Services) == 0 {
+	if len(sb.Spec.AllServices()) == 0 {
 		return
 	}
 	if err := s.pushServices(ctx, sb); err != nil {

@@ -38,42 +38,60 @@ const (
 
 // ValidateSetup checks setup steps and kept paths as a user gives them.
 func ValidateSetup(steps, keep []string) error {
-	if len(steps) > MaxSetupSteps {
-		return errdefs.Invalid("%d setup steps; at most %d are allowed", len(steps), MaxSetupSteps)
-	}
-	for i, st := range steps {
-		switch {
-		case strings.TrimSpace(st) == "":
-			return errdefs.WithHint(errdefs.Invalid("setup step %d is empty", i+1), "give each step a shell command, e.g. --setup 'apt-get install -y git'")
-		case len(st) > MaxSetupStepSize:
-			return errdefs.Invalid("setup step %d is %d bytes, over the %d limit", i+1, len(st), MaxSetupStepSize)
-		case strings.ContainsRune(st, 0):
-			return errdefs.Invalid("setup step %d contains a NUL byte", i+1)
-		}
+	if err := validateSteps("setup step", steps, "--setup 'apt-get install -y git'"); err != nil {
+		return err
 	}
 	if len(keep) > MaxKeepPaths {
 		return errdefs.Invalid("%d kept paths; at most %d are allowed", len(keep), MaxKeepPaths)
 	}
 	for _, p := range keep {
-		c, err := fspath.Clean(p)
-		if err != nil {
-			return errdefs.WithHint(fmt.Errorf("kept path: %w", err), "name kept paths as absolute paths inside the sandbox, e.g. --keep-path /opt/data")
+		if err := validateKeptPath("kept path", "--keep-path /opt/data", p); err != nil {
+			return err
 		}
-		if c != p {
-			return errdefs.WithHint(errdefs.Invalid("kept path %q is not in its plain form", p), fmt.Sprintf("write it as %q", c))
+	}
+	return nil
+}
+
+// validateSteps checks shell steps of a kind ("setup step"); example is
+// the flag that gives one, for a hint.
+func validateSteps(kind string, steps []string, example string) error {
+	if len(steps) > MaxSetupSteps {
+		return errdefs.Invalid("%d %ss; at most %d are allowed", len(steps), kind, MaxSetupSteps)
+	}
+	for i, st := range steps {
+		switch {
+		case strings.TrimSpace(st) == "":
+			return errdefs.WithHint(errdefs.Invalid("%s %d is empty", kind, i+1), "give each step a shell command, e.g. "+example)
+		case len(st) > MaxSetupStepSize:
+			return errdefs.Invalid("%s %d is %d bytes, over the %d limit", kind, i+1, len(st), MaxSetupStepSize)
+		case strings.ContainsRune(st, 0):
+			return errdefs.Invalid("%s %d contains a NUL byte", kind, i+1)
 		}
-		if c == "/" || isSystemPath(c) {
-			return errdefs.WithHint(errdefs.Invalid("kept path %q would carry the old system over the new image", p),
-				"keep your own data directories, e.g. /opt/data or /var/lib/app; the new image brings the system")
-		}
-		if c == "/run" || strings.HasPrefix(c, "/run/") {
-			return errdefs.WithHint(errdefs.Invalid("kept path %q is under /run, which each boot fills afresh (den puts granted secrets in /run/secrets)", p),
-				"keep your own data directories, e.g. /opt/data or /var/lib/app; secrets come back with their grants")
-		}
-		if slices.Contains(accountFiles, c) {
-			return errdefs.WithHint(errdefs.Invalid("kept path %q is one of the system's account files, which must match the new image's", p),
-				"add users with a setup step instead, e.g. --step 'useradd -m dev'")
-		}
+	}
+	return nil
+}
+
+// validateKeptPath checks p, a path a rebase carries over, of a kind
+// ("kept path"); example is the flag that gives one, for a hint.
+func validateKeptPath(kind, example, p string) error {
+	c, err := fspath.Clean(p)
+	if err != nil {
+		return errdefs.WithHint(fmt.Errorf("%s: %w", kind, err), "name "+kind+"s as absolute paths inside the sandbox, e.g. "+example)
+	}
+	if c != p {
+		return errdefs.WithHint(errdefs.Invalid("%s %q is not in its plain form", kind, p), fmt.Sprintf("write it as %q", c))
+	}
+	if c == "/" || isSystemPath(c) {
+		return errdefs.WithHint(errdefs.Invalid("%s %q would carry the old system over the new image", kind, p),
+			"keep your own data directories, e.g. /opt/data or /var/lib/app; the new image brings the system")
+	}
+	if c == "/run" || strings.HasPrefix(c, "/run/") {
+		return errdefs.WithHint(errdefs.Invalid("%s %q is under /run, which each boot fills afresh (den puts granted secrets in /run/secrets)", kind, p),
+			"keep your own data directories, e.g. /opt/data or /var/lib/app; secrets come back with their grants")
+	}
+	if slices.Contains(accountFiles, c) {
+		return errdefs.WithHint(errdefs.Invalid("%s %q is one of the system's account files, which must match the new image's", kind, p),
+			"add users with a setup step instead, e.g. --step 'useradd -m dev'")
 	}
 	return nil
 }
@@ -95,9 +113,12 @@ func isSystemPath(p string) bool {
 }
 
 // KeptPaths are the paths a rebase of a sandbox with spec s carries over:
-// DefaultKeep and its own, sorted, without any that lies inside another.
+// DefaultKeep, its own and its harness's config paths, sorted, without any that lies inside another.
 func (s *Spec) KeptPaths() []string {
 	all := append(slices.Clone(DefaultKeep), s.Keep...)
+	if s.Harness != nil {
+		all = append(all, s.Harness.ConfigPaths...)
+	}
 	slices.Sort(all)
 	var out []string
 	for _, p := range all {
@@ -111,7 +132,8 @@ func (s *Spec) KeptPaths() []string {
 
 // StepResult is how one setup step ended.
 type StepResult struct {
-	Step     int // from 1
+	Step     int  // from 1
+	Harness  bool // a harness's step, numbered apart from the setup steps
 	Command  string
 	RunID    string
 	ExitCode int
@@ -121,7 +143,8 @@ type StepResult struct {
 // SetupError is a setup step that failed: which one, how, and the end of
 // what it printed.
 type SetupError struct {
-	Step    int // from 1
+	Step    int  // from 1
+	Harness bool // a harness's step
 	Command string
 	RunID   string
 	// Status is how the run ended (exited, killed, timed_out, lost), and
@@ -143,7 +166,11 @@ func (e *SetupError) Error() string {
 	default:
 		how = string(e.Status)
 	}
-	msg := fmt.Sprintf("setup step %d `%s` failed: %s", e.Step, e.Command, how)
+	kind := "setup step"
+	if e.Harness {
+		kind = "harness step"
+	}
+	msg := fmt.Sprintf("%s %d `%s` failed: %s", kind, e.Step, e.Command, how)
 	if out := lastLines(e.Stderr, 5, 1000); out != "" {
 		msg += "; stderr: " + out
 	} else if out := lastLines(e.Stdout, 5, 1000); out != "" {
@@ -163,23 +190,34 @@ func (e *SetupError) Is(target error) bool {
 
 func (e *SetupError) Unwrap() error { return e.err }
 
-// runSetup runs sb's setup steps in order in its running instance, each
-// as a recorded run of `/bin/sh -c STEP`, and stops at the first that
-// does not exit 0, returning a *SetupError. The caller holds sb's
-// lifecycle lock. Steps get the sandbox's environment, not its secrets.
+// runSetup runs sb's setup steps, then its harness's, in order in its
+// running instance, each as a recorded run of `/bin/sh -c STEP`, and
+// stops at the first that does not exit 0, returning a *SetupError. The
+// caller holds sb's lifecycle lock. Steps get the sandbox's environment,
+// not its secrets.
 func (s *Service) runSetup(ctx context.Context, sb *Sandbox) ([]StepResult, error) {
+	done, err := s.runSteps(ctx, sb, false, sb.Spec.Setup)
+	if err != nil || sb.Spec.Harness == nil {
+		return done, err
+	}
+	more, err := s.runSteps(ctx, sb, true, sb.Spec.Harness.Steps)
+	return append(done, more...), err
+}
+
+// runSteps runs steps, a harness's or the setup's, as runSetup does.
+func (s *Service) runSteps(ctx context.Context, sb *Sandbox, harness bool, steps []string) ([]StepResult, error) {
 	var done []StepResult
-	for i, step := range sb.Spec.Setup {
+	for i, step := range steps {
 		t0 := time.Now()
 		run, err := s.runStep(ctx, sb, step)
-		serr := &SetupError{Step: i + 1, Command: step}
+		serr := &SetupError{Step: i + 1, Harness: harness, Command: step}
 		if err != nil {
 			serr.err = err
 			return done, serr
 		}
 		serr.RunID, serr.Status = run.ID, run.Status
 		if run.Status == RunExited && run.ExitCode != nil && *run.ExitCode == 0 {
-			done = append(done, StepResult{Step: i + 1, Command: step, RunID: run.ID, Duration: time.Since(t0)})
+			done = append(done, StepResult{Step: i + 1, Harness: harness, Command: step, RunID: run.ID, Duration: time.Since(t0)})
 			continue
 		}
 		if run.ExitCode != nil {

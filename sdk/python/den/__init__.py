@@ -55,6 +55,8 @@ from .models import (
     PortURL,
     Process,
     Quota,
+    Harness,
+    HarnessSet,
     Rebase,
     RequestStatus,
     Run,
@@ -81,5 +83,5 @@ __all__ = [
     "Unavailable", "Internal", "OutcomeUnknown", "FollowError",
     "Checkpoint", "DiskHealth", "Event", "ExecResult", "ExposedPort", "FileInfo", "Health", "NetworkPolicy",
     "NextAction", "Owner", "Policy", "PoolHealth", "WarmHealth", "BlobsHealth", "PortURL", "Process", "Quota", "RequestStatus", "Run",
-    "Peer", "Rebase", "Sandbox", "Secret", "SecretGrant", "Service", "ServiceExit", "SetupStep", "SSHKey", "StreamEvent", "Usage", "WarmPool",
+    "Harness", "HarnessSet", "Peer", "Rebase", "Sandbox", "Secret", "SecretGrant", "Service", "ServiceExit", "SetupStep", "SSHKey", "StreamEvent", "Usage", "WarmPool",
 ]

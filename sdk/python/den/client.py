@@ -39,6 +39,8 @@ from .models import (
     Policy,
     PortURL,
     Process,
+    Harness,
+    HarnessSet,
     Rebase,
     RequestStatus,
     Sandbox,
@@ -317,6 +319,31 @@ class Client(ExecVerbs, FileVerbs, ArchiveVerbs):
         if res.sandbox is not None:
             res.sandbox._client = self
         return res
+
+    def set_harness(self, sandbox: str, steps: Optional[list] = None, services: Optional[list] = None,
+                    config_paths: Optional[list] = None) -> HarnessSet:
+        """Give a sandbox a harness, or swap the one it has, on the sandbox
+        as it is (`den harness set`): a files-only checkpoint
+        pre-harness-gN first, the old harness's services stopped, steps
+        run, services (dicts as :meth:`add_service` takes) started. A
+        failed step rolls it back and raises :class:`~den.Conflict`
+        naming it; bad input is :class:`~den.Invalid`."""
+        body = {"steps": steps, "services": services, "config_paths": config_paths}
+        res = from_dict(HarnessSet, self._t.call("PUT", self._path(sandbox, "harness"),
+                                                 body={k: list(v) for k, v in body.items() if v is not None}))
+        if res.sandbox is not None:
+            res.sandbox._client = self
+        return res
+
+    def harness(self, sandbox: str) -> Harness:
+        """A sandbox's harness (`den harness show`); none is
+        :class:`~den.NotFound`."""
+        return from_dict(Harness, self._t.call("GET", self._path(sandbox, "harness")))
+
+    def remove_harness(self, sandbox: str) -> None:
+        """Stop the harness's services and remove it from the record (`den
+        harness rm`); what its steps installed stays."""
+        self._t.call("DELETE", self._path(sandbox, "harness"))
 
     # -- peers --------------------------------------------------------------
 

@@ -192,6 +192,18 @@ class SecretGrant:
 
 
 @dataclass
+class Harness:
+    """A sandbox's agent program, apart from its environment: its install
+    steps, its services (as :meth:`den.Client.add_service` takes them, as
+    dicts) and its configuration paths, kept by a rebase."""
+
+    __schema__ = "Harness"
+    steps: list[str] = field(default_factory=list)
+    services: list[dict] = field(default_factory=list)
+    config_paths: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Sandbox(SandboxVerbs):
     """The durable record of one sandbox, and a handle on it."""
 
@@ -204,6 +216,7 @@ class Sandbox(SandboxVerbs):
     image_outdated: bool = False
     setup: list[str] = field(default_factory=list)
     keep: list[str] = field(default_factory=list)
+    harness: Optional[Harness] = None
     cpus: float = 0.0
     memory_bytes: int = 0
     pids: int = 0
@@ -280,6 +293,7 @@ class SetupStep:
 
     __schema__ = "SetupStep"
     step: int = 0
+    harness: bool = False
     command: str = ""
     run: str = ""
     exit_code: int = 0
@@ -299,6 +313,20 @@ class Rebase:
     from_: str = field(default="", metadata={"json": "from"})
     to: str = ""
     kept: list[str] = field(default_factory=list)
+    steps: list[SetupStep] = field(default_factory=list)
+    duration_ms: int = 0
+
+
+@dataclass
+class HarnessSet:
+    """What setting a harness did: the sandbox, its harness, the
+    files-only checkpoint taken first (pre-harness-gN; restoring it undoes
+    the swap) and the steps run."""
+
+    __schema__ = "HarnessSet"
+    sandbox: Optional[Sandbox] = None
+    harness: Optional[Harness] = None
+    checkpoint: str = ""
     steps: list[SetupStep] = field(default_factory=list)
     duration_ms: int = 0
 
@@ -367,6 +395,7 @@ class Service:
     ready_port: int = 0
     ready_cmd: str = ""
     state: str = ""
+    harness: bool = False
     restarts: int = 0
     run_id: str = ""
     pid: int = 0

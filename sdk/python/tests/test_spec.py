@@ -102,6 +102,7 @@ REQUESTS = [
     ("grant_secret", "SecretGrant", {"sandbox"}, set(), {"secret": "name"}),
     ("set_setup", "SetupRequest", {"sandbox"}, set(), {}),
     ("rebase", "RebaseRequest", {"sandbox"}, set(), {}),
+    ("set_harness", "Harness", {"sandbox"}, set(), {}),
     ("add_peer", "AddPeerRequest", {"sandbox"}, set(), {"other": "sandbox"}),
     ("refresh_peer", "RefreshPeerRequest", {"sandbox", "peer"}, set(), {}),
     ("add_service", "ServiceSpec", {"sandbox"}, set(), {}),
@@ -141,7 +142,7 @@ def test_readme_lists_every_verb():
 def test_readme_uses_the_cli_words():
     den_cli = need("DEN_TEST_CLI")
     shorts = {}
-    for group in ("", "port", "secret", "checkpoint", "owner", "peer", "image", "ssh-key", "service"):
+    for group in ("", "port", "secret", "checkpoint", "owner", "peer", "image", "ssh-key", "service", "harness"):
         out = subprocess.run([den_cli] + ([group] if group else []) + ["--help"], capture_output=True, text=True,
                              check=True).stdout
         block = out.split("Available Commands:", 1)[1].split("\n\n", 1)[0]

@@ -21,7 +21,7 @@ import { Transport, type TransportOptions } from "./transport.js";
 import type {
   AddPeerRequest, Checkpoint, CreateSandboxRequest, Event, ExecRequest, FileInfo, Health, Image, LimitsRequest, WarmPool,
   MkdirRequest, NetworkPolicy, Peer, Policy, PortURL, Process, Rebase, RefreshPeerRequest, RequestStatus, Run, Sandbox,
-  Service, ServiceSpec,
+  Service, ServiceSpec, Harness, HarnessSet,
   SecretGrant, SetupRequest, SSHKey, Import,
 } from "./types.js";
 
@@ -169,6 +169,27 @@ export class Client {
   /** Changes the setup steps and kept paths a rebase uses; a list left out stays, an empty one is cleared. Nothing runs now. */
   setSetup(name: string, req: SetupRequest): Promise<Sandbox> {
     return this.t.json("PUT", sb(name, "setup"), { json: req });
+  }
+
+  // The harness: the agent program, apart from its environment.
+
+  /**
+   * Gives a sandbox a harness, or swaps the one it has, on the sandbox as
+   * it is (`den harness set`): a files-only checkpoint pre-harness-gN
+   * first (restoring it undoes the swap), the old harness's services
+   * stopped, its steps run, its services started. A failed step rolls it
+   * back and throws a conflict naming the step; bad input is invalid.
+   */
+  setHarness(name: string, harness: Harness): Promise<HarnessSet> {
+    return this.t.json("PUT", sb(name, "harness"), { json: harness });
+  }
+  /** A sandbox's harness (`den harness show`); none throws not found. */
+  harness(name: string): Promise<Harness> {
+    return this.t.json("GET", sb(name, "harness"));
+  }
+  /** Stops the harness's services and removes it from the record (`den harness rm`); what its steps installed stays. */
+  async removeHarness(name: string): Promise<void> {
+    await this.t.send("DELETE", sb(name, "harness"));
   }
 
   // Export and import: an agent that moves between dens.

@@ -787,17 +787,19 @@ export interface paths {
         /**
          * Give the sandbox a read-only view of another sandbox's files
          * @description The view is the sandbox's own read-only snapshot of the other
-         *     sandbox's files as they are now (synced first when it runs), or of
-         *     one of its checkpoints, mounted read-only at `at` (default
+         *     sandbox's files as they are now (synced first when it runs), of
+         *     one of its checkpoints, or with `live` the other sandbox's files
+         *     as they are at every read, mounted read-only at `at` (default
          *     /peers/OTHER). The other sandbox is only read: it never sees the
-         *     view, and removing it leaves the view as it was. A sandbox of
-         *     another owner is 404, as one that does not exist.
+         *     view, and removing it leaves a snapshot view as it was. A sandbox
+         *     of another owner is 404, as one that does not exist.
          *
-         *     Views are mounted when the sandbox boots, and a memory image comes
-         *     back only with the views it was taken with: a stopped sandbox's
-         *     peers change at once; a running or paused one's only with
-         *     `restart` (dend stops it, its processes ending and its files
-         *     staying, and boots it again); a hibernated one's not at all (409).
+         *     A view under /peers appears, is refreshed and goes while the
+         *     sandbox runs or is paused: its processes keep running. A view
+         *     elsewhere is mounted when the sandbox boots: a running or paused
+         *     sandbox's change only with `restart` (dend stops it, its
+         *     processes ending and its files staying, and boots it again), else
+         *     409. A hibernated sandbox's views do not change (409).
          *     Its checkpoints record its peers, not the views' bytes; forks get
          *     their own copies of the views. At most 8 per sandbox.
          */
@@ -825,7 +827,7 @@ export interface paths {
         post?: never;
         /**
          * Take a view away from the sandbox
-         * @description Its snapshot is removed. A running or paused sandbox needs restart, as for adding one.
+         * @description Its snapshot is removed. A view outside /peers of a running or paused sandbox needs restart, as for adding one.
          */
         delete: operations["removePeer"];
         options?: never;
@@ -964,6 +966,47 @@ export interface paths {
          */
         post: operations["rebaseSandbox"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{name}/harness": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        /** A sandbox's harness */
+        get: operations["getHarness"];
+        /**
+         * Set or swap a sandbox's harness, on the sandbox as it is
+         * @description The harness is the agent program, apart from its environment: its
+         *     install steps, its services and its configuration paths. Setting
+         *     it takes a files-only checkpoint labelled pre-harness-gN first
+         *     (restoring it undoes the swap), stops the old harness's services,
+         *     runs the new steps as runs and starts the new services: no new
+         *     root, no lost files. A paused or hibernated sandbox is woken; a
+         *     stopped one is refused (409). A step that fails boots the sandbox
+         *     back from the checkpoint, with its old harness and services, and
+         *     answers 409 naming the step, its exit code and the end of its
+         *     output. Bad input (an empty step, a bad service, a config path
+         *     that is not absolute or is a system path) is a 400 and changes
+         *     nothing. A rebase runs the steps after the setup steps and starts
+         *     the services with the sandbox's.
+         */
+        put: operations["setHarness"];
+        post?: never;
+        /**
+         * Stop a sandbox's harness services and remove the harness from its record
+         * @description What its steps installed stays in the files; a rebase no longer
+         *     runs them.
+         */
+        delete: operations["removeHarness"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2217,6 +2260,7 @@ export interface components {
             setup?: string[];
             /** @description the paths a rebase carries over, the defaults included */
             keep?: string[];
+            harness?: components["schemas"]["Harness"];
             cpus: number;
             /** Format: int64 */
             memory_bytes: number;
@@ -2838,6 +2882,8 @@ export interface components {
             ready_cmd?: string;
             /** @description starting, running, ready, backoff, exited, failed or stopping; while the sandbox does not run, the sandbox's state */
             state: string;
+            /** @description it is the harness's, not the sandbox's own */
+            harness?: boolean;
             /** @description starts after the first since the sandbox booted */
             restarts: number;
             /** @description the run of its current or last start: its output is that run's logs */
@@ -2869,14 +2915,14 @@ export interface components {
              * @description show the other sandbox's files as they are at every read, read-only, instead of a snapshot; not with checkpoint
              * @default false
              */
-            live?: boolean;
+            live: boolean;
             /** @description restart a running or paused sandbox to mount the view (its processes end, its files stay); only needed for a view outside /peers */
             restart?: boolean;
         };
         RefreshPeerRequest: {
             /** @description a checkpoint of the other sandbox to show; absent: its files now */
             checkpoint?: string;
-            /** @description restart a running or paused sandbox to mount the new view */
+            /** @description restart a running or paused sandbox to mount the new view; only needed for a view outside /peers */
             restart?: boolean;
         };
         CheckpointRequest: {
@@ -2924,9 +2970,28 @@ export interface components {
             /** Format: int64 */
             duration_ms: number;
         };
+        Harness: {
+            /** @description shell commands that install it */
+            steps?: string[];
+            /** @description its long-lived processes, started after the sandbox's own */
+            services?: components["schemas"]["ServiceSpec"][];
+            /** @description absolute paths a rebase carries over, as kept paths */
+            config_paths?: string[];
+        };
+        HarnessSet: {
+            sandbox: components["schemas"]["Sandbox"];
+            harness: components["schemas"]["Harness"];
+            /** @description the files-only checkpoint taken first (pre-harness-gN): restoring it undoes the swap */
+            checkpoint: string;
+            steps?: components["schemas"]["SetupStep"][];
+            /** Format: int64 */
+            duration_ms: number;
+        };
         SetupStep: {
             /** @description from 1 */
             step: number;
+            /** @description a harness's step, numbered apart from the setup steps */
+            harness?: boolean;
             command: string;
             /** @description its run id: `den logs NAME RUN` prints its output */
             run: string;
@@ -5031,6 +5096,97 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getHarness: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description its harness */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Harness"];
+                };
+            };
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    setHarness: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A fresh key for this request (1-128 printable ASCII characters, no
+                 *     spaces): a repeat with the same key is answered from dend's record
+                 *     instead of running again (see the description at the top, and
+                 *     GET /v1/requests/{key}).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Harness"];
+            };
+        };
+        responses: {
+            /** @description what the swap did */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HarnessSet"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    removeHarness: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a sandbox name or id */
+                name: components["parameters"]["SandboxName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };

@@ -347,6 +347,27 @@ describe("den TypeScript SDK", () => {
     await assert.rejects(den.removeService(name, "tick"), (e) => isNotFound(e));
   });
 
+  test("harness: swapped on the sandbox as it is, a failed step rolled back", async () => {
+    const hname = `${name}-harness`;
+    await den.createSandbox({ name: hname, image: "busybox", memory: "256M" });
+    try {
+      const a = await den.setHarness(hname, { steps: ["mkdir -p /opt/h && echo A > /opt/h/v"], services: [{ name: "a", argv: ["sleep", "100000"] }] });
+      assert.ok(a.checkpoint && a.steps[0].harness);
+      const b = await den.setHarness(hname, { steps: ["echo B > /opt/h/v"], services: [{ name: "b", argv: ["sleep", "100001"] }] });
+      assert.equal(b.sandbox.generation, a.sandbox.generation, "no new root");
+      assert.deepEqual((await den.services(hname)).map((s) => [s.name, s.harness]), [["b", true]]);
+      await assert.rejects(den.setHarness(hname, { steps: ["echo boom >&2; exit 3"] }),
+        (e) => e.code === "conflict" && /harness step 1/.test(e.message) && /boom/.test(e.message));
+      assert.deepEqual((await den.harness(hname)).services.map((s) => s.name), ["b"]);
+      assert.equal((await sh(hname, "cat /opt/h/v")).stdout, "B\n");
+      await assert.rejects(den.setHarness(hname, { config_paths: ["/usr"] }), (e) => isInvalid(e));
+      await den.removeHarness(hname);
+      await assert.rejects(den.harness(hname), (e) => isNotFound(e));
+    } finally {
+      await den.removeSandbox(hname, { force: true }).catch(() => {});
+    }
+  });
+
   test("ssh keys: add, list by fingerprint, remove", async () => {
     const [key, fp] = sshKey("me@laptop");
     const kname = `${name}-key`;
