@@ -11,7 +11,7 @@ import (
 
 // peerReads is how many open+read+close of one small file each batch
 // times inside the reader.
-const peerReads = 20000
+const peerReads = 4000
 
 // peerViews times, in one run, what views cost a reader that keeps
 // running: `den peer refresh` of a snapshot view (a new snapshot placed
