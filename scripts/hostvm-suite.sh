@@ -10,7 +10,8 @@
 # wake, checkpoint, fork, `systemctl restart dend` keeping the sandboxes,
 # `den rm -f` without an engine death or a runsc cgroup error in the
 # journal, and `systemctl stop dend` ending cleanly. Then it starts dend
-# again with sandboxes running (one counting, one with --wake-on-boot) and
+# again with sandboxes running (one counting, with a service, one with
+# --wake-on-boot) and
 # asks for a reboot (exit 100).
 # Boot 2: dend hibernated the running sandboxes at the shutdown and
 # stopped with success, not "exit-code", came back at boot, woke the one
@@ -213,6 +214,10 @@ if [ "$boot" = 1 ]; then
 	den create h --image busybox >/dev/null && den exec h -- sh -c 'echo kept > /root/f && sync' && den hibernate h >/dev/null || bad "a hibernated h"
 	[ "$(state a)" = running ] || bad "a is $(state a) before the power-off"
 	den policy q --wake-on-boot >/dev/null || bad "den policy q --wake-on-boot"
+	# A service den keeps running in a: the same process after the boot.
+	den service add a tick -- sh -c 'while :; do date +%s >/root/tick; sleep 1; done' >/dev/null || bad "den service add a tick"
+	waitfor 120 "a's service tick to run" sh -c 'den service ls a --json | grep -q "\"state\": *\"running\""'
+	den service ls a --json | grep -o '"pid": *[0-9]*' | grep -o '[0-9]*$' >/root/hostvm-a-svc || bad "reading the pid of a's service"
 	# a's counter is a process counting in its own memory: after the boot
 	# the same process must go on from at least this count.
 	den exec a -- sh -c 'cat /root/n /root/pid' >/root/hostvm-a-before || bad "reading a's count"
@@ -254,6 +259,16 @@ if [ "$(tail -1 <<<"$after")" = alive ] && [ -n "$n_after" ] && [ "$n_after" -gt
 	ok "a's counting process (pid $pid_before) went on across the reboot ($n_before then $n_after)"
 else
 	bad "a's counter across the reboot: $n_before (pid $pid_before) before, after: $(tr '\n' ' ' <<<"$after")"
+fi
+svc_before=$(cat /root/hostvm-a-svc 2>/dev/null)
+svc_after=$(den service ls a --json | grep -o '"pid": *[0-9]*' | grep -o '[0-9]*$')
+t1=$(den exec a -- cat /root/tick)
+sleep 3
+t2=$(den exec a -- cat /root/tick)
+if [ -n "$svc_before" ] && [ "$svc_after" = "$svc_before" ] && [ -n "$t1" ] && [ "$t2" -gt "$t1" ]; then
+	ok "a's service tick (pid $svc_before) runs on across the reboot ($t1 then $t2)"
+else
+	bad "a's service across the reboot: pid $svc_before before, $svc_after after; ticks $t1 then $t2"
 fi
 [ "$(den exec h -- cat /root/f)" = kept ] && ok "hibernated h wakes after the reboot" || bad "h does not wake after the reboot"
 den rm -f a h q w >/dev/null || bad "den rm -f a h q w"
