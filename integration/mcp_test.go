@@ -242,7 +242,7 @@ func TestMCPInspector(t *testing.T) {
 	var tools struct {
 		Tools []struct{ Name string } `json:"tools"`
 	}
-	if err := json.Unmarshal([]byte(inspect("--method", "tools/list")), &tools); err != nil || len(tools.Tools) != 50 {
+	if err := json.Unmarshal([]byte(inspect("--method", "tools/list")), &tools); err != nil || len(tools.Tools) != 54 {
 		t.Fatalf("tools/list: %d tools, %v", len(tools.Tools), err)
 	}
 	got := inspect("--method", "tools/call", "--tool-name", "sandbox_get", "--tool-arg", "name=seen")

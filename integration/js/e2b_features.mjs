@@ -279,7 +279,7 @@ try {
   ]) {
     const err = await rejects(sbx.updateNetwork(update), SandboxError, `updateNetwork with ${what}`);
     assert.match(err.message, reason, `den's reason for ${what}: ${err.message}`);
-    assert.match(err.message, /docs/agents.md, section E2B/, `the refusal of ${what} says where to read more: ${err.message}`);
+    assert.match(err.message, /docs\/agents\.md, section E2B/, `the refusal of ${what} says where to read more: ${err.message}`);
   }
   assert.deepEqual((await denSandbox()).network, { mode: "allow", allow: ["198.51.100.0/24", "pypi.org"] }, "a refused update changes nothing");
   await sbx.updateNetwork({ allowInternetAccess: false });

@@ -230,6 +230,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := peerviews.SetUp(scfg.ViewsDir); err != nil {
 		return err
 	}
+	defer func() {
+		if err := peerviews.LetGo(scfg.ViewsDir); err != nil {
+			log.Warn("leaving the views directory mounted", "err", err)
+		}
+	}()
 	svc, err := sandbox.NewService(scfg)
 	if err != nil {
 		return err

@@ -49,6 +49,30 @@ func SetUp(dir string) error {
 	return nil
 }
 
+// LetGo undoes SetUp when dend stops with no sandbox's views directory
+// left in dir, so that a clean stop leaves no mount behind. While one is
+// left the mount stays: that sandbox's engine sees its views through it,
+// and the next dend places them there again.
+func LetGo(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("reading the views directory: %w", err)
+	}
+	if len(entries) > 0 || len(mountsUnder(dir)) != 1 || !isMountPoint(dir) {
+		return nil
+	}
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmounting the views directory %s: %w", dir, err)
+	}
+	return nil
+}
+
 // Dir is the host directory sandbox's views appear in; "" when views
 // cannot change live on this host.
 func (v *Views) Dir(sandbox string) string {
