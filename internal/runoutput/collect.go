@@ -44,7 +44,7 @@ const endTimeout = 30 * time.Second
 
 // Collectors start and run the collectors of runs' output, each in a
 // goroutine of its own, until dend's context ends. They keep no list of
-// the collectors: the caller does (Collecting).
+// the collectors: Outputs does.
 type Collectors struct {
 	ctx       context.Context // dend's life: its end stops every collector
 	dir       string          // runs' output goes to dir/<sandbox id>

@@ -36,7 +36,7 @@ type Collected struct {
 	// output was capped, which gets dend's cap.
 	Max int64
 	// Begin is called with the collector before it collects anything:
-	// the caller lists it there (Collecting).
+	// the caller lists it there (Outputs.Add).
 	Begin func(*Collector)
 	// Ended stores the run's final record once the collector ended it
 	// (see State); the collector releases den-init's process only after.

@@ -6,7 +6,8 @@
 // with markers where bytes were dropped (Reader); the room that output
 // may take, a free-space reserve on the disk and an allowance per sandbox
 // whose oldest ended runs are pruned to make room (Space); the runs being
-// collected (Collecting); and the clients following runs (Followers).
+// collected, by sandbox and run id, with all of the above (Outputs); and
+// the clients following runs (Followers).
 //
 // It never imports internal/sandbox: it knows runs and sandboxes by id
 // and nothing of sandboxes' states or run records. What it needs of

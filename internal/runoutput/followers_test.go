@@ -45,20 +45,3 @@ func TestFollowersEndSaysHowToTakeUpAgain(t *testing.T) {
 	default:
 	}
 }
-
-func TestCollectingBySandbox(t *testing.T) {
-	var cs Collecting[int]
-	cs.Add("sb1", "r1", 1)
-	cs.Add("sb1", "r2", 2)
-	cs.Add("sb2", "r3", 3)
-	if c, ok := cs.Get("sb1", "r1"); !ok || c != 1 {
-		t.Errorf("Get(sb1, r1) = %d, %v", c, ok)
-	}
-	if _, ok := cs.Get("sb2", "r1"); ok {
-		t.Error("a run found under another sandbox")
-	}
-	cs.Remove("r1")
-	if got := cs.Of("sb1"); len(got) != 1 || got["r2"] != 2 {
-		t.Errorf("Of(sb1) = %v, want r2 only", got)
-	}
-}

@@ -36,7 +36,8 @@ type Space struct {
 // caller keeps: the allowance prunes the output of ended runs by them.
 type Runs interface {
 	// Prunable lists the runs of a sandbox whose output may be removed,
-	// oldest first: the ones that ended and are no longer collected.
+	// oldest first: the ones that ended and are no longer collected
+	// (Outputs leaves out the ones it collects).
 	Prunable(ctx context.Context, sandboxID string) ([]Prunable, error)
 }
 

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
@@ -15,9 +13,11 @@ import (
 )
 
 // A run's output is collected by internal/runoutput (its collector.go
-// tells how it travels from the process to the host); the core records
-// the run, keeps the collectors of its sandboxes' runs and stores a run's
-// final record when its collector ends it.
+// tells how it travels from the process to the host), which lists the
+// runs being collected (runoutput.Outputs, the Service's outputs); the
+// core records the run, tells the collectors of a sandbox's runs to
+// settle, park, wake or give up at its lifecycle's steps, and stores a
+// run's final record when its collector ends it.
 
 // Streams, as named in the API.
 const (
@@ -25,38 +25,8 @@ const (
 	StreamStderr = runoutput.Stderr
 )
 
-// runCollectors start and run the collectors of runs' output
-// (runoutput.Collectors).
-type runCollectors interface {
-	// Start starts a process with its output collected from the first
-	// byte; record stores the run before any output.
-	Start(sandboxID string, g runoutput.Guest, spec guest.ProcSpec, record func(guest.ProcStatus) (runoutput.Collected, error)) error
-	// Resume collects a run started by an earlier dend.
-	Resume(sandboxID, guestID string, run runoutput.Collected, g runoutput.Guest)
-	// Settle waits a while for collectors to finish.
-	Settle(cs []*runoutput.Collector, d time.Duration)
-	// Abandon ends the collection of runs whose instance is gone.
-	Abandon(cs []*runoutput.Collector)
-	// Park stops collectors while their instance sleeps; Unpark starts
-	// one again once it woke.
-	Park(cs []*runoutput.Collector)
-	Unpark(c *runoutput.Collector, g runoutput.Guest)
-	// Wait waits for the collectors to stop once dend's context ended.
-	Wait()
-}
-
-// collectors are the runs whose output is being collected
-// (runoutput.Collecting).
-type collectors interface {
-	Add(sandboxID, runID string, o *output)
-	Remove(runID string)
-	// Get returns the collector of a run of a sandbox, if it has one.
-	Get(sandboxID, runID string) (*output, bool)
-	// Of returns the collectors of a sandbox's runs, by run id.
-	Of(sandboxID string) map[string]*output
-}
-
-// output is a run being collected: its record and its collector.
+// output is a run being collected: its record and its collector
+// (a runoutput.Record).
 type output struct {
 	c *runoutput.Collector
 
@@ -65,6 +35,9 @@ type output struct {
 	// its generation moved on with wakes; sizes and the end come from c.
 	run *Run
 }
+
+// Collector is the collector of the run's output.
+func (o *output) Collector() *runoutput.Collector { return o.c }
 
 // snapshot returns the run's record as the collector knows it.
 func (o *output) snapshot() *Run {
@@ -121,8 +94,8 @@ func (r *Run) clone() *Run {
 	return &c
 }
 
-// collected is what the collector of run is told: it lists the collector
-// in s.outputs, and stores the run's final record when it ends.
+// collected is what the collector of run is told: it lists the run in
+// s.outputs, and stores the run's final record when it ends.
 func (s *Service) collected(sandboxID string, run *Run) runoutput.Collected {
 	o := &output{run: run.clone()}
 	return runoutput.Collected{
@@ -142,7 +115,7 @@ func (s *Service) collected(sandboxID string, run *Run) runoutput.Collected {
 // stored. If record fails the process is killed.
 func (s *Service) startRun(sandboxID string, g Guest, spec guest.ProcSpec, record func(guest.ProcStatus) (*Run, error)) (*Run, error) {
 	var run *Run
-	err := s.collect.Start(sandboxID, g, spec, func(ps guest.ProcStatus) (runoutput.Collected, error) {
+	err := s.outputs.Start(sandboxID, g, spec, func(ps guest.ProcStatus) (runoutput.Collected, error) {
 		r, err := record(ps)
 		if err != nil {
 			return runoutput.Collected{}, err
@@ -159,7 +132,7 @@ func (s *Service) startRun(sandboxID string, g Guest, spec guest.ProcSpec, recor
 // resume collects a run started by an earlier dend, from where its host
 // files end.
 func (s *Service) resume(sandboxID string, run *Run, g Guest) {
-	s.collect.Resume(sandboxID, run.GuestID, s.collected(sandboxID, run), g)
+	s.outputs.Resume(sandboxID, run.GuestID, s.collected(sandboxID, run), g)
 }
 
 // runEnded stores the final record of a run its collector ended, and
@@ -184,32 +157,6 @@ func (s *Service) outputsOf(sandboxID string) []*output {
 		out = append(out, o)
 	}
 	return out
-}
-
-// collectorsOf returns the collectors of a sandbox's runs.
-func (s *Service) collectorsOf(sandboxID string) []*runoutput.Collector {
-	var cs []*runoutput.Collector
-	for _, o := range s.outputs.Of(sandboxID) {
-		cs = append(cs, o.c)
-	}
-	return cs
-}
-
-// settleRuns waits up to d for a sandbox's collectors to finish.
-func (s *Service) settleRuns(sandboxID string, d time.Duration) {
-	s.collect.Settle(s.collectorsOf(sandboxID), d)
-}
-
-// abandonRuns tells the collectors of a sandbox whose instance is gone to
-// stop retrying, and waits for them to record the runs as lost.
-func (s *Service) abandonRuns(sandboxID string) {
-	s.collect.Abandon(s.collectorsOf(sandboxID))
-}
-
-// parkRuns stops the collectors of a sandbox whose instance is about to
-// sleep, leaving their runs running. It returns once they stopped.
-func (s *Service) parkRuns(sandboxID string) {
-	s.collect.Park(s.collectorsOf(sandboxID))
 }
 
 // wakeRuns collects a woken sandbox's runs again through g: parked
@@ -237,7 +184,7 @@ func (s *Service) wakeRuns(ctx context.Context, sb *Sandbox, g Guest) error {
 		o.mu.Lock()
 		o.run.Generation = sb.Generation
 		o.mu.Unlock()
-		s.collect.Unpark(o.c, g)
+		s.outputs.Unpark(o, g)
 	}
 	return nil
 }
@@ -284,7 +231,7 @@ func (s *Service) loseRuns(ctx context.Context, sb *Sandbox) error {
 func (s *Service) markLost(ctx context.Context, r *Run) error {
 	now := s.cfg.Now().UTC()
 	r.Status, r.EndedAt = RunLost, &now
-	sz, err := runoutput.Extents(filepath.Join(s.cfg.RunsDir, r.SandboxID), r.ID)
+	sz, err := s.outputs.Extents(r.SandboxID, r.ID)
 	if err != nil {
 		return fmt.Errorf("marking run %s lost: %w", r.ID, err)
 	}
@@ -310,12 +257,6 @@ type Followers interface {
 	End(sandboxID, name, verb string)
 }
 
-// endFollowers ends the stream of every client following a run of sb,
-// which went to sleep as verb says ("paused", "hibernated").
-func (s *Service) endFollowers(sb *Sandbox, verb string) {
-	s.cfg.Followers.End(sb.ID, sb.Name, verb)
-}
-
 // RunOutput returns run runID of sandbox sandboxID and, while its output
 // is collected here, its collector: the record as the collector knows
 // it; else the stored record and a nil collector.
@@ -335,11 +276,7 @@ func (s *Service) OutputReader(sandboxID string, run *Run, c *runoutput.Collecto
 	if stream == StreamStderr {
 		size, dropped = run.StderrSize, run.StderrDropped
 	}
-	r := &runoutput.Reader{Dir: filepath.Join(s.cfg.RunsDir, sandboxID), RunID: run.ID, Stream: stream, Off: from, Size: size, Dropped: dropped}
-	if c != nil {
-		r.Live = c
-	}
-	return r
+	return s.outputs.Reader(sandboxID, run.ID, c, stream, from, size, dropped)
 }
 
 // HoldUse counts sandbox id in use, for its idle policy, until release

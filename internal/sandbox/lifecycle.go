@@ -390,7 +390,7 @@ func (s *Service) halt(ctx context.Context, sb *Sandbox, grace time.Duration) {
 			s.log.Warn("graceful shutdown failed; killing", "sandbox", sb.Name, "err", err)
 		}
 		cancel()
-		s.settleRuns(sb.ID, time.Second)
+		s.outputs.Settle(sb.ID, time.Second)
 	}
 	if err := s.cfg.Runtime.Destroy(ctx, inst); err != nil {
 		s.log.Error("destroying instance", "sandbox", sb.Name, "instance", inst, "err", err)
@@ -399,7 +399,7 @@ func (s *Service) halt(ctx context.Context, sb *Sandbox, grace time.Duration) {
 		s.log.Error("detaching network", "sandbox", sb.Name, "err", err)
 	}
 	s.forgetGuest(inst)
-	s.abandonRuns(sb.ID)
+	s.outputs.Abandon(sb.ID)
 }
 
 // Start boots a stopped sandbox from its files as a new generation.
@@ -531,7 +531,7 @@ func (s *Service) destroyLocked(cctx context.Context, sb *Sandbox, why string) e
 	if err := os.RemoveAll(filepath.Join(s.cfg.RunsDir, sb.ID)); err != nil {
 		s.log.Error("removing run output", "sandbox", sb.Name, "err", err)
 	}
-	s.space.Forget(sb.ID)
+	s.outputs.Forget(sb.ID)
 	sb.Checkpoint, sb.Origin, sb.Pending = "", "", ""
 	if err := s.transition(cctx, sb, StateDestroyed, EventDestroyed, why); err != nil {
 		return err

@@ -18,14 +18,11 @@ const (
 	OutputCutPruned    = runoutput.CutPruned    // the whole output went to make room for newer runs
 )
 
-// outputSpace is the room run output has in RunsDir (runoutput.Space).
+// outputSpace is the room run output has in RunsDir: the Service's
+// outputs, as the verbs that only ask about room see them.
 type outputSpace interface {
-	// Room is what the keepers of a sandbox's runs take room from.
-	Room(sandboxID string) runoutput.Room
 	// Usage is the run output kept for a sandbox and its allowance.
 	Usage(sandboxID string) (used, limit int64)
-	// Forget drops a sandbox's count, once its run output is gone.
-	Forget(sandboxID string)
 	// Status reports the free space on the disk against its reserve.
 	Status() runoutput.DiskStatus
 	// CheckReserve refuses to start something new once the disk is down
@@ -40,22 +37,20 @@ func (s *Service) DiskStatus() runoutput.DiskStatus { return s.space.Status() }
 // to its reserve.
 func (s *Service) checkReserve(doing string) error { return s.space.CheckReserve(doing) }
 
-// prunableRuns are the runs whose output the allowance may prune
-// (runoutput.Runs).
-type prunableRuns struct{ s *Service }
+// endedRuns are the runs whose output the allowance may prune, of which
+// s.outputs leaves out the ones still collected (runoutput.Runs).
+type endedRuns struct{ s *Service }
 
-// Prunable lists a sandbox's runs that ended and are no longer collected,
-// oldest first.
-func (p prunableRuns) Prunable(ctx context.Context, sandboxID string) ([]runoutput.Prunable, error) {
+// Prunable lists a sandbox's runs that ended, oldest first.
+func (p endedRuns) Prunable(ctx context.Context, sandboxID string) ([]runoutput.Prunable, error) {
 	runs, err := p.s.cfg.Store.ListRuns(ctx, sandboxID, 0)
 	if err != nil {
 		return nil, err
 	}
-	live := p.s.outputs.Of(sandboxID)
 	var out []runoutput.Prunable
 	for i := len(runs) - 1; i >= 0; i-- { // oldest first
 		r := runs[i]
-		if _, ok := live[r.ID]; r.Status == RunRunning || ok {
+		if r.Status == RunRunning {
 			continue
 		}
 		out = append(out, runoutput.Prunable{

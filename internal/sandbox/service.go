@@ -120,12 +120,10 @@ type Service struct {
 	supervised exitwatch.Watches
 	// guests caches one den-init client per instance id.
 	guests map[string]Guest
-	// outputs holds the output of runs being collected, by run id; it
-	// has its own lock.
-	outputs collectors
-	// collect runs the collectors of runs' output (collect.go,
-	// internal/runoutput); each has its own lock.
-	collect runCollectors
+	// outputs are the runs being collected, by sandbox and run id, their
+	// collectors and the room their output takes on the host
+	// (collect.go, internal/runoutput); it has its own locks.
+	outputs *runoutput.Outputs[*output]
 	// slotTaken marks network slots handed out to live sandboxes.
 	slotTaken map[int]string
 	// pinned counts the verbs working with each checkpoint right now.
@@ -140,8 +138,7 @@ type Service struct {
 	// commands were given (secrets.go); it has its own lock.
 	secretStates secretHolders
 
-	// space bounds run output on the host (outputroom.go); it has its
-	// own locks.
+	// space is outputs as the room run output has (outputroom.go).
 	space outputSpace
 	// disk holds the disk caps admitted but not yet recorded (disk.go);
 	// it has its own lock.
@@ -216,7 +213,6 @@ func NewService(cfg Config) (*Service, error) {
 		locks:        map[string]*sync.RWMutex{},
 		teardowns:    map[string]chan struct{}{},
 		guests:       map[string]Guest{},
-		outputs:      &runoutput.Collecting[*output]{},
 		slotTaken:    map[int]string{},
 		pinned:       map[string]int{},
 		staleLimits:  map[string]bool{},
@@ -228,8 +224,8 @@ func NewService(cfg Config) (*Service, error) {
 		views:        peers.NewViews(cfg.Volumes, cfg.ViewsDir, cfg.Logger),
 	}
 	s.transfers = transfer.NewRegistry(s.activity.Hold)
-	s.space = runoutput.NewSpace(ctx, cfg.RunsDir, cfg.Output, prunableRuns{s}, cfg.Now, cfg.Logger)
-	s.collect = runoutput.NewCollectors(ctx, cfg.RunsDir, cfg.Output.PerStream, s.space, cfg.Now, cfg.Logger)
+	s.outputs = runoutput.NewOutputs[*output](ctx, cfg.RunsDir, cfg.Output, endedRuns{s}, cfg.Now, cfg.Logger)
+	s.space = s.outputs
 	return s, nil
 }
 
@@ -239,7 +235,7 @@ func NewService(cfg Config) (*Service, error) {
 func (s *Service) Close() {
 	s.cancel()
 	s.wg.Wait()
-	s.collect.Wait()
+	s.outputs.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	if s.warm != nil {

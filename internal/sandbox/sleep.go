@@ -36,7 +36,7 @@ func (s *Service) pause(ctx context.Context, sb *Sandbox, why string) (err error
 		s.cfg.Runtime.Resume(context.WithoutCancel(ctx), sb.InstanceID())
 		return err
 	}
-	s.endFollowers(sb, "paused")
+	s.cfg.Followers.End(sb.ID, sb.Name, "paused")
 	s.endTransfers(sb, "paused")
 	return nil
 }
@@ -185,7 +185,7 @@ func (s *Service) hibernate(ctx context.Context, sb *Sandbox, why string) (err e
 	s.endTransfers(sb, "hibernated")
 	// Output made from here on waits in den-init's buffers, which are
 	// saved with it.
-	s.parkRuns(sb.ID)
+	s.outputs.Park(sb.ID)
 	// The save ends the instance: den's doing, not a death to report.
 	s.unsupervise(sb.InstanceID())
 	ck, err := s.takeCheckpoint(ctx, sb, capture{id: sb.Checkpoint, kind: CheckpointHibernate, memory: true})
@@ -201,7 +201,7 @@ func (s *Service) hibernate(ctx context.Context, sb *Sandbox, why string) (err e
 	if err != nil {
 		return err
 	}
-	s.endFollowers(sb, "hibernated")
+	s.cfg.Followers.End(sb.ID, sb.Name, "hibernated")
 	return nil
 }
 
