@@ -150,28 +150,31 @@ func (s *Service) runEnded(ctx context.Context, o *output) {
 	s.outputs.Remove(final.ID)
 }
 
-// outputsOf returns the collected runs of a sandbox.
-func (s *Service) outputsOf(sandboxID string) []*output {
-	var out []*output
-	for _, o := range s.outputs.Of(sandboxID) {
-		out = append(out, o)
+// openRuns returns the runs of a sandbox its records say are running.
+func (s *Service) openRuns(ctx context.Context, sandboxID string) ([]*Run, error) {
+	runs, err := s.cfg.Store.RunningRuns(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return out
+	var out []*Run
+	for _, r := range runs {
+		if r.SandboxID == sandboxID {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // wakeRuns collects a woken sandbox's runs again through g: parked
 // collectors carry on; runs a restarted dend found open get a new one.
 // Runs of an instance that did not survive are marked lost.
 func (s *Service) wakeRuns(ctx context.Context, sb *Sandbox, g Guest) error {
-	runs, err := s.cfg.Store.RunningRuns(ctx)
+	runs, err := s.openRuns(ctx, sb.ID)
 	if err != nil {
 		return err
 	}
 	live := s.outputs.Of(sb.ID)
 	for _, r := range runs {
-		if r.SandboxID != sb.ID {
-			continue
-		}
 		r.Generation = sb.Generation
 		if err := s.cfg.Store.UpdateRun(ctx, r); err != nil {
 			return fmt.Errorf("moving run %s to generation %d: %w", r.ID, sb.Generation, err)
@@ -192,15 +195,12 @@ func (s *Service) wakeRuns(ctx context.Context, sb *Sandbox, g Guest) error {
 // resumeRuns restarts collection for a reattached sandbox's open runs,
 // from the host copies' sizes.
 func (s *Service) resumeRuns(ctx context.Context, sb *Sandbox) error {
-	runs, err := s.cfg.Store.RunningRuns(ctx)
+	runs, err := s.openRuns(ctx, sb.ID)
 	if err != nil {
 		return err
 	}
 	g := s.guestFor(sb)
 	for _, r := range runs {
-		if r.SandboxID != sb.ID {
-			continue
-		}
 		if r.Generation != sb.Generation {
 			if err := s.markLost(ctx, r); err != nil {
 				return err
@@ -214,15 +214,13 @@ func (s *Service) resumeRuns(ctx context.Context, sb *Sandbox) error {
 
 // loseRuns marks every open run of a sandbox as lost.
 func (s *Service) loseRuns(ctx context.Context, sb *Sandbox) error {
-	runs, err := s.cfg.Store.RunningRuns(ctx)
+	runs, err := s.openRuns(ctx, sb.ID)
 	if err != nil {
 		return err
 	}
 	for _, r := range runs {
-		if r.SandboxID == sb.ID {
-			if err := s.markLost(ctx, r); err != nil {
-				return err
-			}
+		if err := s.markLost(ctx, r); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -247,8 +245,9 @@ func (s *Service) markLost(ctx context.Context, r *Run) error {
 // request (pause, hibernate) ends every follower's stream with an error
 // that names the run and how to take it up again, so that no client
 // waits on output that cannot come. The runs themselves go on when the
-// sandbox wakes. Here are the core's steps following uses, and the hook
-// its verbs call as a sandbox goes to sleep.
+// sandbox wakes. Here are the hook the core's verbs call as a sandbox
+// goes to sleep (Config.Followers, in sleep.go) and its steps following
+// uses.
 
 // Followers are the clients following each sandbox's runs
 // (*runoutput.Followers, with which internal/runlogs registers them).

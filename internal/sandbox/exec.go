@@ -145,7 +145,7 @@ func (s *Service) Runs(ctx context.Context, ref string, limit int) ([]*Run, erro
 		return nil, err
 	}
 	live := map[string]*Run{} // first: see runRecord
-	for _, o := range s.outputsOf(sb.ID) {
+	for _, o := range s.outputs.Of(sb.ID) {
 		r := o.snapshot()
 		live[r.ID] = r
 	}
@@ -170,7 +170,7 @@ func (s *Service) RunningRuns(ctx context.Context, ref string) ([]*Run, error) {
 		return nil, err
 	}
 	var runs []*Run
-	for _, o := range s.outputsOf(sb.ID) {
+	for _, o := range s.outputs.Of(sb.ID) {
 		if r := o.snapshot(); r.Status == RunRunning {
 			runs = append(runs, r)
 		}

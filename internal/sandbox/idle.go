@@ -86,7 +86,7 @@ func (s *Service) Busy(sb *Sandbox) bool {
 	}
 	p := s.EffectivePolicy(sb)
 	background := p.BackgroundActive != nil && *p.BackgroundActive
-	for _, o := range s.outputsOf(sb.ID) {
+	for _, o := range s.outputs.Of(sb.ID) {
 		r := o.snapshot()
 		if r.Status == RunRunning && (!r.Detached || background) {
 			return true
