@@ -174,6 +174,21 @@ func (d *dend) open() {
 // start launches dend and waits until it answers.
 func (d *dend) start() {
 	d.t.Helper()
+	d.launch()
+	// A dend killed mid-change settles it before it serves, and may wait
+	// for the engine on the way: up to 30 s for a save still being made,
+	// 20 s for a den-init still coming up (internal/recovery).
+	waitFor(d.t, time.Minute, "dend to answer", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := d.c.Health(ctx)
+		return err == nil
+	})
+}
+
+// launch starts dend without waiting for it to answer.
+func (d *dend) launch() {
+	d.t.Helper()
 	d.mu.Lock()
 	d.log = &bytes.Buffer{}
 	bin := d.bin
@@ -194,15 +209,6 @@ func (d *dend) start() {
 	if err != nil {
 		d.t.Fatalf("starting dend: %v", err)
 	}
-	// A dend killed mid-change settles it before it serves, and may wait
-	// for the engine on the way: up to 30 s for a save still being made,
-	// 20 s for a den-init still coming up (sandbox/recover.go).
-	waitFor(d.t, time.Minute, "dend to answer", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, err := d.c.Health(ctx)
-		return err == nil
-	})
 }
 
 // stop ends dend gracefully (sandboxes keep running).

@@ -123,6 +123,68 @@ func TestDendRestartReattaches(t *testing.T) {
 	}
 }
 
+// A dend told to stop while it starts (systemd's stop during a start, an
+// operator's second thought) settles nothing it stopped asking about: a
+// running sandbox whose den-init had not answered yet is neither
+// destroyed nor recorded lost, and the next dend takes it over with its
+// processes. The engine is frozen (SIGSTOP) so that den-init cannot
+// answer while the starting dend asks it, and thawed after that dend
+// stopped.
+func TestStopWhileStartingKeepsSandboxes(t *testing.T) {
+	d := startDend(t)
+	d.create("keep")
+	d.mustSh("keep", "(n=0; while :; do n=$((n+1)); echo $n > /root/n; sleep 0.2; done) >/dev/null 2>&1 & echo $! > /root/pid")
+	pid := d.mustSh("keep", "cat /root/pid")
+	insts := d.instances()
+	if len(insts) != 1 {
+		t.Fatalf("instances: %v, want one", insts)
+	}
+	engine := d.enginePid(insts[0])
+	d.stop()
+
+	if err := syscall.Kill(engine, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			syscall.Kill(engine, syscall.SIGCONT)
+		}
+	}
+	defer thaw()
+	d.launch()
+	waitFor(t, time.Minute, "dend to begin settling the sandbox", func() bool {
+		return strings.Contains(d.logs(), "settling the sandboxes recorded on this node")
+	})
+	time.Sleep(2 * time.Second) // well inside the 20 s dend waits for den-init
+	d.stop()
+	if logs := d.logs(); !strings.Contains(logs, "leaving a sandbox unsettled: dend is stopping") {
+		t.Fatalf("the stopped dend did not say it left the sandbox for the next one:\n%s", logs)
+	}
+	if got := d.instances(); len(got) != 1 || got[0] != insts[0] {
+		t.Fatalf("instances after a stop while starting: %v, want %v", got, insts)
+	}
+	thaw()
+	d.start()
+
+	sb, err := d.c.GetSandbox(ctxT(t, 10*time.Second), "keep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.State != api.StateRunning || sb.Generation != 1 {
+		t.Fatalf("after a stop while starting and a start: %s generation %d (%s), want running generation 1", sb.State, sb.Generation, sb.Reason)
+	}
+	n1 := d.mustSh("keep", "cat /root/n")
+	time.Sleep(time.Second)
+	if got := d.mustSh("keep", "cat /root/pid; kill -0 $(cat /root/pid) && echo alive"); got != pid+"alive\n" {
+		t.Fatalf("the counter after the restarts: %q, want pid %q alive", got, pid)
+	}
+	if n2 := d.mustSh("keep", "cat /root/n"); n2 == n1 {
+		t.Fatalf("the counter stopped at %s", strings.TrimSpace(n1))
+	}
+}
+
 // A host "reboot" (kill -9 of dend and every runsc process) leaves the
 // sandbox stopped with its files and the reason in its history; start
 // brings it back as a new generation with the files.

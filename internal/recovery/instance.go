@@ -3,6 +3,7 @@ package recovery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -26,28 +27,42 @@ const pingPatience = 20 * time.Second
 // oldToken (a restore finished, dend killed before it handed over sb's
 // token), it gets sb's token now. An instance the engine made but never started (a
 // boot or restore cut short with dend) has no den-init to wait for.
-func (r *Service) pingable(ctx context.Context, sb *sandbox.Sandbox, oldToken string) bool {
+//
+// When ctx ends first (dend told to stop while it starts), pingable
+// decides nothing and returns an error: an unanswered ping then says
+// only that dend stopped asking, and taking the instance for lost would
+// destroy a sandbox that runs on (the next dend asks again).
+func (r *Service) pingable(ctx context.Context, sb *sandbox.Sandbox, oldToken string) (bool, error) {
+	undecided := func() error {
+		return fmt.Errorf("asking den-init of sandbox %s whether it runs: %w", sb.Name, ctx.Err())
+	}
 	deadline := time.Now().Add(pingPatience)
 	for {
 		if r.neverStarted(ctx, sb) {
 			r.log.Warn("the engine never started the instance", "sandbox", sb.Name, "instance", sb.InstanceID())
-			return false
+			return false, nil
 		}
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		err := r.svc.Ping(pctx, sb)
 		cancel()
 		if err == nil || (oldToken != "" && errors.Is(err, guest.ErrTokenRefused) && r.rekeyFrom(ctx, sb, oldToken)) {
-			return true
+			return true, nil
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return false
+		if ctx.Err() != nil {
+			return false, undecided()
+		}
+		if time.Now().After(deadline) {
+			return false, nil
 		}
 		if st, err := r.runtime.State(ctx, sb.InstanceID()); err != nil || st != sandbox.InstanceRunning {
-			return false
+			if ctx.Err() != nil {
+				return false, undecided()
+			}
+			return false, nil
 		}
 		select {
 		case <-ctx.Done():
-			return false
+			return false, undecided()
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
@@ -99,26 +114,35 @@ const saveWait = 30 * time.Second
 
 // awaitSave waits until sb's running instance either stops, its save
 // done, or has den-init answer again, the save over or never begun, and
-// returns the instance's state then (still running after saveWait).
-func (r *Service) awaitSave(ctx context.Context, sb *sandbox.Sandbox) sandbox.InstanceState {
+// returns the instance's state then (still running after saveWait). Like
+// pingable, it decides nothing when ctx ends first: the save may still
+// be going on.
+func (r *Service) awaitSave(ctx context.Context, sb *sandbox.Sandbox) (sandbox.InstanceState, error) {
+	undecided := func() error { return fmt.Errorf("waiting for the engine to save sandbox %s: %w", sb.Name, ctx.Err()) }
 	deadline := time.Now().Add(saveWait)
 	for {
 		st, err := r.runtime.State(ctx, sb.InstanceID())
+		if ctx.Err() != nil {
+			return st, undecided()
+		}
 		if err != nil {
-			return sandbox.InstanceRunning // as it was: settled as before
+			return sandbox.InstanceRunning, nil // as it was: settled as before
 		}
 		if st != sandbox.InstanceRunning {
-			return st
+			return st, nil
 		}
 		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		perr := r.svc.Ping(pctx, sb)
 		cancel()
-		if perr == nil || time.Now().After(deadline) || ctx.Err() != nil {
-			return st
+		if ctx.Err() != nil {
+			return st, undecided()
+		}
+		if perr == nil || time.Now().After(deadline) {
+			return st, nil
 		}
 		select {
 		case <-ctx.Done():
-			return st
+			return st, undecided()
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

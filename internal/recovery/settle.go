@@ -54,7 +54,11 @@ func (r *Service) recoverOne(ctx context.Context, sb *sandbox.Sandbox) (bool, er
 // stopped when its instance is gone.
 func (r *Service) reattach(ctx context.Context, sb *sandbox.Sandbox, st sandbox.InstanceState) (bool, error) {
 	if st == sandbox.InstanceRunning {
-		if r.pingable(ctx, sb, "") {
+		answers, err := r.pingable(ctx, sb, "")
+		if err != nil {
+			return false, err
+		}
+		if answers {
 			if err := r.svc.Record(ctx, sb, sandbox.EventAttached, fmt.Sprintf("dend restarted; generation %d still running", sb.Generation)); err != nil {
 				return false, err
 			}
@@ -110,7 +114,11 @@ func (r *Service) recoverHibernate(ctx context.Context, sb *sandbox.Sandbox, st 
 		// dend died after it handed the engine the image's files: the
 		// engine may still be saving, and stops the instance once the
 		// image is whole.
-		if st = r.awaitSave(ctx, sb); st != sandbox.InstanceRunning && st != sandbox.InstancePaused {
+		var err error
+		if st, err = r.awaitSave(ctx, sb); err != nil {
+			return false, err
+		}
+		if st != sandbox.InstanceRunning && st != sandbox.InstancePaused {
 			alive = false
 		}
 	}
@@ -150,7 +158,14 @@ func (r *Service) recoverRestore(ctx context.Context, sb *sandbox.Sandbox, st sa
 	op := sb.Pending
 	// A restore that ended before dend gave den-init its token still
 	// answers to the checkpoint's.
-	if ckErr == nil && st == sandbox.InstanceRunning && r.pingable(ctx, sb, ck.Manifest.InitToken) {
+	answers := false
+	if ckErr == nil && st == sandbox.InstanceRunning {
+		var err error
+		if answers, err = r.pingable(ctx, sb, ck.Manifest.InitToken); err != nil {
+			return false, err
+		}
+	}
+	if answers {
 		sb.Pending, sb.Checkpoint = "", ""
 		if ck.Kind != sandbox.CheckpointHibernate {
 			sb.Head = ck.ID
@@ -202,7 +217,14 @@ func (r *Service) recoverRebase(ctx context.Context, sb *sandbox.Sandbox, st san
 	if ckErr == nil && sb.Generation == ck.Generation {
 		sb.Checkpoint = ""
 		alive := st == sandbox.InstanceRunning || st == sandbox.InstancePaused
-		if sb.State == sandbox.StateRunning && alive && r.pingable(ctx, sb, "") {
+		if alive && sb.State == sandbox.StateRunning {
+			answers, err := r.pingable(ctx, sb, "")
+			if err != nil {
+				return false, err
+			}
+			alive = answers
+		}
+		if sb.State == sandbox.StateRunning && alive {
 			if err := r.svc.Record(ctx, sb, sandbox.EventFailed, "a rebase was interrupted by a dend restart before it changed anything; still running"); err != nil {
 				return false, err
 			}

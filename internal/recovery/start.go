@@ -26,8 +26,16 @@ func (r *Service) Recover(ctx context.Context) error {
 	}
 	r.svc.HoldSlots(sbs)
 
+	if len(sbs) > 0 {
+		r.log.Info("settling the sandboxes recorded on this node", "sandboxes", len(sbs))
+	}
 	owned, own := map[string]bool{}, map[string]bool{}
 	for _, sb := range sbs {
+		// Told to stop while it starts, dend leaves the rest as they are
+		// for the next dend: it settles nothing it has stopped asking about.
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("recovering: %w", err)
+		}
 		own[sb.ID] = true
 		if r.recoverLocking(ctx, sb) {
 			owned[sb.InstanceID()] = true
@@ -65,6 +73,12 @@ func (r *Service) recoverLocking(ctx context.Context, sb *sandbox.Sandbox) bool 
 		if nerr := r.network.Enforce(ctx, sb.ID, sb.Slot, sb.Spec.Network); nerr != nil {
 			r.log.Error("applying network policy again", "sandbox", sb.Name, "err", nerr)
 		}
+	}
+	if err != nil && ctx.Err() != nil {
+		// dend is stopping: sb stays as recorded, its instance
+		// untouched, for the next dend to settle.
+		r.log.Info("leaving a sandbox unsettled: dend is stopping", "sandbox", sb.Name, "err", err)
+		return true
 	}
 	if err != nil {
 		// One sandbox that cannot be settled must not keep dend, and
