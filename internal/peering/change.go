@@ -23,7 +23,7 @@ func checkLive(p Params) error {
 // liveHere says whether sb's view at at changes while sb runs: sb boots
 // with its views directory, and at is in it.
 func (s *Service) liveHere(sb *sandbox.Sandbox, at string) bool {
-	return sb.Spec.LiveViews && s.views.Dir(sb.ID) != "" && peers.Live(at)
+	return s.views.BootDir(sb.ID, sb.Spec.LiveViews) != "" && peers.Live(at)
 }
 
 // source is the host path view p shows.
@@ -45,7 +45,7 @@ func (s *Service) checkChange(sb *sandbox.Sandbox, restart bool, at, action stri
 			return nil
 		}
 		hint := "pass --restart to restart it now (its processes end, its files stay), or stop it first with `den stop " + sb.Name + "`"
-		if sb.Spec.LiveViews && s.views.Dir(sb.ID) != "" {
+		if s.views.BootDir(sb.ID, sb.Spec.LiveViews) != "" {
 			hint = "views under " + peers.Root + " change while it runs: use --at " + peers.Root + "/NAME; else " + hint
 		}
 		return errdefs.WithHint(errdefs.Conflict("cannot %s sandbox %q while it is %s: a view at %s is mounted when it boots", action, sb.Name, sb.State, at), hint)

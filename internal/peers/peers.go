@@ -3,7 +3,9 @@
 // wrote without a disk they both write. It provides what a view is
 // (Peer), the rules for adding one (ValidateMountPoint, Addable), finding
 // one (Find), planning the views of a sandbox made from a checkpoint
-// (Plan), and the views' storage (Views).
+// (Plan), the views' storage (Views), and where an instance's views
+// are when it boots: its views directory and the views mounted one by
+// one (BootDir, BootMounts), placed on the host before it boots (Place).
 //
 // A view is NAME's own read-only snapshot of OTHER's root filesystem (or
 // of one of OTHER's checkpoints), taken when the peer is added or

@@ -82,6 +82,36 @@ func (v *Views) Dir(sandbox string) string {
 	return filepath.Join(v.dir, sandbox)
 }
 
+// BootDir is the views directory sandbox's instances mount at Root: ""
+// when they boot without one, because live is false (the sandbox was
+// made before views could change live) or this host keeps none.
+func (v *Views) BootDir(sandbox string, live bool) string {
+	if !live {
+		return ""
+	}
+	return v.Dir(sandbox)
+}
+
+// Mount is a view an instance mounts read-only when it boots.
+type Mount struct {
+	Source      string // host path of the view
+	Destination string // mount point inside
+}
+
+// BootMounts are the views ps of sandbox its instances mount when they
+// boot: those its views directory (BootDir) does not hold. other gives
+// the root path of a live view's OTHER.
+func (v *Views) BootMounts(sandbox string, live bool, ps []Peer, other func(id string) string) []Mount {
+	var ms []Mount
+	for _, p := range ps {
+		if v.BootDir(sandbox, live) != "" && Live(p.At) {
+			continue
+		}
+		ms = append(ms, Mount{Source: v.Source(p, other(p.SandboxID)), Destination: p.At})
+	}
+	return ms
+}
+
 // Source is the host path a view shows: OTHER's root for a live view
 // (other is its path), else the view's snapshot.
 func (v *Views) Source(p Peer, other string) string {
@@ -148,9 +178,10 @@ func (v *Views) Unmount(sandbox, at string) {
 
 // Place mounts sandbox's live views (peers under Root) in its views
 // directory before an instance boots, and takes away what else is
-// there. other gives the root path of a live view's OTHER.
-func (v *Views) Place(sandbox string, ps []Peer, other func(id string) string) error {
-	dir := v.Dir(sandbox)
+// there; nothing when its instances boot without one (BootDir). other
+// gives the root path of a live view's OTHER.
+func (v *Views) Place(sandbox string, live bool, ps []Peer, other func(id string) string) error {
+	dir := v.BootDir(sandbox, live)
 	if dir == "" {
 		return nil
 	}

@@ -2,6 +2,7 @@ package peers
 
 import (
 	"log/slog"
+	"slices"
 	"testing"
 )
 
@@ -29,6 +30,44 @@ func TestViewsPlaces(t *testing.T) {
 	}
 	if got := NewViews(&pool{}, "", nil).Dir("sb1"); got != "" {
 		t.Errorf("Dir without a views directory = %q", got)
+	}
+}
+
+// An instance of a sandbox made since views change live mounts its
+// views directory, and one by one only the views outside it; one made
+// before, or on a host without views directories, mounts each view.
+func TestBootMounts(t *testing.T) {
+	ps := []Peer{
+		{SandboxID: "o", At: "/peers/o", Live: true},
+		{SandboxID: "p", At: "/review/p", View: "peers/sb1-p"},
+		{SandboxID: "q", At: "/peers/q", View: "peers/sb1-q"},
+	}
+	other := func(id string) string { return "/pool/sandboxes/" + id }
+	all := []Mount{{"/pool/sandboxes/o", "/peers/o"}, {"/pool/peers/sb1-p", "/review/p"}, {"/pool/peers/sb1-q", "/peers/q"}}
+	for _, tc := range []struct {
+		name, dir string
+		live      bool
+		wantDir   string
+		want      []Mount
+	}{
+		{"live", "/run/den/views", true, "/run/den/views/sb1", []Mount{{"/pool/peers/sb1-p", "/review/p"}}},
+		{"made before live views", "/run/den/views", false, "", all},
+		{"no views directories here", "", true, "", all},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := NewViews(&pool{}, tc.dir, slog.New(slog.DiscardHandler))
+			if got := v.BootDir("sb1", tc.live); got != tc.wantDir {
+				t.Errorf("BootDir = %q, want %q", got, tc.wantDir)
+			}
+			if got := v.BootMounts("sb1", tc.live, ps, other); !slices.Equal(got, tc.want) {
+				t.Errorf("BootMounts = %+v, want %+v", got, tc.want)
+			}
+			if tc.wantDir == "" {
+				if err := v.Place("sb1", tc.live, ps, other); err != nil {
+					t.Errorf("Place without a views directory: %v", err)
+				}
+			}
+		})
 	}
 }
 

@@ -270,7 +270,7 @@ func (s *Service) Needs(ctx context.Context) (map[string][]string, error) { retu
 
 // Pinned reports whether a verb is working with checkpoint id right now
 // (Pin): a collection leaves it.
-func (s *Service) Pinned(id string) bool { return s.isPinned(id) }
+func (s *Service) Pinned(id string) bool { return s.pins.Pinned(id) }
 
 // Movable reports whether this node's sandboxes can move to another: a
 // fleet with a blob store.

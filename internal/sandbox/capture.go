@@ -379,31 +379,9 @@ func (s *Service) instance(sb *Sandbox, netns, bootToken string) Instance {
 		CPUs:        sb.Spec.CPUs,
 		MemoryBytes: sb.Spec.MemoryBytes,
 		Init:        sb.Init,
-		Views:       s.viewMounts(sb),
-		ViewsDir:    s.viewsDir(sb),
+		Views:       s.views.BootMounts(sb.ID, sb.Spec.LiveViews, sb.Spec.Peers, s.otherRoot),
+		ViewsDir:    s.views.BootDir(sb.ID, sb.Spec.LiveViews),
 	}
-}
-
-// viewsDir is the host directory sb's instances mount at peers.Root, if
-// they do.
-func (s *Service) viewsDir(sb *Sandbox) string {
-	if !sb.Spec.LiveViews {
-		return ""
-	}
-	return s.views.Dir(sb.ID)
-}
-
-// viewMounts are the views sb's instances mount when they boot: those
-// its views directory does not hold.
-func (s *Service) viewMounts(sb *Sandbox) []ViewMount {
-	var ms []ViewMount
-	for _, p := range sb.Spec.Peers {
-		if s.viewsDir(sb) != "" && peers.Live(p.At) {
-			continue
-		}
-		ms = append(ms, ViewMount{Source: s.views.Source(p, s.otherRoot(p.SandboxID)), Destination: p.At})
-	}
-	return ms
 }
 
 // otherRoot is the host path of the root filesystem of sandbox id, which
@@ -413,12 +391,9 @@ func (s *Service) otherRoot(id string) string {
 }
 
 // placeViews mounts sb's views in its views directory before an
-// instance of it boots.
+// instance of it boots (peers.Views.Place).
 func (s *Service) placeViews(sb *Sandbox) error {
-	if s.viewsDir(sb) == "" {
-		return nil
-	}
-	if err := s.views.Place(sb.ID, sb.Spec.Peers, s.otherRoot); err != nil {
+	if err := s.views.Place(sb.ID, sb.Spec.LiveViews, sb.Spec.Peers, s.otherRoot); err != nil {
 		return fmt.Errorf("placing the views of sandbox %q: %w", sb.Name, err)
 	}
 	return nil

@@ -3,12 +3,12 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/quota"
+	"github.com/den-dev/den/internal/retention"
 )
 
 // Checkpoint takes an immutable checkpoint of a running or paused sandbox:
@@ -247,7 +247,7 @@ func (s *Service) rewind(ctx context.Context, sb *Sandbox, ck *Checkpoint, cold 
 
 // retain applies a sandbox's retention policy to its manual checkpoints:
 // beyond the newest KeepLast, or older than MaxAge, they go, unless a
-// sandbox needs them.
+// sandbox needs them (internal/retention decides which).
 func (s *Service) retain(ctx context.Context, sb *Sandbox) {
 	p := s.EffectivePolicy(sb)
 	if !p.Retains() {
@@ -263,20 +263,15 @@ func (s *Service) retain(ctx context.Context, sb *Sandbox) {
 		s.log.Error("applying retention", "sandbox", sb.Name, "err", err)
 		return
 	}
-	var manual []*Checkpoint
-	for _, ck := range cks {
-		if ck.Kind == CheckpointManual {
-			manual = append(manual, ck)
-		}
+	kept := make([]retention.Checkpoint, len(cks))
+	for i, ck := range cks {
+		kept[i] = retention.Checkpoint{Manual: ck.Kind == CheckpointManual, Created: ck.CreatedAt, Needed: len(needs[ck.ID]) > 0}
 	}
-	sort.SliceStable(manual, func(i, j int) bool { return manual[i].CreatedAt.After(manual[j].CreatedAt) })
-	now := s.cfg.Now()
-	for i, ck := range manual {
-		if p.Drops(i, ck.CreatedAt, now) && len(needs[ck.ID]) == 0 {
-			s.log.Info("retention removes checkpoint", "sandbox", sb.Name, "checkpoint", ck.ID)
-			if err := s.deleteCheckpoint(ctx, sb, ck); err != nil {
-				s.log.Error("applying retention", "sandbox", sb.Name, "err", err)
-			}
+	for _, i := range retention.Drops(p, kept, s.cfg.Now()) {
+		ck := cks[i]
+		s.log.Info("retention removes checkpoint", "sandbox", sb.Name, "checkpoint", ck.ID)
+		if err := s.deleteCheckpoint(ctx, sb, ck); err != nil {
+			s.log.Error("applying retention", "sandbox", sb.Name, "err", err)
 		}
 	}
 }
@@ -310,21 +305,4 @@ func (s *Service) collectFreed(ctx context.Context, ids ...string) {
 
 // pin keeps a checkpoint from garbage collection while a verb works with
 // it; unpin releases it.
-func (s *Service) pin(id string) func() {
-	s.mu.Lock()
-	s.pinned[id]++
-	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		if s.pinned[id]--; s.pinned[id] <= 0 {
-			delete(s.pinned, id)
-		}
-		s.mu.Unlock()
-	}
-}
-
-func (s *Service) isPinned(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.pinned[id] > 0
-}
+func (s *Service) pin(id string) (unpin func()) { return s.pins.Pin(id) }

@@ -555,7 +555,7 @@ func (s *Service) dropCheckpoints(ctx context.Context, sb *Sandbox) {
 		return
 	}
 	for _, ck := range cks {
-		if len(needs[ck.ID]) == 0 && !s.isPinned(ck.ID) {
+		if len(needs[ck.ID]) == 0 && !s.pins.Pinned(ck.ID) {
 			if err := s.deleteCheckpoint(ctx, sb, ck); err != nil {
 				s.log.Error("removing checkpoint", "sandbox", sb.Name, "checkpoint", ck.ID, "err", err)
 			}

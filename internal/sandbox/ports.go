@@ -9,6 +9,7 @@ import (
 
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/netpolicy"
+	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/transfer"
 )
 
@@ -138,10 +139,7 @@ type Instance struct {
 }
 
 // ViewMount is a read-only view mounted into an instance.
-type ViewMount struct {
-	Source      string // host path of the view
-	Destination string // mount point inside
-}
+type ViewMount = peers.Mount
 
 // InstanceState is what the engine says about an instance.
 type InstanceState string

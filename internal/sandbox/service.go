@@ -18,6 +18,7 @@ import (
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/quota"
+	"github.com/den-dev/den/internal/retention"
 	"github.com/den-dev/den/internal/runoutput"
 	"github.com/den-dev/den/internal/transfer"
 	"github.com/den-dev/den/internal/warm"
@@ -126,8 +127,6 @@ type Service struct {
 	outputs *runoutput.Outputs[*output]
 	// slotTaken marks network slots handed out to live sandboxes.
 	slotTaken map[int]string
-	// pinned counts the verbs working with each checkpoint right now.
-	pinned map[string]int
 	// transfers are the file transfers under way in each sandbox
 	// (internal/transfer); it has its own lock.
 	transfers *transfer.Registry
@@ -153,6 +152,9 @@ type Service struct {
 	// internal/checkpointgc); nil: none are collected. Set once, before
 	// recovery (UseCollector).
 	gc Collector
+	// pins count the verbs working with each checkpoint right now
+	// (internal/retention), per node by design; they have their own lock.
+	pins retention.Pins
 	// activity is when each sandbox was last used and what holds it in
 	// use, for the idle policy (idle.go, internal/idle); it has its own
 	// lock.
@@ -214,7 +216,6 @@ func NewService(cfg Config) (*Service, error) {
 		teardowns:    map[string]chan struct{}{},
 		guests:       map[string]Guest{},
 		slotTaken:    map[int]string{},
-		pinned:       map[string]int{},
 		staleLimits:  map[string]bool{},
 		secretStates: grant.NewHolders(),
 		disk:         quota.NewLedger(cfg.Disk),

@@ -70,6 +70,7 @@ var layers = map[string]layer{
 	"internal/idle":      capabilities,
 	"internal/memimage":  capabilities,
 	"internal/exitwatch": capabilities,
+	"internal/retention": capabilities,
 
 	// The domain.
 	"internal/sandbox": coreLayer,
