@@ -306,7 +306,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	wakeAtBoot(ctx, down, log)
 	idler := idling.New(idling.Config{Sandboxes: svc, Records: st, Collector: gc, Logger: log})
 	idler.Run(cfg.IdleInterval)
-	svc.RunWarm()
+	runWarm(svc)
 	sampling.WatchLimits(svc, scfg.Runtime, time.Second, log)
 	sampler.Run(metricsInterval, metricsWindow)
 	go audit.Retain(ctx, st, cfg.AuditRetention, time.Hour, log)

@@ -2,11 +2,13 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"path/filepath"
 	"time"
 
+	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/expose"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/netpolicy"
@@ -291,7 +293,12 @@ func (s *Service) Now() time.Time { return s.cfg.Now() }
 
 // Pools are this node's warm pools (internal/warm); nil when it keeps
 // none.
-func (s *Service) Pools() *warm.Pools { return s.warm }
+func (s *Service) Pools() *warm.Pools {
+	if s.warm == nil {
+		return nil
+	}
+	return s.warm.Pools()
+}
 
 // FreeSlots counts the network slots no sandbox or warm instance holds.
 func (s *Service) FreeSlots() int {
@@ -355,6 +362,35 @@ func (s *Service) DialGuest(sb *Sandbox, token string) Guest { return s.dialWith
 
 // CloseGuest closes a client DialGuest returned.
 func CloseGuest(g Guest) { closeGuest(g) }
+
+// What claiming a warm instance (internal/warming) uses: the steps a
+// boot makes once the instance is the sandbox's.
+
+// Recorded says whether a sandbox record has id, whatever its node.
+func (s *Service) Recorded(ctx context.Context, id string) (bool, error) {
+	_, err := s.cfg.Store.GetSandbox(ctx, id)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// EnforceLimitsLocked has den-init of sb's current instance enforce sb's
+// memory and process limits inside, and the host its own; the caller
+// holds sb's lifecycle lock.
+func (s *Service) EnforceLimitsLocked(ctx context.Context, sb *Sandbox) error {
+	return s.enforceLimits(ctx, sb, s.guestFor(sb))
+}
+
+// EnforceNetworkLocked applies sb's network policy to its namespace; the
+// caller holds sb's lifecycle lock.
+func (s *Service) EnforceNetworkLocked(ctx context.Context, sb *Sandbox) error {
+	return s.cfg.Network.Enforce(ctx, sb.ID, sb.Slot, sb.Spec.Network)
+}
+
+// NothingGivenLocked records that sb's current instance, fresh, holds no
+// secret yet; the caller holds sb's lifecycle lock.
+func (s *Service) NothingGivenLocked(sb *Sandbox) { s.secretStates.Set(sb.InstanceID(), grant.State{}) }
 
 // GuestFor is a client of den-init in sb's current instance, as the
 // core's verbs use it (internal/sampling counts processes and turns limit
