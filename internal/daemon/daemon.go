@@ -28,6 +28,7 @@ import (
 	"github.com/den-dev/den/internal/events"
 	"github.com/den-dev/den/internal/exposing"
 	"github.com/den-dev/den/internal/fleet"
+	"github.com/den-dev/den/internal/granting"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/httpapi"
 	"github.com/den-dev/den/internal/httpapi/fleetapi"
@@ -306,7 +307,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	wakeAtBoot(ctx, down, log)
 	idler := idling.New(idling.Config{Sandboxes: svc, Records: st, Collector: gc, Logger: log})
 	idler.Run(cfg.IdleInterval)
-	svc.RunWarm()
+	runWarm(svc)
 	sampling.WatchLimits(svc, scfg.Runtime, time.Second, log)
 	sampler.Run(metricsInterval, metricsWindow)
 	go audit.Retain(ctx, st, cfg.AuditRetention, time.Hour, log)
@@ -348,7 +349,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health, Version: version.Version,
 		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: owners.New(owners.Config{Sandboxes: svc, Store: st, Records: st}), Requests: st,
 		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(blobs), Warm: warming.New(warming.Config{Sandboxes: svc, Images: st}), Samples: sampler, Logs: logs, UI: ui.Handler(),
-		Events: hub, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate), Policies: idler, Ports: ports, Rebase: rebase.New(rebase.Config{Sandboxes: svc, Copier: storage.PathCopier{}, Logger: log}), Peers: peerVerbs, Export: exports, Recover: recov,
+		Events: hub, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate), Policies: idler, Grants: granting.New(granting.Config{Sandboxes: svc, Logger: log}), Ports: ports, Rebase: rebase.New(rebase.Config{Sandboxes: svc, Copier: storage.PathCopier{}, Logger: log}), Peers: peerVerbs, Export: exports, Recover: recov,
 		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log), Fleet: fleetService})
 	self.Serve(httpapi.Local(handler), handler)
 	if err := startSSH(ctx, cfg, gate, log); err != nil {

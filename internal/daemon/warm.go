@@ -107,6 +107,14 @@ func useWarm(svc *sandbox.Service, scfg sandbox.Config, wc warm.Config) error {
 	if err != nil || instances == nil {
 		return err
 	}
-	svc.UseWarm(instances.Pools(), instances)
+	svc.UseWarm(instances)
 	return nil
+}
+
+// runWarm starts tending svc's warm pools until it closes; call it after
+// Recover. Without warm pools it does nothing.
+func runWarm(svc *sandbox.Service) {
+	if pools := svc.Pools(); pools != nil {
+		svc.Go(pools.Run)
+	}
 }

@@ -7,7 +7,9 @@
 //
 // It sits above the sandbox core: it uses only the Service's exported
 // verbs and steps (Checkpoint, WithSandbox, CheckpointFilesLocked, Pin,
-// ImportSandbox, ...) and the storage pool's Mover through internal/offsite,
-// and the REST door reaches it through httpapi.ExportService, wired in
-// internal/daemon.
+// and for an import a create's checks, admission and records one step
+// each: Admit, RecordNewLocked, TransitionLocked, ...) and the storage
+// pool's Mover through internal/offsite; it never reaches into the
+// Service's maps or lock, and the core never imports it. The REST door
+// reaches it through httpapi.ExportService, wired in internal/daemon.
 package export

@@ -29,7 +29,7 @@ type Sandboxes interface {
 	VerifyImage(ck *sandbox.Checkpoint) error
 	MemoryDir(ckID string) string
 	ImageVersion(ctx context.Context, name string, version int) (*sandbox.Image, error)
-	ImportSandbox(ctx context.Context, p sandbox.ImportParams, fill func(ck *sandbox.Checkpoint) error) (*sandbox.Sandbox, error)
+	Making
 }
 
 // Mover streams the storage pool's volumes and memory images, as
@@ -230,9 +230,9 @@ func (s *Service) Import(ctx context.Context, r io.Reader, key *imagecrypt.Key, 
 	res := &Result{Header: hdr}
 	spec := hdr.Spec
 	res.ImageNote = s.matchImage(ctx, &spec, hdr.ImageDigest)
-	ip := sandbox.ImportParams{Name: cmp.Or(p.Name, hdr.Name), Owner: p.Owner, Spec: spec, Policy: hdr.Policy,
+	ip := agent{Name: cmp.Or(p.Name, hdr.Name), Owner: p.Owner, Spec: spec, Policy: hdr.Policy,
 		Manifest: hdr.Manifest, Memory: hdr.Memory}
-	res.Sandbox, err = s.svc.ImportSandbox(ctx, ip, func(ck *sandbox.Checkpoint) error {
+	res.Sandbox, err = s.makeSandbox(ctx, ip, func(ck *sandbox.Checkpoint) error {
 		if err := s.receive(ctx, a, ck); err != nil {
 			return a.abandon(err)
 		}

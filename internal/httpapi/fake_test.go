@@ -707,6 +707,7 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 		Sandboxes: e.sbx,
 		Rebase:    e.sbx,
 		Policies:  e.sbx,
+		Grants:    e.sbx,
 		Ports:     e.sbx,
 		Recover:   e.sbx,
 		Samples:   e.sbx,

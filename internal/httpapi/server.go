@@ -17,7 +17,6 @@ import (
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/audit"
-	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/httpapi/fleetapi"
 	"github.com/den-dev/den/internal/httpapi/httpx"
@@ -100,8 +99,6 @@ type SandboxService interface {
 	Restore(ctx context.Context, ref, ckpt string) (*sandbox.Sandbox, error)
 	// Fork makes children of a sandbox and returns them.
 	Fork(ctx context.Context, ref string, p sandbox.ForkParams) ([]*sandbox.Sandbox, error)
-	// SetSecrets replaces the secrets granted to a sandbox's commands.
-	SetSecrets(ctx context.Context, ref string, grants []grant.Grant) (*sandbox.Sandbox, error)
 	// Processes lists a sandbox's processes, waking it if it sleeps.
 	Processes(ctx context.Context, ref string) ([]guest.Process, error)
 	// SetLimits changes a sandbox's resource limits, at once on a live one.
@@ -152,6 +149,9 @@ type Config struct {
 	// Policies changes sandboxes' idle policies (internal/idling). nil:
 	// 503.
 	Policies PolicyService
+	// Grants changes which secrets sandboxes' commands get
+	// (internal/granting). nil: 503.
+	Grants GrantService
 	// Ports exposes sandboxes' ports and finds where a request to one
 	// goes (internal/exposing). Required.
 	Ports portproxy.Ports
@@ -250,6 +250,7 @@ type server struct {
 	owners       OwnerService
 	rebase       RebaseService
 	policies     PolicyService
+	grants       GrantService
 	recovery     RecoverService
 	samples      SampleService
 	logs         LogService
@@ -302,6 +303,7 @@ func New(cfg Config) http.Handler {
 		owners:          cfg.Owners,
 		rebase:          cfg.Rebase,
 		policies:        cfg.Policies,
+		grants:          cfg.Grants,
 		recovery:        cfg.Recover,
 		samples:         cfg.Samples,
 		logs:            cfg.Logs,

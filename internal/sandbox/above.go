@@ -2,12 +2,15 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"path/filepath"
 	"time"
 
+	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/expose"
+	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/warm"
@@ -290,7 +293,12 @@ func (s *Service) Now() time.Time { return s.cfg.Now() }
 
 // Pools are this node's warm pools (internal/warm); nil when it keeps
 // none.
-func (s *Service) Pools() *warm.Pools { return s.warm }
+func (s *Service) Pools() *warm.Pools {
+	if s.warm == nil {
+		return nil
+	}
+	return s.warm.Pools()
+}
 
 // FreeSlots counts the network slots no sandbox or warm instance holds.
 func (s *Service) FreeSlots() int {
@@ -323,10 +331,7 @@ func (s *Service) AllocFreeSlot(id string) (int, error) { return s.allocSlot(id)
 // sb.Spec.DiskBytes, its namespace, the engine up and den-init answering
 // to token. On failure the caller removes what was made (Halt).
 func (s *Service) BootStandIn(ctx context.Context, sb *Sandbox, im *Image, token string) error {
-	if _, err := s.cfg.Volumes.Snapshot(ctx, im.VolumeKey(), sb.VolumeKey(), false); err != nil {
-		return fmt.Errorf("making its root filesystem: %w", err)
-	}
-	if err := s.capDisk(ctx, sb); err != nil {
+	if err := s.RootFromLocked(ctx, sb, im.VolumeKey()); err != nil {
 		return err
 	}
 	att, err := s.attach(ctx, sb)
@@ -358,7 +363,105 @@ func (s *Service) DialGuest(sb *Sandbox, token string) Guest { return s.dialWith
 // CloseGuest closes a client DialGuest returned.
 func CloseGuest(g Guest) { closeGuest(g) }
 
+// What claiming a warm instance (internal/warming) uses: the steps a
+// boot makes once the instance is the sandbox's.
+
+// Recorded says whether a sandbox record has id, whatever its node.
+func (s *Service) Recorded(ctx context.Context, id string) (bool, error) {
+	_, err := s.cfg.Store.GetSandbox(ctx, id)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// EnforceLimitsLocked has den-init of sb's current instance enforce sb's
+// memory and process limits inside, and the host its own; the caller
+// holds sb's lifecycle lock.
+func (s *Service) EnforceLimitsLocked(ctx context.Context, sb *Sandbox) error {
+	return s.enforceLimits(ctx, sb, s.guestFor(sb))
+}
+
+// EnforceNetworkLocked applies sb's network policy to its namespace; the
+// caller holds sb's lifecycle lock.
+func (s *Service) EnforceNetworkLocked(ctx context.Context, sb *Sandbox) error {
+	return s.cfg.Network.Enforce(ctx, sb.ID, sb.Slot, sb.Spec.Network)
+}
+
+// NothingGivenLocked records that sb's current instance, fresh, holds no
+// secret yet; the caller holds sb's lifecycle lock.
+func (s *Service) NothingGivenLocked(sb *Sandbox) { s.secretStates.Set(sb.InstanceID(), grant.State{}) }
+
 // GuestFor is a client of den-init in sb's current instance, as the
 // core's verbs use it (internal/sampling counts processes and turns limit
 // checks on and off with it).
 func (s *Service) GuestFor(sb *Sandbox) Guest { return s.guestFor(sb) }
+
+// What importing an agent (internal/export) uses: a create from an
+// archive, checked, admitted and recorded as a create is, one step each.
+
+// Node is this node's name, recorded on every sandbox it makes.
+func (s *Service) Node() string { return s.cfg.Node }
+
+// Admit checks n new sandboxes of limits l for owner (verb says what
+// they are for) against the storage pool, the host and owner's quota,
+// as a create does. Call release once they are recorded, or failed.
+func (s *Service) Admit(ctx context.Context, verb, owner string, l Limits, n int) (release func(), err error) {
+	return s.admit(ctx, verb, owner, l, n)
+}
+
+// CheckReach refuses network policy p when it names what no sandbox of
+// owner may reach.
+func (s *Service) CheckReach(ctx context.Context, owner string, p netpolicy.Policy) error {
+	return s.checkReach(ctx, owner, p)
+}
+
+// CheckSecretsSet refuses grants of a secret not set on this den
+// (ErrNotFound).
+func (s *Service) CheckSecretsSet(ctx context.Context, grants []grant.Grant) error {
+	return grant.CheckSet(ctx, s.cfg.Secrets, grants)
+}
+
+// NameFree refuses a name a live sandbox of owner already has.
+func (s *Service) NameFree(ctx context.Context, owner, name string) error {
+	return s.nameFree(ctx, owner, name)
+}
+
+// CheckDiskSize refuses a disk cap no pool of this size could honour.
+func (s *Service) CheckDiskSize(ctx context.Context, capBytes int64) error {
+	return s.checkDiskSize(ctx, capBytes)
+}
+
+// Restorable says whether ck's memory image can be restored here for
+// sb; it checks the manifest only, so a refusal changes nothing.
+func (s *Service) Restorable(ck *Checkpoint, sb *Sandbox) error { return s.restorable(ck, sb) }
+
+// RecordNewLocked writes new sandbox sb's record, as creating, with its
+// first event ev (within its owner's quota again when the store is
+// shared); the caller holds sb's lifecycle lock (Lock) and has admitted
+// it (Admit).
+func (s *Service) RecordNewLocked(ctx context.Context, sb *Sandbox, ev Event) error {
+	return s.recordNew(ctx, sb, ev)
+}
+
+// AddCheckpointLocked records checkpoint ck, whose files are on this
+// host; the caller holds its sandbox's lifecycle lock and pins it (Pin).
+func (s *Service) AddCheckpointLocked(ctx context.Context, ck *Checkpoint) error {
+	return s.cfg.Store.CreateCheckpoint(ctx, ck)
+}
+
+// ForgetCheckpoint removes checkpoint id's record alone, undoing
+// AddCheckpointLocked; its files stay (DropCheckpointFiles).
+func (s *Service) ForgetCheckpoint(ctx context.Context, id string) error {
+	return s.cfg.Store.DeleteCheckpoint(ctx, id)
+}
+
+// RootFromLocked makes sb's root filesystem a snapshot of volume (an
+// image's or a checkpoint's) capped at sb.Spec.DiskBytes; the caller
+// holds sb's lifecycle lock.
+func (s *Service) RootFromLocked(ctx context.Context, sb *Sandbox, volume string) error {
+	if _, err := s.cfg.Volumes.Snapshot(ctx, volume, sb.VolumeKey(), false); err != nil {
+		return fmt.Errorf("making its root filesystem: %w", err)
+	}
+	return s.capDisk(ctx, sb)
+}

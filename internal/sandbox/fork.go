@@ -151,7 +151,7 @@ func (s *Service) createFrom(ctx context.Context, p CreateParams, ck *Checkpoint
 	spec.Labels = p.Labels
 	spec.Ephemeral = p.Ephemeral
 	// Memory that held the origin's secrets is sealed here too.
-	spec.SecretsGranted = spec.secretsEver() || ck.Manifest.Sealed != "" || len(p.Secrets) > 0
+	spec.SecretsGranted = spec.SecretsEver() || ck.Manifest.Sealed != "" || len(p.Secrets) > 0
 	spec.Secrets = p.Secrets // never the origin's
 	spec.Ports = nil         // nor its exposed ports: see ExposePort
 	if p.Network != nil {

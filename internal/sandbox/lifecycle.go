@@ -149,7 +149,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 		case wi != nil && gone:
 			s.warm.PutBack(wi) // untouched: still as it booted
 		case wi != nil:
-			s.warmInstances.TearDown(context.WithoutCancel(ctx), wi) // its slot stays with the record
+			s.warm.TearDown(context.WithoutCancel(ctx), wi) // its slot stays with the record
 		case gone:
 			s.releaseSlot(sb.Slot)
 		}

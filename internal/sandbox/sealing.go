@@ -8,13 +8,13 @@ import (
 	"github.com/den-dev/den/internal/grant"
 )
 
-// secretsEver says whether a sandbox with this spec was ever granted a
+// SecretsEver says whether a sandbox with this spec was ever granted a
 // secret: its memory images are then sealed.
-func (sp *Spec) secretsEver() bool { return sp.SecretsGranted || len(sp.Secrets) > 0 }
+func (sp *Spec) SecretsEver() bool { return sp.SecretsGranted || len(sp.Secrets) > 0 }
 
 // sealsMemory says whether sb's memory images are sealed.
 func (s *Service) sealsMemory(sb *Sandbox) bool {
-	return s.cfg.Sealer != nil && sb.Spec.secretsEver()
+	return s.cfg.Sealer != nil && sb.Spec.SecretsEver()
 }
 
 // checkpointSealed saves sb's memory through a scratch directory in memory

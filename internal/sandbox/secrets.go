@@ -2,54 +2,12 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
 )
-
-// SetSecrets replaces the secrets a sandbox's commands get. Revoking one
-// removes it from every later exec at once, and its file from a running
-// sandbox; commands already running keep what they were given.
-func (s *Service) SetSecrets(ctx context.Context, ref string, grants []grant.Grant) (*Sandbox, error) {
-	if err := grant.Validate(grants); err != nil {
-		return nil, err
-	}
-	if err := grant.CheckSet(ctx, s.cfg.Secrets, grants); err != nil {
-		return nil, err
-	}
-	sb, unlock, err := s.lockSandbox(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if err := require(sb, "grant secrets to", StateRunning, StatePaused, StateStopped, StateHibernated, StateError); err != nil {
-		return nil, err
-	}
-	old := sb.Spec.Secrets
-	sb.Spec.SecretsGranted = sb.Spec.secretsEver() || len(grants) > 0
-	sb.Spec.Secrets = grants
-	if err := s.record(ctx, sb, EventSecrets, "secrets: "+grant.Names(grants)); err != nil {
-		return nil, err
-	}
-	if sb.State == StateRunning {
-		s.removeSecretFiles(ctx, sb, grant.FilesGone(old, grants))
-	}
-	return sb, nil
-}
-
-// removeSecretFiles deletes secret files from a running sandbox's
-// in-memory mount.
-func (s *Service) removeSecretFiles(ctx context.Context, sb *Sandbox, names []string) {
-	g := s.guestFor(sb)
-	for _, n := range names {
-		if err := g.Remove(ctx, grant.FilePath(n), false); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-			s.log.Warn("removing a secret file", "sandbox", sb.Name, "file", n, "err", err)
-		}
-	}
-}
 
 // secretHolders keeps, by instance id, what is known of the secrets its
 // commands were given (grant.Holders); it has its own lock.

@@ -21,7 +21,6 @@ import (
 	"github.com/den-dev/den/internal/retention"
 	"github.com/den-dev/den/internal/runoutput"
 	"github.com/den-dev/den/internal/transfer"
-	"github.com/den-dev/den/internal/warm"
 )
 
 // Config is what the Service is built from.
@@ -162,13 +161,12 @@ type Service struct {
 	// events is the event stream of this node's sandboxes (observe.go,
 	// internal/events); it has its own lock.
 	events EventStream
-	// warm are this node's warm pools (warm.go, internal/warm); nil
-	// without any; they have their own lock. They are per node by
-	// design: no other node sees their instances. Set once, before
-	// Recover (UseWarm), with warmInstances, which boots and removes
-	// their instances on the host (internal/warming).
-	warm          *warm.Pools
-	warmInstances WarmInstances
+	// warm are this node's warm pools (warm.go, internal/warm) and what
+	// boots, claims and removes their instances on the host
+	// (internal/warming); nil without any; they have their own lock.
+	// They are per node by design: no other node sees their instances.
+	// Set once, before Recover (UseWarm).
+	warm WarmInstances
 	// views are the snapshots peers' views are (package peers).
 	views *peers.Views
 }

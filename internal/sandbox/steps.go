@@ -29,7 +29,12 @@ func (s *Service) HoldSlots(sbs []*Sandbox) {
 // ClearWarmLeftovers removes the warm-pool instances an earlier dend
 // left; one a sandbox record names was being claimed, and is settled
 // with the record.
-func (s *Service) ClearWarmLeftovers(ctx context.Context) error { return s.clearWarmLeftovers(ctx) }
+func (s *Service) ClearWarmLeftovers(ctx context.Context) error {
+	if s.warm == nil {
+		return nil
+	}
+	return s.warm.ClearLeftovers(ctx)
+}
 
 // CapDiskOnRecoverLocked gives sb, made before every sandbox had a disk
 // cap, the default one, and puts its volume under the pool's rules

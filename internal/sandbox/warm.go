@@ -2,34 +2,18 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/grant"
-	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/warm"
 )
 
 // Warm pools (internal/warm) keep instances of an image booted ahead of
 // demand, so a create that fits one costs a claim instead of a boot. The
-// pools own their state; booting, handing over and removing their
-// instances on the host is internal/warming's (WarmInstances), and so
-// are the admin's verbs on them. What stays here is the claim as a step
-// of create: taking a ready instance and making it the sandbox.
-//
-// A claim makes a ready instance the new sandbox's first generation: it
-// takes the sandbox's id, name, host name, den-init token, limits,
-// network policy and disk cap; env, labels and secrets are the record's
-// and reach its commands at exec, as in any sandbox. Each instance booted
-// on its own, so its gVisor kernel's random state and boot_id are its
-// own, never shared with another; den-init renews its own identity when
-// claimed and refuses a claim once anything ran.
-
-// claimTimeout bounds the claim of a warm instance: one that does not
-// answer by then is given up for a cold boot.
-const claimTimeout = 3 * time.Second
+// pools own their state; booting, claiming, handing over and removing
+// their instances on the host is internal/warming's (WarmInstances), and
+// so are the admin's verbs on them. What stays here is where create
+// takes a ready instance and, when its claim fails, boots cold.
 
 // HostnameSetter is a Runtime that can give a running instance a new
 // host name; warm pools need one.
@@ -48,27 +32,42 @@ type HostMemoryReader interface {
 	HostPSS(id string) (int64, error)
 }
 
-// WarmInstances is what create asks of the pools' instances on the host
-// (internal/warming fills it).
+// WarmInstances is what create asks of the warm pools and their
+// instances on the host (internal/warming fills it). Create takes a
+// ready instance (Take), records the sandbox with the instance's id and
+// slot, and claims it (Claim); an instance whose record could not be
+// written goes back untouched (PutBack) or, if the record may exist, is
+// torn down (TearDown).
 type WarmInstances interface {
-	// HandOver gives warm instance wi's den-init to sb, recorded with
-	// wi's id and slot: sb's token and host name (den-init renews its
-	// boot identity and refuses if anything ran in it).
-	HandOver(ctx context.Context, sb *Sandbox, wi *warm.Instance) error
+	// Take hands out a ready instance of image, for memoryBytes, built
+	// from stamp (Image.Stamp), or nil.
+	Take(image string, memoryBytes int64, stamp string) *warm.Instance
+	// PutBack returns wi, untouched, to its pool.
+	PutBack(wi *warm.Instance)
+	// Claim makes sb, just recorded as creating with wi's id and slot,
+	// run on wi, supervised; when it fails, wi is gone from the host
+	// and sb boots cold.
+	Claim(ctx context.Context, sb *Sandbox, wi *warm.Instance) error
 	// TearDown removes what exists of wi on the host; its slot and note
 	// stay.
 	TearDown(ctx context.Context, wi *warm.Instance)
-	// Discard removes wi, which no pool or create holds, from the host,
-	// and gives back its slot and note.
-	Discard(ctx context.Context, wi *warm.Instance, why string)
+	// FreeSlot removes the oldest ready instance so that a sandbox can
+	// have its network slot, reporting whether one went.
+	FreeSlot(ctx context.Context) bool
+	// ClearLeftovers removes the instances an earlier dend left; one a
+	// sandbox record names was being claimed, and Recover settles it
+	// with the record.
+	ClearLeftovers(ctx context.Context) error
+	// Drain removes every ready instance, at Close.
+	Drain(ctx context.Context)
+	// Pools are the pools themselves, for the admin's verbs and health.
+	Pools() *warm.Pools
 }
 
-// UseWarm gives the Service this node's warm pools and what boots their
-// instances. Call it once, before Recover; without it the node keeps
-// none.
-func (s *Service) UseWarm(pools *warm.Pools, instances WarmInstances) {
-	s.warm, s.warmInstances = pools, instances
-}
+// UseWarm gives the Service this node's warm pools and what boots and
+// claims their instances. Call it once, before Recover; without it the
+// node keeps none.
+func (s *Service) UseWarm(w WarmInstances) { s.warm = w }
 
 // Stamp tells builds of an image apart: a rebuilt or replaced image
 // makes the pool's instances of the old one stale.
@@ -90,20 +89,7 @@ func (s *Service) WarmHealth(ctx context.Context) *warm.Health {
 	if s.warm == nil {
 		return nil
 	}
-	return s.warm.Health()
-}
-
-// RunWarm starts tending the warm pools until Close; call it after
-// Recover. Without warm pools it does nothing.
-func (s *Service) RunWarm() {
-	if s.warm == nil {
-		return
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.warm.Run(s.ctx)
-	}()
+	return s.warm.Pools().Health()
 }
 
 // allocSandboxSlot hands a sandbox a network slot, taking one back from
@@ -111,34 +97,10 @@ func (s *Service) RunWarm() {
 // instance kept for one.
 func (s *Service) allocSandboxSlot(ctx context.Context, id string) (int, error) {
 	slot, err := s.allocSlot(id)
-	if err == nil || s.warm == nil {
+	if err == nil || s.warm == nil || !s.warm.FreeSlot(ctx) {
 		return slot, err
 	}
-	oldest := s.warm.Oldest()
-	if oldest == nil || !s.warm.Remove(oldest) {
-		return slot, err
-	}
-	s.warmInstances.Discard(context.WithoutCancel(ctx), oldest, "its address is needed by a sandbox")
 	return s.allocSlot(id)
-}
-
-// clearWarmLeftovers removes the pool instances an earlier dend left
-// (warm.Pools.ClearLeftovers); one a sandbox record names was being
-// claimed, and Recover settles it with the record.
-func (s *Service) clearWarmLeftovers(ctx context.Context) error {
-	if s.warm == nil {
-		return nil
-	}
-	return s.warm.ClearLeftovers(ctx, s.recorded, s.warmInstances.TearDown)
-}
-
-// recorded says whether a sandbox record has id.
-func (s *Service) recorded(ctx context.Context, id string) (bool, error) {
-	_, err := s.cfg.Store.GetSandbox(ctx, id)
-	if errors.Is(err, errdefs.ErrNotFound) {
-		return false, nil
-	}
-	return err == nil, err
 }
 
 // bootFromWarm makes sb, just recorded as creating with wi's id and
@@ -147,69 +109,13 @@ func (s *Service) recorded(ctx context.Context, id string) (bool, error) {
 // time, never a sandbox, and leaves nothing behind.
 func (s *Service) bootFromWarm(ctx context.Context, sb *Sandbox, wi *warm.Instance, im *Image) error {
 	t0 := time.Now()
-	// A sandbox record names the instance now: Recover settles it with
-	// the record, so the pool's note goes.
-	if err := s.warm.Forget(wi.ID); err != nil {
-		s.log.Warn("claiming a warm instance", "instance", wi.ID, "err", err)
-	}
-	err := s.claimWarm(ctx, sb, wi)
-	if err == nil {
+	if err := s.warm.Claim(ctx, sb, wi); err == nil {
 		s.touch(sb.ID)
 		s.log.Debug("created from a warm instance", "sandbox", sb.Name, "claim", time.Since(t0))
 		return s.transition(ctx, sb, StateRunning, EventStarted, "generation 1 claimed from the warm pool of image "+wi.Image)
 	}
-	s.log.Warn("claiming a warm instance failed; booting cold", "sandbox", sb.Name, "instance", wi.ID, "err", err)
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	s.warmInstances.TearDown(cctx, wi)
-	cancel()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return s.createInstance(ctx, sb, im)
-}
-
-// claimWarm gives warm instance wi sb's identity, limits and policy:
-// host name and den-init token (HandOver), CPU share and limits, disk
-// cap and network policy.
-func (s *Service) claimWarm(ctx context.Context, sb *Sandbox, wi *warm.Instance) error {
-	wi.Unwatch() // the sandbox's own supervision takes over
-	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
-	defer cancel()
-	sb.Init = wi.Init
-	inst := sb.InstanceID()
-	t0 := time.Now()
-	if err := s.warmInstances.HandOver(ctx, sb, wi); err != nil {
-		return err
-	}
-	t1 := time.Now()
-	defer func() {
-		s.log.Debug("claimed", "sandbox", sb.Name, "den_init", t1.Sub(t0), "rest", time.Since(t1))
-	}()
-	l := sb.Spec.Limits()
-	if l.CPUs != wi.CPUs {
-		if err := s.cfg.Runtime.Update(ctx, inst, l); err != nil {
-			return fmt.Errorf("setting the host's limits: %w", err)
-		}
-	}
-	if err := s.enforceLimits(ctx, sb, s.guestFor(sb)); err != nil {
-		return err
-	}
-	if err := s.fenceOne(ctx, sb, s.guestFor(sb)); err != nil {
-		return fmt.Errorf("telling den-init until when the sandbox may run: %w", err)
-	}
-	if sb.Spec.DiskBytes != wi.DiskBytes {
-		if err := s.capDisk(ctx, sb); err != nil {
-			return err
-		}
-	}
-	// The pool's namespace lets nothing out, as policy none: only
-	// another policy needs rules.
-	if sb.Spec.Network.Mode != netpolicy.ModeNone {
-		if err := s.cfg.Network.Enforce(ctx, sb.ID, sb.Slot, sb.Spec.Network); err != nil {
-			return fmt.Errorf("applying its network policy: %w", err)
-		}
-	}
-	s.secretStates.Set(sb.InstanceID(), grant.State{})
-	s.supervise(sb)
-	return nil
 }

@@ -32,6 +32,16 @@ type Core interface {
 	Now() time.Time
 	Go(f func(ctx context.Context))
 	Lifetime() context.Context
+
+	// What a claim uses: the steps a boot makes once the instance is
+	// the sandbox's, and whether a record names an instance.
+	Recorded(ctx context.Context, id string) (bool, error)
+	EnforceLimitsLocked(ctx context.Context, sb *sandbox.Sandbox) error
+	Fence(ctx context.Context, sb *sandbox.Sandbox) error
+	CapDiskLocked(ctx context.Context, sb *sandbox.Sandbox) error
+	EnforceNetworkLocked(ctx context.Context, sb *sandbox.Sandbox) error
+	NothingGivenLocked(sb *sandbox.Sandbox)
+	SuperviseLocked(sb *sandbox.Sandbox)
 }
 
 // Versions finds an image's version whose root filesystem is on this
@@ -72,9 +82,9 @@ type InstancesConfig struct {
 	Logger *slog.Logger
 }
 
-// Instances boots, hands over and removes this node's warm pools'
-// instances on the host; it is the pools' warm.Host and the core's
-// sandbox.WarmInstances.
+// Instances boots, hands over, claims and removes this node's warm
+// pools' instances on the host; it is the pools' warm.Host and the
+// core's sandbox.WarmInstances.
 type Instances struct {
 	core     Core
 	images   Images

@@ -1,17 +1,21 @@
 // Package warming is this node's warm pools seen from above the sandbox
 // core: the admin's verbs on them, setting how many instances of an
 // image are kept booted ahead of demand (SetWarm) and listing the pools
-// (WarmPools), as httpapi.WarmService asks; and booting, handing over
-// and removing their instances on the host (Instances), which the pools
-// (warm.Host) and the core's create (sandbox.WarmInstances) call.
+// (WarmPools), as httpapi.WarmService asks; and booting, handing over,
+// claiming and removing their instances on the host (Instances), which
+// the pools (warm.Host) and the core's create (sandbox.WarmInstances)
+// call.
 //
 // It sits above the sandbox core: it imports internal/sandbox and uses
 // only the Service's exported primitives (Pools, FreeSlots; for an
 // instance, the steps a create makes under a stand-in record never
-// stored: BootStandIn, Halt, AllocSlot, DialGuest, ...) and the records'
-// images. The pools' state and decisions are internal/warm's; claiming
-// an instance as a step of create (taking it, giving it the sandbox's
-// limits and policy, booting cold when the claim fails) is the core's.
+// stored: BootStandIn, Halt, AllocSlot, DialGuest, ...; for a claim, the
+// steps a boot makes once it is the sandbox's: EnforceLimitsLocked,
+// Fence, EnforceNetworkLocked, SuperviseLocked, ...) and the records'
+// images. The pools' state and decisions are internal/warm's; the claim
+// (giving an instance the sandbox's identity, limits and policy) is
+// claim.go's, and where create takes an instance and boots cold when its
+// claim fails is the core's.
 // It must never be imported by internal/sandbox, never store a sandbox
 // record, and never reach into the Service's own state (its maps and
 // locks).

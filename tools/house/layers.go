@@ -125,6 +125,9 @@ var layers = map[string]layer{
 	// The idle loop: applying sandboxes' idle policies, and changing them.
 	"internal/idling": above,
 
+	// Granting secrets: which a sandbox's commands get.
+	"internal/granting": above,
+
 	// Exposed ports' verbs: exposing, unexposing, revoking links, where a
 	// request goes; reaching any port for the SSH gateway.
 	"internal/exposing": above,
