@@ -9,7 +9,6 @@ import (
 
 	"github.com/den-dev/den/internal/expose"
 	"github.com/den-dev/den/internal/netpolicy"
-	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/warm"
 )
 
@@ -137,10 +136,10 @@ func (s *Service) FetchImage(ctx context.Context, name string) error { return s.
 // verb does, and holds it against its owner's quota until release is
 // called.
 func (s *Service) AdmitCheckpoint(ctx context.Context, sb *Sandbox) (release func(), err error) {
-	if err := s.admitCheckpoint(ctx, sb); err != nil {
+	if err := s.admission.CheckCheckpointRoom(ctx, "checkpoint sandbox "+sb.Name); err != nil {
 		return nil, err
 	}
-	return s.reserve(ctx, sb.Owner, quota.Use{Checkpoints: 1}, nil)
+	return s.admission.ReserveCheckpoint(ctx, sb.Owner)
 }
 
 // CheckpointFilesLocked takes a manual, files-only checkpoint of sb,

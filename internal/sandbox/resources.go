@@ -7,6 +7,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/quota"
 )
 
 // hostPIDBackstop is the process count the engine's host cgroup allows an
@@ -130,17 +131,12 @@ func (s *Service) SetLimits(ctx context.Context, ref string, c LimitChange) (*Sa
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	release, err := s.admitLimits(ctx, sb, old, l)
+	release, err := s.admission.AdmitChange(ctx, sb.Owner, sb.Name, quota.Limits(old), quota.Limits(l))
 	if err != nil {
 		return nil, err
 	}
 	defer release()
 	if l.DiskBytes != old.DiskBytes {
-		release, err := s.checkDiskChange(ctx, sb, l.DiskBytes)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
 		if err := s.cfg.Volumes.SetLimit(ctx, sb.VolumeKey(), l.DiskBytes); err != nil {
 			return nil, fmt.Errorf("capping the disk of sandbox %q: %w", sb.Name, err)
 		}

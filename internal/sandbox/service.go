@@ -143,10 +143,9 @@ type Service struct {
 	// space bounds run output on the host (outputroom.go); it has its
 	// own locks.
 	space outputSpace
-	// disk holds the disk caps admitted but not yet recorded (disk.go);
-	// it has its own lock.
-	disk capLedger
-	// admission checks owners' quotas (admission.go); it has its own lock.
+	// admission decides whether a verb may make or grow sandboxes:
+	// owners' quotas, the host, the pool's disk caps (admission.go); it
+	// has its own locks.
 	admission admitter
 	// blobs is the blob store checkpoints are uploaded to (fleet.go);
 	// nil: none, and checkpoints live on this host only. Set once, before
@@ -221,12 +220,11 @@ func NewService(cfg Config) (*Service, error) {
 		pinned:       map[string]int{},
 		staleLimits:  map[string]bool{},
 		secretStates: grant.NewHolders(),
-		disk:         quota.NewLedger(cfg.Disk),
-		admission:    quota.NewAdmission(cfg.Quotas),
 		events:       cfg.Events,
 		activity:     idle.NewActivity(cfg.Now),
 		views:        peers.NewViews(cfg.Volumes, cfg.ViewsDir, cfg.Logger),
 	}
+	s.admission = quota.NewGate(cfg.Quotas, cfg.Disk, MaxPIDs, quotaBooks{s})
 	s.transfers = transfer.NewRegistry(s.activity.Hold)
 	s.space = runoutput.NewSpace(ctx, cfg.RunsDir, cfg.Output, prunableRuns{s}, cfg.Now, cfg.Logger)
 	s.collect = runoutput.NewCollectors(ctx, cfg.RunsDir, cfg.Output.PerStream, s.space, cfg.Now, cfg.Logger)
