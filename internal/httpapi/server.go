@@ -104,8 +104,6 @@ type SandboxService interface {
 	SetSecrets(ctx context.Context, ref string, grants []grant.Grant) (*sandbox.Sandbox, error)
 	// Processes lists a sandbox's processes, waking it if it sleeps.
 	Processes(ctx context.Context, ref string) ([]guest.Process, error)
-	// SetLimits changes a sandbox's resource limits, at once on a live one.
-	SetLimits(ctx context.Context, ref string, c sandbox.LimitChange) (*sandbox.Sandbox, error)
 	// Hold keeps a sandbox in use until the returned func is called.
 	Hold(ctx context.Context, ref string) func()
 	// Resources is what a sandbox uses now.
@@ -152,6 +150,9 @@ type Config struct {
 	// Policies changes sandboxes' idle policies (internal/idling). nil:
 	// 503.
 	Policies PolicyService
+	// Limits changes sandboxes' resource limits (internal/limiting).
+	// nil: 503.
+	Limits LimitService
 	// Ports exposes sandboxes' ports and finds where a request to one
 	// goes (internal/exposing). Required.
 	Ports portproxy.Ports
@@ -250,6 +251,7 @@ type server struct {
 	owners       OwnerService
 	rebase       RebaseService
 	policies     PolicyService
+	limits       LimitService
 	recovery     RecoverService
 	samples      SampleService
 	logs         LogService
@@ -302,6 +304,7 @@ func New(cfg Config) http.Handler {
 		owners:          cfg.Owners,
 		rebase:          cfg.Rebase,
 		policies:        cfg.Policies,
+		limits:          cfg.Limits,
 		recovery:        cfg.Recover,
 		samples:         cfg.Samples,
 		logs:            cfg.Logs,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/den-dev/den/internal/expose"
 	"github.com/den-dev/den/internal/netpolicy"
+	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/warm"
 )
 
@@ -140,6 +141,19 @@ func (s *Service) AdmitCheckpoint(ctx context.Context, sb *Sandbox) (release fun
 		return nil, err
 	}
 	return s.admission.ReserveCheckpoint(ctx, sb.Owner)
+}
+
+// AdmitLimits admits a change of sb's limits from old to l: within the
+// host, its owner's quota and the storage pool. Call release once the
+// change is recorded, or failed.
+func (s *Service) AdmitLimits(ctx context.Context, sb *Sandbox, old, l Limits) (release func(), err error) {
+	return s.admission.AdmitChange(ctx, sb.Owner, sb.Name, quota.Limits(old), quota.Limits(l))
+}
+
+// SetDiskCapLocked caps sb's volume at capBytes (0: no cap); the caller
+// holds its lifecycle lock and records the change.
+func (s *Service) SetDiskCapLocked(ctx context.Context, sb *Sandbox, capBytes int64) error {
+	return s.cfg.Volumes.SetLimit(ctx, sb.VolumeKey(), capBytes)
 }
 
 // CheckpointFilesLocked takes a manual, files-only checkpoint of sb,
