@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/den-dev/den/internal/errdefs"
@@ -81,31 +80,4 @@ func (s *Service) diskCap(asked int64) int64 { return s.cfg.Disk.Cap(asked) }
 // checkDiskSize refuses a cap no pool of this size could honour.
 func (s *Service) checkDiskSize(ctx context.Context, capBytes int64) error {
 	return s.admission.CheckCap(ctx, capBytes)
-}
-
-// capOnRecover gives a sandbox made before every sandbox had a cap the
-// default one, and puts every sandbox's volume under the pool's rules
-// again (a pool made by an older dend has no reserve yet).
-func (s *Service) capOnRecover(ctx context.Context, sb *Sandbox) {
-	if sb.State == StateCreating || sb.State == StateDestroyed {
-		return
-	}
-	if sb.Spec.DiskBytes == 0 && s.cfg.Disk.Default == 0 {
-		return
-	}
-	fresh := sb.Spec.DiskBytes == 0
-	capBytes := s.diskCap(sb.Spec.DiskBytes)
-	if err := s.cfg.Volumes.SetLimit(ctx, sb.VolumeKey(), capBytes); err != nil {
-		if !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrUnavailable) {
-			s.log.Warn("capping a sandbox's disk", "sandbox", sb.Name, "err", err)
-		}
-		return
-	}
-	if !fresh {
-		return
-	}
-	sb.Spec.DiskBytes = capBytes
-	if err := s.record(ctx, sb, EventLimits, "disk capped at dend's default of "+size(capBytes)); err != nil {
-		s.log.Warn("recording a sandbox's default disk cap", "sandbox", sb.Name, "err", err)
-	}
 }

@@ -31,11 +31,6 @@ func (s *Service) HoldSlots(sbs []*Sandbox) {
 // with the record.
 func (s *Service) ClearWarmLeftovers(ctx context.Context) error { return s.clearWarmLeftovers(ctx) }
 
-// CapDiskOnRecoverLocked gives sb, made before every sandbox had a disk
-// cap, the default one, and puts its volume under the pool's rules
-// again. Errors are logged.
-func (s *Service) CapDiskOnRecoverLocked(ctx context.Context, sb *Sandbox) { s.capOnRecover(ctx, sb) }
-
 // UndoCreateLocked removes every trace of sb, whose creation did not
 // finish.
 func (s *Service) UndoCreateLocked(ctx context.Context, sb *Sandbox) { s.undoCreate(ctx, sb) }
