@@ -21,6 +21,7 @@ import (
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/idle"
+	"github.com/den-dev/den/internal/limiting"
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/peering"
 	"github.com/den-dev/den/internal/peers"
@@ -546,7 +547,7 @@ func (f *fakeSandboxes) Processes(ctx context.Context, ref string) ([]guest.Proc
 	return []guest.Process{{PID: 7, PPID: 1, Name: "sleep", Command: "sleep 100", State: "S", RSSBytes: 4096}}, nil
 }
 
-func (f *fakeSandboxes) SetLimits(ctx context.Context, ref string, c sandbox.LimitChange) (*sandbox.Sandbox, error) {
+func (f *fakeSandboxes) SetLimits(ctx context.Context, ref string, c limiting.Change) (*sandbox.Sandbox, error) {
 	if err := f.enter("SetLimits", ref, c); err != nil {
 		return nil, err
 	}
@@ -708,6 +709,7 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 		Rebase:    e.sbx,
 		Policies:  e.sbx,
 		Grants:    e.sbx,
+		Limits:    e.sbx,
 		Ports:     e.sbx,
 		Recover:   e.sbx,
 		Samples:   e.sbx,

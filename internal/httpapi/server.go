@@ -101,8 +101,6 @@ type SandboxService interface {
 	Fork(ctx context.Context, ref string, p sandbox.ForkParams) ([]*sandbox.Sandbox, error)
 	// Processes lists a sandbox's processes, waking it if it sleeps.
 	Processes(ctx context.Context, ref string) ([]guest.Process, error)
-	// SetLimits changes a sandbox's resource limits, at once on a live one.
-	SetLimits(ctx context.Context, ref string, c sandbox.LimitChange) (*sandbox.Sandbox, error)
 	// Hold keeps a sandbox in use until the returned func is called.
 	Hold(ctx context.Context, ref string) func()
 	// Resources is what a sandbox uses now.
@@ -152,6 +150,9 @@ type Config struct {
 	// Grants changes which secrets sandboxes' commands get
 	// (internal/granting). nil: 503.
 	Grants GrantService
+	// Limits changes sandboxes' resource limits (internal/limiting).
+	// nil: 503.
+	Limits LimitService
 	// Ports exposes sandboxes' ports and finds where a request to one
 	// goes (internal/exposing). Required.
 	Ports portproxy.Ports
@@ -251,6 +252,7 @@ type server struct {
 	rebase       RebaseService
 	policies     PolicyService
 	grants       GrantService
+	limits       LimitService
 	recovery     RecoverService
 	samples      SampleService
 	logs         LogService
@@ -304,6 +306,7 @@ func New(cfg Config) http.Handler {
 		rebase:          cfg.Rebase,
 		policies:        cfg.Policies,
 		grants:          cfg.Grants,
+		limits:          cfg.Limits,
 		recovery:        cfg.Recover,
 		samples:         cfg.Samples,
 		logs:            cfg.Logs,

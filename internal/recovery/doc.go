@@ -3,7 +3,9 @@
 // the checkpoint it failed to come back from, booted cold from its
 // files, rolled back to an earlier checkpoint, or, recorded on a node
 // since lost, taken over by the fleet), and, when dend starts, making
-// the records and this host agree again.
+// the records and this host agree again (diskcap.go: every sandbox's
+// volume under the pool's disk rules, a default cap for one made before
+// there was one).
 //
 // It sits above the sandbox core: it imports internal/sandbox and uses
 // only the Service's exported verbs and steps (WithSandbox, WithRecord,

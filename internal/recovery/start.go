@@ -65,7 +65,7 @@ func (r *Service) recoverLocking(ctx context.Context, sb *sandbox.Sandbox) bool 
 	defer unlock()
 	alive, err := r.recoverOne(ctx, sb)
 	if err == nil {
-		r.svc.CapDiskOnRecoverLocked(ctx, sb)
+		r.capDisk(ctx, sb)
 	}
 	if err == nil && alive {
 		// The namespace and firewall outlive dend; the resolver's

@@ -140,10 +140,23 @@ func (s *Service) FetchImage(ctx context.Context, name string) error { return s.
 // verb does, and holds it against its owner's quota until release is
 // called.
 func (s *Service) AdmitCheckpoint(ctx context.Context, sb *Sandbox) (release func(), err error) {
-	if err := s.admitCheckpoint(ctx, sb); err != nil {
+	if err := s.admission.CheckCheckpointRoom(ctx, "checkpoint sandbox "+sb.Name); err != nil {
 		return nil, err
 	}
-	return s.reserve(ctx, sb.Owner, quota.Use{Checkpoints: 1}, nil)
+	return s.admission.ReserveCheckpoint(ctx, sb.Owner)
+}
+
+// AdmitLimits admits a change of sb's limits from old to l: within the
+// host, its owner's quota and the storage pool. Call release once the
+// change is recorded, or failed.
+func (s *Service) AdmitLimits(ctx context.Context, sb *Sandbox, old, l Limits) (release func(), err error) {
+	return s.admission.AdmitChange(ctx, sb.Owner, sb.Name, quota.Limits(old), quota.Limits(l))
+}
+
+// SetDiskCapLocked caps sb's volume at capBytes (0: no cap); the caller
+// holds its lifecycle lock and records the change.
+func (s *Service) SetDiskCapLocked(ctx context.Context, sb *Sandbox, capBytes int64) error {
+	return s.cfg.Volumes.SetLimit(ctx, sb.VolumeKey(), capBytes)
 }
 
 // CheckpointFilesLocked takes a manual, files-only checkpoint of sb,

@@ -27,7 +27,7 @@ func (s *Service) Checkpoint(ctx context.Context, ref string, p CheckpointParams
 	if err := require(sb, "checkpoint", StateRunning, StatePaused); err != nil {
 		return nil, err
 	}
-	if err := s.admitCheckpoint(ctx, sb); err != nil {
+	if err := s.admission.CheckCheckpointRoom(ctx, "checkpoint sandbox "+sb.Name); err != nil {
 		return nil, err
 	}
 	if p.Name != "" {
@@ -42,7 +42,7 @@ func (s *Service) Checkpoint(ctx context.Context, ref string, p CheckpointParams
 			return nil, err
 		}
 	}
-	release, err := s.reserve(ctx, sb.Owner, quota.Use{Checkpoints: 1}, nil)
+	release, err := s.admission.ReserveCheckpoint(ctx, sb.Owner)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +214,7 @@ func (s *Service) Restore(ctx context.Context, ref, ckpt string) (_ *Sandbox, er
 	if err := s.restorable(ck, sb); err != nil {
 		return nil, err
 	}
-	if err := s.admitRenewal(ctx, sb); err != nil {
+	if err := s.admission.AdmitRenewal(ctx, sb.Owner, quota.Limits(sb.Spec.Limits())); err != nil {
 		return nil, err
 	}
 	if err := s.rewind(ctx, sb, ck, false, EventRestored, "restored on request"); err != nil {

@@ -92,80 +92,12 @@ func (s *Service) capDisk(ctx context.Context, sb *Sandbox) error {
 	return nil
 }
 
-// LimitChange is a change of limits: nil fields keep their value; a PIDs
-// or DiskBytes of 0 lifts that limit.
-type LimitChange struct {
-	CPUs        *float64
-	MemoryBytes *int64
-	PIDs        *int
-	DiskBytes   *int64
-}
-
-// SetLimits changes a sandbox's limits, at once on a live one. Lowering
-// memory below what it uses gets its largest processes killed first, as
-// reaching the limit would.
-func (s *Service) SetLimits(ctx context.Context, ref string, c LimitChange) (*Sandbox, error) {
-	sb, unlock, err := s.lockSandbox(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if err := require(sb, "change the limits of", StateRunning, StatePaused, StateStopped, StateHibernated, StateError); err != nil {
-		return nil, err
-	}
-	old := sb.Spec.Limits()
-	l := old
-	if c.CPUs != nil {
-		l.CPUs = *c.CPUs
-	}
-	if c.MemoryBytes != nil {
-		l.MemoryBytes = *c.MemoryBytes
-	}
-	if c.PIDs != nil {
-		l.PIDs = *c.PIDs
-	}
-	if c.DiskBytes != nil {
-		l.DiskBytes = *c.DiskBytes
-	}
-	if err := l.Validate(); err != nil {
-		return nil, err
-	}
-	release, err := s.admitLimits(ctx, sb, old, l)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	if l.DiskBytes != old.DiskBytes {
-		release, err := s.checkDiskChange(ctx, sb, l.DiskBytes)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
-		if err := s.cfg.Volumes.SetLimit(ctx, sb.VolumeKey(), l.DiskBytes); err != nil {
-			return nil, fmt.Errorf("capping the disk of sandbox %q: %w", sb.Name, err)
-		}
-	}
-	if sb.State == StateRunning || sb.State == StatePaused {
-		if err := s.applyLive(ctx, sb, old, l); err != nil {
-			if l.DiskBytes != old.DiskBytes {
-				s.cfg.Volumes.SetLimit(context.WithoutCancel(ctx), sb.VolumeKey(), old.DiskBytes)
-			}
-			return nil, fmt.Errorf("changing the limits of sandbox %q: %w", sb.Name, err)
-		}
-	}
-	sb.Spec.CPUs, sb.Spec.MemoryBytes, sb.Spec.PIDs, sb.Spec.DiskBytes = l.CPUs, l.MemoryBytes, l.PIDs, l.DiskBytes
-	msg := fmt.Sprintf("limits: %g CPUs, %s memory, %s processes, %s disk", l.CPUs, size(l.MemoryBytes), orNone(l.PIDs != 0, fmt.Sprint(l.PIDs)), orNone(l.DiskBytes != 0, size(l.DiskBytes)))
-	if err := s.record(ctx, sb, EventLimits, msg); err != nil {
-		return nil, err
-	}
-	return sb, nil
-}
-
-// applyLive changes a live instance's limits: inside first when memory
-// shrinks (so den-init frees it by killing before the host would), the
-// host first when it grows. A paused sandbox's den-init learns them when
-// it wakes.
-func (s *Service) applyLive(ctx context.Context, sb *Sandbox, old, l Limits) error {
+// ApplyLimitsLocked changes live sb's instance's limits from old to l
+// (internal/limiting; the caller holds its lifecycle lock): inside first
+// when memory shrinks (so den-init frees it by killing before the host
+// would), the host first when it grows. A paused sandbox's den-init
+// learns them when it wakes.
+func (s *Service) ApplyLimitsLocked(ctx context.Context, sb *Sandbox, old, l Limits) error {
 	inst := sb.InstanceID()
 	inside := func() error {
 		if sb.State != StateRunning {
@@ -186,13 +118,6 @@ func (s *Service) applyLive(ctx context.Context, sb *Sandbox, old, l Limits) err
 		return err
 	}
 	return inside()
-}
-
-func orNone(ok bool, v string) string {
-	if ok {
-		return v
-	}
-	return "no limit on"
 }
 
 // Resources is what a sandbox uses now against its limits: the engine's

@@ -138,10 +138,9 @@ type Service struct {
 
 	// space is outputs as the room run output has (outputroom.go).
 	space outputSpace
-	// disk holds the disk caps admitted but not yet recorded (disk.go);
-	// it has its own lock.
-	disk capLedger
-	// admission checks owners' quotas (admission.go); it has its own lock.
+	// admission decides whether a verb may make or grow sandboxes:
+	// owners' quotas, the host, the pool's disk caps (admission.go); it
+	// has its own locks.
 	admission admitter
 	// blobs is the blob store checkpoints are uploaded to (fleet.go);
 	// nil: none, and checkpoints live on this host only. Set once, before
@@ -216,12 +215,11 @@ func NewService(cfg Config) (*Service, error) {
 		slotTaken:    map[int]string{},
 		staleLimits:  map[string]bool{},
 		secretStates: grant.NewHolders(),
-		disk:         quota.NewLedger(cfg.Disk),
-		admission:    quota.NewAdmission(cfg.Quotas),
 		events:       cfg.Events,
 		activity:     idle.NewActivity(cfg.Now),
 		views:        peers.NewViews(cfg.Volumes, cfg.ViewsDir, cfg.Logger),
 	}
+	s.admission = quota.NewGate(cfg.Quotas, cfg.Disk, MaxPIDs, quotaBooks{s})
 	s.transfers = transfer.NewRegistry(s.activity.Hold)
 	s.outputs = runoutput.NewOutputs[*output](ctx, cfg.RunsDir, cfg.Output, endedRuns{s}, cfg.Now, cfg.Logger)
 	s.space = s.outputs

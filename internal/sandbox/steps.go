@@ -36,11 +36,6 @@ func (s *Service) ClearWarmLeftovers(ctx context.Context) error {
 	return s.warm.ClearLeftovers(ctx)
 }
 
-// CapDiskOnRecoverLocked gives sb, made before every sandbox had a disk
-// cap, the default one, and puts its volume under the pool's rules
-// again. Errors are logged.
-func (s *Service) CapDiskOnRecoverLocked(ctx context.Context, sb *Sandbox) { s.capOnRecover(ctx, sb) }
-
 // UndoCreateLocked removes every trace of sb, whose creation did not
 // finish.
 func (s *Service) UndoCreateLocked(ctx context.Context, sb *Sandbox) { s.undoCreate(ctx, sb) }

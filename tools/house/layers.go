@@ -135,6 +135,9 @@ var layers = map[string]layer{
 	// Runs' output written to a client, up to its end or following it.
 	"internal/runlogs": above,
 
+	// The verb that changes a sandbox's resource limits.
+	"internal/limiting": above,
+
 	// The front doors: each translates its protocol to the Service's verbs.
 	"internal/httpapi":           doors,
 	"internal/httpapi/httpx":     doors,

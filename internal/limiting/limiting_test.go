@@ -1,0 +1,129 @@
+package limiting_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/den-dev/den/internal/errdefs"
+	"github.com/den-dev/den/internal/limiting"
+	"github.com/den-dev/den/internal/quota"
+	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/store/sqlite"
+)
+
+// Changing a stopped sandbox's limits changes its record and its
+// volume's cap: a real store, the volumes' caps faked, and nothing
+// behind the core's other ports, which the verb must not touch on a
+// stopped sandbox (a call would panic on the nil interface).
+type noRuntime struct{ sandbox.Runtime }
+type noNetwork struct{ sandbox.Network }
+type noImages struct{ sandbox.Images }
+
+// caps records the disk caps volumes are given.
+type caps struct {
+	sandbox.Volumes
+	mu  sync.Mutex
+	cap map[string]int64
+}
+
+func (c *caps) SetLimit(_ context.Context, key string, bytes int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cap[key] = bytes
+	return nil
+}
+
+func newLimiting(t *testing.T, q quota.Quotas) (*limiting.Service, *sqlite.Store, *caps) {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "den.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	v := &caps{cap: map[string]int64{}}
+	svc, err := sandbox.NewService(sandbox.Config{
+		Store: st, Volumes: v, Runtime: noRuntime{}, Network: noNetwork{}, Images: noImages{}, Quotas: q,
+		Dial:    func(netip.AddrPort, string) sandbox.Guest { return nil },
+		RunsDir: filepath.Join(dir, "runs"), CheckpointDir: filepath.Join(dir, "checkpoints"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	return limiting.New(svc), st, v
+}
+
+func addSandbox(t *testing.T, st *sqlite.Store, name, owner string, state sandbox.State, slot int) *sandbox.Sandbox {
+	t.Helper()
+	now := time.Now().UTC()
+	sb := &sandbox.Sandbox{ID: "id-" + name, Name: name, Owner: owner, State: state, Slot: slot, Generation: 1,
+		Spec: sandbox.Spec{Image: "busybox", CPUs: 1, MemoryBytes: 256 << 20, PIDs: 512}, CreatedAt: now, UpdatedAt: now}
+	if err := st.CreateSandbox(t.Context(), sb, sandbox.Event{SandboxID: sb.ID, Time: now, Type: sandbox.EventCreated, To: state}); err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
+func TestSetLimitsOfAStoppedSandbox(t *testing.T) {
+	l, st, v := newLimiting(t, quota.Quotas{})
+	made := addSandbox(t, st, "web", "", sandbox.StateStopped, 1)
+	ctx := t.Context()
+	cpus, disk := 2.0, int64(1<<30)
+	sb, err := l.SetLimits(ctx, "web", limiting.Change{CPUs: &cpus, DiskBytes: &disk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Spec.CPUs != 2 || sb.Spec.DiskBytes != 1<<30 || sb.Spec.MemoryBytes != 256<<20 || sb.Spec.PIDs != 512 {
+		t.Fatalf("limits after the change: %+v", sb.Spec.Limits())
+	}
+	if got := v.cap[made.VolumeKey()]; got != 1<<30 {
+		t.Fatalf("volume capped at %d, want 1GiB", got)
+	}
+	rec, err := st.GetSandbox(ctx, made.ID)
+	if err != nil || rec.Spec.CPUs != 2 {
+		t.Fatalf("record %+v, %v; want 2 CPUs", rec, err)
+	}
+	evs, err := st.Events(ctx, made.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := evs[len(evs)-1]
+	if want := "limits: 2 CPUs, 256MiB memory, 512 processes, 1GiB disk"; last.Type != sandbox.EventLimits || last.Message != want {
+		t.Fatalf("last event %s %q, want %s %q", last.Type, last.Message, sandbox.EventLimits, want)
+	}
+}
+
+func TestSetLimitsRefuses(t *testing.T) {
+	l, st, v := newLimiting(t, quota.Quotas{MaxPIDs: 1024})
+	addSandbox(t, st, "web", "alice", sandbox.StateStopped, 1)
+	addSandbox(t, st, "gone", "alice", sandbox.StateCreating, 2)
+	none, bad, many := 0, 0.001, 4096
+	for _, tc := range []struct {
+		name, ref string
+		c         limiting.Change
+		class     error
+		msg       string
+	}{
+		{"an invalid limit", "web", limiting.Change{CPUs: &bad}, errdefs.ErrInvalid, "invalid cpus 0.001"},
+		{"an owner lifting the process limit", "web", limiting.Change{PIDs: &none}, errdefs.ErrInvalid, "an owner cannot lift the process limit"},
+		{"over the process maximum", "web", limiting.Change{PIDs: &many}, errdefs.ErrInvalid, "over this dend's maximum of 1024"},
+		{"a sandbox being made", "gone", limiting.Change{PIDs: &many}, errdefs.ErrConflict, "change the limits of"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := l.SetLimits(t.Context(), tc.ref, tc.c)
+			if !errors.Is(err, tc.class) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("err %v, want %v saying %q", err, tc.class, tc.msg)
+			}
+		})
+	}
+	if len(v.cap) != 0 {
+		t.Fatalf("volumes capped after refusals: %v", v.cap)
+	}
+}
