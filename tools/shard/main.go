@@ -24,16 +24,17 @@ import (
 )
 
 type config struct {
-	dir       string // the repository
-	pkg       string // the integration package, relative to dir
-	shards    int
-	timeout   string
-	out       string
-	rules     string
-	durations string
-	def       time.Duration
-	dryRun    bool
-	refresh   bool
+	dir        string // the repository
+	pkg        string // the integration package, relative to dir
+	shards     int
+	timeout    string
+	out        string
+	rules      string
+	durations  string
+	def        time.Duration
+	dryRun     bool
+	serialOnly bool
+	refresh    bool
 }
 
 func main() {
@@ -48,6 +49,7 @@ func main() {
 	fs.StringVar(&c.durations, "durations", "durations.txt", "seconds each test took, under the package directory")
 	fs.DurationVar(&c.def, "default", 20*time.Second, "the duration assumed for a test the durations file lacks")
 	fs.BoolVar(&c.dryRun, "n", false, "print the shards and the serial tests, run nothing")
+	fs.BoolVar(&c.serialOnly, "serial", false, "run only the tests that run alone after the shards")
 	fs.BoolVar(&c.refresh, "refresh", false, "write the durations file from the go test -v logs given as arguments, and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: shard [flags] [-- go test flags]\n       shard -refresh LOG...\n")
@@ -143,6 +145,9 @@ func run(c config, goFlags []string) error {
 		return err
 	}
 	shards, serial := plan(tests, c.shards, rs, durs, c.def)
+	if c.serialOnly {
+		shards = nil
+	}
 	printPlan(shards, serial)
 	if c.dryRun || len(tests) == 0 {
 		return nil
