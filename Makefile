@@ -49,8 +49,10 @@ run: build
 # integration/shards.txt that must run alone after them). Serially they
 # take about 45 minutes on a 2-core machine, most of it waiting on
 # sandboxes; the timeout is each binary's, for a hang, not a budget.
-# GO_TEST_FLAGS go to both (e.g. -run TestX, -v, -race).
+# GO_TEST_FLAGS go to both (e.g. -run TestX, -v, -race); SHARD_FLAGS to
+# tools/shard (-n prints the shards, -serial runs only the serial tests).
 SHARDS ?= 2
+SHARD_FLAGS ?=
 SHARD_LOGS ?= $(CURDIR)/bin/test-shards
 UNIT_PKGS = $$(go list ./... | grep -v '/integration$$')
 test: build
@@ -59,7 +61,7 @@ test: build
 	go run -C tools/house . -check -dir $(CURDIR)
 	DEN_BIN=$(CURDIR)/bin go test -count=1 -timeout 80m $(GO_TEST_FLAGS) $(UNIT_PKGS)
 	DEN_BIN=$(CURDIR)/bin go run -C tools/shard . -dir $(CURDIR) -shards $(SHARDS) \
-		-timeout 80m -out $(SHARD_LOGS) -- $(GO_TEST_FLAGS)
+		-timeout 80m -out $(SHARD_LOGS) $(SHARD_FLAGS) -- $(GO_TEST_FLAGS)
 	go test -C tools/dist -count=1 ./...
 	go test -C tools/shard -count=1 ./...
 
@@ -71,7 +73,7 @@ unit:
 integration: build
 	./scripts/test-setup.sh
 	DEN_BIN=$(CURDIR)/bin go run -C tools/shard . -dir $(CURDIR) -shards $(SHARDS) \
-		-timeout 80m -out $(SHARD_LOGS) -- $(GO_TEST_FLAGS)
+		-timeout 80m -out $(SHARD_LOGS) $(SHARD_FLAGS) -- $(GO_TEST_FLAGS)
 
 # integration/durations.txt from the last run's shard logs (go test -v).
 test-durations:
