@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X github.com/den-dev/den/internal/version.Version=$(VERSION)
 GO_TEST_FLAGS ?=
 DEND_FLAGS ?=
 
-.PHONY: all setup build binaries run test unit integration test-hostvm bench faults fuzz vet house clean install install-files dist dist-prev man
+.PHONY: all setup build binaries run test unit integration test-durations test-hostvm bench faults fuzz vet house clean install install-files dist dist-prev man
 
 # Where `make install` puts things; DESTDIR stages them elsewhere.
 PREFIX ?= /usr/local
@@ -44,23 +44,40 @@ run: build
 	bin/dend $(DEND_FLAGS)
 
 # Every test: unit tests, then integration tests against real runsc, btrfs
-# and namespaces (root). The integration tests took 30-45 minutes on a
-# 2-core machine before the docs and upgrade tests came (about ten more);
-# the timeout is for a hang, not a budget.
+# and namespaces (root), as SHARDS test binaries at once (tools/shard:
+# balanced by integration/durations.txt, with the tests of
+# integration/shards.txt that must run alone after them). Serially they
+# take about 45 minutes on a 2-core machine, most of it waiting on
+# sandboxes; the timeout is each binary's, for a hang, not a budget.
+# GO_TEST_FLAGS go to both (e.g. -run TestX, -v, -race); SHARD_FLAGS to
+# tools/shard (-n prints the shards, -serial runs only the serial tests).
+SHARDS ?= 2
+SHARD_FLAGS ?=
+SHARD_LOGS ?= $(CURDIR)/bin/test-shards
+UNIT_PKGS = $$(go list ./... | grep -v '/integration$$')
 test: build
 	./scripts/test-setup.sh
 	go vet ./...
 	go run -C tools/house . -check -dir $(CURDIR)
-	DEN_BIN=$(CURDIR)/bin go test -count=1 -timeout 80m $(GO_TEST_FLAGS) ./...
+	DEN_BIN=$(CURDIR)/bin go test -count=1 -timeout 80m $(GO_TEST_FLAGS) $(UNIT_PKGS)
+	DEN_BIN=$(CURDIR)/bin go run -C tools/shard . -dir $(CURDIR) -shards $(SHARDS) \
+		-timeout 80m -out $(SHARD_LOGS) $(SHARD_FLAGS) -- $(GO_TEST_FLAGS)
 	go test -C tools/dist -count=1 ./...
+	go test -C tools/shard -count=1 ./...
 
 unit:
-	go test -count=1 -short $$(go list ./... | grep -v /integration)
+	go test -count=1 -short $(UNIT_PKGS)
 	go test -C tools/dist -count=1 ./...
+	go test -C tools/shard -count=1 ./...
 
 integration: build
 	./scripts/test-setup.sh
-	DEN_BIN=$(CURDIR)/bin go test -count=1 -timeout 80m -v ./integration/
+	DEN_BIN=$(CURDIR)/bin go run -C tools/shard . -dir $(CURDIR) -shards $(SHARDS) \
+		-timeout 80m -out $(SHARD_LOGS) $(SHARD_FLAGS) -- $(GO_TEST_FLAGS)
+
+# integration/durations.txt from the last run's shard logs (go test -v).
+test-durations:
+	go run -C tools/shard . -dir $(CURDIR) -refresh $(SHARD_LOGS)/shard-*.log
 
 # den on the host most users run, systemd and cgroup v2 (this machine has
 # cgroup v1 and no systemd): HOSTVM boots Debian 12 under qemu and runs
@@ -177,6 +194,7 @@ dist-prev:
 vet:
 	go vet ./...
 	go vet -C tools/dist ./...
+	go vet -C tools/shard ./...
 	go run -C tools/house . -check -dir $(CURDIR)
 
 clean:

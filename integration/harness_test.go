@@ -81,15 +81,29 @@ var subnetSeq atomic.Int32
 // testSubnet gives each dend its own /24 in 10.214.0.0/16, offset by the
 // process id so that two test runs at once do not collide.
 // A /24 some host interface has an address in (left by a run killed
-// before its cleanup) is passed over.
+// before its cleanup) is passed over. Shards of one run (tools/shard sets
+// DEN_TEST_SHARD=K/N) take disjoint slices of the range, so that two
+// shards never pick one /24 before either dend has put an address in it.
 func testSubnet() string {
-	for range 240 {
-		s := fmt.Sprintf("10.214.%d.0/24", (os.Getpid()+int(subnetSeq.Add(1)))%240) // 250 is TestNetns's
+	lo, n := subnetSlice(os.Getenv("DEN_TEST_SHARD"))
+	for range n {
+		s := fmt.Sprintf("10.214.%d.0/24", lo+(os.Getpid()+int(subnetSeq.Add(1)))%n) // 250 is TestNetns's
 		if subnetFree(netip.MustParsePrefix(s)) {
 			return s
 		}
 	}
-	panic("every test subnet in 10.214.0.0/16 is in use on this host")
+	panic(fmt.Sprintf("every test subnet of 10.214.%d-%d.0/24 is in use on this host", lo, lo+n-1))
+}
+
+// subnetSlice is the first third octet and the count of the /24s shard
+// "K/N" (K from 1) may use of the 240 from 10.214.0.0; all of them
+// without a shard.
+func subnetSlice(shard string) (lo, n int) {
+	var k, of int
+	if _, err := fmt.Sscanf(shard, "%d/%d", &k, &of); err != nil || of < 1 || k < 1 || k > of {
+		return 0, 240
+	}
+	return (k - 1) * 240 / of, k*240/of - (k-1)*240/of
 }
 
 // subnetFree reports whether no host interface has an address in p.
@@ -468,4 +482,27 @@ func (d *dend) memory(key string) int64 {
 	}
 	d.t.Fatalf("no %s for dend", key)
 	return 0
+}
+
+// Each shard's slice of the test range is its own, and together they
+// cover it.
+func TestSubnetSlice(t *testing.T) {
+	for _, of := range []int{1, 2, 3, 7} {
+		next := 0
+		for k := 1; k <= of; k++ {
+			lo, n := subnetSlice(fmt.Sprintf("%d/%d", k, of))
+			if lo != next || n < 1 {
+				t.Fatalf("shard %d/%d: %d /24s from %d, want some from %d", k, of, n, lo, next)
+			}
+			next = lo + n
+		}
+		if next != 240 {
+			t.Fatalf("%d shards end at %d, want 240", of, next)
+		}
+	}
+	for _, bad := range []string{"", "0/2", "3/2", "x"} {
+		if lo, n := subnetSlice(bad); lo != 0 || n != 240 {
+			t.Errorf("%q: %d from %d, want the whole range", bad, n, lo)
+		}
+	}
 }

@@ -1,0 +1,3 @@
+module github.com/den-dev/den/tools/shard
+
+go 1.26.8
