@@ -1,6 +1,12 @@
 // Command den is the command-line client of dend: docker-like verbs to
 // create sandboxes, run commands in them, copy files and manage images.
 // It talks to dend only through the Go SDK in package client.
+//
+// Its verbs live in command groups under cmd/den/internal (lifecycle,
+// checkpoints, runs, files, network, services, access, images, fleet,
+// export), each a package of its own; what they share (the client set-up,
+// errors, tables and JSON) is package cli. This package holds main, the
+// root command that puts the groups together, and its own few verbs.
 package main
 
 import (

@@ -99,7 +99,7 @@ bytes of each stream.`,
 }
 
 // CopyLogs is copyLogs for the other groups (den service logs).
-func CopyLogs(c *cli.App, ctx context.Context, cl *client.Client, name, run string, streams []string, from int64, follow, wake bool) error {
+func CopyLogs(ctx context.Context, c *cli.App, cl *client.Client, name, run string, streams []string, from int64, follow, wake bool) error {
 	return (&app{c}).copyLogs(ctx, cl, name, run, streams, from, follow, wake)
 }
 

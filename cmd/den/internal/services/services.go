@@ -220,7 +220,7 @@ labelled service=SVC.`,
 				if s.RunID == "" {
 					return cli.Usagef("it has none while "+args[0]+" does not run, or before its first start", "service %s has no run yet", args[1])
 				}
-				return runs.CopyLogs(a.App, cmd.Context(), c, args[0], s.RunID, []string{api.StreamStdout, api.StreamStderr}, 0, follow, true)
+				return runs.CopyLogs(cmd.Context(), a.App, c, args[0], s.RunID, []string{api.StreamStdout, api.StreamStderr}, 0, follow, true)
 			}
 			return cli.Usagef("`den service ls "+args[0]+"` lists its services", "sandbox %s has no service %s", args[0], args[1])
 		},
