@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/den-dev/den/cmd/den/internal/cli"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -53,16 +55,16 @@ func accessDend(t *testing.T) string {
 func runDenIn(t *testing.T, sock, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	a := &app{
-		stdin: strings.NewReader(stdin), stdout: &out, stderr: &errOut,
-		getenv: func(k string) string {
+	a := &cli.App{
+		Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut,
+		Getenv: func(k string) string {
 			if k == "DEN_SOCKET" {
 				return sock
 			}
 			return ""
 		},
 	}
-	code = a.run(context.Background(), args)
+	code = run(context.Background(), a, args)
 	return code, out.String(), errOut.String()
 }
 

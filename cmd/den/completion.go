@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/den-dev/den/cmd/den/internal/cli"
+
 	"github.com/spf13/cobra"
 )
 
@@ -20,22 +22,22 @@ completions (make install puts bash's and fish's there).`,
 		ValidArgs: []string{"bash", "zsh", "fish"},
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usagef("usage: "+cmd.UseLine(), "name one shell: bash, zsh or fish")
+				return cli.Usagef("usage: "+cmd.UseLine(), "name one shell: bash, zsh or fish")
 			}
 			switch args[0] {
 			case "bash", "zsh", "fish":
 				return nil
 			}
-			return usagef("usage: "+cmd.UseLine(), "unknown shell %q: den completes bash, zsh and fish", args[0])
+			return cli.Usagef("usage: "+cmd.UseLine(), "unknown shell %q: den completes bash, zsh and fish", args[0])
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch args[0] {
 			case "bash":
-				return root.GenBashCompletionV2(a.stdout, true)
+				return root.GenBashCompletionV2(a.Stdout, true)
 			case "zsh":
-				return root.GenZshCompletion(a.stdout)
+				return root.GenZshCompletion(a.Stdout)
 			}
-			return root.GenFishCompletion(a.stdout, true)
+			return root.GenFishCompletion(a.Stdout, true)
 		},
 	}
 }

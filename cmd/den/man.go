@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/den-dev/den/cmd/den/internal/cli"
+
 	"fmt"
 	"os"
 
@@ -18,7 +20,7 @@ func (a *app) manCommand(root *cobra.Command) *cobra.Command {
 		Hidden: true,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usagef("usage: "+cmd.UseLine(), "name the directory to write the pages into")
+				return cli.Usagef("usage: "+cmd.UseLine(), "name the directory to write the pages into")
 			}
 			return nil
 		},
@@ -29,7 +31,7 @@ func (a *app) manCommand(root *cobra.Command) *cobra.Command {
 			header := &doc.GenManHeader{
 				Title:   "DEN",
 				Section: "1",
-				Source:  "den " + clientVersion(),
+				Source:  "den " + a.ClientVersion(),
 				Manual:  "den manual",
 			}
 			root.DisableAutoGenTag = true

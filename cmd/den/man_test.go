@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/den-dev/den/cmd/den/internal/cli"
+
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +26,7 @@ func TestGenerateMan(t *testing.T) {
 			t.Errorf("den.1 lacks %q", want)
 		}
 	}
-	a := &app{}
+	a := &app{&cli.App{}}
 	for _, c := range a.rootCommand().Commands() {
 		name := filepath.Join(dir, "den-"+c.Name()+".1")
 		_, err := os.Stat(name)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/den-dev/den/cmd/den/internal/cli"
+
 	"context"
 	"errors"
 	"io"
@@ -29,18 +31,18 @@ Add it to a client's configuration as the command "den" with the argument
 		Example: `  den mcp
   DEN_HOST=http://10.0.0.5:7070 DEN_TOKEN=den_... den mcp
   claude mcp add den -- den mcp`,
-		Args: args(),
+		Args: cli.Args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if outputMax < 1 {
-				return usagef("give a positive number of bytes", "--output-max %d", outputMax)
+				return cli.Usagef("give a positive number of bytes", "--output-max %d", outputMax)
 			}
-			c, err := a.client()
+			c, err := a.Client()
 			if err != nil {
 				return err
 			}
 			srv := mcpserver.New(func(context.Context, *mcp.CallToolRequest) (*client.Client, error) { return c, nil },
 				mcpserver.Options{OutputMax: outputMax})
-			t := &mcp.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}}
+			t := &mcp.IOTransport{Reader: io.NopCloser(a.Stdin), Writer: nopWriteCloser{a.Stdout}}
 			err = srv.Run(cmd.Context(), t)
 			if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 				return nil // the client closed stdin, or was interrupted

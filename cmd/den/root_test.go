@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/den-dev/den/cmd/den/internal/cli"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,29 +12,35 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/den-dev/den/api"
 )
 
+var now = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+// clientVersion is the release runDen's den names: one not stamped.
+func clientVersion() string { return (&cli.App{}).ClientVersion() }
+
 // runDen runs den with args against the dend at sock (may be "") and
 // returns its exit status and output.
 func runDen(t *testing.T, sock string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	a := &app{
-		stdin:  strings.NewReader(""),
-		stdout: &out,
-		stderr: &errOut,
-		getenv: func(k string) string {
+	a := &cli.App{
+		Stdin:  strings.NewReader(""),
+		Stdout: &out,
+		Stderr: &errOut,
+		Getenv: func(k string) string {
 			if k == "DEN_SOCKET" {
 				return sock
 			}
 			return ""
 		},
 	}
-	code = a.run(context.Background(), args)
+	code = run(context.Background(), a, args)
 	return code, out.String(), errOut.String()
 }
 

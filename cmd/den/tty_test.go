@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/den-dev/den/cmd/den/internal/cli"
+
 	"context"
 	"io"
 	"os"
@@ -47,16 +49,16 @@ func TestExecTTY(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	a := &app{
-		stdin: tty, stdout: tty, stderr: tty,
-		getenv: func(k string) string {
+	a := &cli.App{
+		Stdin: tty, Stdout: tty, Stderr: tty,
+		Getenv: func(k string) string {
 			if k == "DEN_SOCKET" {
 				return sock
 			}
 			return ""
 		},
 	}
-	code := a.run(context.Background(), []string{"exec", "-t", "-i", "web", "--", "5"})
+	code := run(context.Background(), a, []string{"exec", "-t", "-i", "web", "--", "5"})
 	mu.Lock()
 	defer mu.Unlock()
 

@@ -149,7 +149,22 @@ var layers = map[string]layer{
 
 	"internal/daemon": wiring,
 
-	"cmd":         programs,
+	"cmd": programs,
+
+	// den's command groups, put together by cmd/den's root command, and
+	// what they share (the client set-up, errors, tables and JSON).
+	"cmd/den/internal/cli":         programs,
+	"cmd/den/internal/lifecycle":   programs,
+	"cmd/den/internal/checkpoints": programs,
+	"cmd/den/internal/runs":        programs,
+	"cmd/den/internal/files":       programs,
+	"cmd/den/internal/network":     programs,
+	"cmd/den/internal/services":    programs,
+	"cmd/den/internal/access":      programs,
+	"cmd/den/internal/images":      programs,
+	"cmd/den/internal/fleet":       programs,
+	"cmd/den/internal/export":      programs,
+
 	"bench":       programs,
 	"integration": programs,
 }

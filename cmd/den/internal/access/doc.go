@@ -1,0 +1,21 @@
+// Package access holds den's verbs of who may do what: token, ssh-key,
+// owner, audit and secret (with its grants, whose flags create uses too).
+//
+// It never imports cmd/den: the root command puts it together with the
+// other groups; what the groups share is in package cli.
+package access
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/den-dev/den/cmd/den/internal/cli"
+)
+
+// app is den's invocation, with this group's commands as its methods.
+type app struct{ *cli.App }
+
+// Commands are the group's commands, for the root command.
+func Commands(c *cli.App) []*cobra.Command {
+	a := &app{c}
+	return []*cobra.Command{a.tokenCommand(), a.sshKeyCommand(), a.ownerCommand(), a.auditCommand(), a.secretCommand()}
+}

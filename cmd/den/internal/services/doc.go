@@ -1,0 +1,22 @@
+// Package services holds den service and den harness: a sandbox's
+// long-running services, and the steps and services its image version
+// sets up.
+//
+// It never imports cmd/den: the root command puts it together with the
+// other groups; what the groups share is in package cli.
+package services
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/den-dev/den/cmd/den/internal/cli"
+)
+
+// app is den's invocation, with this group's commands as its methods.
+type app struct{ *cli.App }
+
+// Commands are the group's commands, for the root command.
+func Commands(c *cli.App) []*cobra.Command {
+	a := &app{c}
+	return []*cobra.Command{a.serviceCommand(), a.harnessCommand()}
+}
