@@ -242,3 +242,62 @@ func jsonEqual(t *testing.T, a, b any) bool {
 	}
 	return string(ja) == string(jb)
 }
+
+// dend killed while a harness swap's step sleeps: once it is back, the
+// swap is rolled back to its pre-harness checkpoint, as a failed step
+// rolls it back: the old harness in the record, its service running
+// again, its files as they were (the agent's too), the new service not
+// started, and an event saying why.
+func TestHarnessSwapInterruptedByDendKill(t *testing.T) {
+	d := startDend(t)
+	ctx := ctxT(t, 5*time.Minute)
+	d.create("swapped")
+	d.mustSh("swapped", "mkdir -p /work && echo mine > /work/notes")
+	if out, errs, code := d.den("harness", "set", "swapped", "--step", harnessStep("A"), "--service", "svc-a=exec sleep 100000"); code != 0 {
+		t.Fatalf("den harness set A: exit %d: %s %s", code, out, errs)
+	}
+	a := d.harnessRunning("swapped", "svc-a")
+	before := d.inspect("swapped")
+
+	wait, _ := d.cli(ctx, "harness", "set", "swapped", "--step", harnessStep("B")+" && sleep 600",
+		"--service", "svc-b=exec sleep 100001")
+	waitFor(t, 2*time.Minute, "the swap's step to sleep", func() bool {
+		runs, err := d.c.Runs(ctx, "swapped", 0)
+		return err == nil && slices.ContainsFunc(runs, func(r api.Run) bool {
+			return r.Status == api.RunRunning && strings.Contains(strings.Join(r.Argv, " "), "sleep 600")
+		})
+	})
+	// The step sleeps once it wrote version B (the sandbox takes no exec
+	// while its harness is swapped).
+	d.kill()
+	wait()
+	d.start()
+
+	got := d.inspect("swapped")
+	label := "pre-harness-g" + strconv.FormatInt(before.Generation, 10) + "-2"
+	ck := d.checkpointNamed("swapped", label)
+	if got.State != api.StateRunning || got.Generation <= before.Generation {
+		t.Fatalf("after the restart swapped is %s at generation %d (reason %q); want running, booted again from %s", got.State, got.Generation, got.Reason, label)
+	}
+	if h := got.Harness; h == nil || len(h.Services) != 1 || h.Services[0].Name != "svc-a" {
+		t.Fatalf("harness after the restart: %+v; want A's", h)
+	}
+	if out := d.mustSh("swapped", "cat /opt/harness/version /opt/harness/ran /work/notes"); out != "A\nA\nmine\n" {
+		t.Fatalf("files after the restart: %q; want A's, as before the swap", out)
+	}
+	if s := d.harnessRunning("swapped", "svc-a"); s.RunID == a.RunID {
+		t.Fatalf("svc-a runs in its run from before the swap (%s); want it started again", s.RunID)
+	}
+	if _, ok := d.serviceNamed("swapped", "svc-b"); ok {
+		t.Fatal("svc-b listed after the interrupted swap was rolled back")
+	}
+	if !slices.ContainsFunc(d.history("swapped"), func(e api.Event) bool {
+		return strings.Contains(e.Message, "harness swap was interrupted") && strings.Contains(e.Message, ck.ID)
+	}) {
+		t.Fatalf("no event says the interrupted swap was rolled back to %s: %+v", ck.ID, d.history("swapped"))
+	}
+	// The sandbox takes a harness again.
+	if _, err := d.c.SetHarness(ctx, "swapped", api.Harness{Steps: []string{harnessStep("C")}}); err != nil {
+		t.Fatalf("setting a harness after the rollback: %v", err)
+	}
+}

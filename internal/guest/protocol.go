@@ -56,6 +56,10 @@ type ProcStatus struct {
 	// stream can then no longer start at offset 0. A sandbox forked
 	// from a memory image has its parent's acknowledged.
 	Acked bool `json:"acked,omitempty"`
+	// StdoutStart and StderrStart are the offsets of the first bytes
+	// den-init still holds: a stream can be read from there on.
+	StdoutStart int64 `json:"stdout_start,omitempty"`
+	StderrStart int64 `json:"stderr_start,omitempty"`
 	// LimitHit says which limit the process ran into (LimitMemory,
 	// LimitPIDs); "" when none.
 	LimitHit string `json:"limit_hit,omitempty"`

@@ -126,16 +126,18 @@ func (p *proc) seal() {
 
 func (p *proc) statusLocked() guest.ProcStatus {
 	st := guest.ProcStatus{
-		ID:         p.id,
-		PID:        p.pid,
-		Argv:       p.argv,
-		Running:    !p.exited,
-		TimedOut:   p.timedOut,
-		LimitHit:   p.limitHit,
-		StartedAt:  p.started,
-		StdoutSize: p.out[stdout].end(),
-		StderrSize: p.out[stderr].end(),
-		Acked:      p.out[stdout].start > 0 || p.out[stderr].start > 0,
+		ID:          p.id,
+		PID:         p.pid,
+		Argv:        p.argv,
+		Running:     !p.exited,
+		TimedOut:    p.timedOut,
+		LimitHit:    p.limitHit,
+		StartedAt:   p.started,
+		StdoutSize:  p.out[stdout].end(),
+		StderrSize:  p.out[stderr].end(),
+		Acked:       p.out[stdout].start > 0 || p.out[stderr].start > 0,
+		StdoutStart: p.out[stdout].start,
+		StderrStart: p.out[stderr].start,
 	}
 	if p.exited {
 		ended := p.ended

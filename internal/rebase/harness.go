@@ -78,13 +78,19 @@ func (s *Service) swapLocked(ctx context.Context, sb *sandbox.Sandbox, next *san
 		return nil, fmt.Errorf("setting the harness of sandbox %q: checkpointing it first: %w", sb.Name, err)
 	}
 	sb.Head = ck.ID
+	// Pending from here on: a dend that dies in the middle of the swap
+	// rolls it back to ck when it starts (internal/recovery's
+	// recoverHarness).
+	sb.Pending, sb.Checkpoint = sandbox.PendingHarness, ck.ID
 	if err := s.svc.Record(ctx, sb, sandbox.EventCheckpoint, "checkpoint "+ck.Description()+" before a harness swap"); err != nil {
+		sb.Pending, sb.Checkpoint = "", ""
 		return nil, err
 	}
 	res := &HarnessResult{Checkpoint: ck}
 	if err := s.swap(ctx, sb, next, res); err != nil {
 		return nil, s.harnessRollBack(ctx, sb, ck, err)
 	}
+	sb.Pending, sb.Checkpoint = "", ""
 	msg := fmt.Sprintf("%s; %d steps ran; checkpoint %s undoes it", next.Describe(), len(res.Steps), ck.Description())
 	if err := s.svc.Record(ctx, sb, sandbox.EventHarness, msg); err != nil {
 		return nil, s.harnessRollBack(ctx, sb, ck, err)

@@ -99,6 +99,8 @@ func (r *Service) recoverPending(ctx context.Context, sb *sandbox.Sandbox, st sa
 		return false, r.svc.Record(ctx, sb, sandbox.EventFailed, "moving to another node was interrupted by a dend restart; still hibernated here")
 	case sandbox.PendingRebase:
 		return r.recoverRebase(ctx, sb, st, ck, ckErr)
+	case sandbox.PendingHarness:
+		return r.recoverHarness(ctx, sb, st, ck, ckErr)
 	case sandbox.PendingResume, sandbox.PendingRestore:
 		return r.recoverRestore(ctx, sb, st, ck, ckErr)
 	}
@@ -243,4 +245,33 @@ func (r *Service) recoverRebase(ctx context.Context, sb *sandbox.Sandbox, st san
 	}
 	return false, r.svc.TransitionLocked(ctx, sb, sandbox.StateError, sandbox.EventFailed,
 		fmt.Sprintf("a rebase to %s was interrupted by a dend restart, its new root half made; %s", to, undo))
+}
+
+// recoverHarness settles, when dend starts, a sandbox whose harness swap
+// dend was in the middle of: the old harness's services stopped, some of
+// the new steps run, the new harness not recorded. As a failed step does,
+// it rolls the swap back: the sandbox boots from the checkpoint the swap
+// took first, its files, harness and services as they were. st is its
+// instance's state, ck (or ckErr) that checkpoint.
+func (r *Service) recoverHarness(ctx context.Context, sb *sandbox.Sandbox, st sandbox.InstanceState, ck *sandbox.Checkpoint, ckErr error) (bool, error) {
+	sb.Pending = ""
+	if ckErr != nil {
+		// The swap's checkpoint is not to be found: the sandbox is left
+		// as the swap left it, and says so.
+		sb.Checkpoint = ""
+		if err := r.svc.Record(ctx, sb, sandbox.EventFailed, fmt.Sprintf(
+			"a harness swap was interrupted by a dend restart and its checkpoint is gone (%v); its harness is the old one, its files as the swap left them", ckErr)); err != nil {
+			return false, err
+		}
+		return r.reattach(ctx, sb, st)
+	}
+	why := fmt.Sprintf("a harness swap was interrupted by a dend restart; rolled back to checkpoint %s, taken before it", ck.Description())
+	if err := r.svc.RestoreLocked(ctx, sb, ck, why); err != nil {
+		ref := ck.ID
+		if ck.Name != "" {
+			ref = ck.Name
+		}
+		return false, fmt.Errorf("rolling back a harness swap a dend restart interrupted (`den restore %s %s` tries again): %w", sb.Name, ref, err)
+	}
+	return true, nil
 }

@@ -430,3 +430,34 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
+
+// StartAt records that run runID's streams begin at offsets stdout and
+// stderr, the bytes before them kept elsewhere (a forked run's are its
+// parent run's): an empty piece at each offset past 0, so a collector
+// carries on from there and a reader gets a marker for what is before.
+// Discard undoes it.
+func StartAt(dir, runID string, stdout, stderr int64) error {
+	for _, st := range []struct {
+		name string
+		at   int64
+	}{{Stdout, stdout}, {Stderr, stderr}} {
+		if st.at <= 0 {
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("creating run output directory: %w", err)
+		}
+		f, err := os.OpenFile(filepath.Join(dir, pieceName(runID, st.name, st.at)), os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			return fmt.Errorf("recording where run output starts: %w", err)
+		}
+		f.Close()
+	}
+	return syncDir(dir)
+}
+
+// Discard removes every piece of run runID's output.
+func Discard(dir, runID string) error {
+	_, err := removeRunOutput(dir, runID)
+	return err
+}

@@ -378,3 +378,49 @@ func TestExtentsOfARunNoCollectorFollows(t *testing.T) {
 		t.Fatalf("Extents of a run with no output = %+v, %v", sz, err)
 	}
 }
+
+// A run whose streams start past 0 (a fork's inherited one) is kept from
+// there: its extents say the bytes before were dropped, a keeper carries
+// on at the offset, a reader gets one marker for what is before and the
+// bytes after, and Discard removes it all.
+func TestStartAtKeepsAStreamFromAnOffset(t *testing.T) {
+	dir := t.TempDir()
+	const max = 8192
+	for _, tc := range []struct {
+		name string
+		at   int64
+	}{{"within the head", 1000}, {"past the head", 6000}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := StartAt(dir, "r1", tc.at, 0); err != nil {
+				t.Fatal(err)
+			}
+			sz, err := Extents(dir, "r1")
+			if err != nil || sz != (Sizes{StdoutSize: tc.at, StdoutDropped: tc.at}) {
+				t.Fatalf("Extents after StartAt(%d) = %+v, %v", tc.at, sz, err)
+			}
+			k, err := OpenKeeper(dir, "r1", Stdout, max)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k.End() != tc.at {
+				t.Fatalf("keeper opened at %d, want %d", k.End(), tc.at)
+			}
+			writeAll(t, k, []byte("after the fork\n"), []int{5}, plenty{})
+			if err := k.Close(); err != nil {
+				t.Fatal(err)
+			}
+			end := tc.at + int64(len("after the fork\n"))
+			got := readLog(t, dir, Stdout, 0, end, tc.at)
+			want := string(markerFor(Stdout, 0, tc.at)) + "after the fork\n"
+			if got != want {
+				t.Fatalf("read %q, want %q", got, want)
+			}
+			if err := Discard(dir, "r1"); err != nil {
+				t.Fatal(err)
+			}
+			if sz, err := Extents(dir, "r1"); err != nil || sz != (Sizes{}) {
+				t.Fatalf("Extents after Discard = %+v, %v", sz, err)
+			}
+		})
+	}
+}

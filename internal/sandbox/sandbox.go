@@ -180,6 +180,7 @@ const (
 	PendingStop       = "stop"
 	PendingDestroy    = "destroy"
 	PendingRebase     = "rebase"
+	PendingHarness    = "harness"
 )
 
 // RunStatus is where a run is.

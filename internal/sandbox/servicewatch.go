@@ -3,10 +3,12 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
+	"github.com/den-dev/den/internal/runoutput"
 )
 
 // den-init starts a service's runs by itself, so dend learns of each by
@@ -60,8 +62,9 @@ func (s *Service) watchServices(ctx context.Context, sb *Sandbox) {
 // recordServiceRun records svc's current run as a run of sandbox id, and
 // collects its output, unless it is recorded already. A run whose
 // output was partly acknowledged before (a fork's, inherited from its
-// parent's memory) is not recorded: its output cannot be collected from
-// its start. Its service's next run is.
+// parent's memory) is recorded from the first byte den-init still
+// holds: the bytes before are its parent's run's, and a reader gets a
+// marker in their place.
 func (s *Service) recordServiceRun(ctx context.Context, id string, g Guest, svc guest.ServiceStatus) {
 	if s.runOfGuest(ctx, id, svc.RunID) != "" {
 		return
@@ -71,8 +74,8 @@ func (s *Service) recordServiceRun(ctx context.Context, id string, g Guest, svc 
 		return
 	}
 	ps, err := g.Status(ctx, svc.RunID)
-	if err != nil || ps.Acked {
-		return
+	if err != nil || (ps.Acked && ps.StdoutStart == 0 && ps.StderrStart == 0) {
+		return // a den-init that does not say where its output starts
 	}
 	sp, _ := sb.service(svc.Name)
 	run := &Run{
@@ -80,9 +83,18 @@ func (s *Service) recordServiceRun(ctx context.Context, id string, g Guest, svc 
 		Argv: ps.Argv, Cwd: firstNonEmpty(sp.Cwd, "/"), EnvNames: sortedKeys(sp.Env), User: sp.User,
 		Labels: map[string]string{LabelService: svc.Name}, Detached: true,
 		Status: RunRunning, StartedAt: ps.StartedAt.UTC(), OutputMax: s.cfg.Output.PerStream,
+		StdoutSize: ps.StdoutStart, StdoutDropped: ps.StdoutStart, StderrSize: ps.StderrStart, StderrDropped: ps.StderrStart,
+	}
+	dir := filepath.Join(s.cfg.RunsDir, id)
+	if err := runoutput.StartAt(dir, run.ID, ps.StdoutStart, ps.StderrStart); err != nil {
+		s.log.Error("recording where an inherited service run's output starts", "sandbox", sb.Name, "service", svc.Name, "err", err)
+		return
 	}
 	if _, err := s.recordStarted(ctx, run); err != nil {
 		s.log.Error("recording a service's run", "sandbox", sb.Name, "service", svc.Name, "err", err)
+		if derr := runoutput.Discard(dir, run.ID); derr != nil {
+			s.log.Error("removing an unrecorded run's output", "run", run.ID, "err", derr)
+		}
 		return
 	}
 	s.resume(id, run, g)
