@@ -387,6 +387,33 @@ func TestControlPlane(t *testing.T) {
 	}
 }
 
+// SDKs before 2.0 address a sandbox as ID-CLIENTID: E2B's API reads that
+// as ID, and so does den when no sandbox is named ID-den.
+func TestClientIDSuffix(t *testing.T) {
+	_, den, call := controlDoor(t)
+	if status, out := call("GET", "/sandboxes/sb1-den", ""); status != 200 || out["sandboxID"] != "sb1" || out["clientID"] != clientID {
+		t.Errorf("info of sb1-den: %d %v", status, out)
+	}
+	if status, _ := call("DELETE", "/sandboxes/sb1-den", ""); status != 204 || den.last("DELETE /v1/sandboxes/sb1").path == "" {
+		t.Errorf("kill of sb1-den: %d, den saw %v", status, den.calls())
+	}
+	if status, out := call("GET", "/sandboxes/nope-den", ""); status != 404 || out["code"] != float64(404) || den.last("GET /v1/sandboxes/nope").path == "" {
+		t.Errorf("info of an unknown nope-den: %d %v", status, out)
+	}
+	d := New(Config{API: inproc.New()})
+	for host, want := range map[string]string{
+		"49983-abc123-den.e2b.localhost:7070": "abc123",
+		"49983-abc123-other.e2b.localhost":    "",
+		"49983--den.e2b.localhost":            "",
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Host = host
+		if id, _, ok := d.hostTarget(r); id != want || ok != (want != "") {
+			t.Errorf("hostTarget(%s) = %q %v, want %q", host, id, ok, want)
+		}
+	}
+}
+
 // controlCall makes a control plane call to d with the test's key, and
 // reads its answer as a T.
 func controlCall[T any](d *Door, method, path, body string) (int, T) {
@@ -437,7 +464,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	state, labels := f.state, f.labels
 	f.mu.Unlock()
-	if strings.HasPrefix(r.URL.Path, "/v1/sandboxes/nope") {
+	if strings.HasPrefix(r.URL.Path, "/v1/sandboxes/nope") || strings.HasSuffix(r.URL.Path, "-den") {
 		w.WriteHeader(404)
 		json.NewEncoder(w).Encode(api.ErrorBody{Error: &api.Error{Code: api.CodeNotFound, Message: `sandbox "nope" not found`}})
 		return
