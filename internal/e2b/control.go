@@ -314,6 +314,17 @@ func (d *Door) connect(w http.ResponseWriter, r *http.Request, c *client.Client,
 		return err
 	}
 	status := http.StatusOK
+	if sb.State == api.StateRunning && sb.Pending != "" {
+		// A pause or stop under way (the timeout's, say) still shows it
+		// running: den's verbs take turns on a sandbox, so a resume waits
+		// for that to end, then wakes it. One that ended stopped is
+		// started below.
+		if woke, rerr := c.Resume(r.Context(), sb.ID); rerr == nil {
+			sb, status = woke, http.StatusCreated
+		} else if sb, err = lookup(r.Context(), c, sb.ID); err != nil {
+			return err
+		}
+	}
 	reboot := req.Memory != nil && !*req.Memory
 	switch sb.State {
 	case api.StatePaused, api.StateHibernated:

@@ -355,6 +355,15 @@ func TestControlPlane(t *testing.T) {
 			t.Errorf("a refused reboot asked den for %s", c.route)
 		}
 	}
+	// Connect while the timeout's pause is under way (running, pending
+	// hibernate): a resume, which den runs once the pause is done.
+	den.state, den.pending, den.wakes = api.StateRunning, "hibernate", true
+	n0 = len(den.calls())
+	status, out = call("POST", "/v2/sandboxes/sb1/connect", `{"timeout":600}`)
+	if status != 201 || out["sandboxID"] != "sb1" || !slices.ContainsFunc(den.calls()[n0:], func(c fakeCall) bool { return c.route == "POST /v1/sandboxes/sb1/resume" }) {
+		t.Errorf("connect during a pause: %d %v", status, out)
+	}
+	den.wakes = false
 	den.state = api.StateStopped
 	if status, _ := call("POST", "/v2/sandboxes/sb1/connect", `{"memory":false}`); status != 201 || den.last("POST /v1/sandboxes/sb1/start").path == "" {
 		t.Errorf("connect with memory false to a sandbox paused without it: %d", status)
@@ -438,10 +447,11 @@ func doorOver(t *testing.T, den *fakeAPI, cfg Config) *Door {
 
 // fakeAPI answers den's API for one sandbox, sb1, and records calls.
 type fakeAPI struct {
-	mu     sync.Mutex
-	log    []fakeCall
-	state  string
-	labels map[string]string
+	mu      sync.Mutex
+	log     []fakeCall
+	state   string
+	pending string
+	labels  map[string]string
 	// wakes has resume leave the sandbox running.
 	wakes bool
 }
@@ -462,7 +472,10 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f.wakes && strings.HasSuffix(r.URL.Path, "/resume") {
 		f.state = api.StateRunning
 	}
-	state, labels := f.state, f.labels
+	if strings.HasSuffix(r.URL.Path, "/resume") {
+		f.pending = ""
+	}
+	state, pending, labels := f.state, f.pending, f.labels
 	f.mu.Unlock()
 	if strings.HasPrefix(r.URL.Path, "/v1/sandboxes/nope") || strings.HasSuffix(r.URL.Path, "-den") {
 		w.WriteHeader(404)
@@ -470,7 +483,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ttl, zero := "10m", "0"
-	sb := api.Sandbox{ID: "sb1", Name: "e2b-x", Image: "e2b-base", State: state, RunningFor: "10m", Owner: "alice", Labels: labels,
+	sb := api.Sandbox{ID: "sb1", Name: "e2b-x", Image: "e2b-base", State: state, Pending: pending, RunningFor: "10m", Owner: "alice", Labels: labels,
 		Policy: api.Policy{TTL: &ttl, HibernateAfter: &zero, PauseAfter: &zero}}
 	if fakeCheckpoints(w, r, b) {
 		return
