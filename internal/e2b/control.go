@@ -314,6 +314,17 @@ func (d *Door) connect(w http.ResponseWriter, r *http.Request, c *client.Client,
 		return err
 	}
 	status := http.StatusOK
+	if sb.State == api.StateRunning && sb.Pending != "" {
+		// A pause or stop under way (the timeout's, say) still shows it
+		// running: den's verbs take turns on a sandbox, so a resume waits
+		// for that to end, then wakes it. One that ended stopped is
+		// started below.
+		if woke, rerr := c.Resume(r.Context(), sb.ID); rerr == nil {
+			sb, status = woke, http.StatusCreated
+		} else if sb, err = lookup(r.Context(), c, sb.ID); err != nil {
+			return err
+		}
+	}
 	reboot := req.Memory != nil && !*req.Memory
 	switch sb.State {
 	case api.StatePaused, api.StateHibernated:
@@ -347,10 +358,21 @@ func (d *Door) connect(w http.ResponseWriter, r *http.Request, c *client.Client,
 	return nil
 }
 
+// clientID is the client id create, connect, list and info answer. SDKs
+// before 2.0 (Python 1.x, JavaScript 1.x) address a sandbox as
+// ID-CLIENTID, which E2B's API and proxy read as ID.
+const clientID = "den"
+
 // lookup finds a sandbox the caller may see; one den destroyed (its record
-// kept) is, to E2B, not found.
+// kept) is, to E2B, not found. ID-den is sandbox ID when nothing is named
+// ID-den.
 func lookup(ctx context.Context, c *client.Client, ref string) (*api.Sandbox, error) {
 	sb, err := c.LookupSandbox(ctx, ref)
+	if id, ok := strings.CutSuffix(ref, "-"+clientID); ok && client.IsNotFound(err) {
+		if byID, idErr := c.LookupSandbox(ctx, id); idErr == nil && byID.ID == id {
+			sb, err = byID, nil
+		}
+	}
 	if err == nil && sb.State == api.StateDestroyed {
 		return nil, &client.Error{API: &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("sandbox %s was destroyed: %s", ref, sb.Reason)}}
 	}
@@ -568,7 +590,7 @@ func newName() string {
 // URL dend can check.
 func (d *Door) newSandboxAnswer(r *http.Request, sb *api.Sandbox, token string) sandboxJSON {
 	out := sandboxJSON{
-		SandboxID: sb.ID, TemplateID: templateOf(sb.Image), Alias: templateOf(sb.Image), ClientID: "den",
+		SandboxID: sb.ID, TemplateID: templateOf(sb.Image), Alias: templateOf(sb.Image), ClientID: clientID,
 		EnvdVersion: envdVersion, EnvdAccessToken: token, Domain: ptr(d.domainFor(r)),
 	}
 	if len(d.key) > 0 {
@@ -600,7 +622,7 @@ func detail(sb *api.Sandbox, now time.Time) detailJSON {
 		mode = "pause"
 	}
 	out := detailJSON{
-		SandboxID: sb.ID, TemplateID: templateOf(sb.Image), Alias: templateOf(sb.Image), ClientID: "den",
+		SandboxID: sb.ID, TemplateID: templateOf(sb.Image), Alias: templateOf(sb.Image), ClientID: clientID,
 		Metadata: e2bMetadata(sb), StartedAt: sb.CreatedAt, EndAt: endAt(sb, now), State: stateOf(sb),
 		CPUCount: cpuCount(sb.CPUs), MemoryMB: sb.MemoryBytes >> 20, DiskSizeMB: sb.DiskBytes >> 20,
 		EnvdVersion: envdVersion, VolumeMounts: []any{}, Lifecycle: lifecycleJSON{OnTimeout: mode, AutoResume: autoResumes(sb)},

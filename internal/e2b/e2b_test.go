@@ -355,6 +355,15 @@ func TestControlPlane(t *testing.T) {
 			t.Errorf("a refused reboot asked den for %s", c.route)
 		}
 	}
+	// Connect while the timeout's pause is under way (running, pending
+	// hibernate): a resume, which den runs once the pause is done.
+	den.state, den.pending, den.wakes = api.StateRunning, "hibernate", true
+	n0 = len(den.calls())
+	status, out = call("POST", "/v2/sandboxes/sb1/connect", `{"timeout":600}`)
+	if status != 201 || out["sandboxID"] != "sb1" || !slices.ContainsFunc(den.calls()[n0:], func(c fakeCall) bool { return c.route == "POST /v1/sandboxes/sb1/resume" }) {
+		t.Errorf("connect during a pause: %d %v", status, out)
+	}
+	den.wakes = false
 	den.state = api.StateStopped
 	if status, _ := call("POST", "/v2/sandboxes/sb1/connect", `{"memory":false}`); status != 201 || den.last("POST /v1/sandboxes/sb1/start").path == "" {
 		t.Errorf("connect with memory false to a sandbox paused without it: %d", status)
@@ -387,6 +396,33 @@ func TestControlPlane(t *testing.T) {
 	}
 }
 
+// SDKs before 2.0 address a sandbox as ID-CLIENTID: E2B's API reads that
+// as ID, and so does den when no sandbox is named ID-den.
+func TestClientIDSuffix(t *testing.T) {
+	_, den, call := controlDoor(t)
+	if status, out := call("GET", "/sandboxes/sb1-den", ""); status != 200 || out["sandboxID"] != "sb1" || out["clientID"] != clientID {
+		t.Errorf("info of sb1-den: %d %v", status, out)
+	}
+	if status, _ := call("DELETE", "/sandboxes/sb1-den", ""); status != 204 || den.last("DELETE /v1/sandboxes/sb1").path == "" {
+		t.Errorf("kill of sb1-den: %d, den saw %v", status, den.calls())
+	}
+	if status, out := call("GET", "/sandboxes/nope-den", ""); status != 404 || out["code"] != float64(404) || den.last("GET /v1/sandboxes/nope").path == "" {
+		t.Errorf("info of an unknown nope-den: %d %v", status, out)
+	}
+	d := New(Config{API: inproc.New()})
+	for host, want := range map[string]string{
+		"49983-abc123-den.e2b.localhost:7070": "abc123",
+		"49983-abc123-other.e2b.localhost":    "",
+		"49983--den.e2b.localhost":            "",
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Host = host
+		if id, _, ok := d.hostTarget(r); id != want || ok != (want != "") {
+			t.Errorf("hostTarget(%s) = %q %v, want %q", host, id, ok, want)
+		}
+	}
+}
+
 // controlCall makes a control plane call to d with the test's key, and
 // reads its answer as a T.
 func controlCall[T any](d *Door, method, path, body string) (int, T) {
@@ -411,10 +447,11 @@ func doorOver(t *testing.T, den *fakeAPI, cfg Config) *Door {
 
 // fakeAPI answers den's API for one sandbox, sb1, and records calls.
 type fakeAPI struct {
-	mu     sync.Mutex
-	log    []fakeCall
-	state  string
-	labels map[string]string
+	mu      sync.Mutex
+	log     []fakeCall
+	state   string
+	pending string
+	labels  map[string]string
 	// wakes has resume leave the sandbox running.
 	wakes bool
 }
@@ -435,15 +472,18 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f.wakes && strings.HasSuffix(r.URL.Path, "/resume") {
 		f.state = api.StateRunning
 	}
-	state, labels := f.state, f.labels
+	if strings.HasSuffix(r.URL.Path, "/resume") {
+		f.pending = ""
+	}
+	state, pending, labels := f.state, f.pending, f.labels
 	f.mu.Unlock()
-	if strings.HasPrefix(r.URL.Path, "/v1/sandboxes/nope") {
+	if strings.HasPrefix(r.URL.Path, "/v1/sandboxes/nope") || strings.HasSuffix(r.URL.Path, "-den") {
 		w.WriteHeader(404)
 		json.NewEncoder(w).Encode(api.ErrorBody{Error: &api.Error{Code: api.CodeNotFound, Message: `sandbox "nope" not found`}})
 		return
 	}
 	ttl, zero := "10m", "0"
-	sb := api.Sandbox{ID: "sb1", Name: "e2b-x", Image: "e2b-base", State: state, RunningFor: "10m", Owner: "alice", Labels: labels,
+	sb := api.Sandbox{ID: "sb1", Name: "e2b-x", Image: "e2b-base", State: state, Pending: pending, RunningFor: "10m", Owner: "alice", Labels: labels,
 		Policy: api.Policy{TTL: &ttl, HibernateAfter: &zero, PauseAfter: &zero}}
 	if fakeCheckpoints(w, r, b) {
 		return

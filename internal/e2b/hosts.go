@@ -52,6 +52,7 @@ func (d *Door) hostTarget(r *http.Request) (id, port string, ok bool) {
 		return "", "", false
 	}
 	port, id, ok = strings.Cut(label, "-")
+	id = strings.TrimSuffix(id, "-"+clientID) // PORT-ID-CLIENTID, from SDKs before 2.0
 	if !ok || id == "" || len(port) == 0 || len(port) > 5 || strings.Trim(port, "0123456789") != "" ||
 		strings.Trim(id, "abcdefghijklmnopqrstuvwxyz0123456789") != "" {
 		return "", "", false
