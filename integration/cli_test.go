@@ -35,8 +35,14 @@ func (d *dend) den(args ...string) (string, string, int) {
 }
 
 // cliDeadline bounds every CLI call a test makes and waits for: none may
-// hang a test (building the debian image takes about a minute).
-const cliDeadline = 3 * time.Minute
+// hang a test. An image build gets buildDeadline: building the debian or
+// e2b-base image takes about a minute, but downloads every package from
+// the mirror, and several minutes when other tests' builds share the
+// line (the shards run at once).
+const (
+	cliDeadline   = 3 * time.Minute
+	buildDeadline = 12 * time.Minute
+)
 
 // runBounded runs cmd, failing the test with what it printed on stderr
 // if it has not ended within cliDeadline.
@@ -45,15 +51,19 @@ func (d *dend) runBounded(cmd *exec.Cmd, stderr *bytes.Buffer) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
+	deadline := cliDeadline
+	if len(cmd.Args) > 2 && cmd.Args[1] == "image" && cmd.Args[2] == "build" {
+		deadline = buildDeadline
+	}
 	var late atomic.Bool
-	timer := time.AfterFunc(cliDeadline, func() {
+	timer := time.AfterFunc(deadline, func() {
 		late.Store(true)
 		cmd.Process.Kill()
 	})
 	err := cmd.Wait()
 	timer.Stop()
 	if late.Load() {
-		d.t.Fatalf("%s still running after %v; it printed: %q", strings.Join(cmd.Args, " "), cliDeadline, stderr.String())
+		d.t.Fatalf("%s still running after %v; it printed: %q", strings.Join(cmd.Args, " "), deadline, stderr.String())
 	}
 	return err
 }
