@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"fmt"
@@ -30,17 +31,69 @@ import (
 // rewriting the commands. replace maps the examples' host names, ports
 // and secret placeholders to the test's servers; bin, when set, is the
 // directory the examples' bin/ is; socket, when set, is the dend the
-// file's den commands talk to.
+// file's den commands talk to; files are put in the examples' working
+// directory.
 type docRig struct {
 	env     []string
 	replace []string // old, new pairs
 	bin     string
 	socket  string
+	files   map[string][]byte
+}
+
+// docServer is the dend every docs file shares: its TCP address and its
+// SSH gateway's.
+type docServer struct {
+	d             *dend
+	addr, sshAddr string
 }
 
 // docRigs are the files whose examples need more than the shared dend.
-var docRigs = map[string]func(t *testing.T) docRig{
-	"docs/fleet.md": fleetDocRig,
+var docRigs = map[string]func(t *testing.T, s docServer) docRig{
+	"docs/fleet.md":             fleetDocRig,
+	"docs/ssh-and-dashboard.md": sshDocRig,
+}
+
+// sshDocRig gives docs/ssh-and-dashboard.md a user's OpenSSH set-up: a
+// key in ~/.ssh, and ssh and scp that read a config (the user's
+// ~/.ssh/config, which OpenSSH finds by the password database, not
+// $HOME) naming HOST as the shared dend's address; the examples' port
+// 2222 is its gateway's, and build.tar a file to copy.
+func sshDocRig(t *testing.T, s docServer) docRig {
+	home, bin := t.TempDir(), t.TempDir()
+	dotSSH := filepath.Join(home, ".ssh")
+	if err := os.Mkdir(dotSSH, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dotSSH, "id_ed25519")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "laptop", "-f", key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v: %s", err, out)
+	}
+	config := filepath.Join(dotSSH, "config")
+	text := "Host HOST\n  HostName 127.0.0.1\n  IdentityFile " + key + "\n  IdentitiesOnly yes\n  IdentityAgent none\n" +
+		"  UserKnownHostsFile " + filepath.Join(dotSSH, "known_hosts") + "\n  StrictHostKeyChecking accept-new\n" +
+		"  BatchMode yes\n  ConnectTimeout 20\n  LogLevel ERROR\n"
+	if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, prog := range []string{"ssh", "scp"} {
+		wrapper := "#!/bin/sh\nexec /usr/bin/" + prog + " -F " + config + " \"$@\"\n"
+		if err := os.WriteFile(filepath.Join(bin, prog), []byte(wrapper), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var tarball bytes.Buffer
+	tw := tar.NewWriter(&tarball)
+	readme := []byte("built\n")
+	tw.WriteHeader(&tar.Header{Name: "build/README", Mode: 0o644, Size: int64(len(readme))})
+	tw.Write(readme)
+	tw.Close()
+	_, port, _ := net.SplitHostPort(s.sshAddr)
+	return docRig{
+		env:     []string{"HOME=" + home, "PATH=" + bin + ":" + binDir + ":" + os.Getenv("PATH")},
+		replace: []string{"-p 2222 ", "-p " + port + " ", "-P 2222 ", "-P " + port + " "},
+		files:   map[string][]byte{"build.tar": tarball.Bytes()},
+	}
 }
 
 // fleetDocRig gives docs/fleet.md its fleet: PostgreSQL with the
@@ -48,7 +101,7 @@ var docRigs = map[string]func(t *testing.T) docRig{
 // the files /etc/den/store and /etc/den/blobs, two nodes b and c on
 // them, and a bin/dend that starts the examples' dends in the
 // background (see docDends).
-func fleetDocRig(t *testing.T) docRig {
+func fleetDocRig(t *testing.T, _ docServer) docRig {
 	began := time.Now()
 	defer func() { t.Logf("the fleet is up after %s", time.Since(began).Round(time.Millisecond)) }()
 	pg := pgtest.Shared(t)

@@ -137,7 +137,8 @@ func TestDocsCommands(t *testing.T) {
 	}
 
 	addr := freeLoopbackAddr(t)
-	d := startDend(t, "--listen", addr, "--pool-size", "64G")
+	sshAddr := freeLoopbackAddr(t)
+	d := startDend(t, "--listen", addr, "--ssh-listen", sshAddr, "--pool-size", "64G")
 	ran, skipped := 0, 0
 	for _, f := range files {
 		var run []docBlock
@@ -157,7 +158,7 @@ func TestDocsCommands(t *testing.T) {
 		if !t.Run(f.name, func(t *testing.T) {
 			var rig docRig
 			if setUp := docRigs[f.name]; setUp != nil {
-				rig = setUp(t)
+				rig = setUp(t, docServer{d: d, addr: addr, sshAddr: sshAddr})
 			}
 			d.runDocBlocks(t, run, addr, rig)
 		}) {
@@ -183,6 +184,11 @@ func (d *dend) runDocBlocks(t *testing.T, blocks []docBlock, addr string, rig do
 	}
 	if err := os.Symlink(bin, filepath.Join(dir, "bin")); err != nil {
 		t.Fatal(err)
+	}
+	for name, content := range rig.files {
+		if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	socket := d.socket
 	if rig.socket != "" {
