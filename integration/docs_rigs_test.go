@@ -32,13 +32,14 @@ import (
 // and secret placeholders to the test's servers; bin, when set, is the
 // directory the examples' bin/ is; socket, when set, is the dend the
 // file's den commands talk to; files are put in the examples' working
-// directory.
+// directory, and links made there.
 type docRig struct {
 	env     []string
 	replace []string // old, new pairs
 	bin     string
 	socket  string
 	files   map[string][]byte
+	links   map[string]string // name → the path it points at
 }
 
 // docServer is the dend every docs file shares: its TCP address and its
@@ -50,8 +51,34 @@ type docServer struct {
 
 // docRigs are the files whose examples need more than the shared dend.
 var docRigs = map[string]func(t *testing.T, s docServer) docRig{
+	"docs/agents.md":            agentsDocRig,
 	"docs/fleet.md":             fleetDocRig,
 	"docs/ssh-and-dashboard.md": sshDocRig,
+}
+
+// docsAgent is the agent docs/agents.md runs as "your agent written
+// with E2B's SDK": it creates a sandbox, runs a command, writes and reads
+// a file, and kills it, failing on any surprise.
+const docsAgent = `import assert from "node:assert/strict";
+import { Sandbox } from "e2b";
+
+const sbx = await Sandbox.create({ timeoutMs: 120_000 });
+const r = await sbx.commands.run("echo hello from $(hostname)");
+assert.equal(r.exitCode, 0);
+assert.match(r.stdout, /^hello from /);
+await sbx.files.write("/tmp/note.txt", "written by the agent");
+assert.equal(await sbx.files.read("/tmp/note.txt"), "written by the agent");
+await sbx.kill();
+console.log("agent: done with", sbx.sandboxId);
+`
+
+// agentsDocRig gives docs/agents.md an agent.mjs written with the
+// official e2b SDK, the version integration/js pins (npm ci there).
+func agentsDocRig(t *testing.T, _ docServer) docRig {
+	return docRig{
+		files: map[string][]byte{"agent.mjs": []byte(docsAgent)},
+		links: map[string]string{"node_modules": filepath.Join(jsDir(t), "node_modules")},
+	}
 }
 
 // sshDocRig gives docs/ssh-and-dashboard.md a user's OpenSSH set-up: a

@@ -185,6 +185,11 @@ func (d *dend) runDocBlocks(t *testing.T, blocks []docBlock, addr string, rig do
 	if err := os.Symlink(bin, filepath.Join(dir, "bin")); err != nil {
 		t.Fatal(err)
 	}
+	for name, target := range rig.links {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for name, content := range rig.files {
 		if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
 			t.Fatal(err)
