@@ -137,7 +137,8 @@ func TestDocsCommands(t *testing.T) {
 	}
 
 	addr := freeLoopbackAddr(t)
-	d := startDend(t, "--listen", addr, "--pool-size", "64G")
+	sshAddr := freeLoopbackAddr(t)
+	d := startDend(t, "--listen", addr, "--ssh-listen", sshAddr, "--pool-size", "64G")
 	ran, skipped := 0, 0
 	for _, f := range files {
 		var run []docBlock
@@ -154,7 +155,13 @@ func TestDocsCommands(t *testing.T) {
 		if len(run) == 0 {
 			continue
 		}
-		if !t.Run(f.name, func(t *testing.T) { d.runDocBlocks(t, run, addr) }) {
+		if !t.Run(f.name, func(t *testing.T) {
+			var rig docRig
+			if setUp := docRigs[f.name]; setUp != nil {
+				rig = setUp(t, docServer{d: d, addr: addr, sshAddr: sshAddr})
+			}
+			d.runDocBlocks(t, run, addr, rig)
+		}) {
 			t.Logf("%s failed: dend's log ends\n%s", f.name, tail(d.logs(), 3000))
 		}
 		d.clearDocState(t)
@@ -166,26 +173,45 @@ func TestDocsCommands(t *testing.T) {
 }
 
 // runDocBlocks runs one file's blocks in order in one bash, with den on
-// PATH, in a directory of their own; the docs' default socket, data
-// directory and address are this dend's.
-func (d *dend) runDocBlocks(t *testing.T, blocks []docBlock, addr string) {
+// PATH, in a directory of their own; the docs' default data directory
+// and address are this dend's, and so is their socket unless the file's
+// rig gives another.
+func (d *dend) runDocBlocks(t *testing.T, blocks []docBlock, addr string, rig docRig) {
 	dir := t.TempDir()
-	if err := os.Symlink(binDir, filepath.Join(dir, "bin")); err != nil {
+	bin := binDir
+	if rig.bin != "" {
+		bin = rig.bin
+	}
+	if err := os.Symlink(bin, filepath.Join(dir, "bin")); err != nil {
 		t.Fatal(err)
 	}
+	for name, target := range rig.links {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, content := range rig.files {
+		if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	socket := d.socket
+	if rig.socket != "" {
+		socket = rig.socket
+	}
+	replace := strings.NewReplacer(append([]string{"/run/den/den.sock", socket, "/var/lib/den", d.dataDir, "127.0.0.1:7070", addr}, rig.replace...)...)
 	marker := filepath.Join(t.TempDir(), "block")
 	var script strings.Builder
 	script.WriteString("set -eo pipefail\n")
 	for _, b := range blocks {
 		fmt.Fprintf(&script, "echo %q > %q\n", fmt.Sprintf("%s:%d", b.file, b.line), marker)
-		text := strings.NewReplacer("/run/den/den.sock", d.socket, "/var/lib/den", d.dataDir, "127.0.0.1:7070", addr).Replace(b.text)
-		script.WriteString(text)
+		script.WriteString(replace.Replace(b.text))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
 	cmd.Dir = dir
-	cmd.Env = docsEnv(d.socket)
+	cmd.Env = append(docsEnv(socket), rig.env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

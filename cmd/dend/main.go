@@ -29,6 +29,13 @@ func main() {
 		fs.PrintDefaults()
 	}
 	pool := ""
+	// Defaults that are this machine's (paths beside dend, the host's
+	// name) are said in words, so that help and the man page made from it
+	// do not carry the builder's; left unset, they apply after parsing.
+	machine := []struct {
+		v   *string
+		def string
+	}{{&cfg.Runsc, cfg.Runsc}, {&cfg.Init, cfg.Init}, {&cfg.Node, cfg.Node}}
 	fs.StringVar(&cfg.DataDir, "data-dir", env("DEN_DATA_DIR", cfg.DataDir), "where records, the storage pool and run output live")
 	fs.StringVar(&cfg.RunDir, "run-dir", env("DEN_RUN_DIR", cfg.RunDir), "engine state that must not survive a reboot")
 	fs.StringVar(&cfg.Socket, "socket", env("DEN_SOCKET", cfg.Socket), "unix socket for the local CLI (root only)")
@@ -37,8 +44,8 @@ func main() {
 	fs.StringVar(&cfg.SSHListen, "ssh-listen", env("DEN_SSH_LISTEN", ""), "serve the SSH gateway on this address, e.g. :2222: `ssh SANDBOX@HOST -p 2222` with a key from `den ssh-key add` (off by default)")
 	fs.StringVar(&cfg.TokenFile, "token-file", env("DEN_TOKEN_FILE", ""), "an admin token for --listen, created if missing (default DATA_DIR/token); `den token create` makes scoped ones")
 	fs.StringVar(&cfg.SecretsKey, "secrets-key", env("DEN_SECRETS_KEY", ""), "absolute path of the key that encrypts secrets, kept outside the database; created if missing (default DATA_DIR/secrets.key)")
-	fs.StringVar(&cfg.Runsc, "runsc", env("DEN_RUNSC", cfg.Runsc), "the pinned runsc binary")
-	fs.StringVar(&cfg.Init, "init", env("DEN_INIT", cfg.Init), "the den-init binary: a static executable (built with CGO_ENABLED=0), which runs as every sandbox's first process")
+	fs.StringVar(&cfg.Runsc, "runsc", env("DEN_RUNSC", ""), "the pinned runsc binary (default: runsc in dend's own directory)")
+	fs.StringVar(&cfg.Init, "init", env("DEN_INIT", ""), "the den-init binary: a static executable (built with CGO_ENABLED=0), which runs as every sandbox's first process (default: den-init in dend's own directory)")
 	fs.StringVar(&cfg.Storage, "storage", env("DEN_STORAGE", cfg.Storage), "storage driver: auto, btrfs or copy")
 	fs.StringVar(&pool, "pool-size", env("DEN_POOL_SIZE", "64G"), "size of the sparse btrfs loop file made when the data dir is not on btrfs")
 	fs.StringVar(&cfg.Subnet, "subnet", env("DEN_SUBNET", cfg.Subnet), "private IPv4 range for sandbox links; its last 4 addresses are den's (the resolver)")
@@ -47,7 +54,7 @@ func main() {
 	fs.StringVar(&cfg.DNSUpstreams, "dns-upstream", env("DEN_DNS_UPSTREAM", ""), "name servers den's resolver asks for the names a policy allows, ADDR[:PORT],... (default: the host's /etc/resolv.conf)")
 	fs.StringVar(&cfg.AllowPrivate, "allow-private", env("DEN_ALLOW_PRIVATE", ""), "private ranges every owner's network rules may name, CIDR,... (default: none; `den owner set --allow-private` opens one to one owner)")
 	fs.StringVar(&cfg.Warm, "warm", env("DEN_WARM", ""), "instances of each image this node keeps booted ahead of demand, IMAGE=N,... e.g. busybox=4 (`den image warm IMAGE N` overrides it per image)")
-	fs.StringVar(&cfg.Node, "node", env("DEN_NODE", cfg.Node), "this dend's node name in a fleet (dends sharing one --store postgres://...); default: the host's name")
+	fs.StringVar(&cfg.Node, "node", env("DEN_NODE", ""), "this dend's node name in a fleet (dends sharing one --store postgres://...) (default: this host's name)")
 	fs.StringVar(&cfg.PeerURL, "peer-url", env("DEN_PEER_URL", ""), "in a fleet: the URL other nodes reach this dend's --listen at (default: http://LISTEN, with the host's name for 0.0.0.0)")
 	fs.StringVar(&cfg.OnStop, "on-stop", env("DEN_ON_STOP", cfg.OnStop), "what a stop does to running and paused sandboxes: auto (hibernate them when the host is shutting down, as systemd says; leave them running on a restart), hibernate (always) or leave (never: they keep running for the next dend, and a reboot ends their processes). Not in a fleet, whose nodes are drained before a reboot")
 	fs.StringVar(&cfg.RecoverLost, "recover-lost", env("DEN_RECOVER_LOST", "off"), "in a fleet: what the node that declares another lost does with its sandboxes that were uploaded: off (they wait in error for `den recover`), rollback (brought back on the fleet's nodes from their last upload, processes and all) or cold (from its files alone)")
@@ -115,6 +122,11 @@ func main() {
 	if *showVersion {
 		fmt.Println("dend", version.Version)
 		return
+	}
+	for _, m := range machine {
+		if *m.v == "" {
+			*m.v = m.def
+		}
 	}
 	if cfg.RecoverLost == "off" {
 		cfg.RecoverLost = ""
