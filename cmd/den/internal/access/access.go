@@ -172,14 +172,8 @@ func (a *app) tokenRevokeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.Each(args, func(ref string) error {
-				if err := c.RevokeToken(cmd.Context(), ref); err != nil {
-					return err
-				}
-				if !a.JSON {
-					fmt.Fprintln(a.Stdout, ref)
-				}
-				return nil
+			return a.EachDone(args, func(ref string) error {
+				return c.RevokeToken(cmd.Context(), ref)
 			})
 		},
 	}
@@ -398,14 +392,8 @@ func (a *app) secretRmCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.Each(args, func(name string) error {
-				if err := c.RemoveSecret(cmd.Context(), name); err != nil {
-					return err
-				}
-				if !a.JSON {
-					fmt.Fprintln(a.Stdout, name)
-				}
-				return nil
+			return a.EachDone(args, func(name string) error {
+				return c.RemoveSecret(cmd.Context(), name)
 			})
 		},
 	}

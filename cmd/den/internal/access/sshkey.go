@@ -143,14 +143,8 @@ func (a *app) sshKeyRmCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.Each(args, func(ref string) error {
-				if err := c.RemoveSSHKey(cmd.Context(), ref); err != nil {
-					return err
-				}
-				if !a.JSON {
-					fmt.Fprintln(a.Stdout, ref)
-				}
-				return nil
+			return a.EachDone(args, func(ref string) error {
+				return c.RemoveSSHKey(cmd.Context(), ref)
 			})
 		},
 	}

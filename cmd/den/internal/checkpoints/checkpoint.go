@@ -2,7 +2,6 @@ package checkpoints
 
 import (
 	"cmp"
-	"fmt"
 	"io"
 	"strings"
 	"time"
@@ -69,14 +68,8 @@ removed checkpoint take its parent as theirs.`,
 			if err != nil {
 				return err
 			}
-			return a.Each(args[1:], func(ckpt string) error {
-				if err := c.RemoveCheckpoint(cmd.Context(), args[0], ckpt); err != nil {
-					return err
-				}
-				if !a.JSON {
-					fmt.Fprintln(a.Stdout, ckpt)
-				}
-				return nil
+			return a.EachDone(args[1:], func(ckpt string) error {
+				return c.RemoveCheckpoint(cmd.Context(), args[0], ckpt)
 			})
 		},
 	}

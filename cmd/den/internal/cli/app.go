@@ -114,6 +114,20 @@ func (a *App) Client() (*client.Client, error) {
 	return c, nil
 }
 
+// EachDone is Each for verbs that print nothing of their own: each name
+// done is printed on its own line, unless --json.
+func (a *App) EachDone(names []string, fn func(string) error) error {
+	return a.Each(names, func(n string) error {
+		if err := fn(n); err != nil {
+			return err
+		}
+		if !a.JSON {
+			fmt.Fprintln(a.Stdout, n)
+		}
+		return nil
+	})
+}
+
 // Each runs fn for every name, going on after a failure. With one name
 // its error is returned as it is; with several, each failure is reported
 // as it happens and the result only says how many failed.

@@ -180,14 +180,8 @@ func (a *app) imageRmCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.Each(args, func(name string) error {
-				if err := c.RemoveImage(cmd.Context(), name); err != nil {
-					return err
-				}
-				if !a.JSON {
-					fmt.Fprintln(a.Stdout, name)
-				}
-				return nil
+			return a.EachDone(args, func(name string) error {
+				return c.RemoveImage(cmd.Context(), name)
 			})
 		},
 	}

@@ -252,14 +252,8 @@ func (a *app) rmCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.Each(args, func(name string) error {
-				if err := c.RemoveSandbox(cmd.Context(), name, force); err != nil {
-					return err
-				}
-				if !a.JSON {
-					fmt.Fprintln(a.Stdout, name)
-				}
-				return nil
+			return a.EachDone(args, func(name string) error {
+				return c.RemoveSandbox(cmd.Context(), name, force)
 			})
 		},
 	}
