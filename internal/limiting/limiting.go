@@ -84,7 +84,11 @@ func (s *Service) setLocked(ctx context.Context, sb *sandbox.Sandbox, c Change) 
 	if sb.State == sandbox.StateRunning || sb.State == sandbox.StatePaused {
 		if err := s.sandboxes.ApplyLimitsLocked(ctx, sb, old, l); err != nil {
 			if l.DiskBytes != old.DiskBytes {
-				s.sandboxes.SetDiskCapLocked(context.WithoutCancel(ctx), sb, old.DiskBytes)
+				if berr := s.sandboxes.SetDiskCapLocked(context.WithoutCancel(ctx), sb, old.DiskBytes); berr != nil {
+					// The volume keeps the new cap while the record keeps
+					// the old: say so, or nothing would.
+					return fmt.Errorf("changing the limits of sandbox %q: %w (and putting its disk cap back to %s failed: %v; set the limits again)", sb.Name, err, size(old.DiskBytes), berr)
+				}
 			}
 			return fmt.Errorf("changing the limits of sandbox %q: %w", sb.Name, err)
 		}

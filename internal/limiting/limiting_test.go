@@ -28,18 +28,34 @@ type noImages struct{ sandbox.Images }
 // caps records the disk caps volumes are given.
 type caps struct {
 	sandbox.Volumes
-	mu  sync.Mutex
-	cap map[string]int64
+	mu     sync.Mutex
+	cap    map[string]int64
+	refuse func(bytes int64) bool // which caps SetLimit refuses; nil: none
 }
 
 func (c *caps) SetLimit(_ context.Context, key string, bytes int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.refuse != nil && c.refuse(bytes) {
+		return errors.New("btrfs refused the cap")
+	}
 	c.cap[key] = bytes
 	return nil
 }
 
+// refusingEngine refuses every change of a live instance's limits.
+type refusingEngine struct{ sandbox.Runtime }
+
+func (refusingEngine) Update(context.Context, string, sandbox.Limits) error {
+	return errors.New("the engine refused")
+}
+
 func newLimiting(t *testing.T, q quota.Quotas) (*limiting.Service, *sqlite.Store, *caps) {
+	t.Helper()
+	return newLimitingWith(t, q, noRuntime{})
+}
+
+func newLimitingWith(t *testing.T, q quota.Quotas, rt sandbox.Runtime) (*limiting.Service, *sqlite.Store, *caps) {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "den.db"), nil)
@@ -49,7 +65,7 @@ func newLimiting(t *testing.T, q quota.Quotas) (*limiting.Service, *sqlite.Store
 	t.Cleanup(func() { st.Close() })
 	v := &caps{cap: map[string]int64{}}
 	svc, err := sandbox.NewService(sandbox.Config{
-		Store: st, Volumes: v, Runtime: noRuntime{}, Network: noNetwork{}, Images: noImages{}, Quotas: q,
+		Store: st, Volumes: v, Runtime: rt, Network: noNetwork{}, Images: noImages{}, Quotas: q,
 		Dial:    func(netip.AddrPort, string) sandbox.Guest { return nil },
 		RunsDir: filepath.Join(dir, "runs"), CheckpointDir: filepath.Join(dir, "checkpoints"),
 	})
@@ -125,5 +141,29 @@ func TestSetLimitsRefuses(t *testing.T) {
 	}
 	if len(v.cap) != 0 {
 		t.Fatalf("volumes capped after refusals: %v", v.cap)
+	}
+}
+
+// When the live instance refuses a change, the disk cap goes back to what
+// the record says; when that fails too, the error says so, since the
+// volume and the record then disagree.
+func TestSetLimitsSaysWhenTheCapCannotGoBack(t *testing.T) {
+	l, st, v := newLimitingWith(t, quota.Quotas{}, refusingEngine{})
+	made := addSandbox(t, st, "web", "", sandbox.StatePaused, 1)
+	disk := int64(2 << 30)
+	_, err := l.SetLimits(t.Context(), "web", limiting.Change{DiskBytes: &disk})
+	if err == nil || !strings.Contains(err.Error(), "the engine refused") {
+		t.Fatalf("err %v, want the engine's refusal", err)
+	}
+	rec, gerr := st.GetSandbox(t.Context(), made.ID)
+	if gerr != nil || rec.Spec.DiskBytes != made.Spec.DiskBytes {
+		t.Fatalf("record %+v, %v; want the old disk cap kept", rec, gerr)
+	}
+
+	// Now the put-back fails as well.
+	v.refuse = func(bytes int64) bool { return bytes != disk }
+	_, err = l.SetLimits(t.Context(), "web", limiting.Change{DiskBytes: &disk})
+	if err == nil || !strings.Contains(err.Error(), "putting its disk cap back") || !strings.Contains(err.Error(), "btrfs refused the cap") {
+		t.Fatalf("err %v, want it to say the cap could not go back", err)
 	}
 }
