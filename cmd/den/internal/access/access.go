@@ -364,18 +364,14 @@ func (a *app) secretLsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.JSON {
-				if list == nil {
-					list = []api.Secret{}
+			return cli.PrintList(a.App, list, func() error {
+				now := time.Now()
+				t := cli.NewTable(a.Stdout, "NAME", "CREATED", "UPDATED")
+				for _, s := range list {
+					t.Row(s.Name, cli.Ago(s.CreatedAt, now), cli.Ago(s.UpdatedAt, now))
 				}
-				return cli.PrintJSON(a.Stdout, list)
-			}
-			now := time.Now()
-			t := cli.NewTable(a.Stdout, "NAME", "CREATED", "UPDATED")
-			for _, s := range list {
-				t.Row(s.Name, cli.Ago(s.CreatedAt, now), cli.Ago(s.UpdatedAt, now))
-			}
-			return t.Flush()
+				return t.Flush()
+			})
 		},
 	}
 }

@@ -161,25 +161,21 @@ func (a *app) peerLsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.JSON {
-				if ps == nil {
-					ps = []api.Peer{}
+			return cli.PrintList(a.App, ps, func() error {
+				now := time.Now()
+				t := cli.NewTable(a.Stdout, "ID", "SANDBOX", "AT", "SHOWS", "TAKEN")
+				for _, p := range ps {
+					shows := "files"
+					if p.Live {
+						shows = "files, live"
+					}
+					if p.Checkpoint != "" {
+						shows = "checkpoint " + p.Checkpoint
+					}
+					t.Row(p.ID, p.Sandbox, p.At, shows, cli.Ago(p.TakenAt, now))
 				}
-				return cli.PrintJSON(a.Stdout, ps)
-			}
-			now := time.Now()
-			t := cli.NewTable(a.Stdout, "ID", "SANDBOX", "AT", "SHOWS", "TAKEN")
-			for _, p := range ps {
-				shows := "files"
-				if p.Live {
-					shows = "files, live"
-				}
-				if p.Checkpoint != "" {
-					shows = "checkpoint " + p.Checkpoint
-				}
-				t.Row(p.ID, p.Sandbox, p.At, shows, cli.Ago(p.TakenAt, now))
-			}
-			return t.Flush()
+				return t.Flush()
+			})
 		},
 	}
 }

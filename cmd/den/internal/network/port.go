@@ -193,14 +193,7 @@ unexposing the port); links made afterwards work.`,
 }
 
 func (a *app) printPorts(sb *api.Sandbox) error {
-	if a.JSON {
-		ports := sb.Ports
-		if ports == nil {
-			ports = []api.ExposedPort{}
-		}
-		return cli.PrintJSON(a.Stdout, ports)
-	}
-	return renderPorts(a.Stdout, sb)
+	return cli.PrintList(a.App, sb.Ports, func() error { return renderPorts(a.Stdout, sb) })
 }
 
 func renderPorts(w io.Writer, sb *api.Sandbox) error {

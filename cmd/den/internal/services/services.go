@@ -123,22 +123,18 @@ output ` + "`den logs`" + ` prints.`,
 			if err != nil {
 				return err
 			}
-			if a.JSON {
-				if svcs == nil {
-					svcs = []api.Service{}
+			return cli.PrintList(a.App, svcs, func() error {
+				now := time.Now()
+				t := cli.NewTable(a.Stdout, "SERVICE", "STATE", "PID", "RESTARTS", "LAST EXIT", "RUN", "COMMAND")
+				for _, s := range svcs {
+					pid := ""
+					if s.PID > 0 {
+						pid = strconv.Itoa(s.PID)
+					}
+					t.Row(s.Name, s.State, pid, strconv.Itoa(s.Restarts), lastExit(s.LastExit, now), s.RunID, strings.Join(s.Argv, " "))
 				}
-				return cli.PrintJSON(a.Stdout, svcs)
-			}
-			now := time.Now()
-			t := cli.NewTable(a.Stdout, "SERVICE", "STATE", "PID", "RESTARTS", "LAST EXIT", "RUN", "COMMAND")
-			for _, s := range svcs {
-				pid := ""
-				if s.PID > 0 {
-					pid = strconv.Itoa(s.PID)
-				}
-				t.Row(s.Name, s.State, pid, strconv.Itoa(s.Restarts), lastExit(s.LastExit, now), s.RunID, strings.Join(s.Argv, " "))
-			}
-			return t.Flush()
+				return t.Flush()
+			})
 		},
 	}
 }
