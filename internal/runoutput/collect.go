@@ -187,8 +187,6 @@ func (cs *Collectors) appendOutput(ctx context.Context, c *Collector, g Guest, i
 	if werr != nil {
 		return werr
 	}
-	c.mu.Lock()
-	c.mu.Unlock()
 	if c.unacked += int64(len(p)); c.unacked >= ackEvery {
 		c.unacked = 0
 		cs.syncAndAck(ctx, c, g)
