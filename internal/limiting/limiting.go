@@ -2,6 +2,7 @@ package limiting
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/docker/go-units"
@@ -81,21 +82,51 @@ func (s *Service) setLocked(ctx context.Context, sb *sandbox.Sandbox, c Change) 
 			return fmt.Errorf("capping the disk of sandbox %q: %w", sb.Name, err)
 		}
 	}
-	if sb.State == sandbox.StateRunning || sb.State == sandbox.StatePaused {
+	live := sb.State == sandbox.StateRunning || sb.State == sandbox.StatePaused
+	if live {
 		if err := s.sandboxes.ApplyLimitsLocked(ctx, sb, old, l); err != nil {
-			if l.DiskBytes != old.DiskBytes {
-				if berr := s.sandboxes.SetDiskCapLocked(context.WithoutCancel(ctx), sb, old.DiskBytes); berr != nil {
-					// The volume keeps the new cap while the record keeps
-					// the old: say so, or nothing would.
-					return fmt.Errorf("changing the limits of sandbox %q: %w (and putting its disk cap back to %s failed: %v; set the limits again)", sb.Name, err, size(old.DiskBytes), berr)
-				}
+			if berr := s.capBack(ctx, sb, old, l); berr != nil {
+				// The volume keeps the new cap while the record keeps
+				// the old: say so, or nothing would.
+				return fmt.Errorf("changing the limits of sandbox %q: %w (and putting its disk cap back to %s failed: %v; set the limits again)", sb.Name, err, size(old.DiskBytes), berr)
 			}
 			return fmt.Errorf("changing the limits of sandbox %q: %w", sb.Name, err)
 		}
 	}
 	sb.Spec.CPUs, sb.Spec.MemoryBytes, sb.Spec.PIDs, sb.Spec.DiskBytes = l.CPUs, l.MemoryBytes, l.PIDs, l.DiskBytes
 	msg := fmt.Sprintf("limits: %g CPUs, %s memory, %s processes, %s disk", l.CPUs, size(l.MemoryBytes), orNone(l.PIDs != 0, fmt.Sprint(l.PIDs)), orNone(l.DiskBytes != 0, size(l.DiskBytes)))
-	return s.sandboxes.Record(ctx, sb, sandbox.EventLimits, msg)
+	if err := s.sandboxes.Record(ctx, sb, sandbox.EventLimits, msg); err != nil {
+		return s.putBack(ctx, sb, old, l, live, err)
+	}
+	return nil
+}
+
+// capBack gives sb's volume its old disk cap again, if the change had
+// set a new one.
+func (s *Service) capBack(ctx context.Context, sb *sandbox.Sandbox, old, l sandbox.Limits) error {
+	if l.DiskBytes == old.DiskBytes {
+		return nil
+	}
+	return s.sandboxes.SetDiskCapLocked(context.WithoutCancel(ctx), sb, old.DiskBytes)
+}
+
+// putBack undoes a change the record could not keep: the instance and
+// the volume get the old limits again, so what runs matches the record.
+func (s *Service) putBack(ctx context.Context, sb *sandbox.Sandbox, old, l sandbox.Limits, live bool, recErr error) error {
+	sb.Spec.CPUs, sb.Spec.MemoryBytes, sb.Spec.PIDs, sb.Spec.DiskBytes = old.CPUs, old.MemoryBytes, old.PIDs, old.DiskBytes
+	var errs []error
+	if live {
+		if err := s.sandboxes.ApplyLimitsLocked(context.WithoutCancel(ctx), sb, l, old); err != nil {
+			errs = append(errs, fmt.Errorf("putting its live limits back: %w", err))
+		}
+	}
+	if err := s.capBack(ctx, sb, old, l); err != nil {
+		errs = append(errs, fmt.Errorf("putting its disk cap back to %s: %w", size(old.DiskBytes), err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("recording the limits of sandbox %q: %w (and %v; set the limits again)", sb.Name, recErr, err)
+	}
+	return fmt.Errorf("recording the limits of sandbox %q: %w (its old limits are back)", sb.Name, recErr)
 }
 
 func orNone(ok bool, v string) string {

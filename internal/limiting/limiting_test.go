@@ -57,6 +57,12 @@ func newLimiting(t *testing.T, q quota.Quotas) (*limiting.Service, *sqlite.Store
 
 func newLimitingWith(t *testing.T, q quota.Quotas, rt sandbox.Runtime) (*limiting.Service, *sqlite.Store, *caps) {
 	t.Helper()
+	return newLimitingOn(t, q, rt, func(st *sqlite.Store) sandbox.Store { return st })
+}
+
+// newLimitingOn is newLimitingWith with the core's store made by wrap.
+func newLimitingOn(t *testing.T, q quota.Quotas, rt sandbox.Runtime, wrap func(*sqlite.Store) sandbox.Store) (*limiting.Service, *sqlite.Store, *caps) {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "den.db"), nil)
 	if err != nil {
@@ -65,7 +71,7 @@ func newLimitingWith(t *testing.T, q quota.Quotas, rt sandbox.Runtime) (*limitin
 	t.Cleanup(func() { st.Close() })
 	v := &caps{cap: map[string]int64{}}
 	svc, err := sandbox.NewService(sandbox.Config{
-		Store: st, Volumes: v, Runtime: rt, Network: noNetwork{}, Images: noImages{}, Quotas: q,
+		Store: wrap(st), Volumes: v, Runtime: rt, Network: noNetwork{}, Images: noImages{}, Quotas: q,
 		Dial:    func(netip.AddrPort, string) sandbox.Guest { return nil },
 		RunsDir: filepath.Join(dir, "runs"), CheckpointDir: filepath.Join(dir, "checkpoints"),
 	})
@@ -165,5 +171,52 @@ func TestSetLimitsSaysWhenTheCapCannotGoBack(t *testing.T) {
 	_, err = l.SetLimits(t.Context(), "web", limiting.Change{DiskBytes: &disk})
 	if err == nil || !strings.Contains(err.Error(), "putting its disk cap back") || !strings.Contains(err.Error(), "btrfs refused the cap") {
 		t.Fatalf("err %v, want it to say the cap could not go back", err)
+	}
+}
+
+// unrecordable is a store that cannot write a sandbox's record.
+type unrecordable struct{ *sqlite.Store }
+
+func (unrecordable) UpdateSandbox(context.Context, *sandbox.Sandbox, sandbox.Event) error {
+	return errors.New("database is locked")
+}
+
+// updates records the limits the engine is given.
+type updates struct {
+	sandbox.Runtime
+	mu  sync.Mutex
+	got []sandbox.Limits
+}
+
+func (u *updates) Update(_ context.Context, _ string, l sandbox.Limits) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.got = append(u.got, l)
+	return nil
+}
+
+// A change the record cannot keep is undone: the volume and the live
+// instance get the old limits back, so they match the record.
+func TestSetLimitsPutsBackWhatTheRecordCannotKeep(t *testing.T) {
+	rt := &updates{}
+	l, st, v := newLimitingOn(t, quota.Quotas{}, rt, func(st *sqlite.Store) sandbox.Store { return unrecordable{st} })
+	made := addSandbox(t, st, "web", "", sandbox.StatePaused, 1)
+	v.cap[made.VolumeKey()] = 4 << 30
+	mem, disk := int64(512<<20), int64(1<<30)
+	_, err := l.SetLimits(t.Context(), "web", limiting.Change{MemoryBytes: &mem, DiskBytes: &disk})
+	if err == nil || !strings.Contains(err.Error(), "database is locked") || !strings.Contains(err.Error(), "its old limits are back") {
+		t.Fatalf("err %v, want the record's failure and the limits put back", err)
+	}
+	if got := v.cap[made.VolumeKey()]; got != made.Spec.DiskBytes {
+		t.Fatalf("volume capped at %d after the failure, want the old cap %d", got, made.Spec.DiskBytes)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if len(rt.got) != 2 || rt.got[0].MemoryBytes != mem || rt.got[1].MemoryBytes != made.Spec.MemoryBytes {
+		t.Fatalf("engine given %+v, want the new memory then the old %d", rt.got, made.Spec.MemoryBytes)
+	}
+	rec, gerr := st.GetSandbox(t.Context(), made.ID)
+	if gerr != nil || rec.Spec.MemoryBytes != made.Spec.MemoryBytes {
+		t.Fatalf("record %+v, %v; want the old memory kept", rec, gerr)
 	}
 }
