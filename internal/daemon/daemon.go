@@ -277,14 +277,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			gc.Collect(cctx)
 		}
 	}()
+	// The sealer learns which keys sealed the images here before
+	// recovery may seal one (a rollback, a salvaged hibernation), and
+	// again after it, which may have removed some.
+	if err := expectSealed(ctx, svc, sealer); err != nil {
+		return err
+	}
 	if err := recov.Recover(ctx); err != nil {
 		return err
 	}
-	sealed, err := svc.SealedKeys(ctx)
-	if err != nil {
+	if err := expectSealed(ctx, svc, sealer); err != nil {
 		return err
 	}
-	sealer.Expect(sealed)
 	if err := pruneInits(ctx, svc, initDir, log); err != nil {
 		log.Warn("removing den-init versions nothing needs", "err", err)
 	}
@@ -581,4 +585,15 @@ func drainer(cfg Config, records fleetStore, fl *fleetNode, svc *sandbox.Service
 		n.place, n.moves = fl.peers.PlaceAway, fl.node
 	}
 	return n
+}
+
+// expectSealed tells the sealer which keys sealed the memory images the
+// records name.
+func expectSealed(ctx context.Context, svc *sandbox.Service, sealer *imagecrypt.Sealer) error {
+	sealed, err := svc.SealedKeys(ctx)
+	if err != nil {
+		return err
+	}
+	sealer.Expect(sealed)
+	return nil
 }

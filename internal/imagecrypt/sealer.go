@@ -80,13 +80,15 @@ func parseKey(b []byte) (*Key, error) {
 
 // Expect tells the Sealer which keys sealed the images that exist: while
 // any of them is not its own, it seals nothing new (mixing keys would
-// leave some images unreadable whichever key file dend is given).
+// leave some images unreadable whichever key file dend is given). A
+// foreign key is logged once, when it first appears.
 func (s *Sealer) Expect(ids []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	before := s.expect
 	s.expect = slices.Clone(ids)
 	for _, id := range ids {
-		if s.key == nil || id != s.key.ID() {
+		if (s.key == nil || id != s.key.ID()) && !slices.Contains(before, id) {
 			s.log.Error("memory images were sealed with another images key", "sealed_with", id, "key_file", s.cfg.KeyFile)
 		}
 	}
