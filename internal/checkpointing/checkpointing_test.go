@@ -12,10 +12,11 @@ import (
 )
 
 // fakeCore is the core and the checkpoints' records as the verbs see
-// them: sandboxes by name, and their checkpoints.
+// them: sandboxes, their checkpoints, and which sandboxes need which.
 type fakeCore struct {
 	sandboxes []*sandbox.Sandbox
 	cks       []*sandbox.Checkpoint
+	needs     map[string][]string
 	locked    string
 	deleted   []string
 }
@@ -49,24 +50,10 @@ func (f *fakeCore) CheckpointOf(_ context.Context, sb *sandbox.Sandbox, ref stri
 	return nil, errdefs.NotFound("checkpoint %q not found", ref)
 }
 
-func (f *fakeCore) Needs(context.Context) (map[string][]string, error) {
-	m := map[string][]string{}
-	for _, sb := range f.sandboxes {
-		for _, id := range []string{sb.Checkpoint, sb.Origin} {
-			if id != "" {
-				m[id] = append(m[id], sb.Name)
-			}
-		}
-	}
-	return m, nil
-}
+func (f *fakeCore) Needs(context.Context) (map[string][]string, error) { return f.needs, nil }
 
-func (f *fakeCore) FillNeededBy(ctx context.Context, ck *sandbox.Checkpoint) (*sandbox.Checkpoint, error) {
-	needs, err := f.Needs(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ck.NeededBy = needs[ck.ID]
+func (f *fakeCore) FillNeededBy(_ context.Context, ck *sandbox.Checkpoint) (*sandbox.Checkpoint, error) {
+	ck.NeededBy = f.needs[ck.ID]
 	return ck, nil
 }
 
@@ -97,6 +84,7 @@ func newFake() (*fakeCore, *Service) {
 			{ID: "sb-web", Name: "web"},
 			{ID: "sb-child", Name: "child", Origin: "ck-1"},
 		},
+		needs: map[string][]string{"ck-1": {"child"}},
 		cks: []*sandbox.Checkpoint{
 			{ID: "ck-1", SandboxID: "sb-web", Name: "base", Memory: true},
 			{ID: "ck-2", SandboxID: "sb-web"},
