@@ -381,7 +381,7 @@ func (s *server) scopeFrom(ctx context.Context, p auth.Principal, from string) (
 		if !p.Sees(sb.Owner) {
 			continue
 		}
-		cks, err := s.sandboxes.Checkpoints(ctx, sb.ID)
+		cks, err := s.checkpoints.Checkpoints(ctx, sb.ID)
 		if err != nil {
 			return "", err
 		}

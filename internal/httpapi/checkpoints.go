@@ -1,12 +1,23 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/sandbox"
 )
+
+// CheckpointService lists, reads and removes sandboxes' checkpoints; ckpt
+// is a checkpoint id or name among the sandbox's.
+// *checkpointing.Service implements it.
+type CheckpointService interface {
+	// Checkpoints lists a sandbox's checkpoints oldest first.
+	Checkpoints(ctx context.Context, ref string) ([]*sandbox.Checkpoint, error)
+	GetCheckpoint(ctx context.Context, ref, ckpt string) (*sandbox.Checkpoint, error)
+	RemoveCheckpoint(ctx context.Context, ref, ckpt string) error
+}
 
 // createCheckpoint takes a checkpoint. Every field of the body is
 // optional, so an empty body takes a full, unnamed one.
@@ -24,7 +35,7 @@ func (s *server) createCheckpoint(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *server) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
-	cs, err := s.sandboxes.Checkpoints(r.Context(), r.PathValue("name"))
+	cs, err := s.checkpoints.Checkpoints(r.Context(), r.PathValue("name"))
 	if err != nil {
 		return err
 	}
@@ -35,7 +46,7 @@ func (s *server) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.sandboxes.GetCheckpoint(r.Context(), r.PathValue("name"), r.PathValue("ckpt"))
+	c, err := s.checkpoints.GetCheckpoint(r.Context(), r.PathValue("name"), r.PathValue("ckpt"))
 	if err != nil {
 		return err
 	}
@@ -52,7 +63,7 @@ func (s *server) answerCheckpoint(w http.ResponseWriter, r *http.Request, status
 }
 
 func (s *server) removeCheckpoint(w http.ResponseWriter, r *http.Request) error {
-	if err := s.sandboxes.RemoveCheckpoint(r.Context(), r.PathValue("name"), r.PathValue("ckpt")); err != nil {
+	if err := s.checkpoints.RemoveCheckpoint(r.Context(), r.PathValue("name"), r.PathValue("ckpt")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -718,6 +718,8 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 		Fleet:     e.sbx,
 		Peers:     e.sbx,
 		Logger:    slog.New(slog.NewJSONHandler(e.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
+
+		Checkpoints: e.sbx,
 	}
 	for _, f := range configure {
 		f(&cfg)

@@ -85,16 +85,13 @@ type SandboxService interface {
 	Pause(ctx context.Context, ref string) (*sandbox.Sandbox, error)
 	Resume(ctx context.Context, ref string) (*sandbox.Sandbox, error)
 	Hibernate(ctx context.Context, ref string) (*sandbox.Sandbox, error)
-	// Checkpoint takes a checkpoint; ckpt, in the others, is a checkpoint
-	// id or name among the sandbox's.
+	// Checkpoint takes a checkpoint; ckpt, in Restore, is a checkpoint id
+	// or name among the sandbox's. Listing, reading and removing them is
+	// CheckpointService's.
 	Checkpoint(ctx context.Context, ref string, p sandbox.CheckpointParams) (*sandbox.Checkpoint, error)
-	// Checkpoints lists a sandbox's checkpoints oldest first.
-	Checkpoints(ctx context.Context, ref string) ([]*sandbox.Checkpoint, error)
-	GetCheckpoint(ctx context.Context, ref, ckpt string) (*sandbox.Checkpoint, error)
 	// FindCheckpoint finds any sandbox's checkpoint by its id or as
 	// SANDBOX:NAME, whoever may see it.
 	FindCheckpoint(ctx context.Context, ref string) (*sandbox.Checkpoint, error)
-	RemoveCheckpoint(ctx context.Context, ref, ckpt string) error
 	// Restore rewinds a sandbox in place to one of its checkpoints.
 	Restore(ctx context.Context, ref, ckpt string) (*sandbox.Sandbox, error)
 	// Fork makes children of a sandbox and returns them.
@@ -164,6 +161,9 @@ type Config struct {
 	// Logs serves runs' output: their logs route and an attached exec's
 	// streams (internal/runlogs); required with Sandboxes.
 	Logs LogService
+	// Checkpoints lists, reads and removes sandboxes' checkpoints
+	// (internal/checkpointing); required with Sandboxes.
+	Checkpoints CheckpointService
 	// Export serves a sandbox's export and the import of an archive.
 	// nil: 503.
 	Export ExportService
@@ -256,6 +256,7 @@ type server struct {
 	recovery     RecoverService
 	samples      SampleService
 	logs         LogService
+	checkpoints  CheckpointService
 	export       ExportService
 	// maxArchiveBytes bounds an archive an import reads.
 	maxArchiveBytes int64
@@ -310,6 +311,7 @@ func New(cfg Config) http.Handler {
 		recovery:        cfg.Recover,
 		samples:         cfg.Samples,
 		logs:            cfg.Logs,
+		checkpoints:     cfg.Checkpoints,
 		export:          cfg.Export,
 		maxArchiveBytes: cmp.Or(cfg.MaxArchiveBytes, DefaultMaxArchiveBytes),
 		peers:           cfg.Peers,

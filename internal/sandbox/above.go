@@ -277,12 +277,19 @@ func (s *Service) GuestAddr(sb *Sandbox) netip.Addr {
 	return addr
 }
 
-// What checkpoint collection (internal/checkpointgc) uses: the core keeps
-// the pins and the records; the collector decides what goes.
+// What checkpoint collection (internal/checkpointgc) and the
+// checkpoints' list, read and removal (internal/checkpointing) use: the
+// core keeps the pins and the records; the collector decides what goes.
 
 // Needs maps each checkpoint a live sandbox depends on (sleeps in, or
 // was created or forked from) to those sandboxes' names.
 func (s *Service) Needs(ctx context.Context) (map[string][]string, error) { return s.needs(ctx) }
+
+// FillNeededBy sets ck.NeededBy to the names of the sandboxes that need
+// it (Needs) and returns ck.
+func (s *Service) FillNeededBy(ctx context.Context, ck *Checkpoint) (*Checkpoint, error) {
+	return s.withNeeds(ctx, ck)
+}
 
 // Pinned reports whether a verb is working with checkpoint id right now
 // (Pin): a collection leaves it.

@@ -71,39 +71,6 @@ func describe(ck *Checkpoint) string {
 	return d
 }
 
-// Checkpoints lists a sandbox's checkpoints, oldest first.
-func (s *Service) Checkpoints(ctx context.Context, ref string) ([]*Checkpoint, error) {
-	sb, err := s.Get(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	cks, err := s.cfg.Store.ListCheckpoints(ctx, sb.ID)
-	if err != nil {
-		return nil, err
-	}
-	needs, err := s.needs(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, ck := range cks {
-		ck.NeededBy = needs[ck.ID]
-	}
-	return cks, nil
-}
-
-// GetCheckpoint finds one of a sandbox's checkpoints by id or name.
-func (s *Service) GetCheckpoint(ctx context.Context, ref, ckpt string) (*Checkpoint, error) {
-	sb, err := s.Get(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	ck, err := s.findCheckpoint(ctx, sb, ckpt)
-	if err != nil {
-		return nil, err
-	}
-	return s.withNeeds(ctx, ck)
-}
-
 func (s *Service) findCheckpoint(ctx context.Context, sb *Sandbox, ref string) (*Checkpoint, error) {
 	if ref == "" {
 		return nil, errdefs.WithHint(errdefs.Invalid("no checkpoint given"), fmt.Sprintf("list them with `den checkpoints %s`", sb.Name))
@@ -154,28 +121,6 @@ func (s *Service) needs(ctx context.Context) (map[string][]string, error) {
 		}
 	}
 	return m, nil
-}
-
-// RemoveCheckpoint deletes a checkpoint that no sandbox depends on.
-func (s *Service) RemoveCheckpoint(ctx context.Context, ref, ckpt string) error {
-	sb, unlock, err := s.lockSandbox(ctx, ref)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	ck, err := s.findCheckpoint(ctx, sb, ckpt)
-	if err != nil {
-		return err
-	}
-	if ck, err = s.withNeeds(ctx, ck); err != nil {
-		return err
-	}
-	if len(ck.NeededBy) > 0 {
-		return errdefs.WithHint(
-			errdefs.Conflict("checkpoint %s of sandbox %q is needed by %s", describe(ck), sb.Name, strings.Join(ck.NeededBy, ", ")),
-			"a hibernated sandbox needs its checkpoint until it is resumed, and sandboxes created or forked from one need it until they are removed")
-	}
-	return s.deleteCheckpoint(ctx, sb, ck)
 }
 
 // deleteCheckpoint removes a checkpoint's record, then its files. The

@@ -114,6 +114,10 @@ var layers = map[string]layer{
 	// Checkpoint collection: what goes once nothing needs it.
 	"internal/checkpointgc": above,
 
+	// The checkpoints' list, reading and removal: the verbs that change
+	// no sandbox's state.
+	"internal/checkpointing": above,
+
 	// The warm pools' admin verbs: setting a pool's target, listing them;
 	// booting, handing over and removing their instances.
 	"internal/warming": above,
