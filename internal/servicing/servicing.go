@@ -20,8 +20,9 @@
 // wired in internal/daemon. The record's services (sandbox.ServiceSpec,
 // its checks, the harness's) stay the core's. It must never be imported
 // by internal/sandbox, never reach into the Service's maps or lock, and
-// never keep state of its own about a sandbox: den-init and the record
-// hold it all.
+// never keep a record of its own: the sandbox's record holds what its
+// services are, den-init what they do, and the runs' records their
+// starts.
 package servicing
 
 import (
