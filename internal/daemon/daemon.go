@@ -52,6 +52,7 @@ import (
 	"github.com/den-dev/den/internal/sampling"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/secret"
+	"github.com/den-dev/den/internal/servicing"
 	"github.com/den-dev/den/internal/shutdown"
 	"github.com/den-dev/den/internal/storage"
 	"github.com/den-dev/den/internal/storage/btrfs"
@@ -242,6 +243,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Sandboxes' services: handed to den-init at each boot, each start
+	// recorded as a run, and their verbs.
+	services := servicing.New(servicing.Config{Sandboxes: svc, Logger: log})
+	svc.UseServices(services)
 	if err := useWarm(svc, scfg, wcfg); err != nil {
 		return err
 	}
@@ -355,7 +360,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health, Version: version.Version,
 		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: owners.New(owners.Config{Sandboxes: svc, Store: st, Records: st}), Requests: st,
 		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(blobs), Warm: warming.New(warming.Config{Sandboxes: svc, Images: st}), Samples: sampler, Logs: logs, Checkpoints: checkpointing.New(checkpointing.Config{Sandboxes: svc, Store: st}), UI: ui.Handler(),
-		Events: hub, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate), Policies: idler, Limits: limiting.New(svc), Grants: granting.New(granting.Config{Sandboxes: svc, Logger: log}), Ports: ports, Rebase: rebase.New(rebase.Config{Sandboxes: svc, Copier: storage.PathCopier{}, Logger: log}), Peers: peerVerbs, Export: exports, Recover: recov,
+		Events: hub, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate), Policies: idler, Limits: limiting.New(svc), Services: services, Grants: granting.New(granting.Config{Sandboxes: svc, Logger: log}), Ports: ports, Rebase: rebase.New(rebase.Config{Sandboxes: svc, Copier: storage.PathCopier{}, Logger: log}), Peers: peerVerbs, Export: exports, Recover: recov,
 		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log), Fleet: fleetService})
 	self.Serve(httpapi.Local(handler), handler)
 	if err := startSSH(ctx, cfg, gate, log); err != nil {

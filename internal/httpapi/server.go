@@ -150,6 +150,9 @@ type Config struct {
 	// Limits changes sandboxes' resource limits (internal/limiting).
 	// nil: 503.
 	Limits LimitService
+	// Services serves a sandbox's services routes (internal/servicing).
+	// nil: 503.
+	Services ServiceVerbs
 	// Ports exposes sandboxes' ports and finds where a request to one
 	// goes (internal/exposing). Required.
 	Ports portproxy.Ports
@@ -253,6 +256,7 @@ type server struct {
 	policies     PolicyService
 	grants       GrantService
 	limits       LimitService
+	services     ServiceVerbs
 	recovery     RecoverService
 	samples      SampleService
 	logs         LogService
@@ -308,6 +312,7 @@ func New(cfg Config) http.Handler {
 		policies:        cfg.Policies,
 		grants:          cfg.Grants,
 		limits:          cfg.Limits,
+		services:        cfg.Services,
 		recovery:        cfg.Recover,
 		samples:         cfg.Samples,
 		logs:            cfg.Logs,

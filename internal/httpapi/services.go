@@ -7,23 +7,23 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/servicing"
 )
 
-// ServiceVerbs are the verbs of a sandbox's services; the SandboxService
-// has them (sandbox.Service).
+// ServiceVerbs are the verbs of a sandbox's services.
+// *servicing.Service implements it.
 type ServiceVerbs interface {
-	Services(ctx context.Context, ref string) ([]sandbox.ServiceState, error)
+	Services(ctx context.Context, ref string) ([]servicing.State, error)
 	AddService(ctx context.Context, ref string, sp sandbox.ServiceSpec) (*sandbox.Sandbox, error)
 	RemoveService(ctx context.Context, ref, name string) (*sandbox.Sandbox, error)
 	RestartService(ctx context.Context, ref, name string) error
 }
 
 func (s *server) serviceVerbs() (ServiceVerbs, error) {
-	v, ok := s.sandboxes.(ServiceVerbs)
-	if !ok {
+	if s.services == nil {
 		return nil, httpx.NotEnabled("services")
 	}
-	return v, nil
+	return s.services, nil
 }
 
 func (s *server) listServices(w http.ResponseWriter, r *http.Request) error {
@@ -60,7 +60,7 @@ func (s *server) addService(w http.ResponseWriter, r *http.Request) error {
 			return httpx.WriteJSON(w, http.StatusCreated, ToService(st))
 		}
 	}
-	return httpx.WriteJSON(w, http.StatusCreated, ToService(sandbox.ServiceState{ServiceSpec: sp}))
+	return httpx.WriteJSON(w, http.StatusCreated, ToService(servicing.State{ServiceSpec: sp}))
 }
 
 func (s *server) removeService(w http.ResponseWriter, r *http.Request) error {
@@ -88,7 +88,7 @@ func (s *server) restartService(w http.ResponseWriter, r *http.Request) error {
 }
 
 // ToService is a service's wire form.
-func ToService(st sandbox.ServiceState) api.Service {
+func ToService(st servicing.State) api.Service {
 	out := api.Service{
 		Name: st.Name, Argv: st.Argv, User: st.User, Cwd: st.Cwd, Env: st.Env,
 		Restart: st.Restart, ReadyPort: st.ReadyPort, ReadyCmd: st.ReadyCmd,

@@ -126,10 +126,6 @@ func (sb *Sandbox) CheckHarnessServices(h *Harness) error {
 	return nil
 }
 
-func (sb *Sandbox) harnessService(name string) bool {
-	return sb.Spec.Harness != nil && slices.Contains(sb.Spec.Harness.ServiceNames(), name)
-}
-
 // RunHarnessStepsLocked runs steps, a harness's, in order in sb's
 // running instance, each as a recorded run, and stops at the first that
 // fails, returning a *SetupError; the caller holds sb's lifecycle lock.
@@ -141,5 +137,5 @@ func (s *Service) RunHarnessStepsLocked(ctx context.Context, sb *Sandbox, steps 
 // record has now, starting the new and stopping those it no longer has;
 // the caller holds sb's lifecycle lock.
 func (s *Service) PushServicesLocked(ctx context.Context, sb *Sandbox) error {
-	return s.pushServices(ctx, sb)
+	return s.services.Push(ctx, sb)
 }

@@ -173,7 +173,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 		s.undoCreate(cctx, sb)
 		return nil, errdefs.WithHint(fmt.Errorf("creating sandbox %q: %w", p.Name, err), "nothing was created; fix the step and create it again")
 	}
-	s.bootServices(ctx, sb)
+	s.services.Boot(ctx, sb)
 	return sb, nil
 }
 
@@ -439,7 +439,7 @@ func (s *Service) startLocked(ctx context.Context, sb *Sandbox) error {
 	if err := s.transition(ctx, sb, StateRunning, EventStarted, fmt.Sprintf("generation %d booted", sb.Generation)); err != nil {
 		return err
 	}
-	s.bootServices(ctx, sb)
+	s.services.Boot(ctx, sb)
 	return nil
 }
 

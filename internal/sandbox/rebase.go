@@ -74,7 +74,7 @@ func (s *Service) BootLocked(ctx context.Context, sb *Sandbox) error { return s.
 func (s *Service) RunSetupLocked(ctx context.Context, sb *Sandbox) ([]StepResult, error) {
 	res, err := s.runSetup(ctx, sb)
 	if err == nil {
-		s.bootServices(ctx, sb) // its services start after its steps
+		s.services.Boot(ctx, sb) // its services start after its steps
 	}
 	return res, err
 }

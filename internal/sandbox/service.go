@@ -166,6 +166,10 @@ type Service struct {
 	// They are per node by design: no other node sees their instances.
 	// Set once, before Recover (UseWarm).
 	warm WarmInstances
+	// services start and watch sandboxes' services (services.go,
+	// internal/servicing); noServices until set, once, before recovery
+	// (UseServices).
+	services ServiceKeeper
 	// views are the snapshots peers' views are (package peers).
 	views *peers.Views
 }
@@ -216,6 +220,7 @@ func NewService(cfg Config) (*Service, error) {
 		staleLimits:  map[string]bool{},
 		secretStates: grant.NewHolders(),
 		events:       cfg.Events,
+		services:     noServices{},
 		activity:     idle.NewActivity(cfg.Now),
 		views:        peers.NewViews(cfg.Volumes, cfg.ViewsDir, cfg.Logger),
 	}

@@ -2,28 +2,20 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"maps"
+	"path/filepath"
 	"regexp"
-	"slices"
-	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/guest"
 )
 
 // A sandbox's services are long-lived processes its record declares (the
-// agent's loop, an MCP server, a dev server). den-init keeps them running
-// (internal/initd's supervisor): dend sends it the list at every cold
-// boot, once the setup steps ran, and whenever the list changes. A
-// hibernated, restored or forked sandbox brings its services back with
-// its other processes and den-init's memory. Each start of a service is
-// a run, labelled LabelService, recorded by the watch in
-// servicewatch.go.
-
-// LabelService is the label of a service's runs: the service's name.
-const LabelService = "service"
+// agent's loop, an MCP server, a dev server); den-init keeps them
+// running. Their verbs, handing them to den-init and recording each of
+// their starts as a run are internal/servicing's: the core keeps the
+// record (ServiceSpec, the harness's in harness.go) and tells the
+// ServiceKeeper when an instance boots and while it lives.
 
 // ServiceSpec is a service in a sandbox's record.
 type ServiceSpec struct {
@@ -37,21 +29,6 @@ type ServiceSpec struct {
 	Restart   string `json:"restart"`
 	ReadyPort int    `json:"ready_port,omitempty"`
 	ReadyCmd  string `json:"ready_cmd,omitempty"`
-}
-
-// ServiceState is a service with what den-init reports of it. While the
-// sandbox does not run, State is the sandbox's state and the rest is
-// empty.
-type ServiceState struct {
-	ServiceSpec
-	State     string
-	Harness   bool // it is the harness's, not the sandbox's own
-	Restarts  int
-	RunID     string // dend's run of its current (or last) start, once recorded
-	PID       int
-	StartedAt *time.Time
-	LastExit  *guest.ServiceExit
-	Next      *time.Time
 }
 
 // MaxServices is how many services a sandbox may have.
@@ -85,218 +62,93 @@ func (sp *ServiceSpec) Validate() error {
 	return nil
 }
 
-// AddService declares a service in a sandbox's record. A running (or
-// paused or hibernated, which is woken) sandbox starts it at once; a
-// stopped one at its next boot.
-func (s *Service) AddService(ctx context.Context, ref string, sp ServiceSpec) (*Sandbox, error) {
-	if err := sp.Validate(); err != nil {
-		return nil, err
+// ServiceKeeper keeps sandboxes' services in their den-inits
+// (*servicing.Service). The core tells it of each instance: Boot once
+// one is up and running (after its setup steps on a cold boot; a
+// restored den-init is told of any change since its checkpoint), Watch
+// for as long as one lives (from its supervision on), and Push when a
+// verb changed the record's services (PushServicesLocked). A Service
+// uses none until UseServices: no service is started or watched.
+type ServiceKeeper interface {
+	// Push has sb's running den-init keep the services sb's record has
+	// now; the caller holds sb's lifecycle lock.
+	Push(ctx context.Context, sb *Sandbox) error
+	// Boot starts sb's services in its freshly booted instance, after
+	// its setup steps; a failure is logged and recorded, never returned.
+	Boot(ctx context.Context, sb *Sandbox)
+	// Watch records each start of sb's services in its current instance
+	// as a run, until ctx ends; it returns at once.
+	Watch(ctx context.Context, sb *Sandbox)
+}
+
+// UseServices makes k keep sandboxes' services. Call it once, before
+// recovery.
+func (s *Service) UseServices(k ServiceKeeper) { s.services = k }
+
+// noServices keeps no service: a Service before UseServices.
+type noServices struct{}
+
+func (noServices) Push(context.Context, *Sandbox) error { return nil }
+func (noServices) Boot(context.Context, *Sandbox)       {}
+func (noServices) Watch(context.Context, *Sandbox)      {}
+
+// What the ServiceKeeper (internal/servicing) uses to record each start
+// of a service, which den-init makes by itself, as a run of its sandbox.
+
+// serviceRunsLookBack is how many of a sandbox's newest runs are searched
+// for a service's run already recorded (by an earlier dend, or before a
+// hibernation).
+const serviceRunsLookBack = 200
+
+// RunOfGuest returns the id of sandbox id's run of den-init process
+// guestID, or "": one collected now, or among its newest recorded.
+func (s *Service) RunOfGuest(ctx context.Context, id, guestID string) string {
+	for _, o := range s.outputs.Of(id) {
+		if r := o.snapshot(); r.GuestID == guestID {
+			return r.ID
+		}
 	}
-	sp.Argv, sp.Env = slices.Clone(sp.Argv), maps.Clone(sp.Env)
-	return s.changeServices(ctx, ref, func(sb *Sandbox) ([]ServiceSpec, string, error) {
-		if _, ok := sb.service(sp.Name); ok {
-			return nil, "", errdefs.WithHint(errdefs.Conflict("sandbox %q already has a service %q", sb.Name, sp.Name),
-				fmt.Sprintf("remove it first (`den service rm %s %s`), or pick another name", sb.Name, sp.Name))
-		}
-		if len(sb.Spec.AllServices()) >= MaxServices {
-			return nil, "", errdefs.Invalid("sandbox %q has %d services, the most it may have", sb.Name, MaxServices)
-		}
-		return append(slices.Clone(sb.Spec.Services), sp), fmt.Sprintf("service %s added", sp.Name), nil
-	})
-}
-
-// RemoveService stops a service (SIGTERM, then SIGKILL after a grace)
-// and removes it from the record.
-func (s *Service) RemoveService(ctx context.Context, ref, name string) (*Sandbox, error) {
-	return s.changeServices(ctx, ref, func(sb *Sandbox) ([]ServiceSpec, string, error) {
-		if _, ok := sb.service(name); !ok {
-			return nil, "", noService(sb, name)
-		}
-		if sb.harnessService(name) {
-			return nil, "", errdefs.WithHint(errdefs.Conflict("service %q of sandbox %q is its harness's", name, sb.Name),
-				fmt.Sprintf("change the harness instead: `den harness set %s ...` or `den harness rm %s`", sb.Name, sb.Name))
-		}
-		return slices.DeleteFunc(slices.Clone(sb.Spec.Services), func(sp ServiceSpec) bool { return sp.Name == name }),
-			fmt.Sprintf("service %s removed", name), nil
-	})
-}
-
-// RestartService stops a service's current run and starts it again at
-// once, whatever its policy, waking the sandbox if it sleeps.
-func (s *Service) RestartService(ctx context.Context, ref, name string) error {
-	sb, unlock, err := s.useSandbox(ctx, ref, "restart a service of")
+	runs, err := s.cfg.Store.ListRuns(ctx, id, serviceRunsLookBack)
 	if err != nil {
-		return err
+		return ""
 	}
-	defer unlock()
-	if _, ok := sb.service(name); !ok {
-		return noService(sb, name)
+	for _, r := range runs {
+		if r.GuestID == guestID {
+			return r.ID
+		}
 	}
-	g, err := s.serviceGuestOf(sb)
-	if err != nil {
-		return err
-	}
-	if err := g.RestartService(ctx, name); err != nil {
-		return fmt.Errorf("restarting service %q of sandbox %q: %w", name, sb.Name, err)
-	}
-	return nil
+	return ""
 }
 
-// Services lists a sandbox's services in the order they were added, then
-// its harness's, with their states; a sandbox that does not run is not woken.
-func (s *Service) Services(ctx context.Context, ref string) ([]ServiceState, error) {
-	sb, err := s.Get(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	all := sb.Spec.AllServices()
-	out := make([]ServiceState, len(all))
-	for i, sp := range all {
-		out[i] = ServiceState{ServiceSpec: sp, State: string(sb.State), Harness: i >= len(sb.Spec.Services)}
-	}
-	if sb.State != StateRunning || len(out) == 0 {
-		return out, nil
-	}
-	g, err := s.serviceGuestOf(sb)
-	if err != nil {
-		return nil, err
-	}
-	st, err := g.Services(ctx, 0)
-	if err != nil {
-		return nil, fmt.Errorf("asking den-init of sandbox %q for its services: %w", sb.Name, err)
-	}
-	byName := map[string]guest.ServiceStatus{}
-	for _, gs := range st.Services {
-		byName[gs.Name] = gs
-	}
-	for i := range out {
-		gs, ok := byName[out[i].Name]
-		if !ok {
-			out[i].State = "not started"
-			continue
-		}
-		out[i].State, out[i].Restarts, out[i].PID = gs.State, gs.Restarts, gs.PID
-		out[i].StartedAt, out[i].LastExit, out[i].Next = gs.StartedAt, gs.LastExit, gs.Next
-		if gs.RunID != "" {
-			out[i].RunID = s.runOfGuest(ctx, sb.ID, gs.RunID)
-		}
-	}
-	return out, nil
+// RecordOf reads the record of sandbox id, whatever its node, without
+// its lock.
+func (s *Service) RecordOf(ctx context.Context, id string) (*Sandbox, error) {
+	return s.cfg.Store.GetSandbox(ctx, id)
 }
 
-func noService(sb *Sandbox, name string) error {
-	return errdefs.WithHint(errdefs.NotFound("sandbox %q has no service %q", sb.Name, name),
-		fmt.Sprintf("`den service ls %s` lists its services", sb.Name))
+// OutputMax is the bytes of each stream kept of a run that asks for no
+// cap of its own (dend --run-output-max).
+func (s *Service) OutputMax() int64 { return s.cfg.Output.PerStream }
+
+// RunDir is where the output of sandbox id's runs is kept on this host.
+func (s *Service) RunDir(id string) string { return filepath.Join(s.cfg.RunsDir, id) }
+
+// RecordStarted stores run, which den-init just started, at the time
+// den-init gave or now.
+func (s *Service) RecordStarted(ctx context.Context, run *Run) (*Run, error) {
+	return s.recordStarted(ctx, run)
 }
 
-func (sb *Sandbox) service(name string) (ServiceSpec, bool) {
-	for _, sp := range sb.Spec.AllServices() {
-		if sp.Name == name {
-			return sp, true
-		}
-	}
-	return ServiceSpec{}, false
+// CollectStarted collects the output of run, a run of sb den-init
+// started by itself and RecordStarted stored, from where its files on
+// the host end, and announces its start.
+func (s *Service) CollectStarted(sb *Sandbox, run *Run, g Guest) {
+	s.resume(sb.ID, run, g)
+	s.publishRun(sb, run, StreamRunStarted)
 }
 
-// changeServices records the services change makes of sb's, and has a
-// running sandbox's den-init keep them; nothing changes if either fails.
-func (s *Service) changeServices(ctx context.Context, ref string, change func(*Sandbox) ([]ServiceSpec, string, error)) (*Sandbox, error) {
-	sb, unlock, err := s.lockSandbox(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if err := require(sb, "change the services of", StateRunning, StatePaused, StateHibernated, StateStopped, StateError); err != nil {
-		return nil, err
-	}
-	next, msg, err := change(sb)
-	if err != nil {
-		return nil, err
-	}
-	if sb.State == StatePaused || sb.State == StateHibernated {
-		if err := s.resumeLocked(ctx, sb, "woken to change its services"); err != nil {
-			return nil, err
-		}
-	}
-	prev := sb.Spec.Services
-	sb.Spec.Services = next
-	if sb.State == StateRunning {
-		if err := s.pushServices(ctx, sb); err != nil {
-			sb.Spec.Services = prev
-			return nil, err
-		}
-	}
-	if err := s.record(ctx, sb, EventServices, msg); err != nil {
-		sb.Spec.Services = prev
-		if sb.State == StateRunning {
-			if perr := s.pushServices(context.WithoutCancel(ctx), sb); perr != nil {
-				s.log.Error("putting services back after a failed record", "sandbox", sb.Name, "err", perr)
-			}
-		}
-		return nil, err
-	}
-	return sb, nil
-}
-
-// serviceGuest is a den-init that keeps services (guest.Client).
-type serviceGuest interface {
-	SetServices(ctx context.Context, specs []guest.ServiceSpec) (guest.Services, error)
-	Services(ctx context.Context, after uint64) (guest.Services, error)
-	RestartService(ctx context.Context, name string) error
-}
-
-func (s *Service) serviceGuestOf(sb *Sandbox) (serviceGuest, error) {
-	g, ok := s.guestFor(sb).(serviceGuest)
-	if !ok {
-		return nil, errdefs.Unavailable("the den-init of sandbox %q keeps no services", sb.Name)
-	}
-	return g, nil
-}
-
-// pushServices has sb's den-init keep sb's services, as the record has
-// them, in their order.
-func (s *Service) pushServices(ctx context.Context, sb *Sandbox) error {
-	g, err := s.serviceGuestOf(sb)
-	if err != nil {
-		return err
-	}
-	all := sb.Spec.AllServices()
-	specs := make([]guest.ServiceSpec, len(all))
-	base := sb.Spec.Base
-	if base == nil {
-		base = &ImageConfig{}
-	}
-	for i, sp := range all {
-		specs[i] = guest.ServiceSpec{
-			Name: sp.Name, Argv: sp.Argv, Env: mergeEnv(base.Env, sb.Spec.Env, sp.Env),
-			Cwd: firstNonEmpty(sp.Cwd, base.Cwd, "/"), User: firstNonEmpty(sp.User, base.User),
-			Restart: sp.Restart, ReadyPort: sp.ReadyPort, ReadyCmd: sp.ReadyCmd,
-		}
-	}
-	if _, err := g.SetServices(ctx, specs); err != nil {
-		if errors.Is(err, errdefs.ErrNotFound) {
-			if len(specs) == 0 {
-				return nil // a den-init from before services, with none to keep
-			}
-			return errdefs.WithHint(errdefs.Unavailable("the den-init of sandbox %q is older than services", sb.Name),
-				fmt.Sprintf("`den stop %s` and `den start %s` boot it with the current one", sb.Name, sb.Name))
-		}
-		return fmt.Errorf("handing sandbox %q's services to den-init: %w", sb.Name, err)
-	}
-	return nil
-}
-
-// bootServices starts sb's services in its freshly booted instance,
-// after its setup steps. A failure is logged and recorded as an event:
-// the sandbox runs, and `den service ls` shows what did not start.
-func (s *Service) bootServices(ctx context.Context, sb *Sandbox) {
-	if len(sb.Spec.AllServices()) == 0 {
-		return
-	}
-	if err := s.pushServices(ctx, sb); err != nil {
-		s.log.Warn("starting services", "sandbox", sb.Name, "err", err)
-		if rerr := s.record(context.WithoutCancel(ctx), sb, EventServices, fmt.Sprintf("services not started: %v", err)); rerr != nil {
-			s.log.Error("recording services not started", "sandbox", sb.Name, "err", rerr)
-		}
-	}
+// MergeEnv layers environments, later ones winning, into KEY=VALUE form
+// on den's default PATH, as den-init gets every process's.
+func MergeEnv(image []string, layers ...map[string]string) []string {
+	return mergeEnv(image, layers...)
 }

@@ -143,7 +143,7 @@ func (s *Service) finishBoot(ctx context.Context, sb *Sandbox, ck *Checkpoint, c
 	}
 	// A cold boot starts the services; a restored den-init keeps its
 	// own, told of any change since its checkpoint.
-	s.bootServices(ctx, sb)
+	s.services.Boot(ctx, sb)
 	if ck.Kind == CheckpointHibernate && !cold {
 		t2 := time.Now()
 		err := s.wakeRuns(ctx, sb, s.guestFor(sb))

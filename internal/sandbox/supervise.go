@@ -41,7 +41,7 @@ func (s *Service) supervise(sb *Sandbox) {
 	id, inst := sb.ID, sb.InstanceID()
 	ctx, cancel := context.WithCancel(s.ctx)
 	forget := s.supervised.Add(inst, cancel)
-	s.watchServices(ctx, sb) // ends with the watch
+	s.services.Watch(ctx, sb) // ends with the watch
 	w, ok := s.cfg.Runtime.(engineWatcher)
 	if !ok {
 		return

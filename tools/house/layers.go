@@ -142,6 +142,10 @@ var layers = map[string]layer{
 	// The verb that changes a sandbox's resource limits.
 	"internal/limiting": above,
 
+	// Sandboxes' services: their verbs, handing them to den-init, and
+	// each start of one recorded as a run.
+	"internal/servicing": above,
+
 	// The front doors: each translates its protocol to the Service's verbs.
 	"internal/httpapi":           doors,
 	"internal/httpapi/httpx":     doors,
