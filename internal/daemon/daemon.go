@@ -47,6 +47,7 @@ import (
 	"github.com/den-dev/den/internal/rebase"
 	"github.com/den-dev/den/internal/recovery"
 	"github.com/den-dev/den/internal/runlogs"
+	"github.com/den-dev/den/internal/running"
 	"github.com/den-dev/den/internal/runoutput"
 	"github.com/den-dev/den/internal/runsc"
 	"github.com/den-dev/den/internal/sampling"
@@ -351,7 +352,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Logger: log.With("component", "e2b")})
 	ports := exposing.New(exposing.Config{Sandboxes: svc})
 	logs := runlogs.New(runlogs.Config{Sandboxes: svc, Followers: followers})
-	gate, err := newGate(cfg, fl, svc, ports, logs, tokens, st, log)
+	runs := running.New(running.Config{Sandboxes: svc, Records: st})
+	gate, err := newGate(cfg, fl, svc, runs, ports, logs, tokens, st, log)
 	if err != nil {
 		return err
 	}
@@ -359,7 +361,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	exports := exporter(svc, pool, log)
 	handler := httpapi.New(httpapi.Config{Sandboxes: svc, Images: images, Logger: log, Health: health, Version: version.Version,
 		Tokens: tokens, SSHKeys: tokens, Audit: st, Secrets: secrets, PortsKey: portsKey, PortsDomain: cfg.PortsDomain, Owners: owners.New(owners.Config{Sandboxes: svc, Store: st, Records: st}), Requests: st,
-		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(blobs), Warm: warming.New(warming.Config{Sandboxes: svc, Images: st}), Samples: sampler, Logs: logs, Checkpoints: checkpointing.New(checkpointing.Config{Sandboxes: svc, Store: st}), UI: ui.Handler(),
+		MCP: mcpHTTP, E2B: e2bDoor, Cluster: forwarder, Blobs: blobService(blobs), Warm: warming.New(warming.Config{Sandboxes: svc, Images: st}), Samples: sampler, Logs: logs, Runs: runs, Checkpoints: checkpointing.New(checkpointing.Config{Sandboxes: svc, Store: st}), UI: ui.Handler(),
 		Events: hub, Stopping: ctx.Done(), Metrics: prom.Handler(), SSH: sshRelay(gate), Policies: idler, Limits: limiting.New(svc), Services: services, Grants: granting.New(granting.Config{Sandboxes: svc, Logger: log}), Ports: ports, Rebase: rebase.New(rebase.Config{Sandboxes: svc, Copier: storage.PathCopier{}, Logger: log}), Peers: peerVerbs, Export: exports, Recover: recov,
 		Nodes: drainer(cfg, fleetRecords, fl, svc, st, rt.Version(), log), Fleet: fleetService})
 	self.Serve(httpapi.Local(handler), handler)

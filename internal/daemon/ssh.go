@@ -17,7 +17,7 @@ import (
 // newGate makes the SSH gateway: when dend listens for SSH, and on every
 // node of a fleet, where other nodes' gateways relay logins to the
 // sandboxes this node runs (fl nil: not in a fleet). nil when neither.
-func newGate(cfg Config, fl *fleetNode, svc *sandbox.Service, ports *exposing.Ports, logs sshgate.Logs, tokens *auth.Service, log audit.Log, logger *slog.Logger) (*sshgate.Gate, error) {
+func newGate(cfg Config, fl *fleetNode, svc *sandbox.Service, runs sshgate.Runs, ports *exposing.Ports, logs sshgate.Logs, tokens *auth.Service, log audit.Log, logger *slog.Logger) (*sshgate.Gate, error) {
 	if cfg.SSHListen == "" && fl == nil {
 		return nil, nil
 	}
@@ -25,7 +25,7 @@ func newGate(cfg Config, fl *fleetNode, svc *sandbox.Service, ports *exposing.Po
 	if err != nil {
 		return nil, err
 	}
-	gc := sshgate.Config{HostKey: key, Sandboxes: svc, Ports: ports, Logs: logs, Keys: tokens, Audit: log, Limits: cfg.SSHLimits, Logger: logger.With("component", "ssh")}
+	gc := sshgate.Config{HostKey: key, Sandboxes: svc, Runs: runs, Ports: ports, Logs: logs, Keys: tokens, Audit: log, Limits: cfg.SSHLimits, Logger: logger.With("component", "ssh")}
 	if fl != nil {
 		gc.Relay = fl.forwarder
 	}

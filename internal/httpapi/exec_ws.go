@@ -111,7 +111,7 @@ func (e *execSession) serve(ctx context.Context) {
 	if req.Stdin {
 		stdinR, stdin = io.Pipe()
 		wg.Go(func() {
-			err := e.srv.sandboxes.Stdin(streamCtx, e.ref, run.ID, stdinR, false)
+			err := e.srv.runs.Stdin(streamCtx, e.ref, run.ID, stdinR, false)
 			stdinR.CloseWithError(io.ErrClosedPipe) // later stdin frames are dropped
 			if err != nil && streamCtx.Err() == nil {
 				e.srv.log.Debug("exec stdin ended", "run", run.ID, "err", err)
@@ -141,7 +141,7 @@ func (e *execSession) serve(ctx context.Context) {
 		e.fail(ctx, err)
 		return
 	}
-	final, err := e.srv.sandboxes.Run(ctx, e.ref, run.ID)
+	final, err := e.srv.runs.Run(ctx, e.ref, run.ID)
 	if err != nil {
 		e.fail(ctx, err)
 		return
@@ -234,7 +234,7 @@ func (e *execSession) readClient(ctx, streamCtx context.Context, cancel context.
 				e.srv.log.Debug("exec: bad resize frame", "run", runID, "err", err)
 				continue
 			}
-			if err := e.srv.sandboxes.Resize(streamCtx, e.ref, runID, rz.Rows, rz.Cols); err != nil {
+			if err := e.srv.runs.Resize(streamCtx, e.ref, runID, rz.Rows, rz.Cols); err != nil {
 				e.srv.log.Debug("exec: resize failed", "run", runID, "err", err)
 			}
 		case api.FrameSignal:
@@ -243,7 +243,7 @@ func (e *execSession) readClient(ctx, streamCtx context.Context, cancel context.
 				e.srv.log.Debug("exec: bad signal frame", "run", runID, "err", err)
 				continue
 			}
-			if err := e.srv.sandboxes.Signal(streamCtx, e.ref, runID, sr.Signal); err != nil {
+			if err := e.srv.runs.Signal(streamCtx, e.ref, runID, sr.Signal); err != nil {
 				e.srv.log.Debug("exec: signal failed", "run", runID, "signal", sr.Signal, "err", err)
 			}
 		default:
@@ -256,7 +256,7 @@ func (e *execSession) readClient(ctx, streamCtx context.Context, cancel context.
 func (e *execSession) hangUp(ctx context.Context, runID string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hupTimeout)
 	defer cancel()
-	if err := e.srv.sandboxes.Signal(ctx, e.ref, runID, "HUP"); err != nil {
+	if err := e.srv.runs.Signal(ctx, e.ref, runID, "HUP"); err != nil {
 		e.srv.log.Debug("exec: SIGHUP after client left failed", "run", runID, "err", err)
 	}
 }

@@ -714,6 +714,7 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 		Recover:   e.sbx,
 		Samples:   e.sbx,
 		Logs:      e.sbx,
+		Runs:      e.sbx,
 		Images:    e.img,
 		Fleet:     e.sbx,
 		Peers:     e.sbx,

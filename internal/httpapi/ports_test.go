@@ -288,7 +288,7 @@ func portsAccessEnv(t *testing.T) *accessEnv {
 	a.sbx.list[0].Spec.Ports = []expose.Port{{Port: 8080}, {Port: 3000, Public: true}} // mine, alice's
 	a.sbx.list[1].Spec.Ports = []expose.Port{{Port: 8080}}                             // theirs, bob's
 	h := New(Config{
-		Sandboxes: a.sbx, Ports: a.sbx, Rebase: a.sbx, Recover: a.sbx, Logs: a.sbx, Checkpoints: a.sbx, Images: newFakeImages(a.calls), Tokens: a.tokens, Audit: a.st,
+		Sandboxes: a.sbx, Ports: a.sbx, Rebase: a.sbx, Recover: a.sbx, Logs: a.sbx, Runs: a.sbx, Checkpoints: a.sbx, Images: newFakeImages(a.calls), Tokens: a.tokens, Audit: a.st,
 		Logger:   slog.New(slog.NewJSONHandler(a.logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		PortsKey: testPortsKey, PortsDomain: "Ports.Test.",
 	})

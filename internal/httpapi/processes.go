@@ -9,7 +9,7 @@ import (
 
 // listProcesses lists a sandbox's processes, waking it if it sleeps.
 func (s *server) listProcesses(w http.ResponseWriter, r *http.Request) error {
-	procs, err := s.sandboxes.Processes(r.Context(), r.PathValue("name"))
+	procs, err := s.runs.Processes(r.Context(), r.PathValue("name"))
 	if err != nil {
 		return err
 	}

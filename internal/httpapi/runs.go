@@ -10,8 +10,11 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/runlogs"
+	"github.com/den-dev/den/internal/running"
 	"github.com/den-dev/den/internal/sandbox"
 )
+
+var _ RunService = (*running.Service)(nil)
 
 // maxRunsLimit bounds ?limit= of GET .../runs.
 const maxRunsLimit = 100000
@@ -42,9 +45,9 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	var runs []*sandbox.Run
 	switch status := r.URL.Query().Get("status"); status {
 	case "":
-		runs, err = s.sandboxes.Runs(r.Context(), r.PathValue("name"), int(limit))
+		runs, err = s.runs.Runs(r.Context(), r.PathValue("name"), int(limit))
 	case api.RunRunning:
-		runs, err = s.sandboxes.RunningRuns(r.Context(), r.PathValue("name"))
+		runs, err = s.runs.RunningRuns(r.Context(), r.PathValue("name"))
 		if limit > 0 && int64(len(runs)) > limit {
 			runs = runs[:limit]
 		}
@@ -58,7 +61,7 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) getRun(w http.ResponseWriter, r *http.Request) error {
-	run, err := s.sandboxes.Run(r.Context(), r.PathValue("name"), r.PathValue("run"))
+	run, err := s.runs.Run(r.Context(), r.PathValue("name"), r.PathValue("run"))
 	if err != nil {
 		return err
 	}
@@ -93,7 +96,7 @@ func (s *server) runLogs(w http.ResponseWriter, r *http.Request) error {
 	ref, runID := r.PathValue("name"), r.PathValue("run")
 	// An unknown run gets its 404 here, before a followed stream's 200
 	// goes out.
-	if _, err := s.sandboxes.Run(r.Context(), ref, runID); err != nil {
+	if _, err := s.runs.Run(r.Context(), ref, runID); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
@@ -134,7 +137,7 @@ func (s *server) runStdin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.sandboxes.Stdin(r.Context(), r.PathValue("name"), r.PathValue("run"), r.Body, !closeIt); err != nil {
+	if err := s.runs.Stdin(r.Context(), r.PathValue("name"), r.PathValue("run"), r.Body, !closeIt); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -147,7 +150,7 @@ func (s *server) resizeRun(w http.ResponseWriter, r *http.Request) error {
 	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
 	}
-	if err := s.sandboxes.Resize(r.Context(), r.PathValue("name"), r.PathValue("run"), req.Rows, req.Cols); err != nil {
+	if err := s.runs.Resize(r.Context(), r.PathValue("name"), r.PathValue("run"), req.Rows, req.Cols); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -162,7 +165,7 @@ func (s *server) signalRun(w http.ResponseWriter, r *http.Request) error {
 	if req.Signal == "" {
 		return errdefs.WithHint(errdefs.Invalid("no signal given"), `set "signal", e.g. "TERM", "KILL" or "9"`)
 	}
-	if err := s.sandboxes.Signal(r.Context(), r.PathValue("name"), r.PathValue("run"), req.Signal); err != nil {
+	if err := s.runs.Signal(r.Context(), r.PathValue("name"), r.PathValue("run"), req.Signal); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

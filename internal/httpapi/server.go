@@ -46,6 +46,26 @@ type LogService interface {
 	Logs(ctx context.Context, ref, runID, stream string, from int64, how runlogs.Follow, w io.Writer) error
 }
 
+// RunService carries out the verbs over a sandbox's runs that change no
+// sandbox's state (internal/running). ref is a sandbox name or id; runID
+// a run id.
+type RunService interface {
+	// Runs lists runs newest first, at most limit (0: all).
+	Runs(ctx context.Context, ref string, limit int) ([]*sandbox.Run, error)
+	// RunningRuns lists the runs still running, newest first.
+	RunningRuns(ctx context.Context, ref string) ([]*sandbox.Run, error)
+	Run(ctx context.Context, ref, runID string) (*sandbox.Run, error)
+	// Stdin streams r to the run's stdin and closes it at EOF, unless
+	// keepOpen.
+	Stdin(ctx context.Context, ref, runID string, r io.Reader, keepOpen bool) error
+	Resize(ctx context.Context, ref, runID string, rows, cols uint16) error
+	// Signal sends sig ("TERM", "SIGKILL", "9") to the run; the service
+	// validates it.
+	Signal(ctx context.Context, ref, runID, sig string) error
+	// Processes lists a sandbox's processes, waking it if it sleeps.
+	Processes(ctx context.Context, ref string) ([]guest.Process, error)
+}
+
 // SandboxService carries out every sandbox verb. *sandbox.Service
 // implements it. ref is a sandbox name or id; runID a run id.
 type SandboxService interface {
@@ -64,18 +84,6 @@ type SandboxService interface {
 
 	// Exec starts a command and returns at once with its run.
 	Exec(ctx context.Context, ref string, p sandbox.ExecParams) (*sandbox.Run, error)
-	// Runs lists runs newest first, at most limit (0: all).
-	Runs(ctx context.Context, ref string, limit int) ([]*sandbox.Run, error)
-	// RunningRuns lists the runs still running, newest first.
-	RunningRuns(ctx context.Context, ref string) ([]*sandbox.Run, error)
-	Run(ctx context.Context, ref, runID string) (*sandbox.Run, error)
-	// Stdin streams r to the run's stdin and closes it at EOF, unless
-	// keepOpen.
-	Stdin(ctx context.Context, ref, runID string, r io.Reader, keepOpen bool) error
-	Resize(ctx context.Context, ref, runID string, rows, cols uint16) error
-	// Signal sends sig ("TERM", "SIGKILL", "9") to the run; the service
-	// validates it.
-	Signal(ctx context.Context, ref, runID, sig string) error
 
 	// Files is the file system of a running sandbox.
 	Files(ctx context.Context, ref string) (sandbox.Files, error)
@@ -96,8 +104,6 @@ type SandboxService interface {
 	Restore(ctx context.Context, ref, ckpt string) (*sandbox.Sandbox, error)
 	// Fork makes children of a sandbox and returns them.
 	Fork(ctx context.Context, ref string, p sandbox.ForkParams) ([]*sandbox.Sandbox, error)
-	// Processes lists a sandbox's processes, waking it if it sleeps.
-	Processes(ctx context.Context, ref string) ([]guest.Process, error)
 	// Hold keeps a sandbox in use until the returned func is called.
 	Hold(ctx context.Context, ref string) func()
 	// Resources is what a sandbox uses now.
@@ -167,6 +173,9 @@ type Config struct {
 	// Checkpoints lists, reads and removes sandboxes' checkpoints
 	// (internal/checkpointing); required with Sandboxes.
 	Checkpoints CheckpointService
+	// Runs serves runs' records, input, window sizes and signals, and
+	// sandboxes' processes (internal/running); required with Sandboxes.
+	Runs RunService
 	// Export serves a sandbox's export and the import of an archive.
 	// nil: 503.
 	Export ExportService
@@ -261,6 +270,7 @@ type server struct {
 	samples      SampleService
 	logs         LogService
 	checkpoints  CheckpointService
+	runs         RunService
 	export       ExportService
 	// maxArchiveBytes bounds an archive an import reads.
 	maxArchiveBytes int64
@@ -317,6 +327,7 @@ func New(cfg Config) http.Handler {
 		samples:         cfg.Samples,
 		logs:            cfg.Logs,
 		checkpoints:     cfg.Checkpoints,
+		runs:            cfg.Runs,
 		export:          cfg.Export,
 		maxArchiveBytes: cmp.Or(cfg.MaxArchiveBytes, DefaultMaxArchiveBytes),
 		peers:           cfg.Peers,

@@ -256,6 +256,31 @@ type Followers interface {
 	End(sandboxID, name, verb string)
 }
 
+// runRecord returns a run as the collector knows it, if it is still being
+// collected, and else as stored. The order matters: a collector leaves
+// only after the final record is stored, so looking at the collector first
+// can never miss the end of a run that finishes meanwhile.
+func (s *Service) runRecord(ctx context.Context, sandboxID, runID string) (*Run, *output, error) {
+	if o, ok := s.outputs.Get(sandboxID, runID); ok {
+		return o.snapshot(), o, nil
+	}
+	r, err := s.cfg.Store.GetRun(ctx, sandboxID, runID)
+	return r, nil, err
+}
+
+// CollectedRuns returns the runs of sandbox sandboxID whose output is
+// collected here, as their collectors know them, in no order: every run
+// still going is among them, and one that ended stays until its final
+// record is stored. Read them before the stored records (Store.ListRuns)
+// to miss no run's end.
+func (s *Service) CollectedRuns(sandboxID string) []*Run {
+	var runs []*Run
+	for _, o := range s.outputs.Of(sandboxID) {
+		runs = append(runs, o.snapshot())
+	}
+	return runs
+}
+
 // RunOutput returns run runID of sandbox sandboxID and, while its output
 // is collected here, its collector: the record as the collector knows
 // it; else the stored record and a nil collector.

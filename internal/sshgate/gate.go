@@ -50,12 +50,17 @@ type Sandboxes interface {
 	Hold(ctx context.Context, ref string) func()
 
 	Exec(ctx context.Context, ref string, p sandbox.ExecParams) (*sandbox.Run, error)
+
+	Files(ctx context.Context, ref string) (sandbox.Files, error)
+}
+
+// Runs reaches a command's run once it started (*running.Service): its
+// final record, its input, its terminal's size and signals.
+type Runs interface {
 	Run(ctx context.Context, ref, runID string) (*sandbox.Run, error)
 	Stdin(ctx context.Context, ref, runID string, r io.Reader, keepOpen bool) error
 	Resize(ctx context.Context, ref, runID string, rows, cols uint16) error
 	Signal(ctx context.Context, ref, runID, sig string) error
-
-	Files(ctx context.Context, ref string) (sandbox.Files, error)
 }
 
 // Ports reaches ports inside a sandbox, for `ssh -L` (*exposing.Ports).
@@ -89,6 +94,7 @@ type Relay interface {
 type Config struct {
 	HostKey   ssh.Signer
 	Sandboxes Sandboxes
+	Runs      Runs
 	Ports     Ports
 	Logs      Logs
 	Keys      Keys
@@ -116,7 +122,7 @@ type Gate struct {
 
 // New returns a Gate. It serves nothing until Serve.
 func New(cfg Config) (*Gate, error) {
-	if cfg.HostKey == nil || cfg.Sandboxes == nil || cfg.Logs == nil || cfg.Keys == nil || cfg.Audit == nil {
+	if cfg.HostKey == nil || cfg.Sandboxes == nil || cfg.Runs == nil || cfg.Logs == nil || cfg.Keys == nil || cfg.Audit == nil {
 		return nil, errors.New("sshgate: a host key, the sandbox service, the key lookup and the audit log are all required")
 	}
 	cfg.Limits = cfg.Limits.withDefaults()

@@ -151,7 +151,7 @@ func (s *session) handle(ctx context.Context, req *ssh.Request) bool {
 			return false
 		}
 		if run := s.current(); run != nil && run.TTY {
-			if err := s.g.cfg.Sandboxes.Resize(ctx, s.l.sandbox.ID, run.ID, clampSize(w.Rows), clampSize(w.Cols)); err != nil {
+			if err := s.g.cfg.Runs.Resize(ctx, s.l.sandbox.ID, run.ID, clampSize(w.Rows), clampSize(w.Cols)); err != nil {
 				s.g.log.Debug("ssh: resize failed", "run", run.ID, "err", err)
 			}
 		}
@@ -162,7 +162,7 @@ func (s *session) handle(ctx context.Context, req *ssh.Request) bool {
 			return false
 		}
 		if run := s.current(); run != nil {
-			if err := s.g.cfg.Sandboxes.Signal(ctx, s.l.sandbox.ID, run.ID, sig.Signal); err != nil {
+			if err := s.g.cfg.Runs.Signal(ctx, s.l.sandbox.ID, run.ID, sig.Signal); err != nil {
 				s.g.log.Debug("ssh: signal failed", "run", run.ID, "signal", sig.Signal, "err", err)
 				return false
 			}
@@ -248,7 +248,7 @@ func (s *session) runCommand(ctx context.Context, argv []string, what, command s
 	stdinDone := make(chan struct{})
 	go func() {
 		defer close(stdinDone)
-		if err := s.g.cfg.Sandboxes.Stdin(streamCtx, id, run.ID, pr, false); err != nil && streamCtx.Err() == nil {
+		if err := s.g.cfg.Runs.Stdin(streamCtx, id, run.ID, pr, false); err != nil && streamCtx.Err() == nil {
 			s.g.log.Debug("ssh: stdin ended", "run", run.ID, "err", err)
 		}
 	}()
@@ -269,7 +269,7 @@ func (s *session) runCommand(ctx context.Context, argv []string, what, command s
 		s.fail(err)
 		return
 	}
-	final, err := s.g.cfg.Sandboxes.Run(ctx, id, run.ID)
+	final, err := s.g.cfg.Runs.Run(ctx, id, run.ID)
 	if err != nil {
 		s.fail(err)
 		return
@@ -311,7 +311,7 @@ func (s *session) fail(err error) {
 func (s *session) hangUp(ctx context.Context, runID string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hupTimeout)
 	defer cancel()
-	err := s.g.cfg.Sandboxes.Signal(ctx, s.l.sandbox.ID, runID, "HUP")
+	err := s.g.cfg.Runs.Signal(ctx, s.l.sandbox.ID, runID, "HUP")
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.g.log.Debug("ssh: SIGHUP after the client left", "run", runID, "err", err)
 	}

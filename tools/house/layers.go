@@ -139,6 +139,10 @@ var layers = map[string]layer{
 	// Runs' output written to a client, up to its end or following it.
 	"internal/runlogs": above,
 
+	// Runs' verbs that change no sandbox's state: their records, input,
+	// window sizes and signals, and a sandbox's processes.
+	"internal/running": above,
+
 	// The verb that changes a sandbox's resource limits.
 	"internal/limiting": above,
 
