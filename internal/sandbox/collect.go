@@ -240,21 +240,10 @@ func (s *Service) markLost(ctx context.Context, r *Run) error {
 	return nil
 }
 
-// Clients attached to a sandbox's runs (internal/runlogs): an attached
-// exec or a `logs -f` follows a run's output. A sandbox put to sleep on
-// request (pause, hibernate) ends every follower's stream with an error
-// that names the run and how to take it up again, so that no client
-// waits on output that cannot come. The runs themselves go on when the
-// sandbox wakes. Here are the hook the core's verbs call as a sandbox
-// goes to sleep (Config.Followers, in sleep.go) and its steps following
-// uses.
-
-// Followers are the clients following each sandbox's runs
-// (*runoutput.Followers, with which internal/runlogs registers them).
-type Followers interface {
-	// End stops every follower of a sandbox's runs, as it went to sleep.
-	End(sandboxID, name, verb string)
-}
+// Runs as their readers see them (internal/running lists a sandbox's
+// runs and reads one; internal/runlogs reads their output): as the
+// collector knows them while their output is collected here, else as
+// stored.
 
 // runRecord returns a run as the collector knows it, if it is still being
 // collected, and else as stored. The order matters: a collector leaves
@@ -290,6 +279,22 @@ func (s *Service) RunOutput(ctx context.Context, sandboxID, runID string) (*Run,
 		return run, nil, err
 	}
 	return run, o.c, nil
+}
+
+// Clients attached to a sandbox's runs (internal/runlogs): an attached
+// exec or a `logs -f` follows a run's output. A sandbox put to sleep on
+// request (pause, hibernate) ends every follower's stream with an error
+// that names the run and how to take it up again, so that no client
+// waits on output that cannot come. The runs themselves go on when the
+// sandbox wakes. Here are the hook the core's verbs call as a sandbox
+// goes to sleep (Config.Followers, in sleep.go) and its steps following
+// uses.
+
+// Followers are the clients following each sandbox's runs
+// (*runoutput.Followers, with which internal/runlogs registers them).
+type Followers interface {
+	// End stops every follower of a sandbox's runs, as it went to sleep.
+	End(sandboxID, name, verb string)
 }
 
 // OutputReader reads one stream of run, of sandbox sandboxID, from byte
