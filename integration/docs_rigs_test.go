@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,8 +53,10 @@ type docServer struct {
 // docRigs are the files whose examples need more than the shared dend.
 var docRigs = map[string]func(t *testing.T, s docServer) docRig{
 	"docs/agents.md":            agentsDocRig,
+	"docs/cli.md":               cliDocRig,
 	"docs/fleet.md":             fleetDocRig,
 	"docs/ssh-and-dashboard.md": sshDocRig,
+	"docs/upgrades.md":          upgradesDocRig,
 }
 
 // docsAgent is the agent docs/agents.md runs as "your agent written
@@ -73,11 +76,14 @@ console.log("agent: done with", sbx.sandboxId);
 `
 
 // agentsDocRig gives docs/agents.md an agent.mjs written with the
-// official e2b SDK, the version integration/js pins (npm ci there).
-func agentsDocRig(t *testing.T, _ docServer) docRig {
+// official e2b SDK, the version integration/js pins (npm ci there); the
+// sandboxes' hosts under e2b.localhost name the shared dend's port.
+func agentsDocRig(t *testing.T, s docServer) docRig {
+	_, port, _ := net.SplitHostPort(s.addr)
 	return docRig{
-		files: map[string][]byte{"agent.mjs": []byte(docsAgent)},
-		links: map[string]string{"node_modules": filepath.Join(jsDir(t), "node_modules")},
+		files:   map[string][]byte{"agent.mjs": []byte(docsAgent)},
+		links:   map[string]string{"node_modules": filepath.Join(jsDir(t), "node_modules")},
+		replace: []string{"e2b.localhost:7070", "e2b.localhost:" + port},
 	}
 }
 
@@ -126,8 +132,9 @@ func sshDocRig(t *testing.T, s docServer) docRig {
 // fleetDocRig gives docs/fleet.md its fleet: PostgreSQL with the
 // database den the examples name, a MinIO with their bucket den-prod,
 // the files /etc/den/store and /etc/den/blobs, two nodes b and c on
-// them, and a bin/dend that starts the examples' dends in the
-// background (see docDends).
+// them, a bin/dend that starts the examples' dends in the background
+// (see docDends), and the host on SQLite they move into PostgreSQL, with
+// its data directory for /var/lib/den (see docMove).
 func fleetDocRig(t *testing.T, _ docServer) docRig {
 	began := time.Now()
 	defer func() { t.Logf("the fleet is up after %s", time.Since(began).Round(time.Millisecond)) }()
@@ -154,6 +161,10 @@ func fleetDocRig(t *testing.T, _ docServer) docRig {
 		startDend(t, "--store-file", store, "--node", node, "--listen", freeAddr(t), "--blobs", blobs, "--blobs-credentials", creds)
 	}
 	dends := newDocDends(t)
+	if err := createDatabase(t, pg, "den_moved"); err != nil {
+		t.Fatal(err)
+	}
+	move := dends.startMove(strings.TrimSuffix(strings.Replace(pg.DSN("den_moved"), "sslmode=disable", "", 1), "?"))
 	pgAddr := "127.0.0.1:" + strconv.Itoa(pg.Port())
 	nodeA := freeAddr(t)
 	return docRig{
@@ -161,13 +172,16 @@ func fleetDocRig(t *testing.T, _ docServer) docRig {
 		// to every dend the examples start: those that name no store or
 		// blob store use these.
 		env: []string{"DEN_STORE=" + dsn, "PGPASSWORD=" + pgtest.Password, "DEN_BLOBS=" + blobs,
-			"AWS_ACCESS_KEY_ID=" + minio.AccessKey, "AWS_SECRET_ACCESS_KEY=" + minio.SecretKey},
+			"AWS_ACCESS_KEY_ID=" + minio.AccessKey, "AWS_SECRET_ACCESS_KEY=" + minio.SecretKey,
+			// The host's systemctl is the fleet's (see docDends).
+			"PATH=" + dends.bin + ":" + binDir + ":" + os.Getenv("PATH")},
 		replace: []string{
 			"PASSWORD@db.example:5432", pgtest.Password + "@" + pgAddr,
 			"sslmode=verify-full", "sslmode=disable", // the test's server has no certificate
 			"@db.example/", "@" + pgAddr + "/",
 			"'postgres://...'", "'" + dsn + "'",
 			"/etc/den/", etc + "/",
+			"/var/lib/den", move.host.dataDir,
 			"0.0.0.0:7070", nodeA,
 			"10.0.0.5:7070", nodeA,
 			"AWS_ACCESS_KEY_ID=den AWS_SECRET_ACCESS_KEY=...", "AWS_ACCESS_KEY_ID=" + minio.AccessKey + " AWS_SECRET_ACCESS_KEY=" + minio.SecretKey,
@@ -204,11 +218,14 @@ func createDatabase(t *testing.T, pg *pgtest.Server, name string) error {
 // a dend that asks the test to start dend with its arguments and its
 // DEN_, AWS_ and PG environment, on a data directory and subnet of its
 // own and on the file's socket, stopping the one started before (as a
-// user stops one before the next), and returns once it answers.
+// user stops one before the next), and returns once it answers; and a
+// systemctl that stops the current one (systemctl stop dend, as on a
+// host that runs dend as a service).
 type docDends struct {
 	t      *testing.T
 	bin    string
 	socket string
+	move   *docMove // the host on SQLite the examples move into PostgreSQL, if any
 
 	mu   sync.Mutex // serializes starts; guards cur and done
 	cur  *dend
@@ -234,11 +251,13 @@ func newDocDends(t *testing.T) *docDends {
 	srv := &http.Server{Handler: http.HandlerFunc(dd.serve)}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
-	script := "#!/bin/bash\n# dend as the docs start it, for TestDocsCommands (integration/docs_rigs_test.go)\n" +
-		"{ printf '%s\\0' \"$@\"; printf -- '--env--\\0'; env -0; } |\n" +
-		"  curl -sS --fail-with-body --max-time 180 --unix-socket " + ctl + " --data-binary @- http://docs/dend\n"
-	if err := os.WriteFile(filepath.Join(dd.bin, "dend"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
+	for _, prog := range []string{"dend", "systemctl"} {
+		script := "#!/bin/bash\n# " + prog + " as the docs run it, for TestDocsCommands (integration/docs_rigs_test.go)\n" +
+			"{ printf '%s\\0' \"$@\"; printf -- '--env--\\0'; env -0; } |\n" +
+			"  curl -sS --fail-with-body --max-time 180 --unix-socket " + ctl + " --data-binary @- http://docs/" + prog + "\n"
+		if err := os.WriteFile(filepath.Join(dd.bin, prog), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return dd
 }
@@ -251,8 +270,11 @@ func (dd *docDends) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	args, envText, _ := strings.Cut(string(body), "--env--\x00")
-	var env []string
+	argText, envText, _ := strings.Cut(string(body), "--env--\x00")
+	var args, env []string
+	if argText = strings.TrimSuffix(argText, "\x00"); argText != "" {
+		args = strings.Split(argText, "\x00")
+	}
 	for _, kv := range strings.Split(envText, "\x00") {
 		for _, p := range []string{"DEN_", "AWS_", "PG"} {
 			if strings.HasPrefix(kv, p) {
@@ -260,21 +282,63 @@ func (dd *docDends) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if err := dd.start(strings.Split(strings.TrimSuffix(args, "\x00"), "\x00"), env); err != nil {
+	var out string
+	switch r.URL.Path {
+	case "/systemctl":
+		out, err = dd.systemctl(args)
+	case "/dend":
+		out, err = dd.dend(args, env)
+	default:
+		err = fmt.Errorf("no such program %s", r.URL.Path)
+	}
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	fmt.Fprintln(w, "dend started")
+	fmt.Fprint(w, out)
+}
+
+// dend runs bin/dend ARGS: an import once, the moved host again on its
+// data directory, or else a new dend.
+func (dd *docDends) dend(args, env []string) (string, error) {
+	switch {
+	case slices.Contains(args, "--import-sqlite"):
+		return dd.move.importSQLite(args, env)
+	case dd.move != nil && dataDirArg(args) == dd.move.host.dataDir:
+		return "dend started\n", dd.move.restart(args, env)
+	}
+	return "dend started\n", dd.start(args, env)
+}
+
+// systemctl stop dend stops the dend started last, as on a host that
+// runs it as a service; the test's systemctl knows nothing else.
+func (dd *docDends) systemctl(args []string) (string, error) {
+	if !slices.Equal(args, []string{"stop", "dend"}) {
+		return "", fmt.Errorf("systemctl %s: the docs test's systemctl knows only 'systemctl stop dend'", strings.Join(args, " "))
+	}
+	dd.mu.Lock()
+	defer dd.mu.Unlock()
+	dd.stopLocked()
+	return "", nil
+}
+
+// dataDirArg is the value of --data-dir in args, or "".
+func dataDirArg(args []string) string {
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--data-dir="); ok {
+			return v
+		}
+		if a == "--data-dir" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
 }
 
 func (dd *docDends) start(args, env []string) error {
 	dd.mu.Lock()
 	defer dd.mu.Unlock()
-	began := time.Now()
 	dd.stopLocked()
-	if len(args) == 1 && args[0] == "" {
-		args = nil
-	}
 	d := newDend(dd.t, append([]string{"--socket", dd.socket}, args...)...)
 	d.socket, d.env = dd.socket, env
 	c, err := client.New(client.WithSocket(d.socket))
@@ -284,6 +348,13 @@ func (dd *docDends) start(args, env []string) error {
 	d.c = c
 	dd.t.Cleanup(d.wipe)
 	dd.t.Cleanup(func() { dd.mu.Lock(); dd.stopLocked(); dd.mu.Unlock() }) // before wipe: cleanups are LIFO
+	return dd.runLocked(d, args)
+}
+
+// runLocked starts d, the dend of bin/dend ARGS, as the current one and
+// returns once it answers, or with its output when it exits first.
+func (dd *docDends) runLocked(d *dend, args []string) error {
+	began := time.Now()
 	d.log = &bytes.Buffer{}
 	d.cmd = exec.Command(filepath.Join(binDir, "dend"), d.args...)
 	d.cmd.Env = append(os.Environ(), d.env...)

@@ -87,6 +87,11 @@ func TestDocBlocks(t *testing.T) {
 	if fmt.Sprint(blocks) != fmt.Sprint(want) {
 		t.Fatalf("blocks:\n%v\nwant\n%v", blocks, want)
 	}
+	script := "a\n! b # fails\n! c \\\n  d\n"
+	if got, want := mustFail(script), "a\nif b # fails\nthen echo 'this command should have failed, and did not' >&2; exit 1; fi\n"+
+		"if c \\\n  d\nthen echo 'this command should have failed, and did not' >&2; exit 1; fi\n"; got != want {
+		t.Errorf("mustFail(%q) =\n%s\nwant\n%s", script, got, want)
+	}
 	for _, bad := range []string{"```sh {no-test}\nx\n```\n", "```sh {no-test: }\nx\n```\n", "```sh skip\nx\n```\n", "```sh\nx\n"} {
 		if _, err := docBlocks("bad.md", bad); err == nil {
 			t.Errorf("%q: no error", bad)
@@ -199,13 +204,15 @@ func (d *dend) runDocBlocks(t *testing.T, blocks []docBlock, addr string, rig do
 	if rig.socket != "" {
 		socket = rig.socket
 	}
-	replace := strings.NewReplacer(append([]string{"/run/den/den.sock", socket, "/var/lib/den", d.dataDir, "127.0.0.1:7070", addr}, rig.replace...)...)
+	// The rig's replacements come first: of two that match at one place,
+	// strings.Replacer takes the one listed first.
+	replace := strings.NewReplacer(append(rig.replace[:len(rig.replace):len(rig.replace)], "/run/den/den.sock", socket, "/var/lib/den", d.dataDir, "127.0.0.1:7070", addr)...)
 	marker := filepath.Join(t.TempDir(), "block")
 	var script strings.Builder
 	script.WriteString("set -eo pipefail\n")
 	for _, b := range blocks {
 		fmt.Fprintf(&script, "echo %q > %q\n", fmt.Sprintf("%s:%d", b.file, b.line), marker)
-		script.WriteString(replace.Replace(b.text))
+		script.WriteString(mustFail(replace.Replace(b.text)))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -218,6 +225,25 @@ func (d *dend) runDocBlocks(t *testing.T, blocks []docBlock, addr string, rig do
 		at, _ := os.ReadFile(marker)
 		t.Fatalf("the block at %s failed (%v); it printed:\n%s", strings.TrimSpace(string(at)), err, tail(out.String(), 4000))
 	}
+}
+
+// mustFail makes each command of text written `! command` (shown to
+// fail) fail the script when it succeeds: set -e ignores a command whose
+// status ! inverts. A command may go on over lines ending in \ and end
+// in a comment.
+func mustFail(text string) string {
+	lines := strings.SplitAfter(text, "\n")
+	for i := 0; i < len(lines); i++ {
+		if !strings.HasPrefix(lines[i], "! ") {
+			continue
+		}
+		lines[i] = "if " + strings.TrimPrefix(lines[i], "! ")
+		for i+1 < len(lines) && strings.HasSuffix(strings.TrimRight(lines[i], "\n"), "\\") {
+			i++
+		}
+		lines[i] = strings.TrimSuffix(lines[i], "\n") + "\nthen echo 'this command should have failed, and did not' >&2; exit 1; fi\n"
+	}
+	return strings.Join(lines, "")
 }
 
 // docsEnv is the test's environment with den on PATH and dend's socket,
