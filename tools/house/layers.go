@@ -150,6 +150,9 @@ var layers = map[string]layer{
 	// each start of one recorded as a run.
 	"internal/servicing": above,
 
+	// The verb that changes what a sandbox may reach.
+	"internal/networking": above,
+
 	// The front doors: each translates its protocol to the Service's verbs.
 	"internal/httpapi":           doors,
 	"internal/httpapi/httpx":     doors,
