@@ -47,6 +47,7 @@ var layers = map[string]layer{
 	"internal/cluster":               base,
 	"internal/imagecrypt":            base,
 	"internal/inproc":                base,
+	"internal/specs":                 base,
 	"internal/ui":                    base,
 	"internal/e2b/envdpb":            base,
 	"internal/mcpserver/mcptest":     base,
