@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/specs"
 )
 
 // Store keeps token records. The SQLite store implements it.
@@ -86,7 +86,7 @@ type CreateParams struct {
 // Create makes a token and returns its record and the token itself, which
 // exists nowhere else: the caller shows it once.
 func (s *Service) Create(ctx context.Context, p CreateParams) (*Token, string, error) {
-	if err := sandbox.ValidateName("token", p.Name); err != nil {
+	if err := specs.ValidateName("token", p.Name); err != nil {
 		return nil, "", err
 	}
 	if _, err := ParseScope(string(p.Scope)); err != nil {

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/specs"
 )
 
 // SSH keys let a token's holder reach sandboxes through dend's SSH
@@ -111,7 +111,7 @@ func (s *Service) AddKey(ctx context.Context, p Principal, name string, text []b
 		return nil, errdefs.WithHint(errdefs.Invalid("%s has no API token to tie an SSH key to", p.Name),
 			"register keys with a token (DEN_TOKEN): a key acts with its token's rights and stops working when the token is revoked")
 	}
-	if err := sandbox.ValidateName("key", name); err != nil {
+	if err := specs.ValidateName("key", name); err != nil {
 		return nil, err
 	}
 	key, comment, err := ParseKey(text)

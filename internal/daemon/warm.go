@@ -11,6 +11,7 @@ import (
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/specs"
 	"github.com/den-dev/den/internal/warm"
 	"github.com/den-dev/den/internal/warming"
 )
@@ -31,7 +32,7 @@ func (c *Config) WarmDefaults() (map[string]int, error) {
 			return nil, errdefs.WithHint(errdefs.Invalid("config warm: %q is not IMAGE=N with N from 0 to %d", part, warm.MaxInstances),
 				"write it like busybox=4,debian=2")
 		}
-		if err := sandbox.ValidateName("image", image); err != nil {
+		if err := specs.ValidateName("image", image); err != nil {
 			return nil, fmt.Errorf("config warm: %w", err)
 		}
 		out[image] = count

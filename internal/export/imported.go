@@ -12,6 +12,7 @@ import (
 	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/specs"
 )
 
 // cleanupTimeout bounds undoing a failed import, as the core's own undo
@@ -119,7 +120,7 @@ func (s *Service) makeSandbox(ctx context.Context, p agent, fill func(ck *sandbo
 // sandbox gets.
 func (s *Service) checkImport(ctx context.Context, p *agent) (sandbox.Spec, error) {
 	spec := p.Spec
-	if err := sandbox.ValidateName("sandbox", p.Name); err != nil {
+	if err := specs.ValidateName("sandbox", p.Name); err != nil {
 		return spec, err
 	}
 	if err := s.svc.CheckPolicy(ctx, p.Policy); err != nil {
@@ -143,7 +144,7 @@ func (s *Service) checkImport(ctx context.Context, p *agent) (sandbox.Spec, erro
 	if err := s.missingSecrets(ctx, spec.Secrets); err != nil {
 		return spec, err
 	}
-	if err := sandbox.ValidateSetup(spec.Setup, spec.Keep); err != nil {
+	if err := specs.ValidateSetup(spec.Setup, spec.Keep); err != nil {
 		return spec, err
 	}
 	if err := spec.Validate(); err != nil {

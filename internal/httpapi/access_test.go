@@ -170,7 +170,7 @@ func newAccessEnv(t *testing.T) *accessEnv {
 		Kind: sandbox.CheckpointManual, CreatedAt: testTime}}
 
 	h := New(Config{
-		Sandboxes: a.sbx, Rebase: a.sbx, Policies: a.sbx, Grants: a.sbx, Limits: a.sbx, Ports: a.sbx, Samples: a.sbx, Logs: a.sbx, Runs: a.sbx, Checkpoints: a.sbx, Recover: a.sbx, Images: newFakeImages(c), Tokens: tokens, Audit: st, Secrets: vault, Owners: a.quotas, Peers: a.sbx, Requests: st,
+		Sandboxes: a.sbx, Rebase: a.sbx, Policies: a.sbx, Grants: a.sbx, Limits: a.sbx, Network: a.sbx, Ports: a.sbx, Samples: a.sbx, Logs: a.sbx, Runs: a.sbx, Checkpoints: a.sbx, Recover: a.sbx, Images: newFakeImages(c), Tokens: tokens, Audit: st, Secrets: vault, Owners: a.quotas, Peers: a.sbx, Requests: st,
 		Health: func(context.Context) api.Health {
 			return api.Health{Status: "ok", Version: "1.2.3", Storage: "btrfs", Disk: &api.DiskHealth{FreeBytes: 5 << 30},
 				Pool: &api.PoolHealth{SizeBytes: 100 << 30, PromisedBytes: 60 << 30}, Warm: &api.WarmHealth{MemoryTotalBytes: 64 << 30}}

@@ -710,6 +710,7 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 		Policies:  e.sbx,
 		Grants:    e.sbx,
 		Limits:    e.sbx,
+		Network:   e.sbx,
 		Ports:     e.sbx,
 		Recover:   e.sbx,
 		Samples:   e.sbx,

@@ -12,6 +12,7 @@ import (
 	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/image"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/specs"
 )
 
 // ImageService keeps the base images. *image.Manager implements it. The
@@ -94,7 +95,7 @@ func (s *server) importImage(w http.ResponseWriter, r *http.Request) error {
 	if name == "" {
 		return errdefs.WithHint(errdefs.Invalid("missing query parameter name"), "name the new image, e.g. ?name=myimage")
 	}
-	if err := sandbox.ValidateName("image", name); err != nil {
+	if err := specs.ValidateName("image", name); err != nil {
 		return err
 	}
 	return s.streamProgress(w, r, func(ctx context.Context, progress func(image.Progress)) (*sandbox.Image, error) {

@@ -1,16 +1,28 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/den-dev/den/api"
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/netpolicy"
+	"github.com/den-dev/den/internal/sandbox"
 )
+
+// NetworkService changes what sandboxes may reach.
+// *networking.Service implements it.
+type NetworkService interface {
+	// SetNetwork replaces what a sandbox may reach, at once.
+	SetNetwork(ctx context.Context, ref string, p netpolicy.Policy) (*sandbox.Sandbox, error)
+}
 
 // setNetwork replaces a sandbox's network policy, effective at once.
 func (s *server) setNetwork(w http.ResponseWriter, r *http.Request) error {
+	if s.network == nil {
+		return httpx.NotEnabled("network policy")
+	}
 	var req api.NetworkPolicy
 	if err := httpx.DecodeJSON(w, r, &req, s.maxJSONBytes); err != nil {
 		return err
@@ -19,7 +31,7 @@ func (s *server) setNetwork(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sb, err := s.sandboxes.SetNetwork(r.Context(), r.PathValue("name"), p)
+	sb, err := s.network.SetNetwork(r.Context(), r.PathValue("name"), p)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,6 @@ import (
 	"github.com/den-dev/den/internal/httpapi/httpx"
 	"github.com/den-dev/den/internal/httpapi/portproxy"
 	"github.com/den-dev/den/internal/idle"
-	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/runlogs"
 	"github.com/den-dev/den/internal/sandbox"
 	"github.com/den-dev/den/internal/usage"
@@ -108,8 +107,6 @@ type SandboxService interface {
 	Hold(ctx context.Context, ref string) func()
 	// Resources is what a sandbox uses now.
 	Resources(ctx context.Context, sb *sandbox.Sandbox) (sandbox.ResourceUsage, sandbox.DiskQuota)
-	// SetNetwork replaces what a sandbox may reach, at once.
-	SetNetwork(ctx context.Context, ref string, p netpolicy.Policy) (*sandbox.Sandbox, error)
 	// EffectivePolicy is sb's policy with dend's defaults filled in; Due
 	// is the next step it takes.
 	EffectivePolicy(sb *sandbox.Sandbox) idle.Policy
@@ -159,6 +156,9 @@ type Config struct {
 	// Services serves a sandbox's services routes (internal/servicing).
 	// nil: 503.
 	Services ServiceVerbs
+	// Network changes what sandboxes may reach (internal/networking).
+	// nil: 503.
+	Network NetworkService
 	// Ports exposes sandboxes' ports and finds where a request to one
 	// goes (internal/exposing). Required.
 	Ports portproxy.Ports
@@ -266,6 +266,7 @@ type server struct {
 	grants       GrantService
 	limits       LimitService
 	services     ServiceVerbs
+	network      NetworkService
 	recovery     RecoverService
 	samples      SampleService
 	logs         LogService
@@ -323,6 +324,7 @@ func New(cfg Config) http.Handler {
 		grants:          cfg.Grants,
 		limits:          cfg.Limits,
 		services:        cfg.Services,
+		network:         cfg.Network,
 		recovery:        cfg.Recover,
 		samples:         cfg.Samples,
 		logs:            cfg.Logs,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/specs"
 )
 
 // defaultPath is the PATH of the built-in images, and of imported ones
@@ -52,7 +53,7 @@ func BuiltinNames() []string { return []string{"busybox", "debian", "e2b-base"} 
 // moves them to the new one). Concurrent builds of one name build once.
 // progress, if not nil, is called as the build goes.
 func (m *Manager) Build(ctx context.Context, name string, force bool, progress func(Progress)) (*sandbox.Image, error) {
-	if err := sandbox.ValidateName("image", name); err != nil {
+	if err := specs.ValidateName("image", name); err != nil {
 		return nil, err
 	}
 	r, ok := m.builtin(name)

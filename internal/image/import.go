@@ -21,13 +21,14 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/specs"
 )
 
 // Import makes image name from r: a `docker save` archive or an OCI
 // image-layout archive, plain or gzipped. The archive must hold one image,
 // or one for den's platform. When name exists, this is its next version.
 func (m *Manager) Import(ctx context.Context, name string, r io.Reader, progress func(Progress)) (*sandbox.Image, error) {
-	if err := sandbox.ValidateName("image", name); err != nil {
+	if err := specs.ValidateName("image", name); err != nil {
 		return nil, err
 	}
 	if progress == nil {

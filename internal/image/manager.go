@@ -25,6 +25,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/specs"
 )
 
 // Pool is the part of the storage pool the manager uses. Create makes an
@@ -167,7 +168,7 @@ const (
 // Ensure returns the image name, building it first if it is a built-in
 // one that was never built.
 func (m *Manager) Ensure(ctx context.Context, name string) (*sandbox.Image, error) {
-	if err := sandbox.ValidateName("image", name); err != nil {
+	if err := specs.ValidateName("image", name); err != nil {
 		return nil, err
 	}
 	im, err := m.cfg.Records.GetImage(ctx, name)
@@ -201,7 +202,7 @@ func notFound(name string) error {
 
 // Get returns the record of image name.
 func (m *Manager) Get(ctx context.Context, name string) (*sandbox.Image, error) {
-	if err := sandbox.ValidateName("image", name); err != nil {
+	if err := specs.ValidateName("image", name); err != nil {
 		return nil, err
 	}
 	im, err := m.cfg.Records.GetImage(ctx, name)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/specs"
 )
 
 // Pull makes an image from ref in a registry, anonymously. imageName
@@ -38,7 +39,7 @@ func (m *Manager) Pull(ctx context.Context, ref, imageName string, insecure bool
 			return nil, errdefs.WithHint(errdefs.Invalid("cannot derive an image name from %q", ref), "give the image a name")
 		}
 	}
-	if err := sandbox.ValidateName("image", imageName); err != nil {
+	if err := specs.ValidateName("image", imageName); err != nil {
 		return nil, err
 	}
 	if progress == nil {

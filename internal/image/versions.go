@@ -7,6 +7,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/specs"
 )
 
 // Versions. Every build, import or pull of a name makes its next version
@@ -22,7 +23,7 @@ func (m *Manager) Version(ctx context.Context, name string, version int) (*sandb
 	if version == 0 {
 		return m.Ensure(ctx, name)
 	}
-	if err := sandbox.ValidateName("image", name); err != nil {
+	if err := specs.ValidateName("image", name); err != nil {
 		return nil, err
 	}
 	im, err := m.cfg.Records.GetImageVersion(ctx, name, version)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/specs"
 )
 
 // Rebase gives a sandbox a new root from an image version while it
@@ -118,7 +119,7 @@ func (s *Service) rebaseLocked(ctx context.Context, sb *sandbox.Sandbox, name st
 	}
 	// Kept paths set before dend refused some (/run/secrets, /etc/passwd)
 	// are refused here, before anything changes.
-	if err := sandbox.ValidateSetup(nil, sb.Spec.Keep); err != nil {
+	if err := specs.ValidateSetup(nil, sb.Spec.Keep); err != nil {
 		return nil, errdefs.WithHint(fmt.Errorf("rebasing sandbox %q: %w", sb.Name, err),
 			fmt.Sprintf("change its kept paths first: `den setup %s --keep-path PATH ...`", sb.Name))
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/specs"
 )
 
 // SetupChange changes a sandbox's setup steps and kept paths; a nil list
@@ -28,7 +29,7 @@ func (s *Service) SetSetup(ctx context.Context, ref string, c SetupChange) (*san
 		if c.Keep != nil {
 			keep = *c.Keep
 		}
-		if err := sandbox.ValidateSetup(steps, keep); err != nil {
+		if err := specs.ValidateSetup(steps, keep); err != nil {
 			return err
 		}
 		if err := sandbox.Require(sb, "change the setup of", sandbox.StateRunning, sandbox.StatePaused, sandbox.StateStopped, sandbox.StateHibernated, sandbox.StateError); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/peers"
+	"github.com/den-dev/den/internal/specs"
 )
 
 // Fork makes p.Count children of a sandbox. From the live sandbox, the
@@ -120,7 +121,7 @@ func (s *Service) forkPoint(ctx context.Context, parent *Sandbox, from string) (
 }
 
 func (p ForkParams) childNames() ([]string, error) {
-	if err := ValidateName("sandbox", p.Name); err != nil {
+	if err := specs.ValidateName("sandbox", p.Name); err != nil {
 		return nil, err
 	}
 	n := p.Count
@@ -136,7 +137,7 @@ func (p ForkParams) childNames() ([]string, error) {
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("%s-%d", p.Name, i+1)
-		if err := ValidateName("sandbox", names[i]); err != nil {
+		if err := specs.ValidateName("sandbox", names[i]); err != nil {
 			return nil, errdefs.WithHint(err, "the children are named NAME-1 … NAME-N: use a shorter NAME")
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/netpolicy"
+	"github.com/den-dev/den/internal/specs"
 )
 
 // cleanupTimeout bounds undo work that runs after the caller gave up.
@@ -23,7 +24,7 @@ const cleanupTimeout = 30 * time.Second
 // left behind.
 func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err error) {
 	defer s.observe(VerbCreate, time.Now(), &err)
-	if err := ValidateName("sandbox", p.Name); err != nil {
+	if err := specs.ValidateName("sandbox", p.Name); err != nil {
 		return nil, err
 	}
 	if err := p.Policy.ValidateOwn(idle.Floor(ctx, s.cfg.MinTTL)); err != nil {
@@ -31,7 +32,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 	}
 	// Here, not only in Spec.Validate: a create from a checkpoint takes
 	// its labels from the request too.
-	if err := ValidateLabels(p.Labels); err != nil {
+	if err := specs.ValidateLabels(p.Labels); err != nil {
 		return nil, err
 	}
 	if p.Ephemeral && (p.Policy.TTL == nil || *p.Policy.TTL == 0) {
@@ -70,7 +71,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 	if spec.Image, spec.ImageVersion, err = ParseImageRef(spec.Image); err != nil {
 		return nil, err
 	}
-	if err := ValidateSetup(spec.Setup, spec.Keep); err != nil {
+	if err := specs.ValidateSetup(spec.Setup, spec.Keep); err != nil {
 		return nil, err
 	}
 	if spec.CPUs == 0 {

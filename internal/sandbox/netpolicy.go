@@ -25,46 +25,11 @@ func (s *Service) attach(ctx context.Context, sb *Sandbox) (Attachment, error) {
 	return att, nil
 }
 
-// SetNetwork changes what a sandbox may reach. A sandbox with an instance
-// (running or paused) gets the new policy at once; a stopped or
-// hibernated one when it next boots. It is kept across hibernate, restore
-// and fork.
-func (s *Service) SetNetwork(ctx context.Context, ref string, p netpolicy.Policy) (*Sandbox, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	sb, unlock, err := s.lockSandbox(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if err := s.checkReach(ctx, sb.Owner, p); err != nil {
-		return nil, err
-	}
-	if err := require(sb, "change the network policy of", StateRunning, StatePaused, StateStopped, StateHibernated, StateError); err != nil {
-		return nil, err
-	}
-	if sb.State == StateRunning || sb.State == StatePaused {
-		if err := s.cfg.Network.Enforce(ctx, sb.ID, sb.Slot, p); err != nil {
-			return nil, fmt.Errorf("applying network policy to sandbox %q: %w", sb.Name, err)
-		}
-	}
-	old := sb.Spec.Network
-	sb.Spec.Network = p
-	if err := s.record(ctx, sb, EventNetwork, "network policy: "+p.Summary()); err != nil {
-		if sb.State == StateRunning || sb.State == StatePaused {
-			if rerr := s.cfg.Network.Enforce(context.WithoutCancel(ctx), sb.ID, sb.Slot, old); rerr != nil {
-				s.log.Error("putting back the network policy", "sandbox", sb.Name, "err", rerr)
-			}
-		}
-		return nil, err
-	}
-	return sb, nil
-}
-
 // checkReach refuses a policy that names what no sandbox of owner may
 // reach: private ranges are open to it only where dend opens them to
-// every owner or an admin granted them to it (`den owner set`).
+// every owner or an admin granted them to it (`den owner set`). A create
+// asks it here; changing a policy (internal/networking) and an import
+// (internal/export) through CheckReach.
 func (s *Service) checkReach(ctx context.Context, owner string, p netpolicy.Policy) error {
 	var granted []netip.Prefix
 	if owner != "" {

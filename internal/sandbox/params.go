@@ -13,6 +13,7 @@ import (
 	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/runoutput"
+	"github.com/den-dev/den/internal/specs"
 )
 
 // Defaults for a new sandbox.
@@ -67,7 +68,7 @@ type ExecParams struct {
 	Timeout time.Duration
 	Detach  bool
 	// Labels tag the run, as a sandbox's labels tag it, with the same
-	// bounds (ValidateLabels).
+	// bounds (specs.ValidateLabels).
 	Labels map[string]string
 	// OutputMax is the most bytes kept of each output stream (head and
 	// tail); 0 is dend's cap, and more than dend's cap is refused.
@@ -102,15 +103,10 @@ func (p *ExecParams) Validate() error {
 		return errdefs.WithHint(errdefs.Invalid("invalid output cap %d bytes", p.OutputMax),
 			fmt.Sprintf("use a size of at least %s, e.g. 1M, or leave it out for dend's cap", size(runoutput.MinPerStream)))
 	}
-	if err := ValidateLabels(p.Labels); err != nil {
+	if err := specs.ValidateLabels(p.Labels); err != nil {
 		return err
 	}
-	for _, k := range sortedKeys(p.Env) {
-		if !envKeyRE.MatchString(k) {
-			return errdefs.WithHint(errdefs.Invalid("invalid environment variable name %q", k), "use letters, digits and underscores, not starting with a digit")
-		}
-	}
-	return nil
+	return specs.ValidateEnv(p.Env)
 }
 
 // ParseMemory reads a size like "512M", "2G" or "1073741824" (bytes).

@@ -7,13 +7,10 @@ package sandbox
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/expose"
@@ -21,6 +18,7 @@ import (
 	"github.com/den-dev/den/internal/idle"
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/peers"
+	"github.com/den-dev/den/internal/specs"
 )
 
 // Spec is what the user asked for. Its network policy and limits can be
@@ -293,7 +291,7 @@ func ParseImageVolumeKey(key string) (name string, version int, ok bool) {
 // is 0 when none is named (the newest). Errors are errdefs.Invalid.
 func ParseImageRef(ref string) (name string, version int, err error) {
 	name, v, versioned := strings.Cut(ref, "@")
-	if err := ValidateName("image", name); err != nil {
+	if err := specs.ValidateName("image", name); err != nil {
 		return "", 0, err
 	}
 	if !versioned {
@@ -307,20 +305,6 @@ func ParseImageRef(ref string) (name string, version int, err error) {
 	return name, n, nil
 }
 
-var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
-// ValidateName checks a sandbox or image name: 1-63 lowercase letters,
-// digits and inner dashes, so it can serve as a host name.
-func ValidateName(kind, name string) error {
-	if nameRE.MatchString(name) {
-		return nil
-	}
-	err := errdefs.Invalid("invalid %s name %q", kind, name)
-	return errdefs.WithHint(err, "use 1-63 lowercase letters, digits and dashes, starting and ending with a letter or digit")
-}
-
-var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // Limits on a spec.
 const (
 	MinMemory = 64 << 20
@@ -329,62 +313,16 @@ const (
 
 // Validate checks a spec after defaults have been applied.
 func (s *Spec) Validate() error {
-	if err := ValidateName("image", s.Image); err != nil {
+	if err := specs.ValidateName("image", s.Image); err != nil {
 		return err
 	}
 	if err := s.Limits().Validate(); err != nil {
 		return err
 	}
-	for _, k := range sortedKeys(s.Env) {
-		if !envKeyRE.MatchString(k) {
-			return errdefs.WithHint(errdefs.Invalid("invalid environment variable name %q", k), "use letters, digits and underscores, not starting with a digit")
-		}
+	if err := specs.ValidateEnv(s.Env); err != nil {
+		return err
 	}
-	return ValidateLabels(s.Labels)
-}
-
-// Bounds on a sandbox's labels, which every listing and E2B's metadata
-// carry: at most MaxLabels, keys of 1 to MaxLabelKey bytes, values of at
-// most MaxLabelValue, so together under 20 KiB.
-const (
-	MaxLabels     = 64
-	MaxLabelKey   = 63
-	MaxLabelValue = 255
-)
-
-// ValidateLabels checks a sandbox's labels: within the bounds above, and
-// printable UTF-8, as they are shown in terminals.
-func ValidateLabels(labels map[string]string) error {
-	if len(labels) > MaxLabels {
-		return errdefs.WithHint(errdefs.Invalid("%d labels: more than the %d a sandbox may have", len(labels), MaxLabels),
-			"keep what you filter or search on in labels, and the rest in a file in the sandbox")
-	}
-	const hint = "label keys are 1-63 bytes, values at most 255, both printable UTF-8 text"
-	for _, k := range sortedKeys(labels) {
-		v := labels[k]
-		switch {
-		case k == "" || len(k) > MaxLabelKey:
-			return errdefs.WithHint(errdefs.Invalid("invalid label key %q: %d bytes", k, len(k)), hint)
-		case len(v) > MaxLabelValue:
-			return errdefs.WithHint(errdefs.Invalid("invalid label %q: its value is %d bytes", k, len(v)), hint)
-		case !printable(k) || !printable(v):
-			return errdefs.WithHint(errdefs.Invalid("invalid label %q=%q: not printable text", k, v), hint)
-		}
-	}
-	return nil
-}
-
-// printable reports whether s is valid UTF-8 with no control characters.
-func printable(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return false
-		}
-	}
-	return true
+	return specs.ValidateLabels(s.Labels)
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/specs"
 	"github.com/den-dev/den/internal/warm"
 )
 
@@ -79,7 +80,7 @@ func (s *Service) SetWarm(ctx context.Context, image string, count int, memoryBy
 	if err != nil {
 		return warm.Pool{}, err
 	}
-	if err := sandbox.ValidateName("image", image); err != nil {
+	if err := specs.ValidateName("image", image); err != nil {
 		return warm.Pool{}, err
 	}
 	if count < 0 || count > warm.MaxInstances {

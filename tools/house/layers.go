@@ -47,6 +47,7 @@ var layers = map[string]layer{
 	"internal/cluster":               base,
 	"internal/imagecrypt":            base,
 	"internal/inproc":                base,
+	"internal/specs":                 base,
 	"internal/ui":                    base,
 	"internal/e2b/envdpb":            base,
 	"internal/mcpserver/mcptest":     base,
@@ -149,6 +150,9 @@ var layers = map[string]layer{
 	// Sandboxes' services: their verbs, handing them to den-init, and
 	// each start of one recorded as a run.
 	"internal/servicing": above,
+
+	// The verb that changes what a sandbox may reach.
+	"internal/networking": above,
 
 	// The front doors: each translates its protocol to the Service's verbs.
 	"internal/httpapi":           doors,

@@ -19,7 +19,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/expose"
 	"github.com/den-dev/den/internal/httpapi/httpx"
-	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/specs"
 )
 
 // Exposed ports: dend serves HTTP and WebSocket traffic to a port inside a
@@ -347,7 +347,7 @@ func (s *Proxy) RouteHosts(next http.Handler) http.Handler {
 			return
 		}
 		portStr, name, ok := strings.Cut(label, "-")
-		if _, err := strconv.ParseUint(portStr, 10, 16); !ok || err != nil || sandbox.ValidateName("sandbox", name) != nil {
+		if _, err := strconv.ParseUint(portStr, 10, 16); !ok || err != nil || specs.ValidateName("sandbox", name) != nil {
 			httpx.WriteJSONError(w, http.StatusNotFound, &api.Error{
 				Code:    api.CodeNotFound,
 				Message: fmt.Sprintf("no sandbox port at host %q", r.Host),
