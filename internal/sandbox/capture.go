@@ -379,7 +379,7 @@ func (s *Service) instance(sb *Sandbox, netns, bootToken string) Instance {
 		CPUs:        sb.Spec.CPUs,
 		MemoryBytes: sb.Spec.MemoryBytes,
 		Init:        sb.Init,
-		Views:       s.views.BootMounts(sb.ID, sb.Spec.LiveViews, sb.Spec.Peers, s.otherRoot),
+		Views:       s.views.BootMounts(sb.ID, sb.Spec.LiveViews, sb.Spec.BoundViews, sb.Spec.Peers, s.otherRoot),
 		ViewsDir:    s.views.BootDir(sb.ID, sb.Spec.LiveViews),
 	}
 }
@@ -393,8 +393,46 @@ func (s *Service) otherRoot(id string) string {
 // placeViews mounts sb's views in its views directory before an
 // instance of it boots (peers.Views.Place).
 func (s *Service) placeViews(sb *Sandbox) error {
-	if err := s.views.Place(sb.ID, sb.Spec.LiveViews, sb.Spec.Peers, s.otherRoot); err != nil {
+	if err := s.views.Place(sb.ID, sb.Spec.LiveViews, sb.Spec.BoundViews, sb.Spec.Peers, s.otherRoot); err != nil {
 		return fmt.Errorf("placing the views of sandbox %q: %w", sb.Name, err)
+	}
+	return nil
+}
+
+// bindViews has den-init bind sb's views placed elsewhere than under
+// peers.Root onto their mount points, once a fresh instance booted (a
+// restored one has them in its memory image).
+func (s *Service) bindViews(ctx context.Context, sb *Sandbox) error {
+	views := s.views.Binds(sb.ID, sb.Spec.LiveViews, sb.Spec.BoundViews, sb.Spec.Peers)
+	if len(views) == 0 {
+		return nil
+	}
+	return s.BindViewsLocked(ctx, sb, views)
+}
+
+// BindViewsLocked binds views (peers.Views.Binds) onto their mount points
+// in running sb, each in place of what was there; the caller holds its
+// lifecycle lock.
+func (s *Service) BindViewsLocked(ctx context.Context, sb *Sandbox, views []ViewMount) error {
+	b, ok := s.cfg.Runtime.(ViewBinder)
+	if !ok {
+		return errdefs.Unavailable("this engine cannot mount views while a sandbox runs")
+	}
+	if err := b.BindViews(ctx, sb.InstanceID(), views); err != nil {
+		return fmt.Errorf("mounting the views of sandbox %q: %w", sb.Name, err)
+	}
+	return nil
+}
+
+// UnbindViewsLocked takes the views at mount points at away from running
+// sb; the caller holds its lifecycle lock.
+func (s *Service) UnbindViewsLocked(ctx context.Context, sb *Sandbox, at ...string) error {
+	b, ok := s.cfg.Runtime.(ViewBinder)
+	if !ok {
+		return errdefs.Unavailable("this engine cannot unmount views while a sandbox runs")
+	}
+	if err := b.UnbindViews(ctx, sb.InstanceID(), at...); err != nil {
+		return fmt.Errorf("unmounting the views of sandbox %q: %w", sb.Name, err)
 	}
 	return nil
 }
