@@ -217,6 +217,9 @@ func (v *Views) Unmount(sandbox, at string) {
 	if err := os.Remove(dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		v.log.Error("removing a view's mount point", "dir", dst, "err", err)
 	}
+	if !Live(at) {
+		os.Remove(filepath.Dir(dst)) // HiddenDir, once no view is left in it
+	}
 }
 
 // Place mounts sandbox's views that change live (Changes) in its views
