@@ -63,7 +63,7 @@ func (s *Service) checkChange(sb *sandbox.Sandbox, restart bool, at, action stri
 		}
 		hint := "pass --restart to restart it now (its processes end, its files stay), or stop it first with `den stop " + sb.Name + "`"
 		if s.views.Changes(sb.ID, sb.Spec.LiveViews, sb.Spec.BoundViews, at) {
-			return errdefs.WithHint(errdefs.Conflict("cannot %s sandbox %q while it is paused: den-init mounts the view at %s, and it is frozen", action, sb.Name, at),
+			return errdefs.WithHint(errdefs.Conflict("cannot %s sandbox %q while it is paused, but by a restart: den-init mounts the view at %s, and it is frozen", action, sb.Name, at),
 				"resume it first with `den resume "+sb.Name+"`, or use --at "+peers.Root+"/NAME, which changes while it is paused; else "+hint)
 		}
 		if s.views.BootDir(sb.ID, sb.Spec.LiveViews) != "" {

@@ -42,6 +42,18 @@ const HiddenDir = ".den-views"
 // Live says whether a view at at sits under Root.
 func Live(at string) bool { return strings.HasPrefix(at, Root+"/") }
 
+// Bound are the views of ps placed elsewhere than under Root: those
+// den-init binds when the sandbox's spec says so (Binds).
+func Bound(ps []Peer) []Peer {
+	var out []Peer
+	for _, p := range ps {
+		if !Live(p.At) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // Inside is where, inside the sandbox, den-init finds the view whose
 // mount point at is not under Root: a name made of at, the same for
 // every view at at, so a memory image restores with the view there now.

@@ -339,11 +339,21 @@ func (s *Service) restorable(ck *Checkpoint, sb *Sandbox) error {
 	// decides some of the spec's mounts.
 	inst := s.instance(sb, "", "")
 	inst.Init = ck.Manifest.Init
-	if h := s.cfg.Runtime.SpecHash(inst); ck.Manifest.SpecHash != h {
-		if d := peers.MountsDiffer(ck.Manifest.Spec.Peers, sb.Spec.Peers); d != "" {
-			return errdefs.WithHint(errdefs.Conflict("the memory image of checkpoint %s cannot come back into sandbox %q: %s", ck.ID, sb.Name, d),
-				"give it the same peers again (`den peer add`/`den peer rm`), or boot the checkpoint's files without its processes")
-		}
+	// Views den-init bound are in the image, not in the spec: the image
+	// needs them where they were.
+	sameSpec := s.cfg.Runtime.SpecHash(inst) == ck.Manifest.SpecHash
+	var d string
+	switch {
+	case !sameSpec:
+		d = peers.MountsDiffer(ck.Manifest.Spec.Peers, sb.Spec.Peers)
+	case sb.Spec.BoundViews:
+		d = peers.MountsDiffer(peers.Bound(ck.Manifest.Spec.Peers), peers.Bound(sb.Spec.Peers))
+	}
+	if d != "" {
+		return errdefs.WithHint(errdefs.Conflict("the memory image of checkpoint %s cannot come back into sandbox %q: %s", ck.ID, sb.Name, d),
+			"give it the same peers again (`den peer add`/`den peer rm`), or boot the checkpoint's files without its processes")
+	}
+	if !sameSpec {
 		return errdefs.WithHint(errdefs.Conflict("checkpoint %s was made for a different sandbox layout (this den changed how it builds sandboxes)", ck.ID),
 			"its files can still be booted without its processes with `den recover NAME --cold`")
 	}
