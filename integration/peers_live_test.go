@@ -14,16 +14,18 @@ import (
 // reads through the views (or "none" for a view that is not there).
 const watchScript = `echo $$ > /tmp/watch.pid
 while true; do
-  { cat /peers/coder/work/a.txt 2>/dev/null || echo none; cat /peers/live/work/a.txt 2>/dev/null || echo none; } > /tmp/seen.new
+  { cat /peers/coder/work/a.txt 2>/dev/null || echo none; cat /peers/live/work/a.txt 2>/dev/null || echo none
+    cat /review/base/work/a.txt 2>/dev/null || echo none; } > /tmp/seen.new
   mv /tmp/seen.new /tmp/seen
   sleep 0.1
 done`
 
-// Views under /peers come, change and go while the reader runs: the
-// process that was running before the view was added sees it, sees a
-// refresh and sees it go, with the same pid and no new generation; a
-// live view shows what the peer writes after the add; neither can be
-// written; and hibernating and waking the reader keeps them. On both
+// Views come, change and go while the reader runs, under /peers and
+// elsewhere (--at /review/base, which den-init binds): the process that
+// was running before the view was added sees it, sees a refresh and sees
+// it go, with the same pid and no new generation; a live view shows what
+// the peer writes after the add; none can be written; and hibernating
+// and waking the reader keeps them, and a refresh after the wake shows. On both
 // storage pools: a copy pool's views are copies, placed the same way.
 func TestPeerLiveViews(t *testing.T) {
 	for _, storage := range []string{"btrfs", "copy"} {
@@ -49,7 +51,7 @@ func testPeerLiveViews(t *testing.T, storage string) {
 			return got == want
 		})
 	}
-	waitSeen("none\nnone\n")
+	waitSeen("none\nnone\nnone\n")
 	pid := d.mustSh("reviewer", "cat /tmp/watch.pid")
 	gen := sandboxAs(t, d.c, "reviewer").Generation
 
@@ -58,7 +60,7 @@ func testPeerLiveViews(t *testing.T, storage string) {
 	if !strings.Contains(out, "its processes kept running") {
 		t.Errorf("den peer add said %q", out)
 	}
-	waitSeen("v1\nnone\n")
+	waitSeen("v1\nnone\nnone\n")
 
 	// A refresh shows coder's new file to the same process.
 	d.mustSh("coder", `printf 'v2\n' > /work/a.txt`)
@@ -66,29 +68,40 @@ func testPeerLiveViews(t *testing.T, storage string) {
 		t.Errorf("the snapshot view before refresh shows %q, want v1", got)
 	}
 	d.mustDen("", "peer", "refresh", "reviewer", "coder")
-	waitSeen("v2\nnone\n")
+	waitSeen("v2\nnone\nnone\n")
 
 	// A live view shows what coder writes after it was added.
 	out = d.mustDen("", "peer", "add", "reviewer", "coder", "--live", "--at", "/peers/live")
 	if !strings.Contains(out, "live") {
 		t.Errorf("den peer add --live said %q", out)
 	}
-	waitSeen("v2\nv2\n")
+	waitSeen("v2\nv2\nnone\n")
 	d.mustSh("coder", `printf 'v3\n' > /work/a.txt && sync`)
-	waitSeen("v2\nv3\n")
+	waitSeen("v2\nv3\nnone\n")
+
+	// A view elsewhere is added and refreshed the same way.
+	out = d.mustDen("", "peer", "add", "reviewer", "coder", "--at", "/review/base")
+	if !strings.Contains(out, "its processes kept running") {
+		t.Errorf("den peer add --at /review/base said %q", out)
+	}
+	waitSeen("v2\nv3\nv3\n")
+	d.mustSh("coder", `printf 'v3c\n' > /work/a.txt && sync`)
+	waitSeen("v2\nv3c\nv3\n")
+	d.mustDen("", "peer", "refresh", "reviewer", "/review/base")
+	waitSeen("v2\nv3c\nv3c\n")
 	ps := peersAs(t, d.c, "reviewer")
-	if len(ps) != 2 || ps[0].Live || !ps[1].Live {
-		t.Errorf("peers: %+v; want a snapshot view then a live one", ps)
+	if len(ps) != 3 || ps[0].Live || !ps[1].Live || ps[2].Live || ps[2].At != "/review/base" {
+		t.Errorf("peers: %+v; want a snapshot view, a live one, and a snapshot at /review/base", ps)
 	}
 
 	// Neither can be written, by the reader or through the file API.
-	for _, w := range []string{"echo x > /peers/coder/work/a.txt", "touch /peers/live/work/new", "rm /peers/live/work/a.txt", "mkdir /peers/live/d"} {
+	for _, w := range []string{"echo x > /peers/coder/work/a.txt", "touch /peers/live/work/new", "rm /peers/live/work/a.txt", "mkdir /peers/live/d", "touch /review/base/work/x"} {
 		d.mustBeReadOnly("reviewer", w)
 	}
 	if err := d.c.WriteFile(ctx, "reviewer", "/peers/live/work/a.txt", 0o644, strings.NewReader("x")); err == nil {
 		t.Error("writing into the live view through the file API succeeded")
 	}
-	if got := d.mustSh("coder", "cat /work/a.txt; ls /work"); got != "v3\na.txt\n" {
+	if got := d.mustSh("coder", "cat /work/a.txt; ls /work"); got != "v3c\na.txt\n" {
 		t.Errorf("coder's files after the reader's writes: %q", got)
 	}
 	// Bad input changes nothing.
@@ -101,23 +114,23 @@ func testPeerLiveViews(t *testing.T, storage string) {
 		t.Errorf("reviewer's generation went from %d to %d on adds and a refresh: it was restarted", gen, g)
 	}
 
-	// A fork gets a copy of the snapshot view and a live view of its own.
+	// A fork gets copies of the snapshot views and a live view of its own.
 	kids, err := d.c.Fork(ctx, "reviewer", client.ForkOptions{Name: "reviewer-kid"})
 	if err != nil {
 		t.Fatalf("forking reviewer: %v", err)
 	}
-	if ps := peersAs(t, d.c, "reviewer-kid"); len(ps) != 2 || !ps[1].Live {
+	if ps := peersAs(t, d.c, "reviewer-kid"); len(ps) != 3 || !ps[1].Live {
 		t.Errorf("fork's peers: %+v", ps)
 	}
 	d.mustSh("coder", `printf 'v3b\n' > /work/a.txt && sync`)
-	if got := d.mustSh("reviewer-kid", "cat /peers/coder/work/a.txt /peers/live/work/a.txt"); got != "v2\nv3b\n" {
-		t.Errorf("the fork's views show %q, want v2 and v3b", got)
+	if got := d.mustSh("reviewer-kid", "cat /peers/coder/work/a.txt /peers/live/work/a.txt /review/base/work/a.txt"); got != "v2\nv3b\nv3c\n" {
+		t.Errorf("the fork's views show %q, want v2, v3b and v3c", got)
 	}
 	d.mustBeReadOnly("reviewer-kid", "touch /peers/live/work/x")
 	if err := d.c.RemoveSandbox(ctx, kids[0].Name, true); err != nil {
 		t.Fatal(err)
 	}
-	waitSeen("v2\nv3b\n")
+	waitSeen("v2\nv3b\nv3c\n")
 
 	// Hibernated and woken, the reader still has both, with its process.
 	if _, err := d.c.Hibernate(ctx, "reviewer"); err != nil {
@@ -127,13 +140,16 @@ func testPeerLiveViews(t *testing.T, storage string) {
 	if _, err := d.c.Resume(ctx, "reviewer"); err != nil {
 		t.Fatal(err)
 	}
-	waitSeen("v2\nv4\n")
+	waitSeen("v2\nv4\nv3c\n")
 	gen = sandboxAs(t, d.c, "reviewer").Generation
+	d.mustDen("", "peer", "refresh", "reviewer", "/review/base")
+	waitSeen("v2\nv4\nv4\n")
 
 	// Removed, both vanish for the same process.
 	d.mustDen("", "peer", "rm", "reviewer", "/peers/coder")
 	d.mustDen("", "peer", "rm", "reviewer", "/peers/live")
-	waitSeen("none\nnone\n")
+	d.mustDen("", "peer", "rm", "reviewer", "/review/base")
+	waitSeen("none\nnone\nnone\n")
 	if got := d.mustSh("reviewer", "ls -A /peers; cat /tmp/watch.pid"); got != pid {
 		t.Errorf("after removal /peers and the watcher's pid: %q, want empty and %q", got, pid)
 	}
@@ -141,6 +157,6 @@ func testPeerLiveViews(t *testing.T, storage string) {
 		t.Errorf("the watcher after every change: %+v, %v", r, err)
 	}
 	if g := sandboxAs(t, d.c, "reviewer").Generation; g != gen {
-		t.Errorf("reviewer's generation went from %d to %d on removals: it was restarted", gen, g)
+		t.Errorf("reviewer's generation went from %d to %d on a refresh and removals: it was restarted", gen, g)
 	}
 }

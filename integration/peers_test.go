@@ -57,15 +57,21 @@ func TestPeerView(t *testing.T) {
 	d.mustSh("coder", `mkdir -p /work/src && printf 'v1\n' > /work/a.txt && head -c 100000 /dev/urandom > /work/src/blob && chmod 640 /work/src/blob`)
 	before := d.mustSh("coder", filesDigest)
 
-	// A running viewer needs --restart for a view outside /peers
-	// (TestPeerLiveViews has those under it): refused without, nothing
-	// changed.
+	// A paused viewer needs --restart (or a resume) for a view outside
+	// /peers, which den-init mounts (a running one changes live:
+	// TestPeerLiveViews): refused without, nothing changed.
+	if _, err := d.c.Pause(ctx, "reviewer"); err != nil {
+		t.Fatal(err)
+	}
 	out, errs, code := d.denAs(nil, "", "peer", "add", "reviewer", "coder", "--at", "/review/now")
-	if code == 0 || !strings.Contains(errs, "--restart") {
-		t.Fatalf("peer add outside /peers on a running sandbox without --restart: %d %q %q", code, out, errs)
+	if code == 0 || !strings.Contains(errs, "--restart") || !strings.Contains(errs, "den resume reviewer") {
+		t.Fatalf("peer add outside /peers on a paused sandbox without --restart: %d %q %q", code, out, errs)
 	}
 	if ps, err := d.c.Peers(ctx, "reviewer"); err != nil || len(ps) != 0 {
 		t.Fatalf("peers after a refused add: %+v, %v", ps, err)
+	}
+	if _, err := d.c.Resume(ctx, "reviewer"); err != nil {
+		t.Fatal(err)
 	}
 	gen := sandboxAs(t, d.c, "reviewer").Generation
 	out = d.mustDen("", "peer", "add", "reviewer", "coder", "--restart")

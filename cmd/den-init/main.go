@@ -49,6 +49,12 @@ func main() {
 		}
 		os.Exit(0)
 	}
+	if len(os.Args) > 1 && os.Args[1] == guest.BindViewsArg {
+		os.Exit(initd.BindViewsMain(os.Args[2:], os.Stderr)) // run by the host with CAP_SYS_ADMIN
+	}
+	if len(os.Args) > 1 && os.Args[1] == guest.UnbindViewsArg {
+		os.Exit(initd.UnbindViewsMain(os.Args[2:], os.Stderr))
+	}
 	if len(os.Args) == 2 && os.Args[1] == guest.HostnameHelperArg {
 		os.Exit(initd.HostnameHelperMain())
 	}

@@ -198,5 +198,17 @@ const SetHostnameArg = "--den-sethostname"
 // exec --detach --cap CAP_SYS_ADMIN), so a claim costs no engine call.
 const HostnameHelperArg = "--den-hostname-helper"
 
+// BindViewsArg, as den-init's first argument, makes it bind each view
+// found at an odd argument onto the mount point that follows it, read-only,
+// in place of whatever was mounted there, and exit; UnbindViewsArg makes
+// it unmount every mount point it is given. The host runs them with the
+// capability mounts need (runsc exec --cap CAP_SYS_ADMIN), which no
+// process in the sandbox has, to place peer views elsewhere than under
+// the views directory while the sandbox runs.
+const (
+	BindViewsArg   = "--den-bind-views"
+	UnbindViewsArg = "--den-unbind-views"
+)
+
 // MinTokenLen is the shortest token den-init accepts from Rekey.
 const MinTokenLen = 16

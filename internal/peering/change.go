@@ -20,10 +20,27 @@ func checkLive(p Params) error {
 	return nil
 }
 
-// liveHere says whether sb's view at at changes while sb runs: sb boots
-// with its views directory, and at is in it.
+// liveHere says whether sb's view at at changes now, without a restart:
+// sb boots with its views directory, and the view is in it; a view that
+// den-init binds elsewhere (bound) needs den-init running, not paused.
 func (s *Service) liveHere(sb *sandbox.Sandbox, at string) bool {
-	return s.views.BootDir(sb.ID, sb.Spec.LiveViews) != "" && peers.Live(at)
+	if !s.views.Changes(sb.ID, sb.Spec.LiveViews, sb.Spec.BoundViews, at) {
+		return false
+	}
+	return peers.Live(at) || sb.State != sandbox.StatePaused
+}
+
+// bound says whether sb's view at at is bound onto its mount point by
+// den-init (peers.Views.Binds).
+func bound(at string) bool { return !peers.Live(at) }
+
+// bind has den-init in running sb bind view p onto its mount point again,
+// when it is bound: after its view in the views directory changed.
+func (s *Service) bind(ctx context.Context, sb *sandbox.Sandbox, p peers.Peer) error {
+	if !bound(p.At) {
+		return nil
+	}
+	return s.sandboxes.BindViewsLocked(ctx, sb, []sandbox.ViewMount{{Source: peers.Inside(p.At), Destination: p.At}})
 }
 
 // source is the host path view p shows.
@@ -45,6 +62,10 @@ func (s *Service) checkChange(sb *sandbox.Sandbox, restart bool, at, action stri
 			return nil
 		}
 		hint := "pass --restart to restart it now (its processes end, its files stay), or stop it first with `den stop " + sb.Name + "`"
+		if s.views.Changes(sb.ID, sb.Spec.LiveViews, sb.Spec.BoundViews, at) {
+			return errdefs.WithHint(errdefs.Conflict("cannot %s sandbox %q while it is paused, but by a restart: den-init mounts the view at %s, and it is frozen", action, sb.Name, at),
+				"resume it first with `den resume "+sb.Name+"`, or use --at "+peers.Root+"/NAME, which changes while it is paused; else "+hint)
+		}
 		if s.views.BootDir(sb.ID, sb.Spec.LiveViews) != "" {
 			hint = "views under " + peers.Root + " change while it runs: use --at " + peers.Root + "/NAME; else " + hint
 		}

@@ -140,7 +140,19 @@ func (s *Service) AddPeer(ctx context.Context, ref string, p Params) (*sandbox.S
 	}
 	msg := fmt.Sprintf("peer %s added at %s", peers.Describe(peer), peer.At)
 	place := func(sb *sandbox.Sandbox) (func(), error) {
-		return func() { s.views.Unmount(sb.ID, peer.At) }, s.views.Mount(sb.ID, peer, s.source(peer))
+		undo := func() { s.views.Unmount(sb.ID, peer.At) }
+		if err := s.views.Mount(sb.ID, peer, s.source(peer)); err != nil {
+			return undo, err
+		}
+		if err := s.bind(ctx, sb, peer); err != nil {
+			return undo, err
+		}
+		return func() {
+			if bound(peer.At) {
+				s.sandboxes.UnbindViewsLocked(context.WithoutCancel(ctx), sb, peer.At)
+			}
+			undo()
+		}, nil
 	}
 	sb, err = s.changePeers(ctx, sb.ID, p.Restart, peer.At, msg, func(sb *sandbox.Sandbox) (string, error) {
 		if err := peers.Addable(sb.Name, sb.Spec.Peers, p.At); err != nil {
@@ -194,9 +206,18 @@ func (s *Service) RefreshPeer(ctx context.Context, ref, peerRef string, p Params
 	var dropped string
 	msg := fmt.Sprintf("peer %s at %s refreshed", peers.Describe(peer), peer.At)
 	// The new view replaces the old one in one step (Views.Mount): a
-	// lookup sees one or the other, never an empty mount point.
+	// lookup sees one or the other, never an empty mount point. A view
+	// bound elsewhere keeps the directory it was bound from, so den-init
+	// binds it again.
 	place := func(sb *sandbox.Sandbox) (func(), error) {
-		return func() { s.views.Mount(sb.ID, *old, s.source(*old)) }, s.views.Mount(sb.ID, peer, s.source(peer))
+		undo := func() {
+			s.views.Mount(sb.ID, *old, s.source(*old))
+			s.bind(context.WithoutCancel(ctx), sb, *old)
+		}
+		if err := s.views.Mount(sb.ID, peer, s.source(peer)); err != nil {
+			return undo, err
+		}
+		return undo, s.bind(ctx, sb, peer)
 	}
 	sb, err = s.changePeers(ctx, sb.ID, p.Restart, peer.At, msg, func(sb *sandbox.Sandbox) (string, error) {
 		i := slices.IndexFunc(sb.Spec.Peers, func(q peers.Peer) bool { return q.ID == old.ID })
@@ -229,8 +250,17 @@ func (s *Service) RemovePeer(ctx context.Context, ref, peerRef string, restart b
 	}
 	msg := fmt.Sprintf("peer %s at %s removed", peers.Describe(*old), old.At)
 	place := func(sb *sandbox.Sandbox) (func(), error) {
+		undo := func() {
+			s.views.Mount(sb.ID, *old, s.source(*old))
+			s.bind(context.WithoutCancel(ctx), sb, *old)
+		}
+		if bound(old.At) {
+			if err := s.sandboxes.UnbindViewsLocked(ctx, sb, old.At); err != nil {
+				return undo, err
+			}
+		}
 		s.views.Unmount(sb.ID, old.At)
-		return func() { s.views.Mount(sb.ID, *old, s.source(*old)) }, nil
+		return undo, nil
 	}
 	return s.changePeers(ctx, sb.ID, restart, old.At, msg, func(sb *sandbox.Sandbox) (string, error) {
 		i := slices.IndexFunc(sb.Spec.Peers, func(q peers.Peer) bool { return q.ID == old.ID })

@@ -204,20 +204,29 @@ func TestAddPeerRefuses(t *testing.T) {
 }
 
 // A sandbox that boots with its views directory takes views under /peers
-// while it runs; elsewhere it still needs --restart, and is told where
-// views need none. One made before views changed live is told as before.
+// while it runs; elsewhere, when made before den-init bound views there,
+// it still needs --restart, and is told where views need none. One whose
+// den-init binds them needs it only while paused (den-init is frozen),
+// and is told to resume it. One made before views changed live is told
+// as before.
 func TestRunningNeedsRestartOutsidePeers(t *testing.T) {
 	p, st, v := newPeering(t, t.TempDir())
 	addSandbox(t, st, "coder", "alice", sandbox.StateStopped, 1)
 	addSandbox(t, st, "old", "alice", sandbox.StateRunning, 2)
 	now := time.Now().UTC()
-	sb := &sandbox.Sandbox{ID: "id-new", Name: "new", Owner: "alice", State: sandbox.StateRunning, Slot: 3, Generation: 1,
-		Spec: sandbox.Spec{Image: "busybox", CPUs: 1, MemoryBytes: 256 << 20, LiveViews: true}, CreatedAt: now, UpdatedAt: now}
-	if err := st.CreateSandbox(t.Context(), sb, sandbox.Event{SandboxID: sb.ID, Time: now, Type: sandbox.EventCreated, To: sb.State}); err != nil {
-		t.Fatal(err)
+	for i, sb := range []*sandbox.Sandbox{
+		{ID: "id-new", Name: "new", State: sandbox.StateRunning, Spec: sandbox.Spec{LiveViews: true}},
+		{ID: "id-bound", Name: "bound", State: sandbox.StatePaused, Spec: sandbox.Spec{LiveViews: true, BoundViews: true}},
+	} {
+		sb.Owner, sb.Slot, sb.Generation, sb.CreatedAt, sb.UpdatedAt = "alice", 3+i, 1, now, now
+		sb.Spec.Image, sb.Spec.CPUs, sb.Spec.MemoryBytes = "busybox", 1, 256<<20
+		if err := st.CreateSandbox(t.Context(), sb, sandbox.Event{SandboxID: sb.ID, Time: now, Type: sandbox.EventCreated, To: sb.State}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, tc := range []struct{ ref, at, hint string }{
 		{"new", "/review/coder", "views under /peers change while it runs"},
+		{"bound", "/review/coder", "resume it first with `den resume bound`"},
 		{"old", "/peers/coder", "pass --restart"},
 	} {
 		_, _, err := p.AddPeer(t.Context(), tc.ref, peering.Params{Reader: "alice", Other: "coder", At: tc.at})

@@ -19,8 +19,11 @@
 // boots with one mount of den's own at Root, its views directory, where
 // den mounts and unmounts views on the host while it runs (place.go):
 // views under Root change while it runs or is paused. A view elsewhere
-// changes only while the sandbox has no instance: when stopped, or, on
-// request, by restarting it (its processes end, its files stay). The
+// is there too, and den-init binds it onto its mount point inside the
+// sandbox, so it changes while the sandbox runs (not while it is
+// paused: den-init is frozen then). Sandboxes made before either keep
+// their views fixed at boot: those change only while the sandbox has no
+// instance, when stopped or, on request, by restarting it. The
 // peers are in the sandbox's spec, so a hibernated sandbox wakes with
 // the views it slept with, and checkpoints record them: a memory image
 // restores only where the sandbox has peers at the same mount points.
@@ -90,6 +93,9 @@ func ValidateMountPoint(at string) error {
 		return errdefs.WithHint(errdefs.Invalid("a view cannot be mounted over the root filesystem"), hint)
 	case len(at) > 255 || strings.ContainsAny(at, "\x00\n,"):
 		return errdefs.WithHint(errdefs.Invalid("mount point %q is too long or holds a comma, newline or NUL", at), hint)
+	}
+	if at == Root || under(at, Root+"/"+HiddenDir) {
+		return errdefs.WithHint(errdefs.Invalid("mount point %q collides with den's own directory of views, %s", at, Root), hint)
 	}
 	for _, r := range reservedMounts {
 		if under(at, r) || under(r, at) {

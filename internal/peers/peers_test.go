@@ -30,6 +30,9 @@ func TestValidateMountPoint(t *testing.T) {
 		{"/run/secrets/x", false},
 		{"/run", false}, // holds den's secret files' mount
 		{"/devices", true},
+		{"/peers", false},              // den's views directory
+		{"/peers/.den-views/x", false}, // where den keeps views placed elsewhere
+		{"/peers/.den-viewsx", true},
 		{"/a,b", false},
 	} {
 		err := ValidateMountPoint(tc.at)

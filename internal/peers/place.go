@@ -1,6 +1,8 @@
 package peers
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,16 +21,56 @@ import (
 // the engine's file server (runsc's gofer, whose copy of the tree is a
 // slave of it), and the engine serves mounts other than the root with
 // shared file access, so the sandbox sees a view appear, change and go
-// while its processes run. A view placed elsewhere than under Root is
-// mounted by the engine at boot, as before.
+// while its processes run.
+//
+// A view placed elsewhere than under Root sits in the views directory
+// too, hidden under Root/HiddenDir (at Inside), and den-init binds it
+// onto its mount point inside the sandbox (Binds): the engine's bind
+// keeps the directory it found, so a refresh binds it again. Sandboxes
+// made before that (bound false) have such views mounted by the engine
+// at boot.
 //
 // The mounts are host state, not records: they go with a reboot (Dir
 // lives under the run directory), and Place makes them again before an
 // instance boots, from the views the sandbox's spec lists.
 
-// Live says whether a view at at can change while its sandbox runs: it
-// sits under Root.
+// HiddenDir is the directory of Root where the views placed elsewhere
+// than under Root are found, each under a name of its mount point's
+// (hidden: no sandbox name starts with a dot).
+const HiddenDir = ".den-views"
+
+// Live says whether a view at at sits under Root.
 func Live(at string) bool { return strings.HasPrefix(at, Root+"/") }
+
+// Bound are the views of ps placed elsewhere than under Root: those
+// den-init binds when the sandbox's spec says so (Binds).
+func Bound(ps []Peer) []Peer {
+	var out []Peer
+	for _, p := range ps {
+		if !Live(p.At) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Inside is where, inside the sandbox, den-init finds the view whose
+// mount point at is not under Root: a name made of at, the same for
+// every view at at, so a memory image restores with the view there now.
+func Inside(at string) string { return Root + "/" + HiddenDir + "/" + hiddenName(at) }
+
+// hiddenName is at's name under HiddenDir: a hash, since at may be
+// longer than a file name may be.
+func hiddenName(at string) string {
+	sum := sha256.Sum256([]byte(at))
+	return hex.EncodeToString(sum[:12])
+}
+
+// Changes says whether sandbox's view at at can change while it runs:
+// it boots with its views directory, and the view is in it.
+func (v *Views) Changes(sandbox string, live, bound bool, at string) bool {
+	return v.BootDir(sandbox, live) != "" && (bound || Live(at))
+}
 
 // SetUp makes dir, where sandboxes' views directories are, a shared
 // mount of its own, so that mounts made in it propagate to the engines'
@@ -101,13 +143,26 @@ type Mount struct {
 // BootMounts are the views ps of sandbox its instances mount when they
 // boot: those its views directory (BootDir) does not hold. other gives
 // the root path of a live view's OTHER.
-func (v *Views) BootMounts(sandbox string, live bool, ps []Peer, other func(id string) string) []Mount {
+func (v *Views) BootMounts(sandbox string, live, bound bool, ps []Peer, other func(id string) string) []Mount {
 	var ms []Mount
 	for _, p := range ps {
-		if v.BootDir(sandbox, live) != "" && Live(p.At) {
+		if v.Changes(sandbox, live, bound, p.At) {
 			continue
 		}
 		ms = append(ms, Mount{Source: v.Source(p, other(p.SandboxID)), Destination: p.At})
+	}
+	return ms
+}
+
+// Binds are the views ps of sandbox den-init binds onto their mount
+// points once an instance booted: those its views directory holds
+// elsewhere than under Root (Inside).
+func (v *Views) Binds(sandbox string, live, bound bool, ps []Peer) []Mount {
+	var ms []Mount
+	for _, p := range ps {
+		if !Live(p.At) && v.Changes(sandbox, live, bound, p.At) {
+			ms = append(ms, Mount{Source: Inside(p.At), Destination: p.At})
+		}
 	}
 	return ms
 }
@@ -174,13 +229,16 @@ func (v *Views) Unmount(sandbox, at string) {
 	if err := os.Remove(dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		v.log.Error("removing a view's mount point", "dir", dst, "err", err)
 	}
+	if !Live(at) {
+		os.Remove(filepath.Dir(dst)) // HiddenDir, once no view is left in it
+	}
 }
 
-// Place mounts sandbox's live views (peers under Root) in its views
+// Place mounts sandbox's views that change live (Changes) in its views
 // directory before an instance boots, and takes away what else is
 // there; nothing when its instances boot without one (BootDir). other
 // gives the root path of a live view's OTHER.
-func (v *Views) Place(sandbox string, live bool, ps []Peer, other func(id string) string) error {
+func (v *Views) Place(sandbox string, live, bound bool, ps []Peer, other func(id string) string) error {
 	dir := v.BootDir(sandbox, live)
 	if dir == "" {
 		return nil
@@ -190,7 +248,7 @@ func (v *Views) Place(sandbox string, live bool, ps []Peer, other func(id string
 		return fmt.Errorf("making the views directory of %s: %w", sandbox, err)
 	}
 	for _, p := range ps {
-		if !Live(p.At) {
+		if !v.Changes(sandbox, live, bound, p.At) {
 			continue
 		}
 		if err := v.Mount(sandbox, p, v.Source(p, other(p.SandboxID))); err != nil {
@@ -216,6 +274,9 @@ func (v *Views) Clear(sandbox string) {
 
 // target is where the view at at lives on the host.
 func (v *Views) target(sandbox, at string) string {
+	if !Live(at) {
+		return filepath.Join(v.Dir(sandbox), HiddenDir, hiddenName(at))
+	}
 	return filepath.Join(v.Dir(sandbox), filepath.FromSlash(strings.TrimPrefix(at, Root+"/")))
 }
 

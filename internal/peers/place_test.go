@@ -2,6 +2,7 @@ package peers
 
 import (
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -22,6 +23,13 @@ func TestViewsPlaces(t *testing.T) {
 	if got := v.target("sb1", "/peers/a/b"); got != "/run/den/views/sb1/a/b" {
 		t.Errorf("target = %q", got)
 	}
+	hidden := v.target("sb1", "/review/base")
+	if dir, name := filepath.Split(hidden); dir != "/run/den/views/sb1/.den-views/" || "/peers/.den-views/"+name != Inside("/review/base") {
+		t.Errorf("a view elsewhere is at %q on the host and %q inside", hidden, Inside("/review/base"))
+	}
+	if Inside("/review/base") == Inside("/review/other") || Inside("/review/base") != Inside("/review/base") {
+		t.Errorf("Inside does not name one place per mount point")
+	}
 	if got := v.Source(Peer{View: "peers/sb1-x"}, "/pool/sandboxes/o"); got != "/pool/peers/sb1-x" {
 		t.Errorf("a snapshot view's source = %q", got)
 	}
@@ -35,7 +43,9 @@ func TestViewsPlaces(t *testing.T) {
 
 // An instance of a sandbox made since views change live mounts its
 // views directory, and one by one only the views outside it; one made
-// before, or on a host without views directories, mounts each view.
+// since views elsewhere are bound by den-init mounts none of them one by
+// one, and den-init binds those elsewhere; one made before either, or on
+// a host without views directories, mounts each view.
 func TestBootMounts(t *testing.T) {
 	ps := []Peer{
 		{SandboxID: "o", At: "/peers/o", Live: true},
@@ -44,26 +54,32 @@ func TestBootMounts(t *testing.T) {
 	}
 	other := func(id string) string { return "/pool/sandboxes/" + id }
 	all := []Mount{{"/pool/sandboxes/o", "/peers/o"}, {"/pool/peers/sb1-p", "/review/p"}, {"/pool/peers/sb1-q", "/peers/q"}}
+	bind := []Mount{{Inside("/review/p"), "/review/p"}}
 	for _, tc := range []struct {
-		name, dir string
-		live      bool
-		wantDir   string
-		want      []Mount
+		name, dir   string
+		live, bound bool
+		wantDir     string
+		want        []Mount
+		wantBinds   []Mount
 	}{
-		{"live", "/run/den/views", true, "/run/den/views/sb1", []Mount{{"/pool/peers/sb1-p", "/review/p"}}},
-		{"made before live views", "/run/den/views", false, "", all},
-		{"no views directories here", "", true, "", all},
+		{"bound", "/run/den/views", true, true, "/run/den/views/sb1", nil, bind},
+		{"live", "/run/den/views", true, false, "/run/den/views/sb1", []Mount{{"/pool/peers/sb1-p", "/review/p"}}, nil},
+		{"made before live views", "/run/den/views", false, false, "", all, nil},
+		{"no views directories here", "", true, true, "", all, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := NewViews(&pool{}, tc.dir, slog.New(slog.DiscardHandler))
 			if got := v.BootDir("sb1", tc.live); got != tc.wantDir {
 				t.Errorf("BootDir = %q, want %q", got, tc.wantDir)
 			}
-			if got := v.BootMounts("sb1", tc.live, ps, other); !slices.Equal(got, tc.want) {
+			if got := v.BootMounts("sb1", tc.live, tc.bound, ps, other); !slices.Equal(got, tc.want) {
 				t.Errorf("BootMounts = %+v, want %+v", got, tc.want)
 			}
+			if got := v.Binds("sb1", tc.live, tc.bound, ps); !slices.Equal(got, tc.wantBinds) {
+				t.Errorf("Binds = %+v, want %+v", got, tc.wantBinds)
+			}
 			if tc.wantDir == "" {
-				if err := v.Place("sb1", tc.live, ps, other); err != nil {
+				if err := v.Place("sb1", tc.live, tc.bound, ps, other); err != nil {
 					t.Errorf("Place without a views directory: %v", err)
 				}
 			}

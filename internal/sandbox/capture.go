@@ -339,11 +339,21 @@ func (s *Service) restorable(ck *Checkpoint, sb *Sandbox) error {
 	// decides some of the spec's mounts.
 	inst := s.instance(sb, "", "")
 	inst.Init = ck.Manifest.Init
-	if h := s.cfg.Runtime.SpecHash(inst); ck.Manifest.SpecHash != h {
-		if d := peers.MountsDiffer(ck.Manifest.Spec.Peers, sb.Spec.Peers); d != "" {
-			return errdefs.WithHint(errdefs.Conflict("the memory image of checkpoint %s cannot come back into sandbox %q: %s", ck.ID, sb.Name, d),
-				"give it the same peers again (`den peer add`/`den peer rm`), or boot the checkpoint's files without its processes")
-		}
+	// Views den-init bound are in the image, not in the spec: the image
+	// needs them where they were.
+	sameSpec := s.cfg.Runtime.SpecHash(inst) == ck.Manifest.SpecHash
+	var d string
+	switch {
+	case !sameSpec:
+		d = peers.MountsDiffer(ck.Manifest.Spec.Peers, sb.Spec.Peers)
+	case sb.Spec.BoundViews:
+		d = peers.MountsDiffer(peers.Bound(ck.Manifest.Spec.Peers), peers.Bound(sb.Spec.Peers))
+	}
+	if d != "" {
+		return errdefs.WithHint(errdefs.Conflict("the memory image of checkpoint %s cannot come back into sandbox %q: %s", ck.ID, sb.Name, d),
+			"give it the same peers again (`den peer add`/`den peer rm`), or boot the checkpoint's files without its processes")
+	}
+	if !sameSpec {
 		return errdefs.WithHint(errdefs.Conflict("checkpoint %s was made for a different sandbox layout (this den changed how it builds sandboxes)", ck.ID),
 			"its files can still be booted without its processes with `den recover NAME --cold`")
 	}
@@ -379,7 +389,7 @@ func (s *Service) instance(sb *Sandbox, netns, bootToken string) Instance {
 		CPUs:        sb.Spec.CPUs,
 		MemoryBytes: sb.Spec.MemoryBytes,
 		Init:        sb.Init,
-		Views:       s.views.BootMounts(sb.ID, sb.Spec.LiveViews, sb.Spec.Peers, s.otherRoot),
+		Views:       s.views.BootMounts(sb.ID, sb.Spec.LiveViews, sb.Spec.BoundViews, sb.Spec.Peers, s.otherRoot),
 		ViewsDir:    s.views.BootDir(sb.ID, sb.Spec.LiveViews),
 	}
 }
@@ -393,8 +403,46 @@ func (s *Service) otherRoot(id string) string {
 // placeViews mounts sb's views in its views directory before an
 // instance of it boots (peers.Views.Place).
 func (s *Service) placeViews(sb *Sandbox) error {
-	if err := s.views.Place(sb.ID, sb.Spec.LiveViews, sb.Spec.Peers, s.otherRoot); err != nil {
+	if err := s.views.Place(sb.ID, sb.Spec.LiveViews, sb.Spec.BoundViews, sb.Spec.Peers, s.otherRoot); err != nil {
 		return fmt.Errorf("placing the views of sandbox %q: %w", sb.Name, err)
+	}
+	return nil
+}
+
+// bindViews has den-init bind sb's views placed elsewhere than under
+// peers.Root onto their mount points, once a fresh instance booted (a
+// restored one has them in its memory image).
+func (s *Service) bindViews(ctx context.Context, sb *Sandbox) error {
+	views := s.views.Binds(sb.ID, sb.Spec.LiveViews, sb.Spec.BoundViews, sb.Spec.Peers)
+	if len(views) == 0 {
+		return nil
+	}
+	return s.BindViewsLocked(ctx, sb, views)
+}
+
+// BindViewsLocked binds views (peers.Views.Binds) onto their mount points
+// in running sb, each in place of what was there; the caller holds its
+// lifecycle lock.
+func (s *Service) BindViewsLocked(ctx context.Context, sb *Sandbox, views []ViewMount) error {
+	b, ok := s.cfg.Runtime.(ViewBinder)
+	if !ok {
+		return errdefs.Unavailable("this engine cannot mount views while a sandbox runs")
+	}
+	if err := b.BindViews(ctx, sb.InstanceID(), views); err != nil {
+		return fmt.Errorf("mounting the views of sandbox %q: %w", sb.Name, err)
+	}
+	return nil
+}
+
+// UnbindViewsLocked takes the views at mount points at away from running
+// sb; the caller holds its lifecycle lock.
+func (s *Service) UnbindViewsLocked(ctx context.Context, sb *Sandbox, at ...string) error {
+	b, ok := s.cfg.Runtime.(ViewBinder)
+	if !ok {
+		return errdefs.Unavailable("this engine cannot unmount views while a sandbox runs")
+	}
+	if err := b.UnbindViews(ctx, sb.InstanceID(), at...); err != nil {
+		return fmt.Errorf("unmounting the views of sandbox %q: %w", sb.Name, err)
 	}
 	return nil
 }

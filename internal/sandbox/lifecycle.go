@@ -60,7 +60,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 		return s.createFromRef(ctx, p)
 	}
 	spec := Spec{Image: p.Image, CPUs: p.CPUs, MemoryBytes: p.MemoryBytes, Env: p.Env, Labels: p.Labels, Ephemeral: p.Ephemeral, Secrets: p.Secrets,
-		Setup: p.Setup, Keep: p.Keep, LiveViews: true}
+		Setup: p.Setup, Keep: p.Keep, LiveViews: true, BoundViews: true}
 	spec.Network = netpolicy.Policy{Mode: netpolicy.ModeNone}
 	if p.Network != nil {
 		spec.Network = *p.Network
@@ -318,6 +318,10 @@ func (s *Service) bootInstance(ctx context.Context, sb *Sandbox, att Attachment)
 		return err
 	}
 	s.secretStates.Set(sb.InstanceID(), grant.State{}) // booted from files: nothing given yet
+	if err := s.bindViews(ctx, sb); err != nil {
+		s.halt(context.WithoutCancel(ctx), sb, 0)
+		return err
+	}
 	s.supervise(sb)
 	s.log.Debug("booted", "sandbox", sb.Name, "engine", t2.Sub(t1), "den_init", time.Since(t2))
 	return nil

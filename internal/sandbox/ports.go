@@ -141,6 +141,14 @@ type Instance struct {
 // ViewMount is a read-only view mounted into an instance.
 type ViewMount = peers.Mount
 
+// ViewBinder is a Runtime that mounts views inside a running instance,
+// from where the instance sees them in its views directory
+// (peers.Inside) onto their mount points, and takes them away.
+type ViewBinder interface {
+	BindViews(ctx context.Context, id string, views []ViewMount) error
+	UnbindViews(ctx context.Context, id string, at ...string) error
+}
+
 // InstanceState is what the engine says about an instance.
 type InstanceState string
 

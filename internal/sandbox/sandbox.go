@@ -46,9 +46,14 @@ type Spec struct {
 	// peers.Root, so views there change while it runs. Set for
 	// sandboxes created since; older ones keep the mounts their memory
 	// images were taken with.
-	LiveViews bool              `json:"live_views,omitempty"`
-	Env       map[string]string `json:"env,omitempty"`
-	Labels    map[string]string `json:"labels,omitempty"`
+	LiveViews bool `json:"live_views,omitempty"`
+	// BoundViews says its views placed elsewhere than under peers.Root
+	// are in its views directory too, bound onto their mount points by
+	// den-init, so they also change while it runs. Set for sandboxes
+	// created since; older ones have those mounted by the engine at boot.
+	BoundViews bool              `json:"bound_views,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
 	// Ephemeral sandboxes keep nothing when they are destroyed: no
 	// checkpoints, no run output, no record.
 	Ephemeral bool `json:"ephemeral,omitempty"`

@@ -130,7 +130,7 @@ func standIn(wi *warm.Instance) *sandbox.Sandbox {
 	return &sandbox.Sandbox{
 		ID: wi.ID, Name: "warm-" + wi.ID, Generation: 1, Slot: wi.Slot, Token: wi.Token, Init: wi.Init,
 		Spec: sandbox.Spec{Image: wi.Image, CPUs: wi.CPUs, MemoryBytes: wi.MemoryBytes, DiskBytes: wi.DiskBytes, Network: netpolicy.Policy{Mode: netpolicy.ModeNone},
-			LiveViews: true},
+			LiveViews: true, BoundViews: true},
 	}
 }
 

@@ -315,8 +315,8 @@ func (s *Server) Write(w http.ResponseWriter, r *http.Request) error {
 
 // The names of the temporary files a write fills before it renames them
 // over their target: a target that did not exist gets tmpNewPrefix. A
-// watch hides them and tells the rename as a write of the target (its
-// creation first, when it is new), as a write in place would show it.
+// watch hides them and tells the rename as E2B's envd shows a write in
+// place of the target (see writeEvents).
 const (
 	tmpPrefix    = ".den-write-"
 	tmpNewPrefix = ".den-write-new-"

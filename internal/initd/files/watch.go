@@ -200,10 +200,7 @@ func (wt *watcher) event(wd int32, mask, cookie uint32, name string, recursive b
 	}
 	if isNew, ok := wt.writes[cookie]; ok && cookie != 0 && mask&unix.IN_MOVED_TO != 0 {
 		delete(wt.writes, cookie)
-		if isNew {
-			out = append(out, guest.WatchEvent{Name: rel, Op: guest.WatchCreate})
-		}
-		return append(out, guest.WatchEvent{Name: rel, Op: guest.WatchWrite}), false
+		return writeEvents(rel, isNew), false
 	}
 	for _, m := range []struct {
 		bits uint32
@@ -238,6 +235,21 @@ func (wt *watcher) event(wd int32, mask, cookie uint32, name string, recursive b
 		}
 	}
 	return out, false
+}
+
+// writeEvents are what a watch tells of den's write of the file at rel:
+// what E2B's envd, which writes in place, shows. A new file is opened
+// with O_CREAT (create), given to its owner (chmod), then filled (write);
+// an existing one is given to its owner first (chmod), then truncated and
+// filled (write).
+func writeEvents(rel string, isNew bool) []guest.WatchEvent {
+	var out []guest.WatchEvent
+	if isNew {
+		out = append(out, guest.WatchEvent{Name: rel, Op: guest.WatchCreate})
+	}
+	return append(out,
+		guest.WatchEvent{Name: rel, Op: guest.WatchChmod},
+		guest.WatchEvent{Name: rel, Op: guest.WatchWrite})
 }
 
 // clen is the length of the NUL-terminated string in b.

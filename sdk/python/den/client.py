@@ -352,9 +352,9 @@ class Client(ExecVerbs, FileVerbs, ArchiveVerbs):
         """Give a sandbox a read-only view of another sandbox's files (`den
         peer add`): a snapshot of other's files now, of its checkpoint, or
         with live its files as they are at every read, at at (default
-        /peers/OTHER). A view under /peers appears while the sandbox runs;
-        one elsewhere needs restart on a running or paused sandbox (its
-        processes end, its files stay). Another owner's sandbox is
+        /peers/OTHER). The view appears while the sandbox runs; one outside
+        /peers needs restart on a paused sandbox (its processes end, its
+        files stay). Another owner's sandbox is
         :class:`~den.NotFound`."""
         body = {"sandbox": other, "checkpoint": checkpoint, "at": at, "live": live or None, "restart": restart or None}
         return from_dict(Peer, self._t.call("POST", self._path(sandbox, "peers"),

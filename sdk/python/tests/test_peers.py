@@ -13,12 +13,14 @@ def test_peer_view_is_readable_and_read_only(client, names):
     assert client.exec(coder.name, "mkdir -p /work && echo v1 > /work/a.txt").ok
     at = f"/peers/{coder.name}"
 
-    # A running viewer needs restart for a view outside /peers: refused
-    # without, nothing changed.
+    # A paused viewer's den-init, which mounts views outside /peers, is
+    # frozen: refused without restart, nothing changed.
+    client.pause(reviewer.name)
     with pytest.raises(den.Conflict) as e:
         client.add_peer(reviewer.name, coder.name, at="/review/x")
     assert "restart" in str(e.value)
     assert client.peers(reviewer.name) == []
+    client.resume(reviewer.name)
 
     p = reviewer.add_peer(coder.name, restart=True)
     assert isinstance(p, den.Peer) and p.id and p.taken_at is not None

@@ -264,9 +264,9 @@ export class Client {
   /**
    * Gives sandbox `name` a read-only view of req.sandbox's files (at
    * req.at, default /peers/OTHER): a snapshot now, of req.checkpoint, or
-   * with req.live its files as they are at every read. A view under /peers
-   * appears while the sandbox runs; one elsewhere needs req.restart on a
-   * running or paused sandbox (its processes end, its files stay).
+   * with req.live its files as they are at every read. The view appears
+   * while the sandbox runs; one outside /peers needs req.restart on a
+   * paused sandbox (its processes end, its files stay).
    * Another owner's sandbox is not_found.
    */
   addPeer(name: string, req: AddPeerRequest): Promise<Peer> {

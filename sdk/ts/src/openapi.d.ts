@@ -827,7 +827,7 @@ export interface paths {
         post?: never;
         /**
          * Take a view away from the sandbox
-         * @description Its snapshot is removed. A view outside /peers of a running or paused sandbox needs restart, as for adding one.
+         * @description Its snapshot is removed. A view outside /peers of a paused sandbox needs restart, as for adding one.
          */
         delete: operations["removePeer"];
         options?: never;
@@ -2916,13 +2916,13 @@ export interface components {
              * @default false
              */
             live: boolean;
-            /** @description restart a running or paused sandbox to mount the view (its processes end, its files stay); only needed for a view outside /peers */
+            /** @description restart a running or paused sandbox to mount the view (its processes end, its files stay); only needed for a view outside /peers of a paused sandbox */
             restart?: boolean;
         };
         RefreshPeerRequest: {
             /** @description a checkpoint of the other sandbox to show; absent: its files now */
             checkpoint?: string;
-            /** @description restart a running or paused sandbox to mount the new view; only needed for a view outside /peers */
+            /** @description restart a running or paused sandbox to mount the new view; only needed for a view outside /peers of a paused sandbox */
             restart?: boolean;
         };
         CheckpointRequest: {

@@ -286,8 +286,12 @@ describe("den TypeScript SDK", () => {
     try {
       await sh(coder, "mkdir -p /work && echo v1 > /work/a.txt");
       const at = `/peers/${coder}`;
+      // A paused viewer's den-init, which mounts views outside /peers, is
+      // frozen: refused without restart, nothing changed.
+      await den.pause(rev);
       await assert.rejects(den.addPeer(rev, { sandbox: coder, at: "/review/x" }), (e) => e.code === "conflict" && /restart/.test(e.message));
       assert.deepEqual(await den.peers(rev), []);
+      await den.resume(rev);
 
       const p = await den.addPeer(rev, { sandbox: coder, restart: true });
       assert.equal(p.at, at);
