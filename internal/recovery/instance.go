@@ -20,10 +20,11 @@ import (
 const pingPatience = 20 * time.Second
 
 // pingable reports whether den-init of sb's current instance answers
-// with sb's token, within pingPatience while the instance runs: a dend
+// with sb's token, within pingPatience while the instance runs. A dend
 // killed while the engine saved the instance for a checkpoint leaves the
 // engine to finish the save, its kernel stopped until then, which takes
-// seconds on a busy host. When den-init refuses sb's token and answers to
+// seconds on a busy host: pingable first waits that save out
+// (awaitEngineSave), and den-init's patience starts after. When den-init refuses sb's token and answers to
 // oldToken (a restore finished, dend killed before it handed over sb's
 // token), it gets sb's token now. An instance the engine made but never started (a
 // boot or restore cut short with dend) has no den-init to wait for.
@@ -37,10 +38,19 @@ func (r *Service) pingable(ctx context.Context, sb *sandbox.Sandbox, oldToken st
 		return fmt.Errorf("asking den-init of sandbox %s whether it runs: %w", sb.Name, ctx.Err())
 	}
 	deadline := time.Now().Add(pingPatience)
-	for {
+	for awaited := false; ; {
 		if r.neverStarted(ctx, sb) {
 			r.log.Warn("the engine never started the instance", "sandbox", sb.Name, "instance", sb.InstanceID())
 			return false, nil
+		}
+		if !awaited {
+			var err error
+			if awaited, err = r.awaitEngineSave(ctx, sb); err != nil {
+				return false, err
+			}
+			if awaited { // den-init gets its whole patience once the kernel runs
+				deadline = time.Now().Add(pingPatience)
+			}
 		}
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		err := r.svc.Ping(pctx, sb)
@@ -144,6 +154,64 @@ func (r *Service) awaitSave(ctx context.Context, sb *sandbox.Sandbox) (sandbox.I
 		case <-ctx.Done():
 			return st, undecided()
 		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// saver is a Runtime that tells whether the engine is writing the memory
+// image of an instance.
+type saver interface {
+	Saving(ctx context.Context, id string) (bool, error)
+}
+
+// awaitEngineSave waits while the engine writes a memory image of sb's
+// instance, at most saveWait, and reports whether it waited. A dend
+// killed in the middle of a checkpoint leaves the engine to finish the
+// save, sb's kernel stopped meanwhile: den-init cannot answer until then,
+// which says nothing of whether it lives. A den-init that is dead has no
+// save under way to wait for, and is not waited for here. The image
+// itself is none of recovery's business: a checkpoint is recorded last,
+// by the dend that took it, so one dend died taking has no record, and
+// garbage collection removes its files (internal/checkpointgc). Like
+// pingable, it decides nothing when ctx ends first.
+func (r *Service) awaitEngineSave(ctx context.Context, sb *sandbox.Sandbox) (bool, error) {
+	rt, ok := r.runtime.(saver)
+	if !ok {
+		return false, nil
+	}
+	saving := func() bool {
+		yes, err := rt.Saving(ctx, sb.InstanceID())
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("cannot tell whether the engine is saving an instance; asking its den-init", "sandbox", sb.Name, "err", err)
+		}
+		return err == nil && yes
+	}
+	if !saving() {
+		return false, nil
+	}
+	r.log.Info("waiting for the engine to finish saving the instance's memory before asking its den-init",
+		"sandbox", sb.Name, "instance", sb.InstanceID(), "at_most", saveWait)
+	undecided := func() error {
+		return fmt.Errorf("waiting for the engine to finish saving sandbox %s: %w", sb.Name, ctx.Err())
+	}
+	start := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return true, undecided()
+		case <-time.After(100 * time.Millisecond):
+		}
+		still := saving()
+		if ctx.Err() != nil {
+			return true, undecided()
+		}
+		if !still {
+			r.log.Info("the engine finished saving the instance's memory", "sandbox", sb.Name, "waited", time.Since(start).Round(time.Millisecond))
+			return true, nil
+		}
+		if time.Since(start) >= saveWait {
+			r.log.Warn("the engine is still saving the instance's memory; asking its den-init anyway", "sandbox", sb.Name, "waited", saveWait)
+			return true, nil
 		}
 	}
 }
