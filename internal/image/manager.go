@@ -155,6 +155,7 @@ const (
 	logCause   = "cause"
 	logCount   = "count"
 	logVersion = "version"
+	logDir     = "dir"
 )
 
 // Sources of images, as recorded.
