@@ -31,6 +31,13 @@ import (
 // binDir holds dend, den, den-init and runsc for the tests.
 var binDir string
 
+// imageCache is the package cache every dend of the run builds Debian
+// images with (--image-cache), so that a package is downloaded once per
+// run, not once per test: DEN_TEST_IMAGE_CACHE (tools/shard gives its
+// shards one), else a directory of this binary's. A test of the cold path
+// gives its dend an empty one after.
+var imageCache string
+
 func TestMain(m *testing.M) {
 	if os.Geteuid() != 0 {
 		fmt.Println("integration: not root; skipping (run `make test` as root)")
@@ -42,6 +49,16 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
+	imageCache = os.Getenv("DEN_TEST_IMAGE_CACHE")
+	if imageCache == "" {
+		if imageCache, err = os.MkdirTemp("", "den-image-cache-"); err != nil {
+			cleanup()
+			fmt.Fprintln(os.Stderr, "integration:", err)
+			os.Exit(1)
+		}
+		binCleanup := cleanup
+		cleanup = func() { binCleanup(); os.RemoveAll(imageCache) }
+	}
 	code := m.Run()
 	pgtest.StopShared() // started by the first test that needs PostgreSQL
 	cleanup()
@@ -168,6 +185,7 @@ func newDend(t *testing.T, extra ...string) *dend {
 		// No name a sandbox asks for ever leaves the machine: tests that
 		// resolve names give their own loopback server after this.
 		"--dns-upstream", "127.0.0.1:9",
+		"--image-cache", imageCache,
 	}, extra...)
 	return d
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -172,14 +173,17 @@ func TestImageImportDockerSave(t *testing.T) {
 
 // The default image is Debian, built on first use; packages installed in
 // it stay installed across stop/start. No network: the package is a .deb
-// the test builds and copies in.
+// the test builds and copies in. Its build starts from an empty package
+// cache (the other tests share one): the cold path, whose downloads fill
+// the cache.
 func TestDebianDefaultImageKeepsPackages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the debian image (about a minute)")
 	}
 	// Its dend has the SSH gateway: VS Code Remote-SSH is tried on the
 	// image below, on alice's sandbox.
-	r := newSSHRig(t)
+	cache := t.TempDir()
+	r := newSSHRig(t, "--image-cache", cache)
 	d := r.d
 	ctx := ctxT(t, 10*time.Minute)
 	sb, err := r.alice.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "deb"})
@@ -188,6 +192,9 @@ func TestDebianDefaultImageKeepsPackages(t *testing.T) {
 	}
 	if sb.Image != "debian" {
 		t.Fatalf("default image %q, want debian", sb.Image)
+	}
+	if debs, _ := filepath.Glob(filepath.Join(cache, "*.deb")); len(debs) < 50 {
+		t.Errorf("the build left %d packages in the empty cache it was given, want all it downloaded", len(debs))
 	}
 	if got := d.mustSh("deb", "python3 -c 'print(6*7)'; git --version | cut -d' ' -f1; . /etc/os-release; echo $VERSION_CODENAME"); got != "42\ngit\nbookworm\n" {
 		t.Fatalf("debian image: %q", got)

@@ -84,7 +84,10 @@ type Config struct {
 	// periods at every boot (see internal/runsc movepacer.go).
 	NoCgroupPacer bool
 	DebianMirror  string // mirror for the debian image; default: the host's apt mirror
-	PortsDomain   string // serve exposed ports at PORT-NAME.PortsDomain too; "" for none
+	// ImageCache keeps the Debian packages image builds download, for the
+	// next build; default DATA_DIR/cache/apt. Dends may share one.
+	ImageCache  string
+	PortsDomain string // serve exposed ports at PORT-NAME.PortsDomain too; "" for none
 	// E2BDomain is where E2B's SDK finds sandboxes' hosts, PORT-ID.E2BDomain
 	// (DOMAIN[:PORT]); "" for e2b.DefaultDomain.
 	E2BDomain string
@@ -203,6 +206,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SecretsKey != "" && !filepath.IsAbs(c.SecretsKey) {
 		return bad("secrets-key", "%q is not an absolute path", c.SecretsKey)
+	}
+	if c.ImageCache != "" && !filepath.IsAbs(c.ImageCache) {
+		return bad("image-cache", "%q is not an absolute path", c.ImageCache)
 	}
 	switch c.Storage {
 	case StorageAuto, StorageBtrfs, StorageCopy:
@@ -339,6 +345,15 @@ func (c *Config) SecretsKeyFile() string {
 		return c.SecretsKey
 	}
 	return filepath.Join(c.DataDir, "secrets.key")
+}
+
+// ImageCacheDir is where image builds keep downloaded packages:
+// ImageCache, or cache/apt in the data directory.
+func (c *Config) ImageCacheDir() string {
+	if c.ImageCache != "" {
+		return c.ImageCache
+	}
+	return filepath.Join(c.DataDir, "cache", "apt")
 }
 
 // OutputLimits are the bounds on run output dend keeps.

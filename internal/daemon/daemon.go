@@ -122,7 +122,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 
-	images, err := image.NewManager(image.Config{Pool: pool, Records: st, Logger: log, Mirror: cfg.DebianMirror})
+	images, err := image.NewManager(image.Config{Pool: pool, Records: st, Logger: log, Mirror: cfg.DebianMirror, CacheDir: cfg.ImageCacheDir()})
 	if err != nil {
 		return err
 	}

@@ -64,32 +64,52 @@ func (m *Manager) bootstrapDebian(ctx context.Context, root, packages string, pr
 }
 
 // mmdebstrapArgs are the arguments that bootstrap the suite with packages
-// into root.
-func (m *Manager) mmdebstrapArgs(root, packages string) []string {
+// into root, taking packages from cache and giving it those downloaded
+// when cache is not nil.
+func (m *Manager) mmdebstrapArgs(root, packages string, cache *aptCache) []string {
 	args := []string{"--variant=minbase", "--include=" + packages, "--format=directory"}
 	if os.Geteuid() == 0 {
 		// As root, unshare mode still gets a private mount namespace, so
 		// nothing mmdebstrap mounts outlives it, even when it is killed.
 		args = append(args, "--mode=unshare")
 	}
-	if c := m.cfg.CacheDir; c != "" {
+	if cache != nil {
 		args = append(args,
 			"--skip=essential/unlink",
 			`--setup-hook=mkdir -p "$1"/var/cache/apt/archives/`,
-			"--setup-hook=sync-in "+c+" /var/cache/apt/archives/",
-			"--customize-hook=sync-out /var/cache/apt/archives "+c,
+			"--setup-hook=sync-in "+cache.in()+" /var/cache/apt/archives/",
+			"--customize-hook=sync-out /var/cache/apt/archives "+cache.out(),
 		)
 	}
 	return append(args, m.cfg.Suite, root, m.cfg.Mirror)
 }
 
 func (m *Manager) mmdebstrap(ctx context.Context, root, packages string, progress func(Progress)) error {
-	if c := m.cfg.CacheDir; c != "" {
-		if err := os.MkdirAll(c, 0o755); err != nil {
-			return fmt.Errorf("creating the package cache: %w", hostErr(err))
+	var cache *aptCache
+	if dir := m.cfg.CacheDir; dir != "" {
+		var err error
+		if cache, err = openAptCache(dir, m.log); err != nil {
+			return err
 		}
+		defer cache.close()
 	}
-	cmd := exec.CommandContext(ctx, "mmdebstrap", m.mmdebstrapArgs(root, packages)...)
+	if err := m.runMmdebstrap(ctx, m.mmdebstrapArgs(root, packages, cache), progress, root); err != nil {
+		return err
+	}
+	if cache != nil {
+		added, err := cache.keep()
+		if err != nil {
+			// The image is whole; the next build downloads again.
+			m.log.Warn("keeping downloaded packages", logDir, m.cfg.CacheDir, logError, err)
+		}
+		m.log.Debug("package cache", logDir, m.cfg.CacheDir, logCount, added)
+	}
+	return nil
+}
+
+// runMmdebstrap runs mmdebstrap with args, its output lines as progress.
+func (m *Manager) runMmdebstrap(ctx context.Context, args []string, progress func(Progress), root string) error {
+	cmd := exec.CommandContext(ctx, "mmdebstrap", args...)
 	privateMounts(cmd)
 	// Let mmdebstrap clean up after itself before it is killed.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }

@@ -30,9 +30,12 @@ func TestMirrorFromSources(t *testing.T) {
 }
 
 func TestMmdebstrapArgs(t *testing.T) {
-	f := newFixture(t, func(c *Config) { c.Mirror, c.CacheDir = "http://mirror.example.net/debian", "/var/cache/den/apt" })
-	args := f.m.mmdebstrapArgs("/pool/images/debian", debianPackages)
-	for _, want := range []string{"--variant=minbase", "--include=python3,git,curl,ca-certificates,procps", "--skip=essential/unlink"} {
+	f := newFixture(t, func(c *Config) { c.Mirror = "http://mirror.example.net/debian" })
+	args := f.m.mmdebstrapArgs("/pool/images/debian", debianPackages, &aptCache{build: "/var/cache/den/apt/.build-1"})
+	for _, want := range []string{"--variant=minbase", "--include=python3,git,curl,ca-certificates,procps", "--skip=essential/unlink",
+		// The build's own directory, never the shared cache itself.
+		"--setup-hook=sync-in /var/cache/den/apt/.build-1/in /var/cache/apt/archives/",
+		"--customize-hook=sync-out /var/cache/apt/archives /var/cache/den/apt/.build-1/out"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args %q lack %q", args, want)
 		}
@@ -89,6 +92,9 @@ func TestBuildDebian(t *testing.T) {
 	}
 	if debs, _ := filepath.Glob(filepath.Join(cache, "*.deb")); len(debs) == 0 {
 		t.Error("the package cache was not filled")
+	}
+	if builds, _ := filepath.Glob(filepath.Join(cache, ".*")); len(builds) != 0 {
+		t.Errorf("the build left %q in the package cache", builds)
 	}
 	if debs, _ := filepath.Glob(filepath.Join(root, "var/cache/apt/archives/*.deb")); len(debs) != 0 {
 		t.Errorf("the image keeps %d packages in its apt cache", len(debs))

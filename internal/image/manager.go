@@ -156,6 +156,7 @@ const (
 	logCause   = "cause"
 	logCount   = "count"
 	logVersion = "version"
+	logDir     = "dir"
 )
 
 // Sources of images, as recorded.

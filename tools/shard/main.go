@@ -35,6 +35,7 @@ type config struct {
 	dryRun     bool
 	serialOnly bool
 	refresh    bool
+	imageCache string // DEN_TEST_IMAGE_CACHE for every test binary; "" leaves it as it is
 }
 
 func main() {
@@ -153,6 +154,14 @@ func run(c config, goFlags []string) error {
 		return nil
 	}
 	fmt.Printf("shard: logs in %s\n", c.out)
+	// The test binaries share one package cache, so that Debian image
+	// builds download each package once per run, not once per binary.
+	if os.Getenv("DEN_TEST_IMAGE_CACHE") == "" {
+		if c.imageCache, err = os.MkdirTemp("", "den-image-cache-"); err != nil {
+			return fmt.Errorf("making the image builds' package cache: %w", err)
+		}
+		defer os.RemoveAll(c.imageCache)
+	}
 	return runAll(c, bin, pkgDir, f, shards, serial)
 }
 

@@ -122,6 +122,9 @@ func runOne(c config, bin, pkgDir string, f goFlags, name string, tests []string
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = pkgDir
 	cmd.Env = os.Environ()
+	if c.imageCache != "" {
+		cmd.Env = append(cmd.Env, "DEN_TEST_IMAGE_CACHE="+c.imageCache)
+	}
 	if name != "serial" {
 		cmd.Env = append(cmd.Env, "DEN_TEST_SHARD="+name)
 	}
