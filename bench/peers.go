@@ -39,18 +39,20 @@ func (b *bench) peerViews() error {
 	if _, err := b.d.c.AddPeer(b.ctx, "pv-reader", api.AddPeerRequest{Sandbox: "pv-coder", Live: true, At: "/peers/live"}); err != nil {
 		return err
 	}
-	var refresh samples
-	for i := 0; i < b.n+1; i++ {
-		t0 := time.Now()
-		if _, err := b.d.c.RefreshPeer(b.ctx, "pv-reader", "/peers/pv-coder", api.RefreshPeerRequest{}); err != nil {
-			return err
-		}
-		if i > 0 { // the first warms the cache
-			refresh = append(refresh, time.Since(t0))
-		}
+	// A view placed outside /peers is bound in place by den-init.
+	if _, err := b.d.c.AddPeer(b.ctx, "pv-reader", api.AddPeerRequest{Sandbox: "pv-coder", At: "/review/base"}); err != nil {
+		return err
+	}
+	refresh, err := b.timeRefreshes("/peers/pv-coder")
+	if err != nil {
+		return err
+	}
+	refreshAt, err := b.timeRefreshes("/review/base")
+	if err != nil {
+		return err
 	}
 	reads := map[string]samples{}
-	paths := []string{"/work/f.txt", "/peers/pv-coder/work/f.txt", "/peers/live/work/f.txt"}
+	paths := []string{"/work/f.txt", "/peers/pv-coder/work/f.txt", "/peers/live/work/f.txt", "/review/base/work/f.txt"}
 	for i := 0; i < b.n+1; i++ {
 		for _, p := range paths {
 			d, err := b.timeReads("pv-reader", p)
@@ -70,11 +72,29 @@ func (b *bench) peerViews() error {
 	own := reads[paths[0]]
 	b.add(section{title: "peer views (busybox reader that keeps running; reads: open+read+close of a 17-byte file)", rows: []row{
 		{op: "den peer refresh (snapshot view, reader running)", den: refresh, note: "a read-only snapshot of the peer's root, mounted in place of the old one"},
+		{op: "den peer refresh (snapshot view at /review/base)", den: refreshAt, raw: refresh, note: joinNotes("bound again inside the reader by den-init; raw: a view at /peers", ratio(refreshAt, refresh))},
 		{op: "read in the reader's own root", den: own, note: "per read"},
 		{op: "read through a snapshot view", den: reads[paths[1]], raw: own, note: joinNotes("per read; raw: own root", ratio(reads[paths[1]], own))},
 		{op: "read through a live view", den: reads[paths[2]], raw: own, note: joinNotes("per read; raw: own root", ratio(reads[paths[2]], own))},
+		{op: "read through a snapshot view at /review/base", den: reads[paths[3]], raw: own, note: joinNotes("per read; raw: own root", ratio(reads[paths[3]], own))},
 	}})
 	return nil
+}
+
+// timeRefreshes times b.n refreshes of pv-reader's view at, after one
+// that warms the cache.
+func (b *bench) timeRefreshes(at string) (samples, error) {
+	var out samples
+	for i := 0; i < b.n+1; i++ {
+		t0 := time.Now()
+		if _, err := b.d.c.RefreshPeer(b.ctx, "pv-reader", at, api.RefreshPeerRequest{}); err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			out = append(out, time.Since(t0))
+		}
+	}
+	return out, nil
 }
 
 // timeReads times peerReads reads of path in sandbox name, inside it,
