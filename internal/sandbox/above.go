@@ -11,6 +11,7 @@ import (
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/expose"
 	"github.com/den-dev/den/internal/grant"
+	"github.com/den-dev/den/internal/memimage"
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/warm"
@@ -211,7 +212,7 @@ func (s *Service) Pin(id string) (unpin func()) { return s.pin(id) }
 
 // MemoryDir is where the memory image of checkpoint ckID is kept on
 // this host.
-func (s *Service) MemoryDir(ckID string) string { return s.memDir(ckID) }
+func (s *Service) MemoryDir(ckID string) string { return s.images.Dir(ckID) }
 
 // VerifyImage checks ck's memory image on this host against its
 // manifest.
@@ -225,7 +226,7 @@ func (st State) Hint(action string) string { return hintFor(st, action) }
 // engine writes its state to, last: one that is there (and not empty)
 // marks the image whole.
 func (s *Service) MemoryImageFile(ckID string) string {
-	return filepath.Join(s.memDir(ckID), imageStateFile)
+	return filepath.Join(s.images.Dir(ckID), memimage.StateFile)
 }
 
 // DropCheckpointFiles removes ck's memory image and file snapshot from

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
@@ -60,9 +58,6 @@ func (s *Service) flushAhead(ctx context.Context, sb *Sandbox) (wait func()) {
 	}()
 	return func() { <-done }
 }
-
-// memDir is where a checkpoint's memory image lives.
-func (s *Service) memDir(ckID string) string { return filepath.Join(s.cfg.CheckpointDir, ckID) }
 
 // takeCheckpoint captures sb's current instance. The caller holds sb's
 // lifecycle lock. A running sandbox is synced
@@ -179,7 +174,7 @@ func (s *Service) newCheckpoint(sb *Sandbox, c capture) *Checkpoint {
 // after which it counts as complete.
 func (s *Service) seal(ctx context.Context, ck *Checkpoint, synced func() error) error {
 	if ck.Memory {
-		files, total, err := memimage.Sum(s.memDir(ck.ID))
+		files, total, err := s.images.Sum(ck.ID)
 		ck.Manifest.Files, ck.Manifest.MemoryBytes = fromMemimage(files), total
 		if err != nil {
 			return err
@@ -201,7 +196,7 @@ func (s *Service) seal(ctx context.Context, ck *Checkpoint, synced func() error)
 // once its image is saved, and nothing wrote to its files since, so the
 // snapshot taken now shows the same instant as the image.
 func (s *Service) salvageHibernation(ctx context.Context, sb *Sandbox) (*Checkpoint, error) {
-	if fi, err := os.Stat(filepath.Join(s.memDir(sb.Checkpoint), imageStateFile)); err != nil || fi.Size() == 0 {
+	if !s.images.Whole(sb.Checkpoint) {
 		return nil, errdefs.NotFound("no complete memory image for checkpoint %s", sb.Checkpoint)
 	}
 	ck := s.newCheckpoint(sb, capture{id: sb.Checkpoint, kind: CheckpointHibernate, memory: true})
@@ -231,13 +226,8 @@ func (s *Service) syncImage(ck *Checkpoint) (wait func() error) {
 	if !ck.Memory {
 		return func() error { return nil }
 	}
-	return memimage.StartSync(s.memDir(ck.ID))
+	return s.images.StartSync(ck.ID)
 }
-
-// imageStateFile is the file of a memory image the engine writes its
-// kernel state to; it is there and non-empty once the image is whole
-// (memimage keeps the image's layout).
-const imageStateFile = memimage.StateFile
 
 // measure records the size of a new checkpoint's files in the background:
 // adding them up takes longer than taking the snapshot.
@@ -259,16 +249,13 @@ func (s *Service) measure(ck *Checkpoint) {
 // saveMemory writes the instance's memory image into the checkpoint's
 // directory and fills in what a restore checks it against.
 func (s *Service) saveMemory(ctx context.Context, sb *Sandbox, ck *Checkpoint, leaveRunning bool) error {
-	dir := s.memDir(ck.ID)
-	if err := os.MkdirAll(s.cfg.CheckpointDir, 0o700); err != nil {
-		return fmt.Errorf("creating checkpoint directory: %w", err)
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return fmt.Errorf("creating memory image directory: %w", err)
+	dir, err := s.images.Make(ck.ID)
+	if err != nil {
+		return err
 	}
 	defer memimage.WriteBehind(dir)()
 	if s.sealsMemory(sb) {
-		if err := s.checkpointSealed(ctx, sb, ck, dir, leaveRunning); err != nil {
+		if err := s.checkpointSealed(ctx, sb, ck, leaveRunning); err != nil {
 			return err
 		}
 	} else if err := s.cfg.Runtime.Checkpoint(ctx, sb.InstanceID(), dir, leaveRunning); err != nil {
@@ -282,17 +269,8 @@ func (s *Service) saveMemory(ctx context.Context, sb *Sandbox, ck *Checkpoint, l
 // verifyImage checks a memory image against its manifest before it is
 // restored: a damaged image must fail here, not inside the engine.
 func (s *Service) verifyImage(ck *Checkpoint) error {
-	ok, err := memimage.Matches(s.memDir(ck.ID), toMemimage(ck.Manifest.Files))
-	if err != nil {
-		return errdefs.WithHint(errdefs.Unavailable("memory image of checkpoint %s is unreadable: %v", ck.ID, err), recoverHint)
-	}
-	if !ok {
-		return errdefs.WithHint(errdefs.Unavailable("memory image of checkpoint %s does not match its manifest (damaged on disk)", ck.ID), recoverHint)
-	}
-	return nil
+	return s.images.Verify(ck.ID, toMemimage(ck.Manifest.Files))
 }
-
-const recoverHint = "`den recover NAME --cold` boots the checkpoint's files without its processes, or `--rollback` goes to an earlier checkpoint"
 
 // fromMemimage is a memory image's files as a manifest records them.
 func fromMemimage(files []memimage.File) []ImageFile {
@@ -332,7 +310,7 @@ func (s *Service) restorable(ck *Checkpoint, sb *Sandbox) error {
 		return errdefs.WithHint(errdefs.Unavailable("checkpoint %s needs den-init %s, which this host no longer has", ck.ID, cmp.Or(ck.Manifest.Init, "from before versions were kept")),
 			"its files can still be booted without its processes with `den recover NAME --cold`")
 	}
-	if err := s.sealedWithOurKey(ck); err != nil {
+	if err := s.images.CheckKey(ck.ID, ck.Manifest.Sealed); err != nil {
 		return err
 	}
 	// The image comes back with the den-init it was taken with, which
@@ -366,7 +344,7 @@ func (s *Service) dropCheckpointFiles(ctx context.Context, ck *Checkpoint) {
 	if err := s.cfg.Volumes.Remove(ctx, ck.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		s.log.Error("removing checkpoint snapshot", "checkpoint", ck.ID, "err", err)
 	}
-	if err := os.RemoveAll(s.memDir(ck.ID)); err != nil {
+	if err := s.images.Remove(ck.ID); err != nil {
 		s.log.Error("removing memory image", "checkpoint", ck.ID, "err", err)
 	}
 }
@@ -505,7 +483,7 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, how
 	}
 	t3 := time.Now()
 	sb.Init = ck.Manifest.Init // its den-init comes back as it was
-	image, done, err := s.openImage(ck, sb.InstanceID())
+	image, done, err := s.images.Open(ck.ID, ck.Manifest.Sealed, sb.InstanceID())
 	if err != nil {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err

@@ -3,9 +3,6 @@ package sandbox
 import (
 	"context"
 	"sort"
-
-	"github.com/den-dev/den/internal/errdefs"
-	"github.com/den-dev/den/internal/grant"
 )
 
 // SecretsEver says whether a sandbox with this spec was ever granted a
@@ -14,54 +11,20 @@ func (sp *Spec) SecretsEver() bool { return sp.SecretsGranted || len(sp.Secrets)
 
 // sealsMemory says whether sb's memory images are sealed.
 func (s *Service) sealsMemory(sb *Sandbox) bool {
-	return s.cfg.Sealer != nil && sb.Spec.SecretsEver()
+	return s.images.Seals() && sb.Spec.SecretsEver()
 }
 
 // checkpointSealed saves sb's memory through a scratch directory in memory
-// and seals it into dir, recording the key in ck's manifest.
-func (s *Service) checkpointSealed(ctx context.Context, sb *Sandbox, ck *Checkpoint, dir string, leaveRunning bool) error {
-	keyID, err := grant.Seal(s.cfg.Sealer, "ck-"+ck.ID, dir, imageStateFile, func(plain string) error {
+// and seals it into ck's image directory, recording the key in ck's
+// manifest.
+func (s *Service) checkpointSealed(ctx context.Context, sb *Sandbox, ck *Checkpoint, leaveRunning bool) error {
+	keyID, err := s.images.SaveSealed(ck.ID, func(plain string) error {
 		return s.cfg.Runtime.Checkpoint(ctx, sb.InstanceID(), plain, leaveRunning)
 	})
 	if err != nil {
 		return err
 	}
 	ck.Manifest.Sealed = keyID
-	return nil
-}
-
-// openImage returns the directory to restore ck's memory image from, and
-// what removes it once the engine has it open: the checkpoint's own
-// directory, or, for a sealed image, its plaintext opened into memory.
-func (s *Service) openImage(ck *Checkpoint, instance string) (string, func(), error) {
-	if ck.Manifest.Sealed == "" {
-		return s.memDir(ck.ID), func() {}, nil
-	}
-	if s.cfg.Sealer == nil {
-		return "", nil, errdefs.WithHint(errdefs.Unavailable("memory image of checkpoint %s is sealed, and this dend has no images key", ck.ID), recoverHint)
-	}
-	plain, err := grant.Open(s.cfg.Sealer, s.memDir(ck.ID), "restore-"+instance, ck.ID, ck.Manifest.Sealed)
-	if err != nil {
-		return "", nil, err
-	}
-	return plain, func() {
-		if err := s.cfg.Sealer.Remove(plain); err != nil {
-			s.log.Error("removing an opened memory image", "checkpoint", ck.ID, "err", err)
-		}
-	}, nil
-}
-
-// sealedWithOurKey refuses a sealed image the sealer's key cannot open.
-func (s *Service) sealedWithOurKey(ck *Checkpoint) error {
-	if ck.Manifest.Sealed == "" {
-		return nil
-	}
-	have := grant.KeyName(s.cfg.Sealer)
-	if have != ck.Manifest.Sealed {
-		s.log.Error("a memory image was sealed with another images key", "checkpoint", ck.ID, "sealed_with", ck.Manifest.Sealed, "key_id", have)
-		return errdefs.WithHint(errdefs.Unavailable("memory image of checkpoint %s was sealed with images key %s, but dend's images key is %s", ck.ID, ck.Manifest.Sealed, have),
-			"give dend the images key file (DATA_DIR/images.key) the image was sealed with; or boot its files alone with `den recover NAME --cold`")
-	}
 	return nil
 }
 
@@ -92,5 +55,5 @@ func (s *Service) sealedSalvage(sb *Sandbox) string {
 	if !s.sealsMemory(sb) {
 		return ""
 	}
-	return s.cfg.Sealer.KeyID()
+	return s.images.KeyID()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/den-dev/den/internal/exitwatch"
 	"github.com/den-dev/den/internal/grant"
 	"github.com/den-dev/den/internal/idle"
+	"github.com/den-dev/den/internal/memimage"
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/quota"
@@ -172,6 +173,9 @@ type Service struct {
 	services ServiceKeeper
 	// views are the snapshots peers' views are (package peers).
 	views *peers.Views
+	// images are the checkpoints' memory images on this host, sealed
+	// with cfg.Sealer (package memimage).
+	images *memimage.Images
 }
 
 // NewService checks cfg and returns a Service. Recover it
@@ -223,6 +227,7 @@ func NewService(cfg Config) (*Service, error) {
 		services:     noServices{},
 		activity:     idle.NewActivity(cfg.Now),
 		views:        peers.NewViews(cfg.Volumes, cfg.ViewsDir, cfg.Logger),
+		images:       memimage.NewImages(cfg.CheckpointDir, cfg.Sealer, cfg.Logger),
 	}
 	s.admission = quota.NewGate(cfg.Quotas, cfg.Disk, MaxPIDs, quotaBooks{s})
 	s.transfers = transfer.NewRegistry(s.activity.Hold)

@@ -98,7 +98,7 @@ func (s *Service) wakeFromDisk(ctx context.Context, sb *Sandbox, why string) (er
 		return fmt.Errorf("finding the checkpoint sandbox %q sleeps in: %w", sb.Name, err)
 	}
 	// A key that is not here may come back: the sandbox stays asleep.
-	if err := s.sealedWithOurKey(ck); err != nil {
+	if err := s.images.CheckKey(ck.ID, ck.Manifest.Sealed); err != nil {
 		return err
 	}
 	if err := s.restorable(ck, sb); err != nil {
