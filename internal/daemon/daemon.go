@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -288,13 +289,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// The sealer learns which keys sealed the images here before
 	// recovery may seal one (a rollback, a salvaged hibernation), and
 	// again after it, which may have removed some.
-	if err := expectSealed(ctx, svc, sealer); err != nil {
+	if err := expectSealed(ctx, st, sealer); err != nil {
 		return err
 	}
 	if err := recov.Recover(ctx); err != nil {
 		return err
 	}
-	if err := expectSealed(ctx, svc, sealer); err != nil {
+	if err := expectSealed(ctx, st, sealer); err != nil {
 		return err
 	}
 	if err := pruneInits(ctx, svc, initDir, log); err != nil {
@@ -598,11 +599,32 @@ func drainer(cfg Config, records fleetStore, fl *fleetNode, svc *sandbox.Service
 
 // expectSealed tells the sealer which keys sealed the memory images the
 // records name.
-func expectSealed(ctx context.Context, svc *sandbox.Service, sealer *imagecrypt.Sealer) error {
-	sealed, err := svc.SealedKeys(ctx)
+func expectSealed(ctx context.Context, st sandbox.Store, sealer *imagecrypt.Sealer) error {
+	sealed, err := sealedKeys(ctx, st)
 	if err != nil {
 		return err
 	}
 	sealer.Expect(sealed)
 	return nil
+}
+
+// sealedKeys returns the ids of the keys the memory images here were
+// sealed with, so the sealer refuses to mix in another.
+func sealedKeys(ctx context.Context, st sandbox.Store) ([]string, error) {
+	cks, err := st.ListCheckpoints(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, ck := range cks {
+		if ck.Memory && ck.Manifest.Sealed != "" {
+			seen[ck.Manifest.Sealed] = true
+		}
+	}
+	ids := make([]string, 0, len(seen))
+	for id := range seen {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids, nil
 }

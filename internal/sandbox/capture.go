@@ -266,6 +266,42 @@ func (s *Service) saveMemory(ctx context.Context, sb *Sandbox, ck *Checkpoint, l
 	return nil
 }
 
+// A sandbox ever granted a secret has its memory images sealed
+// (memimage.Images, grant.Seal): the engine writes the plaintext into
+// memory, and only the sealed image reaches a disk.
+
+// SecretsEver says whether a sandbox with this spec was ever granted a
+// secret: its memory images are then sealed.
+func (sp *Spec) SecretsEver() bool { return sp.SecretsGranted || len(sp.Secrets) > 0 }
+
+// sealsMemory says whether sb's memory images are sealed.
+func (s *Service) sealsMemory(sb *Sandbox) bool {
+	return s.images.Seals() && sb.Spec.SecretsEver()
+}
+
+// checkpointSealed saves sb's memory through a scratch directory in memory
+// and seals it into ck's image directory, recording the key in ck's
+// manifest.
+func (s *Service) checkpointSealed(ctx context.Context, sb *Sandbox, ck *Checkpoint, leaveRunning bool) error {
+	keyID, err := s.images.SaveSealed(ck.ID, func(plain string) error {
+		return s.cfg.Runtime.Checkpoint(ctx, sb.InstanceID(), plain, leaveRunning)
+	})
+	if err != nil {
+		return err
+	}
+	ck.Manifest.Sealed = keyID
+	return nil
+}
+
+// sealedSalvage says with which key a hibernation image dend died after
+// sealing was sealed: a sandbox that seals writes its image only sealed.
+func (s *Service) sealedSalvage(sb *Sandbox) string {
+	if !s.sealsMemory(sb) {
+		return ""
+	}
+	return s.images.KeyID()
+}
+
 // verifyImage checks a memory image against its manifest before it is
 // restored: a damaged image must fail here, not inside the engine.
 func (s *Service) verifyImage(ck *Checkpoint) error {
