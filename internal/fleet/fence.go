@@ -162,7 +162,7 @@ func (f *Fence) fenceAll(ctx context.Context, svc *sandbox.Service) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if err := svc.Fence(ctx, sb); err != nil && ctx.Err() == nil {
+			if err := f.Fence(ctx, sb, svc.GuestFor(sb)); err != nil && ctx.Err() == nil {
 				f.log.Warn("renewing a sandbox's fence", "sandbox", sb.Name, "err", err)
 			}
 		}()
