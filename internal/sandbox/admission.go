@@ -71,9 +71,11 @@ type QuotaStore interface {
 	CreateSandboxWithin(ctx context.Context, sb *Sandbox, ev Event, q quota.Quota) error
 }
 
-// recordNew writes a new sandbox's record, within its owner's quota
-// again when the store is shared (QuotaStore).
-func (s *Service) recordNew(ctx context.Context, sb *Sandbox, ev Event) error {
+// RecordNewLocked writes new sandbox sb's record, as creating, with its
+// first event ev (within its owner's quota again when the store is
+// shared: QuotaStore); the caller holds sb's lifecycle lock (Lock) and
+// has admitted it (Admit).
+func (s *Service) RecordNewLocked(ctx context.Context, sb *Sandbox, ev Event) error {
 	var err error
 	qs, ok := s.cfg.Store.(QuotaStore)
 	if !ok || sb.Owner == "" {
@@ -124,9 +126,10 @@ func (s *Service) UseOf(ctx context.Context, owner string) (quota.Use, error) {
 	return u, nil
 }
 
-// admit checks n new sandboxes of limits l for owner (the verb says what
-// they are for). Call release once the sandboxes are recorded, or failed.
-func (s *Service) admit(ctx context.Context, verb, owner string, l Limits, n int) (release func(), err error) {
+// Admit checks n new sandboxes of limits l for owner (verb says what
+// they are for) against the storage pool, the host and owner's quota,
+// as a create does. Call release once they are recorded, or failed.
+func (s *Service) Admit(ctx context.Context, verb, owner string, l Limits, n int) (release func(), err error) {
 	return s.admission.Admit(ctx, verb, owner, quota.Limits(l), n)
 }
 

@@ -65,9 +65,9 @@ func (s *Service) flushAhead(ctx context.Context, sb *Sandbox) (wait func()) {
 // then frozen for the memory image and thawed again when leaveRunning.
 func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (ck *Checkpoint, err error) {
 	if c.id == "" {
-		c.id = newID(12)
+		c.id = NewID(12)
 	}
-	defer s.pin(c.id)()
+	defer s.Pin(c.id)()
 	ck = s.newCheckpoint(sb, c)
 	inst := sb.InstanceID()
 	if c.memory {
@@ -77,14 +77,14 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 	}
 	t0 := time.Now()
 	if sb.State == StateRunning {
-		if err := s.guestFor(sb).Sync(ctx); err != nil {
+		if err := s.GuestFor(sb).Sync(ctx); err != nil {
 			return nil, s.ifEngineExited(ctx, sb, fmt.Errorf("flushing the sandbox's files: %w", err))
 		}
 	}
 	made := ck // the result is nil on failure; its files still go
 	defer func() {
 		if err != nil {
-			s.dropCheckpointFiles(context.WithoutCancel(ctx), made)
+			s.DropCheckpointFiles(context.WithoutCancel(ctx), made)
 		}
 	}()
 	// The files' dirty data goes out while the engine saves memory.
@@ -130,7 +130,7 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 			return nil, s.ifEngineExited(ctx, sb, fmt.Errorf("thawing the sandbox after the checkpoint: %w", err))
 		}
 		// Its fence's time may have passed while it stood still.
-		if err := s.fenceOne(ctx, sb, s.guestFor(sb)); err != nil {
+		if err := s.fenceOne(ctx, sb, s.GuestFor(sb)); err != nil {
 			s.log.Warn("renewing a sandbox's fence after a checkpoint", "sandbox", sb.Name, "err", err)
 		}
 	}
@@ -191,11 +191,13 @@ func (s *Service) seal(ctx context.Context, ck *Checkpoint, synced func() error)
 	return nil
 }
 
-// salvageHibernation completes a hibernation whose memory image the engine
-// finished writing before dend died: the engine stops an instance only
-// once its image is saved, and nothing wrote to its files since, so the
-// snapshot taken now shows the same instant as the image.
-func (s *Service) salvageHibernation(ctx context.Context, sb *Sandbox) (*Checkpoint, error) {
+// SalvageHibernationLocked completes sb's pending hibernation whose
+// memory image the engine finished writing before dend died, and returns
+// its checkpoint; ErrNotFound when the image is not whole. The engine
+// stops an instance only once its image is saved, and nothing wrote to
+// its files since, so the snapshot taken now shows the same instant as
+// the image. The caller holds sb's lifecycle lock.
+func (s *Service) SalvageHibernationLocked(ctx context.Context, sb *Sandbox) (*Checkpoint, error) {
 	if !s.images.Whole(sb.Checkpoint) {
 		return nil, errdefs.NotFound("no complete memory image for checkpoint %s", sb.Checkpoint)
 	}
@@ -211,7 +213,7 @@ func (s *Service) salvageHibernation(ctx context.Context, sb *Sandbox) (*Checkpo
 		return nil, fmt.Errorf("snapshotting the files: %w", err)
 	}
 	if err := s.seal(ctx, ck, s.syncImage(ck)); err != nil {
-		s.dropCheckpointFiles(context.WithoutCancel(ctx), ck)
+		s.DropCheckpointFiles(context.WithoutCancel(ctx), ck)
 		return nil, err
 	}
 	return ck, nil
@@ -302,9 +304,10 @@ func (s *Service) sealedSalvage(sb *Sandbox) string {
 	return s.images.KeyID()
 }
 
-// verifyImage checks a memory image against its manifest before it is
-// restored: a damaged image must fail here, not inside the engine.
-func (s *Service) verifyImage(ck *Checkpoint) error {
+// VerifyImage checks ck's memory image on this host against its
+// manifest before it is restored: a damaged image must fail here, not
+// inside the engine.
+func (s *Service) VerifyImage(ck *Checkpoint) error {
 	return s.images.Verify(ck.ID, toMemimage(ck.Manifest.Files))
 }
 
@@ -333,9 +336,9 @@ func toMemimage(files []ImageFile) []memimage.File {
 	return out
 }
 
-// restorable says whether ck's memory image can be restored here; it
-// checks the manifest only, so a refusal changes nothing.
-func (s *Service) restorable(ck *Checkpoint, sb *Sandbox) error {
+// Restorable says whether ck's memory image can be restored here for
+// sb; it checks the manifest only, so a refusal changes nothing.
+func (s *Service) Restorable(ck *Checkpoint, sb *Sandbox) error {
 	if !ck.Memory {
 		return nil
 	}
@@ -374,9 +377,9 @@ func (s *Service) restorable(ck *Checkpoint, sb *Sandbox) error {
 	return nil
 }
 
-// dropCheckpointFiles removes a checkpoint's image and snapshot, whatever
-// of them exists.
-func (s *Service) dropCheckpointFiles(ctx context.Context, ck *Checkpoint) {
+// DropCheckpointFiles removes ck's memory image and file snapshot from
+// this host, whatever of them exists, keeping its record.
+func (s *Service) DropCheckpointFiles(ctx context.Context, ck *Checkpoint) {
 	if err := s.cfg.Volumes.Remove(ctx, ck.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		s.log.Error("removing checkpoint snapshot", "checkpoint", ck.ID, "err", err)
 	}
@@ -476,7 +479,7 @@ type restoreFrom struct {
 func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, how restoreFrom) error {
 	// Before the old files go: a checkpoint that cannot be brought back
 	// here leaves them as they were.
-	if err := s.ensureLocal(ctx, ck); err != nil {
+	if err := s.EnsureLocal(ctx, ck); err != nil {
 		return err
 	}
 	t0 := time.Now()
@@ -503,7 +506,7 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, how
 			verified <- nil
 			return
 		}
-		verified <- s.verifyImage(ck)
+		verified <- s.VerifyImage(ck)
 	}()
 	att, err := s.filesAndNetwork(ctx, sb, files)
 	if verr := <-verified; verr != nil {
@@ -530,7 +533,7 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, how
 	// The restored den-init keeps the token it had; the boot token in the
 	// environment is never used.
 	if err = s.placeViews(sb); err == nil {
-		err = s.cfg.Runtime.Restore(ctx, s.instance(sb, att.Netns, newToken()), image)
+		err = s.cfg.Runtime.Restore(ctx, s.instance(sb, att.Netns, NewToken()), image)
 	}
 	done()
 	if err != nil {
@@ -540,31 +543,33 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, how
 	t4 := time.Now()
 	// The restored den-init still knows the token of the instance the
 	// image was taken from: reach it with that, then give it its own.
-	old := s.dialWith(sb, ck.Manifest.InitToken)
+	old := s.DialGuest(sb, ck.Manifest.InitToken)
 	if err := s.whenListening(ctx, sb, func(ctx context.Context) error {
 		return s.rekeyAndLimit(ctx, sb, old, "giving the restored den-init its token")
 	}); err != nil {
-		closeGuest(old)
+		CloseGuest(old)
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
 	s.adoptGuest(sb, old) // it now presents sb's token
 	// Memory is saved only once it is clear of secrets.
 	s.secretStates.Set(sb.InstanceID(), grant.State{})
-	s.supervise(sb)
+	s.SuperviseLocked(sb)
 	s.log.Info("restored", "sandbox", sb.Name, "checkpoint", ck.ID, "files_network_verify", t3.Sub(t0), "engine", t4.Sub(t3), "den_init", time.Since(t4))
 	return nil
 }
 
-// dialWith is a client of den-init in sb's current instance that presents
-// token, which need not be sb's: a restored den-init knows the token of
-// the instance its image was taken from until it is given sb's.
-func (s *Service) dialWith(sb *Sandbox, token string) Guest {
+// DialGuest returns a client of den-init in sb's current instance that
+// presents token, which need not be sb's: a restored den-init knows the
+// token of the instance its image was taken from until it is given sb's.
+// CloseGuest closes it.
+func (s *Service) DialGuest(sb *Sandbox, token string) Guest {
 	_, addr := s.cfg.Network.Addr(sb.Slot)
 	return s.cfg.Dial(netip.AddrPortFrom(addr, guest.Port), token)
 }
 
-func closeGuest(g Guest) {
+// CloseGuest closes a client DialGuest returned.
+func CloseGuest(g Guest) {
 	if c, ok := g.(interface{ Close() }); ok {
 		c.Close()
 	}

@@ -24,7 +24,7 @@ func (s *Service) Checkpoint(ctx context.Context, ref string, p CheckpointParams
 		return nil, err
 	}
 	defer unlock()
-	if err := require(sb, "checkpoint", StateRunning, StatePaused); err != nil {
+	if err := Require(sb, "checkpoint", StateRunning, StatePaused); err != nil {
 		return nil, err
 	}
 	if err := s.admission.CheckCheckpointRoom(ctx, "checkpoint sandbox "+sb.Name); err != nil {
@@ -47,20 +47,22 @@ func (s *Service) Checkpoint(ctx context.Context, ref string, p CheckpointParams
 		return nil, err
 	}
 	defer release()
-	s.touch(sb.ID)
+	s.Touch(sb.ID)
 	ck, err := s.takeCheckpoint(ctx, sb, capture{kind: CheckpointManual, name: p.Name, memory: !p.FSOnly, leaveRunning: true})
 	if err != nil {
 		return nil, fmt.Errorf("checkpointing sandbox %q: %w", sb.Name, err)
 	}
 	sb.Head = ck.ID
-	if err := s.record(ctx, sb, EventCheckpoint, "checkpoint "+describe(ck)); err != nil {
+	if err := s.Record(ctx, sb, EventCheckpoint, "checkpoint "+ck.Description()); err != nil {
 		return nil, err
 	}
-	s.retain(ctx, sb)
-	return s.withNeeds(ctx, ck)
+	s.RetainLocked(ctx, sb)
+	return s.FillNeededBy(ctx, ck)
 }
 
-func describe(ck *Checkpoint) string {
+// Description names ck in a message: its id, its name, and whether it
+// holds files only.
+func (ck *Checkpoint) Description() string {
 	d := ck.ID
 	if ck.Name != "" {
 		d += " (" + ck.Name + ")"
@@ -71,7 +73,8 @@ func describe(ck *Checkpoint) string {
 	return d
 }
 
-func (s *Service) findCheckpoint(ctx context.Context, sb *Sandbox, ref string) (*Checkpoint, error) {
+// CheckpointOf finds sb's checkpoint ref, an id or a name.
+func (s *Service) CheckpointOf(ctx context.Context, sb *Sandbox, ref string) (*Checkpoint, error) {
 	if ref == "" {
 		return nil, errdefs.WithHint(errdefs.Invalid("no checkpoint given"), fmt.Sprintf("list them with `den checkpoints %s`", sb.Name))
 	}
@@ -86,7 +89,7 @@ func (s *Service) FindCheckpoint(ctx context.Context, ref string) (*Checkpoint, 
 		if err != nil {
 			return nil, err
 		}
-		return s.findCheckpoint(ctx, sb, name)
+		return s.CheckpointOf(ctx, sb, name)
 	}
 	ck, err := s.cfg.Store.GetCheckpoint(ctx, "", ref)
 	if err != nil {
@@ -95,8 +98,10 @@ func (s *Service) FindCheckpoint(ctx context.Context, ref string) (*Checkpoint, 
 	return ck, nil
 }
 
-func (s *Service) withNeeds(ctx context.Context, ck *Checkpoint) (*Checkpoint, error) {
-	needs, err := s.needs(ctx)
+// FillNeededBy sets ck.NeededBy to the names of the sandboxes that need
+// it (Needs) and returns ck.
+func (s *Service) FillNeededBy(ctx context.Context, ck *Checkpoint) (*Checkpoint, error) {
+	needs, err := s.Needs(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -104,10 +109,10 @@ func (s *Service) withNeeds(ctx context.Context, ck *Checkpoint) (*Checkpoint, e
 	return ck, nil
 }
 
-// needs maps each checkpoint a live sandbox depends on to those sandboxes'
-// names: one hibernated in it or in error after failing to come back from
-// it, and one created or forked from it.
-func (s *Service) needs(ctx context.Context) (map[string][]string, error) {
+// Needs maps each checkpoint a live sandbox depends on to those
+// sandboxes' names: one hibernated in it or in error after failing to
+// come back from it, and one created or forked from it.
+func (s *Service) Needs(ctx context.Context) (map[string][]string, error) {
 	sbs, err := s.cfg.Store.ListSandboxes(ctx)
 	if err != nil {
 		return nil, err
@@ -123,16 +128,18 @@ func (s *Service) needs(ctx context.Context) (map[string][]string, error) {
 	return m, nil
 }
 
-// deleteCheckpoint removes a checkpoint's record, then its files. The
-// caller holds the owner's lifecycle lock and checked nothing needs it.
-func (s *Service) deleteCheckpoint(ctx context.Context, owner *Sandbox, ck *Checkpoint) error {
+// DeleteCheckpointLocked removes ck, a checkpoint of owner, whose
+// lifecycle lock the caller holds (WithRecord) and which the caller
+// checked nothing needs: its record, then its files here, moving owner's
+// head back to ck's parent when it was ck.
+func (s *Service) DeleteCheckpointLocked(ctx context.Context, owner *Sandbox, ck *Checkpoint) error {
 	if err := s.cfg.Store.DeleteCheckpoint(ctx, ck.ID); err != nil {
 		return fmt.Errorf("removing checkpoint %s: %w", ck.ID, err)
 	}
-	s.dropCheckpointFiles(ctx, ck)
+	s.DropCheckpointFiles(ctx, ck)
 	if owner.Head == ck.ID && owner.State != StateDestroyed {
 		owner.Head = ck.Parent
-		if err := s.record(ctx, owner, "checkpoint-removed", "checkpoint "+describe(ck)+" removed"); err != nil {
+		if err := s.Record(ctx, owner, "checkpoint-removed", "checkpoint "+ck.Description()+" removed"); err != nil {
 			return err
 		}
 	}
@@ -149,14 +156,14 @@ func (s *Service) Restore(ctx context.Context, ref, ckpt string) (_ *Sandbox, er
 		return nil, err
 	}
 	defer unlock()
-	if err := require(sb, "restore", StateRunning, StatePaused, StateHibernated, StateStopped, StateError); err != nil {
+	if err := Require(sb, "restore", StateRunning, StatePaused, StateHibernated, StateStopped, StateError); err != nil {
 		return nil, err
 	}
-	ck, err := s.findCheckpoint(ctx, sb, ckpt)
+	ck, err := s.CheckpointOf(ctx, sb, ckpt)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.restorable(ck, sb); err != nil {
+	if err := s.Restorable(ck, sb); err != nil {
 		return nil, err
 	}
 	if err := s.admission.AdmitRenewal(ctx, sb.Owner, quota.Limits(sb.Spec.Limits())); err != nil {
@@ -171,11 +178,11 @@ func (s *Service) Restore(ctx context.Context, ref, ckpt string) (_ *Sandbox, er
 // rewind ends sb's current instance and boots a new generation from ck.
 func (s *Service) rewind(ctx context.Context, sb *Sandbox, ck *Checkpoint, cold bool, evType, why string) error {
 	s.halt(context.WithoutCancel(ctx), sb, 0)
-	if err := s.loseRuns(ctx, sb); err != nil {
+	if err := s.LoseRunsLocked(ctx, sb); err != nil {
 		return err
 	}
 	sb.Generation++
-	sb.Token = newToken()
+	sb.Token = NewToken()
 	sb.Pending, sb.Checkpoint = PendingRestore, ck.ID
 	// Its files come from ck, and so what they were made from: restoring
 	// the checkpoint a rebase took undoes the rebase, and the one a
@@ -184,16 +191,17 @@ func (s *Service) rewind(ctx context.Context, sb *Sandbox, ck *Checkpoint, cold 
 		sb.Spec.Image, sb.Spec.ImageVersion, sb.Spec.Base = ck.Manifest.Spec.Image, ck.Manifest.Spec.ImageVersion, ck.Manifest.Spec.Base
 		sb.Spec.Harness = ck.Manifest.Spec.Harness.Clone()
 	}
-	if err := s.record(ctx, sb, "restoring", fmt.Sprintf("booting generation %d from checkpoint %s", sb.Generation, describe(ck))); err != nil {
+	if err := s.Record(ctx, sb, "restoring", fmt.Sprintf("booting generation %d from checkpoint %s", sb.Generation, ck.Description())); err != nil {
 		return err
 	}
 	return s.finishBoot(ctx, sb, ck, cold, evType, why)
 }
 
-// retain applies a sandbox's retention policy to its manual checkpoints:
+// RetainLocked applies sb's retention policy to its manual checkpoints:
 // beyond the newest KeepLast, or older than MaxAge, they go, unless a
-// sandbox needs them (internal/retention decides which).
-func (s *Service) retain(ctx context.Context, sb *Sandbox) {
+// sandbox needs them (internal/retention decides which). The caller
+// holds sb's lifecycle lock. Errors are logged.
+func (s *Service) RetainLocked(ctx context.Context, sb *Sandbox) {
 	p := s.EffectivePolicy(sb)
 	if !p.Retains() {
 		return
@@ -203,7 +211,7 @@ func (s *Service) retain(ctx context.Context, sb *Sandbox) {
 		s.log.Error("applying retention", "sandbox", sb.Name, "err", err)
 		return
 	}
-	needs, err := s.needs(ctx)
+	needs, err := s.Needs(ctx)
 	if err != nil {
 		s.log.Error("applying retention", "sandbox", sb.Name, "err", err)
 		return
@@ -215,7 +223,7 @@ func (s *Service) retain(ctx context.Context, sb *Sandbox) {
 	for _, i := range retention.Drops(p, kept, s.cfg.Now()) {
 		ck := cks[i]
 		s.log.Info("retention removes checkpoint", "sandbox", sb.Name, "checkpoint", ck.ID)
-		if err := s.deleteCheckpoint(ctx, sb, ck); err != nil {
+		if err := s.DeleteCheckpointLocked(ctx, sb, ck); err != nil {
 			s.log.Error("applying retention", "sandbox", sb.Name, "err", err)
 		}
 	}
@@ -240,14 +248,15 @@ type Collector interface {
 // once, before recovery (internal/recovery's Recover).
 func (s *Service) UseCollector(c Collector) { s.gc = c }
 
-// collectFreed asks the collector to remove those of ids nothing needs
-// any more, now that what needed them has let go.
-func (s *Service) collectFreed(ctx context.Context, ids ...string) {
+// CollectFreed removes, at once, those of checkpoints ids that nothing
+// needs any more and garbage collection would take: called when what
+// needed them (an upload) has just let go.
+func (s *Service) CollectFreed(ctx context.Context, ids ...string) {
 	if s.gc != nil {
 		s.gc.Freed(ctx, ids...)
 	}
 }
 
-// pin keeps a checkpoint from garbage collection while a verb works with
-// it; unpin releases it.
-func (s *Service) pin(id string) (unpin func()) { return s.pins.Pin(id) }
+// Pin keeps checkpoint id from garbage collection while a verb works
+// with it, until unpin is called.
+func (s *Service) Pin(id string) (unpin func()) { return s.pins.Pin(id) }

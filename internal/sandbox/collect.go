@@ -192,14 +192,16 @@ func (s *Service) wakeRuns(ctx context.Context, sb *Sandbox, g Guest) error {
 	return nil
 }
 
-// resumeRuns restarts collection for a reattached sandbox's open runs,
-// from the host copies' sizes.
-func (s *Service) resumeRuns(ctx context.Context, sb *Sandbox) error {
+// ResumeRunsLocked collects again the open runs of sb's current
+// generation, whose instance lives (reattached), from where their output
+// on the host ends; those of an earlier generation end as lost. The
+// caller holds sb's lifecycle lock.
+func (s *Service) ResumeRunsLocked(ctx context.Context, sb *Sandbox) error {
 	runs, err := s.openRuns(ctx, sb.ID)
 	if err != nil {
 		return err
 	}
-	g := s.guestFor(sb)
+	g := s.GuestFor(sb)
 	for _, r := range runs {
 		if r.Generation != sb.Generation {
 			if err := s.markLost(ctx, r); err != nil {
@@ -212,8 +214,9 @@ func (s *Service) resumeRuns(ctx context.Context, sb *Sandbox) error {
 	return nil
 }
 
-// loseRuns marks every open run of a sandbox as lost.
-func (s *Service) loseRuns(ctx context.Context, sb *Sandbox) error {
+// LoseRunsLocked marks every open run of sb as lost; the caller holds
+// sb's lifecycle lock.
+func (s *Service) LoseRunsLocked(ctx context.Context, sb *Sandbox) error {
 	runs, err := s.openRuns(ctx, sb.ID)
 	if err != nil {
 		return err

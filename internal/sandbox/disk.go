@@ -63,21 +63,22 @@ func (s *Service) PoolReport(ctx context.Context) (PoolUsage, error) {
 
 // promised adds up the caps of this node's sandboxes.
 func (s *Service) promised(ctx context.Context) (int64, error) {
-	sbs, err := s.localSandboxes(ctx)
+	sbs, err := s.LocalSandboxes(ctx)
 	if err != nil {
 		return 0, err
 	}
 	var promised int64
 	for _, sb := range sbs {
-		promised += s.diskCap(sb.Spec.DiskBytes)
+		promised += s.DiskCap(sb.Spec.DiskBytes)
 	}
 	return promised, nil
 }
 
-// diskCap is the cap a new sandbox that asked for asked gets.
-func (s *Service) diskCap(asked int64) int64 { return s.cfg.Disk.Cap(asked) }
+// DiskCap is the disk cap a new sandbox gets that asked for asked bytes
+// (0: the default).
+func (s *Service) DiskCap(asked int64) int64 { return s.cfg.Disk.Cap(asked) }
 
-// checkDiskSize refuses a cap no pool of this size could honour.
-func (s *Service) checkDiskSize(ctx context.Context, capBytes int64) error {
+// CheckDiskSize refuses a disk cap no pool of this size could honour.
+func (s *Service) CheckDiskSize(ctx context.Context, capBytes int64) error {
 	return s.admission.CheckCap(ctx, capBytes)
 }

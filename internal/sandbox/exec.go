@@ -32,7 +32,7 @@ func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (_ *Run, e
 	if p.OutputMax > 0 {
 		outMax = p.OutputMax
 	}
-	if err := s.checkReserve("start a command"); err != nil {
+	if err := s.CheckReserve("start a command"); err != nil {
 		return nil, err
 	}
 	sb, unlock, err := s.useSandbox(ctx, ref, "exec in")
@@ -47,7 +47,7 @@ func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (_ *Run, e
 	}
 	cwd := firstNonEmpty(p.Cwd, base.Cwd, "/")
 	user := firstNonEmpty(p.User, base.User)
-	g := s.guestFor(sb)
+	g := s.GuestFor(sb)
 	spec := guest.ProcSpec{
 		Argv: p.Argv, Env: mergeEnv(base.Env, sb.Spec.Env, p.Env), Cwd: cwd, User: user,
 		TTY: p.TTY, Rows: p.Rows, Cols: p.Cols, Stdin: p.Stdin, Timeout: p.Timeout,
@@ -69,7 +69,7 @@ func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (_ *Run, e
 	}
 	run, err := s.startRun(sb.ID, g, spec, func(st guest.ProcStatus) (*Run, error) {
 		run := &Run{
-			ID: newID(12), SandboxID: sb.ID, Generation: sb.Generation, GuestID: st.ID, PID: st.PID,
+			ID: NewID(12), SandboxID: sb.ID, Generation: sb.Generation, GuestID: st.ID, PID: st.PID,
 			Argv: p.Argv, Cwd: cwd, EnvNames: envNames, Labels: maps.Clone(p.Labels), User: user, TTY: p.TTY,
 			Detached: p.Detach, Status: RunRunning, StartedAt: st.StartedAt.UTC(), OutputMax: outMax,
 		}
@@ -103,7 +103,7 @@ func (s *Service) useSandbox(ctx context.Context, ref, action string) (*Sandbox,
 	if err != nil {
 		return nil, nil, err
 	}
-	s.touch(sb.ID)
+	s.Touch(sb.ID)
 	l := s.lock(sb.ID)
 	for {
 		l.RLock()
@@ -111,7 +111,7 @@ func (s *Service) useSandbox(ctx context.Context, ref, action string) (*Sandbox,
 			l.RUnlock()
 			return nil, nil, err
 		}
-		if err := s.elsewhere(sb); err != nil {
+		if err := s.Elsewhere(sb); err != nil {
 			l.RUnlock()
 			return nil, nil, err
 		}
@@ -123,7 +123,7 @@ func (s *Service) useSandbox(ctx context.Context, ref, action string) (*Sandbox,
 			return nil, nil, err
 		}
 	}
-	if err := require(sb, action, StateRunning); err != nil {
+	if err := Require(sb, action, StateRunning); err != nil {
 		l.RUnlock()
 		return nil, nil, err
 	}
@@ -143,7 +143,7 @@ func (s *Service) Files(ctx context.Context, ref string) (Files, error) {
 // filesOf returns sb's file system, whose every call is a file transfer
 // (internal/transfer); the caller holds sb's lock shared.
 func (s *Service) filesOf(sb *Sandbox) Files {
-	return s.transfers.Files(sb.ID, s.guestFor(sb))
+	return s.transfers.Files(sb.ID, s.GuestFor(sb))
 }
 
 // mergeEnv layers environments, later ones winning, into KEY=VALUE form.

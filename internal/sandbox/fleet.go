@@ -37,7 +37,7 @@ type Lease interface {
 // may run (see Lease). Past that time it fences sb at once and says this
 // node cannot act for it.
 func (s *Service) Fence(ctx context.Context, sb *Sandbox) error {
-	return s.fenceOne(ctx, sb, s.guestFor(sb))
+	return s.fenceOne(ctx, sb, s.GuestFor(sb))
 }
 
 // fenceOne tells sb's den-init, through g, until when sb may run (see
@@ -99,19 +99,19 @@ func (s *Service) queueUpload(id string) {
 	}
 }
 
-// ensureLocal makes ck's files and memory image be here, from the blob
-// store if need be (CheckpointFetcher).
-func (s *Service) ensureLocal(ctx context.Context, ck *Checkpoint) error {
+// EnsureLocal makes ck's files and memory image be on this host, from
+// the blob store if need be (CheckpointFetcher).
+func (s *Service) EnsureLocal(ctx context.Context, ck *Checkpoint) error {
 	if s.blobs == nil {
 		return nil // the step that needs them says what is missing
 	}
 	return s.blobs.EnsureLocal(ctx, ck)
 }
 
-// fetchImage downloads image name's root filesystem from the blob store
+// FetchImage downloads image name's root filesystem from the blob store
 // when another node of the fleet uploaded it and this host lacks it, so
 // a sandbox placed here can be made from it.
-func (s *Service) fetchImage(ctx context.Context, name string) error {
+func (s *Service) FetchImage(ctx context.Context, name string) error {
 	if s.blobs == nil {
 		return nil
 	}
@@ -149,9 +149,9 @@ type Fleet interface {
 // another (see fleet.go).
 const PendingMove = "move"
 
-// movable reports whether this node can move sandboxes: it is in a fleet
-// with a blob store.
-func (s *Service) movable() bool { return s.cfg.Fleet != nil && s.blobs != nil }
+// Movable reports whether this node's sandboxes can move to another: it
+// is in a fleet with a blob store.
+func (s *Service) Movable() bool { return s.cfg.Fleet != nil && s.blobs != nil }
 
 // AllocSlot hands sandbox id, which this node takes over from another, a
 // network slot of this node, taking one back from the warm pools when
@@ -194,9 +194,9 @@ func (s *Service) WakeColdLocked(ctx context.Context, sb *Sandbox, why string) e
 		return fmt.Errorf("finding the checkpoint sandbox %q sleeps in: %w", sb.Name, err)
 	}
 	sb.Generation++
-	sb.Token = newToken()
+	sb.Token = NewToken()
 	sb.Pending = PendingResume
-	if err := s.record(ctx, sb, "waking", fmt.Sprintf("booting generation %d from the files of checkpoint %s", sb.Generation, ck.ID)); err != nil {
+	if err := s.Record(ctx, sb, "waking", fmt.Sprintf("booting generation %d from the files of checkpoint %s", sb.Generation, ck.ID)); err != nil {
 		return err
 	}
 	return s.finishBoot(ctx, sb, ck, true, EventResumed, why)
@@ -215,7 +215,7 @@ func (s *Service) WakeColdLocked(ctx context.Context, sb *Sandbox, why string) e
 //     (internal/recovery, when dend starts), its instance never having
 //     stopped if only dend had.
 //
-// A node never acts for a sandbox recorded on another (elsewhere), so a
+// A node never acts for a sandbox recorded on another (Elsewhere), so a
 // node that comes back after its sandboxes were taken over finds their
 // instances, networks and files owned by no record of its own, and
 // removes them (internal/recovery leftovers.go). Declaring a node lost,
@@ -234,7 +234,7 @@ const pendingNodeLost = "node-lost:"
 // another node, knows no node acts for it.
 func (s *Service) MarkLost(ctx context.Context, sb *Sandbox, why string) error {
 	sb.Pending = pendingNodeLost + string(sb.State)
-	return s.transition(ctx, sb, StateError, EventLost, why)
+	return s.TransitionLocked(ctx, sb, StateError, EventLost, why)
 }
 
 // LostState is the state a sandbox was in when its node was lost, when

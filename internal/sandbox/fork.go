@@ -23,7 +23,7 @@ func (s *Service) Fork(ctx context.Context, ref string, p ForkParams) (_ []*Sand
 		return nil, err
 	}
 	for _, n := range names {
-		if err := s.nameFree(ctx, p.Owner, n); err != nil {
+		if err := s.NameFree(ctx, p.Owner, n); err != nil {
 			return nil, err
 		}
 	}
@@ -36,7 +36,7 @@ func (s *Service) Fork(ctx context.Context, ref string, p ForkParams) (_ []*Sand
 		unlock()
 		return nil, err
 	}
-	release, err := s.admit(ctx, "fork sandbox "+parent.Name, p.Owner, lim, len(names))
+	release, err := s.Admit(ctx, "fork sandbox "+parent.Name, p.Owner, lim, len(names))
 	if err != nil {
 		unlock()
 		return nil, err
@@ -47,9 +47,9 @@ func (s *Service) Fork(ctx context.Context, ref string, p ForkParams) (_ []*Sand
 		unlock()
 		return nil, err
 	}
-	defer s.pin(ck.ID)()
+	defer s.Pin(ck.ID)()
 	unlock()
-	if err := s.restorable(ck, parent); err != nil {
+	if err := s.Restorable(ck, parent); err != nil {
 		return nil, err
 	}
 	var children []*Sandbox
@@ -78,7 +78,7 @@ func (s *Service) forkLimits(ctx context.Context, parent *Sandbox, from string) 
 	var err error
 	switch {
 	case from != "":
-		ck, err = s.findCheckpoint(ctx, parent, from)
+		ck, err = s.CheckpointOf(ctx, parent, from)
 	case parent.State == StateHibernated:
 		ck, err = s.cfg.Store.GetCheckpoint(ctx, parent.ID, parent.Checkpoint)
 	default:
@@ -94,7 +94,7 @@ func (s *Service) forkLimits(ctx context.Context, parent *Sandbox, from string) 
 // how they are restored from it.
 func (s *Service) forkPoint(ctx context.Context, parent *Sandbox, from string) (*Checkpoint, restoreFrom, error) {
 	if from != "" {
-		ck, err := s.findCheckpoint(ctx, parent, from)
+		ck, err := s.CheckpointOf(ctx, parent, from)
 		return ck, restoreFrom{}, err
 	}
 	switch parent.State {
@@ -103,18 +103,18 @@ func (s *Service) forkPoint(ctx context.Context, parent *Sandbox, from string) (
 		return ck, restoreFrom{}, err
 	case StateRunning, StatePaused:
 	default:
-		return nil, restoreFrom{}, require(parent, "fork", StateRunning, StatePaused, StateHibernated)
+		return nil, restoreFrom{}, Require(parent, "fork", StateRunning, StatePaused, StateHibernated)
 	}
 	instead := fmt.Sprintf("fork its files alone: `den checkpoint %s --fs-only --name base`, then `den fork %s NEW --from base`", parent.Name, parent.Name)
 	if err := s.refuseSecretCapture(ctx, parent, "forking the processes of", instead); err != nil {
 		return nil, restoreFrom{}, err
 	}
-	s.touch(parent.ID)
+	s.Touch(parent.ID)
 	ck, err := s.takeCheckpoint(ctx, parent, capture{kind: CheckpointFork, memory: true, leaveRunning: true})
 	if err != nil {
 		return nil, restoreFrom{}, fmt.Errorf("capturing sandbox %q to fork it: %w", parent.Name, err)
 	}
-	if err := s.record(ctx, parent, EventForked, "captured for a fork in checkpoint "+ck.ID); err != nil {
+	if err := s.Record(ctx, parent, EventForked, "captured for a fork in checkpoint "+ck.ID); err != nil {
 		return nil, restoreFrom{}, err
 	}
 	return ck, restoreFrom{sealedNow: true}, nil
@@ -158,14 +158,14 @@ func (s *Service) createFrom(ctx context.Context, p CreateParams, ck *Checkpoint
 	if p.Network != nil {
 		spec.Network = *p.Network
 	}
-	id := newID(12)
+	id := NewID(12)
 	viewsFrom, err := s.planViews(ctx, id, &spec, ck)
 	if err != nil {
 		return nil, err
 	}
 	now := s.cfg.Now().UTC()
 	sb := &Sandbox{
-		ID: id, Name: p.Name, Spec: spec, State: StateCreating, Generation: 1, Token: newToken(),
+		ID: id, Name: p.Name, Spec: spec, State: StateCreating, Generation: 1, Token: NewToken(),
 		Node: s.cfg.Node, Owner: p.Owner, Policy: p.Policy, Origin: ck.ID, Head: ck.ID, CreatedAt: now, UpdatedAt: now,
 	}
 	if sb.Slot, err = s.allocSandboxSlot(ctx, sb.ID); err != nil {
@@ -175,7 +175,7 @@ func (s *Service) createFrom(ctx context.Context, p CreateParams, ck *Checkpoint
 	l.Lock()
 	defer l.Unlock()
 	ev := Event{SandboxID: sb.ID, Time: now, Type: EventCreated, To: StateCreating, Generation: sb.Generation, Message: msg}
-	if err := s.recordNew(ctx, sb, ev); err != nil {
+	if err := s.RecordNewLocked(ctx, sb, ev); err != nil {
 		s.releaseSlot(sb.Slot)
 		return nil, fmt.Errorf("creating sandbox %q: %w", p.Name, err)
 	}
@@ -186,11 +186,11 @@ func (s *Service) createFrom(ctx context.Context, p CreateParams, ck *Checkpoint
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
-		s.undoCreate(cctx, sb)
+		s.UndoCreateLocked(cctx, sb)
 		return nil, fmt.Errorf("creating sandbox %q: %w", p.Name, err)
 	}
-	s.touch(sb.ID)
-	if err := s.transition(ctx, sb, StateRunning, EventStarted, fmt.Sprintf("generation 1 from checkpoint %s", ck.ID)); err != nil {
+	s.Touch(sb.ID)
+	if err := s.TransitionLocked(ctx, sb, StateRunning, EventStarted, fmt.Sprintf("generation 1 from checkpoint %s", ck.ID)); err != nil {
 		return nil, err
 	}
 	return sb, nil
@@ -215,7 +215,7 @@ func (s *Service) planViews(ctx context.Context, id string, spec *Spec, ck *Chec
 		_, err := s.cfg.Volumes.Stat(ctx, view)
 		return err == nil
 	}
-	plan, from, missing := peers.Plan(id, spec.Peers, now, kept, func() string { return newID(8) })
+	plan, from, missing := peers.Plan(id, spec.Peers, now, kept, func() string { return NewID(8) })
 	if missing != nil {
 		return nil, errdefs.WithHint(errdefs.Conflict("checkpoint %s was taken with a view of %s at %s, which is gone", ck.ID, missing.Sandbox, missing.At),
 			"its files alone can be booted: take a files-only checkpoint of a sandbox without that peer")

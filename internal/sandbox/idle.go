@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/den-dev/den/internal/guest"
 	"github.com/den-dev/den/internal/idle"
 )
 
@@ -32,8 +31,8 @@ type activity interface {
 	Held(id string) bool
 }
 
-// touch records that a sandbox was used now.
-func (s *Service) touch(id string) { s.activity.Touch(id) }
+// Touch counts now as a use of sandbox id, for its idle policy.
+func (s *Service) Touch(id string) { s.activity.Touch(id) }
 
 // EffectivePolicy is sb's policy with the daemon's defaults filled in.
 func (s *Service) EffectivePolicy(sb *Sandbox) idle.Policy {
@@ -72,7 +71,9 @@ func (s *Service) Hold(ctx context.Context, ref string) func() {
 }
 
 // Steps the idle loop (internal/idling) takes, and that nothing in the
-// core needs under these names.
+// core needs under these names; those it takes as the core does
+// (PauseLocked, HibernateLocked, RetainLocked, Destroy, ...) are exported
+// where they are defined.
 
 // LastActive is when sandbox id was last used.
 func (s *Service) LastActive(id string) time.Time { return s.activity.LastActive(id) }
@@ -100,30 +101,3 @@ func (s *Service) Busy(sb *Sandbox) bool {
 func (s *Service) CheckPolicy(ctx context.Context, p idle.Policy) error {
 	return p.ValidateOwn(idle.Floor(ctx, s.cfg.MinTTL))
 }
-
-// PauseLocked freezes running sb, whose lifecycle lock the caller holds
-// (WithSandbox); why is the event's message.
-func (s *Service) PauseLocked(ctx context.Context, sb *Sandbox, why string) error {
-	return s.pause(ctx, sb, why)
-}
-
-// ReadyToSaveLocked makes sb's memory safe to save, or returns the
-// processes that make it unsafe (see grant.Holders); the caller holds
-// sb's lifecycle lock.
-func (s *Service) ReadyToSaveLocked(ctx context.Context, sb *Sandbox) ([]guest.Process, error) {
-	return s.readyToSave(ctx, sb)
-}
-
-// RetainLocked applies sb's retention policy to its manual checkpoints;
-// the caller holds sb's lifecycle lock. Errors are logged.
-func (s *Service) RetainLocked(ctx context.Context, sb *Sandbox) { s.retain(ctx, sb) }
-
-// Destroy ends sandbox ref for good, as the remove verb does, why going
-// into its history; it takes the lifecycle lock itself.
-func (s *Service) Destroy(ctx context.Context, ref, why string) error {
-	return s.destroy(ctx, ref, why)
-}
-
-// PublishAbout streams an event of sb, of type evType saying msg, that
-// its history does not keep.
-func (s *Service) PublishAbout(sb *Sandbox, evType, msg string) { s.publishAbout(sb, evType, msg) }

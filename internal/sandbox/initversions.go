@@ -10,7 +10,7 @@ import (
 // memory image was taken with. Others may go.
 func (s *Service) InitVersions(ctx context.Context) (map[string]bool, error) {
 	used := map[string]bool{s.cfg.Init: true}
-	sbs, err := s.localSandboxes(ctx)
+	sbs, err := s.LocalSandboxes(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +35,7 @@ func (s *Service) InitVersions(ctx context.Context) (map[string]bool, error) {
 // files stay, and `den recover NAME --cold` boots them. Only manifests
 // are read: nothing changes.
 func (s *Service) Unwakeable(ctx context.Context) (map[string]error, error) {
-	sbs, err := s.localSandboxes(ctx)
+	sbs, err := s.LocalSandboxes(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func (s *Service) Unwakeable(ctx context.Context) (map[string]error, error) {
 		if err != nil {
 			return nil, fmt.Errorf("finding the checkpoint sandbox %q sleeps in: %w", sb.Name, err)
 		}
-		if err := s.restorable(ck, sb); err != nil {
+		if err := s.Restorable(ck, sb); err != nil {
 			out[sb.Name] = err
 		}
 	}

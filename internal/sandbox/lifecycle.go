@@ -43,7 +43,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 		if err := p.Network.Validate(); err != nil {
 			return nil, err
 		}
-		if err := s.checkReach(ctx, p.Owner, *p.Network); err != nil {
+		if err := s.CheckReach(ctx, p.Owner, *p.Network); err != nil {
 			return nil, err
 		}
 	}
@@ -53,7 +53,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 	if err := grant.CheckSet(ctx, s.cfg.Secrets, p.Secrets); err != nil {
 		return nil, err
 	}
-	if err := s.checkReserve("create a sandbox"); err != nil {
+	if err := s.CheckReserve("create a sandbox"); err != nil {
 		return nil, err
 	}
 	if p.From != "" {
@@ -88,14 +88,14 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 		return nil, err
 	}
 	// Refuse a taken name before building an image for it.
-	if err := s.nameFree(ctx, p.Owner, p.Name); err != nil {
+	if err := s.NameFree(ctx, p.Owner, p.Name); err != nil {
 		return nil, err
 	}
-	spec.DiskBytes = s.diskCap(spec.DiskBytes)
-	if err := s.checkDiskSize(ctx, spec.DiskBytes); err != nil {
+	spec.DiskBytes = s.DiskCap(spec.DiskBytes)
+	if err := s.CheckDiskSize(ctx, spec.DiskBytes); err != nil {
 		return nil, err
 	}
-	release, err := s.admit(ctx, "create sandbox", p.Owner, spec.Limits(), 1)
+	release, err := s.Admit(ctx, "create sandbox", p.Owner, spec.Limits(), 1)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 			release()
 		}
 	}()
-	if err := s.fetchImage(ctx, spec.Image); err != nil {
+	if err := s.FetchImage(ctx, spec.Image); err != nil {
 		return nil, err
 	}
 	im, err := s.cfg.Images.Version(ctx, spec.Image, spec.ImageVersion)
@@ -119,8 +119,8 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 
 	now := s.cfg.Now().UTC()
 	sb := &Sandbox{
-		ID: newID(12), Name: p.Name, Spec: spec, State: StateCreating, Policy: p.Policy,
-		Generation: 1, Token: newToken(), Node: s.cfg.Node, Owner: p.Owner, CreatedAt: now, UpdatedAt: now,
+		ID: NewID(12), Name: p.Name, Spec: spec, State: StateCreating, Policy: p.Policy,
+		Generation: 1, Token: NewToken(), Node: s.cfg.Node, Owner: p.Owner, CreatedAt: now, UpdatedAt: now,
 	}
 	// A warm instance of the image, if one fits, becomes the sandbox,
 	// with the id and address it was booted with (warm.go).
@@ -139,7 +139,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 		msg += " (a warm instance)"
 	}
 	ev := Event{SandboxID: sb.ID, Time: now, Type: EventCreated, To: StateCreating, Generation: sb.Generation, Message: msg}
-	err = s.recordNew(ctx, sb, ev)
+	err = s.RecordNewLocked(ctx, sb, ev)
 	release()
 	release = nil
 	if err != nil {
@@ -163,7 +163,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 	if err := create(); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
-		s.undoCreate(cctx, sb)
+		s.UndoCreateLocked(cctx, sb)
 		return nil, fmt.Errorf("creating sandbox %q: %w", p.Name, err)
 	}
 	// Its setup steps make it what it is: one that fails undoes the
@@ -171,7 +171,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 	if _, err := s.runSetup(ctx, sb); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
-		s.undoCreate(cctx, sb)
+		s.UndoCreateLocked(cctx, sb)
 		return nil, errdefs.WithHint(fmt.Errorf("creating sandbox %q: %w", p.Name, err), "nothing was created; fix the step and create it again")
 	}
 	s.services.Boot(ctx, sb)
@@ -194,8 +194,8 @@ func (s *Service) createInstance(ctx context.Context, sb *Sandbox, im *Image) er
 		return err
 	}
 	t2 := time.Now()
-	s.touch(sb.ID)
-	err = s.transition(ctx, sb, StateRunning, EventStarted, fmt.Sprintf("generation %d booted", sb.Generation))
+	s.Touch(sb.ID)
+	err = s.TransitionLocked(ctx, sb, StateRunning, EventStarted, fmt.Sprintf("generation %d booted", sb.Generation))
 	s.log.Debug("created", "sandbox", sb.Name, "files_network", t1.Sub(t0), "boot", t2.Sub(t1), "record", time.Since(t2))
 	return err
 }
@@ -234,19 +234,19 @@ func (s *Service) createFromRef(ctx context.Context, p CreateParams) (*Sandbox, 
 		return nil, errdefs.WithHint(errdefs.Invalid("a sandbox created from a checkpoint takes its image, limits and env from it"),
 			"drop --image, --cpus, --memory, --pids, --disk and --env (change limits after with `den limits`), or create from an image instead")
 	}
-	if err := s.nameFree(ctx, p.Owner, p.Name); err != nil {
+	if err := s.NameFree(ctx, p.Owner, p.Name); err != nil {
 		return nil, err
 	}
 	ck, err := s.FindCheckpoint(ctx, p.From)
 	if err != nil {
 		return nil, err
 	}
-	defer s.pin(ck.ID)()
+	defer s.Pin(ck.ID)()
 	probe := &Sandbox{Name: p.Name, Spec: ck.Manifest.Spec}
-	if err := s.restorable(ck, probe); err != nil {
+	if err := s.Restorable(ck, probe); err != nil {
 		return nil, err
 	}
-	release, err := s.admit(ctx, "create sandbox", p.Owner, ck.Manifest.Spec.Limits(), 1)
+	release, err := s.Admit(ctx, "create sandbox", p.Owner, ck.Manifest.Spec.Limits(), 1)
 	if err != nil {
 		return nil, err
 	}
@@ -254,8 +254,9 @@ func (s *Service) createFromRef(ctx context.Context, p CreateParams) (*Sandbox, 
 	return s.createFrom(ctx, p, ck, restoreFrom{}, fmt.Sprintf("from checkpoint %s of sandbox %s", ck.ID, ck.SandboxID))
 }
 
-// undoCreate removes every trace of a sandbox whose creation failed.
-func (s *Service) undoCreate(ctx context.Context, sb *Sandbox) {
+// UndoCreateLocked removes every trace of sb, whose creation did not
+// finish; the caller holds sb's lifecycle lock.
+func (s *Service) UndoCreateLocked(ctx context.Context, sb *Sandbox) {
 	s.halt(ctx, sb, 0)
 	if err := s.cfg.Volumes.Remove(ctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		s.log.Error("undoing create: removing volume", "sandbox", sb.Name, "err", err)
@@ -304,7 +305,7 @@ func (s *Service) startInstance(ctx context.Context, sb *Sandbox) error {
 func (s *Service) bootInstance(ctx context.Context, sb *Sandbox, att Attachment) error {
 	sb.Init = s.cfg.Init // a fresh boot runs the current den-init
 	t1 := time.Now()
-	bootToken := newToken()
+	bootToken := NewToken()
 	if err := s.placeViews(sb); err != nil {
 		return err
 	}
@@ -322,7 +323,7 @@ func (s *Service) bootInstance(ctx context.Context, sb *Sandbox, att Attachment)
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 		return err
 	}
-	s.supervise(sb)
+	s.SuperviseLocked(sb)
 	s.log.Debug("booted", "sandbox", sb.Name, "engine", t2.Sub(t1), "den_init", time.Since(t2))
 	return nil
 }
@@ -331,11 +332,11 @@ func (s *Service) bootInstance(ctx context.Context, sb *Sandbox, att Attachment)
 // the boot token of its environment, sb's own token and its limits, as
 // soon as it listens.
 func (s *Service) handOver(ctx context.Context, sb *Sandbox, bootToken string) error {
-	boot := s.dialWith(sb, bootToken)
+	boot := s.DialGuest(sb, bootToken)
 	if err := s.whenListening(ctx, sb, func(ctx context.Context) error {
 		return s.rekeyAndLimit(ctx, sb, boot, "giving den-init its token")
 	}); err != nil {
-		closeGuest(boot)
+		CloseGuest(boot)
 		return err
 	}
 	s.adoptGuest(sb, boot) // it now presents sb's token
@@ -391,7 +392,7 @@ func (s *Service) halt(ctx context.Context, sb *Sandbox, grace time.Duration) {
 	s.unsupervise(inst) // its end is den's doing, not a death to report
 	if grace > 0 {
 		gctx, cancel := context.WithTimeout(ctx, grace+2*time.Second)
-		if err := s.guestFor(sb).Shutdown(gctx, grace); err != nil {
+		if err := s.GuestFor(sb).Shutdown(gctx, grace); err != nil {
 			s.log.Warn("graceful shutdown failed; killing", "sandbox", sb.Name, "err", err)
 		}
 		cancel()
@@ -417,31 +418,31 @@ func (s *Service) Start(ctx context.Context, ref string) (*Sandbox, error) {
 	if sb.State == StateRunning {
 		return sb, nil
 	}
-	if err := require(sb, "start", StateStopped, StateError); err != nil {
+	if err := Require(sb, "start", StateStopped, StateError); err != nil {
 		return nil, err
 	}
-	if err := s.startLocked(ctx, sb); err != nil {
+	if err := s.StartLocked(ctx, sb); err != nil {
 		return nil, err
 	}
 	return sb, nil
 }
 
-// startLocked boots a stopped sandbox as a new generation; the caller
-// holds its lock.
-func (s *Service) startLocked(ctx context.Context, sb *Sandbox) error {
+// StartLocked boots stopped sb as a new generation; the caller holds its
+// lifecycle lock (WithSandbox).
+func (s *Service) StartLocked(ctx context.Context, sb *Sandbox) error {
 	sb.Generation++
-	sb.Token = newToken()
-	if err := s.record(ctx, sb, "booting", fmt.Sprintf("booting generation %d", sb.Generation)); err != nil {
+	sb.Token = NewToken()
+	if err := s.Record(ctx, sb, "booting", fmt.Sprintf("booting generation %d", sb.Generation)); err != nil {
 		return err
 	}
 	if err := s.startInstance(ctx, sb); err != nil {
 		msg := fmt.Sprintf("generation %d failed to boot: %v", sb.Generation, err)
-		if terr := s.transition(context.WithoutCancel(ctx), sb, StateError, EventFailed, msg); terr != nil {
+		if terr := s.TransitionLocked(context.WithoutCancel(ctx), sb, StateError, EventFailed, msg); terr != nil {
 			s.log.Error("recording failed start", "sandbox", sb.Name, "err", terr)
 		}
 		return fmt.Errorf("starting sandbox %q: %w", sb.Name, err)
 	}
-	if err := s.transition(ctx, sb, StateRunning, EventStarted, fmt.Sprintf("generation %d booted", sb.Generation)); err != nil {
+	if err := s.TransitionLocked(ctx, sb, StateRunning, EventStarted, fmt.Sprintf("generation %d booted", sb.Generation)); err != nil {
 		return err
 	}
 	s.services.Boot(ctx, sb)
@@ -458,18 +459,19 @@ func (s *Service) Stop(ctx context.Context, ref string) (*Sandbox, error) {
 	if sb.State == StateStopped {
 		return sb, nil
 	}
-	if err := require(sb, "stop", StateRunning, StateError); err != nil {
+	if err := Require(sb, "stop", StateRunning, StateError); err != nil {
 		return nil, err
 	}
-	if err := s.stopLocked(ctx, sb, "stopped on request"); err != nil {
+	if err := s.StopLocked(ctx, sb, "stopped on request"); err != nil {
 		return nil, err
 	}
 	return sb, nil
 }
 
-// stopLocked ends sb's instance gracefully (at once when in error), why
-// going into its history; the caller holds its lock.
-func (s *Service) stopLocked(ctx context.Context, sb *Sandbox, why string) error {
+// StopLocked ends sb's instance gracefully (at once when in error), why
+// going into its history; its files stay. The caller holds sb's
+// lifecycle lock (WithSandbox).
+func (s *Service) StopLocked(ctx context.Context, sb *Sandbox, why string) error {
 	grace := s.cfg.StopGrace
 	if sb.State == StateError {
 		grace = 0
@@ -478,12 +480,12 @@ func (s *Service) stopLocked(ctx context.Context, sb *Sandbox, why string) error
 	// commands, so a dend that dies half-way finishes the stop when it
 	// starts again rather than take up an instance that refuses all use.
 	sb.Pending = PendingStop
-	if err := s.record(ctx, sb, "stopping", why); err != nil {
+	if err := s.Record(ctx, sb, "stopping", why); err != nil {
 		return err
 	}
 	s.halt(context.WithoutCancel(ctx), sb, grace)
 	sb.Pending = ""
-	return s.transition(context.WithoutCancel(ctx), sb, StateStopped, EventStopped, why)
+	return s.TransitionLocked(context.WithoutCancel(ctx), sb, StateStopped, EventStopped, why)
 }
 
 // Remove destroys a sandbox, its files and the checkpoints no other
@@ -497,11 +499,12 @@ func (s *Service) Remove(ctx context.Context, ref string, force bool) error {
 		return errdefs.WithHint(errdefs.Conflict("sandbox %q is %s", sb.Name, sb.State),
 			fmt.Sprintf("stop it first with `den stop %s`, or remove it anyway with `den rm -f %s`", sb.Name, sb.Name))
 	}
-	return s.destroy(ctx, sb.ID, "removed on request")
+	return s.Destroy(ctx, sb.ID, "removed on request")
 }
 
-// destroy ends a sandbox for good; why goes into its history.
-func (s *Service) destroy(ctx context.Context, ref, why string) error {
+// Destroy ends sandbox ref for good, as the remove verb does, why going
+// into its history; it takes the lifecycle lock itself.
+func (s *Service) Destroy(ctx context.Context, ref, why string) error {
 	sb, unlock, err := s.lockSandbox(ctx, ref)
 	if err != nil {
 		return err
@@ -509,7 +512,7 @@ func (s *Service) destroy(ctx context.Context, ref, why string) error {
 	// Marked first: a dend that dies half-way finishes the removal when it
 	// starts again, rather than take up a sandbox whose files are gone.
 	sb.Pending = PendingDestroy
-	if err := s.record(ctx, sb, "removing", why); err != nil {
+	if err := s.Record(ctx, sb, "removing", why); err != nil {
 		unlock()
 		return err
 	}
@@ -517,16 +520,17 @@ func (s *Service) destroy(ctx context.Context, ref, why string) error {
 	// before it, kept only for it: that goes now too, not at the next
 	// collection, which a dend stopped right after would never reach.
 	freed := []string{sb.Origin, sb.Checkpoint}
-	err = s.destroyLocked(context.WithoutCancel(ctx), sb, why)
+	err = s.DestroyLocked(context.WithoutCancel(ctx), sb, why)
 	unlock()
 	if err == nil {
-		s.collectFreed(context.WithoutCancel(ctx), freed...)
+		s.CollectFreed(context.WithoutCancel(ctx), freed...)
 	}
 	return err
 }
 
-// destroyLocked does the work of destroy; the caller holds sb's lock.
-func (s *Service) destroyLocked(cctx context.Context, sb *Sandbox, why string) error {
+// DestroyLocked removes sb, as the remove verb does (Destroy), why going
+// into its history; the caller holds sb's lifecycle lock.
+func (s *Service) DestroyLocked(cctx context.Context, sb *Sandbox, why string) error {
 	s.halt(cctx, sb, 0)
 	if err := s.cfg.Volumes.Remove(cctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return fmt.Errorf("removing files of sandbox %q: %w", sb.Name, err)
@@ -538,7 +542,7 @@ func (s *Service) destroyLocked(cctx context.Context, sb *Sandbox, why string) e
 	}
 	s.outputs.Forget(sb.ID)
 	sb.Checkpoint, sb.Origin, sb.Pending = "", "", ""
-	if err := s.transition(cctx, sb, StateDestroyed, EventDestroyed, why); err != nil {
+	if err := s.TransitionLocked(cctx, sb, StateDestroyed, EventDestroyed, why); err != nil {
 		return err
 	}
 	s.releaseSlot(sb.Slot)
@@ -554,14 +558,14 @@ func (s *Service) dropCheckpoints(ctx context.Context, sb *Sandbox) {
 		s.log.Error("removing checkpoints", "sandbox", sb.Name, "err", err)
 		return
 	}
-	needs, err := s.needs(ctx)
+	needs, err := s.Needs(ctx)
 	if err != nil {
 		s.log.Error("removing checkpoints", "sandbox", sb.Name, "err", err)
 		return
 	}
 	for _, ck := range cks {
 		if len(needs[ck.ID]) == 0 && !s.pins.Pinned(ck.ID) {
-			if err := s.deleteCheckpoint(ctx, sb, ck); err != nil {
+			if err := s.DeleteCheckpointLocked(ctx, sb, ck); err != nil {
 				s.log.Error("removing checkpoint", "sandbox", sb.Name, "checkpoint", ck.ID, "err", err)
 			}
 		}
@@ -586,15 +590,16 @@ func (s *Service) lockSandbox(ctx context.Context, ref string) (*Sandbox, func()
 		l.Unlock()
 		return nil, nil, errdefs.WithHint(errdefs.NotFound("sandbox %q not found", ref), "list sandboxes with `den ls`")
 	}
-	if err := s.elsewhere(sb); err != nil {
+	if err := s.Elsewhere(sb); err != nil {
 		l.Unlock()
 		return nil, nil, err
 	}
 	return sb, l.Unlock, nil
 }
 
-// allocSlot hands out the lowest free network slot.
-func (s *Service) allocSlot(id string) (int, error) {
+// AllocFreeSlot hands id the lowest free network slot, never taking one
+// back from the warm pools (AllocSlot does); ReleaseSlot gives it back.
+func (s *Service) AllocFreeSlot(id string) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := 0; i < s.cfg.Network.Slots(); i++ {

@@ -77,8 +77,8 @@ func NotFound(ref string) error {
 	return errdefs.WithHint(errdefs.NotFound("sandbox %q not found", ref), "list sandboxes with `den ls`")
 }
 
-// nameFree refuses a name a live sandbox of the same owner already has.
-func (s *Service) nameFree(ctx context.Context, owner, name string) error {
+// NameFree refuses a name a live sandbox of owner already has.
+func (s *Service) NameFree(ctx context.Context, owner, name string) error {
 	named, err := s.cfg.Store.SandboxesNamed(ctx, name)
 	if err != nil {
 		return err

@@ -25,12 +25,12 @@ func (s *Service) attach(ctx context.Context, sb *Sandbox) (Attachment, error) {
 	return att, nil
 }
 
-// checkReach refuses a policy that names what no sandbox of owner may
-// reach: private ranges are open to it only where dend opens them to
-// every owner or an admin granted them to it (`den owner set`). A create
-// asks it here; changing a policy (internal/networking) and an import
-// (internal/export) through CheckReach.
-func (s *Service) checkReach(ctx context.Context, owner string, p netpolicy.Policy) error {
+// CheckReach refuses network policy p when it names what no sandbox of
+// owner may reach: private ranges are open to it only where dend opens
+// them to every owner or an admin granted them to it (`den owner set`).
+// A create asks it, and so do changing a policy (internal/networking)
+// and an import (internal/export).
+func (s *Service) CheckReach(ctx context.Context, owner string, p netpolicy.Policy) error {
 	var granted []netip.Prefix
 	if owner != "" {
 		o, _, err := s.QuotaOf(ctx, owner)

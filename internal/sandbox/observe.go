@@ -73,8 +73,9 @@ func (s *Service) publishEvent(sb *Sandbox, ev Event) {
 	})
 }
 
-// publishAbout streams an event of sb that its history does not keep.
-func (s *Service) publishAbout(sb *Sandbox, evType, msg string) {
+// PublishAbout streams an event of sb, of type evType saying msg, that
+// its history does not keep.
+func (s *Service) PublishAbout(sb *Sandbox, evType, msg string) {
 	s.events.Publish(events.Event{
 		Time: s.cfg.Now().UTC(), Type: evType, SandboxID: sb.ID, Sandbox: sb.Name, Owner: sb.Owner,
 		From: string(sb.State), To: string(sb.State), Generation: sb.Generation, Message: msg,

@@ -33,9 +33,9 @@ type outputSpace interface {
 // DiskStatus reports the free space dend keeps on its data disk.
 func (s *Service) DiskStatus() runoutput.DiskStatus { return s.space.Status() }
 
-// checkReserve refuses to start something new once the data disk is down
-// to its reserve.
-func (s *Service) checkReserve(doing string) error { return s.space.CheckReserve(doing) }
+// CheckReserve refuses doing (e.g. "boot a warm instance"), something
+// new, while the host's data disk is down to its reserve.
+func (s *Service) CheckReserve(doing string) error { return s.space.CheckReserve(doing) }
 
 // endedRuns are the runs whose output the allowance may prune, of which
 // s.outputs leaves out the ones still collected (runoutput.Runs).

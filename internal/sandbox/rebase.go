@@ -33,11 +33,11 @@ func (s *Service) NextGenerationLocked(ctx context.Context, sb *Sandbox) error {
 	if sb.State != StateStopped {
 		s.halt(context.WithoutCancel(ctx), sb, 0)
 	}
-	if err := s.loseRuns(ctx, sb); err != nil {
+	if err := s.LoseRunsLocked(ctx, sb); err != nil {
 		return err
 	}
 	sb.Generation++
-	sb.Token = newToken()
+	sb.Token = NewToken()
 	return nil
 }
 

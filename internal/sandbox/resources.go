@@ -53,7 +53,7 @@ func (s *Service) rekeyAndLimit(ctx context.Context, sb *Sandbox, g Guest, doing
 		return fmt.Errorf("%s: %w", doing, err)
 	}
 	if !set {
-		err = s.enforceLimits(ctx, sb, s.guestFor(sb))
+		err = s.enforceLimits(ctx, sb, s.GuestFor(sb))
 	} else {
 		err = s.hostLimits(ctx, sb)
 	}
@@ -74,7 +74,7 @@ func (s *Service) limitsOnResume(ctx context.Context, sb *Sandbox) {
 	delete(s.staleLimits, sb.ID)
 	s.mu.Unlock()
 	if stale {
-		if err := s.enforceLimits(ctx, sb, s.guestFor(sb)); err != nil {
+		if err := s.enforceLimits(ctx, sb, s.GuestFor(sb)); err != nil {
 			s.log.Error("applying limits changed while paused", "sandbox", sb.Name, "err", err)
 		}
 	}
@@ -82,7 +82,7 @@ func (s *Service) limitsOnResume(ctx context.Context, sb *Sandbox) {
 
 // capDisk applies sb's disk limit to its volume, after every fresh one.
 func (s *Service) capDisk(ctx context.Context, sb *Sandbox) error {
-	sb.Spec.DiskBytes = s.diskCap(sb.Spec.DiskBytes)
+	sb.Spec.DiskBytes = s.DiskCap(sb.Spec.DiskBytes)
 	if sb.Spec.DiskBytes == 0 {
 		return nil
 	}
@@ -106,7 +106,7 @@ func (s *Service) ApplyLimitsLocked(ctx context.Context, sb *Sandbox, old, l Lim
 			s.mu.Unlock()
 			return nil
 		}
-		return s.guestFor(sb).SetLimits(ctx, guest.Limits{MemoryBytes: l.MemoryBytes, PIDs: l.PIDs})
+		return s.GuestFor(sb).SetLimits(ctx, guest.Limits{MemoryBytes: l.MemoryBytes, PIDs: l.PIDs})
 	}
 	if l.MemoryBytes < old.MemoryBytes {
 		if err := inside(); err != nil {

@@ -18,11 +18,11 @@ type secretHolders interface {
 	Clear(ctx context.Context, instance string, st grant.State, g grant.Guest) ([]guest.Process, error)
 }
 
-// readyToSave makes sb's memory safe to save, or returns the processes
-// that make it unsafe (see grant.Holders). A paused sandbox is thawed for
-// it and frozen again. The caller holds sb's lifecycle lock, so no
-// command starts meanwhile.
-func (s *Service) readyToSave(ctx context.Context, sb *Sandbox) ([]guest.Process, error) {
+// ReadyToSaveLocked makes sb's memory safe to save, or returns the
+// processes that make it unsafe (see grant.Holders). A paused sandbox is
+// thawed for it and frozen again. The caller holds sb's lifecycle lock,
+// so no command starts meanwhile.
+func (s *Service) ReadyToSaveLocked(ctx context.Context, sb *Sandbox) ([]guest.Process, error) {
 	inst := sb.InstanceID()
 	st := s.secretStates.Of(inst)
 	if st.Clean() || (sb.State != StateRunning && sb.State != StatePaused) {
@@ -38,14 +38,14 @@ func (s *Service) readyToSave(ctx context.Context, sb *Sandbox) ([]guest.Process
 			}
 		}()
 	}
-	return s.secretStates.Clear(ctx, inst, st, s.guestFor(sb))
+	return s.secretStates.Clear(ctx, inst, st, s.GuestFor(sb))
 }
 
 // refuseSecretCapture fails when saving sb's memory, to do what (e.g.
 // "hibernating"), would save a secret a process holds; else it readies
 // the memory to be saved.
 func (s *Service) refuseSecretCapture(ctx context.Context, sb *Sandbox, what, instead string) error {
-	holders, err := s.readyToSave(ctx, sb)
+	holders, err := s.ReadyToSaveLocked(ctx, sb)
 	if err != nil || len(holders) == 0 {
 		return err
 	}

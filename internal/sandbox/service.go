@@ -250,8 +250,9 @@ func (s *Service) Close() {
 	}
 }
 
-// every calls f every interval, in the background, until Close.
-func (s *Service) every(interval time.Duration, f func(ctx context.Context)) {
+// Every calls f every interval, in the background, under the Service's
+// lifetime (see Go): until Close.
+func (s *Service) Every(interval time.Duration, f func(ctx context.Context)) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -280,10 +281,11 @@ func (s *Service) lock(id string) *sync.RWMutex {
 	return l
 }
 
-// elsewhere is the error for a verb on a sandbox another node of the
-// fleet runs: this dend must not act for it (the API forwards such
-// requests to the sandbox's node before they get here).
-func (s *Service) elsewhere(sb *Sandbox) error {
+// Elsewhere is the error for a verb on sb when another node of the
+// fleet runs it, nil when this node does: this dend must not act for it
+// (the API forwards such requests to the sandbox's node before they get
+// here).
+func (s *Service) Elsewhere(sb *Sandbox) error {
 	if sb.Node == s.cfg.Node {
 		return nil
 	}
@@ -291,9 +293,9 @@ func (s *Service) elsewhere(sb *Sandbox) error {
 		"send the request to any node's API: it is forwarded to the sandbox's node")
 }
 
-// localSandboxes returns the sandboxes that are not destroyed and are
+// LocalSandboxes returns the sandboxes that are not destroyed and are
 // this node's: the ones whose instances, files and policy it keeps.
-func (s *Service) localSandboxes(ctx context.Context) ([]*Sandbox, error) {
+func (s *Service) LocalSandboxes(ctx context.Context) ([]*Sandbox, error) {
 	return s.cfg.Store.ListSandboxesOn(ctx, s.cfg.Node)
 }
 
@@ -329,21 +331,23 @@ func (s *Service) Address(sb *Sandbox) string {
 	return g.String()
 }
 
-// guestFor returns the den-init client of the sandbox's current instance.
-func (s *Service) guestFor(sb *Sandbox) Guest {
+// GuestFor is a client of den-init in sb's current instance, as the
+// core's verbs use it (internal/sampling counts processes and turns limit
+// checks on and off with it).
+func (s *Service) GuestFor(sb *Sandbox) Guest {
 	id := sb.InstanceID()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if g, ok := s.guests[id]; ok {
 		return g
 	}
-	g := s.dialWith(sb, sb.Token)
+	g := s.DialGuest(sb, sb.Token)
 	s.guests[id] = g
 	return g
 }
 
 // adoptGuest makes g, a client that den-init of sb's current instance
-// has just accepted sb's token from, the one guestFor gives: its open
+// has just accepted sb's token from, the one GuestFor gives: its open
 // connection then carries the first call after a boot or wake.
 func (s *Service) adoptGuest(sb *Sandbox, g Guest) {
 	id := sb.InstanceID()
@@ -354,7 +358,7 @@ func (s *Service) adoptGuest(sb *Sandbox, g Guest) {
 	}
 	s.mu.Unlock()
 	if had {
-		closeGuest(g)
+		CloseGuest(g)
 	}
 }
 
@@ -365,12 +369,13 @@ func (s *Service) forgetGuest(instanceID string) {
 	s.mu.Unlock()
 	s.secretStates.Forget(instanceID)
 	// Its pooled connections lead to an instance that is gone.
-	closeGuest(g)
+	CloseGuest(g)
 }
 
-// transition moves sb to state to, persisting it with an event. It is the
-// only place a state changes.
-func (s *Service) transition(ctx context.Context, sb *Sandbox, to State, evType, msg string) error {
+// TransitionLocked moves sb to state to through the one transition table,
+// persisting it with an event of type evType saying msg; the caller holds
+// sb's lifecycle lock. It is the only place a state changes.
+func (s *Service) TransitionLocked(ctx context.Context, sb *Sandbox, to State, evType, msg string) error {
 	if !CanTransition(sb.State, to) {
 		return errdefs.Conflict("sandbox %q cannot go from %s to %s", sb.Name, sb.State, to)
 	}
@@ -401,8 +406,10 @@ func (s *Service) transition(ctx context.Context, sb *Sandbox, to State, evType,
 	return nil
 }
 
-// record persists a change that keeps the state (e.g. a new generation).
-func (s *Service) record(ctx context.Context, sb *Sandbox, evType, msg string) error {
+// Record persists a change to sb that keeps its state (e.g. a new
+// generation), with an event of type evType saying msg; the caller holds
+// sb's lifecycle lock.
+func (s *Service) Record(ctx context.Context, sb *Sandbox, evType, msg string) error {
 	ev := Event{SandboxID: sb.ID, Time: s.cfg.Now().UTC(), Type: evType, From: sb.State, To: sb.State, Generation: sb.Generation, Message: msg}
 	if err := s.cfg.Store.UpdateSandbox(ctx, sb, ev); err != nil {
 		return fmt.Errorf("recording sandbox %q: %w", sb.Name, err)
@@ -413,14 +420,16 @@ func (s *Service) record(ctx context.Context, sb *Sandbox, evType, msg string) e
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
-// newID returns n random characters from [a-z2-7].
-func newID(n int) string {
+// NewID returns n random characters from [a-z2-7], as the ids the core
+// gives sandboxes and checkpoints.
+func NewID(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return strings.ToLower(idEncoding.EncodeToString(b))[:n]
 }
 
-func newToken() string {
+// NewToken returns a new den-init token.
+func NewToken() string {
 	b := make([]byte, 32)
 	rand.Read(b)
 	return base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b)

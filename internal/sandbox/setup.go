@@ -173,10 +173,10 @@ func (s *Service) runStep(ctx context.Context, sb *Sandbox, step string) (*Run, 
 	argv := []string{"/bin/sh", "-c", step}
 	spec := guest.ProcSpec{Argv: argv, Env: mergeEnv(base.Env, sb.Spec.Env), Cwd: firstNonEmpty(base.Cwd, "/"),
 		User: base.User, Timeout: SetupStepTimeout}
-	g := s.guestFor(sb)
+	g := s.GuestFor(sb)
 	run, err := s.startRun(sb.ID, g, spec, func(st guest.ProcStatus) (*Run, error) {
 		run := &Run{
-			ID: newID(12), SandboxID: sb.ID, Generation: sb.Generation, GuestID: st.ID, PID: st.PID,
+			ID: NewID(12), SandboxID: sb.ID, Generation: sb.Generation, GuestID: st.ID, PID: st.PID,
 			Argv: argv, Cwd: spec.Cwd, User: spec.User, Status: RunRunning, StartedAt: st.StartedAt.UTC(),
 			OutputMax: s.cfg.Output.PerStream,
 		}

@@ -18,21 +18,23 @@ func (s *Service) Pause(ctx context.Context, ref string) (*Sandbox, error) {
 		return nil, err
 	}
 	defer unlock()
-	return sb, s.pause(ctx, sb, "paused on request")
+	return sb, s.PauseLocked(ctx, sb, "paused on request")
 }
 
-func (s *Service) pause(ctx context.Context, sb *Sandbox, why string) (err error) {
+// PauseLocked freezes running sb, whose lifecycle lock the caller holds
+// (WithSandbox); why is the event's message.
+func (s *Service) PauseLocked(ctx context.Context, sb *Sandbox, why string) (err error) {
 	defer s.observe(VerbPause, time.Now(), &err)
 	if sb.State == StatePaused {
 		return nil
 	}
-	if err := require(sb, "pause", StateRunning); err != nil {
+	if err := Require(sb, "pause", StateRunning); err != nil {
 		return err
 	}
 	if err := s.cfg.Runtime.Pause(ctx, sb.InstanceID()); err != nil {
 		return fmt.Errorf("pausing sandbox %q: %w", sb.Name, err)
 	}
-	if err := s.transition(ctx, sb, StatePaused, EventPaused, why); err != nil {
+	if err := s.TransitionLocked(ctx, sb, StatePaused, EventPaused, why); err != nil {
 		s.cfg.Runtime.Resume(context.WithoutCancel(ctx), sb.InstanceID())
 		return err
 	}
@@ -56,10 +58,13 @@ func (s *Service) Resume(ctx context.Context, ref string) (_ *Sandbox, err error
 		return nil, err
 	}
 	defer unlock()
-	return sb, s.resumeLocked(ctx, sb, "resumed on request")
+	return sb, s.ResumeLocked(ctx, sb, "resumed on request")
 }
 
-func (s *Service) resumeLocked(ctx context.Context, sb *Sandbox, why string) error {
+// ResumeLocked brings sb, paused or hibernated, back to running, whose
+// lifecycle lock the caller holds; why is the event's message. A running
+// sandbox is left as it is.
+func (s *Service) ResumeLocked(ctx context.Context, sb *Sandbox, why string) error {
 	switch sb.State {
 	case StateRunning:
 		return nil
@@ -67,19 +72,19 @@ func (s *Service) resumeLocked(ctx context.Context, sb *Sandbox, why string) err
 		if err := s.cfg.Runtime.Resume(ctx, sb.InstanceID()); err != nil {
 			return fmt.Errorf("resuming sandbox %q: %w", sb.Name, err)
 		}
-		s.touch(sb.ID)
-		if err := s.transition(ctx, sb, StateRunning, EventResumed, why); err != nil {
+		s.Touch(sb.ID)
+		if err := s.TransitionLocked(ctx, sb, StateRunning, EventResumed, why); err != nil {
 			return err
 		}
 		s.limitsOnResume(ctx, sb)
-		if err := s.fenceOne(ctx, sb, s.guestFor(sb)); err != nil {
+		if err := s.fenceOne(ctx, sb, s.GuestFor(sb)); err != nil {
 			return fmt.Errorf("resumed sandbox %q, but: %w", sb.Name, err)
 		}
 		return nil
 	case StateHibernated:
 		return s.wakeFromDisk(ctx, sb, why)
 	}
-	return require(sb, "resume", StatePaused, StateHibernated)
+	return Require(sb, "resume", StatePaused, StateHibernated)
 }
 
 // wakeFromDisk restores a hibernated sandbox as a new generation from the
@@ -101,20 +106,20 @@ func (s *Service) wakeFromDisk(ctx context.Context, sb *Sandbox, why string) (er
 	if err := s.images.CheckKey(ck.ID, ck.Manifest.Sealed); err != nil {
 		return err
 	}
-	if err := s.restorable(ck, sb); err != nil {
+	if err := s.Restorable(ck, sb); err != nil {
 		// Not attempted: the sandbox waits in error, its checkpoint kept,
 		// for `den recover --cold` or an engine that can restore it.
 		msg := fmt.Sprintf("cannot wake from checkpoint %s here: %v", ck.ID, err)
-		if terr := s.transition(ctx, sb, StateError, EventFailed, msg); terr != nil {
+		if terr := s.TransitionLocked(ctx, sb, StateError, EventFailed, msg); terr != nil {
 			return terr
 		}
 		return errdefs.WithHint(err, fmt.Sprintf("`den recover %s --cold` boots its saved files without its processes", sb.Name))
 	}
 	t1 = time.Now()
 	sb.Generation++
-	sb.Token = newToken()
+	sb.Token = NewToken()
 	sb.Pending = PendingResume
-	if err := s.record(ctx, sb, "waking", fmt.Sprintf("restoring generation %d from checkpoint %s", sb.Generation, ck.ID)); err != nil {
+	if err := s.Record(ctx, sb, "waking", fmt.Sprintf("restoring generation %d from checkpoint %s", sb.Generation, ck.ID)); err != nil {
 		return err
 	}
 	t2 = time.Now()
@@ -127,7 +132,7 @@ func (s *Service) finishBoot(ctx context.Context, sb *Sandbox, ck *Checkpoint, c
 	if err := s.bootFrom(ctx, sb, ck, restoreFrom{cold: cold}); err != nil {
 		sb.Pending, sb.Checkpoint = "", ck.ID
 		msg := fmt.Sprintf("generation %d failed to come back from checkpoint %s: %v", sb.Generation, ck.ID, err)
-		if terr := s.transition(context.WithoutCancel(ctx), sb, StateError, EventFailed, msg); terr != nil {
+		if terr := s.TransitionLocked(context.WithoutCancel(ctx), sb, StateError, EventFailed, msg); terr != nil {
 			s.log.Error("recording failed restore", "sandbox", sb.Name, "err", terr)
 		}
 		return fmt.Errorf("sandbox %q: %w", sb.Name, err)
@@ -136,9 +141,9 @@ func (s *Service) finishBoot(ctx context.Context, sb *Sandbox, ck *Checkpoint, c
 	if ck.Kind != CheckpointHibernate {
 		sb.Head = ck.ID
 	}
-	s.touch(sb.ID)
+	s.Touch(sb.ID)
 	t := time.Now()
-	if err := s.transition(ctx, sb, StateRunning, evType, fmt.Sprintf("%s; generation %d from checkpoint %s", why, sb.Generation, ck.ID)); err != nil {
+	if err := s.TransitionLocked(ctx, sb, StateRunning, evType, fmt.Sprintf("%s; generation %d from checkpoint %s", why, sb.Generation, ck.ID)); err != nil {
 		return err
 	}
 	// A cold boot starts the services; a restored den-init keeps its
@@ -146,11 +151,11 @@ func (s *Service) finishBoot(ctx context.Context, sb *Sandbox, ck *Checkpoint, c
 	s.services.Boot(ctx, sb)
 	if ck.Kind == CheckpointHibernate && !cold {
 		t2 := time.Now()
-		err := s.wakeRuns(ctx, sb, s.guestFor(sb))
+		err := s.wakeRuns(ctx, sb, s.GuestFor(sb))
 		s.log.Debug("recorded running", "sandbox", sb.Name, "record", t2.Sub(t), "runs", time.Since(t2))
 		return err
 	}
-	return s.loseRuns(ctx, sb)
+	return s.LoseRunsLocked(ctx, sb)
 }
 
 // Hibernate saves a running or paused sandbox to disk, processes and
@@ -162,22 +167,24 @@ func (s *Service) Hibernate(ctx context.Context, ref string) (*Sandbox, error) {
 		return nil, err
 	}
 	defer unlock()
-	return sb, s.hibernate(ctx, sb, "hibernated on request")
+	return sb, s.HibernateLocked(ctx, sb, "hibernated on request")
 }
 
-func (s *Service) hibernate(ctx context.Context, sb *Sandbox, why string) (err error) {
+// HibernateLocked hibernates sb, running or paused, whose lifecycle lock
+// the caller holds (WithSandbox); why is the event's message.
+func (s *Service) HibernateLocked(ctx context.Context, sb *Sandbox, why string) (err error) {
 	defer s.observe(VerbHibernate, time.Now(), &err)
 	if sb.State == StateHibernated {
 		return nil
 	}
-	if err := require(sb, "hibernate", StateRunning, StatePaused); err != nil {
+	if err := Require(sb, "hibernate", StateRunning, StatePaused); err != nil {
 		return err
 	}
 	if err := s.refuseSecretCapture(ctx, sb, "hibernating", "keep it in RAM with `den pause "+sb.Name+"`"); err != nil {
 		return err
 	}
-	sb.Pending, sb.Checkpoint = PendingHibernate, newID(12)
-	if err := s.record(ctx, sb, "hibernating", "saving memory and files to checkpoint "+sb.Checkpoint); err != nil {
+	sb.Pending, sb.Checkpoint = PendingHibernate, NewID(12)
+	if err := s.Record(ctx, sb, "hibernating", "saving memory and files to checkpoint "+sb.Checkpoint); err != nil {
 		return err
 	}
 	// Before the memory is saved, so that no half-done transfer sleeps
@@ -193,7 +200,7 @@ func (s *Service) hibernate(ctx context.Context, sb *Sandbox, why string) (err e
 		return s.undoHibernate(context.WithoutCancel(ctx), sb, err)
 	}
 	sb.Pending = ""
-	err = s.transition(ctx, sb, StateHibernated, EventHibernated, fmt.Sprintf("%s; %s of memory in checkpoint %s", why, units.BytesSize(float64(ck.Manifest.MemoryBytes)), ck.ID))
+	err = s.TransitionLocked(ctx, sb, StateHibernated, EventHibernated, fmt.Sprintf("%s; %s of memory in checkpoint %s", why, units.BytesSize(float64(ck.Manifest.MemoryBytes)), ck.ID))
 	// The engine instance and network go in the background once the
 	// record is written: started sooner, their removal only slows the
 	// write. The save already ended the instance's processes.
@@ -205,10 +212,12 @@ func (s *Service) hibernate(ctx context.Context, sb *Sandbox, why string) (err e
 	return nil
 }
 
-// finishHibernate releases, in the background (teardown.go), the engine
-// instance and network of a sandbox whose checkpoint is complete: its
-// processes are already gone with the save.
-func (s *Service) finishHibernate(ctx context.Context, sb *Sandbox) {
+// FinishHibernateLocked releases, in the background (teardown.go), the
+// engine instance and network of sb, whose hibernation checkpoint is
+// complete (its processes are already gone with the save), and ends its
+// pending change; the caller holds sb's lifecycle lock and records it
+// hibernated.
+func (s *Service) FinishHibernateLocked(ctx context.Context, sb *Sandbox) {
 	s.tearDownLater(sb)
 	sb.Pending = ""
 }
@@ -219,18 +228,18 @@ func (s *Service) undoHibernate(ctx context.Context, sb *Sandbox, cause error) e
 	sb.Pending, sb.Checkpoint = "", ""
 	st, err := s.cfg.Runtime.State(ctx, sb.InstanceID())
 	if err == nil && (st == InstanceRunning || st == InstancePaused) {
-		if err := s.record(ctx, sb, EventFailed, fmt.Sprintf("hibernation failed, still %s: %v", sb.State, cause)); err != nil {
+		if err := s.Record(ctx, sb, EventFailed, fmt.Sprintf("hibernation failed, still %s: %v", sb.State, cause)); err != nil {
 			s.log.Error("recording failed hibernation", "sandbox", sb.Name, "err", err)
 		}
-		s.supervise(sb) // watched again: it lives on
-		if err := s.wakeRuns(ctx, sb, s.guestFor(sb)); err != nil {
+		s.SuperviseLocked(sb) // watched again: it lives on
+		if err := s.wakeRuns(ctx, sb, s.GuestFor(sb)); err != nil {
 			s.log.Error("collecting runs again", "sandbox", sb.Name, "err", err)
 		}
 		return fmt.Errorf("hibernating sandbox %q: %w", sb.Name, cause)
 	}
 	s.halt(ctx, sb, 0)
 	msg := fmt.Sprintf("hibernation failed and the instance is gone: %v; files are kept, `den start %s` boots it again", cause, sb.Name)
-	if terr := s.transition(ctx, sb, StateStopped, EventFailed, msg); terr != nil {
+	if terr := s.TransitionLocked(ctx, sb, StateStopped, EventFailed, msg); terr != nil {
 		s.log.Error("recording failed hibernation", "sandbox", sb.Name, "err", terr)
 	}
 	return fmt.Errorf("hibernating sandbox %q: %w", sb.Name, cause)
@@ -249,5 +258,5 @@ func (s *Service) wake(ctx context.Context, id string) (err error) {
 	if sb.State != StatePaused && sb.State != StateHibernated {
 		return nil
 	}
-	return s.resumeLocked(ctx, sb, "woken by use")
+	return s.ResumeLocked(ctx, sb, "woken by use")
 }

@@ -61,9 +61,10 @@ func (s State) Valid() bool {
 	return ok
 }
 
-// require returns a conflict error unless the sandbox is in one of the
-// allowed states. action is the verb the user asked for, as they typed it.
-func require(sb *Sandbox, action string, allowed ...State) error {
+// Require returns a conflict error, with a hint saying what to do first,
+// unless sb is in one of the allowed states; action is the verb the user
+// asked for, as they typed it.
+func Require(sb *Sandbox, action string, allowed ...State) error {
 	for _, s := range allowed {
 		if sb.State == s {
 			return nil
@@ -73,10 +74,12 @@ func require(sb *Sandbox, action string, allowed ...State) error {
 	if sb.Reason != "" && (sb.State == StateStopped || sb.State == StateError) {
 		err = errdefs.Conflict("cannot %s sandbox %q: it is %s (%s)", action, sb.Name, sb.State, sb.Reason)
 	}
-	return errdefs.WithHint(err, hintFor(sb.State, action))
+	return errdefs.WithHint(err, sb.State.Hint(action))
 }
 
-func hintFor(s State, action string) string {
+// Hint says what to do first so that action can go on, for a sandbox in
+// state s.
+func (s State) Hint(action string) string {
 	switch s {
 	case StateStopped:
 		return fmt.Sprintf("start it first with `den start NAME`, then %s", action)

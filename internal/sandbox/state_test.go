@@ -40,7 +40,7 @@ func TestTransitionTable(t *testing.T) {
 
 func TestRequireNamesStateAndHint(t *testing.T) {
 	sb := &Sandbox{Name: "web", State: StateStopped}
-	err := require(sb, "exec in", StateRunning)
+	err := Require(sb, "exec in", StateRunning)
 	if !errors.Is(err, errdefs.ErrConflict) {
 		t.Fatalf("want conflict, got %v", err)
 	}
@@ -50,7 +50,7 @@ func TestRequireNamesStateAndHint(t *testing.T) {
 	if errdefs.Hint(err) == "" {
 		t.Fatalf("no hint for a stopped sandbox")
 	}
-	if err := require(sb, "start", StateStopped, StateError); err != nil {
+	if err := Require(sb, "start", StateStopped, StateError); err != nil {
 		t.Fatalf("require allowed state: %v", err)
 	}
 }

@@ -7,6 +7,9 @@ import "context"
 // core needs under these names: each is one of the core's own steps, so
 // that recovery never reaches into the Service's state. The caller of a
 // step ending in Locked holds sb's lifecycle lock (Lock, WithSandbox).
+// The steps it takes as the core does (UndoCreateLocked,
+// SuperviseLocked, LoseLocked, DestroyLocked, ...) are exported where
+// they are defined.
 
 // Lock holds the lifecycle lock of sandbox id, whose record the caller
 // has already read, until unlock is called.
@@ -36,62 +39,20 @@ func (s *Service) ClearWarmLeftovers(ctx context.Context) error {
 	return s.warm.ClearLeftovers(ctx)
 }
 
-// UndoCreateLocked removes every trace of sb, whose creation did not
-// finish.
-func (s *Service) UndoCreateLocked(ctx context.Context, sb *Sandbox) { s.undoCreate(ctx, sb) }
-
-// SuperviseLocked watches sb's current instance, which lives, until it
-// ends.
-func (s *Service) SuperviseLocked(sb *Sandbox) { s.supervise(sb) }
-
-// ResumeRunsLocked collects again the open runs of sb's current
-// generation, whose instance lives, from where their output on the host
-// ends; those of an earlier generation end as lost.
-func (s *Service) ResumeRunsLocked(ctx context.Context, sb *Sandbox) error {
-	return s.resumeRuns(ctx, sb)
-}
-
 // WakeRunsLocked collects again the runs of sb, just come back from a
 // hibernation with its processes.
 func (s *Service) WakeRunsLocked(ctx context.Context, sb *Sandbox) error {
-	return s.wakeRuns(ctx, sb, s.guestFor(sb))
-}
-
-// LoseRunsLocked marks every open run of sb as lost.
-func (s *Service) LoseRunsLocked(ctx context.Context, sb *Sandbox) error { return s.loseRuns(ctx, sb) }
-
-// LoseLocked records that sb's instance is gone by itself: whatever is
-// left of it goes, its open runs end as lost, and it is stopped with why.
-func (s *Service) LoseLocked(ctx context.Context, sb *Sandbox, why string) error {
-	return s.lose(ctx, sb, why)
+	return s.wakeRuns(ctx, sb, s.GuestFor(sb))
 }
 
 // HaltLocked ends sb's current instance at once, its engine sandbox and
 // namespace going too. Errors are logged.
 func (s *Service) HaltLocked(ctx context.Context, sb *Sandbox) { s.halt(ctx, sb, 0) }
 
-// DestroyLocked removes sb, as the remove verb does, why going into its
-// history.
-func (s *Service) DestroyLocked(ctx context.Context, sb *Sandbox, why string) error {
-	return s.destroyLocked(ctx, sb, why)
-}
-
-// SalvageHibernationLocked completes sb's pending hibernation whose
-// memory image the engine finished writing, and returns its checkpoint;
-// ErrNotFound when the image is not whole.
-func (s *Service) SalvageHibernationLocked(ctx context.Context, sb *Sandbox) (*Checkpoint, error) {
-	return s.salvageHibernation(ctx, sb)
-}
-
-// FinishHibernateLocked releases, in the background, the engine instance
-// and network of sb, whose hibernation checkpoint is complete, and ends
-// its pending change; the caller records it hibernated.
-func (s *Service) FinishHibernateLocked(ctx context.Context, sb *Sandbox) { s.finishHibernate(ctx, sb) }
-
 // Ping asks den-init of sb's current instance, with sb's token, whether
 // it answers.
 func (s *Service) Ping(ctx context.Context, sb *Sandbox) error {
-	_, err := s.guestFor(sb).Ping(ctx)
+	_, err := s.GuestFor(sb).Ping(ctx)
 	return err
 }
 
@@ -99,8 +60,8 @@ func (s *Service) Ping(ctx context.Context, sb *Sandbox) error {
 // answers to oldToken (a restore finished, dend stopped before it gave
 // den-init sb's token), and returns what den-init said.
 func (s *Service) RekeyFrom(ctx context.Context, sb *Sandbox, oldToken string) error {
-	old := s.dialWith(sb, oldToken)
-	defer closeGuest(old)
+	old := s.DialGuest(sb, oldToken)
+	defer CloseGuest(old)
 	_, err := old.Rekey(ctx, sb.Token, nil)
 	return err
 }

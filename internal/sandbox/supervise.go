@@ -33,11 +33,12 @@ type engineWatcher interface {
 // a death.
 func (s *Service) unsupervise(inst string) { s.supervised.End(inst) }
 
-// supervise watches sb's current instance until it ends: by itself, which
-// engineDied settles, or by den's own doing, which unsupervise announces
-// first (and a later check tells apart, should the exit come first). It
-// returns at once; the watch runs under the service's lifetime.
-func (s *Service) supervise(sb *Sandbox) {
+// SuperviseLocked watches sb's current instance, which lives, until it
+// ends: by itself, which engineDied settles, or by den's own doing, which
+// unsupervise announces first (and a later check tells apart, should the
+// exit come first). It returns at once; the watch runs under the
+// service's lifetime. The caller holds sb's lifecycle lock.
+func (s *Service) SuperviseLocked(sb *Sandbox) {
 	id, inst := sb.ID, sb.InstanceID()
 	ctx, cancel := context.WithCancel(s.ctx)
 	forget := s.supervised.Add(inst, cancel)
@@ -82,7 +83,7 @@ func (s *Service) engineDied(ctx context.Context, id, inst string, ex EngineExit
 	// to give up, and they hold the lifecycle lock this needs; later ones
 	// fail at once too, until the sandbox is settled.
 	if sb, err := s.cfg.Store.GetSandbox(ctx, id); err == nil && sb.InstanceID() == inst {
-		if a, ok := s.guestFor(sb).(interface{ Abort(error) }); ok {
+		if a, ok := s.GuestFor(sb).(interface{ Abort(error) }); ok {
 			a.Abort(fmt.Errorf("sandbox %q lost its instance: %s", sb.Name, why))
 		}
 	}
@@ -99,19 +100,20 @@ func (s *Service) engineDied(ctx context.Context, id, inst string, ex EngineExit
 		msg += "; its log ended: " + tail
 	}
 	s.log.Warn("engine exited", "sandbox", sb.Name, "instance", inst, "why", why, "log_tail", ex.LogTail)
-	if err := s.lose(ctx, sb, msg); err != nil {
+	if err := s.LoseLocked(ctx, sb, msg); err != nil {
 		s.log.Error("recording a lost instance", "sandbox", sb.Name, "err", err)
 	}
 }
 
-// lose records that sb's instance is gone by itself: whatever is left of
-// it goes, its open runs end as lost, and it is stopped with why.
-func (s *Service) lose(ctx context.Context, sb *Sandbox, why string) error {
+// LoseLocked records that sb's instance is gone by itself: whatever is
+// left of it goes, its open runs end as lost, and it is stopped with why.
+// The caller holds sb's lifecycle lock.
+func (s *Service) LoseLocked(ctx context.Context, sb *Sandbox, why string) error {
 	s.halt(ctx, sb, 0)
-	if err := s.loseRuns(ctx, sb); err != nil {
+	if err := s.LoseRunsLocked(ctx, sb); err != nil {
 		return err
 	}
-	return s.transition(ctx, sb, StateStopped, EventLost, why)
+	return s.TransitionLocked(ctx, sb, StateStopped, EventLost, why)
 }
 
 // lastLines is the last n lines of s, one line, at most max bytes.

@@ -96,11 +96,11 @@ func (s *Service) WarmHealth(ctx context.Context) *warm.Health {
 // the warm pools when they hold the last ones: a sandbox comes before an
 // instance kept for one.
 func (s *Service) allocSandboxSlot(ctx context.Context, id string) (int, error) {
-	slot, err := s.allocSlot(id)
+	slot, err := s.AllocFreeSlot(id)
 	if err == nil || s.warm == nil || !s.warm.FreeSlot(ctx) {
 		return slot, err
 	}
-	return s.allocSlot(id)
+	return s.AllocFreeSlot(id)
 }
 
 // bootFromWarm makes sb, just recorded as creating with wi's id and
@@ -110,9 +110,9 @@ func (s *Service) allocSandboxSlot(ctx context.Context, id string) (int, error) 
 func (s *Service) bootFromWarm(ctx context.Context, sb *Sandbox, wi *warm.Instance, im *Image) error {
 	t0 := time.Now()
 	if err := s.warm.Claim(ctx, sb, wi); err == nil {
-		s.touch(sb.ID)
+		s.Touch(sb.ID)
 		s.log.Debug("created from a warm instance", "sandbox", sb.Name, "claim", time.Since(t0))
-		return s.transition(ctx, sb, StateRunning, EventStarted, "generation 1 claimed from the warm pool of image "+wi.Image)
+		return s.TransitionLocked(ctx, sb, StateRunning, EventStarted, "generation 1 claimed from the warm pool of image "+wi.Image)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
