@@ -291,5 +291,5 @@ func (s *Service) RootFromLocked(ctx context.Context, sb *Sandbox, volume string
 	if _, err := s.cfg.Volumes.Snapshot(ctx, volume, sb.VolumeKey(), false); err != nil {
 		return fmt.Errorf("making its root filesystem: %w", err)
 	}
-	return s.capDisk(ctx, sb)
+	return s.CapDiskLocked(ctx, sb)
 }

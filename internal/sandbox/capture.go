@@ -490,7 +490,7 @@ func (s *Service) bootFrom(ctx context.Context, sb *Sandbox, ck *Checkpoint, how
 		if _, err := s.cfg.Volumes.Snapshot(ctx, ck.VolumeKey(), sb.VolumeKey(), false); err != nil {
 			return fmt.Errorf("copying the checkpoint's files: %w", err)
 		}
-		return s.capDisk(ctx, sb)
+		return s.CapDiskLocked(ctx, sb)
 	}
 	if how.cold || !ck.Memory {
 		att, err := s.filesAndNetwork(ctx, sb, files)

@@ -73,7 +73,7 @@ func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (_ *Run, e
 			Argv: p.Argv, Cwd: cwd, EnvNames: envNames, Labels: maps.Clone(p.Labels), User: user, TTY: p.TTY,
 			Detached: p.Detach, Status: RunRunning, StartedAt: st.StartedAt.UTC(), OutputMax: outMax,
 		}
-		return s.recordStarted(ctx, run)
+		return s.RecordStarted(ctx, run)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting %q in sandbox %q: %w", p.Argv[0], sb.Name, err)
@@ -82,9 +82,9 @@ func (s *Service) Exec(ctx context.Context, ref string, p ExecParams) (_ *Run, e
 	return run.clone(), nil
 }
 
-// recordStarted stores a run den-init just started, at the time den-init
-// gave or now.
-func (s *Service) recordStarted(ctx context.Context, run *Run) (*Run, error) {
+// RecordStarted stores run, which den-init just started, at the time
+// den-init gave or now.
+func (s *Service) RecordStarted(ctx context.Context, run *Run) (*Run, error) {
 	if run.StartedAt.IsZero() {
 		run.StartedAt = s.cfg.Now().UTC()
 	}

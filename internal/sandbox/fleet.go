@@ -153,36 +153,16 @@ const PendingMove = "move"
 // is in a fleet with a blob store.
 func (s *Service) Movable() bool { return s.cfg.Fleet != nil && s.blobs != nil }
 
-// AllocSlot hands sandbox id, which this node takes over from another, a
-// network slot of this node, taking one back from the warm pools when
-// they hold the last ones. ReleaseSlot gives it back if the takeover
-// fails.
-func (s *Service) AllocSlot(ctx context.Context, id string) (int, error) {
-	return s.allocSandboxSlot(ctx, id)
-}
-
-// ReleaseSlot gives network slot back, once the sandbox that held it
-// is no longer this node's (or never became it).
-func (s *Service) ReleaseSlot(slot int) { s.releaseSlot(slot) }
-
 // FreeLocal frees what this node kept of sb, which another node took
 // over: its network, once its teardown is done, its slot, and its files.
 // It returns why its files could not be removed.
 func (s *Service) FreeLocal(ctx context.Context, sb *Sandbox) error {
 	s.settled(context.WithoutCancel(ctx), sb.ID) // its network first: see teardown.go
-	s.releaseSlot(sb.Slot)
+	s.ReleaseSlot(sb.Slot)
 	if err := s.cfg.Volumes.Remove(ctx, sb.VolumeKey()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return err
 	}
 	return nil
-}
-
-// WakeLocked wakes sb, hibernated, whose lifecycle lock the caller holds,
-// as a new generation from the checkpoint it sleeps in, with its
-// processes; why is the event's message. A failure leaves it in error
-// with the reason, its checkpoint kept.
-func (s *Service) WakeLocked(ctx context.Context, sb *Sandbox, why string) error {
-	return s.wakeFromDisk(ctx, sb, why)
 }
 
 // WakeColdLocked boots sb, hibernated, whose lifecycle lock the caller

@@ -168,7 +168,7 @@ func (s *Service) createFrom(ctx context.Context, p CreateParams, ck *Checkpoint
 		ID: id, Name: p.Name, Spec: spec, State: StateCreating, Generation: 1, Token: NewToken(),
 		Node: s.cfg.Node, Owner: p.Owner, Policy: p.Policy, Origin: ck.ID, Head: ck.ID, CreatedAt: now, UpdatedAt: now,
 	}
-	if sb.Slot, err = s.allocSandboxSlot(ctx, sb.ID); err != nil {
+	if sb.Slot, err = s.AllocSlot(ctx, sb.ID); err != nil {
 		return nil, err
 	}
 	l := s.lock(sb.ID)
@@ -176,7 +176,7 @@ func (s *Service) createFrom(ctx context.Context, p CreateParams, ck *Checkpoint
 	defer l.Unlock()
 	ev := Event{SandboxID: sb.ID, Time: now, Type: EventCreated, To: StateCreating, Generation: sb.Generation, Message: msg}
 	if err := s.RecordNewLocked(ctx, sb, ev); err != nil {
-		s.releaseSlot(sb.Slot)
+		s.ReleaseSlot(sb.Slot)
 		return nil, fmt.Errorf("creating sandbox %q: %w", p.Name, err)
 	}
 	err = s.views.Copy(ctx, sb.Spec.Peers, viewsFrom)

@@ -127,7 +127,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 	wi := s.takeWarm(spec, im)
 	if wi != nil {
 		sb.ID, sb.Slot = wi.ID, wi.Slot
-	} else if sb.Slot, err = s.allocSandboxSlot(ctx, sb.ID); err != nil {
+	} else if sb.Slot, err = s.AllocSlot(ctx, sb.ID); err != nil {
 		return nil, err
 	}
 	l := s.lock(sb.ID)
@@ -152,7 +152,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 		case wi != nil:
 			s.warm.TearDown(context.WithoutCancel(ctx), wi) // its slot stays with the record
 		case gone:
-			s.releaseSlot(sb.Slot)
+			s.ReleaseSlot(sb.Slot)
 		}
 		return nil, fmt.Errorf("creating sandbox %q: %w", p.Name, err)
 	}
@@ -184,7 +184,7 @@ func (s *Service) createInstance(ctx context.Context, sb *Sandbox, im *Image) er
 		if _, err := s.cfg.Volumes.Snapshot(ctx, im.VolumeKey(), sb.VolumeKey(), false); err != nil {
 			return fmt.Errorf("making its root filesystem: %w", err)
 		}
-		return s.capDisk(ctx, sb)
+		return s.CapDiskLocked(ctx, sb)
 	})
 	if err != nil {
 		return err
@@ -264,7 +264,7 @@ func (s *Service) UndoCreateLocked(ctx context.Context, sb *Sandbox) {
 	s.views.DropAll(ctx, sb.Spec.Peers)
 	s.views.Clear(sb.ID)
 	if s.undoRecord(ctx, sb) {
-		s.releaseSlot(sb.Slot)
+		s.ReleaseSlot(sb.Slot)
 	}
 }
 
@@ -291,8 +291,10 @@ func (s *Service) undoRecord(ctx context.Context, sb *Sandbox) bool {
 	}
 }
 
-// startInstance boots the current generation and waits for den-init.
-func (s *Service) startInstance(ctx context.Context, sb *Sandbox) error {
+// BootLocked boots sb's current generation on its root and waits for
+// den-init, keeping sb's state: the caller, holding sb's lifecycle lock,
+// moves it on (TransitionLocked) once the instance is what it wants.
+func (s *Service) BootLocked(ctx context.Context, sb *Sandbox) error {
 	att, err := s.attach(ctx, sb)
 	if err != nil {
 		return err
@@ -435,7 +437,7 @@ func (s *Service) StartLocked(ctx context.Context, sb *Sandbox) error {
 	if err := s.Record(ctx, sb, "booting", fmt.Sprintf("booting generation %d", sb.Generation)); err != nil {
 		return err
 	}
-	if err := s.startInstance(ctx, sb); err != nil {
+	if err := s.BootLocked(ctx, sb); err != nil {
 		msg := fmt.Sprintf("generation %d failed to boot: %v", sb.Generation, err)
 		if terr := s.TransitionLocked(context.WithoutCancel(ctx), sb, StateError, EventFailed, msg); terr != nil {
 			s.log.Error("recording failed start", "sandbox", sb.Name, "err", terr)
@@ -545,7 +547,7 @@ func (s *Service) DestroyLocked(cctx context.Context, sb *Sandbox, why string) e
 	if err := s.TransitionLocked(cctx, sb, StateDestroyed, EventDestroyed, why); err != nil {
 		return err
 	}
-	s.releaseSlot(sb.Slot)
+	s.ReleaseSlot(sb.Slot)
 	s.dropCheckpoints(cctx, sb)
 	return nil
 }
@@ -612,7 +614,9 @@ func (s *Service) AllocFreeSlot(id string) (int, error) {
 		"remove sandboxes you no longer need, or give dend a wider --subnet")
 }
 
-func (s *Service) releaseSlot(slot int) {
+// ReleaseSlot gives network slot back: a sandbox's, once it is no
+// longer this node's (or never became it).
+func (s *Service) ReleaseSlot(slot int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.slotTaken, slot)

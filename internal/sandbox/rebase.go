@@ -59,15 +59,6 @@ func (s *Service) NewRootLocked(ctx context.Context, sb *Sandbox, im *Image) (st
 // a read-only snapshot of its sandbox's root.
 func (s *Service) CheckpointRoot(ck *Checkpoint) string { return s.cfg.Volumes.Path(ck.VolumeKey()) }
 
-// CapDiskLocked applies sb's disk limit to its root, after every fresh
-// one; the caller holds sb's lifecycle lock.
-func (s *Service) CapDiskLocked(ctx context.Context, sb *Sandbox) error { return s.capDisk(ctx, sb) }
-
-// BootLocked boots sb's current generation on its root and waits for
-// den-init, keeping sb's state: the caller, holding sb's lifecycle lock,
-// moves it on (TransitionLocked) once the instance is what it wants.
-func (s *Service) BootLocked(ctx context.Context, sb *Sandbox) error { return s.startInstance(ctx, sb) }
-
 // RunSetupLocked runs sb's setup steps in its running instance, in order,
 // and stops at the first that fails, returning a *SetupError; the caller
 // holds sb's lifecycle lock.

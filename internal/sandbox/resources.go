@@ -80,8 +80,9 @@ func (s *Service) limitsOnResume(ctx context.Context, sb *Sandbox) {
 	}
 }
 
-// capDisk applies sb's disk limit to its volume, after every fresh one.
-func (s *Service) capDisk(ctx context.Context, sb *Sandbox) error {
+// CapDiskLocked applies sb's disk limit to its root (its volume), after
+// every fresh one; the caller holds sb's lifecycle lock.
+func (s *Service) CapDiskLocked(ctx context.Context, sb *Sandbox) error {
 	sb.Spec.DiskBytes = s.DiskCap(sb.Spec.DiskBytes)
 	if sb.Spec.DiskBytes == 0 {
 		return nil

@@ -133,12 +133,6 @@ func (s *Service) OutputMax() int64 { return s.cfg.Output.PerStream }
 // RunDir is where the output of sandbox id's runs is kept on this host.
 func (s *Service) RunDir(id string) string { return filepath.Join(s.cfg.RunsDir, id) }
 
-// RecordStarted stores run, which den-init just started, at the time
-// den-init gave or now.
-func (s *Service) RecordStarted(ctx context.Context, run *Run) (*Run, error) {
-	return s.recordStarted(ctx, run)
-}
-
 // CollectStarted collects the output of run, a run of sb den-init
 // started by itself and RecordStarted stored, from where its files on
 // the host end, and announces its start.

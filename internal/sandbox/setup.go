@@ -180,7 +180,7 @@ func (s *Service) runStep(ctx context.Context, sb *Sandbox, step string) (*Run, 
 			Argv: argv, Cwd: spec.Cwd, User: spec.User, Status: RunRunning, StartedAt: st.StartedAt.UTC(),
 			OutputMax: s.cfg.Output.PerStream,
 		}
-		return s.recordStarted(ctx, run)
+		return s.RecordStarted(ctx, run)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting it: %w", err)

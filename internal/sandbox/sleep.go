@@ -82,15 +82,16 @@ func (s *Service) ResumeLocked(ctx context.Context, sb *Sandbox, why string) err
 		}
 		return nil
 	case StateHibernated:
-		return s.wakeFromDisk(ctx, sb, why)
+		return s.WakeLocked(ctx, sb, why)
 	}
 	return Require(sb, "resume", StatePaused, StateHibernated)
 }
 
-// wakeFromDisk restores a hibernated sandbox as a new generation from the
-// checkpoint it sleeps in. A failure leaves it in error with the reason,
-// its checkpoint kept, for `den recover`.
-func (s *Service) wakeFromDisk(ctx context.Context, sb *Sandbox, why string) (err error) {
+// WakeLocked wakes sb, hibernated, whose lifecycle lock the caller holds,
+// as a new generation from the checkpoint it sleeps in, with its
+// processes; why is the event's message. A failure leaves it in error
+// with the reason, its checkpoint kept, for `den recover`.
+func (s *Service) WakeLocked(ctx context.Context, sb *Sandbox, why string) (err error) {
 	t0 := time.Now()
 	var t1, t2 time.Time
 	defer func() {

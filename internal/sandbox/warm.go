@@ -92,10 +92,11 @@ func (s *Service) WarmHealth(ctx context.Context) *warm.Health {
 	return s.warm.Pools().Health()
 }
 
-// allocSandboxSlot hands a sandbox a network slot, taking one back from
-// the warm pools when they hold the last ones: a sandbox comes before an
-// instance kept for one.
-func (s *Service) allocSandboxSlot(ctx context.Context, id string) (int, error) {
+// AllocSlot hands sandbox id (e.g. one this node takes over from
+// another) a network slot of this node, taking one back from the warm
+// pools when they hold the last ones: a sandbox comes before an instance
+// kept for one. ReleaseSlot gives it back if the takeover fails.
+func (s *Service) AllocSlot(ctx context.Context, id string) (int, error) {
 	slot, err := s.AllocFreeSlot(id)
 	if err == nil || s.warm == nil || !s.warm.FreeSlot(ctx) {
 		return slot, err
