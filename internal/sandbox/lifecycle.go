@@ -181,10 +181,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (_ *Sandbox, err e
 func (s *Service) createInstance(ctx context.Context, sb *Sandbox, im *Image) error {
 	t0 := time.Now()
 	att, err := s.filesAndNetwork(ctx, sb, func() error {
-		if _, err := s.cfg.Volumes.Snapshot(ctx, im.VolumeKey(), sb.VolumeKey(), false); err != nil {
-			return fmt.Errorf("making its root filesystem: %w", err)
-		}
-		return s.CapDiskLocked(ctx, sb)
+		return s.RootFromLocked(ctx, sb, im.VolumeKey())
 	})
 	if err != nil {
 		return err
