@@ -170,7 +170,8 @@ type liveCommand struct {
 	line  string
 	cmd   *exec.Cmd
 	out   *lockedBuffer
-	ended chan error
+	ended chan struct{} // closed when it ended, err then set
+	err   error
 }
 
 // runUntilStopped starts each command of a block that runs until
@@ -186,14 +187,14 @@ func runUntilStopped(t *testing.T, b docblock.Block, env []string) {
 		}
 	}()
 	for _, line := range docblock.Commands(b.Text) {
-		f := &liveCommand{line: line, cmd: exec.Command("bash", "-c", line), out: &lockedBuffer{}, ended: make(chan error, 1)}
+		f := &liveCommand{line: line, cmd: exec.Command("bash", "-c", line), out: &lockedBuffer{}, ended: make(chan struct{})}
 		f.cmd.Env = env
 		f.cmd.Stdout, f.cmd.Stderr = f.out, f.out
 		f.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C reaches its whole group
 		if err := f.cmd.Start(); err != nil {
 			t.Fatalf("starting %q: %v", line, err)
 		}
-		go func() { f.ended <- f.cmd.Wait() }()
+		go func() { f.err = f.cmd.Wait(); close(f.ended) }()
 		fs = append(fs, f)
 	}
 	for try, deadline := 1, time.Now().Add(3*time.Minute); ; try++ {
@@ -206,8 +207,8 @@ func runUntilStopped(t *testing.T, b docblock.Block, env []string) {
 		}
 		for _, f := range fs {
 			select {
-			case err := <-f.ended:
-				t.Fatalf("%q ended by itself (%v), but runs until stopped; it printed:\n%s", f.line, err, f.out.String())
+			case <-f.ended:
+				t.Fatalf("%q ended by itself (%v), but runs until stopped; it printed:\n%s", f.line, f.err, f.out.String())
 			default:
 			}
 		}
