@@ -91,7 +91,8 @@ func agentsDocRig(t *testing.T, s docServer) docRig {
 // key in ~/.ssh, and ssh and scp that read a config (the user's
 // ~/.ssh/config, which OpenSSH finds by the password database, not
 // $HOME) naming HOST as the shared dend's address; the examples' port
-// 2222 is its gateway's, and build.tar a file to copy.
+// 2222 is its gateway's, their 8888 (the tunnel's) a port free here, and
+// build.tar a file to copy.
 func sshDocRig(t *testing.T, s docServer) docRig {
 	home, bin := t.TempDir(), t.TempDir()
 	dotSSH := filepath.Join(home, ".ssh")
@@ -122,9 +123,10 @@ func sshDocRig(t *testing.T, s docServer) docRig {
 	tw.Write(readme)
 	tw.Close()
 	_, port, _ := net.SplitHostPort(s.sshAddr)
+	_, local, _ := net.SplitHostPort(freeLoopbackAddr(t)) // the tunnel's "your 8888", free here
 	return docRig{
 		env:     []string{"HOME=" + home, "PATH=" + bin + ":" + binDir + ":" + os.Getenv("PATH")},
-		replace: []string{"-p 2222 ", "-p " + port + " ", "-P 2222 ", "-P " + port + " "},
+		replace: []string{"-p 2222 ", "-p " + port + " ", "-P 2222 ", "-P " + port + " ", "8888", local},
 		files:   map[string][]byte{"build.tar": tarball.Bytes()},
 	}
 }

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -9,95 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/den-dev/den/integration/docblock"
 )
-
-// docBlock is one fenced ```sh block of a markdown file.
-type docBlock struct {
-	file string
-	line int    // of the opening fence, from 1
-	skip string // the reason given with no-test, or "" for a block that runs
-	text string
-}
-
-// noTest is the one info string that keeps a ```sh block out of the run:
-// ```sh {no-test: REASON}, with a reason (docs/README.md says which).
-var noTest = regexp.MustCompile(`^\{no-test: *(\S.*?) *\}$`)
-
-// docBlocks returns the ```sh blocks of a markdown text in order. A sh
-// block whose info string is neither empty nor a no-test with a reason
-// is an error: every block either runs or says why not.
-func docBlocks(file, text string) ([]docBlock, error) {
-	var blocks []docBlock
-	var open *docBlock // the sh block being read
-	fence := ""        // the backticks of the fence we are inside, "" outside
-	var body []string
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		ticks := len(line) - len(strings.TrimLeft(line, "`"))
-		switch {
-		case fence == "" && ticks >= 3:
-			fence = line[:ticks]
-			info := strings.TrimSpace(line[ticks:])
-			lang, rest, _ := strings.Cut(info, " ")
-			if lang != "sh" {
-				continue
-			}
-			b := docBlock{file: file, line: n}
-			if rest = strings.TrimSpace(rest); rest != "" {
-				m := noTest.FindStringSubmatch(rest)
-				if m == nil {
-					return nil, fmt.Errorf("%s:%d: a ```sh block's info string is %q; want nothing (it runs) or {no-test: REASON}", file, n, rest)
-				}
-				b.skip = m[1]
-			}
-			open, body = &b, nil
-		case fence != "" && ticks >= len(fence) && strings.TrimSpace(line[ticks:]) == "":
-			if open != nil {
-				open.text = strings.Join(body, "\n") + "\n"
-				blocks = append(blocks, *open)
-			}
-			fence, open = "", nil
-		case open != nil:
-			body = append(body, line)
-		}
-	}
-	if fence != "" {
-		return nil, fmt.Errorf("%s: a fence is never closed", file)
-	}
-	return blocks, sc.Err()
-}
-
-func TestDocBlocks(t *testing.T) {
-	text := "intro\n```sh\nden ls\n```\n```sh {no-test: needs systemd}\nsystemctl restart dend\n```\n" +
-		"````\n```sh {not a block}\n````\n```go\nx := 1\n```\n```\noutput\n```\n```sh\n```\n"
-	blocks, err := docBlocks("x.md", text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []docBlock{
-		{file: "x.md", line: 2, text: "den ls\n"},
-		{file: "x.md", line: 5, skip: "needs systemd", text: "systemctl restart dend\n"},
-		{file: "x.md", line: 17, text: "\n"},
-	}
-	if fmt.Sprint(blocks) != fmt.Sprint(want) {
-		t.Fatalf("blocks:\n%v\nwant\n%v", blocks, want)
-	}
-	script := "a\n! b # fails\n! c \\\n  d\n"
-	if got, want := mustFail(script), "a\nif b # fails\nthen echo 'this command should have failed, and did not' >&2; exit 1; fi\n"+
-		"if c \\\n  d\nthen echo 'this command should have failed, and did not' >&2; exit 1; fi\n"; got != want {
-		t.Errorf("mustFail(%q) =\n%s\nwant\n%s", script, got, want)
-	}
-	for _, bad := range []string{"```sh {no-test}\nx\n```\n", "```sh {no-test: }\nx\n```\n", "```sh skip\nx\n```\n", "```sh\nx\n"} {
-		if _, err := docBlocks("bad.md", bad); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}
 
 // docFiles are the markdown files whose commands are run: the README,
 // then docs/ in name order; DEN_DOCS (README.md,docs/cli.md,...) runs
@@ -126,7 +42,7 @@ func TestDocsCommands(t *testing.T) {
 	}
 	type file struct {
 		name   string
-		blocks []docBlock
+		blocks []docblock.Block
 	}
 	var files []file
 	for _, f := range docFiles(t) {
@@ -134,7 +50,7 @@ func TestDocsCommands(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		blocks, err := docBlocks(strings.TrimPrefix(f, "../"), string(b))
+		blocks, err := docblock.Parse(strings.TrimPrefix(f, "../"), string(b))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,13 +60,18 @@ func TestDocsCommands(t *testing.T) {
 	addr := freeLoopbackAddr(t)
 	sshAddr := freeLoopbackAddr(t)
 	d := startDend(t, "--listen", addr, "--ssh-listen", sshAddr, "--pool-size", "64G")
-	ran, skipped := 0, 0
+	ran, inVM, skipped := 0, 0, 0
 	for _, f := range files {
-		var run []docBlock
+		var run []docblock.Block
 		for _, b := range f.blocks {
-			if b.skip != "" {
+			switch {
+			case b.Skip != "":
 				skipped++
-				t.Logf("%s:%d: not run: %s", b.file, b.line, b.skip)
+				t.Logf("%s:%d: not run: %s", b.File, b.Line, b.Skip)
+				continue
+			case b.VM != "":
+				inVM++
+				t.Logf("%s:%d: run in the VM, as {vm: %s}", b.File, b.Line, b.VM)
 				continue
 			}
 			run = append(run, b)
@@ -171,17 +92,19 @@ func TestDocsCommands(t *testing.T) {
 		}
 		d.clearDocState(t)
 	}
-	t.Logf("docs: %d blocks run, %d not run (each with its reason above)", ran, skipped)
+	t.Logf("docs: %d blocks run here, %d in the VM (scripts/hostvm-*.sh), %d not run (each with its reason above)", ran, inVM, skipped)
 	if os.Getenv("DEN_DOCS") == "" && skipped >= ran {
 		t.Errorf("%d blocks are not run against %d run: the untested ones must stay a minority", skipped, ran)
 	}
 }
 
-// runDocBlocks runs one file's blocks in order in one bash, with den on
+// runDocBlocks runs one file's blocks in order in one bash (a live
+// block, on a terminal or until stopped, by the test binary it starts:
+// see TestDocsLiveBlock), with den on
 // PATH, in a directory of their own; the docs' default data directory
 // and address are this dend's, and so is their socket unless the file's
 // rig gives another.
-func (d *dend) runDocBlocks(t *testing.T, blocks []docBlock, addr string, rig docRig) {
+func (d *dend) runDocBlocks(t *testing.T, blocks []docblock.Block, addr string, rig docRig) {
 	dir := t.TempDir()
 	bin := binDir
 	if rig.bin != "" {
@@ -208,11 +131,21 @@ func (d *dend) runDocBlocks(t *testing.T, blocks []docBlock, addr string, rig do
 	// strings.Replacer takes the one listed first.
 	replace := strings.NewReplacer(append(rig.replace[:len(rig.replace):len(rig.replace)], "/run/den/den.sock", socket, "/var/lib/den", d.dataDir, "127.0.0.1:7070", addr)...)
 	marker := filepath.Join(t.TempDir(), "block")
+	transcript := filepath.Join(t.TempDir(), "live")
+	defer func() {
+		if live, err := os.ReadFile(transcript); err == nil {
+			t.Logf("the live blocks' runs:\n%s", live)
+		}
+	}()
 	var script strings.Builder
 	script.WriteString("set -eo pipefail\n")
 	for _, b := range blocks {
-		fmt.Fprintf(&script, "echo %q > %q\n", fmt.Sprintf("%s:%d", b.file, b.line), marker)
-		script.WriteString(mustFail(replace.Replace(b.text)))
+		fmt.Fprintf(&script, "echo %q > %q\n", fmt.Sprintf("%s:%d", b.File, b.Line), marker)
+		if b.Live() {
+			script.WriteString(liveBlockCommand(t, b, replace, transcript))
+			continue
+		}
+		script.WriteString(b.Script(replace))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -225,25 +158,6 @@ func (d *dend) runDocBlocks(t *testing.T, blocks []docBlock, addr string, rig do
 		at, _ := os.ReadFile(marker)
 		t.Fatalf("the block at %s failed (%v); it printed:\n%s", strings.TrimSpace(string(at)), err, tail(out.String(), 4000))
 	}
-}
-
-// mustFail makes each command of text written `! command` (shown to
-// fail) fail the script when it succeeds: set -e ignores a command whose
-// status ! inverts. A command may go on over lines ending in \ and end
-// in a comment.
-func mustFail(text string) string {
-	lines := strings.SplitAfter(text, "\n")
-	for i := 0; i < len(lines); i++ {
-		if !strings.HasPrefix(lines[i], "! ") {
-			continue
-		}
-		lines[i] = "if " + strings.TrimPrefix(lines[i], "! ")
-		for i+1 < len(lines) && strings.HasSuffix(strings.TrimRight(lines[i], "\n"), "\\") {
-			i++
-		}
-		lines[i] = strings.TrimSuffix(lines[i], "\n") + "\nthen echo 'this command should have failed, and did not' >&2; exit 1; fi\n"
-	}
-	return strings.Join(lines, "")
 }
 
 // docsEnv is the test's environment with den on PATH and dend's socket,

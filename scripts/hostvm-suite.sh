@@ -4,7 +4,12 @@
 # (Debian 12 under qemu, ../shared/hostvm/run-in-vm) and runs this script in
 # it as root, from the checkout with its built bin/ at /root/den.
 #
-# Boot 1: install with `make install-files`, start dend with systemd, and
+# The blocks of the docs that need such a host run here, by name
+# (run_docblock, scripts/hostvm-lib.sh): docs/install.md's make-install
+# and rcu-expedited, docs/operations.md's backup.
+#
+# Boot 1: install as docs/install.md says (make install-files for make
+# install: bin/ is built), start dend with systemd, and
 # try limits (memory, disk cap), dend's watch of a quiet sandbox from its
 # host cgroup (den-init must stop checking its limits), pause, hibernate,
 # wake, checkpoint, fork, `systemctl restart dend` keeping the sandboxes,
@@ -16,7 +21,9 @@
 # Boot 2: dend hibernated the running sandboxes at the shutdown and
 # stopped with success, not "exit-code", came back at boot, woke the one
 # with --wake-on-boot by itself, and the counting process of the other
-# goes on from where it was when a call wakes it.
+# goes on from where it was when a call wakes it; rcu_expedited is still
+# set; then a back-up with DEN_ON_STOP=hibernate, after which the
+# sandboxes wake.
 #
 # Every check prints "ok:" or "FAIL:"; the script exits non-zero if any
 # failed, with dend's journal. qemu emulates the CPU (10-30x slower than
@@ -25,7 +32,7 @@ set -uo pipefail
 # run-in-vm runs a copy of this script from the checkout's root, /root/den.
 [ -f Makefile ] || cd "$(dirname "$0")/.." || exit 1
 
-# ok, bad, waitfor
+# ok, bad, waitfor, run_docblock
 . scripts/hostvm-lib.sh
 journal() { journalctl -u dend --no-pager -o short-iso "$@" | tail -80; }
 die() {
@@ -84,20 +91,21 @@ if [ "$boot" = 1 ]; then
 	journalctl --flush >/dev/null 2>&1
 	command -v curl >/dev/null || die "curl is missing"
 
-	echo "== install and start"
-	make install-files >/dev/null || die "make install-files failed"
-	echo 'DEN_METRICS_LISTEN=127.0.0.1:9464' >>/etc/den/dend.env
-	# qemu emulates the CPU 10-30x slower: a boot beside three running
-	# sandboxes took den-init past the 15 s default to answer.
-	echo 'DEN_BOOT_TIMEOUT=2m' >>/etc/den/dend.env
-	# And hibernating at shutdown takes as much longer: the bound and the
-	# unit's stop timeout above it are raised alike.
-	echo 'DEN_SHUTDOWN_TIMEOUT=4m' >>/etc/den/dend.env
+	echo "== install and start, as docs/install.md says"
+	# Set before the install starts dend (a drop-in: the install writes
+	# /etc/den/dend.env). qemu emulates the CPU 10-30x slower: a boot
+	# beside three running sandboxes took den-init past the 15 s default
+	# to answer; and hibernating at shutdown takes as much longer: the
+	# bound and the unit's stop timeout above it are raised alike.
 	mkdir -p /etc/systemd/system/dend.service.d
-	printf '[Service]\nTimeoutStopSec=5m\n' >/etc/systemd/system/dend.service.d/slow-host.conf
-	systemctl daemon-reload
+	printf '[Service]\nTimeoutStopSec=5m\nEnvironment=DEN_METRICS_LISTEN=127.0.0.1:9464 DEN_BOOT_TIMEOUT=2m DEN_SHUTDOWN_TIMEOUT=4m\n' \
+		>/etc/systemd/system/dend.service.d/slow-host.conf
+	# The block's make install, less the build and the man pages that
+	# make install-files installs: bin/ was built on the host (make
+	# test-hostvm), and compiling den under qemu would take an hour.
+	run_docblock -r 'make install =make install-files ' docs/install.md make-install || die "installing and starting dend as docs/install.md says"
 	systemctl is-enabled dend >/dev/null && ok "dend is enabled at boot" || bad "make install-files did not enable dend"
-	systemctl start dend || die "systemctl start dend failed"
+	systemctl is-active dend >/dev/null && ok "dend runs" || die "systemctl enable --now dend did not start dend"
 	dend_up || die "dend did not come up"
 	den version
 
@@ -222,6 +230,9 @@ if [ "$boot" = 1 ]; then
 	# the same process must go on from at least this count.
 	den exec a -- sh -c 'cat /root/n /root/pid' >/root/hostvm-a-before || bad "reading a's count"
 	echo "(a before the power-off: count and counter pid $(tr '\n' ' ' </root/hostvm-a-before))"
+	echo "== expedited RCU grace periods, as docs/install.md says"
+	run_docblock docs/install.md rcu-expedited
+	[ "$(cat /sys/kernel/rcu_expedited)" = 1 ] && ok "rcu_expedited is 1 now" || bad "rcu_expedited is $(cat /sys/kernel/rcu_expedited) after the docs' block"
 	journalctl --flush >/dev/null 2>&1
 	echo "$failed" >/root/hostvm-suite-failed # counted on after the reboot
 	exit 100 # run-in-vm reboots and runs this again with HOSTVM_BOOT=2
@@ -271,6 +282,20 @@ else
 	bad "a's service across the reboot: pid $svc_before before, $svc_after after; ticks $t1 then $t2"
 fi
 [ "$(den exec h -- cat /root/f)" = kept ] && ok "hibernated h wakes after the reboot" || bad "h does not wake after the reboot"
+[ "$(cat /sys/kernel/rcu_expedited)" = 1 ] && ok "rcu_expedited is 1 after the reboot (tmpfiles.d)" || bad "rcu_expedited is $(cat /sys/kernel/rcu_expedited) after the reboot: /etc/tmpfiles.d/den-rcu.conf did not hold"
+
+echo "== a back-up of the data directory, as docs/operations.md says"
+mkdir -p /backup # the operator's back-up disk
+since=$(date +%s)
+sleep 1
+run_docblock docs/operations.md backup
+dend_up || die "dend did not come back after the back-up"
+log=$(journalctl -u dend --no-pager -o cat --since "@$since")
+grep -q "sandboxes hibernated at shutdown" <<<"$log" && ok "DEN_ON_STOP=hibernate: the stop hibernated the sandboxes" ||
+	bad "the back-up's stop did not hibernate: $(grep -iE 'hibernat|leave' <<<"$log" | tail -3)"
+tar -tzf /backup/den-data.tar.gz | grep -qx 'den/den.db' && ok "the back-up holds den/den.db" || bad "no den/den.db in /backup/den-data.tar.gz"
+[ "$(state a)" = hibernated ] && ok "a was hibernated for the back-up" || bad "a is $(state a) after the back-up, want hibernated"
+[ "$(den exec h -- cat /root/f)" = kept ] && ok "h wakes after the back-up" || bad "h does not wake after the back-up"
 den rm -f a h q w >/dev/null || bad "den rm -f a h q w"
 systemctl stop dend
 finish -b

@@ -16,6 +16,9 @@
 # or, when the store's schema changed between the two, refuses to start
 # and says so (and the upgrade again brings everything back).
 #
+# The upgrade, its checks and the rollback are docs/upgrades.md's blocks
+# deb-upgrade, upgrade-check and deb-rollback, run by name (run_docblock).
+#
 # Every check prints "ok:" or "FAIL:"; the script exits non-zero if any
 # failed, with dend's journal. qemu emulates the CPU: waits are long, and
 # nothing here is a time.
@@ -23,7 +26,7 @@ set -uo pipefail
 # run-in-vm runs a copy of this script from the checkout's root, /root/den.
 [ -f Makefile ] || cd "$(dirname "$0")/.." || exit 1
 
-# ok, bad, waitfor
+# ok, bad, waitfor, run_docblock
 . scripts/hostvm-lib.sh
 journal() { journalctl -u dend --no-pager -o short-iso | grep -v 'Scheduled restart' | tail -80; }
 finish() {
@@ -90,6 +93,10 @@ counting() {
 release() { dend --version | awk '{ print $2 }'; }
 
 apt-get update -qq >/dev/null 2>&1
+# The docs' blocks use sudo, which a minimal Debian lacks; apt asks
+# before it installs dependencies, and a host's setting answers.
+apt-get install -y -q sudo >/dev/null 2>&1 || die "apt-get install sudo"
+echo 'APT::Get::Assume-Yes "true";' >/etc/apt/apt.conf.d/90hostvm-assume-yes
 apt_install "$old_deb" "the previous release"
 answers "installing the previous release"
 old_release=$(release)
@@ -109,8 +116,9 @@ counting "under $old_release"
 
 # The upgrade: the package's postinst restarts dend; the host is not
 # shutting down, so --on-stop auto leaves the sandboxes as they are.
-apt_install "$new_deb" "the upgrade"
+run_docblock -r "./den_0.2.0_amd64.deb=$new_deb" docs/upgrades.md deb-upgrade || die "the upgrade, as docs/upgrades.md says"
 answers "the upgrade"
+run_docblock docs/upgrades.md upgrade-check
 new_release=$(release)
 [ "$new_release" != "$old_release" ] && ok "dend is $new_release now" || bad "dend --version still says $old_release"
 if den version 2>&1 | grep -q warning; then bad "den version warns after the upgrade: $(den version 2>&1)"; else ok "den and dend are one release"; fi
@@ -134,7 +142,7 @@ den pause paused >/dev/null && den hibernate hib >/dev/null && ok "paused and hi
 	bad "pause or hibernate under $new_release"
 
 # The rollback.
-apt_install "$old_deb" "the rollback" --allow-downgrades
+run_docblock -r "./den_0.1.0_amd64.deb=$old_deb" docs/upgrades.md deb-rollback || die "the rollback, as docs/upgrades.md says"
 # The older dend may refuse the store (and systemd restarts it, in vain):
 # wait without counting a failure, then see which.
 for _ in $(seq 300); do

@@ -54,6 +54,7 @@ var layers = map[string]layer{
 	"internal/store/postgres/pgtest": base,
 	"internal/blob/s3/miniotest":     base,
 	"bench/ticker":                   base,
+	"integration/docblock":           base,
 
 	// Capabilities the core uses through small interfaces it declares:
 	// each owns its state behind its own type and lock, and none imports
@@ -181,8 +182,9 @@ var layers = map[string]layer{
 	"cmd/den/internal/fleet":       programs,
 	"cmd/den/internal/export":      programs,
 
-	"bench":       programs,
-	"integration": programs,
+	"bench":                        programs,
+	"integration":                  programs,
+	"integration/docblock/extract": programs,
 }
 
 // layerOf finds the layer of package path: its own line, or that of the
