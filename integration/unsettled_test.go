@@ -1,65 +1,83 @@
 package integration
 
 import (
+	"context"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/den-dev/den/api"
+	"github.com/den-dev/den/client"
 )
 
-// A dend killed while the engine has its pause call in hand, the call not
-// yet answered (the engine frozen with SIGSTOP, as a pause stopping tasks
-// on a busy host takes seconds): the engine pauses after dend died, with
-// runsc's record still saying it runs. The next dend finds den-init
-// silent, resumes the instance once (den marked the pause under way),
-// and the sandbox runs on with its files and processes, where it used to
-// be recorded lost.
+// A dend killed while the engine has its pause or resume call in hand,
+// the call not yet answered (the engine frozen with SIGSTOP, as a pause
+// stopping tasks on a busy host takes seconds): the engine does it after
+// dend died, and runsc's record says otherwise. The next dend settles it
+// by den's mark of the call: a pause it undoes (den-init is silent, so
+// it resumes the instance once), a resume it records (den-init answers,
+// and a second resume would kill the engine). Either way the sandbox
+// runs on with its files, where it used to be lost.
 func TestDendKilledWhilePausing(t *testing.T) {
-	d := startDend(t)
-	d.create("pw")
-	d.mustSh("pw", "echo pw > /root/mark")
-	insts := d.instances()
-	if len(insts) != 1 {
-		t.Fatalf("instances: %v, want one", insts)
-	}
-	engine := d.enginePid(insts[0])
-	if err := syscall.Kill(engine, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	thawed := false
-	thaw := func() {
-		if !thawed {
-			thawed = true
-			syscall.Kill(engine, syscall.SIGCONT)
-		}
-	}
-	defer thaw()
+	for _, tc := range []struct {
+		verb   string
+		before string // the sandbox's state before the call
+		call   func(*client.Client, context.Context, string) (*api.Sandbox, error)
+		log    string // what the next dend says it did
+	}{
+		{verb: "pause", before: api.StateRunning, call: (*client.Client).Pause, log: "resuming the instance once"},
+		{verb: "resume", before: api.StatePaused, call: (*client.Client).Resume, log: "a resume cut short with dend did happen"},
+	} {
+		t.Run(tc.verb, func(t *testing.T) {
+			d := startDend(t)
+			d.create("pw")
+			d.mustSh("pw", "echo pw > /root/mark")
+			if tc.before == api.StatePaused {
+				d.mustDen("", "pause", "pw")
+			}
+			insts := d.instances()
+			if len(insts) != 1 {
+				t.Fatalf("instances: %v, want one", insts)
+			}
+			engine := d.enginePid(insts[0])
+			if err := syscall.Kill(engine, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			thawed := false
+			thaw := func() {
+				if !thawed {
+					thawed = true
+					syscall.Kill(engine, syscall.SIGCONT)
+				}
+			}
+			defer thaw()
 
-	done := make(chan error, 1)
-	go func() {
-		_, err := d.c.Pause(ctxT(t, time.Minute), "pw")
-		done <- err
-	}()
-	time.Sleep(2 * time.Second) // the call sent, its answer awaited
-	select {
-	case err := <-done:
-		t.Fatalf("the pause ended with the engine frozen (%v): it never reached the engine", err)
-	default:
-	}
-	d.kill()
-	thaw() // the engine reads the call now and pauses, unrecorded
+			done := make(chan error, 1)
+			go func() {
+				_, err := tc.call(d.c, ctxT(t, time.Minute), "pw")
+				done <- err
+			}()
+			time.Sleep(2 * time.Second) // the call sent, its answer awaited
+			select {
+			case err := <-done:
+				t.Fatalf("the %s ended with the engine frozen (%v): it never reached the engine", tc.verb, err)
+			default:
+			}
+			d.kill()
+			thaw() // the engine reads the call now and does it, unrecorded
 
-	d.start()
-	if got := d.stateNow("pw"); got != api.StateRunning {
-		t.Fatalf("pw is %q after dend restarted, want running\n%s", got, d.logs())
-	}
-	markIs(t, d, "pw", "pw")
-	if logs := d.logs(); !strings.Contains(logs, "resuming the instance once") {
-		t.Errorf("dend did not say it resumed the instance a pause left stopped:\n%s", logs)
-	}
-	if got := d.instances(); len(got) != 1 || got[0] != insts[0] {
-		t.Fatalf("instances after recovery: %v, want %v", got, insts)
+			d.start()
+			if got := d.stateNow("pw"); got != api.StateRunning {
+				t.Fatalf("pw is %q after dend restarted, want running\n%s", got, d.logs())
+			}
+			markIs(t, d, "pw", "pw")
+			if logs := d.logs(); !strings.Contains(logs, tc.log) {
+				t.Errorf("dend did not say %q:\n%s", tc.log, logs)
+			}
+			if got := d.instances(); len(got) != 1 || got[0] != insts[0] {
+				t.Fatalf("instances after recovery: %v, want %v", got, insts)
+			}
+		})
 	}
 }
