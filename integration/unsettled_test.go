@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -40,17 +41,7 @@ func TestDendKilledWhilePausing(t *testing.T) {
 			if len(insts) != 1 {
 				t.Fatalf("instances: %v, want one", insts)
 			}
-			engine := d.enginePid(insts[0])
-			if err := syscall.Kill(engine, syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
-			thawed := false
-			thaw := func() {
-				if !thawed {
-					thawed = true
-					syscall.Kill(engine, syscall.SIGCONT)
-				}
-			}
+			thaw := freeze(t, d.enginePid(insts[0]))
 			defer thaw()
 
 			done := make(chan error, 1)
@@ -80,4 +71,15 @@ func TestDendKilledWhilePausing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// freeze stops process pid with SIGSTOP and returns what continues it,
+// once however often it is called.
+func freeze(t *testing.T, pid int) (thaw func()) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { syscall.Kill(pid, syscall.SIGCONT) }) }
 }

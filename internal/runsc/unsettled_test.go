@@ -138,13 +138,7 @@ func TestPauseMark(t *testing.T) {
 func TestSettleUnsettled(t *testing.T) {
 	ctx := context.Background()
 	t.Run("pause", func(t *testing.T) {
-		r, e := unsettledRig(t, "running", nil)
-		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		defer cancel()
-		if err := r.setPaused(cctx, "in", true); err == nil {
-			t.Fatal("an unanswered pause succeeded")
-		}
-		<-e.calls
+		r, e := cutShort(t, "running", true)
 		if yes, err := r.UnsettledPause(ctx, "in"); err != nil || !yes {
 			t.Fatalf("UnsettledPause = %v, %v; want true", yes, err)
 		}
@@ -167,13 +161,7 @@ func TestSettleUnsettled(t *testing.T) {
 		}
 	})
 	t.Run("resume", func(t *testing.T) {
-		r, e := unsettledRig(t, "paused", nil)
-		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		defer cancel()
-		if err := r.setPaused(cctx, "in", false); err == nil {
-			t.Fatal("an unanswered resume succeeded")
-		}
-		<-e.calls
+		r, e := cutShort(t, "paused", false)
 		if yes, err := r.UnsettledResume(ctx, "in"); err != nil || !yes {
 			t.Fatalf("UnsettledResume = %v, %v; want true", yes, err)
 		}
@@ -191,4 +179,19 @@ func TestSettleUnsettled(t *testing.T) {
 			t.Fatal("a second RecordResumed succeeded")
 		}
 	})
+}
+
+// cutShort returns a rig whose instance, recorded status, had a pause (or
+// a resume) taken by its engine and never answered, as a dend killed
+// during the call leaves it.
+func cutShort(t *testing.T, status string, pause bool) (*Runtime, *fakeEngine) {
+	t.Helper()
+	r, e := unsettledRig(t, status, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := r.setPaused(ctx, "in", pause); err == nil {
+		t.Fatal("an unanswered call succeeded")
+	}
+	<-e.calls
+	return r, e
 }
