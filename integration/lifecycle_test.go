@@ -142,16 +142,7 @@ func TestStopWhileStartingKeepsSandboxes(t *testing.T) {
 	engine := d.enginePid(insts[0])
 	d.stop()
 
-	if err := syscall.Kill(engine, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	thawed := false
-	thaw := func() {
-		if !thawed {
-			thawed = true
-			syscall.Kill(engine, syscall.SIGCONT)
-		}
-	}
+	thaw := freeze(t, engine)
 	defer thaw()
 	d.launch()
 	waitFor(t, time.Minute, "dend to begin settling the sandbox", func() bool {

@@ -21,6 +21,7 @@ func (r *Service) recoverOne(ctx context.Context, sb *sandbox.Sandbox) (bool, er
 	if sb.Pending != "" {
 		return r.recoverPending(ctx, sb, st)
 	}
+	st = r.settleResume(ctx, sb, st, func(ctx context.Context) bool { return r.answersWithin(ctx, sb) })
 	switch sb.State {
 	case sandbox.StateRunning:
 		if st == sandbox.InstancePaused {
@@ -54,7 +55,11 @@ func (r *Service) recoverOne(ctx context.Context, sb *sandbox.Sandbox) (bool, er
 // stopped when its instance is gone.
 func (r *Service) reattach(ctx context.Context, sb *sandbox.Sandbox, st sandbox.InstanceState) (bool, error) {
 	if st == sandbox.InstanceRunning {
-		answers, err := r.pingable(ctx, sb, "")
+		ping := func(ctx context.Context) (bool, error) { return r.pingable(ctx, sb, "") }
+		answers, err := ping(ctx)
+		if err == nil && !answers {
+			answers, err = r.thawUnsettled(ctx, sb, ping)
+		}
 		if err != nil {
 			return false, err
 		}

@@ -62,6 +62,9 @@ var (
 	// errBadRecord means runsc's record is not what den knows how to
 	// read: another runsc version may have written it.
 	errBadRecord = errors.New("decoding runsc's record")
+	// errUnanswered means a call reached the engine but its answer did
+	// not come back: the engine may have done it all the same.
+	errUnanswered = errors.New("no answer")
 )
 
 // record is what den reads of runsc's record of an instance.
@@ -216,21 +219,42 @@ func flock(ctx context.Context, f *os.File) error {
 }
 
 // setPaused moves an instance between running and paused through its
-// control socket, as `runsc pause` or `runsc resume` would.
+// control socket, as `runsc pause` or `runsc resume` would. The call is
+// marked under way (unsettled.go) from before it is sent until its end
+// is recorded, or known not to have changed the engine: a dend killed in
+// between leaves the next one the mark to settle the record by.
 func (r *Runtime) setPaused(ctx context.Context, id string, pause bool) error {
-	from, to, method := "running", "paused", "containerManager.Pause"
+	from, to, method, verb := "running", "paused", "containerManager.Pause", verbPause
 	if !pause {
-		from, to, method = "paused", "running", "containerManager.Resume"
+		from, to, method, verb = "paused", "running", "containerManager.Resume", verbResume
 	}
-	return r.stateFile(id).withRecord(ctx, func(rec record) (string, error) {
+	// settled: the engine either did what it was asked, its end now in
+	// the record, or surely did not.
+	marked, settled := false, true
+	err := r.stateFile(id).withRecord(ctx, func(rec record) (string, error) {
 		if rec.Status != from && !(pause && rec.Status == "created") {
 			return rec.Status, fmt.Errorf("instance %s is %s, not %s", id, rec.Status, from)
 		}
-		if err := callEngine(ctx, rec, method, nil, nil); err != nil {
+		if err := r.markUnderWay(id, verb); err != nil {
 			return rec.Status, err
 		}
+		marked = true
+		if err := callEngine(ctx, rec, method, nil, nil); err != nil {
+			settled = !errors.Is(err, errUnanswered)
+			return rec.Status, err
+		}
+		// Until the record is written, the engine's new state is
+		// known only to the mark.
+		settled = false
 		return to, nil
 	})
+	if err == nil {
+		settled = true
+	}
+	if marked && settled {
+		r.unmark(id)
+	}
+	return err
 }
 
 // callEngine makes one call on the control socket of the engine rec
@@ -302,7 +326,7 @@ func control(ctx context.Context, socket, method string, arg any, files []*os.Fi
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		return fmt.Errorf("reading the engine's answer to %s: %w", method, err)
+		return fmt.Errorf("reading the engine's answer to %s: %w: %w", method, errUnanswered, err)
 	}
 	if !ans.Success {
 		return fmt.Errorf("the engine refused %s: %s", method, strings.TrimSpace(ans.Err))
