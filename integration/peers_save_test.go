@@ -93,9 +93,19 @@ cd / && echo out > /tmp/left && while true; do sleep 0.1; done`
 		out, _, _ := d.sh("reader", "cat /tmp/left")
 		return out == "out\n"
 	})
+	inst := sandboxAs(t, d.c, "reader").ID + "-g"
 	if _, err := d.c.Hibernate(ctx, "reader"); err != nil {
 		t.Fatalf("hibernating once the process left the view: %v", err)
 	}
+	// Saved frozen, the instance is torn down all the same.
+	waitFor(t, 30*time.Second, "the hibernated reader's instance to go", func() bool {
+		for _, id := range d.instances() {
+			if strings.HasPrefix(id, inst) {
+				return false
+			}
+		}
+		return true
+	})
 	if _, err := d.c.Resume(ctx, "reader"); err != nil {
 		t.Fatal(err)
 	}

@@ -186,7 +186,7 @@ func (s *Service) hibernate(ctx context.Context, sb *Sandbox, why string) (err e
 	// Output made from here on waits in den-init's buffers, which are
 	// saved with it.
 	s.outputs.Park(sb.ID)
-	// The save ends the instance: den's doing, not a death to report.
+	// The instance ends once saved: den's doing, not a death to report.
 	s.unsupervise(sb.InstanceID())
 	ck, err := s.takeCheckpoint(ctx, sb, capture{id: sb.Checkpoint, kind: CheckpointHibernate, memory: true})
 	if err != nil {
@@ -196,7 +196,7 @@ func (s *Service) hibernate(ctx context.Context, sb *Sandbox, why string) (err e
 	err = s.transition(ctx, sb, StateHibernated, EventHibernated, fmt.Sprintf("%s; %s of memory in checkpoint %s", why, units.BytesSize(float64(ck.Manifest.MemoryBytes)), ck.ID))
 	// The engine instance and network go in the background once the
 	// record is written: started sooner, their removal only slows the
-	// write. The save already ended the instance's processes.
+	// write. The instance's processes stand frozen since the save.
 	s.tearDownLater(sb)
 	if err != nil {
 		return err
@@ -207,7 +207,7 @@ func (s *Service) hibernate(ctx context.Context, sb *Sandbox, why string) (err e
 
 // finishHibernate releases, in the background (teardown.go), the engine
 // instance and network of a sandbox whose checkpoint is complete: its
-// processes are already gone with the save.
+// processes stand frozen since the save, or are gone.
 func (s *Service) finishHibernate(ctx context.Context, sb *Sandbox) {
 	s.tearDownLater(sb)
 	sb.Pending = ""
