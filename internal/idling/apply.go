@@ -63,6 +63,10 @@ func (l *Loop) sleep(ctx context.Context, sb *sandbox.Sandbox, action string, id
 			return l.svc.Record(ctx, sb, sandbox.EventDeferred, fmt.Sprintf("idle for %s, not hibernated: saving its memory would save secrets to disk; %s", idleFor, grant.Describe(holders)))
 		}
 		if err := l.svc.HibernateLocked(ctx, sb, why); err != nil {
+			// Kept as it was (its failure recorded), or stopped with its
+			// files: asked again after another idle period, not at every
+			// tick.
+			l.svc.Touch(sb.ID)
 			return err
 		}
 		l.svc.PublishAbout(sb, sandbox.StreamPolicyAction, "hibernated by the idle policy: "+why)

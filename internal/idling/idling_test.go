@@ -24,6 +24,8 @@ type fakeCore struct {
 	busy    map[string]bool
 	holders []guest.Process
 	steps   []string
+	// hibernateErr is what HibernateLocked returns.
+	hibernateErr error
 }
 
 func newFakeCore(now time.Time, sbs ...*sandbox.Sandbox) *fakeCore {
@@ -76,7 +78,7 @@ func (f *fakeCore) ReadyToSaveLocked(context.Context, *sandbox.Sandbox) ([]guest
 
 func (f *fakeCore) HibernateLocked(_ context.Context, sb *sandbox.Sandbox, why string) error {
 	f.step("hibernate", sb.ID, why)
-	return nil
+	return f.hibernateErr
 }
 
 func (f *fakeCore) StopLocked(_ context.Context, sb *sandbox.Sandbox, why string) error {
@@ -159,6 +161,20 @@ func TestHibernationPutOffForSecrets(t *testing.T) {
 	newLoop(f, nil).Tick(t.Context())
 	if len(f.steps) != 4 || f.steps[1] != "touch a" || !strings.HasPrefix(f.steps[2], "record a deferred idle for 1m30s, not hibernated: saving its memory would save secrets to disk; ") {
 		t.Errorf("steps %q: want the sandbox touched and the step put off", f.steps)
+	}
+}
+
+// A hibernation that fails puts the sandbox's next idle step off by an
+// idle period: the loop does not try again at every tick.
+func TestFailedHibernationPutOff(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	f := newFakeCore(now, &sandbox.Sandbox{ID: "a", State: sandbox.StateRunning})
+	f.due["a"] = idle.Due{Action: idle.ActionHibernate, At: now}
+	f.hibernateErr = errdefs.Conflict("cannot save the memory")
+	newLoop(f, nil).Tick(t.Context())
+	want := []string{"lock a", "hibernate a idle for 1m30s", "touch a", "unlock a"}
+	if !slices.Equal(f.steps, want) {
+		t.Errorf("steps:\n%q\nwant\n%q", f.steps, want)
 	}
 }
 

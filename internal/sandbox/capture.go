@@ -28,7 +28,7 @@ type capture struct {
 	name   string
 	memory bool
 	// leaveRunning keeps the instance as it was; without it the instance
-	// stops once its memory is saved (hibernate).
+	// stays frozen once its memory is saved, to be torn down (hibernate).
 	leaveRunning bool
 }
 
@@ -93,10 +93,13 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 		waitFlush = s.flushAhead(ctx, sb)
 		defer waitFlush() // on every path: nothing it started outlives the call
 	}
-	// A running sandbox that stays up is frozen from its memory image to
-	// its snapshot, so both show one instant; this is the time its
-	// processes stand still.
-	frozen := c.memory && c.leaveRunning && sb.State == StateRunning
+	// A running sandbox is frozen from its memory image to its snapshot,
+	// so both show one instant; this is the time its processes stand
+	// still. The engine is always asked to leave it as it was: a save
+	// asked to end the instance ends it even when the save fails, and
+	// the sandbox's processes would be lost with it. A hibernating one
+	// stays frozen until it is torn down.
+	frozen := c.memory && sb.State == StateRunning
 	if frozen {
 		if err := s.cfg.Runtime.Pause(ctx, inst); err != nil {
 			return nil, s.ifEngineExited(ctx, sb, fmt.Errorf("freezing the sandbox: %w", err))
@@ -110,8 +113,8 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 	t1 := time.Now()
 	imageSynced := func() error { return nil }
 	if c.memory {
-		if err := s.saveMemory(ctx, sb, ck, c.leaveRunning); err != nil {
-			return nil, s.ifEngineExited(ctx, sb, err)
+		if err := s.saveMemory(ctx, sb, ck); err != nil {
+			return nil, s.saveFailed(ctx, sb, c, s.ifEngineExited(ctx, sb, err))
 		}
 		// On disk while the files are snapshotted and the sandbox thawed.
 		imageSynced = s.syncImage(ck)
@@ -124,6 +127,9 @@ func (s *Service) takeCheckpoint(ctx context.Context, sb *Sandbox, c capture) (c
 		return nil, fmt.Errorf("snapshotting the files: %w", err)
 	}
 	t4 := time.Now()
+	if !c.leaveRunning {
+		frozen = false // ends frozen: it is torn down
+	}
 	if frozen {
 		frozen = false
 		if err := s.cfg.Runtime.Resume(ctx, inst); err != nil {
@@ -250,18 +256,18 @@ func (s *Service) measure(ck *Checkpoint) {
 
 // saveMemory writes the instance's memory image into the checkpoint's
 // directory and fills in what a restore checks it against.
-func (s *Service) saveMemory(ctx context.Context, sb *Sandbox, ck *Checkpoint, leaveRunning bool) error {
+func (s *Service) saveMemory(ctx context.Context, sb *Sandbox, ck *Checkpoint) error {
 	dir, err := s.images.Make(ck.ID)
 	if err != nil {
 		return err
 	}
 	defer memimage.WriteBehind(dir)()
 	if s.sealsMemory(sb) {
-		if err := s.checkpointSealed(ctx, sb, ck, leaveRunning); err != nil {
-			return err
+		if err := s.checkpointSealed(ctx, sb, ck, true); err != nil {
+			return unsavable(sb, err)
 		}
-	} else if err := s.cfg.Runtime.Checkpoint(ctx, sb.InstanceID(), dir, leaveRunning); err != nil {
-		return fmt.Errorf("saving memory: %w", err)
+	} else if err := s.cfg.Runtime.Checkpoint(ctx, sb.InstanceID(), dir, true); err != nil {
+		return unsavable(sb, fmt.Errorf("saving memory: %w", err))
 	}
 	ck.Manifest.SpecHash = s.cfg.Runtime.SpecHash(s.instance(sb, "", ""))
 	ck.Manifest.InitToken = sb.Token

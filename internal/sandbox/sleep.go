@@ -194,7 +194,7 @@ func (s *Service) HibernateLocked(ctx context.Context, sb *Sandbox, why string) 
 	// Output made from here on waits in den-init's buffers, which are
 	// saved with it.
 	s.outputs.Park(sb.ID)
-	// The save ends the instance: den's doing, not a death to report.
+	// The instance ends once saved: den's doing, not a death to report.
 	s.unsupervise(sb.InstanceID())
 	ck, err := s.takeCheckpoint(ctx, sb, capture{id: sb.Checkpoint, kind: CheckpointHibernate, memory: true})
 	if err != nil {
@@ -204,7 +204,7 @@ func (s *Service) HibernateLocked(ctx context.Context, sb *Sandbox, why string) 
 	err = s.TransitionLocked(ctx, sb, StateHibernated, EventHibernated, fmt.Sprintf("%s; %s of memory in checkpoint %s", why, units.BytesSize(float64(ck.Manifest.MemoryBytes)), ck.ID))
 	// The engine instance and network go in the background once the
 	// record is written: started sooner, their removal only slows the
-	// write. The save already ended the instance's processes.
+	// write. The instance's processes stand frozen since the save.
 	s.tearDownLater(sb)
 	if err != nil {
 		return err
@@ -215,9 +215,9 @@ func (s *Service) HibernateLocked(ctx context.Context, sb *Sandbox, why string) 
 
 // FinishHibernateLocked releases, in the background (teardown.go), the
 // engine instance and network of sb, whose hibernation checkpoint is
-// complete (its processes are already gone with the save), and ends its
-// pending change; the caller holds sb's lifecycle lock and records it
-// hibernated.
+// complete (its processes stand frozen since the save, or are gone), and
+// ends its pending change; the caller holds sb's lifecycle lock and
+// records it hibernated.
 func (s *Service) FinishHibernateLocked(ctx context.Context, sb *Sandbox) {
 	s.tearDownLater(sb)
 	sb.Pending = ""

@@ -63,8 +63,8 @@ func (s *Service) tearDownLater(sb *Sandbox) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
 		defer cancel()
-		// The instance's processes ended with the save, so nothing uses
-		// the network: it goes while the engine's record does, each
+		// The instance's processes stand frozen since the save, so
+		// nothing uses the network: it goes while the engine's record does, each
 		// taking about as long (a veth's removal waits for the kernel's
 		// RCU grace periods, a runsc delete starts a process).
 		detached := make(chan struct{})
