@@ -58,6 +58,9 @@ func BuiltinNames() []string { return []string{"busybox", "debian", "e2b-base"} 
 // next version (a failed rebuild leaves the old version as it was;
 // sandboxes made from the old one keep their copies, and `den rebase`
 // moves them to the new one). Concurrent builds of one name build once.
+// A Debian image is copied from the image cache when one built from the
+// same recipe and archive is kept there (builtcache.go); force builds
+// from scratch.
 // progress, if not nil, is called as the build goes.
 func (m *Manager) Build(ctx context.Context, name string, force bool, progress func(Progress)) (*sandbox.Image, error) {
 	if err := specs.ValidateName("image", name); err != nil {
