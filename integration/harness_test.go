@@ -31,11 +31,12 @@ import (
 // binDir holds dend, den, den-init and runsc for the tests.
 var binDir string
 
-// imageCache is the package cache every dend of the run builds Debian
+// imageCache is the image cache every dend of the run builds Debian
 // images with (--image-cache), so that a package is downloaded once per
-// run, not once per test: DEN_TEST_IMAGE_CACHE (tools/shard gives its
-// shards one), else a directory of this binary's. A test of the cold path
-// gives its dend an empty one after.
+// run, not once per test, and each of debian and e2b-base is built once
+// and copied by the other tests' builds: DEN_TEST_IMAGE_CACHE (tools/shard
+// gives its shards one), else a directory of this binary's. A test of the
+// cold path gives its dend an empty one after.
 var imageCache string
 
 func TestMain(m *testing.M) {

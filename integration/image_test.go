@@ -175,7 +175,8 @@ func TestImageImportDockerSave(t *testing.T) {
 // it stay installed across stop/start. No network: the package is a .deb
 // the test builds and copies in. Its build starts from an empty package
 // cache (the other tests share one): the cold path, whose downloads fill
-// the cache.
+// the cache, and a build from scratch, not a copy of the debian image
+// another test's build kept there.
 func TestDebianDefaultImageKeepsPackages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the debian image (about a minute)")

@@ -90,7 +90,7 @@ func main() {
 	fs.IntVar(&cfg.KeepCheckpoints, "keep-checkpoints", cfg.KeepCheckpoints, "manual checkpoints kept per sandbox, newest first (0: all)")
 	fs.BoolVar(&cfg.BackgroundActive, "background-active", env("DEN_BACKGROUND_ACTIVE", "") != "", "detached commands still running count as use for the idle policy")
 	fs.StringVar(&cfg.DebianMirror, "debian-mirror", env("DEN_DEBIAN_MIRROR", ""), "Debian mirror for the debian image (default: the host's apt mirror)")
-	fs.StringVar(&cfg.ImageCache, "image-cache", env("DEN_IMAGE_CACHE", ""), "absolute path of the directory where the Debian packages image builds download are kept for the next build (default DATA_DIR/cache/apt); dends may share one")
+	fs.StringVar(&cfg.ImageCache, "image-cache", env("DEN_IMAGE_CACHE", ""), "absolute path of the directory where the Debian packages image builds download, and the images they built, are kept for the next build (default DATA_DIR/cache/apt); dends may share one")
 	fs.BoolVar(&cfg.Debug, "debug", env("DEN_DEBUG", "") != "", "debug logs, including runsc's per instance")
 	fs.BoolVar(&cfg.NoCgroupPacer, "no-cgroup-pacer", env("DEN_NO_CGROUP_PACER", "") != "", "on a cgroup v1 host, let every boot, wake and fork wait for the RCU grace periods of runsc's cgroup moves instead of keeping the kernel's cgroup lock ready while runsc starts (see docs/install.md, Host tuning)")
 	sizes := []struct {

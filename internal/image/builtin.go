@@ -29,6 +29,9 @@ type recipe struct {
 	check func() error
 	// fill writes the image into root, an empty directory.
 	fill func(ctx context.Context, root string, progress func(Progress)) (*sandbox.Image, error)
+	// key, if set, names everything fill's result depends on, for the
+	// image cache (builtcache.go); without it every build builds.
+	key func(ctx context.Context) (string, error)
 }
 
 func (m *Manager) builtin(name string) (recipe, bool) {
@@ -36,9 +39,13 @@ func (m *Manager) builtin(name string) (recipe, bool) {
 	case "busybox":
 		return recipe{check: m.checkBusybox, fill: m.fillBusybox}, true
 	case "debian":
-		return recipe{check: checkDebian, fill: m.fillDebian}, true
+		return recipe{check: checkDebian, fill: m.fillDebian, key: func(ctx context.Context) (string, error) {
+			return m.archiveKey(ctx, name, debianPackages)
+		}}, true
 	case "e2b-base":
-		return recipe{check: checkDebian, fill: m.fillE2BBase}, true
+		return recipe{check: checkDebian, fill: m.fillE2BBase, key: func(ctx context.Context) (string, error) {
+			return m.archiveKey(ctx, name, e2bBasePackages)
+		}}, true
 	}
 	return recipe{}, false
 }
@@ -51,6 +58,9 @@ func BuiltinNames() []string { return []string{"busybox", "debian", "e2b-base"} 
 // next version (a failed rebuild leaves the old version as it was;
 // sandboxes made from the old one keep their copies, and `den rebase`
 // moves them to the new one). Concurrent builds of one name build once.
+// A Debian image is copied from the image cache when one built from the
+// same recipe and archive is kept there (builtcache.go); force builds
+// from scratch.
 // progress, if not nil, is called as the build goes.
 func (m *Manager) Build(ctx context.Context, name string, force bool, progress func(Progress)) (*sandbox.Image, error) {
 	if err := specs.ValidateName("image", name); err != nil {
@@ -93,7 +103,7 @@ func (m *Manager) build(ctx context.Context, name string, r recipe, force bool, 
 	}
 	m.log.Info("building image", logImage, name)
 	im, err := m.install(ctx, name, func(ctx context.Context, root string) (*sandbox.Image, error) {
-		return r.fill(ctx, root, progress)
+		return m.fillKept(ctx, name, r, force, root, progress)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building image %q: %w", name, err)

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -134,6 +135,8 @@ type Manager struct {
 	log    *slog.Logger
 	flight singleflight.Group // Ensure and Build of one name build once
 	locks  nameLocks          // one operation at a time per name
+	http   *http.Client       // reads the Debian mirror's index
+	self   func() ([]byte, error)
 }
 
 var _ sandbox.Images = (*Manager)(nil)
@@ -144,7 +147,10 @@ func NewManager(cfg Config) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger, locks: nameLocks{m: map[string]chan struct{}{}}}, nil
+	return &Manager{
+		cfg: cfg, log: cfg.Logger, locks: nameLocks{m: map[string]chan struct{}{}},
+		http: &http.Client{}, self: sync.OnceValues(executableSHA256),
+	}, nil
 }
 
 // Log keys.

@@ -154,8 +154,9 @@ func run(c config, goFlags []string) error {
 		return nil
 	}
 	fmt.Printf("shard: logs in %s\n", c.out)
-	// The test binaries share one package cache, so that Debian image
-	// builds download each package once per run, not once per binary.
+	// The test binaries share one image cache, so that Debian image
+	// builds download each package once per run, not once per binary,
+	// and each image is built once and copied by every later build.
 	if os.Getenv("DEN_TEST_IMAGE_CACHE") == "" {
 		if c.imageCache, err = os.MkdirTemp("", "den-image-cache-"); err != nil {
 			return fmt.Errorf("making the image builds' package cache: %w", err)

@@ -100,7 +100,7 @@ func (a *app) imageBuildCommand() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "rebuild even if the image exists")
+	cmd.Flags().BoolVar(&force, "force", false, "rebuild even if the image exists, from scratch (not copied from dend's image cache)")
 	return cmd
 }
 
