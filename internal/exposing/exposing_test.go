@@ -4,24 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/expose"
 	"github.com/den-dev/den/internal/exposing"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/sandbox/sandboxtest"
 	"github.com/den-dev/den/internal/store/sqlite"
 )
 
 // Exposing ports changes only records: a real store, and nothing behind
 // the other ports, which these verbs must not touch (a call would panic on
 // the nil interface).
-type noVolumes struct{ sandbox.Volumes }
-type noRuntime struct{ sandbox.Runtime }
-type noImages struct{ sandbox.Images }
 
 // addrs is the one part of the network port PortTarget uses: pure
 // arithmetic on the slot.
@@ -39,32 +35,14 @@ type service struct {
 
 func newExposeService(t *testing.T) (service, *sqlite.Store) {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "den.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	svc, err := sandbox.NewService(sandbox.Config{
-		Store: st, Volumes: noVolumes{}, Runtime: noRuntime{}, Network: addrs{}, Images: noImages{},
-		Dial:    func(netip.AddrPort, string) sandbox.Guest { return nil },
-		RunsDir: filepath.Join(dir, "runs"), CheckpointDir: filepath.Join(dir, "checkpoints"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
+	st := sandboxtest.Store(t)
+	svc := sandboxtest.Core(t, sandbox.Config{Store: st, Network: addrs{}})
 	return service{svc, exposing.New(exposing.Config{Sandboxes: svc})}, st
 }
 
 func addSandbox(t *testing.T, st *sqlite.Store, name string, state sandbox.State, slot int) {
 	t.Helper()
-	now := time.Now().UTC()
-	sb := &sandbox.Sandbox{ID: "id-" + name, Name: name, State: state, Slot: slot, Generation: 1,
-		Spec: sandbox.Spec{Image: "busybox", CPUs: 1, MemoryBytes: 256 << 20}, CreatedAt: now, UpdatedAt: now}
-	if err := st.CreateSandbox(t.Context(), sb, sandbox.Event{SandboxID: sb.ID, Time: now, Type: sandbox.EventCreated, To: state}); err != nil {
-		t.Fatal(err)
-	}
+	sandboxtest.Add(t, st, &sandbox.Sandbox{Name: name, State: state, Slot: slot})
 }
 
 // ports is what a sandbox exposes, without the link keys.

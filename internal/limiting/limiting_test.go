@@ -3,17 +3,15 @@ package limiting_test
 import (
 	"context"
 	"errors"
-	"net/netip"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/limiting"
 	"github.com/den-dev/den/internal/quota"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/sandbox/sandboxtest"
 	"github.com/den-dev/den/internal/store/sqlite"
 )
 
@@ -21,9 +19,6 @@ import (
 // volume's cap: a real store, the volumes' caps faked, and nothing
 // behind the core's other ports, which the verb must not touch on a
 // stopped sandbox (a call would panic on the nil interface).
-type noRuntime struct{ sandbox.Runtime }
-type noNetwork struct{ sandbox.Network }
-type noImages struct{ sandbox.Images }
 
 // caps records the disk caps volumes are given.
 type caps struct {
@@ -52,7 +47,7 @@ func (refusingEngine) Update(context.Context, string, sandbox.Limits) error {
 
 func newLimiting(t *testing.T, q quota.Quotas) (*limiting.Service, *sqlite.Store, *caps) {
 	t.Helper()
-	return newLimitingWith(t, q, noRuntime{})
+	return newLimitingWith(t, q, nil)
 }
 
 func newLimitingWith(t *testing.T, q quota.Quotas, rt sandbox.Runtime) (*limiting.Service, *sqlite.Store, *caps) {
@@ -63,34 +58,14 @@ func newLimitingWith(t *testing.T, q quota.Quotas, rt sandbox.Runtime) (*limitin
 // newLimitingOn is newLimitingWith with the core's store made by wrap.
 func newLimitingOn(t *testing.T, q quota.Quotas, rt sandbox.Runtime, wrap func(*sqlite.Store) sandbox.Store) (*limiting.Service, *sqlite.Store, *caps) {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "den.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	v := &caps{cap: map[string]int64{}}
-	svc, err := sandbox.NewService(sandbox.Config{
-		Store: wrap(st), Volumes: v, Runtime: rt, Network: noNetwork{}, Images: noImages{}, Quotas: q,
-		Dial:    func(netip.AddrPort, string) sandbox.Guest { return nil },
-		RunsDir: filepath.Join(dir, "runs"), CheckpointDir: filepath.Join(dir, "checkpoints"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
+	st, v := sandboxtest.Store(t), &caps{cap: map[string]int64{}}
+	svc := sandboxtest.Core(t, sandbox.Config{Store: wrap(st), Volumes: v, Runtime: rt, Quotas: q})
 	return limiting.New(svc), st, v
 }
 
 func addSandbox(t *testing.T, st *sqlite.Store, name, owner string, state sandbox.State, slot int) *sandbox.Sandbox {
 	t.Helper()
-	now := time.Now().UTC()
-	sb := &sandbox.Sandbox{ID: "id-" + name, Name: name, Owner: owner, State: state, Slot: slot, Generation: 1,
-		Spec: sandbox.Spec{Image: "busybox", CPUs: 1, MemoryBytes: 256 << 20, PIDs: 512}, CreatedAt: now, UpdatedAt: now}
-	if err := st.CreateSandbox(t.Context(), sb, sandbox.Event{SandboxID: sb.ID, Time: now, Type: sandbox.EventCreated, To: state}); err != nil {
-		t.Fatal(err)
-	}
-	return sb
+	return sandboxtest.Add(t, st, &sandbox.Sandbox{Name: name, Owner: owner, State: state, Slot: slot})
 }
 
 func TestSetLimitsOfAStoppedSandbox(t *testing.T) {

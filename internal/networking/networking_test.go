@@ -3,17 +3,15 @@ package networking_test
 import (
 	"context"
 	"errors"
-	"net/netip"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/den-dev/den/internal/errdefs"
 	"github.com/den-dev/den/internal/netpolicy"
 	"github.com/den-dev/den/internal/networking"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/sandbox/sandboxtest"
 	"github.com/den-dev/den/internal/store/sqlite"
 )
 
@@ -22,9 +20,6 @@ import (
 // enforce, and refuses them while refuse is set. Nothing stands behind
 // the core's other ports, which the verb must not touch (a call would
 // panic on the nil interface).
-type noRuntime struct{ sandbox.Runtime }
-type noVolumes struct{ sandbox.Volumes }
-type noImages struct{ sandbox.Images }
 
 type hostNetwork struct {
 	sandbox.Network
@@ -60,36 +55,15 @@ func (s *store) UpdateSandbox(ctx context.Context, sb *sandbox.Sandbox, ev sandb
 
 func newNetworking(t *testing.T) (*networking.Service, *store, *hostNetwork) {
 	t.Helper()
-	dir := t.TempDir()
-	db, err := sqlite.Open(t.Context(), filepath.Join(dir, "den.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	st, n := &store{Store: db}, &hostNetwork{}
-	svc, err := sandbox.NewService(sandbox.Config{
-		Store: st, Volumes: noVolumes{}, Runtime: noRuntime{}, Network: n, Images: noImages{},
-		Reach:   netpolicy.Reach{Private: netpolicy.PrivateRanges()},
-		Dial:    func(netip.AddrPort, string) sandbox.Guest { return nil },
-		RunsDir: filepath.Join(dir, "runs"), CheckpointDir: filepath.Join(dir, "checkpoints"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
+	st, n := &store{Store: sandboxtest.Store(t)}, &hostNetwork{}
+	svc := sandboxtest.Core(t, sandbox.Config{Store: st, Network: n, Reach: netpolicy.Reach{Private: netpolicy.PrivateRanges()}})
 	return networking.New(networking.Config{Sandboxes: svc}), st, n
 }
 
 func addSandbox(t *testing.T, st *store, name string, state sandbox.State, slot int) *sandbox.Sandbox {
 	t.Helper()
-	now := time.Now().UTC()
-	sb := &sandbox.Sandbox{ID: "id-" + name, Name: name, Owner: "alice", State: state, Slot: slot, Generation: 1,
-		Spec:      sandbox.Spec{Image: "busybox", CPUs: 1, MemoryBytes: 256 << 20, PIDs: 512, Network: netpolicy.Policy{Mode: netpolicy.ModeOpen}},
-		CreatedAt: now, UpdatedAt: now}
-	if err := st.CreateSandbox(t.Context(), sb, sandbox.Event{SandboxID: sb.ID, Time: now, Type: sandbox.EventCreated, To: state}); err != nil {
-		t.Fatal(err)
-	}
-	return sb
+	return sandboxtest.Add(t, st, &sandbox.Sandbox{Name: name, Owner: "alice", State: state, Slot: slot,
+		Spec: sandbox.Spec{Image: "busybox", CPUs: 1, MemoryBytes: 256 << 20, PIDs: 512, Network: netpolicy.Policy{Mode: netpolicy.ModeOpen}}})
 }
 
 func allow(t *testing.T, rules ...string) netpolicy.Policy {

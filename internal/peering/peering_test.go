@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/netip"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +14,7 @@ import (
 	"github.com/den-dev/den/internal/peering"
 	"github.com/den-dev/den/internal/peers"
 	"github.com/den-dev/den/internal/sandbox"
+	"github.com/den-dev/den/internal/sandbox/sandboxtest"
 	"github.com/den-dev/den/internal/store/sqlite"
 )
 
@@ -23,10 +22,6 @@ import (
 // real store, the views' volumes faked, and nothing behind the core's
 // other ports, which these verbs must not touch (a call would panic on
 // the nil interface).
-type noVolumes struct{ sandbox.Volumes }
-type noRuntime struct{ sandbox.Runtime }
-type noNetwork struct{ sandbox.Network }
-type noImages struct{ sandbox.Images }
 
 // views records the snapshots views are.
 type views struct {
@@ -71,21 +66,8 @@ var taken = time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 
 func newPeering(t *testing.T, viewsDir ...string) (*peering.Service, *sqlite.Store, *views) {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "den.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	svc, err := sandbox.NewService(sandbox.Config{
-		Store: st, Volumes: noVolumes{}, Runtime: noRuntime{}, Network: noNetwork{}, Images: noImages{},
-		Dial:    func(netip.AddrPort, string) sandbox.Guest { return nil },
-		RunsDir: filepath.Join(dir, "runs"), CheckpointDir: filepath.Join(dir, "checkpoints"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
+	st := sandboxtest.Store(t)
+	svc := sandboxtest.Core(t, sandbox.Config{Store: st})
 	v := &views{from: map[string]string{}}
 	p := peering.New(peering.Config{Sandboxes: svc, Volumes: v, Logger: slog.New(slog.DiscardHandler),
 		Now: func() time.Time { return taken }, ViewsDir: strings.Join(viewsDir, "")})
@@ -94,12 +76,7 @@ func newPeering(t *testing.T, viewsDir ...string) (*peering.Service, *sqlite.Sto
 
 func addSandbox(t *testing.T, st *sqlite.Store, name, owner string, state sandbox.State, slot int) {
 	t.Helper()
-	now := time.Now().UTC()
-	sb := &sandbox.Sandbox{ID: "id-" + name, Name: name, Owner: owner, State: state, Slot: slot, Generation: 1,
-		Spec: sandbox.Spec{Image: "busybox", CPUs: 1, MemoryBytes: 256 << 20}, CreatedAt: now, UpdatedAt: now}
-	if err := st.CreateSandbox(t.Context(), sb, sandbox.Event{SandboxID: sb.ID, Time: now, Type: sandbox.EventCreated, To: state}); err != nil {
-		t.Fatal(err)
-	}
+	sandboxtest.Add(t, st, &sandbox.Sandbox{Name: name, Owner: owner, State: state, Slot: slot})
 }
 
 func TestPeersOfAStoppedSandbox(t *testing.T) {

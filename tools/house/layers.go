@@ -89,6 +89,8 @@ var layers = map[string]layer{
 	"internal/offsite": adapters,
 	"internal/auth":    adapters,
 	"internal/metrics": adapters,
+	// A real core on SQLite for the tests of the packages above it.
+	"internal/sandbox/sandboxtest": adapters,
 
 	// What sits above the core and uses its verbs: the fleet (blob
 	// store, moves, node loss, the lease fence), owners' quotas and grants.
