@@ -418,10 +418,15 @@ assert.match(msg, /no-such-checkpoint/);
 
 step("peers");
 const kid = `${name}-kid`;
-// A view outside /peers is mounted at boot: on a running reader it needs
-// restart. One under /peers appears while the reader runs.
-msg = await refused("peer_add", { name: kid, other: name, at: "/review/x" });
-assert.match(msg, /restart/);
+// A view outside /peers is bound in place while the reader runs, as one
+// under /peers appears.
+const placed = await call("peer_add", { name: kid, other: name, at: "/review/x" });
+assert.equal(placed.at, "/review/x");
+r = await call("sandbox_exec", { name: kid, command: "cat /review/x/root/notes.txt" });
+assert.equal(r.stdout, "first\n");
+await call("peer_remove", { name: kid, peer: placed.id });
+r = await call("sandbox_exec", { name: kid, command: "ls /review/x 2>/dev/null | wc -l" });
+assert.equal(r.stdout.trim(), "0", "a removed view leaves nothing at its place");
 let peer = await call("peer_add", { name: kid, other: name });
 assert.equal(peer.sandbox, name);
 assert.equal(peer.at, `/peers/${name}`);
