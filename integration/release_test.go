@@ -34,6 +34,8 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	ctx := ctxT(t, 8*time.Minute)
 	d := newDend(t)
 	d.bin = filepath.Join(prev, "dend") // its den-init and runsc lie beside it
+	// A flag newer than the previous release: its dend would refuse it.
+	d.args = withoutFlag(d.args, "--image-cache")
 	d.open()
 	if h, err := d.c.Health(ctx); err != nil || h.Version != tag {
 		t.Fatalf("the previous release's dend: %+v, %v; want version %s", h, err, tag)
@@ -338,4 +340,17 @@ func TestUpgradeToAnotherRunscSaysWhichCannotWake(t *testing.T) {
 	if got := d.mustSh("hib", `cat /root/f`); got != "kept\n" {
 		t.Fatalf("hib recovered cold: %q, want its file", got)
 	}
+}
+
+// withoutFlag returns args without flag and the value after it.
+func withoutFlag(args []string, flag string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		if args[i] == flag {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
 }
